@@ -1,0 +1,2 @@
+// Package loadgen drives load against OpenAI-compatible endpoints and reports serving statistics.
+package loadgen

@@ -1,0 +1,2 @@
+// Package policy declares the Builder and Picker interfaces every load-balancing policy implements.
+package policy

@@ -1,0 +1,2 @@
+// Package radix holds lock-sharded, arena-backed prefix trees for cache-aware routing.
+package radix
