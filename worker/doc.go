@@ -1,2 +1,23 @@
-// Package worker holds worker specs, live worker state and the registry that publishes snapshots.
+// Package worker holds what the gateway knows about its engine workers: the Spec a user or
+// discovery registers, the live Worker (identity, status, in-flight count and its pooled
+// fasthttp.HostClient) and the Registry that owns them.
+//
+// # Concurrency model
+//
+// The Registry has exactly one writer: a goroutine that drains a bounded event queue (add,
+// remove, status change) and, after every change, publishes a new immutable Snapshot through an
+// atomic.Pointer. Readers on the request hot path call Registry.Current (one atomic load) and never
+// lock. Subscribers registered with Config.OnPublish run on the writer goroutine after each
+// publication, so derived state (the policy route table) is rebuilt by the same single writer and
+// never races with itself.
+//
+// Fast-changing state is not copied into snapshots: a Worker's in-flight count and status are
+// atomics read live. A Snapshot only changes when membership or status changes.
+//
+// # Ownership
+//
+// A *Worker is shared by every snapshot that lists it and by requests still in flight after it
+// was removed; its fields other than the atomics are immutable after construction. Removing a
+// worker closes nothing a request in flight still uses: its HostClient keeps serving the
+// requests already dispatched and idle connections are closed once those finish.
 package worker

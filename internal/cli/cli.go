@@ -1,0 +1,329 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type kind uint8
+
+const (
+	kindValue kind = iota
+	kindBool
+	kindList
+)
+
+// Flag is one registered flag.
+type Flag struct {
+	Name    string
+	Aliases []string
+	Usage   string
+	// Default is the default as the help text shows it.
+	Default string
+	// Group orders flags into sections in help and documentation.
+	Group string
+
+	kind  kind
+	set   func(string) error
+	valid string // example of a valid value, for error messages
+	seen  bool
+}
+
+// FlagSet is a set of flags for one command.
+type FlagSet struct {
+	Command string
+	flags   []*Flag
+	byName  map[string]*Flag
+	group   string
+}
+
+// NewFlagSet returns an empty FlagSet; command names the command in error messages.
+func NewFlagSet(command string) *FlagSet {
+	return &FlagSet{Command: command, byName: map[string]*Flag{}}
+}
+
+// Group sets the section that flags registered from now on belong to.
+func (fs *FlagSet) Group(name string) { fs.group = name }
+
+func (fs *FlagSet) add(f *Flag) *Flag {
+	if _, dup := fs.byName[f.Name]; dup {
+		panic("cli: flag --" + f.Name + " registered twice")
+	}
+	f.Group = fs.group
+	fs.flags = append(fs.flags, f)
+	fs.byName[f.Name] = f
+	return f
+}
+
+// Alias makes --alias a second name of --name.
+func (fs *FlagSet) Alias(alias, name string) {
+	f := fs.byName[name]
+	if f == nil {
+		panic("cli: alias of unknown flag --" + name)
+	}
+	if _, dup := fs.byName[alias]; dup {
+		panic("cli: alias --" + alias + " already registered")
+	}
+	f.Aliases = append(f.Aliases, alias)
+	fs.byName[alias] = f
+}
+
+// String registers a string flag.
+func (fs *FlagSet) String(name string, p *string, def, usage string) *Flag {
+	*p = def
+	shown := def
+	if def == "" {
+		shown = ""
+	}
+	return fs.add(&Flag{Name: name, Usage: usage, Default: shown, valid: "text", set: func(v string) error {
+		*p = v
+		return nil
+	}})
+}
+
+// Int registers an integer flag.
+func (fs *FlagSet) Int(name string, p *int, def int, usage string) *Flag {
+	*p = def
+	return fs.add(&Flag{Name: name, Usage: usage, Default: strconv.Itoa(def), valid: "an integer such as " + strconv.Itoa(def), set: func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		*p = n
+		return nil
+	}})
+}
+
+// Float registers a floating-point flag.
+func (fs *FlagSet) Float(name string, p *float64, def float64, usage string) *Flag {
+	*p = def
+	d := strconv.FormatFloat(def, 'g', -1, 64)
+	return fs.add(&Flag{Name: name, Usage: usage, Default: d, valid: "a number such as " + d, set: func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("not a number")
+		}
+		*p = f
+		return nil
+	}})
+}
+
+// Duration registers a flag given in seconds (the spec's flags are all "-secs"), stored as a
+// time.Duration. Fractions are accepted.
+func (fs *FlagSet) Duration(name string, p *time.Duration, def time.Duration, usage string) *Flag {
+	*p = def
+	d := strconv.FormatFloat(def.Seconds(), 'g', -1, 64)
+	return fs.add(&Flag{Name: name, Usage: usage, Default: d, valid: "a number of seconds such as " + d, set: func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return fmt.Errorf("not a non-negative number of seconds")
+		}
+		*p = time.Duration(f * float64(time.Second))
+		return nil
+	}})
+}
+
+// Bool registers a boolean flag: --name sets it, --name=false clears it.
+func (fs *FlagSet) Bool(name string, p *bool, def bool, usage string) *Flag {
+	*p = def
+	return fs.add(&Flag{Name: name, Usage: usage, Default: strconv.FormatBool(def), kind: kindBool, valid: "true or false", set: func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("not true or false")
+		}
+		*p = b
+		return nil
+	}})
+}
+
+// StringList registers a list flag: every word after it up to the next flag is appended, and
+// the flag may repeat.
+func (fs *FlagSet) StringList(name string, p *[]string, usage string) *Flag {
+	return fs.add(&Flag{Name: name, Usage: usage, kind: kindList, valid: "one or more values", set: func(v string) error {
+		*p = append(*p, v)
+		return nil
+	}})
+}
+
+// Enum registers a string flag restricted to choices.
+func (fs *FlagSet) Enum(name string, p *string, def string, choices []string, usage string) *Flag {
+	*p = def
+	return fs.add(&Flag{Name: name, Usage: usage + " (" + strings.Join(choices, ", ") + ")", Default: def,
+		valid: "one of " + strings.Join(choices, ", "), set: func(v string) error {
+			for _, c := range choices {
+				if v == c {
+					*p = v
+					return nil
+				}
+			}
+			return fmt.Errorf("not a valid choice")
+		}})
+}
+
+// Func registers a value flag parsed by set.
+func (fs *FlagSet) Func(name, def, valid, usage string, set func(string) error) *Flag {
+	return fs.add(&Flag{Name: name, Usage: usage, Default: def, valid: valid, set: set})
+}
+
+// IsSet reports whether the command line named the flag.
+func (fs *FlagSet) IsSet(name string) bool {
+	f := fs.byName[name]
+	return f != nil && f.seen
+}
+
+// Flags returns the registered flags in registration order.
+func (fs *FlagSet) Flags() []*Flag { return fs.flags }
+
+// Parse parses args (without the program name and command). It returns an error that names
+// the offending flag and how to fix it.
+func (fs *FlagSet) Parse(args []string) error {
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if !isFlag(arg) {
+			return fmt.Errorf("unexpected argument %q: flags start with --; run '%s --help'", arg, fs.Command)
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		f := fs.byName[name]
+		if f == nil {
+			return fs.unknown(name)
+		}
+		f.seen = true
+		switch f.kind {
+		case kindBool:
+			if !hasValue {
+				value = "true"
+			}
+			if err := f.set(value); err != nil {
+				return fs.bad(f, name, value, err)
+			}
+		case kindList:
+			n := 0
+			if hasValue {
+				if err := f.set(value); err != nil {
+					return fs.bad(f, name, value, err)
+				}
+				n++
+			}
+			for i+1 < len(args) && !isFlag(args[i+1]) {
+				i++
+				if err := f.set(args[i]); err != nil {
+					return fs.bad(f, name, args[i], err)
+				}
+				n++
+			}
+			if n == 0 {
+				return fmt.Errorf("flag --%s needs %s", name, f.valid)
+			}
+		default:
+			if !hasValue {
+				if i+1 >= len(args) || strings.HasPrefix(args[i+1], "--") {
+					return fmt.Errorf("flag --%s needs a value: %s", name, f.valid)
+				}
+				i++
+				value = args[i]
+			}
+			if err := f.set(value); err != nil {
+				return fs.bad(f, name, value, err)
+			}
+		}
+	}
+	return nil
+}
+
+// isFlag reports whether arg is a flag rather than a value. A single dash followed by a digit
+// is a negative number, not a flag.
+func isFlag(arg string) bool {
+	if strings.HasPrefix(arg, "--") {
+		return len(arg) > 2
+	}
+	return len(arg) > 1 && arg[0] == '-' && (arg[1] < '0' || arg[1] > '9') && arg[1] != '.'
+}
+
+func (fs *FlagSet) bad(f *Flag, name, value string, err error) error {
+	return fmt.Errorf("invalid value %q for --%s: %v; give %s", value, name, err, f.valid)
+}
+
+func (fs *FlagSet) unknown(name string) error {
+	var close []string
+	for n := range fs.byName {
+		if strings.Contains(n, name) || strings.Contains(name, n) || editDistance(n, name) <= 2 {
+			close = append(close, "--"+n)
+		}
+	}
+	sort.Strings(close)
+	msg := fmt.Sprintf("unknown flag --%s", name)
+	if len(close) > 0 && len(close) <= 5 {
+		msg += "; did you mean " + strings.Join(close, " or ") + "?"
+	}
+	return fmt.Errorf("%s (run '%s --help' to list flags)", msg, fs.Command)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Help renders the flags for --help, grouped.
+func (fs *FlagSet) Help() string {
+	var sb strings.Builder
+	group := "\x00"
+	for _, f := range fs.flags {
+		if f.Group != group {
+			group = f.Group
+			if group != "" {
+				fmt.Fprintf(&sb, "\n%s:\n", group)
+			}
+		}
+		names := "--" + f.Name
+		for _, a := range f.Aliases {
+			names += ", --" + a
+		}
+		if f.kind == kindList {
+			names += " V..."
+		} else if f.kind == kindValue {
+			names += " V"
+		}
+		def := ""
+		if f.Default != "" && f.kind != kindList {
+			def = " (default " + f.Default + ")"
+		}
+		fmt.Fprintf(&sb, "  %-40s %s%s\n", names, f.Usage, def)
+	}
+	return sb.String()
+}
+
+// Markdown renders the flags as a Markdown table (flag, default, description).
+func (fs *FlagSet) Markdown() string {
+	var sb strings.Builder
+	sb.WriteString("| flag | default | description |\n|---|---|---|\n")
+	for _, f := range fs.flags {
+		names := "`--" + f.Name + "`"
+		for _, a := range f.Aliases {
+			names += ", `--" + a + "`"
+		}
+		def := f.Default
+		if def != "" {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s |\n", names, def, strings.ReplaceAll(f.Usage, "|", "\\|"))
+	}
+	return sb.String()
+}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+type opts struct {
+	host    string
+	port    int
+	ratio   float64
+	json    bool
+	urls    []string
+	policy  string
+	timeout time.Duration
+}
+
+func newSet(o *opts) *FlagSet {
+	fs := NewFlagSet("smg launch")
+	fs.String("host", &o.host, "0.0.0.0", "bind address")
+	fs.Int("port", &o.port, 30000, "port")
+	fs.Float("ratio", &o.ratio, 1.5, "ratio")
+	fs.Bool("log-json", &o.json, false, "json logs")
+	fs.StringList("worker-urls", &o.urls, "worker URLs")
+	fs.Enum("policy", &o.policy, "round_robin", []string{"round_robin", "random"}, "policy")
+	fs.Duration("request-timeout-secs", &o.timeout, 1800*time.Second, "timeout")
+	fs.Alias("worker-url", "worker-urls")
+	return fs
+}
+
+func TestParseSpecCommandLines(t *testing.T) {
+	var o opts
+	fs := newSet(&o)
+	err := fs.Parse(strings.Fields("--worker-urls http://w1:8000 http://w2:8000 --port=8080 --log-json --ratio -2.5 --worker-url w3:1 --policy random --request-timeout-secs 0.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := opts{host: "0.0.0.0", port: 8080, ratio: -2.5, json: true, urls: []string{"http://w1:8000", "http://w2:8000", "w3:1"}, policy: "random", timeout: 500 * time.Millisecond}
+	if !reflect.DeepEqual(o, want) {
+		t.Fatalf("got %+v want %+v", o, want)
+	}
+	if !fs.IsSet("port") || fs.IsSet("host") {
+		t.Fatal("IsSet wrong")
+	}
+}
+
+func TestParseErrorsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"--port abc", `invalid value "abc" for --port: not an integer; give an integer such as 30000`},
+		{"--port", "flag --port needs a value"},
+		{"--prot 1", "unknown flag --prot; did you mean --port?"},
+		{"--policy cache", `invalid value "cache" for --policy: not a valid choice; give one of round_robin, random`},
+		{"--worker-urls --port 1", "flag --worker-urls needs one or more values"},
+		{"stray", `unexpected argument "stray"`},
+		{"--log-json=maybe", `invalid value "maybe" for --log-json`},
+		{"--request-timeout-secs -1", "--request-timeout-secs"},
+	} {
+		var o opts
+		err := newSet(&o).Parse(strings.Fields(tc.args))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestBoolFalse(t *testing.T) {
+	o := opts{}
+	fs := newSet(&o)
+	if err := fs.Parse([]string{"--log-json", "--log-json=false"}); err != nil || o.json {
+		t.Fatalf("err=%v json=%v", err, o.json)
+	}
+}
+
+func TestMarkdownListsEveryFlag(t *testing.T) {
+	var o opts
+	md := newSet(&o).Markdown()
+	for _, name := range []string{"`--host`", "`--worker-urls`, `--worker-url`", "`1800`"} {
+		if !strings.Contains(md, name) {
+			t.Errorf("markdown lacks %s:\n%s", name, md)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("--worker-urls http://w1:8000 http://w2:8000 --port 1")
+	f.Add("--port=-1 --log-json=true --ratio .5")
+	f.Add("-- - --= --policy=")
+	f.Fuzz(func(t *testing.T, line string) {
+		var o opts
+		fs := newSet(&o)
+		args := strings.Fields(line)
+		if err := fs.Parse(args); err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		// A successful parse leaves every value within its flag's domain.
+		if o.policy != "round_robin" && o.policy != "random" {
+			t.Fatalf("policy %q accepted from %q", o.policy, line)
+		}
+		if o.timeout < 0 {
+			t.Fatalf("negative timeout accepted from %q", line)
+		}
+	})
+}

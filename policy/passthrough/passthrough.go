@@ -1,0 +1,51 @@
+// Package passthrough implements the passthrough policy: every request to the first available
+// worker, reading no load or cache state (spec: Passthrough). With more than one worker it logs
+// a warning once per model and keeps sending everything to the first available one.
+package passthrough
+
+import (
+	"log/slog"
+
+	"github.com/smg-go/smg/policy"
+)
+
+// Name is the policy's --policy name.
+const Name = "passthrough"
+
+// Builder builds passthrough pickers.
+type Builder struct {
+	Logger *slog.Logger
+	warned bool
+}
+
+// New returns a passthrough Builder (logger nil: slog.Default()).
+func New(logger *slog.Logger) *Builder {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Builder{Logger: logger}
+}
+
+// Name implements policy.Builder.
+func (*Builder) Name() string { return Name }
+
+// Build implements policy.Builder.
+func (b *Builder) Build(g policy.Group) policy.Picker {
+	if len(g.Workers) > 1 && !b.warned {
+		b.warned = true
+		b.Logger.Warn("passthrough policy with more than one worker: all traffic goes to the first available worker",
+			"model", g.Model, "workers", len(g.Workers))
+	}
+	return &picker{g: g}
+}
+
+type picker struct{ g policy.Group }
+
+func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
+	for _, w := range p.g.Workers {
+		if req.Usable(w) {
+			return policy.Result{Worker: w}, nil
+		}
+	}
+	return policy.Result{}, policy.ErrNoAvailableWorkers
+}

@@ -1,0 +1,328 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Sentinel errors of registry operations.
+var (
+	ErrAlreadyExists = errors.New("worker already exists")
+	ErrNotFound      = errors.New("worker not found")
+	ErrClosed        = errors.New("registry closed")
+	ErrQueueFull     = errors.New("registry event queue full")
+)
+
+// Config configures a Registry. The zero value is usable.
+type Config struct {
+	// QueueSize bounds the event queue. Default 1024.
+	QueueSize int
+	// Client configures every worker's HostClient.
+	Client ClientOptions
+	// Metrics receives the per-worker series (smg_worker_requests_active,
+	// smg_router_upstream_responses_total) and smg_worker_pool_size. Nil: a private set.
+	Metrics *metrics.Set
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports a configuration error.
+func (c *Config) Validate() error {
+	if c.QueueSize < 0 {
+		return fmt.Errorf("registry queue size %d: must be >= 0 (0 picks the default 1024)", c.QueueSize)
+	}
+	return nil
+}
+
+// Registry owns the set of workers. See the package documentation for its concurrency model.
+type Registry struct {
+	cfg     Config
+	log     *slog.Logger
+	events  chan event
+	current atomic.Pointer[Snapshot]
+	dropped *metrics.Counter
+
+	// Writer-goroutine state.
+	workers     []*Worker
+	freeIndexes []uint32
+	nextIndex   uint32
+	version     uint64
+	subscribers []func(*Snapshot)
+
+	subMu     sync.Mutex
+	done      chan struct{}
+	closeOnce sync.Once
+	stopped   chan struct{}
+}
+
+type eventKind uint8
+
+const (
+	evAdd eventKind = iota
+	evRemove
+	evSetStatus
+	evSync
+)
+
+type event struct {
+	kind   eventKind
+	spec   Spec
+	id     string
+	status Status
+	reply  chan result
+}
+
+type result struct {
+	w   *Worker
+	err error
+}
+
+// NewRegistry creates a registry and starts its writer goroutine. Close stops it.
+func NewRegistry(cfg Config) (*Registry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.QueueSize == 0 {
+		cfg.QueueSize = 1024
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Client.fillDefaults()
+	r := &Registry{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		events:  make(chan event, cfg.QueueSize),
+		dropped: cfg.Metrics.GetOrCreateCounter(`smg_registry_events_dropped_total`),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	r.current.Store(newSnapshot(0, nil))
+	cfg.Metrics.GetOrCreateGauge(`smg_worker_pool_size`, func() float64 {
+		return float64(len(r.Current().Workers))
+	})
+	go r.run()
+	return r, nil
+}
+
+// Current returns the latest snapshot: one atomic load, safe on the hot path.
+func (r *Registry) Current() *Snapshot { return r.current.Load() }
+
+// Subscribe registers fn to run on the writer goroutine after every publication, and runs it
+// once now with the current snapshot (also on the writer goroutine). fn must not call
+// blocking registry methods.
+func (r *Registry) Subscribe(fn func(*Snapshot)) {
+	r.subMu.Lock()
+	r.subscribers = append(r.subscribers, fn)
+	r.subMu.Unlock()
+	_ = r.submit(context.Background(), event{kind: evSync}, true)
+}
+
+// Add registers a worker. spec must be normalized (Spec.Normalize). It returns
+// ErrAlreadyExists (with the existing worker) when a worker with the same URL is registered.
+// The new worker starts with the given status.
+func (r *Registry) Add(ctx context.Context, spec Spec, status Status) (*Worker, error) {
+	reply := make(chan result, 1)
+	if err := r.submit(ctx, event{kind: evAdd, spec: spec, status: status, reply: reply}, true); err != nil {
+		return nil, err
+	}
+	return wait(ctx, reply)
+}
+
+// Remove unregisters the worker with the given id. Requests already dispatched to it finish.
+func (r *Registry) Remove(ctx context.Context, id string) (*Worker, error) {
+	reply := make(chan result, 1)
+	if err := r.submit(ctx, event{kind: evRemove, id: id, reply: reply}, true); err != nil {
+		return nil, err
+	}
+	return wait(ctx, reply)
+}
+
+// SetStatus changes a worker's status and republishes. It never blocks: when the queue is
+// full the change is dropped, counted, and ErrQueueFull returned (health checks resend).
+func (r *Registry) SetStatus(id string, s Status) error {
+	return r.submit(context.Background(), event{kind: evSetStatus, id: id, status: s}, false)
+}
+
+// Close stops the writer goroutine. Pending events are dropped.
+func (r *Registry) Close() {
+	r.closeOnce.Do(func() { close(r.done) })
+	<-r.stopped
+}
+
+func (r *Registry) submit(ctx context.Context, ev event, block bool) error {
+	select {
+	case <-r.done:
+		return ErrClosed
+	default:
+	}
+	if !block {
+		select {
+		case r.events <- ev:
+			return nil
+		default:
+			r.dropped.Inc()
+			return ErrQueueFull
+		}
+	}
+	select {
+	case r.events <- ev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.done:
+		return ErrClosed
+	}
+}
+
+func wait(ctx context.Context, reply chan result) (*Worker, error) {
+	select {
+	case res := <-reply:
+		return res.w, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *Registry) run() {
+	defer close(r.stopped)
+	for {
+		select {
+		case <-r.done:
+			return
+		case ev := <-r.events:
+			changed := r.apply(ev)
+			// Drain what else is queued so a burst costs one publication.
+			for more := true; more; {
+				select {
+				case ev := <-r.events:
+					changed = r.apply(ev) || changed
+				default:
+					more = false
+				}
+			}
+			if changed {
+				r.publish()
+			}
+		}
+	}
+}
+
+// apply runs one event on the writer goroutine and reports whether a publication is needed.
+func (r *Registry) apply(ev event) bool {
+	switch ev.kind {
+	case evSync:
+		return true
+	case evAdd:
+		for _, w := range r.workers {
+			if w.URL == ev.spec.URL {
+				ev.reply <- result{w, fmt.Errorf("%w: %s is registered as %s", ErrAlreadyExists, w.URL, w.ID)}
+				return false
+			}
+		}
+		w := newWorker(ev.spec, r.allocIndex(), r.cfg.Client)
+		w.status.Store(uint32(ev.status))
+		r.registerMetrics(w)
+		r.workers = append(r.workers, w)
+		r.log.Info("Added worker", "worker_id", w.ID, "url", w.URL, "models", w.Models, "worker_type", w.Type())
+		ev.reply <- result{w, nil}
+		return true
+	case evRemove:
+		for i, w := range r.workers {
+			if w.ID == ev.id {
+				r.workers = append(r.workers[:i:i], r.workers[i+1:]...)
+				r.freeIndexes = append(r.freeIndexes, w.Index)
+				r.unregisterMetrics(w)
+				w.status.Store(uint32(StatusDraining))
+				w.Client.CloseIdleConnections()
+				r.log.Info("Removed worker", "worker_id", w.ID, "url", w.URL)
+				if ev.reply != nil {
+					ev.reply <- result{w, nil}
+				}
+				return true
+			}
+		}
+		if ev.reply != nil {
+			ev.reply <- result{nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id)}
+		}
+		return false
+	case evSetStatus:
+		for _, w := range r.workers {
+			if w.ID == ev.id {
+				if w.Status() == ev.status {
+					return false
+				}
+				r.log.Info("Worker status changed", "worker_id", w.ID, "url", w.URL, "from", w.Status().String(), "to", ev.status.String())
+				w.status.Store(uint32(ev.status))
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Registry) allocIndex() uint32 {
+	if n := len(r.freeIndexes); n > 0 {
+		// Reuse the smallest free index so index-keyed arrays stay dense.
+		best := 0
+		for i, v := range r.freeIndexes {
+			if v < r.freeIndexes[best] {
+				best = i
+			}
+		}
+		idx := r.freeIndexes[best]
+		r.freeIndexes = append(r.freeIndexes[:best], r.freeIndexes[best+1:]...)
+		return idx
+	}
+	idx := r.nextIndex
+	r.nextIndex++
+	return idx
+}
+
+func (r *Registry) publish() {
+	r.version++
+	workers := make([]*Worker, len(r.workers))
+	copy(workers, r.workers)
+	s := newSnapshot(r.version, workers)
+	r.current.Store(s)
+	r.subMu.Lock()
+	subs := r.subscribers
+	r.subMu.Unlock()
+	for _, fn := range subs {
+		fn(s)
+	}
+}
+
+func (r *Registry) registerMetrics(w *Worker) {
+	set := r.cfg.Metrics
+	set.GetOrCreateGauge(workerSeries("smg_worker_requests_active", w.URL, ""), func() float64 {
+		return float64(w.InFlight.Load())
+	})
+	for i := range w.Upstream {
+		w.Upstream[i] = set.GetOrCreateCounter(workerSeries("smg_router_upstream_responses_total", w.URL, outcomeNames[i]))
+	}
+}
+
+func (r *Registry) unregisterMetrics(w *Worker) {
+	set := r.cfg.Metrics
+	set.UnregisterMetric(workerSeries("smg_worker_requests_active", w.URL, ""))
+	for i := range w.Upstream {
+		set.UnregisterMetric(workerSeries("smg_router_upstream_responses_total", w.URL, outcomeNames[i]))
+	}
+}
+
+func workerSeries(name, url, outcome string) string {
+	if outcome == "" {
+		return fmt.Sprintf(`%s{worker=%q}`, name, url)
+	}
+	return fmt.Sprintf(`%s{worker=%q,outcome=%q}`, name, url, outcome)
+}

@@ -1,0 +1,157 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// Worker types, as the spec product names them.
+const (
+	TypeRegular = "regular"
+	TypePrefill = "prefill"
+	TypeDecode  = "decode"
+	TypeEncode  = "encode"
+)
+
+// Defaults of the Spec fields the spec product fills in when a registration leaves them out.
+const (
+	DefaultPriority = 50
+	DefaultCost     = 1.0
+)
+
+// Spec is a worker as a user (or discovery, or a mesh peer) registers it: the JSON body of
+// POST /workers. Only URL is required.
+type Spec struct {
+	// URL is the worker's base URL, e.g. http://10.0.0.7:8000. The scheme defaults to http.
+	URL string `json:"url"`
+	// ModelID is the one model the worker serves. Empty means "ask the worker" at registration
+	// (GET /v1/models); a worker whose model stays unknown serves requests for any model that
+	// no other worker claims.
+	ModelID string `json:"model_id,omitempty"`
+	// Models lists further model ids the worker serves (multi-model engines).
+	Models []string `json:"models,omitempty"`
+	// WorkerType is regular (default), prefill, decode or encode.
+	WorkerType string `json:"worker_type,omitempty"`
+	// Labels are free-form; the label "policy" selects a per-model policy.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Priority orders workers for operators; higher is preferred. Default 50.
+	Priority *int `json:"priority,omitempty"`
+	// Cost is a relative cost weight. Default 1.0.
+	Cost *float64 `json:"cost,omitempty"`
+	// APIKey is sent to the worker as a bearer token. It is write-only: never shown by the API.
+	APIKey string `json:"api_key,omitempty"`
+	// Health overrides the gateway's health-check settings for this worker.
+	Health *HealthOverride `json:"health,omitempty"`
+}
+
+// HealthOverride holds the per-worker health-check settings of a Spec; nil fields inherit the
+// gateway's flags.
+type HealthOverride struct {
+	Endpoint         *string `json:"endpoint,omitempty"`
+	IntervalSecs     *int    `json:"check_interval_secs,omitempty"`
+	TimeoutSecs      *int    `json:"timeout_secs,omitempty"`
+	FailureThreshold *int    `json:"failure_threshold,omitempty"`
+	SuccessThreshold *int    `json:"success_threshold,omitempty"`
+	Disable          *bool   `json:"disable_health_check,omitempty"`
+}
+
+// ErrInvalidURL reports a worker URL the gateway cannot dial.
+var ErrInvalidURL = errors.New("invalid worker URL")
+
+// Normalize validates s and fills defaults: it returns the canonical URL (scheme://host:port
+// without a trailing slash), or an error that tells the user what to fix.
+func (s *Spec) Normalize() error {
+	u, err := CanonicalURL(s.URL)
+	if err != nil {
+		return err
+	}
+	s.URL = u
+	switch s.WorkerType {
+	case "":
+		s.WorkerType = TypeRegular
+	case TypeRegular, TypePrefill, TypeDecode, TypeEncode:
+	default:
+		return fmt.Errorf("invalid worker_type %q: use regular, prefill, decode or encode", s.WorkerType)
+	}
+	if s.Priority == nil {
+		p := DefaultPriority
+		s.Priority = &p
+	}
+	if s.Cost == nil {
+		c := DefaultCost
+		s.Cost = &c
+	} else if *s.Cost < 0 {
+		return fmt.Errorf("invalid cost %v: must be >= 0", *s.Cost)
+	}
+	return nil
+}
+
+// AllModels returns ModelID followed by Models, without duplicates or empty ids.
+func (s *Spec) AllModels() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range append([]string{s.ModelID}, s.Models...) {
+		if m != "" && !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// CanonicalURL parses a worker URL given as http://host:port, https://host:port or host:port
+// and returns scheme://host:port with the default port made explicit and any trailing slash
+// removed, so that the same worker always has the same URL (the registry matches by URL).
+func CanonicalURL(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", fmt.Errorf("%w: empty; give http://host:port", ErrInvalidURL)
+	}
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w %q: %v; give http://host:port", ErrInvalidURL, raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%w %q: scheme %q is not supported; use http:// or https://", ErrInvalidURL, raw, u.Scheme)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return "", fmt.Errorf("%w %q: no host; give http://host:port", ErrInvalidURL, raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/") {
+		return "", fmt.Errorf("%w %q: only scheme://host:port is allowed (no path, query or credentials)", ErrInvalidURL, raw)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	if n, err := parsePort(port); err != nil || n == 0 {
+		return "", fmt.Errorf("%w %q: port %q is not in 1-65535", ErrInvalidURL, raw, port)
+	}
+	return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port), nil
+}
+
+func parsePort(s string) (int, error) {
+	n := 0
+	if s == "" || len(s) > 5 {
+		return 0, errors.New("bad port")
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, errors.New("bad port")
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n > 65535 {
+		return 0, errors.New("bad port")
+	}
+	return n, nil
+}

@@ -1,0 +1,209 @@
+package worker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+)
+
+// Status is a worker's lifecycle state. Only Ready workers receive new requests.
+type Status uint32
+
+const (
+	// StatusPending: registered, not yet confirmed healthy.
+	StatusPending Status = iota
+	// StatusReady: healthy and routable.
+	StatusReady
+	// StatusNotReady: failed health checks past the failure threshold; not routable.
+	StatusNotReady
+	// StatusFailed: failed for long enough to be considered gone; removed when
+	// --remove-unhealthy-workers is set.
+	StatusFailed
+	// StatusDraining: being removed; finishes the requests it has, receives no new ones.
+	StatusDraining
+)
+
+var statusNames = [...]string{"pending", "ready", "not_ready", "failed", "draining"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "unknown"
+}
+
+// Upstream outcome classes counted per worker in smg_router_upstream_responses_total.
+const (
+	Outcome2xx = iota
+	Outcome3xx
+	Outcome4xx
+	Outcome5xx
+	OutcomeError // no HTTP response: connection refused, reset, timeout
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"2xx", "3xx", "4xx", "5xx", "error"}
+
+// OutcomeOf maps an upstream HTTP status to its outcome class.
+func OutcomeOf(status int) int {
+	switch {
+	case status >= 200 && status < 300:
+		return Outcome2xx
+	case status >= 300 && status < 400:
+		return Outcome3xx
+	case status >= 400 && status < 500:
+		return Outcome4xx
+	case status >= 500:
+		return Outcome5xx
+	}
+	return OutcomeError
+}
+
+// Worker is one engine endpoint as the gateway serves it. All fields but the atomics are
+// immutable after the registry creates it.
+type Worker struct {
+	// ID is the registry's identifier (a random UUID), used by the worker API.
+	ID string
+	// Index is a dense small integer, unique among live workers and reused after removal;
+	// policies use it as a tenant id and an array index.
+	Index uint32
+	// URL is the canonical base URL, scheme://host:port; sent as x-smg-routed-worker-id.
+	URL string
+	// Host is host:port, the Host header of forwarded requests.
+	Host string
+	// Models are the model ids the worker serves; empty means unknown (serves any model
+	// that no other worker claims).
+	Models []string
+	// Client is the worker's pooled HTTP/1.1 client: one per worker, keep-alive.
+	Client *fasthttp.HostClient
+	// Auth is the Authorization header value sent to the worker ("Bearer <api_key>"), or nil.
+	Auth []byte
+
+	spec Spec
+
+	// InFlight counts requests dispatched to this worker whose response body has not
+	// finished. The hot path adds 1 at dispatch and subtracts 1 exactly once.
+	InFlight atomic.Int64
+	status   atomic.Uint32
+
+	// Upstream counts responses by outcome class; exported per worker.
+	Upstream [numOutcomes]*metrics.Counter
+
+	urlHeader []byte
+}
+
+// Status returns the worker's current status.
+func (w *Worker) Status() Status { return Status(w.status.Load()) }
+
+// Routable reports whether the worker may receive new requests right now.
+func (w *Worker) Routable() bool { return w.Status() == StatusReady }
+
+// Spec returns a copy of the worker's spec with the API key removed: the API key is write-only.
+func (w *Worker) Spec() Spec {
+	s := w.spec
+	s.APIKey = ""
+	s.Labels = cloneLabels(s.Labels)
+	return s
+}
+
+// Label returns the value of one of the worker's labels.
+func (w *Worker) Label(key string) string { return w.spec.Labels[key] }
+
+// Type returns the worker type (regular, prefill, decode, encode).
+func (w *Worker) Type() string { return w.spec.WorkerType }
+
+// URLBytes is URL as bytes, shared: callers must not modify it.
+func (w *Worker) URLBytes() []byte { return w.urlHeader }
+
+// ClientOptions configure every worker's HostClient.
+type ClientOptions struct {
+	// MaxConns caps connections per worker. Default 2048.
+	MaxConns int
+	// DialTimeout bounds connection establishment. Default 5s.
+	DialTimeout time.Duration
+	// MaxIdleConnDuration closes keep-alive connections idle this long. Default 90s.
+	MaxIdleConnDuration time.Duration
+	// MaxResponseBodySize caps buffered (non-streamed) responses. Default 0: unlimited.
+	MaxResponseBodySize int
+}
+
+func (o *ClientOptions) fillDefaults() {
+	if o.MaxConns <= 0 {
+		o.MaxConns = 2048
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.MaxIdleConnDuration <= 0 {
+		o.MaxIdleConnDuration = 90 * time.Second
+	}
+}
+
+// newWorker builds a Worker from a normalized spec.
+func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
+	scheme, host, _ := strings.Cut(spec.URL, "://")
+	w := &Worker{
+		ID:        newID(),
+		Index:     index,
+		URL:       spec.URL,
+		Host:      host,
+		Models:    spec.AllModels(),
+		spec:      spec,
+		urlHeader: []byte(spec.URL),
+	}
+	w.spec.Labels = cloneLabels(spec.Labels)
+	if spec.APIKey != "" {
+		w.Auth = []byte("Bearer " + spec.APIKey)
+	}
+	dialer := &fasthttp.TCPDialer{Concurrency: 0}
+	w.Client = &fasthttp.HostClient{
+		Addr:                          host,
+		IsTLS:                         scheme == "https",
+		MaxConns:                      opts.MaxConns,
+		MaxIdleConnDuration:           opts.MaxIdleConnDuration,
+		MaxResponseBodySize:           opts.MaxResponseBodySize,
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		Dial: func(addr string) (net.Conn, error) {
+			return dialer.DialTimeout(addr, opts.DialTimeout)
+		},
+	}
+	return w
+}
+
+func cloneLabels(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// newID returns a random RFC 4122 version 4 UUID.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
