@@ -72,6 +72,13 @@ type Picker interface {
 	Pick(req *Request) (Result, error)
 }
 
+// Recorder is implemented by pickers that learn from where requests are served (cache_aware
+// records the prefix for the worker). When a retry moves a request to another worker than the
+// one Pick returned, the gateway calls Record with the worker that finally served it.
+type Recorder interface {
+	Record(req *Request, served *worker.Worker)
+}
+
 // Group is what a Builder builds a Picker for: one model's candidates in one snapshot.
 type Group struct {
 	// Model is the model id; empty for the route that serves requests naming no model.

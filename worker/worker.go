@@ -92,6 +92,11 @@ type Worker struct {
 	InFlight atomic.Int64
 	status   atomic.Uint32
 
+	load                atomic.Pointer[LoadReport]
+	sinceReportRequests atomic.Int64
+	sinceReportTokens   atomic.Int64
+	sinceReportUnknown  atomic.Int64
+
 	// Upstream counts responses by outcome class; exported per worker.
 	Upstream [numOutcomes]*metrics.Counter
 
