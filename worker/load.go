@@ -1,0 +1,51 @@
+package worker
+
+import "time"
+
+// LoadReport is one load report of a worker, polled off the hot path (worker/loadmon) from the
+// engine's /v1/loads or Prometheus /metrics. Reports are immutable once published on the
+// worker with Worker.SetLoad.
+type LoadReport struct {
+	// At is when the gateway received the report.
+	At time.Time
+	// WaitingRequests and RunningRequests are summed across DP ranks.
+	WaitingRequests int
+	RunningRequests int
+	// WaitingTokens is the uncached tokens waiting in the queue (num_waiting_uncached_tokens,
+	// summed across DP ranks); -1 when the engine reports no token count.
+	WaitingTokens int64
+	// TokenUsage is KV-cache usage in [0, 1], the mean across DP ranks.
+	TokenUsage float64
+	// GenThroughput is generation throughput in tokens/s; 0 when not reported.
+	GenThroughput float64
+}
+
+// Load returns the worker's latest load report, or nil when it has none (never reported, or
+// the last report aged out).
+func (w *Worker) Load() *LoadReport { return w.load.Load() }
+
+// SetLoad publishes a new load report (nil clears it) and resets the since-report counters,
+// whose work the new report now includes.
+func (w *Worker) SetLoad(r *LoadReport) {
+	w.load.Store(r)
+	w.sinceReportRequests.Store(0)
+	w.sinceReportTokens.Store(0)
+	w.sinceReportUnknown.Store(0)
+}
+
+// NoteDispatch records a request dispatched to the worker since its last load report, for the
+// expected-wait score's in-flight credit: tokens is its token count when known, else -1.
+func (w *Worker) NoteDispatch(tokens int) {
+	w.sinceReportRequests.Add(1)
+	if tokens >= 0 {
+		w.sinceReportTokens.Add(int64(tokens))
+	} else {
+		w.sinceReportUnknown.Add(1)
+	}
+}
+
+// SinceReport returns the requests dispatched since the last load report, the sum of their
+// known token counts, and how many of them had no known token count.
+func (w *Worker) SinceReport() (requests, knownTokens, unknown int64) {
+	return w.sinceReportRequests.Load(), w.sinceReportTokens.Load(), w.sinceReportUnknown.Load()
+}
