@@ -1,2 +1,57 @@
-// Package loadgen drives load against OpenAI-compatible endpoints and reports serving statistics.
+// Package loadgen drives load against OpenAI-compatible endpoints and reports serving
+// statistics the way SGLang's bench_serving and vLLM's benchmark_serving do.
+//
+// It is a black-box client: it imports no gateway package, so it can judge the gateway, a
+// mock engine or a staging cluster alike.
+//
+// # Use
+//
+//	cfg := loadgen.DefaultConfig()
+//	cfg.BaseURL, cfg.Model = "http://127.0.0.1:30000/v1", "m"
+//	cfg.Workload, cfg.MaxConcurrency, cfg.NumRequests = loadgen.WorkloadRaw, 64, 100000
+//	res, err := loadgen.Run(ctx, cfg)
+//	regressions := loadgen.Compare(baseline, res, 0.05)
+//
+// # Workloads
+//
+// random (bench_serving's random dataset), shared-prefix (its generated-shared-prefix),
+// multi-turn (users × rounds; each turn carries the whole conversation so far, including the
+// server's previous answers) and raw (one tiny fixed chat request, for measuring proxy
+// overhead). Prompt text, lengths, order and open-loop arrival gaps are deterministic in
+// Config.Seed; only the server's answers and timing vary between runs. Prompts are words from
+// a small vocabulary of single-token English words, so a prompt of n words is about n tokens.
+//
+// # Load
+//
+// Closed loop (RequestRate 0): MaxConcurrency clients, each sending its next request when the
+// previous one ended. Open loop: requests start at Poisson or constant arrival times at
+// RequestRate, whatever the server does, with at most MaxConcurrency in flight. The run ends
+// after NumRequests, after Duration, or at whichever comes first.
+//
+// # Measurements
+//
+// TTFT is the time to the first event that carries generated text (role-only chat chunks do
+// not count); ITL the gaps between such events; TPOT (e2e − TTFT) / (output tokens − 1) per
+// request; end-to-end latency from sending to the last byte. Without streaming, TTFT equals
+// end-to-end latency and ITL and TPOT are empty. Token counts come from the server's usage
+// report (chat/completions: usage, asked for in streams with stream_options.include_usage;
+// /generate: meta_info); without one, prompt tokens fall back to the workload's word count and
+// output tokens to the number of content events. Percentiles interpolate linearly (numpy's
+// default); see Summary.
+//
+// # Concurrency
+//
+// Run owns everything it creates. Each client goroutine owns one clientState (request,
+// response, JSON parser, SSE reader and a recorder of samples) and uses it for one request at
+// a time; recorders are merged after all clients stopped, so recording takes no lock. Shared
+// per-run state is a few atomics (request budget, progress counters) and the multi-turn
+// ready queue (a channel).
+//
+// # Buffers
+//
+// Request bodies are built once per workload item before the run (multi-turn: once per
+// turn), shared read-only by all clients and sent with fasthttp's SetBodyRaw without a copy.
+// Response bytes are read into per-client buffers reused across requests; the SSE reader's
+// events and the parser's strings are views valid until the next event. In steady state a
+// closed-loop request does not allocate (tested with testing.AllocsPerRun).
 package loadgen

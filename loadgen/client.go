@@ -1,0 +1,293 @@
+package loadgen
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fastjson"
+)
+
+// Response headers that name the worker which served a request: the gateway's, else the
+// mock engine's own.
+const (
+	headerRoutedWorker = "x-smg-routed-worker-id"
+	headerMockWorker   = "x-mock-worker-id"
+)
+
+// client sends requests over one keep-alive fasthttp.HostClient shared by all clientStates.
+type client struct {
+	hc       *fasthttp.HostClient
+	url      string
+	auth     string
+	timeout  time.Duration
+	endpoint Endpoint
+	stream   bool
+}
+
+// newClient connects to c.BaseURL with room for maxConns connections.
+func newClient(c *Config, maxConns int) (*client, error) {
+	u, err := url.Parse(c.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse base URL %q: %w", c.BaseURL, err)
+	}
+	isTLS := u.Scheme == "https"
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if isTLS {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	hc := &fasthttp.HostClient{
+		Addr:  addr,
+		IsTLS: isTLS,
+		// A load generator must not retry: a retried request would be counted once but
+		// served twice.
+		MaxIdemponentCallAttempts: 1,
+		MaxConns:                  maxConns,
+		// Wait for a free connection rather than fail: the concurrency cap, not the pool,
+		// decides how many requests are in flight.
+		MaxConnWaitTimeout: c.Timeout,
+		// Prompts can be megabytes; the default 4 KiB buffers would mean many syscalls.
+		WriteBufferSize:               64 << 10,
+		ReadBufferSize:                16 << 10,
+		DisableHeaderNamesNormalizing: false,
+		NoDefaultUserAgentHeader:      true,
+		Dial:                          c.Dial,
+	}
+	if isTLS {
+		hc.TLSConfig = &tls.Config{InsecureSkipVerify: c.Insecure, ServerName: u.Hostname()} //nolint:gosec // opt-in via --insecure
+	}
+	cl := &client{hc: hc, url: c.requestURL(), timeout: c.Timeout, endpoint: c.Endpoint, stream: c.Stream}
+	if c.APIKey != "" {
+		cl.auth = "Bearer " + c.APIKey
+	}
+	return cl, nil
+}
+
+// clientState is what one in-flight request needs; one goroutine uses it at a time, and
+// reuses it for the next request so that steady state does not allocate.
+type clientState struct {
+	req    fasthttp.Request
+	resp   fasthttp.Response
+	parser fastjson.Parser
+	sse    sseReader
+	itl    []float64 // inter-token gaps of the current request, ms
+	answer []byte    // generated text of the current request, when the source wants it
+	rec    recorder
+}
+
+func (cl *client) newState(timelineInterval time.Duration) *clientState {
+	st := &clientState{rec: newRecorder(timelineInterval)}
+	st.req.Header.SetMethod(fasthttp.MethodPost)
+	st.req.SetRequestURI(cl.url)
+	st.req.Header.SetContentType("application/json")
+	if cl.auth != "" {
+		st.req.Header.Set(fasthttp.HeaderAuthorization, cl.auth)
+	}
+	return st
+}
+
+// failure classifies why a request did not succeed.
+type failure uint8
+
+const (
+	failNone        failure = iota
+	failHTTPStatus          // the server answered with a status other than 200
+	failTimeout             // Config.Timeout passed
+	failConnection          // connect, write or read error
+	failStreamError         // an {"error": ...} payload
+	failTruncated           // the stream ended before "data: [DONE]"
+	failBadResponse         // a payload that is not JSON
+	numFailures
+)
+
+// failureNames are the keys of Result.StatusCounts for failures other than HTTP status.
+var failureNames = [numFailures]string{
+	failTimeout:     "timeout",
+	failConnection:  "connection_error",
+	failStreamError: "stream_error",
+	failTruncated:   "truncated_stream",
+	failBadResponse: "bad_response",
+}
+
+// sample is the measurement of one request.
+type sample struct {
+	fail          failure
+	status        int
+	end           time.Duration // completion time since the run started
+	e2e, ttft     time.Duration
+	contentEvents int
+	usage         usage
+	promptTokens  int // reported, else the workload's estimate
+	outputTokens  int // reported, else content events (streams) or 0
+}
+
+// do sends it, reads the whole answer, records the sample into st.rec and returns it.
+// runStart is the zero of sample.end.
+func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer bool) sample {
+	req, resp := &st.req, &st.resp
+	req.SetBodyRaw(it.body)
+	req.SetTimeout(cl.timeout)
+	resp.StreamBody = cl.stream
+	st.itl = st.itl[:0]
+	st.answer = st.answer[:0]
+
+	start := time.Now()
+	err := cl.hc.Do(req, resp)
+	var s sample
+	if err != nil {
+		s.fail = classify(err)
+	} else {
+		s.status = resp.StatusCode()
+		st.rec.countWorker(workerID(resp))
+		if cl.stream {
+			s = cl.readStream(st, it, start, wantAnswer, s)
+		} else {
+			s = cl.readBody(st, start, wantAnswer, s)
+		}
+	}
+	now := time.Now()
+	s.e2e = now.Sub(start)
+	s.end = now.Sub(runStart)
+	if s.fail == failNone {
+		s.promptTokens, s.outputTokens = it.promptTokens, s.contentEvents
+		if s.usage.reported {
+			s.promptTokens, s.outputTokens = s.usage.promptTokens, s.usage.completionTokens
+		}
+		if !cl.stream {
+			s.ttft = s.e2e
+		}
+	}
+	st.rec.record(&s, st.itl, cl.stream)
+	return s
+}
+
+func workerID(resp *fasthttp.Response) []byte {
+	if id := resp.Header.Peek(headerRoutedWorker); len(id) > 0 {
+		return id
+	}
+	return resp.Header.Peek(headerMockWorker)
+}
+
+// readStream consumes an SSE answer event by event, timing each content event.
+func (cl *client) readStream(st *clientState, it *item, start time.Time, wantAnswer bool, s sample) sample {
+	body := st.resp.BodyStream()
+	if body == nil {
+		s.fail = failTruncated
+		return s
+	}
+	defer st.resp.CloseBodyStream() //nolint:errcheck // closing only releases the connection
+	st.sse.reset(body)
+	if s.status != fasthttp.StatusOK {
+		s.fail = failHTTPStatus
+		drain(&st.sse)
+		return s
+	}
+	var last time.Time
+	generated := 0 // /generate streams cumulative text: the bytes already seen
+	for {
+		data, err := st.sse.next()
+		if err != nil {
+			s.fail = failTruncated
+			if !errors.Is(err, io.EOF) {
+				s.fail = classify(err)
+			}
+			return s
+		}
+		if string(data) == "[DONE]" {
+			break
+		}
+		p, err := parsePayload(&st.parser, cl.endpoint, data)
+		if err != nil {
+			s.fail = failBadResponse
+			return s
+		}
+		if p.failed {
+			s.fail = failStreamError
+			return s
+		}
+		if p.usage.reported {
+			s.usage = p.usage
+		}
+		content := p.text
+		if cl.endpoint == EndpointGenerate {
+			if len(p.text) <= generated {
+				content = nil
+			} else {
+				content = p.text[generated:]
+				generated = len(p.text)
+			}
+		}
+		if len(content) == 0 {
+			continue
+		}
+		now := time.Now()
+		if s.contentEvents == 0 {
+			s.ttft = now.Sub(start)
+		} else {
+			st.itl = append(st.itl, ms(now.Sub(last)))
+		}
+		last = now
+		s.contentEvents++
+		if wantAnswer {
+			if cl.endpoint == EndpointGenerate {
+				st.answer = append(st.answer[:0], p.text...)
+			} else {
+				st.answer = append(st.answer, content...)
+			}
+		}
+	}
+	// Read past [DONE] to the end of the body so the connection returns to the pool.
+	drain(&st.sse)
+	return s
+}
+
+// drain reads a stream to its end, ignoring what it says.
+func drain(r *sseReader) {
+	for {
+		if _, err := r.next(); err != nil {
+			return
+		}
+	}
+}
+
+// readBody parses a whole (non-streamed) answer.
+func (cl *client) readBody(st *clientState, start time.Time, wantAnswer bool, s sample) sample {
+	if s.status != fasthttp.StatusOK {
+		s.fail = failHTTPStatus
+		return s
+	}
+	p, err := parsePayload(&st.parser, cl.endpoint, st.resp.Body())
+	switch {
+	case err != nil:
+		s.fail = failBadResponse
+	case p.failed:
+		s.fail = failStreamError
+	default:
+		s.usage = p.usage
+		if wantAnswer {
+			st.answer = append(st.answer, p.text...)
+		}
+	}
+	return s
+}
+
+// classify maps a transport error to a failure kind.
+func classify(err error) failure {
+	var te interface{ Timeout() bool }
+	if errors.Is(err, fasthttp.ErrTimeout) || (errors.As(err, &te) && te.Timeout()) {
+		return failTimeout
+	}
+	return failConnection
+}
+
+// ms converts a duration to float milliseconds, the unit of every latency in a Result.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

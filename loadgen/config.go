@@ -1,0 +1,321 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Endpoint selects the API the load generator speaks.
+type Endpoint string
+
+// Endpoints. Chat and completions live under the base URL (".../v1/chat/completions",
+// ".../v1/completions"); SGLang's native /generate lives at the server root, so a trailing
+// "/v1" is stripped from the base URL for it.
+const (
+	EndpointChat        Endpoint = "chat"
+	EndpointCompletions Endpoint = "completions"
+	EndpointGenerate    Endpoint = "generate"
+)
+
+// WorkloadKind names a workload generator.
+type WorkloadKind string
+
+// Workloads.
+const (
+	// WorkloadRandom sends prompts of random length (bench_serving's "random" dataset).
+	WorkloadRandom WorkloadKind = "random"
+	// WorkloadSharedPrefix is bench_serving's "generated-shared-prefix": groups of prompts that
+	// share a long system prompt and differ in a short question.
+	WorkloadSharedPrefix WorkloadKind = "shared-prefix"
+	// WorkloadMultiTurn runs conversations: each user sends rounds, each round extends the
+	// conversation with the previous answer, with think time between rounds.
+	WorkloadMultiTurn WorkloadKind = "multi-turn"
+	// WorkloadRaw sends one fixed tiny chat request: for measuring proxy overhead.
+	WorkloadRaw WorkloadKind = "raw"
+)
+
+// ArrivalKind is the inter-arrival distribution of the open loop.
+type ArrivalKind string
+
+// Arrival processes.
+const (
+	ArrivalPoisson  ArrivalKind = "poisson"  // exponential gaps with mean 1/RequestRate
+	ArrivalConstant ArrivalKind = "constant" // gaps of exactly 1/RequestRate
+)
+
+// RandomConfig shapes WorkloadRandom. Lengths are drawn uniformly from
+// [max(1, Len*RangeRatio), Len], as in SGLang's bench_serving.
+type RandomConfig struct {
+	InputLen   int     `json:"input_len"`    // prompt tokens; default 1024
+	OutputLen  int     `json:"output_len"`   // max_tokens; default 128
+	RangeRatio float64 `json:"range_ratio"`  // in [0, 1]; default 0 (lengths uniform in [1, Len]); 1 = fixed
+	NumPrompts int     `json:"num_prompts"`  // distinct prompts generated and cycled; default min(NumRequests, 1000), or 1000
+}
+
+// SharedPrefixConfig shapes WorkloadSharedPrefix (SGLang's gsp-* options and defaults).
+type SharedPrefixConfig struct {
+	NumGroups       int `json:"num_groups"`        // default 64
+	PromptsPerGroup int `json:"prompts_per_group"` // default 16
+	SystemPromptLen int `json:"system_prompt_len"` // shared prefix tokens per group; default 2048
+	QuestionLen     int `json:"question_len"`      // per-prompt tokens; default 128
+	OutputLen       int `json:"output_len"`        // max_tokens; default 256
+}
+
+// MultiTurnConfig shapes WorkloadMultiTurn.
+type MultiTurnConfig struct {
+	Users           int           `json:"users"`             // concurrent conversations; default 16
+	Rounds          int           `json:"rounds"`            // user turns per conversation; default 4
+	SystemPromptLen int           `json:"system_prompt_len"` // per-user system prompt tokens; default 0
+	TurnLen         int           `json:"turn_len"`          // tokens per user turn; default 128
+	OutputLen       int           `json:"output_len"`        // max_tokens per answer; default 128
+	ThinkTime       time.Duration `json:"think_time_ns"`     // pause after an answer before the next round; default 0
+}
+
+// RawConfig shapes WorkloadRaw.
+type RawConfig struct {
+	OutputTokens int `json:"output_tokens"` // max_tokens of the fixed request; default 8
+}
+
+// Config describes one load-generation run. Zero numeric fields take the documented
+// defaults (see DefaultConfig and each field); booleans default as DefaultConfig sets them.
+type Config struct {
+	// BaseURL of an OpenAI-compatible server, e.g. "http://127.0.0.1:30000/v1". Required.
+	// "https://" enables TLS.
+	BaseURL string `json:"base_url"`
+	// Model is sent as "model". Required for chat and completions.
+	Model string `json:"model"`
+	// APIKey, when set, is sent as "Authorization: Bearer <key>". Never serialised.
+	APIKey string `json:"-"`
+	// Insecure skips TLS certificate verification.
+	Insecure bool `json:"insecure"`
+	// Endpoint: chat (default), completions or generate.
+	Endpoint Endpoint `json:"endpoint"`
+	// Stream requests server-sent events (default true in DefaultConfig). Streams are parsed
+	// event by event; TTFT, ITL and TPOT need streaming.
+	Stream bool `json:"stream"`
+	// IgnoreEOS asks the engine to generate exactly max_tokens (default true in DefaultConfig,
+	// as bench_serving does). Strict OpenAI servers reject the field: turn it off for them.
+	IgnoreEOS bool `json:"ignore_eos"`
+	// Timeout bounds one request from send to the last byte of its body. Default 5m.
+	Timeout time.Duration `json:"timeout_ns"`
+
+	// Workload: random (default), shared-prefix, multi-turn or raw.
+	Workload     WorkloadKind       `json:"workload"`
+	Random       RandomConfig       `json:"random"`
+	SharedPrefix SharedPrefixConfig `json:"shared_prefix"`
+	MultiTurn    MultiTurnConfig    `json:"multi_turn"`
+	Raw          RawConfig          `json:"raw"`
+
+	// RequestRate > 0 runs an open loop at that many requests per second; 0 (default) runs a
+	// closed loop of MaxConcurrency clients.
+	RequestRate float64 `json:"request_rate"`
+	// Arrival of the open loop: poisson (default) or constant.
+	Arrival ArrivalKind `json:"arrival"`
+	// MaxConcurrency caps requests in flight. Open loop: 0 (default) means no cap. Closed loop:
+	// the number of clients, each with its own keep-alive connection; 0 means 1.
+	MaxConcurrency int `json:"max_concurrency"`
+	// NumRequests stops the run after this many measured requests. Default when Duration is
+	// zero: the workload's natural size (random: NumPrompts; shared-prefix: groups × prompts;
+	// multi-turn: users × rounds; raw: 1000). With Duration set, 0 means no count limit.
+	NumRequests int `json:"num_requests"`
+	// Duration stops issuing new requests after this long; requests in flight finish.
+	Duration time.Duration `json:"duration_ns"`
+	// Warmup requests are sent before measuring (closed loop, MaxConcurrency clients) and
+	// left out of the result. Default 0.
+	Warmup int `json:"warmup"`
+	// Seed makes prompts, lengths, order and arrival gaps reproducible.
+	Seed int64 `json:"seed"`
+	// TimelineInterval is the bucket width of Result.Timeline. Default 1s.
+	TimelineInterval time.Duration `json:"timeline_interval_ns"`
+
+	// Progress, when non-nil, receives a one-line progress bar refreshed a few times a second
+	// (carriage returns: give it a terminal).
+	Progress io.Writer `json:"-"`
+	// Dial overrides how connections are made (tests use in-memory listeners). Nil: TCP.
+	Dial fasthttp.DialFunc `json:"-"`
+}
+
+// DefaultConfig returns a Config with every default filled in except BaseURL and Model.
+func DefaultConfig() Config {
+	c := Config{Stream: true, IgnoreEOS: true}
+	c.applyDefaults()
+	return c
+}
+
+// Defaults, exported for documentation and flag help.
+const (
+	DefaultTimeout          = 5 * time.Minute
+	DefaultTimelineInterval = time.Second
+	defaultRawRequests      = 1000
+	defaultRandomPrompts    = 1000
+)
+
+// applyDefaults fills zero fields. It is idempotent.
+func (c *Config) applyDefaults() {
+	setDefault(&c.Endpoint, EndpointChat)
+	setDefault(&c.Workload, WorkloadRandom)
+	setDefault(&c.Arrival, ArrivalPoisson)
+	setDefault(&c.Timeout, DefaultTimeout)
+	setDefault(&c.TimelineInterval, DefaultTimelineInterval)
+	setDefault(&c.Random.InputLen, 1024)
+	setDefault(&c.Random.OutputLen, 128)
+	setDefault(&c.SharedPrefix.NumGroups, 64)
+	setDefault(&c.SharedPrefix.PromptsPerGroup, 16)
+	setDefault(&c.SharedPrefix.SystemPromptLen, 2048)
+	setDefault(&c.SharedPrefix.QuestionLen, 128)
+	setDefault(&c.SharedPrefix.OutputLen, 256)
+	setDefault(&c.MultiTurn.Users, 16)
+	setDefault(&c.MultiTurn.Rounds, 4)
+	setDefault(&c.MultiTurn.TurnLen, 128)
+	setDefault(&c.MultiTurn.OutputLen, 128)
+	setDefault(&c.Raw.OutputTokens, 8)
+	if c.Random.NumPrompts == 0 {
+		c.Random.NumPrompts = defaultRandomPrompts
+		if c.NumRequests > 0 && c.NumRequests < defaultRandomPrompts {
+			c.Random.NumPrompts = c.NumRequests
+		}
+	}
+	if c.NumRequests == 0 && c.Duration == 0 {
+		c.NumRequests = c.naturalSize()
+	}
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// naturalSize is the number of distinct requests a workload defines.
+func (c *Config) naturalSize() int {
+	switch c.Workload {
+	case WorkloadSharedPrefix:
+		return c.SharedPrefix.NumGroups * c.SharedPrefix.PromptsPerGroup
+	case WorkloadMultiTurn:
+		return c.MultiTurn.Users * c.MultiTurn.Rounds
+	case WorkloadRaw:
+		return defaultRawRequests
+	default:
+		return c.Random.NumPrompts
+	}
+}
+
+// closedLoop reports whether the run is a closed loop (no request rate).
+func (c *Config) closedLoop() bool { return c.RequestRate == 0 }
+
+// clients is the closed loop's client count.
+func (c *Config) clients() int { return max(c.MaxConcurrency, 1) }
+
+// maxPromptTokens bounds prompt sizes so a typo cannot allocate gigabytes of prompt text.
+const maxPromptTokens = 1 << 20
+
+// Validate reports every problem with the configuration (after defaults), each saying how
+// to fix it. Run calls it; call it yourself to check flags early.
+func (c Config) Validate() error {
+	c.applyDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if c.BaseURL == "" {
+		bad("BaseURL (--base-url) is required: give the server's OpenAI base, e.g. http://127.0.0.1:30000/v1")
+	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("BaseURL (--base-url) %q is not an http:// or https:// URL with a host: use e.g. http://127.0.0.1:30000/v1", c.BaseURL)
+	}
+	switch c.Endpoint {
+	case EndpointChat, EndpointCompletions:
+		if c.Model == "" {
+			bad("Model (--model) is required for the %s endpoint: give the served model name", c.Endpoint)
+		}
+	case EndpointGenerate:
+	default:
+		bad("Endpoint (--endpoint) %q is unknown: use chat, completions or generate", c.Endpoint)
+	}
+	switch c.Workload {
+	case WorkloadRandom, WorkloadSharedPrefix, WorkloadMultiTurn, WorkloadRaw:
+	default:
+		bad("Workload (--workload) %q is unknown: use random, shared-prefix, multi-turn or raw", c.Workload)
+	}
+	if c.Workload == WorkloadRaw && c.Endpoint != EndpointChat {
+		bad("Workload raw sends a chat request: use --endpoint chat with --workload raw")
+	}
+	switch c.Arrival {
+	case ArrivalPoisson, ArrivalConstant:
+	default:
+		bad("Arrival (--arrival) %q is unknown: use poisson or constant", c.Arrival)
+	}
+	if c.RequestRate < 0 || math.IsNaN(c.RequestRate) || math.IsInf(c.RequestRate, 0) {
+		bad("RequestRate (--request-rate) %v must be a finite number ≥ 0: 0 runs a closed loop, a positive value is requests per second", c.RequestRate)
+	}
+	nonNegative := []struct {
+		name string
+		v    int64
+	}{
+		{"MaxConcurrency (--max-concurrency)", int64(c.MaxConcurrency)},
+		{"NumRequests (--num-requests)", int64(c.NumRequests)},
+		{"Warmup (--warmup)", int64(c.Warmup)},
+		{"Duration (--duration)", int64(c.Duration)},
+		{"Timeout (--timeout)", int64(c.Timeout)},
+		{"TimelineInterval", int64(c.TimelineInterval)},
+		{"MultiTurn.ThinkTime (--think-time)", int64(c.MultiTurn.ThinkTime)},
+		{"MultiTurn.SystemPromptLen (--mt-system-prompt-len)", int64(c.MultiTurn.SystemPromptLen)},
+	}
+	for _, f := range nonNegative {
+		if f.v < 0 {
+			bad("%s is negative: use 0 for the default or a positive value", f.name)
+		}
+	}
+	lengths := []struct {
+		name string
+		v    int
+	}{
+		{"Random.InputLen (--random-input-len)", c.Random.InputLen},
+		{"Random.OutputLen (--random-output-len)", c.Random.OutputLen},
+		{"Random.NumPrompts (--random-num-prompts)", c.Random.NumPrompts},
+		{"SharedPrefix.NumGroups (--gsp-num-groups)", c.SharedPrefix.NumGroups},
+		{"SharedPrefix.PromptsPerGroup (--gsp-prompts-per-group)", c.SharedPrefix.PromptsPerGroup},
+		{"SharedPrefix.SystemPromptLen (--gsp-system-prompt-len)", c.SharedPrefix.SystemPromptLen},
+		{"SharedPrefix.QuestionLen (--gsp-question-len)", c.SharedPrefix.QuestionLen},
+		{"SharedPrefix.OutputLen (--gsp-output-len)", c.SharedPrefix.OutputLen},
+		{"MultiTurn.Users (--mt-users)", c.MultiTurn.Users},
+		{"MultiTurn.Rounds (--mt-rounds)", c.MultiTurn.Rounds},
+		{"MultiTurn.TurnLen (--mt-turn-len)", c.MultiTurn.TurnLen},
+		{"MultiTurn.OutputLen (--mt-output-len)", c.MultiTurn.OutputLen},
+		{"Raw.OutputTokens (--output-tokens)", c.Raw.OutputTokens},
+	}
+	for _, f := range lengths {
+		if f.v < 0 || f.v > maxPromptTokens {
+			bad("%s = %d is out of range: use 1..%d, or 0 for the default", f.name, f.v, maxPromptTokens)
+		}
+	}
+	if c.Random.RangeRatio < 0 || c.Random.RangeRatio > 1 || math.IsNaN(c.Random.RangeRatio) {
+		bad("Random.RangeRatio (--random-range-ratio) %v must be in [0, 1]: 1 fixes the lengths, 0 draws them from [1, len]", c.Random.RangeRatio)
+	}
+	if c.SharedPrefix.NumGroups*c.SharedPrefix.PromptsPerGroup > 1<<20 {
+		bad("SharedPrefix groups × prompts per group = %d is too many: keep it under %d", c.SharedPrefix.NumGroups*c.SharedPrefix.PromptsPerGroup, 1<<20)
+	}
+	if c.Workload == WorkloadMultiTurn && c.RequestRate == 0 && c.MaxConcurrency > c.MultiTurn.Users {
+		bad("MaxConcurrency (--max-concurrency) %d exceeds MultiTurn.Users (--mt-users) %d: a closed loop cannot have more requests in flight than conversations; raise --mt-users or lower --max-concurrency", c.MaxConcurrency, c.MultiTurn.Users)
+	}
+	return errors.Join(errs...)
+}
+
+// requestURL is the full URL requests are posted to.
+func (c *Config) requestURL() string {
+	base := strings.TrimRight(c.BaseURL, "/")
+	switch c.Endpoint {
+	case EndpointCompletions:
+		return base + "/completions"
+	case EndpointGenerate:
+		return strings.TrimSuffix(base, "/v1") + "/generate"
+	default:
+		return base + "/chat/completions"
+	}
+}

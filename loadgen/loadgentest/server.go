@@ -1,0 +1,360 @@
+package loadgentest
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fastjson"
+)
+
+// Options configure a fake engine. The zero value answers instantly, reports usage and
+// never fails.
+type Options struct {
+	// WorkerID, when set, is sent in the x-mock-worker-id response header.
+	WorkerID string
+	// TokenDelay pauses before each streamed token after the first.
+	TokenDelay time.Duration
+	// FailEvery makes every n-th request (1-based) answer 503 with an OpenAI error body. 0: never.
+	FailEvery int
+	// OmitUsage leaves out usage (and /generate meta_info), to exercise token-count fallbacks.
+	OmitUsage bool
+	// OmitDone ends streams without "data: [DONE]".
+	OmitDone bool
+	// CacheBlock is the prefix cache's block size in words: a prompt's cached_tokens is the
+	// number of words in its leading blocks seen before, in any earlier prompt. Default 16.
+	CacheBlock int
+	// Record, when set, sees every request's path and body (valid only during the call).
+	Record func(path string, body []byte)
+}
+
+// Server is a running fake engine.
+type Server struct {
+	// BaseURL is "http://<addr>/v1", ready for loadgen.Config.BaseURL.
+	BaseURL string
+	// Addr is the listening host:port.
+	Addr string
+
+	opts     Options
+	ln       net.Listener
+	srv      *fasthttp.Server
+	served   chan error
+	requests atomic.Int64
+	parsers  fastjson.ParserPool
+
+	cacheMu sync.Mutex
+	cache   map[uint64]struct{}
+}
+
+// Start serves a fake engine on a free port of 127.0.0.1.
+func Start(opts Options) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return Serve(ln, opts), nil
+}
+
+// Serve serves a fake engine on ln until Close.
+func Serve(ln net.Listener, opts Options) *Server {
+	if opts.CacheBlock <= 0 {
+		opts.CacheBlock = 16
+	}
+	s := &Server{
+		opts:   opts,
+		ln:     ln,
+		Addr:   ln.Addr().String(),
+		served: make(chan error, 1),
+		cache:  map[uint64]struct{}{},
+	}
+	s.BaseURL = "http://" + s.Addr + "/v1"
+	s.srv = &fasthttp.Server{Handler: s.handle, Name: "loadgentest", NoDefaultDate: true, NoDefaultContentType: true}
+	go func() { s.served <- s.srv.Serve(ln) }()
+	return s
+}
+
+// Requests is how many requests the server has received.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// Close stops the server and waits for its serve loop to end.
+func (s *Server) Close() error {
+	err := s.srv.Shutdown()
+	if serveErr := <-s.served; serveErr != nil && !errors.Is(serveErr, net.ErrClosed) {
+		return serveErr
+	}
+	return err
+}
+
+type dialect uint8
+
+const (
+	chat dialect = iota
+	completions
+	generate
+)
+
+// request is what the fake engine needs from a request body.
+type request struct {
+	dialect      dialect
+	model        string
+	stream       bool
+	includeUsage bool
+	maxTokens    int
+	promptTokens int
+	cachedTokens int
+}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	n := s.requests.Add(1)
+	if s.opts.Record != nil {
+		s.opts.Record(string(ctx.Path()), ctx.PostBody())
+	}
+	var r request
+	switch string(ctx.Path()) {
+	case "/v1/chat/completions":
+		r.dialect = chat
+	case "/v1/completions":
+		r.dialect = completions
+	case "/generate":
+		r.dialect = generate
+	default:
+		ctx.Error(`{"error":{"message":"not found","type":"invalid_request_error"}}`, fasthttp.StatusNotFound)
+		return
+	}
+	if s.opts.WorkerID != "" {
+		ctx.Response.Header.Set("x-mock-worker-id", s.opts.WorkerID)
+	}
+	if s.opts.FailEvery > 0 && n%int64(s.opts.FailEvery) == 0 {
+		ctx.SetContentType("application/json")
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"error":{"message":"injected failure","type":"server_error","code":503}}`)
+		return
+	}
+	if !s.parse(ctx.PostBody(), &r) {
+		ctx.SetContentType("application/json")
+		ctx.SetStatusCode(fasthttp.StatusBadRequest)
+		ctx.SetBodyString(`{"error":{"message":"invalid JSON body","type":"invalid_request_error"}}`)
+		return
+	}
+	if r.stream {
+		ctx.SetContentType("text/event-stream")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { s.writeStream(w, &r) })
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody(s.appendWhole(nil, &r))
+}
+
+// parse fills r from body and consults the prefix cache.
+func (s *Server) parse(body []byte, r *request) bool {
+	p := s.parsers.Get()
+	defer s.parsers.Put(p)
+	v, err := p.ParseBytes(body)
+	if err != nil {
+		return false
+	}
+	r.model = string(v.GetStringBytes("model"))
+	r.stream = v.GetBool("stream")
+	r.includeUsage = v.GetBool("stream_options", "include_usage")
+	var prompt [][]byte
+	switch r.dialect {
+	case chat:
+		r.maxTokens = v.GetInt("max_tokens")
+		for _, m := range v.GetArray("messages") {
+			prompt = append(prompt, m.GetStringBytes("content"))
+		}
+	case completions:
+		r.maxTokens = v.GetInt("max_tokens")
+		prompt = append(prompt, v.GetStringBytes("prompt"))
+	case generate:
+		r.maxTokens = v.GetInt("sampling_params", "max_new_tokens")
+		r.includeUsage = true
+		prompt = append(prompt, v.GetStringBytes("text"))
+	}
+	r.maxTokens = max(r.maxTokens, 1)
+	r.promptTokens, r.cachedTokens = s.lookupPrefix(prompt)
+	return true
+}
+
+// lookupPrefix counts the words of the prompt parts and how many lead blocks were cached,
+// then caches every block.
+func (s *Server) lookupPrefix(parts [][]byte) (words, cached int) {
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	var blocks []uint64
+	inWord := false
+	for _, part := range parts {
+		for _, c := range part {
+			space := c == ' ' || c == '\n' || c == '\t' || c == '\r'
+			if !space {
+				h = (h ^ uint64(c)) * prime64
+				if !inWord {
+					words++
+				}
+			} else if inWord {
+				h = (h ^ ' ') * prime64
+				if words%s.opts.CacheBlock == 0 {
+					blocks = append(blocks, h)
+				}
+			}
+			inWord = !space
+		}
+		if inWord {
+			h = (h ^ ' ') * prime64
+			if words%s.opts.CacheBlock == 0 {
+				blocks = append(blocks, h)
+			}
+		}
+		inWord = false
+	}
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	hit := true
+	for _, b := range blocks {
+		if _, ok := s.cache[b]; ok && hit {
+			cached += s.opts.CacheBlock
+		} else {
+			hit = false
+		}
+		s.cache[b] = struct{}{}
+	}
+	return words, cached
+}
+
+// token is the text of the i-th generated token: one word, one token.
+func appendToken(dst []byte, i int) []byte {
+	dst = append(dst, 't')
+	dst = strconv.AppendInt(dst, int64(i%100), 10)
+	return append(dst, ' ')
+}
+
+func (s *Server) writeStream(w *bufio.Writer, r *request) {
+	buf := make([]byte, 0, 512)
+	var text []byte // /generate: cumulative
+	event := func(payload []byte) bool {
+		_, _ = w.WriteString("data: ")
+		_, _ = w.Write(payload)
+		_, _ = w.WriteString("\n\n")
+		return w.Flush() == nil
+	}
+	if r.dialect == chat {
+		buf = append(buf[:0], `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":0,"model":`...)
+		buf = strconv.AppendQuote(buf, r.model)
+		buf = append(buf, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`...)
+		if !event(buf) {
+			return
+		}
+	}
+	for i := range r.maxTokens {
+		if i > 0 && s.opts.TokenDelay > 0 {
+			time.Sleep(s.opts.TokenDelay)
+		}
+		buf = buf[:0]
+		switch r.dialect {
+		case chat:
+			buf = append(buf, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":0,"choices":[{"index":0,"delta":{"content":"`...)
+			buf = appendToken(buf, i)
+			buf = append(buf, `"},"finish_reason":`...)
+			buf = appendFinish(buf, i == r.maxTokens-1)
+			buf = append(buf, `}]}`...)
+		case completions:
+			buf = append(buf, `{"id":"cmpl-1","object":"text_completion","created":0,"choices":[{"index":0,"text":"`...)
+			buf = appendToken(buf, i)
+			buf = append(buf, `","finish_reason":`...)
+			buf = appendFinish(buf, i == r.maxTokens-1)
+			buf = append(buf, `}]}`...)
+		case generate:
+			text = appendToken(text, i)
+			buf = append(buf, `{"text":"`...)
+			buf = append(buf, text...)
+			buf = append(buf, '"')
+			if !s.opts.OmitUsage {
+				buf = append(buf, `,"meta_info":`...)
+				buf = s.appendMeta(buf, r, i+1)
+			}
+			buf = append(buf, '}')
+		}
+		if !event(buf) {
+			return
+		}
+	}
+	if r.dialect != generate && r.includeUsage && !s.opts.OmitUsage {
+		buf = append(buf[:0], `{"id":"x","object":"chat.completion.chunk","choices":[],"usage":`...)
+		buf = s.appendUsage(buf, r)
+		buf = append(buf, '}')
+		if !event(buf) {
+			return
+		}
+	}
+	if !s.opts.OmitDone {
+		event([]byte("[DONE]"))
+	}
+}
+
+func appendFinish(dst []byte, last bool) []byte {
+	if last {
+		return append(dst, `"length"`...)
+	}
+	return append(dst, "null"...)
+}
+
+// appendWhole renders a non-streamed answer.
+func (s *Server) appendWhole(dst []byte, r *request) []byte {
+	var text []byte
+	for i := range r.maxTokens {
+		text = appendToken(text, i)
+	}
+	switch r.dialect {
+	case chat:
+		dst = append(dst, `{"id":"chatcmpl-1","object":"chat.completion","created":0,"model":`...)
+		dst = strconv.AppendQuote(dst, r.model)
+		dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
+		dst = append(dst, text...)
+		dst = append(dst, `"},"finish_reason":"length"}]`...)
+	case completions:
+		dst = append(dst, `{"id":"cmpl-1","object":"text_completion","created":0,"choices":[{"index":0,"text":"`...)
+		dst = append(dst, text...)
+		dst = append(dst, `","finish_reason":"length"}]`...)
+	case generate:
+		dst = append(dst, `{"text":"`...)
+		dst = append(dst, text...)
+		dst = append(dst, '"')
+		if !s.opts.OmitUsage {
+			dst = append(dst, `,"meta_info":`...)
+			dst = s.appendMeta(dst, r, r.maxTokens)
+		}
+		return append(dst, '}')
+	}
+	if !s.opts.OmitUsage {
+		dst = append(dst, `,"usage":`...)
+		dst = s.appendUsage(dst, r)
+	}
+	return append(dst, '}')
+}
+
+func (s *Server) appendUsage(dst []byte, r *request) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.promptTokens), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.maxTokens), 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.promptTokens+r.maxTokens), 10)
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.cachedTokens), 10)
+	return append(dst, "}}"...)
+}
+
+func (s *Server) appendMeta(dst []byte, r *request, completion int) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.promptTokens), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(completion), 10)
+	dst = append(dst, `,"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.cachedTokens), 10)
+	return append(dst, '}')
+}

@@ -1,0 +1,204 @@
+package loadgen
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+)
+
+// SchemaVersion is Result.SchemaVersion; it changes only when a field changes meaning or
+// is removed (fields may be added without a bump).
+const SchemaVersion = 1
+
+// Result is the outcome of a run. Field names are stable: the benchmark harness and
+// `loadgen compare` read them. Latencies are milliseconds; throughputs are per second of
+// Duration; token counts prefer the server's usage report (see the package doc).
+type Result struct {
+	SchemaVersion int       `json:"schema_version"`
+	StartedAt     time.Time `json:"started_at"`
+	Config        Config    `json:"config"`
+
+	// DurationS runs from the first request to the last completion (warmup excluded).
+	DurationS float64 `json:"duration_s"`
+	Completed int64   `json:"completed"` // successful requests
+	Failed    int64   `json:"failed"`
+	// StatusCounts counts every request once: successes by HTTP status ("200"), failures by
+	// HTTP status ("503") or by kind: "timeout", "connection_error", "stream_error" (an error
+	// payload), "truncated_stream" (no [DONE]), "bad_response" (not JSON).
+	StatusCounts map[string]int64 `json:"status_counts"`
+	// Workers counts responses by the worker that served them (x-smg-routed-worker-id, else
+	// x-mock-worker-id); empty when servers send neither header.
+	Workers map[string]int64 `json:"workers"`
+
+	TotalInputTokens  int64 `json:"total_input_tokens"`
+	TotalOutputTokens int64 `json:"total_output_tokens"`
+	TotalCachedTokens int64 `json:"total_cached_tokens"`
+	UsageReported     int64 `json:"usage_reported"` // successful requests whose server reported token usage
+
+	RequestThroughput    float64 `json:"request_throughput"`     // completed requests/s
+	InputThroughput      float64 `json:"input_throughput"`       // prompt tokens/s
+	OutputThroughput     float64 `json:"output_throughput"`      // generated tokens/s
+	TotalTokenThroughput float64 `json:"total_token_throughput"` // (prompt + generated) tokens/s
+	// CacheHitRate is cached_tokens / prompt_tokens over requests that reported usage: the
+	// share of prompt tokens served from the engines' prefix caches.
+	CacheHitRate float64 `json:"cache_hit_rate"`
+	// Concurrency is the mean number of requests in flight: Σ e2e latency / duration.
+	Concurrency float64 `json:"concurrency"`
+
+	TTFT Summary `json:"ttft_ms"`        // streams: first content event; non-streamed: = e2e
+	TPOT Summary `json:"tpot_ms"`        // streams: (e2e - ttft) / (output tokens - 1), per request
+	ITL  Summary `json:"itl_ms"`         // streams: gaps between content events
+	E2E  Summary `json:"e2e_latency_ms"` // send to last byte
+
+	// Histograms of ttft_ms, tpot_ms, itl_ms and e2e_latency_ms, for the HTML report.
+	Histograms map[string]Histogram `json:"histograms"`
+	Timeline   []TimelinePoint      `json:"timeline"`
+}
+
+// Histogram counts samples in equal bins from the minimum to the 99th percentile; the rest
+// are in Overflow, so one outlier does not squash the picture.
+type Histogram struct {
+	LowerMS    float64 `json:"lower_ms"`
+	BinWidthMS float64 `json:"bin_width_ms"`
+	Counts     []int64 `json:"counts"`
+	Overflow   int64   `json:"overflow"`
+}
+
+// TimelinePoint describes the completions in one Config.TimelineInterval.
+type TimelinePoint struct {
+	StartS            float64 `json:"start_s"`
+	Completed         int64   `json:"completed"`
+	Failed            int64   `json:"failed"`
+	RequestThroughput float64 `json:"request_throughput"`
+	OutputThroughput  float64 `json:"output_throughput"`
+	MeanE2EMS         float64 `json:"mean_e2e_latency_ms"`
+	MeanTTFTMS        float64 `json:"mean_ttft_ms"`
+}
+
+const histogramBins = 40
+
+// buildResult turns the merged recorder into a Result.
+func buildResult(cfg *Config, rec *recorder, startedAt time.Time, duration time.Duration) *Result {
+	r := &Result{
+		SchemaVersion:     SchemaVersion,
+		StartedAt:         startedAt.UTC(),
+		Config:            *cfg,
+		DurationS:         duration.Seconds(),
+		Completed:         rec.completed,
+		Failed:            rec.failed,
+		StatusCounts:      map[string]int64{},
+		Workers:           map[string]int64{},
+		TotalInputTokens:  rec.inputTokens,
+		TotalOutputTokens: rec.outputTokens,
+		TotalCachedTokens: rec.cachedTokens,
+		UsageReported:     rec.usageReported,
+		Histograms:        map[string]Histogram{},
+	}
+	for code, n := range rec.okStatus {
+		r.StatusCounts[strconv.Itoa(code)] += n
+	}
+	for code, n := range rec.badStatus {
+		r.StatusCounts[strconv.Itoa(code)] += n
+	}
+	for kind, n := range rec.failures {
+		if n > 0 {
+			r.StatusCounts[failureNames[kind]] += n
+		}
+	}
+	for id, n := range rec.workers {
+		r.Workers[id] = *n
+	}
+	if secs := duration.Seconds(); secs > 0 {
+		r.RequestThroughput = float64(rec.completed) / secs
+		r.InputThroughput = float64(rec.inputTokens) / secs
+		r.OutputThroughput = float64(rec.outputTokens) / secs
+		r.TotalTokenThroughput = float64(rec.inputTokens+rec.outputTokens) / secs
+		r.Concurrency = rec.sumE2E / 1000 / secs
+	}
+	if rec.usagePrompt > 0 {
+		r.CacheHitRate = float64(rec.cachedTokens) / float64(rec.usagePrompt)
+	}
+	for _, m := range []struct {
+		name string
+		xs   []float64
+		dst  *Summary
+	}{
+		{"ttft_ms", rec.ttft, &r.TTFT},
+		{"tpot_ms", rec.tpot, &r.TPOT},
+		{"itl_ms", rec.itl, &r.ITL},
+		{"e2e_latency_ms", rec.e2e, &r.E2E},
+	} {
+		*m.dst = summarize(m.xs) // sorts xs
+		if len(m.xs) > 0 {
+			r.Histograms[m.name] = histogram(m.xs, m.dst.P99)
+		}
+	}
+	r.Timeline = timeline(rec.timeline, cfg.TimelineInterval, duration)
+	return r
+}
+
+// histogram bins ascending xs from xs[0] to upper.
+func histogram(xs []float64, upper float64) Histogram {
+	h := Histogram{LowerMS: xs[0], Counts: make([]int64, histogramBins)}
+	h.BinWidthMS = (upper - h.LowerMS) / histogramBins
+	for _, x := range xs {
+		if x > upper {
+			h.Overflow++
+			continue
+		}
+		i := 0
+		if h.BinWidthMS > 0 {
+			i = min(int((x-h.LowerMS)/h.BinWidthMS), histogramBins-1)
+		}
+		h.Counts[i]++
+	}
+	return h
+}
+
+// timeline converts accumulated buckets to points; the last bucket is usually partial, so
+// rates divide by the part of it the run covered.
+func timeline(acc []timelineAcc, interval, duration time.Duration) []TimelinePoint {
+	points := make([]TimelinePoint, len(acc))
+	for i, a := range acc {
+		start := time.Duration(i) * interval
+		width := min(interval, duration-start)
+		if width <= 0 {
+			width = interval
+		}
+		p := TimelinePoint{StartS: start.Seconds(), Completed: a.completed, Failed: a.failed}
+		p.RequestThroughput = float64(a.completed) / width.Seconds()
+		p.OutputThroughput = float64(a.outputTokens) / width.Seconds()
+		if a.completed > 0 {
+			p.MeanE2EMS = a.sumE2E / float64(a.completed)
+			p.MeanTTFTMS = a.sumTTFT / float64(a.completed)
+		}
+		points[i] = p
+	}
+	return points
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// ReadResultFile loads a Result written by WriteJSON.
+func ReadResultFile(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read result: %w", err)
+	}
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("cannot parse result %s: %w", path, err)
+	}
+	if r.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("cannot use result %s: schema_version %d, this loadgen reads %d", path, r.SchemaVersion, SchemaVersion)
+	}
+	return &r, nil
+}

@@ -1,0 +1,89 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// maxOpenLoopConns bounds connections of an uncapped open loop: each request in flight
+// holds one (HTTP/1.1 without pipelining).
+const maxOpenLoopConns = 1 << 16
+
+// Run generates the configured load and returns what it measured. It returns an error only
+// when the configuration is invalid or the client cannot be set up; failed requests are
+// counted in the Result. Cancelling ctx stops issuing requests; requests in flight run to
+// their end or their Timeout, and the Result covers what finished.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.applyDefaults()
+	src, err := newSource(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	conns := cfg.clients()
+	if !cfg.closedLoop() {
+		conns = maxOpenLoopConns
+		if cfg.MaxConcurrency > 0 {
+			conns = cfg.MaxConcurrency
+		}
+	}
+	cl, err := newClient(&cfg, conns)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.hc.CloseIdleConnections()
+	newState := func() *clientState { return cl.newState(cfg.TimelineInterval) }
+	d := &driver{cl: cl, src: src, want: src.wantsAnswer()}
+
+	if cfg.Warmup > 0 {
+		d.runStart = time.Now()
+		d.closedLoop(ctx, makeStates(cfg.clients(), newState), &budget{limit: int64(cfg.Warmup)})
+	}
+
+	b := &budget{limit: int64(cfg.NumRequests)}
+	runCtx := ctx
+	d.runStart = time.Now()
+	if cfg.Duration > 0 {
+		b.deadline = d.runStart.Add(cfg.Duration)
+		// The deadline also ends waits for a ready conversation or a free slot.
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithDeadline(ctx, b.deadline)
+		defer cancel()
+	}
+	if cfg.Progress != nil {
+		d.prog = startProgress(cfg.Progress, int64(cfg.NumRequests), cfg.Duration)
+	}
+	var states []*clientState
+	if cfg.closedLoop() {
+		states = makeStates(cfg.clients(), newState)
+		d.closedLoop(runCtx, states, b)
+	} else {
+		pool := newStatePool(cfg.MaxConcurrency, newState)
+		d.openLoop(runCtx, pool, b, cfg.RequestRate, cfg.Arrival, cfg.Seed)
+		states = pool.all
+	}
+	duration := time.Since(d.runStart)
+	if d.prog != nil {
+		d.prog.finish()
+	}
+
+	total := newRecorder(cfg.TimelineInterval)
+	for _, st := range states {
+		total.merge(&st.rec)
+	}
+	if total.completed+total.failed == 0 && ctx.Err() != nil {
+		return nil, fmt.Errorf("cannot run load: %w", ctx.Err())
+	}
+	return buildResult(&cfg, &total, d.runStart, duration), nil
+}
+
+func makeStates(n int, newState func() *clientState) []*clientState {
+	states := make([]*clientState, n)
+	for i := range states {
+		states[i] = newState()
+	}
+	return states
+}
