@@ -136,6 +136,8 @@ type ClientOptions struct {
 	MaxIdleConnDuration time.Duration
 	// MaxResponseBodySize caps buffered (non-streamed) responses. Default 0: unlimited.
 	MaxResponseBodySize int
+	// Dial replaces TCP dialing (tests dial in-memory listeners). Default: TCP with DialTimeout.
+	Dial fasthttp.DialFunc
 }
 
 func (o *ClientOptions) fillDefaults() {
@@ -174,11 +176,14 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 		MaxIdleConnDuration:           opts.MaxIdleConnDuration,
 		MaxResponseBodySize:           opts.MaxResponseBodySize,
 		NoDefaultUserAgentHeader:      true,
-		DisableHeaderNamesNormalizing: true,
+		DisableHeaderNamesNormalizing: false,
 		DisablePathNormalizing:        true,
 		Dial: func(addr string) (net.Conn, error) {
 			return dialer.DialTimeout(addr, opts.DialTimeout)
 		},
+	}
+	if opts.Dial != nil {
+		w.Client.Dial = opts.Dial
 	}
 	return w
 }

@@ -1,0 +1,205 @@
+// Command smg is the SMG-Go gateway: `smg launch [flags]` (or `smg [flags]`) serves an
+// OpenAI-compatible endpoint in front of a fleet of SGLang and vLLM workers.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/fastpath"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/worker"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code (2 for a bad command line).
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "launch" {
+		args = args[1:]
+	}
+	var o options
+	fs := newFlagSet(&o)
+	for _, a := range args {
+		if a == "--help" || a == "-h" {
+			fmt.Fprintf(stdout, "Usage: smg launch [flags]\n%s", fs.Help())
+			return 0
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "smg: %v\n", err)
+		return 2
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "smg: %v\n", err)
+		return 2
+	}
+	log := newLogger(stderr, o.logLevel, o.logJSON)
+	slog.SetDefault(log)
+	if err := serve(o, log); err != nil {
+		log.Error("Gateway stopped", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func (o *options) validate() error {
+	if err := all.Check(o.policy); err != nil {
+		return fmt.Errorf("--policy: %w", err)
+	}
+	for i, u := range o.workerURLs {
+		c, err := worker.CanonicalURL(u)
+		if err != nil {
+			return fmt.Errorf("--worker-urls: %w", err)
+		}
+		o.workerURLs[i] = c
+	}
+	if o.prometheusPort < 0 || o.prometheusPort > 65535 {
+		return fmt.Errorf("--prometheus-port %d: must be in 0-65535", o.prometheusPort)
+	}
+	if o.maxConnsPerWorker <= 0 {
+		return fmt.Errorf("--max-connections-per-worker %d: must be at least 1", o.maxConnsPerWorker)
+	}
+	return o.gateway.Validate()
+}
+
+func newLogger(w io.Writer, level string, asJSON bool) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: l}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve wires the gateway, runs it until SIGTERM or SIGINT, then drains.
+func serve(o options, log *slog.Logger) error {
+	set := metrics.NewSet()
+	reg, err := worker.NewRegistry(worker.Config{
+		Metrics: set, Logger: log,
+		Client: worker.ClientOptions{MaxConns: o.maxConnsPerWorker},
+	})
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	router, err := policy.NewRouter(policy.RouterConfig{
+		DefaultPolicy: o.policy,
+		NewBuilder:    all.NewBuilderFunc(all.Config{Logger: log}),
+		Metrics:       set, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	reg.Subscribe(router.Update)
+
+	g := o.gateway
+	g.Metrics, g.Logger = set, log
+	srv, err := fastpath.New(g, reg, router)
+	if err != nil {
+		return err
+	}
+	addStaticWorkers(reg, o.workerURLs, log)
+
+	ln, err := net.Listen("tcp", srv.Addr())
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (--host, --port): %w", srv.Addr(), err)
+	}
+	promLn, err := net.Listen("tcp", net.JoinHostPort(o.prometheusHost, strconv.Itoa(o.prometheusPort)))
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s:%d (--prometheus-host, --prometheus-port): %w", o.prometheusHost, o.prometheusPort, err)
+	}
+	promSrv := &http.Server{Handler: observabilityMux(set, !o.disablePprof), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = promSrv.Serve(promLn) }()
+
+	log.Info("SMG-Go gateway listening", "address", ln.Addr().String(), "policy", o.policy,
+		"workers", len(o.workerURLs), "metrics", promLn.Addr().String())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case err := <-errc:
+		return err
+	case s := <-sig:
+		log.Info("Signal received; draining", "signal", s.String(), "grace_period", o.shutdownGrace)
+	}
+	srv.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	_ = promSrv.Close()
+	log.Info("Gateway stopped")
+	return nil
+}
+
+// addStaticWorkers registers --worker-urls in the order given, asking the workers for their
+// models in parallel first.
+func addStaticWorkers(reg *worker.Registry, urls []string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	specs := make([]worker.Spec, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		specs[i].URL = u
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			models, err := worker.DiscoverModels(ctx, u, "")
+			if err != nil {
+				log.Warn("Cannot discover the worker's models; it will serve requests for any model", "url", u, "error", err)
+			} else if len(models) > 0 {
+				specs[i].ModelID, specs[i].Models = models[0], models[1:]
+			}
+		}()
+	}
+	wg.Wait()
+	for _, spec := range specs {
+		if err := spec.Normalize(); err != nil {
+			log.Error("Invalid worker", "url", spec.URL, "error", err)
+			continue
+		}
+		if _, err := reg.Add(ctx, spec, worker.StatusReady); err != nil {
+			log.Error("Cannot add worker", "url", spec.URL, "error", err)
+		}
+	}
+}
+
+// observabilityMux serves Prometheus metrics and, unless disabled, pprof.
+func observabilityMux(set *metrics.Set, withPprof bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		set.WritePrometheus(w)
+		metrics.WriteProcessMetrics(w)
+	})
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}

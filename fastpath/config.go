@@ -1,0 +1,101 @@
+package fastpath
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Defaults of Config, as the spec product's flags have them.
+const (
+	DefaultHost                = "0.0.0.0"
+	DefaultPort                = 30000
+	DefaultMaxPayloadSize      = 512 << 20 // --max-payload-size: 512 MiB
+	DefaultRequestTimeout      = 1800 * time.Second
+	DefaultReadTimeout         = 60 * time.Second
+	DefaultIdleTimeout         = 120 * time.Second
+	DefaultMaxConnections      = 65536
+	DefaultRoutingKeyHeader    = "X-SMG-Routing-Key"
+	DefaultTargetWorkerHeader  = "X-SMG-Target-Worker"
+	DefaultRoutingTokensHeader = "x-smg-routing-tokens"
+)
+
+// Config configures the gateway's HTTP server.
+type Config struct {
+	// Host and Port are where the gateway listens (--host, --port). Default 0.0.0.0:30000.
+	Host string
+	Port int
+	// MaxPayloadSize bounds request bodies in bytes (--max-payload-size); larger bodies get 413.
+	MaxPayloadSize int
+	// RequestTimeout bounds a request to a worker, from dispatch to the end of the response
+	// (--request-timeout-secs). Default 1800 s.
+	RequestTimeout time.Duration
+	// ReadTimeout bounds reading one request from a client, so slow clients cannot hold
+	// connections forever. Default 60 s.
+	ReadTimeout time.Duration
+	// IdleTimeout closes keep-alive client connections idle this long. Default 120 s.
+	IdleTimeout time.Duration
+	// MaxConnections caps concurrent client connections; past it new connections are refused
+	// with 503. Default 65,536.
+	MaxConnections int
+	// APIKey, when set, protects the worker API: requests need "Authorization: Bearer <key>".
+	APIKey string
+	// RoutingKeyHeaders are read, in order, before X-SMG-Routing-Key for a routing key
+	// (--routing-key-headers).
+	RoutingKeyHeaders []string
+	// Metrics receives the gateway's series. Nil: a private set.
+	Metrics *metrics.Set
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// fillDefaults replaces zero values with defaults.
+func (c *Config) fillDefaults() {
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.MaxPayloadSize == 0 {
+		c.MaxPayloadSize = DefaultMaxPayloadSize
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewSet()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid setting, naming its flag.
+func (c *Config) Validate() error {
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("--port %d: must be in 0-65535", c.Port)
+	}
+	if c.MaxPayloadSize < 0 {
+		return fmt.Errorf("--max-payload-size %d: must be a positive number of bytes", c.MaxPayloadSize)
+	}
+	if c.RequestTimeout < 0 {
+		return fmt.Errorf("--request-timeout-secs: must be positive")
+	}
+	for _, h := range c.RoutingKeyHeaders {
+		if h == "" || !utf8.ValidString(h) || strings.ContainsAny(h, " :\r\n\t") {
+			return fmt.Errorf("--routing-key-headers %q: not a valid header name", h)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package fastpath
+
+import "github.com/valyala/fasthttp"
+
+// apiError is a gateway-made error on the OpenAI routes: the status and the OpenAI envelope's
+// type and code. The message is given where the error is raised.
+type apiError struct {
+	status int
+	typ    string
+	code   string
+}
+
+// The gateway's errors, one table: what each cause answers.
+var (
+	errInvalidRequest  = apiError{fasthttp.StatusBadRequest, "invalid_request_error", "invalid_request"}
+	errPayloadTooLarge = apiError{fasthttp.StatusRequestEntityTooLarge, "invalid_request_error", "payload_too_large"}
+	errModelNotFound   = apiError{fasthttp.StatusNotFound, "invalid_request_error", "model_not_found"}
+	errNotFound        = apiError{fasthttp.StatusNotFound, "invalid_request_error", "not_found"}
+	errMethod          = apiError{fasthttp.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed"}
+	errNoWorkers       = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "no_available_workers"}
+	errTargetWorker    = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "invalid_target_worker"}
+	errDraining        = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "draining"}
+	// The spec product answers 500 for an unreachable worker; 502 is what HTTP means.
+	errUpstreamUnreachable = apiError{fasthttp.StatusBadGateway, "server_error", "worker_unreachable"}
+	errUpstreamTimeout     = apiError{fasthttp.StatusGatewayTimeout, "server_error", "worker_timeout"}
+	errInternal            = apiError{fasthttp.StatusInternalServerError, "server_error", "internal_error"}
+)
+
+const headerErrorCode = "X-SMG-Error-Code"
+
+// writeError answers the client with e in the OpenAI envelope. It replaces any response the
+// exchange had started.
+func writeError(ctx *fasthttp.RequestCtx, e apiError, message string) {
+	resp := &ctx.Response
+	resp.Reset()
+	resp.SetStatusCode(e.status)
+	resp.Header.SetContentType("application/json")
+	resp.Header.Set(headerErrorCode, e.code)
+	b := make([]byte, 0, 96+len(message))
+	b = append(b, `{"error":{"message":`...)
+	b = appendJSONString(b, message)
+	b = append(b, `,"type":"`...)
+	b = append(b, e.typ...)
+	b = append(b, `","code":"`...)
+	b = append(b, e.code...)
+	b = append(b, `","param":null}}`...)
+	resp.SetBodyRaw(b)
+}
+
+// appendJSONString appends s as a JSON string literal.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,66 @@
+package fastpath
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Routes the metrics distinguish. Requests to any other path count as routeOther.
+const (
+	routeChat = iota
+	routeCompletions
+	routeGenerate
+	routeModels
+	routeWorkers
+	routeProbe
+	routeOther
+	numRoutes
+)
+
+var routePaths = [numRoutes]string{"/v1/chat/completions", "/v1/completions", "/generate", "/v1/models", "/workers", "/health", "other"}
+
+// Statuses with their own series; everything else is counted as "other".
+var countedStatuses = [...]int{200, 202, 400, 401, 404, 405, 409, 413, 429, 500, 502, 503, 504}
+
+const numStatusSlots = len(countedStatuses) + 1
+
+func statusSlot(status int) int {
+	for i, s := range countedStatuses {
+		if s == status {
+			return i
+		}
+	}
+	return len(countedStatuses)
+}
+
+// httpMetrics are created once at start-up so that the hot path only increments.
+type httpMetrics struct {
+	requests [numRoutes][numStatusSlots]*metrics.Counter
+	duration [numRoutes]*metrics.PrometheusHistogram
+}
+
+// Buckets of smg_http_request_duration_seconds: from sub-millisecond gateway errors to
+// half-hour generations.
+var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
+
+func newHTTPMetrics(set *metrics.Set) *httpMetrics {
+	m := &httpMetrics{}
+	for r := range numRoutes {
+		for i := range numStatusSlots {
+			status := "other"
+			if i < len(countedStatuses) {
+				status = fmt.Sprint(countedStatuses[i])
+			}
+			m.requests[r][i] = set.GetOrCreateCounter(fmt.Sprintf(`smg_http_requests_total{path=%q,status_code=%q}`, routePaths[r], status))
+		}
+		m.duration[r] = set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`smg_http_request_duration_seconds{path=%q}`, routePaths[r]), durationBuckets)
+	}
+	return m
+}
+
+func (m *httpMetrics) observe(route, status int, start time.Time) {
+	m.requests[route][statusSlot(status)].Inc()
+	m.duration[route].UpdateDuration(start)
+}

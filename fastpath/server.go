@@ -1,0 +1,161 @@
+package fastpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/fastpath/extract"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// Server is the gateway's HTTP front end.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	reg      *worker.Registry
+	router   *policy.Router
+	srv      *fasthttp.Server
+	m        *httpMetrics
+	draining atomic.Bool
+	started  time.Time
+
+	exchanges sync.Pool // *exchange
+	relays    sync.Pool // *relay
+
+	// DiscoverModels asks a new worker which models it serves when its spec names none.
+	// Replaceable in tests. Default worker.DiscoverModels.
+	DiscoverModels func(ctx context.Context, url, apiKey string) ([]string, error)
+}
+
+// New returns a Server that routes with router over the workers of reg.
+func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fillDefaults()
+	s := &Server{
+		cfg:            cfg,
+		log:            cfg.Logger,
+		reg:            reg,
+		router:         router,
+		m:              newHTTPMetrics(cfg.Metrics),
+		started:        time.Now(),
+		DiscoverModels: worker.DiscoverModels,
+	}
+	s.exchanges.New = func() any { return new(exchange) }
+	s.relays.New = func() any { return new(relay) }
+	s.srv = &fasthttp.Server{
+		Handler:                       s.Handle,
+		ErrorHandler:                  s.handleServerError,
+		Name:                          "smg",
+		MaxRequestBodySize:            cfg.MaxPayloadSize,
+		ReadTimeout:                   cfg.ReadTimeout,
+		IdleTimeout:                   cfg.IdleTimeout,
+		Concurrency:                   cfg.MaxConnections,
+		NoDefaultServerHeader:         true,
+		DisablePreParseMultipartForm:  true,
+		CloseOnShutdown:               true,
+		TCPKeepalive:                  true,
+		DisableHeaderNamesNormalizing: false,
+	}
+	return s, nil
+}
+
+// Addr is the configured listen address.
+func (s *Server) Addr() string {
+	return net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port))
+}
+
+// Serve serves connections from ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Drain makes readiness answer 503 "draining" so load balancers stop sending; requests keep
+// being served until Shutdown.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// Shutdown stops accepting connections and waits, until ctx ends, for requests in progress,
+// streams included, to finish.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Drain()
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+// Handle is the fasthttp handler: it routes by path with one switch.
+func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
+	defer s.recoverPanic(ctx)
+	switch string(ctx.Path()) {
+	case "/v1/chat/completions":
+		s.generation(ctx, routeChat, extract.RouteChat)
+	case "/v1/completions":
+		s.generation(ctx, routeCompletions, extract.RouteCompletions)
+	case "/generate":
+		s.generation(ctx, routeGenerate, extract.RouteGenerate)
+	case "/v1/models":
+		s.serveModels(ctx)
+	case "/health", "/liveness":
+		s.serveLiveness(ctx)
+	case "/readiness":
+		s.serveReadiness(ctx)
+	case "/workers":
+		s.serveWorkers(ctx)
+	default:
+		if id, ok := workerIDFromPath(ctx.Path()); ok {
+			s.serveWorker(ctx, id)
+			return
+		}
+		writeError(ctx, errNotFound, "no route for "+string(ctx.Method())+" "+string(ctx.Path()))
+		s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time())
+	}
+}
+
+// recoverPanic turns a panic in a handler into a 500 for that request instead of a crash of
+// the gateway; the in-flight guards of the proxy have already run by then.
+func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx) {
+	if p := recover(); p != nil {
+		s.log.Error("Panic while serving a request", "method", string(ctx.Method()), "path", string(ctx.Path()), "panic", p, "stack", string(debug.Stack()))
+		writeError(ctx, errInternal, "internal error; the gateway logged the details")
+	}
+}
+
+// handleServerError answers errors fasthttp meets before the handler runs (body too large,
+// malformed HTTP, read timeout) in the gateway's envelope.
+func (s *Server) handleServerError(ctx *fasthttp.RequestCtx, err error) {
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		writeError(ctx, errPayloadTooLarge, fmt.Sprintf("request body exceeds --max-payload-size (%d bytes)", s.cfg.MaxPayloadSize))
+	default:
+		var te interface{ Timeout() bool }
+		if errors.As(err, &te) && te.Timeout() {
+			writeError(ctx, apiError{fasthttp.StatusRequestTimeout, "invalid_request_error", "request_timeout"}, "timed out reading the request")
+			return
+		}
+		writeError(ctx, errInvalidRequest, "malformed HTTP request: "+err.Error())
+	}
+	s.m.observe(routeOther, ctx.Response.StatusCode(), time.Now())
+}
+
+func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, route int, allow string) {
+	writeError(ctx, errMethod, string(ctx.Method())+" is not allowed on "+string(ctx.Path())+"; use "+allow)
+	ctx.Response.Header.Set("Allow", allow)
+	s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
+}
