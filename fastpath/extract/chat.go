@@ -1,0 +1,229 @@
+package extract
+
+import "strconv"
+
+// Nesting levels of the chat structure, for MaxDepth accounting of skipped values.
+const (
+	depthMessage = 3 // body (1) > "messages" array (2) > message object (3)
+	depthPart    = 5 // ... > "content" array (4) > content part object (5)
+)
+
+// messages reads the chat "messages" array into Text: every message's content in order,
+// plus the reasoning_content of assistant messages, the non-empty pieces joined with one
+// space. These are the rules of the SGLang Model Gateway's extract_text_for_routing, so
+// both build the same prefix trees from the same traffic.
+func (s *scanner) messages() error {
+	f := s.f
+	f.Text, f.textBuf = nil, f.textBuf[:0]
+	switch s.buf[s.pos] {
+	case 'n':
+		return s.scanLiteral("null")
+	case '[':
+	default:
+		return s.typeError("messages", wantArray)
+	}
+	s.pos++
+	more := s.peek() != ']'
+	if !more {
+		s.pos++
+	}
+	for i := 0; more; i++ {
+		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
+			return s.typeError("messages["+strconv.Itoa(i)+"]", wantObject)
+		}
+		if err := s.message(i); err != nil {
+			return err
+		}
+		var err error
+		if more, err = s.next(']'); err != nil {
+			return err
+		}
+	}
+	f.Text = f.textBuf
+	return nil
+}
+
+// appendPiece appends one non-empty piece of chat text, after a space if text precedes it.
+func (s *scanner) appendPiece(r rawString) {
+	if r.empty() {
+		return
+	}
+	f := s.f
+	if len(f.textBuf) > 0 {
+		f.textBuf = append(f.textBuf, ' ')
+	}
+	f.textBuf = s.appendTo(f.textBuf, r)
+}
+
+// message reads one message object, pos at its '{'. Its content is appended as it is read;
+// a later duplicate "content" first removes what an earlier one appended. Reasoning goes
+// last, once the role is known, whatever the member order.
+func (s *scanner) message(i int) error {
+	f := s.f
+	s.pos++
+	var (
+		textStart    = len(f.textBuf)
+		contentErr   *FieldError
+		assistant    bool
+		reasoning    rawString
+		hasReasoning bool
+	)
+	more := s.peek() != '}'
+	if !more {
+		s.pos++
+	}
+	for more {
+		name, err := s.memberName(expNameOrBrace)
+		if err != nil {
+			return err
+		}
+		switch string(s.name(name)) {
+		case "content":
+			start := s.pos
+			f.textBuf = f.textBuf[:textStart]
+			if err := s.settle(&contentErr, start, depthMessage, s.content(i)); err != nil {
+				return err
+			}
+		case "role":
+			// Lenient: a role that is not a string is the worker's to reject.
+			assistant = false
+			if s.buf[s.pos] == '"' {
+				r, err := s.scanString()
+				if err != nil {
+					return err
+				}
+				assistant = s.equals(r, "assistant")
+			} else if err := s.skipValue(depthMessage); err != nil {
+				return err
+			}
+		case "reasoning_content":
+			// Lenient too: only a string contributes.
+			hasReasoning = false
+			if s.buf[s.pos] == '"' {
+				if reasoning, err = s.scanString(); err != nil {
+					return err
+				}
+				hasReasoning = true
+			} else if err := s.skipValue(depthMessage); err != nil {
+				return err
+			}
+		default:
+			if err := s.skipValue(depthMessage); err != nil {
+				return err
+			}
+		}
+		if more, err = s.next('}'); err != nil {
+			return err
+		}
+	}
+	if contentErr != nil {
+		return contentErr
+	}
+	if assistant && hasReasoning {
+		s.appendPiece(reasoning)
+	}
+	return nil
+}
+
+// content reads a message's "content": a string, null, or an array of content parts whose
+// "text" parts contribute their text.
+func (s *scanner) content(i int) error {
+	switch s.buf[s.pos] {
+	case '"':
+		r, err := s.scanString()
+		if err != nil {
+			return err
+		}
+		s.appendPiece(r)
+		return nil
+	case 'n':
+		return s.scanLiteral("null")
+	case '[':
+	default:
+		return s.typeError("messages["+strconv.Itoa(i)+"].content", wantContent)
+	}
+	s.pos++
+	more := s.peek() != ']'
+	if !more {
+		s.pos++
+	}
+	for j := 0; more; j++ {
+		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
+			return s.typeError("messages["+strconv.Itoa(i)+"].content["+strconv.Itoa(j)+"]", wantObject)
+		}
+		if err := s.part(i, j); err != nil {
+			return err
+		}
+		var err error
+		if more, err = s.next(']'); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// part reads one content part, pos at its '{'. A part is a text part when its "type" is
+// "text"; its "text" must then be a string. Other parts (images, audio, ...) route nothing.
+func (s *scanner) part(i, j int) error {
+	s.pos++
+	var (
+		isText  bool
+		text    rawString
+		hasText bool // the last "text" member is a string
+		textAt  = -1 // where the last "text" member's value starts
+	)
+	more := s.peek() != '}'
+	if !more {
+		s.pos++
+	}
+	for more {
+		name, err := s.memberName(expNameOrBrace)
+		if err != nil {
+			return err
+		}
+		nm := s.name(name)
+		isType, isTextKey := string(nm) == "type", string(nm) == "text"
+		switch {
+		case isType && s.buf[s.pos] == '"':
+			r, err := s.scanString()
+			if err != nil {
+				return err
+			}
+			isText = s.equals(r, "text")
+		case isTextKey && s.buf[s.pos] == '"':
+			textAt = s.pos
+			if text, err = s.scanString(); err != nil {
+				return err
+			}
+			hasText = true
+		default:
+			if isType {
+				isText = false
+			} else if isTextKey {
+				textAt, hasText = s.pos, false
+			}
+			if err := s.skipValue(depthPart); err != nil {
+				return err
+			}
+		}
+		if more, err = s.next('}'); err != nil {
+			return err
+		}
+	}
+	if !isText {
+		return nil
+	}
+	if !hasText {
+		at := textAt
+		if at < 0 {
+			at = s.pos - 1 // no "text" member: point at the part's closing brace
+		}
+		return &FieldError{
+			Path:   "messages[" + strconv.Itoa(i) + "].content[" + strconv.Itoa(j) + "].text",
+			Want:   wantString,
+			Offset: at,
+		}
+	}
+	s.appendPiece(text)
+	return nil
+}

@@ -1,0 +1,389 @@
+package extract
+
+// Extract reads the routing fields of body, posted to route, into f. It first resets f,
+// then makes one pass that validates the whole body as a single JSON object and fills f
+// as it goes. It allocates nothing once f's buffers have grown to the sizes the traffic
+// needs.
+//
+// On error f holds partial results that must not be used. The error is a *SyntaxError
+// (wrapping ErrInvalidJSON) when the body is not well-formed JSON, else a *FieldError
+// (wrapping ErrFieldType) for the first routing field, by position, whose final value has
+// the wrong type. Both messages are meant for the client's 400 response.
+func Extract(body []byte, route Route, f *Fields) error {
+	f.Reset()
+	if route < RouteChat || route > RouteGenerate {
+		return ErrUnknownRoute
+	}
+	s := scanner{buf: body, f: f}
+	return s.object(route)
+}
+
+// The top-level members routing reads. A member's slot holds the type error of its last
+// occurrence, so that a later duplicate that is well-typed wins, as with encoding/json.
+const (
+	keyOther = iota
+	keyModel
+	keyStream
+	keyRid
+	keyMessages
+	keyPrompt
+	keyText
+	keyInputIDs
+	numKeys
+)
+
+// topKey classifies a top-level member name. Names match exactly, after JSON decoding,
+// like encoding/json decoding into a map (not its case-insensitive struct matching).
+func (s *scanner) topKey(r rawString, route Route) int {
+	switch string(s.name(r)) {
+	case "model":
+		return keyModel
+	case "stream":
+		return keyStream
+	case "rid":
+		return keyRid
+	case "messages":
+		if route == RouteChat {
+			return keyMessages
+		}
+	case "prompt":
+		if route == RouteCompletions {
+			return keyPrompt
+		}
+	case "text":
+		if route == RouteGenerate {
+			return keyText
+		}
+	case "input_ids":
+		if route == RouteGenerate {
+			return keyInputIDs
+		}
+	}
+	return keyOther
+}
+
+// object walks the body: the one top-level object, then nothing but whitespace.
+func (s *scanner) object(route Route) error {
+	if s.peek() != '{' {
+		return s.errExpected(s.pos, expObjectBody)
+	}
+	s.pos++
+	var typeErrs [numKeys]*FieldError
+	more := s.peek() != '}'
+	if !more {
+		s.pos++
+	}
+	for more {
+		name, err := s.memberName(expNameOrBrace)
+		if err != nil {
+			return err
+		}
+		key := s.topKey(name, route)
+		start := s.pos
+		switch key {
+		case keyModel:
+			err = s.model()
+		case keyStream:
+			err = s.stream()
+		case keyRid:
+			err = s.rid()
+		case keyMessages:
+			err = s.messages()
+		case keyPrompt:
+			err = s.prompt()
+		case keyText:
+			err = s.generateText()
+		case keyInputIDs:
+			err = s.inputIDs()
+		default:
+			err = s.skipValue(1)
+		}
+		if err = s.settle(&typeErrs[key], start, 1, err); err != nil {
+			return err
+		}
+		if more, err = s.next('}'); err != nil {
+			return err
+		}
+	}
+	s.skipWS()
+	if s.pos != len(s.buf) {
+		return s.errExpected(s.pos, expEnd)
+	}
+	return firstTypeError(typeErrs[:])
+}
+
+// settle finishes a member whose value started at start. A syntax error ends the scan. A
+// type error is kept in *slot, replacing that of any earlier duplicate, and the value is
+// skipped again from its start so that the rest of the body is still validated: syntax
+// errors anywhere take precedence, and a later duplicate may still clear it. Success
+// clears *slot.
+func (s *scanner) settle(slot **FieldError, start, depth int, err error) error {
+	if err == nil {
+		*slot = nil
+		return nil
+	}
+	fe, ok := err.(*FieldError)
+	if !ok {
+		return err
+	}
+	s.pos = start
+	if err := s.skipValue(depth); err != nil {
+		return err
+	}
+	*slot = fe
+	return nil
+}
+
+// firstTypeError returns the slot error that starts earliest in the body, or nil.
+func firstTypeError(errs []*FieldError) error {
+	var first *FieldError
+	for _, e := range errs {
+		if e != nil && (first == nil || e.Offset < first.Offset) {
+			first = e
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return first
+}
+
+func (s *scanner) typeError(path, want string) error {
+	return &FieldError{Path: path, Want: want, Offset: s.pos}
+}
+
+// model reads "model": a string, or null for absent.
+func (s *scanner) model() error {
+	f := s.f
+	f.Model, f.HasModel = nil, false
+	switch s.buf[s.pos] {
+	case '"':
+		r, err := s.scanString()
+		if err != nil {
+			return err
+		}
+		f.Model, f.HasModel = s.bytes(r, &f.modelBuf), true
+		return nil
+	case 'n':
+		return s.scanLiteral("null")
+	}
+	return s.typeError("model", wantString)
+}
+
+// stream reads "stream": a boolean, or null for false.
+func (s *scanner) stream() error {
+	f := s.f
+	f.Stream = false
+	switch s.buf[s.pos] {
+	case 't':
+		f.Stream = true
+		return s.scanLiteral("true")
+	case 'f':
+		return s.scanLiteral("false")
+	case 'n':
+		return s.scanLiteral("null")
+	}
+	return s.typeError("stream", wantBoolean)
+}
+
+// rid reads "rid": a string, or the first string of an array of strings (SGLang accepts
+// one rid per prompt of a batch; the batch is routed as one request, by its first).
+func (s *scanner) rid() error {
+	f := s.f
+	f.Rid = nil
+	r, ok, err := s.stringOrFirst("rid")
+	if ok {
+		f.Rid = s.bytes(r, &f.ridBuf)
+	}
+	return err
+}
+
+// stringOrFirst reads a string, null, or an array of strings, returning the string or the
+// array's first element; ok is false for null and the empty array.
+func (s *scanner) stringOrFirst(path string) (first rawString, ok bool, err error) {
+	switch s.buf[s.pos] {
+	case '"':
+		first, err = s.scanString()
+		return first, err == nil, err
+	case 'n':
+		return first, false, s.scanLiteral("null")
+	case '[':
+	default:
+		return first, false, s.typeError(path, wantStrings)
+	}
+	s.pos++
+	more := s.peek() != ']'
+	if !more {
+		s.pos++
+	}
+	for more {
+		if s.pos >= len(s.buf) || s.buf[s.pos] != '"' {
+			return first, false, s.typeError(path, wantStrings)
+		}
+		r, err := s.scanString()
+		if err != nil {
+			return first, false, err
+		}
+		if !ok {
+			first, ok = r, true
+		}
+		if more, err = s.next(']'); err != nil {
+			return first, false, err
+		}
+	}
+	return first, ok, nil
+}
+
+// prompt reads the completions "prompt": a string; an array of strings, joined with ' '
+// as the SGLang Model Gateway joins them; token IDs; or a batch of token-ID arrays, of
+// which the first is kept.
+func (s *scanner) prompt() error {
+	f := s.f
+	f.Text, f.textBuf, f.InputIDs = nil, f.textBuf[:0], f.InputIDs[:0]
+	switch s.buf[s.pos] {
+	case '"':
+		r, err := s.scanString()
+		if err != nil {
+			return err
+		}
+		f.Text = s.bytes(r, &f.textBuf)
+		return nil
+	case 'n':
+		return s.scanLiteral("null")
+	case '[':
+	default:
+		return s.typeError("prompt", wantPrompt)
+	}
+	arrayStart := s.pos
+	s.pos++
+	switch c := s.peek(); {
+	case c == ']':
+		s.pos++
+		return nil
+	case c == '"':
+		return s.joinStrings()
+	case c >= '0' && c <= '9', c == '[':
+		s.pos = arrayStart
+		return s.tokenIDs("prompt", wantPrompt)
+	}
+	return s.typeError("prompt", wantPrompt)
+}
+
+// joinStrings reads the rest of an array of strings, pos at its first element, into Text.
+func (s *scanner) joinStrings() error {
+	f := s.f
+	for more := true; more; {
+		if s.pos >= len(s.buf) || s.buf[s.pos] != '"' {
+			return s.typeError("prompt", wantPrompt)
+		}
+		r, err := s.scanString()
+		if err != nil {
+			return err
+		}
+		f.textBuf = s.appendTo(f.textBuf, r)
+		if more, err = s.next(']'); err != nil {
+			return err
+		}
+		if more {
+			f.textBuf = append(f.textBuf, ' ')
+		}
+	}
+	f.Text = f.textBuf
+	return nil
+}
+
+// generateText reads /generate "text": a string, or the first of an array of strings
+// (SGLang's batch form; the batch is routed as one request, by its first prompt).
+func (s *scanner) generateText() error {
+	f := s.f
+	f.Text, f.textBuf = nil, f.textBuf[:0]
+	r, ok, err := s.stringOrFirst("text")
+	if ok {
+		f.Text = s.bytes(r, &f.textBuf)
+	}
+	return err
+}
+
+// inputIDs reads /generate "input_ids".
+func (s *scanner) inputIDs() error {
+	s.f.InputIDs = s.f.InputIDs[:0]
+	switch s.buf[s.pos] {
+	case 'n':
+		return s.scanLiteral("null")
+	case '[':
+		return s.tokenIDs("input_ids", wantTokenIDArrays)
+	}
+	return s.typeError("input_ids", wantTokenIDArrays)
+}
+
+// tokenIDs reads, pos at '[', an array of token IDs into InputIDs, or an array of such
+// arrays of which the first goes to InputIDs (a batch is routed by its first sequence, as
+// the SGLang Model Gateway does) and the others are only checked.
+func (s *scanner) tokenIDs(path, want string) error {
+	f := s.f
+	s.pos++
+	if s.peek() != '[' {
+		return s.tokenRow(path, want)
+	}
+	for more, first := true, true; more; first = false {
+		if s.pos >= len(s.buf) || s.buf[s.pos] != '[' {
+			return s.typeError(path, want)
+		}
+		keep := len(f.InputIDs)
+		s.pos++
+		if err := s.tokenRow(path, want); err != nil {
+			return err
+		}
+		if !first {
+			f.InputIDs = f.InputIDs[:keep]
+		}
+		var err error
+		if more, err = s.next(']'); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tokenRow reads the elements of an array of token IDs, pos just past its '[', appending
+// them to InputIDs.
+func (s *scanner) tokenRow(path, want string) error {
+	f := s.f
+	more := s.peek() != ']'
+	if !more {
+		s.pos++
+	}
+	for more {
+		start := s.pos
+		if s.pos >= len(s.buf) || s.buf[s.pos] < '0' || s.buf[s.pos] > '9' {
+			return s.typeError(path, want)
+		}
+		plain, err := s.scanNumber()
+		if err != nil {
+			return err
+		}
+		id, fits := parseTokenID(s.buf[start:s.pos])
+		if !plain || !fits {
+			s.pos = start
+			return s.typeError(path, want)
+		}
+		f.InputIDs = append(f.InputIDs, id)
+		if more, err = s.next(']'); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseTokenID parses the decimal digits of a plain JSON integer; fits is false when it
+// exceeds the uint32 range of token IDs.
+func parseTokenID(digits []byte) (id uint32, fits bool) {
+	if len(digits) > 10 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range digits {
+		v = v*10 + uint64(c-'0')
+	}
+	return uint32(v), v <= 1<<32-1
+}

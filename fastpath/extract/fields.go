@@ -1,0 +1,85 @@
+package extract
+
+// Route names the endpoint a body was posted to; it decides which keys carry the routing
+// text.
+type Route uint8
+
+const (
+	// RouteChat is POST /v1/chat/completions: the routing text is built from "messages".
+	RouteChat Route = iota + 1
+	// RouteCompletions is POST /v1/completions: the routing text or token IDs come from
+	// "prompt".
+	RouteCompletions
+	// RouteGenerate is SGLang's native POST /generate: "text" and "input_ids".
+	RouteGenerate
+)
+
+// String returns the path the route serves, for logs and test names.
+func (r Route) String() string {
+	switch r {
+	case RouteChat:
+		return "/v1/chat/completions"
+	case RouteCompletions:
+		return "/v1/completions"
+	case RouteGenerate:
+		return "/generate"
+	}
+	return "unknown route"
+}
+
+// Fields holds what routing needs from one request body. A Fields is owned by one request
+// at a time: the gateway pools them and Extract overwrites every field, reusing the
+// capacity of the buffers it owns, so a warmed-up Fields extracts without allocating.
+//
+// Byte slices either alias the request body (a string without escapes and with valid
+// UTF-8) or one of the Fields' own buffers (a decoded string, the joined chat text). Both
+// stay valid until the next Extract or Reset on this Fields, and the aliases only as long
+// as the caller neither modifies nor recycles the body. Treat them as read-only: copy
+// what must outlive the request.
+type Fields struct {
+	// Model is the top-level "model" string, JSON-decoded. HasModel tells an absent or
+	// null "model" from an empty string.
+	Model    []byte
+	HasModel bool
+
+	// Stream is the top-level "stream" boolean; absent or null means false.
+	Stream bool
+
+	// Rid is the top-level "rid" (request ID) string, or the first element when "rid" is
+	// an array of strings. Empty means absent: an empty key routes nothing.
+	Rid []byte
+
+	// Text is the routing text as UTF-8, JSON-decoded, with invalid UTF-8 replaced by
+	// U+FFFD as encoding/json does. See the package documentation for how each route
+	// builds it. Empty means the request carries no text.
+	Text []byte
+
+	// InputIDs are the token IDs of /generate "input_ids" or of a completions "prompt"
+	// given as token IDs (the first sequence of a batch). Empty means none.
+	InputIDs []uint32
+
+	textBuf  []byte // Text when it is built or decoded rather than aliased
+	modelBuf []byte // Model when it needed decoding
+	ridBuf   []byte // Rid when it needed decoding
+	scratch  []byte // decoded member names and short strings compared against constants
+
+	// kinds is the container stack of skipValue, one bit per nesting level (1 = object),
+	// kept here rather than on the goroutine stack so that skipping a value costs no
+	// 1.25 KB zeroing and deep nesting needs no recursion.
+	kinds [MaxDepth/64 + 1]uint64
+}
+
+// Reset clears the fields and drops the aliases into the last body, so a pooled Fields
+// does not keep a large body alive. It keeps the capacity of the buffers it owns.
+func (f *Fields) Reset() {
+	f.Model = nil
+	f.HasModel = false
+	f.Stream = false
+	f.Rid = nil
+	f.Text = nil
+	f.InputIDs = f.InputIDs[:0]
+	f.textBuf = f.textBuf[:0]
+	f.modelBuf = f.modelBuf[:0]
+	f.ridBuf = f.ridBuf[:0]
+	f.scratch = f.scratch[:0]
+}
