@@ -51,7 +51,7 @@ func (a *byteArena) alloc(n uint32) uint32 {
 		// Any span in bin b >= ceil(log2(n)) holds at least n bytes.
 		need := uint(bits.Len32(n - 1))
 		if m := a.freeMask >> need; m != 0 {
-			return a.allocFree(need + uint(bits.TrailingZeros64(m)), n)
+			return a.allocFree(need+uint(bits.TrailingZeros64(m)), n)
 		}
 	}
 	return a.allocTop(n)
