@@ -1,6 +1,9 @@
 package worker
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // LoadReport is one load report of a worker, polled off the hot path (worker/loadmon) from the
 // engine's /v1/loads or Prometheus /metrics. Reports are immutable once published on the
@@ -18,6 +21,38 @@ type LoadReport struct {
 	TokenUsage float64
 	// GenThroughput is generation throughput in tokens/s; 0 when not reported.
 	GenThroughput float64
+
+	// Derived at publication (SetLoad), so that scoring a worker on the hot path needs no
+	// division: 1/GenThroughput (0 when not reported) and k/(1-k) of TokenUsage clamped to
+	// [0, MaxKVUsage].
+	invThroughput float64
+	kvOccupancy   float64
+}
+
+// MaxKVUsage caps the KV-cache usage the occupancy term k/(1-k) is computed from: a report of a
+// full cache then scores very high instead of +Inf, so two full workers still compare by their
+// queued work.
+const MaxKVUsage = 0.999
+
+// InvThroughput returns 1/GenThroughput, or 0 when the report has no throughput.
+func (r *LoadReport) InvThroughput() float64 { return r.invThroughput }
+
+// KVOccupancy returns k/(1-k) for the report's KV-cache usage k clamped to [0, MaxKVUsage]: the
+// M/M/1 occupancy term of the expected-wait score, small until the cache is nearly full.
+func (r *LoadReport) KVOccupancy() float64 { return r.kvOccupancy }
+
+func (r *LoadReport) derive() {
+	r.invThroughput = 0
+	if r.GenThroughput > 0 && !math.IsInf(r.GenThroughput, 1) {
+		r.invThroughput = 1 / r.GenThroughput
+	}
+	k := r.TokenUsage
+	if !(k > 0) { // also NaN
+		k = 0
+	} else if k > MaxKVUsage {
+		k = MaxKVUsage
+	}
+	r.kvOccupancy = k / (1 - k)
 }
 
 // Load returns the worker's latest load report, or nil when it has none (never reported, or
@@ -27,6 +62,9 @@ func (w *Worker) Load() *LoadReport { return w.load.Load() }
 // SetLoad publishes a new load report (nil clears it) and resets the since-report counters,
 // whose work the new report now includes.
 func (w *Worker) SetLoad(r *LoadReport) {
+	if r != nil {
+		r.derive()
+	}
 	w.load.Store(r)
 	w.sinceReportRequests.Store(0)
 	w.sinceReportTokens.Store(0)

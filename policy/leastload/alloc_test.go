@@ -1,0 +1,26 @@
+//go:build !race
+
+package leastload
+
+import (
+	"testing"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/policytest"
+)
+
+func TestPickAllocatesNothing(t *testing.T) {
+	f := policytest.NewFleet(t, 64, "m")
+	for i, w := range f.Workers[:32] {
+		policytest.SetReport(w, policytest.Report{WaitingTokens: int64(i % 3), Throughput: 1000}, t0)
+	}
+	p := New(DefaultConfig(), nil).Build(f.Group("m"))
+	req := &policy.Request{}
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, err := p.Pick(req); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("Pick allocates %v times per call, want 0", n)
+	}
+}

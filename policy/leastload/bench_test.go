@@ -1,0 +1,36 @@
+package leastload
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/policytest"
+)
+
+// BenchmarkPick scores every worker of a fleet where half report loads, so both the reporting
+// and the unreported paths of the score run.
+func BenchmarkPick(b *testing.B) {
+	for _, n := range []int{8, 64, 512, 4096} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			f := policytest.NewFleet(b, n, "m")
+			for i, w := range f.Workers {
+				if i%2 == 0 {
+					policytest.SetReport(w, policytest.Report{WaitingTokens: int64(100 + i%7), TokenUsage: 0.3, Throughput: 1500}, t0)
+				}
+				w.InFlight.Add(int64(i % 5))
+			}
+			p := New(DefaultConfig(), nil).Build(f.Group("m"))
+			req := &policy.Request{}
+			runtime.GC() // setup garbage must not be collected inside the timed loop
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := p.Pick(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

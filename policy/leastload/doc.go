@@ -1,0 +1,20 @@
+// Package leastload implements the least_load policy (spec: Least Load): every available worker
+// is scored by its expected wait, the work queued on it over its throughput plus a KV-pressure
+// penalty, and the lowest score wins; exact ties are broken uniformly at random.
+//
+// The score itself (policy.Scorer) is shared with power_of_two and cache_aware, which use its
+// defaults; only this policy takes the --least-load-* flags, including the waiting-queue cap.
+//
+// # Concurrency
+//
+// Unlike the spec's product, which serialises every selection on one lock to keep its
+// since-report credit consistent, a pick here reads only per-worker atomics (in-flight count,
+// since-report counters, the load-report pointer): concurrent picks never wait on each other.
+// The gateway credits the chosen worker after the pick (Worker.NoteDispatch), so two picks
+// racing within the same microsecond may both see the pre-credit score; the next pick sees both.
+//
+// # Ownership
+//
+// The Picker keeps the Group's worker slice, which is immutable. Pick allocates nothing: the
+// tie buffer is pooled.
+package leastload

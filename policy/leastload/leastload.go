@@ -1,0 +1,58 @@
+package leastload
+
+import (
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// Name is the policy's --policy name.
+const Name = "least_load"
+
+// Config configures least_load: the expected-wait tuning of the --least-load-* flags.
+type Config struct {
+	policy.WaitConfig
+}
+
+// DefaultConfig returns the spec's defaults.
+func DefaultConfig() Config { return Config{WaitConfig: policy.DefaultWaitConfig()} }
+
+// Validate reports a flag out of range.
+func (c Config) Validate() error { return c.WaitConfig.Validate() }
+
+// Builder builds least_load pickers. It keeps no state across snapshots.
+type Builder struct {
+	scorer *policy.Scorer
+	rnd    policy.Rand
+}
+
+// New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand.
+func New(cfg Config, rnd policy.Rand) *Builder {
+	if rnd == nil {
+		rnd = policy.RuntimeRand{}
+	}
+	return &Builder{scorer: policy.NewScorer(cfg.WaitConfig), rnd: rnd}
+}
+
+// Name implements policy.Builder.
+func (*Builder) Name() string { return Name }
+
+// Build implements policy.Builder.
+func (b *Builder) Build(g policy.Group) policy.Picker {
+	return &picker{workers: g.Workers, scorer: b.scorer, rnd: b.rnd}
+}
+
+type picker struct {
+	workers []*worker.Worker
+	scorer  *policy.Scorer
+	rnd     policy.Rand
+}
+
+// Pick returns the lowest expected wait. When the waiting-queue cap excludes every reporting
+// worker and none is left, it fails with ErrNoAvailableWorkers (503) rather than deepen a
+// backlog, as the spec says.
+func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
+	if w := p.scorer.Lowest(req, p.workers, p.rnd, policy.NoHotLimit); w != nil {
+		return policy.Result{Worker: w}, nil
+	}
+	return policy.Result{}, policy.ErrNoAvailableWorkers
+}

@@ -1,0 +1,217 @@
+package leastload
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/worker"
+)
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newPicker(t testing.TB, f *policytest.Fleet, cfg Config, seed uint64) policy.Picker {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return New(cfg, policytest.NewRand(seed)).Build(f.Group("m"))
+}
+
+func pickOne(t *testing.T, p policy.Picker, req *policy.Request) *worker.Worker {
+	t.Helper()
+	res, err := p.Pick(req)
+	if err != nil {
+		t.Fatalf("pick: %v", err)
+	}
+	return res.Worker
+}
+
+func TestScoreFormula(t *testing.T) {
+	f := policytest.NewFleet(t, 1, "m")
+	w := f.Workers[0]
+	s := policy.NewScorer(policy.DefaultWaitConfig())
+	cases := []struct {
+		name     string
+		rep      policytest.Report
+		dispatch []int // NoteDispatch arguments since the report
+		want     float64
+	}{
+		{"idle", policytest.Report{WaitingTokens: 0}, nil, 0},
+		{"queued tokens over reported throughput", policytest.Report{WaitingTokens: 4000, Throughput: 1000}, nil, 4},
+		{"no throughput uses the default 2000", policytest.Report{WaitingTokens: 4000}, nil, 2},
+		{"queue depth without tokens at the mean prefill", policytest.Report{Waiting: 3, WaitingTokens: -1, Throughput: 1024}, nil, 3},
+		{"kv pressure k/(1-k)", policytest.Report{WaitingTokens: 0, TokenUsage: 0.5}, nil, 0.15},
+		{"full cache is capped at 0.999", policytest.Report{WaitingTokens: 0, TokenUsage: 1}, nil, 0.15 * worker.MaxKVUsage / (1 - worker.MaxKVUsage)},
+		{"known dispatch tokens credited", policytest.Report{WaitingTokens: 1000, Throughput: 1000}, []int{500, 500}, 2},
+		{"unknown dispatch at the mean", policytest.Report{WaitingTokens: 0, Throughput: 1024}, []int{-1, -1}, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			policytest.SetReport(w, c.rep, t0)
+			for _, n := range c.dispatch {
+				w.NoteDispatch(n)
+			}
+			got, capped := s.ReportedWait(w, w.Load())
+			if capped || math.Abs(got-c.want) > 1e-9 {
+				t.Fatalf("score = %v (capped %v), want %v", got, capped, c.want)
+			}
+		})
+	}
+}
+
+func TestPicksLowestExpectedWait(t *testing.T) {
+	f := policytest.NewFleet(t, 3, "m")
+	a, b, c := f.Workers[0], f.Workers[1], f.Workers[2]
+	policytest.SetReport(a, policytest.Report{WaitingTokens: 8000, Throughput: 2000}, t0) // 4 s
+	policytest.SetReport(b, policytest.Report{WaitingTokens: 8000, Throughput: 8000}, t0) // 1 s: faster
+	policytest.SetReport(c, policytest.Report{WaitingTokens: 4000, Throughput: 2000}, t0) // 2 s
+	p := newPicker(t, f, DefaultConfig(), 1)
+	if got := pickOne(t, p, &policy.Request{}); got != b {
+		t.Fatalf("picked %s, want the faster worker %s", got.URL, b.URL)
+	}
+	// In-flight credit: 3 unknown-size dispatches to b since its report (3*1024/8000 s)
+	// do not beat c yet; 10 more do.
+	for range 3 {
+		b.NoteDispatch(-1)
+	}
+	if got := pickOne(t, p, &policy.Request{}); got != b {
+		t.Fatalf("picked %s, want %s", got.URL, b.URL)
+	}
+	for range 10 {
+		b.NoteDispatch(-1)
+	}
+	if got := pickOne(t, p, &policy.Request{}); got != c {
+		t.Fatalf("after the burst picked %s, want %s", got.URL, c.URL)
+	}
+}
+
+func TestFullKVCacheSteersAway(t *testing.T) {
+	f := policytest.NewFleet(t, 2, "m")
+	full, free := f.Workers[0], f.Workers[1]
+	policytest.SetReport(full, policytest.Report{WaitingTokens: 0, TokenUsage: 0.99}, t0)
+	policytest.SetReport(free, policytest.Report{WaitingTokens: 20000, TokenUsage: 0.1}, t0) // 10 s of work
+	p := newPicker(t, f, DefaultConfig(), 1)
+	if got := pickOne(t, p, &policy.Request{}); got != free {
+		t.Fatalf("picked %s, want the worker whose cache is not full", got.URL)
+	}
+}
+
+func TestDarkFleetJoinsShortestQueue(t *testing.T) {
+	f := policytest.NewFleet(t, 3, "m")
+	f.Workers[0].InFlight.Add(5)
+	f.Workers[1].InFlight.Add(2)
+	f.Workers[2].InFlight.Add(7)
+	p := newPicker(t, f, DefaultConfig(), 1)
+	if got := pickOne(t, p, &policy.Request{}); got != f.Workers[1] {
+		t.Fatalf("picked %s, want the fewest in-flight", got.URL)
+	}
+}
+
+func TestWorkerWithoutReportScoresAsBestPlusItsInFlight(t *testing.T) {
+	f := policytest.NewFleet(t, 3, "m")
+	rep1, rep2, fresh := f.Workers[0], f.Workers[1], f.Workers[2]
+	policytest.SetReport(rep1, policytest.Report{WaitingTokens: 2000, Throughput: 1000}, t0) // 2 s
+	policytest.SetReport(rep2, policytest.Report{WaitingTokens: 6000, Throughput: 1000}, t0) // 6 s
+	p := newPicker(t, f, DefaultConfig(), 7)
+
+	// Idle and unreported: ties with the best reporting worker, so they share traffic.
+	counts := policytest.Counts(t, p, &policy.Request{}, 10000)
+	if counts[rep2] != 0 || counts[rep1] < 4500 || counts[fresh] < 4500 {
+		t.Fatalf("idle new worker should split evenly with the best: %v/%v/%v", counts[rep1], counts[rep2], counts[fresh])
+	}
+	// One request in flight on it: 2 s + 1024/1000 s > 2 s, the best reporter wins, but it
+	// still beats the 6 s worker (it is neither starved nor flooded).
+	fresh.InFlight.Add(1)
+	if got := pickOne(t, p, &policy.Request{}); got != rep1 {
+		t.Fatalf("picked %s, want %s", got.URL, rep1.URL)
+	}
+	// The bar moves with the best reporter: with rep1 at 9 s, rep2 (6 s) beats fresh (6 + 1.024 s).
+	policytest.SetReport(rep1, policytest.Report{WaitingTokens: 9000, Throughput: 1000}, t0)
+	if got := pickOne(t, p, &policy.Request{}); got != rep2 {
+		t.Fatalf("picked %s, want %s", got.URL, rep2.URL)
+	}
+}
+
+func TestWaitingQueueCap(t *testing.T) {
+	f := policytest.NewFleet(t, 2, "m")
+	a, b := f.Workers[0], f.Workers[1]
+	cfg := DefaultConfig()
+	cfg.MaxWaitingRequests = 4
+	p := newPicker(t, f, cfg, 1)
+	policytest.SetReport(a, policytest.Report{Waiting: 3, WaitingTokens: 0}, t0)
+	policytest.SetReport(b, policytest.Report{Waiting: 0, WaitingTokens: 90000}, t0)
+	if got := pickOne(t, p, &policy.Request{}); got != a {
+		t.Fatalf("picked %s, want %s (under the cap)", got.URL, a.URL)
+	}
+	a.NoteDispatch(-1) // 3 waiting + 1 since the report reaches the cap
+	if got := pickOne(t, p, &policy.Request{}); got != b {
+		t.Fatalf("picked %s, want %s (a is at the cap)", got.URL, b.URL)
+	}
+	policytest.SetReport(b, policytest.Report{Waiting: 9, WaitingTokens: 0}, t0)
+	if _, err := p.Pick(&policy.Request{}); !errors.Is(err, policy.ErrNoAvailableWorkers) {
+		t.Fatalf("every worker at the cap: err = %v, want ErrNoAvailableWorkers", err)
+	}
+	b.SetLoad(nil) // a worker without a report stays eligible
+	if got := pickOne(t, p, &policy.Request{}); got != b {
+		t.Fatalf("picked %s, want the unreported %s", got.URL, b.URL)
+	}
+}
+
+func TestAvailabilityAndExclusion(t *testing.T) {
+	f := policytest.NewFleet(t, 3, "m")
+	p := newPicker(t, f, DefaultConfig(), 1)
+	f.Workers[1].InFlight.Add(1)
+	f.Workers[2].InFlight.Add(2)
+	f.SetStatus(f.Workers[0], worker.StatusNotReady)
+	if got := pickOne(t, p, &policy.Request{}); got != f.Workers[1] {
+		t.Fatalf("picked %s, want %s (the idle worker is not ready)", got.URL, f.Workers[1].URL)
+	}
+	req := &policy.Request{Exclude: []*worker.Worker{f.Workers[1]}}
+	if got := pickOne(t, p, req); got != f.Workers[2] {
+		t.Fatalf("picked %s, want %s (retry excluded the other)", got.URL, f.Workers[2].URL)
+	}
+	req.Exclude = append(req.Exclude, f.Workers[2])
+	if _, err := p.Pick(req); !errors.Is(err, policy.ErrNoAvailableWorkers) {
+		t.Fatalf("err = %v, want ErrNoAvailableWorkers", err)
+	}
+}
+
+func TestTiesSplitEvenly(t *testing.T) {
+	const n, picks = 4, 100_000
+	f := policytest.NewFleet(t, n, "m")
+	for _, w := range f.Workers {
+		policytest.SetReport(w, policytest.Report{WaitingTokens: 100, Throughput: 1000}, t0)
+	}
+	p := newPicker(t, f, DefaultConfig(), 42)
+	counts := policytest.Counts(t, p, &policy.Request{}, picks)
+	for _, w := range f.Workers {
+		// Binomial(100000, 1/4): sd ≈ 137; 5 sd.
+		if c := counts[w]; math.Abs(float64(c)-picks/n) > 700 {
+			t.Fatalf("%s got %d of %d picks, want %d ± 700", w.URL, c, picks, picks/n)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := []func(*Config){
+		func(c *Config) { c.KVPressureWeight = -1 },
+		func(c *Config) { c.KVPressureWeight = math.NaN() },
+		func(c *Config) { c.DefaultThroughput = 0 },
+		func(c *Config) { c.MeanPrefillTokens = 0 },
+		func(c *Config) { c.MaxWaitingRequests = -1 },
+	}
+	for i, mut := range bad {
+		c := DefaultConfig()
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("case %d: Validate accepted %+v", i, c)
+		}
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,151 @@
+// Package policytest builds real worker fleets for policy tests and benchmarks: a
+// worker.Registry with N Ready workers on loopback URLs that are never dialled, plus helpers
+// that change a worker's status synchronously and give it a load report.
+//
+// Concurrency: a Fleet is meant for one test goroutine; the workers it returns are safe for
+// concurrent picks like any registry's workers.
+package policytest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// Fleet is a registry with its workers, for tests.
+type Fleet struct {
+	Reg     *worker.Registry
+	Workers []*worker.Worker
+	tb      testing.TB
+}
+
+// NewFleet registers n Ready workers serving model (empty: unknown model) and closes the
+// registry when the test ends.
+func NewFleet(tb testing.TB, n int, model string) *Fleet {
+	tb.Helper()
+	reg, err := worker.NewRegistry(worker.Config{QueueSize: 64, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(reg.Close)
+	f := &Fleet{Reg: reg, tb: tb}
+	for range n {
+		f.Add(model, nil)
+	}
+	return f
+}
+
+// Add registers one more Ready worker with the given model and labels and returns it.
+func (f *Fleet) Add(model string, labels map[string]string) *worker.Worker {
+	f.tb.Helper()
+	i := len(f.Workers)
+	// Distinct loopback addresses and ports; nothing listens there and nothing dials them.
+	spec := worker.Spec{
+		URL:     fmt.Sprintf("http://127.0.%d.%d:%d", 1+i/250/250%250, 1+i/250%250, 10000+i%250),
+		ModelID: model,
+		Labels:  labels,
+	}
+	if err := spec.Normalize(); err != nil {
+		f.tb.Fatal(err)
+	}
+	w, err := f.Reg.Add(context.Background(), spec, worker.StatusReady)
+	if err != nil {
+		f.tb.Fatal(err)
+	}
+	f.Workers = append(f.Workers, w)
+	return w
+}
+
+// Remove unregisters w (its status becomes Draining) and drops it from f.Workers.
+func (f *Fleet) Remove(w *worker.Worker) {
+	f.tb.Helper()
+	if _, err := f.Reg.Remove(context.Background(), w.ID); err != nil {
+		f.tb.Fatal(err)
+	}
+	for i, x := range f.Workers {
+		if x == w {
+			f.Workers = append(f.Workers[:i:i], f.Workers[i+1:]...)
+			break
+		}
+	}
+}
+
+// SetStatus changes w's status and returns once the registry has applied it.
+func (f *Fleet) SetStatus(w *worker.Worker, s worker.Status) {
+	f.tb.Helper()
+	if err := f.Reg.SetStatus(w.ID, s); err != nil {
+		f.tb.Fatal(err)
+	}
+	// The registry applies events in order: a blocking call queued after SetStatus returns
+	// only once the status change is applied.
+	_, _ = f.Reg.Remove(context.Background(), "policytest-sync-barrier")
+	if w.Status() != s {
+		f.tb.Fatalf("status of %s is %s, want %s", w.URL, w.Status(), s)
+	}
+}
+
+// Group returns a policy.Group over the Ready workers of ws (default: all of f.Workers), as
+// the Router builds it.
+func (f *Fleet) Group(model string, ws ...*worker.Worker) policy.Group {
+	if ws == nil {
+		ws = f.Workers
+	}
+	var cands []*worker.Worker
+	for _, w := range ws {
+		if w.Routable() {
+			cands = append(cands, w)
+		}
+	}
+	return policy.Group{Model: model, Workers: cands, Snapshot: f.Reg.Current()}
+}
+
+// Report is a compact way to write a load report in tests.
+type Report struct {
+	Waiting, Running int
+	WaitingTokens    int64 // -1: not reported
+	TokenUsage       float64
+	Throughput       float64
+}
+
+// SetReport publishes r as w's load report, received at the given time.
+func SetReport(w *worker.Worker, r Report, at time.Time) {
+	w.SetLoad(&worker.LoadReport{
+		At:              at,
+		WaitingRequests: r.Waiting,
+		RunningRequests: r.Running,
+		WaitingTokens:   r.WaitingTokens,
+		TokenUsage:      r.TokenUsage,
+		GenThroughput:   r.Throughput,
+	})
+}
+
+// Rand is a seeded policy.Rand for deterministic tests. Not safe for concurrent use.
+type Rand struct{ r *rand.Rand }
+
+// NewRand returns a Rand seeded with seed.
+func NewRand(seed uint64) *Rand {
+	return &Rand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// IntN implements policy.Rand.
+func (r *Rand) IntN(n int) int { return r.r.IntN(n) }
+
+// Counts picks n times with req and counts the chosen workers; a pick error fails the test.
+func Counts(tb testing.TB, p policy.Picker, req *policy.Request, n int) map[*worker.Worker]int {
+	tb.Helper()
+	out := map[*worker.Worker]int{}
+	for range n {
+		res, err := p.Pick(req)
+		if err != nil {
+			tb.Fatalf("pick: %v", err)
+		}
+		out[res.Worker]++
+	}
+	return out
+}

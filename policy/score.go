@@ -1,0 +1,215 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/smg-go/smg/worker"
+)
+
+// Defaults of the expected-wait score (spec: Least Load, Tuning Flags). power_of_two and
+// cache_aware always score with these; only least_load takes the --least-load-* flags.
+const (
+	DefaultKVPressureWeight  = 0.15   // --least-load-kv-pressure-weight, seconds
+	DefaultThroughput        = 2000.0 // --least-load-default-throughput, tokens/s
+	DefaultMeanPrefillTokens = 1024   // --least-load-mean-prefill-tokens
+)
+
+// WaitConfig tunes the expected-wait score:
+//
+//	score = (queued_tokens + in_flight_tokens) / throughput + KVPressureWeight * k / (1 - k)
+//
+// The zero value is not valid; start from DefaultWaitConfig.
+type WaitConfig struct {
+	// KVPressureWeight weighs the KV-pressure term, in seconds; 0 removes it. Default 0.15.
+	KVPressureWeight float64
+	// DefaultThroughput is the tokens/s assumed for a worker that reports no generation
+	// throughput. Default 2000.
+	DefaultThroughput float64
+	// MeanPrefillTokens is the token count assumed for a request whose count is unknown (a
+	// dispatch without token ids, or a queue depth reported without tokens). Default 1024.
+	MeanPrefillTokens int
+	// MaxWaitingRequests skips a reporting worker once its reported waiting requests plus the
+	// requests dispatched to it since that report reach this cap; 0 disables the cap.
+	// Only least_load sets it. Default 0.
+	MaxWaitingRequests int
+}
+
+// DefaultWaitConfig returns the spec's defaults.
+func DefaultWaitConfig() WaitConfig {
+	return WaitConfig{
+		KVPressureWeight:  DefaultKVPressureWeight,
+		DefaultThroughput: DefaultThroughput,
+		MeanPrefillTokens: DefaultMeanPrefillTokens,
+	}
+}
+
+// Validate reports the first field out of range, naming its flag.
+func (c WaitConfig) Validate() error {
+	switch {
+	case math.IsNaN(c.KVPressureWeight) || math.IsInf(c.KVPressureWeight, 0) || c.KVPressureWeight < 0:
+		return fmt.Errorf("--least-load-kv-pressure-weight is %v: give a number of seconds >= 0 (default %v; 0 removes the KV-pressure term)",
+			c.KVPressureWeight, DefaultKVPressureWeight)
+	case math.IsNaN(c.DefaultThroughput) || math.IsInf(c.DefaultThroughput, 0) || c.DefaultThroughput <= 0:
+		return fmt.Errorf("--least-load-default-throughput is %v: give a positive number of tokens/s (default %v)",
+			c.DefaultThroughput, DefaultThroughput)
+	case c.MeanPrefillTokens < 1:
+		return fmt.Errorf("--least-load-mean-prefill-tokens is %d: give a positive token count (default %d)",
+			c.MeanPrefillTokens, DefaultMeanPrefillTokens)
+	case c.MaxWaitingRequests < 0:
+		return fmt.Errorf("--least-load-max-waiting-requests is %d: give a count >= 0 (0 disables the cap)",
+			c.MaxWaitingRequests)
+	}
+	return nil
+}
+
+// Scorer computes expected waits from the live atomics and load reports of workers. It is
+// immutable, so one Scorer serves any number of concurrent picks.
+type Scorer struct {
+	cfg          WaitConfig
+	invDefaultTp float64
+}
+
+// NewScorer returns a Scorer for cfg, which must be valid.
+func NewScorer(cfg WaitConfig) *Scorer {
+	return &Scorer{cfg: cfg, invDefaultTp: 1 / cfg.DefaultThroughput}
+}
+
+// Config returns the scorer's configuration.
+func (s *Scorer) Config() WaitConfig { return s.cfg }
+
+// ReportedWait returns w's expected wait from its load report r (non-nil), crediting the work
+// dispatched to w since r. capped is true when the waiting-queue cap excludes w.
+func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport) (score float64, capped bool) {
+	requests, known, unknown := w.SinceReport()
+	if s.cfg.MaxWaitingRequests > 0 && int64(r.WaitingRequests)+requests >= int64(s.cfg.MaxWaitingRequests) {
+		return 0, true
+	}
+	mean := float64(s.cfg.MeanPrefillTokens)
+	queued := float64(r.WaitingTokens)
+	if r.WaitingTokens < 0 {
+		// A queue depth without a token count (a Prometheus scrape): estimate at the mean.
+		queued = float64(r.WaitingRequests) * mean
+	}
+	inv := r.InvThroughput()
+	if inv == 0 {
+		inv = s.invDefaultTp
+	}
+	score = (queued+float64(known)+float64(unknown)*mean)*inv + s.cfg.KVPressureWeight*r.KVOccupancy()
+	return score, false
+}
+
+// NoHotLimit disables Lowest's in-flight filter.
+var NoHotLimit = math.Inf(1)
+
+// Lowest returns the usable worker of ws with the lowest expected wait, skipping workers whose
+// in-flight count exceeds hotAbove (pass NoHotLimit to keep all), or nil when none qualifies.
+// Exact ties are broken uniformly at random with rnd.
+//
+// The spec's graceful degradation is applied over the workers considered: a worker without a
+// load report scores as the best reporting worker plus its own in-flight requests (each at the
+// mean prefill size over the fleet's mean reported throughput), and when none of them reports,
+// the fewest in-flight requests win. One pass, reading each worker's atomics once.
+func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, rnd Rand, hotAbove float64) *worker.Worker {
+	t := getTies()
+	defer putTies(t)
+	// The loop is ReportedWait written out: this is the O(n) part of least_load and
+	// cache_aware, and a call per worker costs a measurable share of it at 4,096 workers.
+	mean := float64(s.cfg.MeanPrefillTokens)
+	kvWeight := s.cfg.KVPressureWeight
+	capN := int64(s.cfg.MaxWaitingRequests)
+	bestRep := math.Inf(1)
+	minDark := int64(math.MaxInt64)
+	var tpSum float64
+	var tpN int
+	for i, w := range ws {
+		if !req.Usable(w) {
+			continue
+		}
+		inFlight := w.InFlight.Load()
+		if float64(inFlight) > hotAbove {
+			continue
+		}
+		r := w.Load()
+		if r == nil {
+			switch {
+			case inFlight < minDark:
+				minDark = inFlight
+				t.dark = append(t.dark[:0], int32(i))
+			case inFlight == minDark:
+				t.dark = append(t.dark, int32(i))
+			}
+			continue
+		}
+		requests, known, unknown := w.SinceReport()
+		if capN > 0 && int64(r.WaitingRequests)+requests >= capN {
+			continue
+		}
+		queued := float64(r.WaitingTokens)
+		if r.WaitingTokens < 0 {
+			queued = float64(r.WaitingRequests) * mean
+		}
+		inv := r.InvThroughput()
+		if inv == 0 {
+			inv = s.invDefaultTp
+		} else {
+			tpSum += r.GenThroughput
+			tpN++
+		}
+		score := (queued+float64(known)+float64(unknown)*mean)*inv + kvWeight*r.KVOccupancy()
+		switch {
+		case score < bestRep:
+			bestRep = score
+			t.rep = append(t.rep[:0], int32(i))
+		case score == bestRep:
+			t.rep = append(t.rep, int32(i))
+		}
+	}
+	switch {
+	case len(t.rep) == 0 && len(t.dark) == 0:
+		return nil
+	case len(t.rep) == 0: // nobody reports: join the shortest queue
+		return ws[t.dark[pick(rnd, len(t.dark))]]
+	case len(t.dark) == 0:
+		return ws[t.rep[pick(rnd, len(t.rep))]]
+	}
+	nominal := s.cfg.DefaultThroughput
+	if tpN > 0 {
+		nominal = tpSum / float64(tpN)
+	}
+	darkScore := bestRep + float64(minDark)*float64(s.cfg.MeanPrefillTokens)/nominal
+	switch {
+	case darkScore < bestRep: // only with a negative in-flight count, which is a bug elsewhere
+		return ws[t.dark[pick(rnd, len(t.dark))]]
+	case darkScore > bestRep:
+		return ws[t.rep[pick(rnd, len(t.rep))]]
+	}
+	k := pick(rnd, len(t.rep)+len(t.dark))
+	if k < len(t.rep) {
+		return ws[t.rep[k]]
+	}
+	return ws[t.dark[k-len(t.rep)]]
+}
+
+func pick(rnd Rand, n int) int {
+	if n == 1 {
+		return 0
+	}
+	return rnd.IntN(n)
+}
+
+// ties holds the indexes of equally good workers during one selection. Pooled so that a pick
+// over an idle fleet, where every worker ties, allocates nothing in steady state.
+type ties struct {
+	rep, dark []int32
+}
+
+var tiesPool = sync.Pool{New: func() any { return new(ties) }}
+
+func getTies() *ties { return tiesPool.Get().(*ties) }
+
+func putTies(t *ties) {
+	t.rep, t.dark = t.rep[:0], t.dark[:0]
+	tiesPool.Put(t)
+}

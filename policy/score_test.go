@@ -1,0 +1,101 @@
+package policy_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/worker"
+)
+
+// TestLowestAgreesWithReportedWait checks the hand-inlined loop of Lowest against the
+// reference formula of ReportedWait and the spec's degradation rules, over random fleets.
+func TestLowestAgreesWithReportedWait(t *testing.T) {
+	f := policytest.NewFleet(t, 12, "m")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, cfg := range []policy.WaitConfig{
+		policy.DefaultWaitConfig(),
+		{KVPressureWeight: 2, DefaultThroughput: 500, MeanPrefillTokens: 64, MaxWaitingRequests: 6},
+	} {
+		s := policy.NewScorer(cfg)
+		for round := range 300 {
+			for _, w := range f.Workers {
+				w.SetLoad(nil)
+				w.InFlight.Store(int64(rng.IntN(4)))
+				if rng.IntN(3) > 0 || round%7 == 0 {
+					policytest.SetReport(w, policytest.Report{
+						Waiting:       rng.IntN(8),
+						WaitingTokens: int64(rng.IntN(3)*1000 - 1),
+						TokenUsage:    rng.Float64(),
+						Throughput:    float64(rng.IntN(3) * 1000),
+					}, time.Time{})
+					for range rng.IntN(3) {
+						w.NoteDispatch(rng.IntN(3)*300 - 1)
+					}
+				}
+			}
+			got := s.Lowest(&policy.Request{}, f.Workers, policytest.NewRand(uint64(round)), policy.NoHotLimit)
+			want, wantScore := reference(s, f.Workers)
+			if got == nil || want == nil {
+				if got != want {
+					t.Fatalf("round %d: Lowest = %v, reference = %v", round, got, want)
+				}
+				continue
+			}
+			if gs := scoreOf(s, f.Workers, got); gs != wantScore {
+				t.Fatalf("round %d (cfg %+v): Lowest chose a worker scoring %v, the best scores %v", round, cfg, gs, wantScore)
+			}
+		}
+	}
+}
+
+// reference scores every worker by the spec's rules, slowly and plainly.
+func reference(s *policy.Scorer, ws []*worker.Worker) (*worker.Worker, float64) {
+	var best *worker.Worker
+	bestScore := math.Inf(1)
+	for _, w := range ws {
+		if sc := scoreOf(s, ws, w); sc < bestScore {
+			best, bestScore = w, sc
+		}
+	}
+	return best, bestScore
+}
+
+func scoreOf(s *policy.Scorer, ws []*worker.Worker, w *worker.Worker) float64 {
+	anyReport := false
+	bestRep := math.Inf(1)
+	tpSum, tpN := 0.0, 0
+	for _, x := range ws {
+		if r := x.Load(); r != nil {
+			if sc, capped := s.ReportedWait(x, r); !capped {
+				anyReport = true
+				bestRep = math.Min(bestRep, sc)
+				if r.GenThroughput > 0 {
+					tpSum += r.GenThroughput
+					tpN++
+				}
+			}
+		}
+	}
+	if r := w.Load(); r != nil {
+		sc, capped := s.ReportedWait(w, r)
+		if capped {
+			return math.Inf(1)
+		}
+		if !anyReport {
+			return math.Inf(1)
+		}
+		return sc
+	}
+	if !anyReport {
+		return float64(w.InFlight.Load()) // dark fleet: fewest in flight
+	}
+	nominal := s.Config().DefaultThroughput
+	if tpN > 0 {
+		nominal = tpSum / float64(tpN)
+	}
+	return bestRep + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/nominal
+}
