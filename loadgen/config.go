@@ -53,10 +53,10 @@ const (
 // RandomConfig shapes WorkloadRandom. Lengths are drawn uniformly from
 // [max(1, Len*RangeRatio), Len], as in SGLang's bench_serving.
 type RandomConfig struct {
-	InputLen   int     `json:"input_len"`    // prompt tokens; default 1024
-	OutputLen  int     `json:"output_len"`   // max_tokens; default 128
-	RangeRatio float64 `json:"range_ratio"`  // in [0, 1]; default 0 (lengths uniform in [1, Len]); 1 = fixed
-	NumPrompts int     `json:"num_prompts"`  // distinct prompts generated and cycled; default min(NumRequests, 1000), or 1000
+	InputLen   int     `json:"input_len"`   // prompt tokens; default 1024
+	OutputLen  int     `json:"output_len"`  // max_tokens; default 128
+	RangeRatio float64 `json:"range_ratio"` // in [0, 1]; default 0 (lengths uniform in [1, Len]); 1 = fixed
+	NumPrompts int     `json:"num_prompts"` // distinct prompts generated and cycled; default min(NumRequests, 1000), or 1000
 }
 
 // SharedPrefixConfig shapes WorkloadSharedPrefix (SGLang's gsp-* options and defaults).
@@ -142,10 +142,12 @@ type Config struct {
 	Dial fasthttp.DialFunc `json:"-"`
 }
 
-// DefaultConfig returns a Config with every default filled in except BaseURL and Model.
+// DefaultConfig returns a Config with every default filled in except BaseURL, Model and
+// the defaults that depend on other fields (NumRequests, Random.NumPrompts), which Run
+// derives.
 func DefaultConfig() Config {
 	c := Config{Stream: true, IgnoreEOS: true}
-	c.applyDefaults()
+	c.applyStaticDefaults()
 	return c
 }
 
@@ -159,6 +161,20 @@ const (
 
 // applyDefaults fills zero fields. It is idempotent.
 func (c *Config) applyDefaults() {
+	c.applyStaticDefaults()
+	if c.Random.NumPrompts == 0 {
+		c.Random.NumPrompts = defaultRandomPrompts
+		if c.NumRequests > 0 && c.NumRequests < defaultRandomPrompts {
+			c.Random.NumPrompts = c.NumRequests
+		}
+	}
+	if c.NumRequests == 0 && c.Duration == 0 {
+		c.NumRequests = c.naturalSize()
+	}
+}
+
+// applyStaticDefaults fills the zero fields whose default does not depend on other fields.
+func (c *Config) applyStaticDefaults() {
 	setDefault(&c.Endpoint, EndpointChat)
 	setDefault(&c.Workload, WorkloadRandom)
 	setDefault(&c.Arrival, ArrivalPoisson)
@@ -176,15 +192,6 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.MultiTurn.TurnLen, 128)
 	setDefault(&c.MultiTurn.OutputLen, 128)
 	setDefault(&c.Raw.OutputTokens, 8)
-	if c.Random.NumPrompts == 0 {
-		c.Random.NumPrompts = defaultRandomPrompts
-		if c.NumRequests > 0 && c.NumRequests < defaultRandomPrompts {
-			c.Random.NumPrompts = c.NumRequests
-		}
-	}
-	if c.NumRequests == 0 && c.Duration == 0 {
-		c.NumRequests = c.naturalSize()
-	}
 }
 
 func setDefault[T comparable](p *T, def T) {

@@ -83,12 +83,12 @@ func (r *recorder) record(s *sample, itl []float64, stream bool) {
 	slot.completed++
 	slot.outputTokens += int64(s.outputTokens)
 	slot.sumE2E += e2e
-	if !stream {
-		return
-	}
-	if s.contentEvents > 0 {
+	if !stream || s.contentEvents > 0 {
 		r.ttft = append(r.ttft, ttft)
 		slot.sumTTFT += ttft
+	}
+	if !stream {
+		return
 	}
 	if s.outputTokens > 1 && s.contentEvents > 0 {
 		r.tpot = append(r.tpot, (e2e-ttft)/float64(s.outputTokens-1))

@@ -2,7 +2,16 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/smg-go/smg/loadgen/loadgentest"
 )
@@ -51,5 +60,268 @@ func TestRunClosedLoopStreamingChat(t *testing.T) {
 	}
 	if res.UsageReported != 30 {
 		t.Errorf("usage reported by %d requests, want 30", res.UsageReported)
+	}
+}
+
+func runOK(t *testing.T, cfg Config) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Completed+res.Failed == 0 {
+		t.Fatal("no request finished")
+	}
+	return res
+}
+
+// sumMaxTokens is the output the fake server generates for cfg's static workload: it
+// always answers exactly max_tokens.
+func sumMaxTokens(t *testing.T, cfg Config, n int) (out, in int64) {
+	t.Helper()
+	cfg.applyDefaults()
+	src, err := newSource(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := src.(*staticSource).items
+	for i := range n {
+		out += int64(items[i%len(items)].maxTokens)
+		in += int64(items[i%len(items)].promptTokens)
+	}
+	return out, in
+}
+
+func TestRunEndpointsAndStreaming(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{})
+	for _, ep := range []Endpoint{EndpointChat, EndpointCompletions, EndpointGenerate} {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stream=%v", ep, stream), func(t *testing.T) {
+				cfg := smallRandom(srv.BaseURL)
+				cfg.Endpoint, cfg.Stream, cfg.NumRequests = ep, stream, 12
+				res := runOK(t, cfg)
+				wantOut, wantIn := sumMaxTokens(t, cfg, 12)
+				if res.Completed != 12 || res.TotalOutputTokens != wantOut || res.TotalInputTokens != wantIn || res.UsageReported != 12 {
+					t.Fatalf("completed %d, tokens out %d in %d (want %d %d), usage %d; status %v",
+						res.Completed, res.TotalOutputTokens, res.TotalInputTokens, wantOut, wantIn, res.UsageReported, res.StatusCounts)
+				}
+				if stream {
+					if int64(res.ITL.Count) != wantOut-12 || res.TTFT.Count != 12 || res.TPOT.Count == 0 {
+						t.Fatalf("stream samples: itl %d (want %d) ttft %d tpot %d", res.ITL.Count, wantOut-12, res.TTFT.Count, res.TPOT.Count)
+					}
+				} else if res.ITL.Count != 0 || res.TPOT.Count != 0 || res.TTFT != res.E2E {
+					t.Fatalf("non-streamed run has itl %d tpot %d, ttft %+v != e2e %+v", res.ITL.Count, res.TPOT.Count, res.TTFT, res.E2E)
+				}
+			})
+		}
+	}
+}
+
+func TestRunCountsFailuresByStatus(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{FailEvery: 4, WorkerID: "w"})
+	cfg := smallRandom(srv.BaseURL)
+	cfg.MaxConcurrency, cfg.NumRequests = 1, 20
+	res := runOK(t, cfg)
+	if res.Completed != 15 || res.Failed != 5 || res.StatusCounts["200"] != 15 || res.StatusCounts["503"] != 5 || res.Workers["w"] != 20 {
+		t.Fatalf("completed %d failed %d status %v workers %v", res.Completed, res.Failed, res.StatusCounts, res.Workers)
+	}
+	if res.E2E.Count != 15 {
+		t.Fatalf("latency samples %d: failed requests must not count", res.E2E.Count)
+	}
+}
+
+func TestRunFallsBackWithoutUsage(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{OmitUsage: true})
+	for _, ep := range []Endpoint{EndpointChat, EndpointGenerate} {
+		cfg := smallRandom(srv.BaseURL)
+		cfg.Endpoint, cfg.NumRequests = ep, 10
+		res := runOK(t, cfg)
+		wantOut, wantIn := sumMaxTokens(t, cfg, 10)
+		if res.UsageReported != 0 || res.TotalOutputTokens != wantOut || res.TotalInputTokens != wantIn || res.CacheHitRate != 0 {
+			t.Fatalf("%s: usage %d, out %d (want %d content events), in %d (want %d words)", ep, res.UsageReported, res.TotalOutputTokens, wantOut, res.TotalInputTokens, wantIn)
+		}
+	}
+}
+
+func TestRunTruncatedStreamFails(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{OmitDone: true})
+	cfg := smallRandom(srv.BaseURL)
+	cfg.NumRequests = 4
+	res := runOK(t, cfg)
+	if res.Failed != 4 || res.StatusCounts["truncated_stream"] != 4 {
+		t.Fatalf("status %v", res.StatusCounts)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{TokenDelay: time.Second})
+	cfg := smallRandom(srv.BaseURL)
+	cfg.NumRequests, cfg.MaxConcurrency, cfg.Timeout = 1, 1, 50*time.Millisecond
+	cfg.Random = RandomConfig{InputLen: 5, OutputLen: 3, RangeRatio: 1}
+	res := runOK(t, cfg)
+	if res.StatusCounts["timeout"] != 1 {
+		t.Fatalf("status %v, want one timeout", res.StatusCounts)
+	}
+}
+
+func TestRunConnectionError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := smallRandom("http://" + addr + "/v1")
+	cfg.NumRequests = 3
+	res := runOK(t, cfg)
+	if res.StatusCounts["connection_error"] != 3 || res.RequestThroughput != 0 {
+		t.Fatalf("status %v throughput %v", res.StatusCounts, res.RequestThroughput)
+	}
+}
+
+func TestRunOpenLoop(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{})
+	for _, arrival := range []ArrivalKind{ArrivalPoisson, ArrivalConstant} {
+		for _, maxConc := range []int{0, 2} {
+			cfg := smallRandom(srv.BaseURL)
+			cfg.RequestRate, cfg.Arrival, cfg.MaxConcurrency, cfg.NumRequests = 5000, arrival, maxConc, 40
+			res := runOK(t, cfg)
+			if res.Completed != 40 {
+				t.Fatalf("%s cap %d: completed %d, status %v", arrival, maxConc, res.Completed, res.StatusCounts)
+			}
+		}
+	}
+}
+
+func TestRunDurationBoundsTheRun(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{})
+	cfg := smallRandom(srv.BaseURL)
+	cfg.NumRequests, cfg.Duration, cfg.TimelineInterval = 0, 150*time.Millisecond, 50*time.Millisecond
+	res := runOK(t, cfg)
+	if res.Failed != 0 || res.Completed == 0 || len(res.Timeline) == 0 {
+		t.Fatalf("completed %d failed %d timeline %d", res.Completed, res.Failed, len(res.Timeline))
+	}
+	var sum int64
+	for _, p := range res.Timeline {
+		sum += p.Completed
+	}
+	if sum != res.Completed {
+		t.Fatalf("timeline holds %d completions, result %d", sum, res.Completed)
+	}
+}
+
+func TestRunSharedPrefixCacheHitRate(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{CacheBlock: 16})
+	cfg := DefaultConfig()
+	cfg.BaseURL, cfg.Model, cfg.Workload, cfg.MaxConcurrency = srv.BaseURL, "m", WorkloadSharedPrefix, 1
+	cfg.SharedPrefix = SharedPrefixConfig{NumGroups: 2, PromptsPerGroup: 4, SystemPromptLen: 64, QuestionLen: 8, OutputLen: 2}
+	res := runOK(t, cfg)
+	// Per group, the first prompt misses and the other three hit the 64-word system prompt
+	// (four 16-word blocks); a 72-word prompt has no fifth full block.
+	if want := 6.0 * 64 / (8 * 72); res.Completed != 8 || res.CacheHitRate != want || res.TotalCachedTokens != 6*64 {
+		t.Fatalf("hit rate %v cached %d, want %v", res.CacheHitRate, res.TotalCachedTokens, want)
+	}
+}
+
+func TestRunMultiTurnSendsAnswersBack(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []decodedBody
+	srv := startServer(t, loadgentest.Options{Record: func(_, _ string, body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		bodies = append(bodies, decodeBody(t, body))
+	}})
+	cfg := DefaultConfig()
+	cfg.BaseURL, cfg.Model, cfg.Workload, cfg.MaxConcurrency = srv.BaseURL, "m", WorkloadMultiTurn, 2
+	cfg.MultiTurn = MultiTurnConfig{Users: 2, Rounds: 3, TurnLen: 4, OutputLen: 3}
+	res := runOK(t, cfg)
+	if res.Completed != 6 || len(bodies) != 6 {
+		t.Fatalf("completed %d, server saw %d", res.Completed, len(bodies))
+	}
+	answers := 0
+	for _, b := range bodies {
+		for _, m := range b.Messages {
+			if m.Role == "assistant" {
+				answers++
+				if m.Content != "t0 t1 t2 " {
+					t.Fatalf("assistant message %q, want the server's answer", m.Content)
+				}
+			}
+		}
+	}
+	if answers != 2*(1+2) { // per user: round 2 carries 1 answer, round 3 carries 2
+		t.Fatalf("%d assistant messages sent back, want 6", answers)
+	}
+}
+
+func TestRunWarmupIsNotMeasured(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{})
+	cfg := smallRandom(srv.BaseURL)
+	cfg.Warmup, cfg.NumRequests = 5, 10
+	res := runOK(t, cfg)
+	if res.Completed != 10 || srv.Requests() != 15 {
+		t.Fatalf("completed %d served %d, want 10 and 15", res.Completed, srv.Requests())
+	}
+}
+
+func TestRunTLSAndAPIKey(t *testing.T) {
+	var auth atomic.Value
+	srv := startServer(t, loadgentest.Options{TLS: true, Record: func(_, a string, _ []byte) { auth.Store(a) }})
+	cfg := smallRandom(srv.BaseURL)
+	cfg.NumRequests, cfg.APIKey = 2, "sk-test"
+	res := runOK(t, cfg)
+	if res.StatusCounts["connection_error"] != 2 {
+		t.Fatalf("self-signed certificate accepted without Insecure: %v", res.StatusCounts)
+	}
+	cfg.Insecure = true
+	res = runOK(t, cfg)
+	if res.Completed != 2 || auth.Load() != "Bearer sk-test" {
+		t.Fatalf("status %v, authorization %v", res.StatusCounts, auth.Load())
+	}
+}
+
+func TestRunStopsOnCancelledContext(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, smallRandom(srv.BaseURL)); err == nil {
+		t.Fatal("Run on a cancelled context returned no error")
+	}
+	if _, err := Run(context.Background(), Config{}); err == nil {
+		t.Fatal("Run accepted an empty config")
+	}
+}
+
+func TestResultJSONRoundTrip(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{WorkerID: "w"})
+	res := runOK(t, smallRandom(srv.BaseURL))
+	path := filepath.Join(t.TempDir(), "r.json")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteJSON(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	back, err := ReadResultFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Completed != res.Completed || back.E2E != res.E2E || back.Workers["w"] != res.Workers["w"] || back.Config.Seed != res.Config.Seed || back.Config.Model != "m" {
+		t.Fatal("result changed through JSON")
+	}
+	raw, _ := os.ReadFile(path)
+	var fields map[string]any
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"request_throughput", "input_throughput", "output_throughput", "ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms", "status_counts", "workers", "cache_hit_rate", "completed", "failed", "duration_s", "timeline", "histograms"} {
+		if _, ok := fields[k]; !ok {
+			t.Errorf("result JSON lacks %q", k)
+		}
+	}
+	if strings.Contains(string(raw), "sk-") {
+		t.Error("API key leaked into the result")
 	}
 }

@@ -3,6 +3,7 @@ package loadgentest
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -29,8 +30,11 @@ type Options struct {
 	// CacheBlock is the prefix cache's block size in words: a prompt's cached_tokens is the
 	// number of words in its leading blocks seen before, in any earlier prompt. Default 16.
 	CacheBlock int
-	// Record, when set, sees every request's path and body (valid only during the call).
-	Record func(path string, body []byte)
+	// Record, when set, sees every request's path, Authorization header and body (valid
+	// only during the call).
+	Record func(path, authorization string, body []byte)
+	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1.
+	TLS bool
 }
 
 // Server is a running fake engine.
@@ -57,11 +61,15 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Serve(ln, opts), nil
+	s, err := Serve(ln, opts)
+	if err != nil {
+		_ = ln.Close()
+	}
+	return s, err
 }
 
 // Serve serves a fake engine on ln until Close.
-func Serve(ln net.Listener, opts Options) *Server {
+func Serve(ln net.Listener, opts Options) (*Server, error) {
 	if opts.CacheBlock <= 0 {
 		opts.CacheBlock = 16
 	}
@@ -73,9 +81,18 @@ func Serve(ln net.Listener, opts Options) *Server {
 		cache:  map[uint64]struct{}{},
 	}
 	s.BaseURL = "http://" + s.Addr + "/v1"
-	s.srv = &fasthttp.Server{Handler: s.handle, Name: "loadgentest", NoDefaultDate: true, NoDefaultContentType: true}
-	go func() { s.served <- s.srv.Serve(ln) }()
-	return s
+	s.srv = &fasthttp.Server{Handler: s.handle, Name: "loadgentest", NoDefaultDate: true, NoDefaultContentType: true, Logger: quiet{}}
+	if !opts.TLS {
+		go func() { s.served <- s.srv.Serve(ln) }()
+		return s, nil
+	}
+	cert, key, err := fasthttp.GenerateTestCertificate("127.0.0.1")
+	if err != nil {
+		return nil, fmt.Errorf("cannot make a test certificate: %w", err)
+	}
+	s.BaseURL = "https://" + s.Addr + "/v1"
+	go func() { s.served <- s.srv.ServeTLSEmbed(ln, cert, key) }()
+	return s, nil
 }
 
 // Requests is how many requests the server has received.
@@ -112,7 +129,7 @@ type request struct {
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	n := s.requests.Add(1)
 	if s.opts.Record != nil {
-		s.opts.Record(string(ctx.Path()), ctx.PostBody())
+		s.opts.Record(string(ctx.Path()), string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)), ctx.PostBody())
 	}
 	var r request
 	switch string(ctx.Path()) {
@@ -358,3 +375,9 @@ func (s *Server) appendMeta(dst []byte, r *request, completion int) []byte {
 	dst = strconv.AppendInt(dst, int64(r.cachedTokens), 10)
 	return append(dst, '}')
 }
+
+// quiet drops fasthttp's connection-level log lines (clients that hang up, failed TLS
+// handshakes): tests provoke them on purpose.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}

@@ -1,0 +1,191 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func workloadConfig(kind WorkloadKind, seed int64) Config {
+	c := DefaultConfig()
+	c.BaseURL, c.Model, c.Workload, c.Seed = "http://127.0.0.1:1/v1", "m", kind, seed
+	c.Random = RandomConfig{InputLen: 50, OutputLen: 20, RangeRatio: 0.25, NumPrompts: 40}
+	c.SharedPrefix = SharedPrefixConfig{NumGroups: 3, PromptsPerGroup: 4, SystemPromptLen: 30, QuestionLen: 5, OutputLen: 9}
+	c.MultiTurn = MultiTurnConfig{Users: 3, Rounds: 3, SystemPromptLen: 4, TurnLen: 6, OutputLen: 5}
+	c.applyDefaults()
+	return c
+}
+
+func staticBodies(t *testing.T, c Config) [][]byte {
+	t.Helper()
+	src, err := newSource(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := src.(*staticSource)
+	bodies := make([][]byte, len(s.items))
+	for i, it := range s.items {
+		bodies[i] = it.body
+	}
+	return bodies
+}
+
+func TestStaticWorkloadsAreDeterministicInSeed(t *testing.T) {
+	for _, kind := range []WorkloadKind{WorkloadRandom, WorkloadSharedPrefix} {
+		a := staticBodies(t, workloadConfig(kind, 1))
+		b := staticBodies(t, workloadConfig(kind, 1))
+		c := staticBodies(t, workloadConfig(kind, 2))
+		same, differ := true, false
+		for i := range a {
+			same = same && bytes.Equal(a[i], b[i])
+			differ = differ || !bytes.Equal(a[i], c[i])
+		}
+		if !same || !differ {
+			t.Errorf("%s: same seed equal %v, other seed differs %v", kind, same, differ)
+		}
+	}
+}
+
+func TestRandomWorkloadLengths(t *testing.T) {
+	c := workloadConfig(WorkloadRandom, 3)
+	src, _ := newSource(&c)
+	items := src.(*staticSource).items
+	if len(items) != 40 {
+		t.Fatalf("%d items, want NumPrompts 40", len(items))
+	}
+	seenIn, seenOut := map[int]bool{}, map[int]bool{}
+	for _, it := range items {
+		body := decodeBody(t, it.body)
+		words := len(strings.Fields(body.Messages[0].Content))
+		if words != it.promptTokens || words < 12 || words > 50 || it.maxTokens < 5 || it.maxTokens > 20 || body.MaxTokens != it.maxTokens {
+			t.Fatalf("prompt %d words (item says %d), max_tokens %d: outside [12,50] / [5,20]", words, it.promptTokens, it.maxTokens)
+		}
+		seenIn[words], seenOut[it.maxTokens] = true, true
+	}
+	if len(seenIn) < 10 || len(seenOut) < 5 {
+		t.Fatalf("lengths barely vary: %d distinct inputs, %d outputs", len(seenIn), len(seenOut))
+	}
+}
+
+func TestSharedPrefixWorkload(t *testing.T) {
+	c := workloadConfig(WorkloadSharedPrefix, 5)
+	src, _ := newSource(&c)
+	items := src.(*staticSource).items
+	groups := map[string]int{}
+	questions := map[string]bool{}
+	inOrder := true
+	var prev string
+	for i, it := range items {
+		body := decodeBody(t, it.body)
+		sys, q := body.Messages[0], body.Messages[1]
+		if sys.Role != "system" || q.Role != "user" || len(strings.Fields(sys.Content)) != 30 || len(strings.Fields(q.Content)) != 5 || body.MaxTokens != 9 || it.promptTokens != 35 {
+			t.Fatalf("item %d: %+v", i, body)
+		}
+		groups[sys.Content]++
+		questions[q.Content] = true
+		if i%4 != 0 && sys.Content != prev {
+			inOrder = false
+		}
+		prev = sys.Content
+	}
+	if len(groups) != 3 || len(questions) != 12 {
+		t.Fatalf("%d groups, %d distinct questions; want 3 and 12", len(groups), len(questions))
+	}
+	for sys, n := range groups {
+		if n != 4 {
+			t.Fatalf("group %.20q has %d prompts, want 4", sys, n)
+		}
+	}
+	if inOrder {
+		t.Fatal("items are in group order: the seeded shuffle did nothing")
+	}
+}
+
+func TestRawWorkload(t *testing.T) {
+	c := workloadConfig(WorkloadRaw, 0)
+	c.Raw.OutputTokens = 3
+	bodies := staticBodies(t, c)
+	body := decodeBody(t, bodies[0])
+	if len(bodies) != 1 || body.Messages[0].Content != rawQuestion || body.MaxTokens != 3 {
+		t.Fatalf("raw body %+v", body)
+	}
+}
+
+// playConversations runs the multi-turn source with a scripted server: the answer of a turn
+// is "answer <user> <round>", and every third turn fails.
+func playConversations(t *testing.T, seed int64, turns int) []decodedBody {
+	t.Helper()
+	c := workloadConfig(WorkloadMultiTurn, seed)
+	src, _ := newSource(&c)
+	var bodies []decodedBody
+	for i := range turns {
+		it, err := src.next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, decodeBody(t, it.body))
+		answer := []byte("answer " + string(rune('a'+it.conv.user)) + " " + string(rune('0'+it.conv.round)))
+		src.done(it, outcome{ok: i%7 != 6, answer: answer, outputTokens: 3})
+	}
+	return bodies
+}
+
+func TestMultiTurnExtendsConversations(t *testing.T) {
+	bodies := playConversations(t, 9, 30)
+	again := playConversations(t, 9, 30)
+	for i := range bodies {
+		if len(bodies[i].Messages) != len(again[i].Messages) {
+			t.Fatalf("turn %d differs between runs with one seed", i)
+		}
+		for j := range bodies[i].Messages {
+			if bodies[i].Messages[j] != again[i].Messages[j] {
+				t.Fatalf("turn %d message %d differs between runs with one seed", i, j)
+			}
+		}
+	}
+	// The first three turns open the three users' conversations: system + user.
+	for i := range 3 {
+		if m := bodies[i].Messages; len(m) != 2 || m[0].Role != "system" || m[1].Role != "user" || len(strings.Fields(m[1].Content)) != 6 {
+			t.Fatalf("opening turn %d: %+v", i, m)
+		}
+	}
+	// Turn 3 is user 0's second round: its first turn, the answer, a new user message.
+	second := bodies[3].Messages
+	if len(second) != 4 || second[2].Role != "assistant" || second[2].Content != "answer a 1" || second[3].Role != "user" {
+		t.Fatalf("second round %+v", second)
+	}
+	for j := range 2 {
+		if second[j] != bodies[0].Messages[j] {
+			t.Fatalf("second round does not extend the first: message %d changed", j)
+		}
+	}
+	// No conversation grows beyond Rounds user turns: 1 system + 3 × (user, assistant) - 1.
+	for i, b := range bodies {
+		if len(b.Messages) > 6 {
+			t.Fatalf("turn %d has %d messages: more than 3 rounds", i, len(b.Messages))
+		}
+	}
+	other := playConversations(t, 10, 3)
+	if other[0].Messages[1] == bodies[0].Messages[1] {
+		t.Fatal("another seed produced the same conversation")
+	}
+}
+
+func TestMultiTurnThinkTimeDelaysReadiness(t *testing.T) {
+	c := workloadConfig(WorkloadMultiTurn, 1)
+	c.MultiTurn.Users = 1
+	c.MultiTurn.ThinkTime = 1 // 1ns: goes through the timer path
+	src, _ := newSource(&c)
+	it, _ := src.next(context.Background())
+	src.done(it, outcome{ok: true, answer: []byte("a")})
+	next, err := src.next(context.Background()) // blocks until the timer fires
+	if err != nil || len(decodeBody(t, next.body).Messages) != 4 {
+		t.Fatalf("after think time: err %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := src.next(ctx); err == nil {
+		t.Fatal("next returned without a ready conversation")
+	}
+}
