@@ -1,0 +1,15 @@
+// Package poweroftwo implements the power_of_two policy (spec: Power of Two Choices): sample two
+// distinct available workers at random and take the better one, by expected wait (the default,
+// scored like least_load with its default tuning) or, with --power-of-two-load-metric requests,
+// by in-flight requests with the expected wait breaking a tie. The least_requests metric gives
+// up sampling and keeps the workers with the fewest in-flight requests across the fleet.
+//
+// # Concurrency
+//
+// Pickers are immutable and read only per-worker atomics; any number of picks run at once.
+//
+// # Ownership
+//
+// The Picker keeps the Group's worker slice. Pick allocates nothing: pairs live on the stack
+// and the least_requests scratch slice is pooled.
+package poweroftwo

@@ -1,0 +1,198 @@
+package poweroftwo
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// Name is the policy's --policy name.
+const Name = "power_of_two"
+
+// Values of --power-of-two-load-metric.
+const (
+	MetricExpectedWait  = "expected_wait"
+	MetricRequests      = "requests"
+	MetricLeastRequests = "least_requests"
+)
+
+// Metrics lists the valid --power-of-two-load-metric values.
+var Metrics = []string{MetricExpectedWait, MetricRequests, MetricLeastRequests}
+
+// Config configures power_of_two.
+type Config struct {
+	// LoadMetric is what candidates are compared by (--power-of-two-load-metric):
+	// expected_wait (default), requests or least_requests.
+	LoadMetric string
+}
+
+// DefaultConfig returns the spec's defaults.
+func DefaultConfig() Config { return Config{LoadMetric: MetricExpectedWait} }
+
+// Validate reports an unknown metric.
+func (c Config) Validate() error {
+	for _, m := range Metrics {
+		if c.LoadMetric == m {
+			return nil
+		}
+	}
+	return fmt.Errorf("--power-of-two-load-metric is %q: choose expected_wait (default), requests or least_requests", c.LoadMetric)
+}
+
+// Builder builds power_of_two pickers; it keeps no state across snapshots.
+type Builder struct {
+	cfg    Config
+	scorer *policy.Scorer
+	rnd    policy.Rand
+}
+
+// New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand. The
+// expected wait always uses the default tuning: the spec says the --least-load-* flags do not
+// apply to this policy.
+func New(cfg Config, rnd policy.Rand) *Builder {
+	if rnd == nil {
+		rnd = policy.RuntimeRand{}
+	}
+	return &Builder{cfg: cfg, scorer: policy.NewScorer(policy.DefaultWaitConfig()), rnd: rnd}
+}
+
+// Name implements policy.Builder.
+func (*Builder) Name() string { return Name }
+
+// Build implements policy.Builder.
+func (b *Builder) Build(g policy.Group) policy.Picker {
+	return &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rnd: b.rnd}
+}
+
+type picker struct {
+	workers []*worker.Worker
+	metric  string
+	scorer  *policy.Scorer
+	rnd     policy.Rand
+}
+
+func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
+	var w *worker.Worker
+	if p.metric == MetricLeastRequests {
+		w = p.leastRequests(req)
+	} else {
+		w = p.twoChoices(req)
+	}
+	if w == nil {
+		return policy.Result{}, policy.ErrNoAvailableWorkers
+	}
+	return policy.Result{Worker: w}, nil
+}
+
+func (p *picker) twoChoices(req *policy.Request) *worker.Worker {
+	var pair [2]*worker.Worker
+	switch n := sampleTwo(req, p.workers, p.rnd, &pair); n {
+	case 0:
+		return nil
+	case 1: // a single available worker is selected directly
+		return pair[0]
+	}
+	if p.metric == MetricRequests {
+		a, b := pair[0].InFlight.Load(), pair[1].InFlight.Load()
+		switch {
+		case a < b:
+			return pair[0]
+		case b < a:
+			return pair[1]
+		}
+	}
+	return p.scorer.Lowest(req, pair[:], p.rnd, policy.NoHotLimit)
+}
+
+// sampleTwo fills pair with two distinct usable workers drawn uniformly at random and returns
+// how many it found (fewer than two only when fewer are usable). In the common case, every
+// worker usable, it costs two draws; otherwise it counts the usable workers and draws among
+// them by rank, which is O(n) but exact.
+func sampleTwo(req *policy.Request, ws []*worker.Worker, rnd policy.Rand, pair *[2]*worker.Worker) int {
+	n := len(ws)
+	if n >= 2 {
+		i := rnd.IntN(n)
+		j := rnd.IntN(n - 1)
+		if j >= i {
+			j++
+		}
+		if a, b := ws[i], ws[j]; req.Usable(a) && req.Usable(b) {
+			pair[0], pair[1] = a, b
+			return 2
+		}
+	}
+	usable := 0
+	for _, w := range ws {
+		if req.Usable(w) {
+			usable++
+		}
+	}
+	if usable == 0 {
+		return 0
+	}
+	if usable == 1 {
+		for _, w := range ws {
+			if req.Usable(w) {
+				pair[0] = w
+				return 1
+			}
+		}
+		return 0 // the only usable worker went away between the two scans
+	}
+	i := rnd.IntN(usable)
+	j := rnd.IntN(usable - 1)
+	if j >= i {
+		j++
+	}
+	got, rank := 0, 0
+	for _, w := range ws {
+		if !req.Usable(w) {
+			continue
+		}
+		if rank == i || rank == j {
+			pair[got] = w
+			got++
+		}
+		rank++
+	}
+	return got
+}
+
+// leastRequests keeps every usable worker with the fewest in-flight requests and lets the
+// expected wait (then chance) choose among them.
+func (p *picker) leastRequests(req *policy.Request) *worker.Worker {
+	s := scratchPool.Get().(*scratch)
+	defer func() {
+		clear(s.ws) // drop the worker pointers before pooling
+		s.ws = s.ws[:0]
+		scratchPool.Put(s)
+	}()
+	least := int64(math.MaxInt64)
+	for _, w := range p.workers {
+		if !req.Usable(w) {
+			continue
+		}
+		switch n := w.InFlight.Load(); {
+		case n < least:
+			least = n
+			clear(s.ws)
+			s.ws = append(s.ws[:0], w)
+		case n == least:
+			s.ws = append(s.ws, w)
+		}
+	}
+	switch len(s.ws) {
+	case 0:
+		return nil
+	case 1:
+		return s.ws[0]
+	}
+	return p.scorer.Lowest(req, s.ws, p.rnd, policy.NoHotLimit)
+}
+
+type scratch struct{ ws []*worker.Worker }
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
