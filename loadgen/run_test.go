@@ -232,7 +232,8 @@ func TestRunMultiTurnSendsAnswersBack(t *testing.T) {
 		bodies = append(bodies, decodeBody(t, body))
 	}})
 	cfg := DefaultConfig()
-	cfg.BaseURL, cfg.Model, cfg.Workload, cfg.MaxConcurrency = srv.BaseURL, "m", WorkloadMultiTurn, 2
+	// One client takes the ready conversations in FIFO order: u0 u1 u0 u1 u0 u1.
+	cfg.BaseURL, cfg.Model, cfg.Workload, cfg.MaxConcurrency = srv.BaseURL, "m", WorkloadMultiTurn, 1
 	cfg.MultiTurn = MultiTurnConfig{Users: 2, Rounds: 3, TurnLen: 4, OutputLen: 3}
 	res := runOK(t, cfg)
 	if res.Completed != 6 || len(bodies) != 6 {

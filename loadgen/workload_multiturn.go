@@ -43,7 +43,7 @@ func (s *multiTurnSource) start(user, generation int) *conversation {
 	c := &conversation{
 		user:       user,
 		generation: generation,
-		text:       newPrompt(s.seed, streamMultiTurnBase+uint64(user)<<32|uint64(generation)),
+		text:       newPrompt(s.seed, streamMultiTurnBase+(uint64(user)<<32|uint64(generation))),
 	}
 	if s.cfg.SystemPromptLen > 0 {
 		c.msgs = append(c.msgs, message{role: "system", content: c.text.words(s.cfg.SystemPromptLen)})

@@ -166,6 +166,10 @@ func TestMultiTurnExtendsConversations(t *testing.T) {
 			t.Fatalf("turn %d has %d messages: more than 3 rounds", i, len(b.Messages))
 		}
 	}
+	// Turn 9 restarts user 0 after three rounds: a fresh conversation with new text.
+	if m := bodies[9].Messages; len(m) != 2 || m[1] == bodies[0].Messages[1] || m[0] == bodies[0].Messages[0] {
+		t.Fatalf("restarted conversation repeats the first one: %+v", m)
+	}
 	other := playConversations(t, 10, 3)
 	if other[0].Messages[1] == bodies[0].Messages[1] {
 		t.Fatal("another seed produced the same conversation")

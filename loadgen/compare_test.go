@@ -1,0 +1,60 @@
+package loadgen
+
+import (
+	"strings"
+	"testing"
+)
+
+func resultFor(throughput, ttftP99 float64, failed int64) *Result {
+	return &Result{
+		Completed: 100, Failed: failed,
+		RequestThroughput: throughput, OutputThroughput: throughput * 10,
+		TTFT: Summary{Count: 100, Mean: 10, Median: 9, P90: 15, P99: ttftP99},
+		E2E:  Summary{Count: 100, Mean: 50, Median: 45, P90: 70, P99: 90},
+	}
+}
+
+func TestCompare(t *testing.T) {
+	base := resultFor(1000, 20, 0)
+	if r := Compare(base, resultFor(990, 20.5, 0), 0.05); len(r) != 0 {
+		t.Fatalf("changes within 5%% reported: %v", r)
+	}
+	if r := Compare(base, resultFor(1200, 10, 0), 0.05); len(r) != 0 {
+		t.Fatalf("improvements reported: %v", r)
+	}
+	r := Compare(base, resultFor(900, 30, 0), 0.05)
+	names := map[string]bool{}
+	for _, x := range r {
+		names[x.Metric] = true
+	}
+	if !names["request_throughput"] || !names["output_throughput"] || !names["ttft_ms.p99"] || len(r) != 3 {
+		t.Fatalf("regressions %v", r)
+	}
+	if r[0].Metric != "ttft_ms.p99" || r[0].Change != 0.5 {
+		t.Fatalf("worst first: %v", r[0])
+	}
+	if !strings.Contains(r[0].String(), "ttft_ms.p99 regressed by 50.0%") {
+		t.Fatalf("message %q", r[0])
+	}
+	if r := Compare(base, resultFor(1000, 20, 10), 0.05); len(r) != 1 || r[0].Metric != "error_rate" {
+		t.Fatalf("error rate rise from 0 to 9%%: %v", r)
+	}
+	empty := resultFor(1000, 20, 0)
+	empty.TTFT = Summary{}
+	if r := Compare(base, empty, 0.05); len(r) != 0 {
+		t.Fatalf("metric without samples compared: %v", r)
+	}
+}
+
+func TestParseFraction(t *testing.T) {
+	for in, want := range map[string]float64{"5%": 0.05, "0.05": 0.05, " 12.5% ": 0.125, "0": 0} {
+		if got, err := ParseFraction(in); err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-5%", "NaN", "5%%"} {
+		if _, err := ParseFraction(in); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}
