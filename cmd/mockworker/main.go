@@ -1,0 +1,115 @@
+// Command mockworker serves a fleet of mock SGLang/vLLM workers (see package mockworker).
+//
+//	mockworker --host 127.0.0.1 --port 18000 --count 4 --model M --dialect sglang
+//
+// It prints one line per worker when listening, then serves until SIGINT or SIGTERM and exits 0.
+// Bad flags exit 2 with a message naming the flag.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/smg-go/smg/mockworker"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil))
+}
+
+// run is main without the process: it returns the exit code. stop, when non-nil, replaces the
+// signal channel (tests).
+func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		fmt.Fprintf(stderr, "mockworker: %v\n", err)
+		return 2
+	}
+	fleet, err := mockworker.Start(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "mockworker: %v\n", err)
+		return 1
+	}
+	cfg = fleet.Config()
+	for i, w := range fleet.Workers() {
+		fmt.Fprintf(stdout, "mockworker: worker %d listening on %s (model %s, dialect %s)\n",
+			i, w.URL(), cfg.Model, cfg.Dialect)
+	}
+	if stop == nil {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+		stop = sig
+	}
+	<-stop
+	if err := fleet.Close(); err != nil {
+		fmt.Fprintf(stderr, "mockworker: close: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseFlags maps the command line onto a Config; every error names the flag to fix.
+func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
+	var (
+		cfg             mockworker.Config
+		dialect, server string
+		tokenIntervalMS float64
+	)
+	fs := flag.NewFlagSet("mockworker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Host, "host", mockworker.DefaultHost, "address every worker binds")
+	fs.IntVar(&cfg.Port, "port", 0, "first worker's port; worker i listens on port+i; 0 picks free ports")
+	fs.IntVar(&cfg.Count, "count", mockworker.DefaultCount, "number of workers")
+	fs.StringVar(&cfg.Model, "model", mockworker.DefaultModel, "model name served and echoed")
+	fs.StringVar(&dialect, "dialect", string(mockworker.DefaultDialect), "engine to imitate: sglang or vllm")
+	fs.IntVar(&cfg.OutputTokens, "output-tokens", mockworker.DefaultOutputTokens, "tokens generated when a request names no maximum")
+	fs.Float64Var(&tokenIntervalMS, "token-interval-ms", 0, "pace streamed tokens this many ms apart (0: all at once)")
+	fs.StringVar(&cfg.WorkerIDPrefix, "worker-id-prefix", "", "name worker i <prefix><i> instead of host:port")
+	fs.StringVar(&server, "server", string(mockworker.DefaultServer), "HTTP implementation: gnet or fasthttp")
+	fs.IntVar(&cfg.EventLoops, "event-loops", 0, "gnet event loops (0: GOMAXPROCS)")
+	fs.IntVar(&cfg.KVTokens, "kv-tokens", mockworker.DefaultKVTokens, "KV-cache capacity in tokens, reported by /v1/loads")
+	fs.IntVar(&cfg.MaxRunning, "max-running", mockworker.DefaultMaxRunning, "batch capacity, reported by /v1/loads")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
+	}
+	cfg.Dialect = mockworker.Dialect(dialect)
+	cfg.Server = mockworker.ServerKind(server)
+	cfg.TokenInterval = time.Duration(tokenIntervalMS * float64(time.Millisecond))
+	checks := []struct {
+		flag string
+		bad  bool
+		fix  string
+	}{
+		{"--port", cfg.Port < 0 || cfg.Port > 65535, "use 0 (free ports) or 1..65535"},
+		{"--count", cfg.Count < 1, "use at least 1"},
+		{"--dialect", cfg.Dialect != mockworker.DialectSGLang && cfg.Dialect != mockworker.DialectVLLM, "use sglang or vllm"},
+		{"--output-tokens", cfg.OutputTokens < 1, "use at least 1"},
+		{"--token-interval-ms", tokenIntervalMS < 0, "use 0 or a positive number"},
+		{"--server", cfg.Server != mockworker.ServerGnet && cfg.Server != mockworker.ServerFastHTTP, "use gnet or fasthttp"},
+		{"--event-loops", cfg.EventLoops < 0, "use 0 (GOMAXPROCS) or a positive number"},
+		{"--kv-tokens", cfg.KVTokens < 1, "use a positive number"},
+		{"--max-running", cfg.MaxRunning < 1, "use a positive number"},
+		{"--model", cfg.Model == "", "name a model"},
+		{"--host", cfg.Host == "", "name an address such as 127.0.0.1"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return cfg, fmt.Errorf("invalid %s: %s", c.flag, c.fix)
+		}
+	}
+	if cfg.Port > 0 && cfg.Port+cfg.Count-1 > 65535 {
+		return cfg, fmt.Errorf("invalid --port %d with --count %d: the last port passes 65535", cfg.Port, cfg.Count)
+	}
+	return cfg, cfg.Validate()
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+var readyLine = regexp.MustCompile(`^mockworker: worker (\d+) listening on (http://[0-9.]+:(\d+)) \(model (\S+), dialect (\w+)\)$`)
+
+func TestBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "mockworker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	cmd := exec.Command(bin, "--port", "0", "--count", "3", "--model", "tiny", "--dialect", "vllm")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+
+	sc := bufio.NewScanner(stdout)
+	var urls []string
+	for len(urls) < 3 && sc.Scan() {
+		m := readyLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			t.Fatalf("unexpected line %q", sc.Text())
+		}
+		if m[1] != string(rune('0'+len(urls))) || m[4] != "tiny" || m[5] != "vllm" {
+			t.Fatalf("line %q", sc.Text())
+		}
+		urls = append(urls, m[2])
+	}
+	if len(urls) != 3 {
+		t.Fatalf("got %d ready lines (%v); stderr: %s", len(urls), sc.Err(), stderr.String())
+	}
+	seen := map[string]bool{}
+	for _, u := range urls {
+		resp, err := http.Post(u+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		id := resp.Header.Get("x-mock-worker-id")
+		if resp.StatusCode != 200 || "http://"+id != u || !strings.Contains(string(body), `"model":"tiny"`) {
+			t.Errorf("%s: %d worker %q body %s", u, resp.StatusCode, id, body)
+		}
+		seen[id] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("workers %v, want 3 distinct", seen)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v; stderr: %s", err, stderr.String())
+	}
+
+	// A bad flag exits 2 and names the flag.
+	out, err := exec.Command(bin, "--dialect", "tgi").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--dialect") {
+		t.Errorf("bad flag: %v, output %q", err, out)
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--port", "-1"}, "--port"},
+		{[]string{"--port", "65535", "--count", "2"}, "--port"},
+		{[]string{"--count", "0"}, "--count"},
+		{[]string{"--dialect", "x"}, "--dialect"},
+		{[]string{"--output-tokens", "0"}, "--output-tokens"},
+		{[]string{"--token-interval-ms", "-5"}, "--token-interval-ms"},
+		{[]string{"--server", "nginx"}, "--server"},
+		{[]string{"--kv-tokens", "0"}, "--kv-tokens"},
+		{[]string{"--max-running", "0"}, "--max-running"},
+		{[]string{"--model", ""}, "--model"},
+		{[]string{"--count", "many"}, "-count"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"stray"}, "stray"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, &stdout, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), tc.flag) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", tc.args, code, stderr.String(), tc.flag)
+		}
+	}
+}
+
+func TestRunServesUntilStopped(t *testing.T) {
+	stop := make(chan os.Signal)
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	exit := make(chan int)
+	go func() {
+		exit <- run([]string{"--count", "2", "--worker-id-prefix", "w", "--token-interval-ms", "0.5"}, pw, &stderr, stop)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	for i := range 2 {
+		if !sc.Scan() {
+			t.Fatalf("no ready line %d: %v", i, sc.Err())
+		}
+		m := readyLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			t.Fatalf("line %q", sc.Text())
+		}
+		resp, err := http.Get(m[2] + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("x-mock-worker-id"); got != "w"+m[1] {
+			t.Errorf("worker id %q, want w%s", got, m[1])
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	stop <- syscall.SIGTERM
+	if code := <-exit; code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+}

@@ -1,0 +1,143 @@
+package mockworker
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Dialect selects which engine a worker imitates: the routes and metric names it serves.
+type Dialect string
+
+const (
+	// DialectSGLang imitates an SGLang server: /generate, /v1/loads, sglang:* metrics.
+	DialectSGLang Dialect = "sglang"
+	// DialectVLLM imitates a vLLM server: vllm:* metrics (stage 1 still serves /v1/loads).
+	DialectVLLM Dialect = "vllm"
+)
+
+// ServerKind selects the HTTP implementation under the workers.
+type ServerKind string
+
+const (
+	// ServerGnet serves HTTP/1.1 from gnet event loops: the cheapest per request (see doc.go).
+	ServerGnet ServerKind = "gnet"
+	// ServerFastHTTP serves with valyala/fasthttp: one goroutine per connection.
+	ServerFastHTTP ServerKind = "fasthttp"
+)
+
+// Defaults applied by Start to zero-valued Config fields.
+const (
+	DefaultHost         = "127.0.0.1"
+	DefaultCount        = 1
+	DefaultModel        = "mock-model"
+	DefaultDialect      = DialectSGLang
+	DefaultOutputTokens = 16
+	DefaultServer       = ServerGnet
+	DefaultKVTokens     = 131072
+	DefaultMaxRunning   = 256
+)
+
+// Config describes a fleet of mock workers. The zero value of every field means its default.
+type Config struct {
+	// Host is the address every worker binds. Default "127.0.0.1".
+	Host string
+	// Port is the first worker's port; worker i listens on Port+i. 0 lets every worker pick a
+	// free port (read them from Fleet.Addrs). Default 0.
+	Port int
+	// Count is the number of workers. Default 1.
+	Count int
+	// Model is the model name served by /v1/models and echoed in responses. Default "mock-model".
+	Model string
+	// Dialect is "sglang" or "vllm". Default "sglang".
+	Dialect Dialect
+	// OutputTokens is the number of tokens generated when a request names no maximum. Default 16.
+	OutputTokens int
+	// TokenInterval paces streamed tokens: token i (from 1) is written at start + i×TokenInterval.
+	// 0 writes every token at once. Default 0.
+	TokenInterval time.Duration
+	// WorkerIDPrefix, when set, names worker i "<prefix><i>"; otherwise a worker is named by its
+	// "host:port". The name is sent as x-mock-worker-id on every response.
+	WorkerIDPrefix string
+	// Server is "gnet" or "fasthttp". Default "gnet".
+	Server ServerKind
+	// EventLoops is the number of gnet event loops shared by the fleet. Default GOMAXPROCS.
+	EventLoops int
+	// KVTokens is the KV-cache capacity reported as max_total_num_tokens. Default 131072.
+	KVTokens int
+	// MaxRunning is the batch capacity reported as max_running_requests. Default 256.
+	MaxRunning int
+}
+
+// withDefaults returns c with every zero field replaced by its default.
+func (c Config) withDefaults() Config {
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.Count == 0 {
+		c.Count = DefaultCount
+	}
+	if c.Model == "" {
+		c.Model = DefaultModel
+	}
+	if c.Dialect == "" {
+		c.Dialect = DefaultDialect
+	}
+	if c.OutputTokens == 0 {
+		c.OutputTokens = DefaultOutputTokens
+	}
+	if c.Server == "" {
+		c.Server = DefaultServer
+	}
+	if c.EventLoops == 0 {
+		c.EventLoops = runtime.GOMAXPROCS(0)
+	}
+	if c.KVTokens == 0 {
+		c.KVTokens = DefaultKVTokens
+	}
+	if c.MaxRunning == 0 {
+		c.MaxRunning = DefaultMaxRunning
+	}
+	return c
+}
+
+// Validate reports every problem in c (after defaults), each saying how to fix it.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Count < 1 {
+		errs = append(errs, fmt.Errorf("count %d: set at least 1 worker", c.Count))
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port %d: use 0 (free ports) or 1..65535", c.Port))
+	} else if c.Port > 0 && c.Port+c.Count-1 > 65535 {
+		errs = append(errs, fmt.Errorf("port %d with count %d runs past 65535: lower the port or the count", c.Port, c.Count))
+	}
+	if c.Dialect != DialectSGLang && c.Dialect != DialectVLLM {
+		errs = append(errs, fmt.Errorf("dialect %q: use %q or %q", c.Dialect, DialectSGLang, DialectVLLM))
+	}
+	if c.Server != ServerGnet && c.Server != ServerFastHTTP {
+		errs = append(errs, fmt.Errorf("server %q: use %q or %q", c.Server, ServerGnet, ServerFastHTTP))
+	}
+	if c.OutputTokens < 1 {
+		errs = append(errs, fmt.Errorf("output tokens %d: generate at least 1 token", c.OutputTokens))
+	}
+	if c.TokenInterval < 0 {
+		errs = append(errs, fmt.Errorf("token interval %v: use 0 (no pacing) or a positive duration", c.TokenInterval))
+	}
+	if c.EventLoops < 1 {
+		errs = append(errs, fmt.Errorf("event loops %d: use at least 1", c.EventLoops))
+	}
+	if c.KVTokens < 1 {
+		errs = append(errs, fmt.Errorf("kv tokens %d: use a positive capacity", c.KVTokens))
+	}
+	if c.MaxRunning < 1 {
+		errs = append(errs, fmt.Errorf("max running %d: use a positive batch size", c.MaxRunning))
+	}
+	if strings.ContainsAny(c.WorkerIDPrefix, "\r\n") {
+		errs = append(errs, errors.New("worker id prefix: remove line breaks (it is sent as a header)"))
+	}
+	return errors.Join(errs...)
+}

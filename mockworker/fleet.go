@@ -1,0 +1,127 @@
+package mockworker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Fleet is a set of workers started together; each listens on its own port.
+type Fleet struct {
+	cfg       Config
+	workers   []*Worker
+	server    server
+	done      chan struct{} // closed by Close: paced streams, delays and hangs give up
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// server is an HTTP implementation under the workers (gnet or fasthttp).
+type server interface {
+	// serve starts serving lns[i] as ws[i] and returns at once.
+	serve(ws []*Worker, lns []net.Listener) error
+	// close stops accepting, drops every connection and waits for the server's goroutines.
+	close() error
+}
+
+// Start validates cfg, binds every worker's port and starts serving. The caller must Close
+// the fleet.
+func Start(cfg Config) (*Fleet, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cannot start mockworker: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	f := &Fleet{cfg: cfg, done: make(chan struct{})}
+	lns := make([]net.Listener, 0, cfg.Count)
+	closeAll := func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}
+	born := time.Now().Unix()
+	for i := range cfg.Count {
+		port := 0
+		if cfg.Port != 0 {
+			port = cfg.Port + i
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(port)))
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("cannot listen for worker %d: %w", i, err)
+		}
+		lns = append(lns, ln)
+		f.workers = append(f.workers, newWorker(i, ln.Addr().String(), &f.cfg, born))
+	}
+	switch cfg.Server {
+	case ServerFastHTTP:
+		f.server = newFastHTTPServer(f.done)
+	default:
+		f.server = newGnetServer(f.done, cfg.EventLoops)
+	}
+	if err := f.server.serve(f.workers, lns); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("cannot start the %s server: %w", cfg.Server, err)
+	}
+	return f, nil
+}
+
+// Workers returns the workers in port order; the slice must not be modified.
+func (f *Fleet) Workers() []*Worker { return f.workers }
+
+// Addrs returns every worker's "host:port" in worker order.
+func (f *Fleet) Addrs() []string {
+	out := make([]string, len(f.workers))
+	for i, w := range f.workers {
+		out[i] = w.addr
+	}
+	return out
+}
+
+// URLs returns every worker's base URL ("http://host:port") in worker order.
+func (f *Fleet) URLs() []string {
+	out := make([]string, len(f.workers))
+	for i, w := range f.workers {
+		out[i] = w.URL()
+	}
+	return out
+}
+
+// Config returns the fleet's configuration with defaults applied.
+func (f *Fleet) Config() Config { return f.cfg }
+
+// Close stops every worker: listeners close, in-flight streams, delays and hangs are cut
+// short, connections are dropped. It waits for the fleet's goroutines and is idempotent.
+func (f *Fleet) Close() error {
+	f.closeOnce.Do(func() {
+		close(f.done)
+		f.closeErr = f.server.close()
+	})
+	return f.closeErr
+}
+
+// errClosed reports a fleet closing under a request that was waiting.
+var errClosed = errors.New("mockworker closed")
+
+// sleepUntil waits for the deadline; false means the fleet closed first.
+func sleepUntil(done <-chan struct{}, deadline time.Time) bool {
+	d := time.Until(deadline)
+	if d <= 0 {
+		select {
+		case <-done:
+			return false
+		default:
+			return true
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
+}

@@ -1,0 +1,117 @@
+package mockworker
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/valyala/fastjson"
+)
+
+// FuzzParseGenRequest: any body either fails with an error or yields sane counts, and the
+// response rendered from it is valid JSON.
+func FuzzParseGenRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"messages":[{"role":"user","content":"hello"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"max_completion_tokens":2}`,
+		`{"prompt":["a","b"],"max_tokens":null}`,
+		`{"prompt":[1,2,3]}`,
+		`{"text":"x","rid":"r\u0000\"","sampling_params":{"max_new_tokens":2}}`,
+		`{"input_ids":[[1],[2,3]],"stream":false}`,
+		`{"messages":`, `[]`, `null`, `{"stream":"x"}`,
+	} {
+		for k := range 3 {
+			f.Add(uint8(k), []byte(s))
+		}
+	}
+	var p fastjson.Parser
+	f.Fuzz(func(t *testing.T, k uint8, body []byte) {
+		kind := genKind(k % 3)
+		r, err := parseGenRequest(&p, kind, body, nil)
+		if err != nil {
+			return
+		}
+		if r.promptTokens < 0 || r.maxTokens < 0 || r.maxTokens > maxTokensLimit || r.inputIDs < 0 {
+			t.Fatalf("insane request %+v", r)
+		}
+		a := answer{kind: kind, model: "m", id: appendJSONEscaped(nil, r.rid), promptTokens: r.promptTokens, outputTokens: min(r.maxTokens, 4) + 1, includeUsage: r.includeUsage}
+		if !json.Valid(a.appendBody(nil)) {
+			t.Fatalf("invalid body for %q", body)
+		}
+		for i := range a.outputTokens {
+			for _, ev := range bytes.Split(bytes.TrimSuffix(a.appendEvent(nil, i), []byte("\n\n")), []byte("\n\n")) {
+				data := bytes.TrimPrefix(ev, []byte("data: "))
+				if string(data) != "[DONE]" && !json.Valid(data) {
+					t.Fatalf("invalid event %q", ev)
+				}
+			}
+		}
+	})
+}
+
+// FuzzParseHTTPRequest: the parser never panics, consumes no more than it was given, and a
+// request parses the same whether it arrives whole or with more bytes behind it.
+func FuzzParseHTTPRequest(f *testing.F) {
+	for _, s := range []string{
+		"GET /health HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /generate HTTP/1.1\r\nContent-Length: 2\r\nX-Request-Id: r\r\n\r\n{}",
+		"POST /g HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;x\r\n{}\r\n0\r\nT: 1\r\n\r\n",
+		"POST /g HTTP/1.0\r\nConnection: keep-alive\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n",
+		"GET http://h/p?q HTTP/1.1\r\n\r\n",
+		"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var req httpRequest
+		var scratch []byte
+		n, err := parseHTTPRequest(in, &req, &scratch)
+		if err != nil || n == 0 {
+			return
+		}
+		if n > len(in) {
+			t.Fatalf("consumed %d of %d bytes", n, len(in))
+		}
+		body := string(req.body)
+		var again httpRequest
+		var scratch2 []byte
+		n2, err := parseHTTPRequest(append(bytes.Clone(in[:n]), "GET / HTTP/1.1\r\n\r\n"...), &again, &scratch2)
+		if err != nil || n2 != n || string(again.body) != body || string(again.path) != string(req.path) {
+			t.Fatalf("reparse: n=%d/%d err=%v body %q/%q", n2, n, err, again.body, body)
+		}
+	})
+}
+
+// FuzzParseFault: any header value either fails or yields an in-range fault.
+func FuzzParseFault(f *testing.F) {
+	for _, s := range []string{"", "hang", "status=503", " status=429 ,hang", "status=99", "x=1", ",,"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ft, err := parseFault(in)
+		if err == nil && ft.status != 0 && (ft.status < 400 || ft.status > 599) {
+			t.Fatalf("status %d out of range from %q", ft.status, in)
+		}
+	})
+}
+
+// FuzzParseAdminConfig: an accepted update always validates and round-trips.
+func FuzzParseAdminConfig(f *testing.F) {
+	for _, s := range []string{`{"status":503}`, `{"delay_ms":10,"healthy":false}`, `{"status":0}`, `{}`, `{"x":1}`, `[`} {
+		f.Add([]byte(s))
+	}
+	var p fastjson.Parser
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := parseAdminConfig(&p, in, AdminConfig{})
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("accepted invalid %+v from %q: %v", c, in, err)
+		}
+		back, err := parseAdminConfig(&p, appendAdminConfig(nil, c), AdminConfig{})
+		if err != nil || back != c {
+			t.Fatalf("round trip %+v -> %+v, %v", c, back, err)
+		}
+	})
+}

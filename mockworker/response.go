@@ -1,0 +1,196 @@
+package mockworker
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// vocabulary is the mock's output: token i of every answer is vocabulary[i%len]. Each word is
+// about bytesPerToken bytes, so re-tokenising an answer by the mock's own rule gives back
+// roughly the number of tokens generated.
+var vocabulary = [...]string{"the ", "mock ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "ran ", "off "}
+
+func appendTokenText(dst []byte, i int) []byte { return append(dst, vocabulary[i%len(vocabulary)]...) }
+
+// answer describes one generation: everything the response shapes need, nothing borrowed from
+// the request buffer, so that a paced stream can outlive the request.
+type answer struct {
+	kind         genKind
+	model        string // already escaped for a JSON string
+	id           []byte // response id, e.g. chatcmpl-mock-3; /generate rid, JSON-escaped
+	created      int64
+	promptTokens int
+	cachedTokens int
+	outputTokens int
+	includeUsage bool
+}
+
+func (a *answer) appendUsage(dst []byte) []byte {
+	dst = append(dst, `"usage":{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(a.promptTokens), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(a.outputTokens), 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(a.promptTokens+a.outputTokens), 10)
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(a.cachedTokens), 10)
+	return append(dst, `}}`...)
+}
+
+func (a *answer) appendHead(dst []byte, object string) []byte {
+	dst = append(dst, `{"id":"`...)
+	dst = append(dst, a.id...)
+	dst = append(dst, `","object":"`...)
+	dst = append(dst, object...)
+	dst = append(dst, `","created":`...)
+	dst = strconv.AppendInt(dst, a.created, 10)
+	dst = append(dst, `,"model":"`...)
+	dst = append(dst, a.model...)
+	return append(dst, `",`...)
+}
+
+// appendMetaInfo writes SGLang's meta_info for a /generate answer after `done` tokens.
+func (a *answer) appendMetaInfo(dst []byte, done int, finished bool) []byte {
+	dst = append(dst, `"meta_info":{"id":"`...)
+	dst = append(dst, a.id...)
+	dst = append(dst, `","prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(a.promptTokens), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(done), 10)
+	dst = append(dst, `,"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(a.cachedTokens), 10)
+	if finished {
+		dst = append(dst, `,"finish_reason":{"type":"length","length":`...)
+		dst = strconv.AppendInt(dst, int64(done), 10)
+		return append(dst, `}}`...)
+	}
+	return append(dst, `,"finish_reason":null}`...)
+}
+
+// appendBody writes the whole non-streamed response body.
+func (a *answer) appendBody(dst []byte) []byte {
+	switch a.kind {
+	case kindChat:
+		dst = a.appendHead(dst, "chat.completion")
+		dst = append(dst, `"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
+		dst = a.appendText(dst, a.outputTokens)
+		dst = append(dst, `"},"finish_reason":"length"}],`...)
+		dst = a.appendUsage(dst)
+	case kindCompletion:
+		dst = a.appendHead(dst, "text_completion")
+		dst = append(dst, `"choices":[{"index":0,"text":"`...)
+		dst = a.appendText(dst, a.outputTokens)
+		dst = append(dst, `","logprobs":null,"finish_reason":"length"}],`...)
+		dst = a.appendUsage(dst)
+	default:
+		dst = append(dst, `{"text":"`...)
+		dst = a.appendText(dst, a.outputTokens)
+		dst = append(dst, `",`...)
+		dst = a.appendMetaInfo(dst, a.outputTokens, true)
+	}
+	return append(dst, '}')
+}
+
+func (a *answer) appendText(dst []byte, n int) []byte {
+	for i := range n {
+		dst = appendTokenText(dst, i)
+	}
+	return dst
+}
+
+// appendEvent writes the server-sent event(s) for token i (0-based). The event of the last
+// token also carries the usage chunk (OpenAI routes, when asked with
+// stream_options.include_usage) and the closing "data: [DONE]".
+func (a *answer) appendEvent(dst []byte, i int) []byte {
+	last := i == a.outputTokens-1
+	dst = append(dst, "data: "...)
+	switch a.kind {
+	case kindChat:
+		dst = a.appendHead(dst, "chat.completion.chunk")
+		dst = append(dst, `"choices":[{"index":0,"delta":{`...)
+		if i == 0 {
+			dst = append(dst, `"role":"assistant",`...)
+		}
+		dst = append(dst, `"content":"`...)
+		dst = appendTokenText(dst, i)
+		dst = append(dst, `"},"finish_reason":`...)
+		dst = appendFinish(dst, last)
+		dst = append(dst, `}]}`...)
+	case kindCompletion:
+		dst = a.appendHead(dst, "text_completion")
+		dst = append(dst, `"choices":[{"index":0,"text":"`...)
+		dst = appendTokenText(dst, i)
+		dst = append(dst, `","logprobs":null,"finish_reason":`...)
+		dst = appendFinish(dst, last)
+		dst = append(dst, `}]}`...)
+	default:
+		// SGLang streams the cumulative text so far in every chunk.
+		dst = append(dst, `{"text":"`...)
+		dst = a.appendText(dst, i+1)
+		dst = append(dst, `",`...)
+		dst = a.appendMetaInfo(dst, i+1, last)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, "\n\n"...)
+	if !last {
+		return dst
+	}
+	if a.includeUsage && a.kind != kindGenerate {
+		object := "chat.completion.chunk"
+		if a.kind == kindCompletion {
+			object = "text_completion"
+		}
+		dst = append(dst, "data: "...)
+		dst = a.appendHead(dst, object)
+		dst = append(dst, `"choices":[],`...)
+		dst = a.appendUsage(dst)
+		dst = append(dst, "}\n\n"...)
+	}
+	return append(dst, "data: [DONE]\n\n"...)
+}
+
+func appendFinish(dst []byte, last bool) []byte {
+	if last {
+		return append(dst, `"length"`...)
+	}
+	return append(dst, "null"...)
+}
+
+// appendErrorBody writes the OpenAI error envelope.
+func appendErrorBody(dst []byte, status int, typ, msg string) []byte {
+	dst = append(dst, `{"error":{"message":"`...)
+	dst = appendJSONEscaped(dst, msg)
+	dst = append(dst, `","type":"`...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","param":null,"code":`...)
+	dst = strconv.AppendInt(dst, int64(status), 10)
+	return append(dst, `}}`...)
+}
+
+// appendJSONEscaped writes s as the inside of a JSON string; invalid UTF-8 becomes U+FFFD.
+func appendJSONEscaped(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return dst
+}

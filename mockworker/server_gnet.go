@@ -1,0 +1,363 @@
+package mockworker
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
+)
+
+// gnetServer serves every worker of a fleet from one set of gnet event loops. Connections are
+// accepted by one goroutine per worker's net.Listener (so that port 0 works and each worker
+// knows its address) and enrolled into a gnet client engine, which then owns their I/O.
+//
+// Instant answers are written from the event loop in the OnTraffic call that read the request,
+// all pipelined answers of one read in a single write. A delayed, hanging or paced answer
+// moves to a goroutine that writes with AsyncWrite; the connection reads no further request
+// until that answer is complete (HTTP/1.1 answers in order).
+type gnetServer struct {
+	gnet.BuiltinEventEngine
+	done    <-chan struct{}
+	loops   int
+	cli     *gnet.Client
+	lns     []net.Listener
+	accepts sync.WaitGroup // accept goroutines
+	async   sync.WaitGroup // delayed, hanging and paced answers
+}
+
+// gnetConn is the per-connection state, touched only by the event loop except gone.
+type gnetConn struct {
+	w         *Worker
+	busy      bool          // an async answer is in progress
+	continued bool          // "100 Continue" was sent for the request being read
+	gone      chan struct{} // closed by OnClose
+	out       []byte        // answers of the current OnTraffic call
+	chunked   []byte        // decoded chunked request body
+	scratch   []byte        // response body scratch
+}
+
+func newGnetServer(done <-chan struct{}, loops int) *gnetServer {
+	return &gnetServer{done: done, loops: loops}
+}
+
+func (s *gnetServer) serve(ws []*Worker, lns []net.Listener) error {
+	cli, err := gnet.NewClient(s,
+		gnet.WithNumEventLoop(s.loops),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(quietLogger{}),
+		gnet.WithLogLevel(logging.ErrorLevel))
+	if err != nil {
+		return err
+	}
+	if err := cli.Start(); err != nil {
+		return err
+	}
+	s.cli, s.lns = cli, lns
+	for i, ln := range lns {
+		w := ws[i]
+		s.accepts.Go(func() { s.accept(ln, w) })
+	}
+	return nil
+}
+
+func (s *gnetServer) accept(ln net.Listener, w *Worker) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return // closed by close()
+		}
+		st := &gnetConn{w: w, gone: make(chan struct{})}
+		// EnrollContext duplicates the socket into the event loop and closes c.
+		if _, err := s.cli.EnrollContext(c, st); err != nil {
+			_ = c.Close()
+		}
+	}
+}
+
+func (s *gnetServer) close() error {
+	var errs []error
+	for _, ln := range s.lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	s.accepts.Wait()
+	// Stop the event loops before waiting for the async answers: only the loops start them,
+	// and a WaitGroup must not gain members while Wait runs. They return promptly: done is
+	// closed, and their connections are gone.
+	errs = append(errs, s.cli.Stop())
+	s.async.Wait()
+	return errors.Join(errs...)
+}
+
+// OnClose releases the goroutine of an async answer on this connection, if any.
+func (s *gnetServer) OnClose(c gnet.Conn, _ error) gnet.Action {
+	if st, ok := c.Context().(*gnetConn); ok {
+		close(st.gone)
+	}
+	return gnet.None
+}
+
+// OnTraffic answers every complete request buffered on c.
+func (s *gnetServer) OnTraffic(c gnet.Conn) gnet.Action {
+	st := c.Context().(*gnetConn)
+	action := s.drain(c, st)
+	if len(st.out) > 0 {
+		_, _ = c.Write(st.out)
+		st.out = st.out[:0]
+	}
+	return action
+}
+
+func (s *gnetServer) drain(c gnet.Conn, st *gnetConn) gnet.Action {
+	var req httpRequest
+	for !st.busy {
+		buf, _ := c.Peek(-1)
+		if len(buf) == 0 {
+			return gnet.None
+		}
+		n, err := parseHTTPRequest(buf, &req, &st.chunked)
+		if err != nil {
+			var pe *parseError
+			errors.As(err, &pe)
+			st.out = st.w.appendPlain(st.out, pe.status, pe.msg, nil)
+			return gnet.Close
+		}
+		if n == 0 {
+			if req.expectContinue && !st.continued {
+				st.continued = true
+				st.out = append(st.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
+			}
+			return gnet.None
+		}
+		st.continued = false
+		ex := exchange{method: req.method, path: req.path, body: req.body, fault: req.fault, requestID: req.requestID}
+		r := st.w.handle(&ex, st.scratch[:0])
+		head := string(req.method) == "HEAD"
+		if r.delay > 0 || r.hang || (r.stream != nil && st.w.cfg.TokenInterval > 0) {
+			// The header block is rendered now: it needs the request's bytes.
+			st.busy = true
+			a := &asyncAnswer{s: s, c: c, st: st, r: r, keepAlive: req.keepAlive}
+			if !r.hang {
+				a.head = st.w.appendHead(nil, &r, req.requestID, req.keepAlive, head)
+				if r.stream == nil && !head {
+					a.head = append(a.head, r.body...)
+				}
+			}
+			_, _ = c.Discard(n)
+			s.async.Go(a.run)
+			return gnet.None
+		}
+		st.out = st.w.appendHead(st.out, &r, req.requestID, req.keepAlive, head)
+		if !head {
+			if r.stream != nil {
+				for i := range r.stream.outputTokens {
+					st.out = appendChunk(st.out, r.stream, i)
+				}
+				st.out = append(st.out, "0\r\n\r\n"...)
+			} else {
+				st.out = append(st.out, r.body...)
+			}
+		}
+		if r.tracked {
+			st.w.finish()
+		}
+		st.scratch = r.body[:0]
+		_, _ = c.Discard(n)
+		if !req.keepAlive {
+			return gnet.Close
+		}
+	}
+	return gnet.None
+}
+
+// appendHead writes the status line and headers of r. A stream uses chunked encoding, every
+// other answer a Content-Length.
+func (w *Worker) appendHead(dst []byte, r *reply, requestID []byte, keepAlive, head bool) []byte {
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = strconv.AppendInt(dst, int64(r.status), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, statusText(r.status)...)
+	dst = append(dst, "\r\nContent-Type: "...)
+	dst = append(dst, r.contentType...)
+	if r.stream != nil {
+		dst = append(dst, "\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache"...)
+	} else {
+		dst = append(dst, "\r\nContent-Length: "...)
+		dst = strconv.AppendInt(dst, int64(len(r.body)), 10)
+	}
+	dst = append(dst, "\r\n"+headerWorkerID+": "...)
+	dst = append(dst, w.id...)
+	if len(requestID) > 0 {
+		dst = append(dst, "\r\n"+headerRequestID+": "...)
+		dst = append(dst, requestID...)
+	}
+	if !keepAlive {
+		dst = append(dst, "\r\nConnection: close"...)
+	}
+	return append(dst, "\r\n\r\n"...)
+}
+
+// appendPlain writes a complete plain-text answer (parser errors, closing worker).
+func (w *Worker) appendPlain(dst []byte, status int, msg string, requestID []byte) []byte {
+	r := reply{status: status, contentType: contentText, body: []byte(msg)}
+	dst = w.appendHead(dst, &r, requestID, false, false)
+	return append(dst, msg...)
+}
+
+// appendChunk writes token i's server-sent event(s) as one HTTP chunk.
+func appendChunk(dst []byte, a *answer, i int) []byte {
+	// Reserve a fixed-width size field so the event is rendered once, in place.
+	const width = 6 // 16 MiB of hex; an event is far smaller
+	mark := len(dst)
+	dst = append(dst, "000000\r\n"...)
+	dst = a.appendEvent(dst, i)
+	size := len(dst) - mark - width - 2
+	for j := width - 1; j >= 0; j-- {
+		dst[mark+j] = "0123456789abcdef"[size&0xf]
+		size >>= 4
+	}
+	return append(dst, "\r\n"...)
+}
+
+// asyncAnswer is an answer that waits: delayed, hanging or paced. It runs on its own
+// goroutine and writes with AsyncWrite; its last write's callback, on the event loop, clears
+// busy and resumes reading pipelined requests.
+type asyncAnswer struct {
+	s         *gnetServer
+	c         gnet.Conn
+	st        *gnetConn
+	r         reply
+	head      []byte // status line, headers and (non-stream) body
+	keepAlive bool
+	finished  bool // Worker.finish was called
+}
+
+func (a *asyncAnswer) run() {
+	if a.r.tracked {
+		// finish runs before the last write (see finish) or, when the answer is abandoned, here.
+		defer func() {
+			if !a.finished {
+				a.st.w.finish()
+			}
+		}()
+	}
+	if a.r.hang {
+		select {
+		case <-a.s.done:
+		case <-a.st.gone:
+		}
+		return
+	}
+	start := time.Now()
+	if a.r.delay > 0 && !a.sleepUntil(start.Add(a.r.delay)) {
+		return
+	}
+	if a.r.stream == nil {
+		a.finish(a.head)
+		return
+	}
+	interval := a.st.w.cfg.TokenInterval
+	start = time.Now()
+	out := a.head
+	for i := range a.r.stream.outputTokens {
+		if interval > 0 {
+			if i > 0 || len(out) > 0 {
+				if err := a.c.AsyncWrite(out, nil); err != nil {
+					return
+				}
+				out = nil
+			}
+			// Absolute deadlines: token i+1 is due at start+(i+1)×interval however late the
+			// previous write was, so pacing does not drift.
+			if !a.sleepUntil(start.Add(time.Duration(i+1) * interval)) {
+				return
+			}
+		}
+		out = appendChunk(out, a.r.stream, i)
+	}
+	a.finish(append(out, "0\r\n\r\n"...))
+}
+
+func (a *asyncAnswer) sleepUntil(deadline time.Time) bool {
+	d := time.Until(deadline)
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-a.s.done:
+	case <-a.st.gone:
+	}
+	return false
+}
+
+// finish ends the request and writes the answer's last bytes; on the event loop it then
+// closes the connection or resumes reading. The request ends first so that a client holding
+// the complete answer never sees it counted as active.
+func (a *asyncAnswer) finish(last []byte) {
+	if a.r.tracked {
+		a.finished = true
+		a.st.w.finish()
+	}
+	_ = a.c.AsyncWrite(last, func(c gnet.Conn, err error) error {
+		if err != nil {
+			return nil
+		}
+		if !a.keepAlive {
+			return c.Close()
+		}
+		a.st.busy = false
+		if c.InboundBuffered() > 0 {
+			return c.Wake(nil)
+		}
+		return nil
+	})
+}
+
+// quietLogger drops gnet's log lines: the fleet reports its own errors.
+type quietLogger struct{}
+
+func (quietLogger) Debugf(string, ...any) {}
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Warnf(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(string, ...any) {}
+
+// statusText is the reason phrase for the statuses the mock sends.
+func statusText(code int) string {
+	switch code {
+	case 200:
+		return "OK"
+	case 400:
+		return "Bad Request"
+	case 404:
+		return "Not Found"
+	case 405:
+		return "Method Not Allowed"
+	case 413:
+		return "Content Too Large"
+	case 429:
+		return "Too Many Requests"
+	case 431:
+		return "Request Header Fields Too Large"
+	case 500:
+		return "Internal Server Error"
+	case 501:
+		return "Not Implemented"
+	case 502:
+		return "Bad Gateway"
+	case 503:
+		return "Service Unavailable"
+	case 504:
+		return "Gateway Timeout"
+	}
+	return "Status"
+}
