@@ -58,3 +58,23 @@ func TestParseFraction(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseFraction(f *testing.F) {
+	for _, s := range []string{"5%", "0.05", "1e-2", "%", "-0", "+3%", "Inf", "0x1p-4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseFraction(s)
+		if err != nil {
+			return
+		}
+		if v < 0 || v != v || v > 1e308 {
+			t.Fatalf("%q parsed to %v", s, v)
+		}
+		if strings.HasSuffix(strings.TrimSpace(s), "%") {
+			if again, err := ParseFraction(strings.TrimSuffix(strings.TrimSpace(s), "%")); err != nil || again/100 != v {
+				t.Fatalf("%q = %v but without %% = %v (%v)", s, v, again, err)
+			}
+		}
+	})
+}

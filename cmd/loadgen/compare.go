@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/smg-go/smg/loadgen"
+)
+
+func compareCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("loadgen compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	limit := fs.String("max-regression", "5%", "largest allowed worsening of any metric: 5% or 0.05")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: loadgen compare base.json new.json [--max-regression 5%]")
+		fs.PrintDefaults()
+	}
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if len(files) != 2 {
+		fmt.Fprintf(stderr, "loadgen compare: want two result files (base.json new.json), got %d\n", len(files))
+		return exitUsage
+	}
+	maxRegression, err := loadgen.ParseFraction(*limit)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadgen compare: invalid value for flag --max-regression: %v\n", err)
+		return exitUsage
+	}
+	base, err := loadgen.ReadResultFile(files[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "loadgen compare: %v\n", err)
+		return exitFail
+	}
+	newer, err := loadgen.ReadResultFile(files[1])
+	if err != nil {
+		fmt.Fprintf(stderr, "loadgen compare: %v\n", err)
+		return exitFail
+	}
+	regressions := loadgen.Compare(base, newer, maxRegression)
+	if len(regressions) == 0 {
+		fmt.Fprintf(stdout, "no regression beyond %s\n", *limit)
+		return exitOK
+	}
+	for _, r := range regressions {
+		fmt.Fprintf(stdout, "REGRESSION %s (limit %s)\n", r, *limit)
+	}
+	return exitFail
+}
+
+// parseInterleaved parses flags that may come before, between or after positional
+// arguments, and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/smg-go/smg/loadgen"
+)
+
+// runFlags binds the run command's flags to a Config.
+func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *string) {
+	fs.StringVar(&c.BaseURL, "base-url", "", "OpenAI-compatible base URL, e.g. http://127.0.0.1:30000/v1 (https:// for TLS)")
+	fs.StringVar(&c.Model, "model", "", "model name sent in requests (required for chat and completions)")
+	fs.StringVar(&c.APIKey, "api-key", os.Getenv("OPENAI_API_KEY"), "bearer token (default $OPENAI_API_KEY)")
+	fs.BoolVar(&c.Insecure, "insecure", false, "skip TLS certificate verification")
+	fs.Var(enumFlag[loadgen.Endpoint]{&c.Endpoint, []string{"chat", "completions", "generate"}}, "endpoint", "API: chat, completions or generate (SGLang /generate at the server root)")
+	fs.BoolVar(&c.Stream, "stream", c.Stream, "stream answers as server-sent events (TTFT, ITL and TPOT need it)")
+	fs.BoolFunc("disable-ignore-eos", "do not send ignore_eos (strict OpenAI servers reject it)", func(v string) error {
+		disable, err := strconv.ParseBool(v)
+		c.IgnoreEOS = !disable
+		return err
+	})
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "per-request timeout, send to last byte")
+
+	fs.Var(enumFlag[loadgen.WorkloadKind]{&c.Workload, []string{"random", "shared-prefix", "multi-turn", "raw"}}, "workload", "random, shared-prefix, multi-turn or raw")
+	fs.Float64Var(&c.RequestRate, "request-rate", 0, "open loop at this many requests/s; 0 = closed loop of --max-concurrency clients")
+	fs.Var(enumFlag[loadgen.ArrivalKind]{&c.Arrival, []string{"poisson", "constant"}}, "arrival", "open-loop arrivals: poisson or constant")
+	fs.IntVar(&c.MaxConcurrency, "max-concurrency", 0, "cap on requests in flight (open loop; 0 = none) or number of clients (closed loop; 0 = 1)")
+	fs.IntVar(&c.NumRequests, "num-requests", 0, "measured requests (default: the workload's size, or no limit with --duration)")
+	fs.DurationVar(&c.Duration, "duration", 0, "stop issuing requests after this long")
+	fs.IntVar(&c.Warmup, "warmup", 0, "unmeasured requests sent first")
+	fs.Int64Var(&c.Seed, "seed", 0, "seed of prompts, lengths, order and arrivals")
+
+	fs.IntVar(&c.Random.InputLen, "random-input-len", c.Random.InputLen, "random: maximum prompt tokens")
+	fs.IntVar(&c.Random.OutputLen, "random-output-len", c.Random.OutputLen, "random: maximum output tokens")
+	fs.Float64Var(&c.Random.RangeRatio, "random-range-ratio", 0, "random: lengths uniform in [len*ratio, len]")
+	fs.IntVar(&c.Random.NumPrompts, "random-num-prompts", 0, "random: distinct prompts, cycled (default min(num-requests, 1000))")
+
+	fs.IntVar(&c.SharedPrefix.NumGroups, "gsp-num-groups", c.SharedPrefix.NumGroups, "shared-prefix: groups (one system prompt each)")
+	fs.IntVar(&c.SharedPrefix.PromptsPerGroup, "gsp-prompts-per-group", c.SharedPrefix.PromptsPerGroup, "shared-prefix: questions per group")
+	fs.IntVar(&c.SharedPrefix.SystemPromptLen, "gsp-system-prompt-len", c.SharedPrefix.SystemPromptLen, "shared-prefix: system prompt tokens")
+	fs.IntVar(&c.SharedPrefix.QuestionLen, "gsp-question-len", c.SharedPrefix.QuestionLen, "shared-prefix: question tokens")
+	fs.IntVar(&c.SharedPrefix.OutputLen, "gsp-output-len", c.SharedPrefix.OutputLen, "shared-prefix: output tokens")
+
+	fs.IntVar(&c.MultiTurn.Users, "mt-users", c.MultiTurn.Users, "multi-turn: conversations")
+	fs.IntVar(&c.MultiTurn.Rounds, "mt-rounds", c.MultiTurn.Rounds, "multi-turn: user turns per conversation")
+	fs.IntVar(&c.MultiTurn.SystemPromptLen, "mt-system-prompt-len", 0, "multi-turn: per-user system prompt tokens")
+	fs.IntVar(&c.MultiTurn.TurnLen, "mt-turn-len", c.MultiTurn.TurnLen, "multi-turn: tokens per user turn")
+	fs.IntVar(&c.MultiTurn.OutputLen, "mt-output-len", c.MultiTurn.OutputLen, "multi-turn: output tokens per answer")
+	fs.DurationVar(&c.MultiTurn.ThinkTime, "think-time", 0, "multi-turn: pause between an answer and the next turn")
+
+	fs.IntVar(&c.Raw.OutputTokens, "output-tokens", c.Raw.OutputTokens, "raw: max_tokens of the fixed request")
+
+	output = fs.String("output", "", "write the JSON result to this file")
+	html = fs.String("html", "", "write a self-contained HTML report to this file")
+	progress = fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on or off")
+	return output, html, progress
+}
+
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	cfg := loadgen.DefaultConfig()
+	fs := flag.NewFlagSet("loadgen run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	output, html, progress := runFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loadgen: unexpected argument %q: flags only (did you mean \"loadgen compare\"?)\n", fs.Arg(0))
+		return exitUsage
+	}
+	switch *progress {
+	case "on":
+		cfg.Progress = stderr
+	case "auto":
+		if isTerminal(stderr) {
+			cfg.Progress = stderr
+		}
+	case "off":
+	default:
+		fmt.Fprintf(stderr, "loadgen: invalid value %q for flag --progress: use auto, on or off\n", *progress)
+		return exitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "loadgen: invalid configuration:\n%v\n", err)
+		return exitUsage
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
+		return exitFail
+	}
+	printSummary(stdout, res)
+	if *output != "" {
+		if err := writeFile(*output, res.WriteJSON); err != nil {
+			fmt.Fprintf(stderr, "loadgen: cannot write result: %v\n", err)
+			return exitFail
+		}
+	}
+	if *html != "" {
+		if err := writeFile(*html, func(w io.Writer) error { return loadgen.WriteHTML(w, res) }); err != nil {
+			fmt.Fprintf(stderr, "loadgen: cannot write HTML report: %v\n", err)
+			return exitFail
+		}
+	}
+	if res.Completed == 0 {
+		fmt.Fprintf(stderr, "loadgen: no request succeeded: %v\n", res.StatusCounts)
+		return exitFail
+	}
+	return exitOK
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// enumFlag is a string flag restricted to a few values.
+type enumFlag[T ~string] struct {
+	p       *T
+	choices []string
+}
+
+func (e enumFlag[T]) String() string {
+	if e.p == nil {
+		return ""
+	}
+	return string(*e.p)
+}
+
+func (e enumFlag[T]) Set(s string) error {
+	for _, c := range e.choices {
+		if s == c {
+			*e.p = T(s)
+			return nil
+		}
+	}
+	return fmt.Errorf("use one of %v", e.choices)
+}
