@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,35 +174,31 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestWorkerIDPrefixAndFixedPorts(t *testing.T) {
-	// Find two adjacent free ports: listen on :0, try the next one.
-	for attempt := 0; ; attempt++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+	// Fixed ports below Linux's ephemeral range (32768+), where nothing else on the machine
+	// binds by chance; retry elsewhere if a parallel test holds one.
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 1)) // parallel runs differ; outcome does not depend on it
+	var f *Fleet
+	var port int
+	for attempt := 0; f == nil; attempt++ {
+		port = 20000 + rng.IntN(12000)
+		var err error
+		f, err = Start(Config{Port: port, Count: 2, WorkerIDPrefix: "w-"})
+		if err != nil && attempt == 50 {
 			t.Fatal(err)
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		f, err := Start(Config{Port: port, Count: 2, WorkerIDPrefix: "w-"})
-		if err != nil {
-			if attempt < 20 {
-				continue
-			}
-			t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	for i, w := range f.Workers() {
+		if w.ID() != "w-"+itoa(i) {
+			t.Errorf("worker %d id %q", i, w.ID())
 		}
-		t.Cleanup(func() { _ = f.Close() })
-		for i, w := range f.Workers() {
-			if w.ID() != "w-"+string(rune('0'+i)) {
-				t.Errorf("worker %d id %q", i, w.ID())
-			}
-			if got := w.Addr(); got != net.JoinHostPort("127.0.0.1", itoa(port+i)) {
-				t.Errorf("worker %d at %s, want port %d", i, got, port+i)
-			}
-			resp, _ := do(t, "GET", w.URL()+"/health", "")
-			if resp.Header.Get(headerWorkerID) != w.ID() {
-				t.Errorf("header %q, want %q", resp.Header.Get(headerWorkerID), w.ID())
-			}
+		if got := w.Addr(); got != net.JoinHostPort("127.0.0.1", itoa(port+i)) {
+			t.Errorf("worker %d at %s, want port %d", i, got, port+i)
 		}
-		return
+		resp, _ := do(t, "GET", w.URL()+"/health", "")
+		if resp.Header.Get(headerWorkerID) != w.ID() {
+			t.Errorf("header %q, want %q", resp.Header.Get(headerWorkerID), w.ID())
+		}
 	}
 }
 
