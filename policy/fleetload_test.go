@@ -1,0 +1,55 @@
+package policy_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/worker"
+)
+
+func TestFleetMeanRefreshesAndSkipsUnavailable(t *testing.T) {
+	f := policytest.NewFleet(t, 32, "m")
+	for i, w := range f.Workers {
+		w.InFlight.Store(int64(i % 4)) // mean 1.5
+	}
+	m := policy.NewFleetMean(f.Workers)
+	if got := m.Mean(); got != 1.5 {
+		t.Fatalf("mean = %v, want 1.5", got)
+	}
+	for _, w := range f.Workers {
+		w.InFlight.Add(2)
+	}
+	f.SetStatus(f.Workers[3], worker.StatusNotReady) // one of the 5s leaves: mean of the rest
+	want := (3.5*32 - 5) / 31
+	// Within len/RefreshDivisor = 2 reads the new value shows.
+	got := m.Mean()
+	if got != want {
+		got = m.Mean()
+	}
+	if math.Abs(got-want) > 1e-12 {
+		t.Fatalf("mean = %v, want %v", got, want)
+	}
+}
+
+func TestLeastInFlight(t *testing.T) {
+	f := policytest.NewFleet(t, 4, "m")
+	for i, w := range f.Workers {
+		w.InFlight.Store([]int64{3, 1, 1, 2}[i])
+	}
+	counts := map[*worker.Worker]int{}
+	rnd := policytest.NewRand(5)
+	for range 10_000 {
+		counts[policy.LeastInFlight(&policy.Request{}, f.Workers, rnd, policy.NoHotLimit)]++
+	}
+	if counts[f.Workers[0]]+counts[f.Workers[3]] != 0 || math.Abs(float64(counts[f.Workers[1]])-5000) > 300 {
+		t.Fatalf("counts %v: want the two 1s to split evenly", counts)
+	}
+	if w := policy.LeastInFlight(&policy.Request{}, f.Workers, rnd, 0.5); w != nil {
+		t.Fatalf("everyone above the limit: got %s", w.URL)
+	}
+	if w := policy.LeastInFlight(&policy.Request{Exclude: f.Workers[1:3]}, f.Workers, rnd, policy.NoHotLimit); w != f.Workers[3] {
+		t.Fatalf("with the 1s excluded got %v, want the 2", w)
+	}
+}
