@@ -60,15 +60,25 @@ func (d *driver) closedLoop(ctx context.Context, states []*clientState, b *budge
 
 // openLoop starts requests on a fixed schedule of arrival times, independent of how fast
 // answers come (so a slow server builds a queue instead of slowing the load), with at most
-// pool's capacity in flight. Arrival times are absolute offsets from runStart: a dispatcher
-// that fell behind (timer granularity, a full pool) catches up in a burst, keeping the
-// average rate.
-func (d *driver) openLoop(ctx context.Context, pool *statePool, b *budget, rate float64, arrival ArrivalKind, seed int64) {
+// maxInFlight in flight (0: no cap). Arrival times are absolute offsets from runStart: a
+// dispatcher that fell behind (timer granularity, a full cap) catches up in a burst, keeping
+// the average rate.
+//
+// Requests are handed to long-lived sender goroutines over an unbuffered channel; a sender
+// is added only when none is idle. Compared with a goroutine per request this saves the
+// goroutine start and, above all, regrowing its stack through fasthttp's deep call chain on
+// every request. It returns the senders' states.
+func (d *driver) openLoop(ctx context.Context, newState func() *clientState, maxInFlight int, b *budget, rate float64, arrival ArrivalKind, seed int64) []*clientState {
 	gaps := rand.New(rand.NewPCG(uint64(seed), streamArrival))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	jobs := make(chan *item)
+	var states []*clientState
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		close(jobs)
+		wg.Wait()
+	}()
 	var at time.Duration
 	for ctx.Err() == nil {
 		if wait := at - time.Since(d.runStart); wait > 0 {
@@ -76,27 +86,39 @@ func (d *driver) openLoop(ctx context.Context, pool *statePool, b *budget, rate 
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
-				return
+				return states
 			}
 		}
 		if !b.take() {
-			return
-		}
-		st := pool.acquire(ctx)
-		if st == nil {
-			return
+			return states
 		}
 		it, err := d.src.next(ctx)
 		if err != nil {
-			pool.release(st)
-			return
+			return states
 		}
-		wg.Go(func() {
-			d.send(st, it)
-			pool.release(st)
-		})
+		select {
+		case jobs <- it: // an idle sender took it
+		default:
+			if maxInFlight > 0 && len(states) >= maxInFlight {
+				select { // at the cap: wait for a sender to finish
+				case jobs <- it:
+				case <-ctx.Done():
+					return states
+				}
+				break
+			}
+			st := newState()
+			states = append(states, st)
+			wg.Go(func() {
+				d.send(st, it)
+				for next := range jobs {
+					d.send(st, next)
+				}
+			})
+		}
 		at += nextGap(gaps, rate, arrival)
 	}
+	return states
 }
 
 // streamArrival is the random stream of inter-arrival gaps.
@@ -111,50 +133,3 @@ func nextGap(rng *rand.Rand, rate float64, arrival ArrivalKind) time.Duration {
 	return time.Duration(rng.ExpFloat64() * mean)
 }
 
-// statePool hands out client states, at most cap at a time when capped. Every state it ever
-// made is kept in all, so Run can merge their recorders after the run.
-type statePool struct {
-	sem      chan struct{} // nil: no cap
-	newState func() *clientState
-	mu       sync.Mutex
-	free     []*clientState
-	all      []*clientState
-}
-
-func newStatePool(capacity int, newState func() *clientState) *statePool {
-	p := &statePool{newState: newState}
-	if capacity > 0 {
-		p.sem = make(chan struct{}, capacity)
-	}
-	return p
-}
-
-// acquire waits for a free slot; nil when ctx ended first.
-func (p *statePool) acquire(ctx context.Context) *clientState {
-	if p.sem != nil {
-		select {
-		case p.sem <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.free); n > 0 {
-		st := p.free[n-1]
-		p.free = p.free[:n-1]
-		return st
-	}
-	st := p.newState()
-	p.all = append(p.all, st)
-	return st
-}
-
-func (p *statePool) release(st *clientState) {
-	p.mu.Lock()
-	p.free = append(p.free, st)
-	p.mu.Unlock()
-	if p.sem != nil {
-		<-p.sem
-	}
-}

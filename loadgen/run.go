@@ -61,9 +61,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		states = makeStates(cfg.clients(), newState)
 		d.closedLoop(runCtx, states, b)
 	} else {
-		pool := newStatePool(cfg.MaxConcurrency, newState)
-		d.openLoop(runCtx, pool, b, cfg.RequestRate, cfg.Arrival, cfg.Seed)
-		states = pool.all
+		states = d.openLoop(runCtx, newState, cfg.MaxConcurrency, b, cfg.RequestRate, cfg.Arrival, cfg.Seed)
 	}
 	duration := time.Since(d.runStart)
 	if d.prog != nil {

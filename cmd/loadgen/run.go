@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 
@@ -64,11 +65,28 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 	return output, html, progress
 }
 
+// startCPUProfile profiles the load generator itself, for tuning it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 func runCommand(args []string, stdout, stderr io.Writer) int {
 	cfg := loadgen.DefaultConfig()
 	fs := flag.NewFlagSet("loadgen run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	output, html, progress := runFlags(fs, &cfg)
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of loadgen itself to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -96,9 +114,15 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadgen: cannot profile (flag --cpuprofile): %v\n", err)
+		return exitFail
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := loadgen.Run(ctx, cfg)
+	stopProfile()
 	if err != nil {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitFail
