@@ -132,4 +132,3 @@ func nextGap(rng *rand.Rand, rate float64, arrival ArrivalKind) time.Duration {
 	}
 	return time.Duration(rng.ExpFloat64() * mean)
 }
-
