@@ -55,6 +55,21 @@ func (s *scanner) appendPiece(r rawString) {
 	f.textBuf = s.appendTo(f.textBuf, r)
 }
 
+// appendStringPiece is appendPiece for the string at pos, decoded as it is scanned.
+func (s *scanner) appendStringPiece() error {
+	f := s.f
+	if s.pos+1 < len(s.buf) && s.buf[s.pos+1] == '"' {
+		s.pos += 2 // empty: no piece, no separator
+		return nil
+	}
+	if len(f.textBuf) > 0 {
+		f.textBuf = append(f.textBuf, ' ')
+	}
+	var err error
+	f.textBuf, err = s.appendString(f.textBuf)
+	return err
+}
+
 // message reads one message object, pos at its '{'. Its content is appended as it is read;
 // a later duplicate "content" first removes what an earlier one appended. Reasoning goes
 // last, once the role is known, whatever the member order.
@@ -130,12 +145,7 @@ func (s *scanner) message(i int) error {
 func (s *scanner) content(i int) error {
 	switch s.buf[s.pos] {
 	case '"':
-		r, err := s.scanString()
-		if err != nil {
-			return err
-		}
-		s.appendPiece(r)
-		return nil
+		return s.appendStringPiece()
 	case 'n':
 		return s.scanLiteral("null")
 	case '[':

@@ -1,25 +1,40 @@
 package extract
 
 import (
-	"encoding/binary"
-	"math/bits"
+	"bytes"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// appendDecoded appends the decoded value of a string's content, already validated by
-// scanString, to dst. It follows encoding/json exactly: a valid surrogate pair of \u
-// escapes becomes one rune, any other escaped surrogate becomes U+FFFD, and each byte of
-// invalid UTF-8 becomes U+FFFD.
+// appendUnescaped appends the decoded value of a string's content that scanString found
+// to be valid UTF-8 with escapes: only the escapes need work, and bytes.IndexByte finds
+// them.
+func appendUnescaped(dst, raw []byte) []byte {
+	for {
+		e := bytes.IndexByte(raw, '\\')
+		if e < 0 {
+			return append(dst, raw...)
+		}
+		dst = append(dst, raw[:e]...)
+		var n int
+		dst, n = appendEscape(dst, raw[e:])
+		raw = raw[e+n:]
+	}
+}
+
+// appendDecoded appends the decoded value of any string content scanString accepted,
+// replacing each byte of invalid UTF-8 with U+FFFD as encoding/json does.
 func appendDecoded(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); {
-		j := nextEscape(raw, i)
-		dst = append(dst, raw[i:j]...)
-		if j >= len(raw) {
-			break
-		}
-		i = j
-		if raw[i] != '\\' {
+		switch c := raw[i]; {
+		case c == '\\':
+			var n int
+			dst, n = appendEscape(dst, raw[i:])
+			i += n
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			i++
+		default:
 			r, size := utf8.DecodeRune(raw[i:])
 			if r == utf8.RuneError && size == 1 {
 				dst = utf8.AppendRune(dst, utf8.RuneError)
@@ -27,51 +42,41 @@ func appendDecoded(dst, raw []byte) []byte {
 				dst = append(dst, raw[i:i+size]...)
 			}
 			i += size
-			continue
-		}
-		switch c := raw[i+1]; c {
-		case 'u':
-			r := hex4(raw[i+2:])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-					r2 = hex4(raw[i+2:])
-				}
-				if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
-					r = pair
-					i += 6
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-		default:
-			dst = append(dst, unescapeByte(c))
-			i += 2
 		}
 	}
 	return dst
 }
 
-// unescapeByte maps the character after a backslash (other than 'u') to its byte.
-func unescapeByte(c byte) byte {
-	switch c {
-	case 'b':
-		return '\b'
-	case 'f':
-		return '\f'
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
+// appendEscape decodes the escape sequence at the start of raw, validated by scanString,
+// and returns how many bytes it took. Like encoding/json, a \u escape of a high surrogate
+// followed by one of a low surrogate is one rune; any other escaped surrogate is U+FFFD,
+// and what follows it is decoded on its own.
+func appendEscape(dst, raw []byte) ([]byte, int) {
+	if c := raw[1]; c != 'u' {
+		return append(dst, unescaped[c]), 2
 	}
-	return c // '"', '\\' and '/' stand for themselves
+	r, n := hex4(raw[2:]), 6
+	if utf16.IsSurrogate(r) {
+		r2 := rune(-1)
+		if len(raw) >= 12 && raw[6] == '\\' && raw[7] == 'u' {
+			r2 = hex4(raw[8:])
+		}
+		if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
+			r, n = pair, 12
+		} else {
+			r = utf8.RuneError
+		}
+	}
+	return utf8.AppendRune(dst, r), n
 }
 
-// hex4 reads four hex digits validated by scanString; it returns -1 if they are not.
+// unescaped maps the character after a backslash to the byte it stands for; zero marks
+// 'u' and the characters that are no escape at all.
+var unescaped = [256]byte{
+	'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t',
+}
+
+// hex4 reads four hex digits, or returns -1 if b does not start with them.
 func hex4(b []byte) rune {
 	if len(b) < 4 {
 		return -1
@@ -87,41 +92,27 @@ func hex4(b []byte) rune {
 	return r
 }
 
-// nextEscape returns the index of the first '\\' or non-ASCII byte at or after i, or
-// len(b): the bytes before it are copied as they are.
-func nextEscape(b []byte, i int) int {
-	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		e := x ^ (lsb * '\\')
-		if m := ((e - lsb) &^ e & msb) | (x & msb); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
+// appendTo appends the decoded value of r to dst.
+func (s *scanner) appendTo(dst []byte, r rawString) []byte {
+	raw := s.buf[r.start:r.end]
+	switch {
+	case r.badUTF8:
+		return appendDecoded(dst, raw)
+	case r.escaped:
+		return appendUnescaped(dst, raw)
 	}
-	for ; i < len(b); i++ {
-		if b[i] == '\\' || b[i] >= 0x80 {
-			return i
-		}
-	}
-	return i
+	return append(dst, raw...)
 }
 
 // bytes returns the decoded value of r: a view into the body when nothing needs decoding
 // (capacity clipped so that appending to it cannot overwrite the body), otherwise the
 // value decoded into *buf.
 func (s *scanner) bytes(r rawString, buf *[]byte) []byte {
-	if !r.decode {
+	if !r.decode() {
 		return s.buf[r.start:r.end:r.end]
 	}
-	*buf = appendDecoded((*buf)[:0], s.buf[r.start:r.end])
+	*buf = s.appendTo((*buf)[:0], r)
 	return *buf
-}
-
-// appendTo appends the decoded value of r to dst.
-func (s *scanner) appendTo(dst []byte, r rawString) []byte {
-	if !r.decode {
-		return append(dst, s.buf[r.start:r.end]...)
-	}
-	return appendDecoded(dst, s.buf[r.start:r.end])
 }
 
 // name returns the decoded value of a member name or a short string compared against
@@ -132,7 +123,7 @@ func (s *scanner) name(r rawString) []byte {
 
 // equals reports whether the decoded value of r is lit.
 func (s *scanner) equals(r rawString, lit string) bool {
-	if !r.decode && r.end-r.start != len(lit) {
+	if !r.decode() && r.end-r.start != len(lit) {
 		return false
 	}
 	return string(s.name(r)) == lit

@@ -346,44 +346,39 @@ func (s *scanner) tokenIDs(path, want string) error {
 }
 
 // tokenRow reads the elements of an array of token IDs, pos just past its '[', appending
-// them to InputIDs.
+// them to InputIDs. Digits are converted as they are scanned: /generate bodies can carry
+// thousands of IDs.
 func (s *scanner) tokenRow(path, want string) error {
 	f := s.f
+	b := s.buf
 	more := s.peek() != ']'
 	if !more {
 		s.pos++
 	}
 	for more {
-		start := s.pos
-		if s.pos >= len(s.buf) || s.buf[s.pos] < '0' || s.buf[s.pos] > '9' {
+		i := s.pos
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
 			return s.typeError(path, want)
 		}
-		plain, err := s.scanNumber()
-		if err != nil {
-			return err
+		var v uint64
+		if b[i] == '0' {
+			i++ // JSON allows no leading zero: a digit after it fails in next, as it must
+		} else {
+			for ; i < len(b) && b[i] >= '0' && b[i] <= '9' && i-s.pos < 11; i++ {
+				v = v*10 + uint64(b[i]-'0')
+			}
 		}
-		id, fits := parseTokenID(s.buf[start:s.pos])
-		if !plain || !fits {
-			s.pos = start
+		// A fraction, an exponent or an 11th digit: a number, but not a token ID.
+		// settle re-validates the whole value, so its syntax is checked there.
+		if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E' || b[i] >= '0' && b[i] <= '9' && b[s.pos] != '0') || v > 1<<32-1 {
 			return s.typeError(path, want)
 		}
-		f.InputIDs = append(f.InputIDs, id)
+		f.InputIDs = append(f.InputIDs, uint32(v))
+		s.pos = i
+		var err error
 		if more, err = s.next(']'); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// parseTokenID parses the decimal digits of a plain JSON integer; fits is false when it
-// exceeds the uint32 range of token IDs.
-func parseTokenID(digits []byte) (id uint32, fits bool) {
-	if len(digits) > 10 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range digits {
-		v = v*10 + uint64(c-'0')
-	}
-	return uint32(v), v <= 1<<32-1
 }

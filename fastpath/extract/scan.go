@@ -1,11 +1,6 @@
 package extract
 
-import (
-	"encoding/binary"
-	"math/bits"
-	"strconv"
-	"unicode/utf8"
-)
+import "strconv"
 
 // MaxDepth is the deepest nesting of objects and arrays Extract accepts, counting the body
 // itself as level 1. It equals encoding/json's limit, so both reject the same bodies, and
@@ -18,16 +13,6 @@ type scanner struct {
 	pos int
 	f   *Fields
 }
-
-// rawString is a scanned JSON string: buf[start:end] is its content between the quotes.
-// decode is set when that content has an escape or invalid UTF-8 and so differs from its
-// decoded value; otherwise the content can be used in place.
-type rawString struct {
-	start, end int
-	decode     bool
-}
-
-func (r rawString) empty() bool { return r.start == r.end }
 
 // errExpected builds the SyntaxError for "expected X at i".
 func (s *scanner) errExpected(i int, what string) error {
@@ -63,98 +48,6 @@ func (s *scanner) peek() byte {
 		return s.buf[s.pos]
 	}
 	return 0
-}
-
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// specialMask has the high bit set in each byte of the 8-byte little-endian word x that
-// a string scan must stop at: '"', '\\', a control character below 0x20, or a non-ASCII
-// byte (to check its UTF-8). It is the zero-byte test of "Bit Twiddling Hacks" applied to
-// x^'"' and x^'\\', plus its has-less-than variant; their false positives sit only above
-// a true hit, so the lowest set bit always marks the first special byte.
-func specialMask(x uint64) uint64 {
-	q := x ^ (lsb * '"')
-	e := x ^ (lsb * '\\')
-	return ((q - lsb) &^ q & msb) | ((e - lsb) &^ e & msb) | ((x - lsb*0x20) &^ x & msb) | (x & msb)
-}
-
-// nextSpecial returns the index of the first byte at or after i that specialMask flags,
-// or len(b). Eight bytes per step: most of a request body is string content.
-func nextSpecial(b []byte, i int) int {
-	for ; i+8 <= len(b); i += 8 {
-		if m := specialMask(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	for ; i < len(b); i++ {
-		if c := b[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			return i
-		}
-	}
-	return i
-}
-
-// scanString validates the string whose opening quote is at pos and moves pos past its
-// closing quote. Escapes are validated here so that decoding later cannot fail.
-func (s *scanner) scanString() (rawString, error) {
-	b := s.buf
-	open := s.pos
-	r := rawString{start: open + 1}
-	i := r.start
-	for {
-		i = nextSpecial(b, i)
-		if i >= len(b) {
-			return r, s.errMsg(len(b), "unterminated string starting at byte "+strconv.Itoa(open))
-		}
-		switch c := b[i]; {
-		case c == '"':
-			r.end = i
-			s.pos = i + 1
-			return r, nil
-		case c == '\\':
-			r.decode = true
-			if i+1 >= len(b) {
-				return r, s.errMsg(len(b), "unterminated string starting at byte "+strconv.Itoa(open))
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				for k := i + 2; k < i+6; k++ {
-					if k >= len(b) || unhex(b[k]) < 0 {
-						return r, s.errExpected(k, expHex)
-					}
-				}
-				i += 6
-			default:
-				return r, s.errExpected(i+1, expEscape)
-			}
-		case c < 0x20:
-			return r, s.errMsg(i, "control character 0x"+string([]byte{hexDigits[c>>4], hexDigits[c&15]})+
-				" inside a string (escape it, for example as \\n or \\u00"+string([]byte{hexDigits[c>>4], hexDigits[c&15]})+")")
-		default: // non-ASCII: decode only to learn whether it is valid UTF-8
-			ru, size := utf8.DecodeRune(b[i:])
-			if ru == utf8.RuneError && size == 1 {
-				r.decode = true // encoding/json replaces it with U+FFFD; so do we
-			}
-			i += size
-		}
-	}
-}
-
-func unhex(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }
 
 // scanNumber validates the number at pos (RFC 8259 §6 grammar) and moves pos past it.
