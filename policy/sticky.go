@@ -1,0 +1,231 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/worker"
+)
+
+// PinnerConfig configures a Pinner.
+type PinnerConfig struct {
+	// AssignmentMode (--assignment-mode) chooses the worker of a key without a usable pin:
+	// random, min_load, min_group or delegate (ask the policy underneath; the manual policy,
+	// which has none, treats delegate as min_load).
+	AssignmentMode string
+	// MaxIdle (--max-idle-secs) drops a key unused this long; 0 keeps keys forever.
+	MaxIdle time.Duration
+	// MaxPins bounds the keys remembered; 0 selects DefaultMaxPins.
+	MaxPins int
+	// Metrics receives smg_manual_policy_branch_total and smg_manual_policy_cache_entries.
+	// Nil: a private set.
+	Metrics *metrics.Set
+}
+
+// ValidateAssignmentMode reports an unknown --assignment-mode.
+func ValidateAssignmentMode(mode string) error {
+	for _, m := range AssignmentModes {
+		if mode == m {
+			return nil
+		}
+	}
+	return fmt.Errorf("--assignment-mode is %q: choose random (default), min_load, min_group or delegate", mode)
+}
+
+// Pinner routes keyed requests through a PinTable: a pinned key goes to its worker (or its
+// failover), a new or stranded key is assigned by the assignment mode and pinned. It is the
+// engine of the manual policy and of sticky sessions (--routing-key-override); each policy
+// instance owns one, so pins are per model.
+type Pinner struct {
+	table  *PinTable
+	counts *KeyCounts
+	mode   string
+	rnd    Rand
+	br     pinBranches
+}
+
+type pinBranches struct {
+	hit, miss, vacant, noKey, none *metrics.Counter
+}
+
+// NewPinner returns a Pinner; cfg.AssignmentMode must be valid and rnd nil selects
+// RuntimeRand. now starts the table's coarse clock.
+func NewPinner(cfg PinnerConfig, rnd Rand, now time.Time) *Pinner {
+	if rnd == nil {
+		rnd = RuntimeRand{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	c := func(branch string) *metrics.Counter {
+		return cfg.Metrics.GetOrCreateCounter(`smg_manual_policy_branch_total{branch="` + branch + `"}`)
+	}
+	entries := cfg.Metrics.GetOrCreateGauge(`smg_manual_policy_cache_entries`, nil)
+	return &Pinner{
+		table:  NewPinTable(now, cfg.MaxIdle, cfg.MaxPins, entries),
+		counts: NewKeyCounts(),
+		mode:   cfg.AssignmentMode,
+		rnd:    rnd,
+		br: pinBranches{
+			hit: c(BranchOccupiedHit), miss: c(BranchOccupiedMiss), vacant: c(BranchVacant),
+			noKey: c(BranchNoRoutingID), none: c(BranchNoHealthyWorkers),
+		},
+	}
+}
+
+// Table returns the pin table.
+func (p *Pinner) Table() *PinTable { return p.table }
+
+// Track sets the workers whose pinned keys min_group counts. Call it from Build.
+func (p *Pinner) Track(ws []*worker.Worker) { p.counts.Track(ws) }
+
+// Maintain advances the table's clock and evicts idle keys.
+func (p *Pinner) Maintain(now time.Time) {
+	for w, n := range p.table.Maintain(now) {
+		p.counts.Add(w, -int64(n))
+	}
+}
+
+// PickKeyed routes a request that carries key: its pin when usable, else a new assignment
+// (from delegate when the mode is delegate and delegate is non-nil), which is pinned.
+func (p *Pinner) PickKeyed(req *Request, key []byte, ws []*worker.Worker, delegate Picker) (Result, error) {
+	w, state := p.table.Lookup(req, key)
+	if state == PinHit {
+		p.br.hit.Inc()
+		return Result{Worker: w}, nil
+	}
+	res, err := p.Assign(req, ws, delegate)
+	if err != nil {
+		p.br.none.Inc()
+		return res, err
+	}
+	if state == PinStale {
+		p.br.miss.Inc()
+	} else {
+		p.br.vacant.Inc()
+	}
+	added, dropped := p.table.Pin(key, res.Worker)
+	if added {
+		p.counts.Add(res.Worker, 1)
+	}
+	p.counts.Add(dropped, -1)
+	return res, nil
+}
+
+// PickUnkeyed serves a request without a key by the assignment mode, pinning nothing (the
+// manual policy's no_routing_id branch).
+func (p *Pinner) PickUnkeyed(req *Request, ws []*worker.Worker) (Result, error) {
+	res, err := p.Assign(req, ws, nil)
+	if err != nil {
+		p.br.none.Inc()
+		return res, err
+	}
+	p.br.noKey.Inc()
+	return res, nil
+}
+
+// Assign chooses a worker for a key that has no usable pin.
+func (p *Pinner) Assign(req *Request, ws []*worker.Worker, delegate Picker) (Result, error) {
+	var w *worker.Worker
+	switch p.mode {
+	case AssignDelegate:
+		if delegate != nil {
+			return delegate.Pick(req)
+		}
+		w = LeastInFlight(req, ws, p.rnd, NoHotLimit)
+	case AssignMinLoad:
+		w = LeastInFlight(req, ws, p.rnd, NoHotLimit)
+	case AssignMinGroup:
+		w = p.counts.Least(req, ws, p.rnd)
+	default:
+		w = PickRandomUsable(req, ws, p.rnd)
+	}
+	if w == nil {
+		return Result{}, ErrNoAvailableWorkers
+	}
+	return Result{Worker: w}, nil
+}
+
+// StickyConfig configures sticky sessions (--routing-key-override) on top of any policy.
+type StickyConfig struct {
+	PinnerConfig
+}
+
+// DefaultStickyConfig: the underlying policy decides where a session starts (delegate), keys
+// idle for DefaultMaxIdle are forgotten.
+func DefaultStickyConfig() StickyConfig {
+	return StickyConfig{PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle}}
+}
+
+// StickyBuilder wraps a policy with sticky sessions: a request whose body rid (lineage
+// stripped) or routing-key header names a session goes to that session's worker; the first
+// request of a session, and one whose worker became unavailable, is placed by the assignment
+// mode (by default the wrapped policy) and pinned. Requests without a key go to the wrapped
+// policy untouched. smg_routing_key_source_total counts keyed requests by source.
+type StickyBuilder struct {
+	inner  Builder
+	pinner *Pinner
+	source [2]*metrics.Counter // rid, header
+}
+
+// NewStickyBuilder wraps inner; cfg.AssignmentMode must be valid.
+func NewStickyBuilder(inner Builder, cfg StickyConfig, rnd Rand, now time.Time) *StickyBuilder {
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	return &StickyBuilder{
+		inner:  inner,
+		pinner: NewPinner(cfg.PinnerConfig, rnd, now),
+		source: [2]*metrics.Counter{
+			cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="` + KeySourceRid + `"}`),
+			cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="` + KeySourceHeader + `"}`),
+		},
+	}
+}
+
+// Name is the wrapped policy's name: metrics and the admin API show the real policy.
+func (b *StickyBuilder) Name() string { return b.inner.Name() }
+
+// Inner returns the wrapped builder.
+func (b *StickyBuilder) Inner() Builder { return b.inner }
+
+// Build implements Builder.
+func (b *StickyBuilder) Build(g Group) Picker {
+	b.pinner.Track(g.Workers)
+	return &stickyPicker{inner: b.inner.Build(g), workers: g.Workers, b: b}
+}
+
+// Maintain evicts idle sessions and maintains the wrapped policy.
+func (b *StickyBuilder) Maintain(now time.Time) {
+	b.pinner.Maintain(now)
+	if m, ok := b.inner.(Maintainer); ok {
+		m.Maintain(now)
+	}
+}
+
+type stickyPicker struct {
+	inner   Picker
+	workers []*worker.Worker
+	b       *StickyBuilder
+}
+
+func (p *stickyPicker) Pick(req *Request) (Result, error) {
+	key, source := StickyKey(req, true)
+	if key == nil {
+		return p.inner.Pick(req)
+	}
+	if source == KeySourceRid {
+		p.b.source[0].Inc()
+	} else {
+		p.b.source[1].Inc()
+	}
+	return p.b.pinner.PickKeyed(req, key, p.workers, p.inner)
+}
+
+// Record forwards to the wrapped picker, so cache_aware still learns where requests ran.
+func (p *stickyPicker) Record(req *Request, served *worker.Worker) {
+	if r, ok := p.inner.(Recorder); ok {
+		r.Record(req, served)
+	}
+}

@@ -1,0 +1,127 @@
+package policy_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/policy/roundrobin"
+	"github.com/smg-go/smg/worker"
+)
+
+// recordingBuilder wraps a builder so tests see Record and Maintain calls reach it.
+type recordingBuilder struct {
+	policy.Builder
+	recorded []*worker.Worker
+	maintain []time.Time
+}
+
+func (b *recordingBuilder) Build(g policy.Group) policy.Picker {
+	return &recordingPicker{Picker: b.Builder.Build(g), b: b}
+}
+func (b *recordingBuilder) Maintain(now time.Time) { b.maintain = append(b.maintain, now) }
+
+type recordingPicker struct {
+	policy.Picker
+	b *recordingBuilder
+}
+
+func (p *recordingPicker) Record(_ *policy.Request, w *worker.Worker) {
+	p.b.recorded = append(p.b.recorded, w)
+}
+
+func TestStickySessionsOnTopOfAPolicy(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := policytest.NewFleet(t, 4, "m")
+	inner := &recordingBuilder{Builder: roundrobin.New()}
+	cfg := policy.DefaultStickyConfig()
+	cfg.Metrics = metrics.NewSet()
+	sb := policy.NewStickyBuilder(inner, cfg, policytest.NewRand(1), t0)
+	if sb.Name() != roundrobin.Name {
+		t.Fatalf("name %q: the sticky wrapper must report the real policy", sb.Name())
+	}
+	p := sb.Build(f.Group("m"))
+
+	// Keyless requests: plain round robin.
+	var rotation []*worker.Worker
+	for range 4 {
+		res, err := p.Pick(&policy.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rotation = append(rotation, res.Worker)
+	}
+	for i := range rotation {
+		if rotation[i] != f.Workers[i] {
+			t.Fatalf("keyless pick %d went to %s, want round robin's %s", i, rotation[i].URL, f.Workers[i].URL)
+		}
+	}
+	// Each session starts where the policy puts it (delegate), then sticks, across turns.
+	start := map[string]*worker.Worker{}
+	for s := range 8 {
+		res, err := p.Pick(&policy.Request{Rid: fmt.Appendf(nil, "s%d_t1", s)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start[fmt.Sprint(s)] = res.Worker
+	}
+	for turn := 2; turn <= 5; turn++ {
+		for s := range 8 {
+			res, err := p.Pick(&policy.Request{Rid: fmt.Appendf(nil, "s%d_t%d", s, turn)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Worker != start[fmt.Sprint(s)] {
+				t.Fatalf("session %d turn %d moved to %s", s, turn, res.Worker.URL)
+			}
+		}
+	}
+	// The round robin placed the 8 sessions on all 4 workers.
+	used := map[*worker.Worker]bool{}
+	for _, w := range start {
+		used[w] = true
+	}
+	if len(used) != 4 {
+		t.Fatalf("sessions were placed on %d workers, want the policy's spread over 4", len(used))
+	}
+	// A header key sticks too.
+	res1, _ := p.Pick(&policy.Request{RoutingKey: []byte("tenant-7")})
+	res2, _ := p.Pick(&policy.Request{RoutingKey: []byte("tenant-7")})
+	if res1.Worker != res2.Worker {
+		t.Fatal("header key did not stick")
+	}
+	if got := cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="rid"}`).Get(); got != 40 {
+		t.Fatalf("rid source = %d, want 40", got)
+	}
+	if got := cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="header"}`).Get(); got != 2 {
+		t.Fatalf("header source = %d, want 2", got)
+	}
+	// Record and Maintain reach the wrapped policy.
+	p.(policy.Recorder).Record(&policy.Request{}, f.Workers[2])
+	sb.Maintain(t0.Add(time.Second))
+	if len(inner.recorded) != 1 || inner.recorded[0] != f.Workers[2] || len(inner.maintain) != 1 {
+		t.Fatalf("recorded %v, maintained %v", inner.recorded, inner.maintain)
+	}
+}
+
+func TestStickyKeyStrandedByUnavailableWorkerMovesAndReturns(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := policytest.NewFleet(t, 3, "m")
+	sb := policy.NewStickyBuilder(roundrobin.New(), policy.DefaultStickyConfig(), nil, t0)
+	p := sb.Build(f.Group("m"))
+	req := &policy.Request{Rid: []byte("conv_t1")}
+	home, _ := p.Pick(req)
+	f.SetStatus(home.Worker, worker.StatusNotReady)
+	away, err := p.Pick(req)
+	if err != nil || away.Worker == home.Worker {
+		t.Fatalf("failover: %v %v", away.Worker, err)
+	}
+	f.SetStatus(home.Worker, worker.StatusReady)
+	back, _ := p.Pick(req)
+	if back.Worker != home.Worker {
+		t.Fatalf("after recovery went to %s, want home %s", back.Worker.URL, home.Worker.URL)
+	}
+}
