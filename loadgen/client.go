@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -81,6 +82,7 @@ type clientState struct {
 	sse    sseReader
 	itl    []float64 // inter-token gaps of the current request, ms
 	answer []byte    // generated text of the current request, when the source wants it
+	body   []byte    // a streamed body read whole (error bodies, non-SSE answers)
 	rec    recorder
 }
 
@@ -128,6 +130,9 @@ type sample struct {
 	usage         usage
 	promptTokens  int // reported, else the workload's estimate
 	outputTokens  int // reported, else content events (streams) or 0
+	// detail says why a request failed (an error, the start of an error body); it may view
+	// the client state's buffers, so it is valid until the state's next request.
+	detail []byte
 }
 
 // do sends it, reads the whole answer, records the sample into st.rec and returns it.
@@ -145,13 +150,14 @@ func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer b
 	var s sample
 	if err != nil {
 		s.fail = classify(err)
+		s.detail = []byte(err.Error())
 	} else {
 		s.status = resp.StatusCode()
 		st.rec.countWorker(workerID(resp))
 		if cl.stream {
 			s = cl.readStream(st, it, start, wantAnswer, s)
 		} else {
-			s = cl.readBody(st, start, wantAnswer, s)
+			s = cl.readBody(st, wantAnswer, s)
 		}
 	}
 	now := time.Now()
@@ -181,24 +187,28 @@ func workerID(resp *fasthttp.Response) []byte {
 func (cl *client) readStream(st *clientState, it *item, start time.Time, wantAnswer bool, s sample) sample {
 	body := st.resp.BodyStream()
 	if body == nil {
-		s.fail = failTruncated
+		s.fail, s.detail = failTruncated, []byte("response has no body")
 		return s
 	}
 	defer st.resp.CloseBodyStream() //nolint:errcheck // closing only releases the connection
-	st.sse.reset(body)
-	if s.status != fasthttp.StatusOK {
-		s.fail = failHTTPStatus
-		drain(&st.sse)
-		return s
+	if s.status != fasthttp.StatusOK || !bytes.HasPrefix(st.resp.Header.ContentType(), []byte("text/event-stream")) {
+		// An error, or a server that answered a stream request whole: read it whole.
+		var err error
+		if st.body, err = readAll(st.body[:0], body, maxWholeBody); err != nil {
+			s.fail, s.detail = classify(err), []byte(err.Error())
+			return s
+		}
+		return cl.parseWhole(st, st.body, wantAnswer, s)
 	}
+	st.sse.reset(body)
 	var last time.Time
 	generated := 0 // /generate streams cumulative text: the bytes already seen
 	for {
 		data, err := st.sse.next()
 		if err != nil {
-			s.fail = failTruncated
+			s.fail, s.detail = failTruncated, []byte("stream ended before data: [DONE]")
 			if !errors.Is(err, io.EOF) {
-				s.fail = classify(err)
+				s.fail, s.detail = classify(err), []byte(err.Error())
 			}
 			return s
 		}
@@ -207,11 +217,11 @@ func (cl *client) readStream(st *clientState, it *item, start time.Time, wantAns
 		}
 		p, err := parsePayload(&st.parser, cl.endpoint, data)
 		if err != nil {
-			s.fail = failBadResponse
+			s.fail, s.detail = failBadResponse, data
 			return s
 		}
 		if p.failed {
-			s.fail = failStreamError
+			s.fail, s.detail = failStreamError, data
 			return s
 		}
 		if p.usage.reported {
@@ -250,6 +260,32 @@ func (cl *client) readStream(st *clientState, it *item, start time.Time, wantAns
 	return s
 }
 
+// maxWholeBody bounds a body read whole from a stream request.
+const maxWholeBody = 64 << 20
+
+// errBodyTooLarge is returned by readAll past maxWholeBody.
+var errBodyTooLarge = errors.New("response body larger than 64 MiB")
+
+// readAll appends r's bytes to dst, up to limit.
+func readAll(dst []byte, r io.Reader, limit int) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if len(dst) > limit {
+			return dst, errBodyTooLarge
+		}
+		if errors.Is(err, io.EOF) {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+}
+
 // drain reads a stream to its end, ignoring what it says.
 func drain(r *sseReader) {
 	for {
@@ -260,17 +296,22 @@ func drain(r *sseReader) {
 }
 
 // readBody parses a whole (non-streamed) answer.
-func (cl *client) readBody(st *clientState, start time.Time, wantAnswer bool, s sample) sample {
+func (cl *client) readBody(st *clientState, wantAnswer bool, s sample) sample {
+	return cl.parseWhole(st, st.resp.Body(), wantAnswer, s)
+}
+
+// parseWhole parses a response body that is one JSON document.
+func (cl *client) parseWhole(st *clientState, body []byte, wantAnswer bool, s sample) sample {
 	if s.status != fasthttp.StatusOK {
-		s.fail = failHTTPStatus
+		s.fail, s.detail = failHTTPStatus, body
 		return s
 	}
-	p, err := parsePayload(&st.parser, cl.endpoint, st.resp.Body())
+	p, err := parsePayload(&st.parser, cl.endpoint, body)
 	switch {
 	case err != nil:
-		s.fail = failBadResponse
+		s.fail, s.detail = failBadResponse, body
 	case p.failed:
-		s.fail = failStreamError
+		s.fail, s.detail = failStreamError, body
 	default:
 		s.usage = p.usage
 		if wantAnswer {

@@ -1,7 +1,10 @@
 package loadgen
 
 import (
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // recorder accumulates the samples of one clientState. It is owned by one goroutine at a
@@ -24,7 +27,11 @@ type recorder struct {
 	failures  [numFailures]int64
 	workers   map[string]*int64 // pointer values: counting an existing id does not allocate
 	timeline  []timelineAcc
+	examples  map[string]string // the first failure detail per status key
 }
+
+// maxExample bounds a stored failure detail.
+const maxExample = 300
 
 // timelineAcc is one Config.TimelineInterval of completions.
 type timelineAcc struct {
@@ -39,6 +46,7 @@ func newRecorder(interval time.Duration) recorder {
 		okStatus:  map[int]int64{},
 		badStatus: map[int]int64{},
 		workers:   map[string]*int64{},
+		examples:  map[string]string{},
 	}
 }
 
@@ -65,6 +73,9 @@ func (r *recorder) record(s *sample, itl []float64, stream bool) {
 			r.badStatus[s.status]++
 		} else {
 			r.failures[s.fail]++
+		}
+		if key := statusKey(s); r.examples[key] == "" {
+			r.examples[key] = exampleText(s.detail)
 		}
 		return
 	}
@@ -136,6 +147,11 @@ func (r *recorder) merge(o *recorder) {
 			r.workers[id] = &v
 		}
 	}
+	for k, v := range o.examples {
+		if r.examples[k] == "" {
+			r.examples[k] = v
+		}
+	}
 	for i, t := range o.timeline {
 		slot := r.bucket(time.Duration(i) * r.interval)
 		slot.completed += t.completed
@@ -144,4 +160,24 @@ func (r *recorder) merge(o *recorder) {
 		slot.sumE2E += t.sumE2E
 		slot.sumTTFT += t.sumTTFT
 	}
+}
+
+// statusKey is the Result.StatusCounts key of a failed sample.
+func statusKey(s *sample) string {
+	if s.fail == failHTTPStatus {
+		return strconv.Itoa(s.status)
+	}
+	return failureNames[s.fail]
+}
+
+// exampleText copies a failure detail, cut to maxExample bytes on a UTF-8 boundary.
+func exampleText(detail []byte) string {
+	if len(detail) > maxExample {
+		cut := maxExample
+		for cut > 0 && !utf8.RuneStart(detail[cut]) {
+			cut--
+		}
+		return strings.ToValidUTF8(string(detail[:cut]), "\uFFFD") + "…"
+	}
+	return strings.ToValidUTF8(string(detail), "\uFFFD")
 }

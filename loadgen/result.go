@@ -29,6 +29,9 @@ type Result struct {
 	// HTTP status ("503") or by kind: "timeout", "connection_error", "stream_error" (an error
 	// payload), "truncated_stream" (no [DONE]), "bad_response" (not JSON).
 	StatusCounts map[string]int64 `json:"status_counts"`
+	// ErrorExamples holds, per failing StatusCounts key, the first failure's error or the
+	// start of its response body: what to read first when a run fails.
+	ErrorExamples map[string]string `json:"error_examples,omitempty"`
 	// Workers counts responses by the worker that served them (x-smg-routed-worker-id, else
 	// x-mock-worker-id); empty when servers send neither header.
 	Workers map[string]int64 `json:"workers"`
@@ -91,6 +94,7 @@ func buildResult(cfg *Config, rec *recorder, startedAt time.Time, duration time.
 		Failed:            rec.failed,
 		StatusCounts:      map[string]int64{},
 		Workers:           map[string]int64{},
+		ErrorExamples:     rec.examples,
 		TotalInputTokens:  rec.inputTokens,
 		TotalOutputTokens: rec.outputTokens,
 		TotalCachedTokens: rec.cachedTokens,

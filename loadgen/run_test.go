@@ -131,6 +131,9 @@ func TestRunCountsFailuresByStatus(t *testing.T) {
 	if res.E2E.Count != 15 {
 		t.Fatalf("latency samples %d: failed requests must not count", res.E2E.Count)
 	}
+	if ex := res.ErrorExamples["503"]; !strings.Contains(ex, "injected failure") || len(res.ErrorExamples) != 1 {
+		t.Fatalf("error examples %q", res.ErrorExamples)
+	}
 }
 
 func TestRunFallsBackWithoutUsage(t *testing.T) {
@@ -146,13 +149,24 @@ func TestRunFallsBackWithoutUsage(t *testing.T) {
 	}
 }
 
+func TestRunAcceptsWholeAnswersToStreamRequests(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{IgnoreStream: true})
+	cfg := smallRandom(srv.BaseURL)
+	cfg.NumRequests = 5
+	res := runOK(t, cfg)
+	wantOut, _ := sumMaxTokens(t, cfg, 5)
+	if res.Completed != 5 || res.TotalOutputTokens != wantOut || res.ITL.Count != 0 {
+		t.Fatalf("completed %d out %d (want %d) itl %d; %v", res.Completed, res.TotalOutputTokens, wantOut, res.ITL.Count, res.ErrorExamples)
+	}
+}
+
 func TestRunTruncatedStreamFails(t *testing.T) {
 	srv := startServer(t, loadgentest.Options{OmitDone: true})
 	cfg := smallRandom(srv.BaseURL)
 	cfg.NumRequests = 4
 	res := runOK(t, cfg)
-	if res.Failed != 4 || res.StatusCounts["truncated_stream"] != 4 {
-		t.Fatalf("status %v", res.StatusCounts)
+	if res.Failed != 4 || res.StatusCounts["truncated_stream"] != 4 || !strings.Contains(res.ErrorExamples["truncated_stream"], "[DONE]") {
+		t.Fatalf("status %v examples %q", res.StatusCounts, res.ErrorExamples)
 	}
 }
 

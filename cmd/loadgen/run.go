@@ -119,8 +119,14 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen: cannot profile (flag --cpuprofile): %v\n", err)
 		return exitFail
 	}
+	// The first interrupt stops issuing requests and reports what finished; a second one
+	// kills the process as usual.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	res, err := loadgen.Run(ctx, cfg)
 	stopProfile()
 	if err != nil {

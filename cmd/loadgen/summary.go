@@ -44,6 +44,12 @@ func printSummary(w io.Writer, r *loadgen.Result) {
 	for _, k := range slices.Sorted(maps.Keys(r.StatusCounts)) {
 		line(k, "%d", r.StatusCounts[k])
 	}
+	if len(r.ErrorExamples) > 0 {
+		fmt.Fprintf(w, "%s\n", centered("First error by status"))
+		for _, k := range slices.Sorted(maps.Keys(r.ErrorExamples)) {
+			fmt.Fprintf(w, "%s: %s\n", k, r.ErrorExamples[k])
+		}
+	}
 	if len(r.Workers) > 0 {
 		fmt.Fprintf(w, "%s\n", centered("Requests by worker"))
 		for _, k := range slices.Sorted(maps.Keys(r.Workers)) {

@@ -27,6 +27,8 @@ type Options struct {
 	OmitUsage bool
 	// OmitDone ends streams without "data: [DONE]".
 	OmitDone bool
+	// IgnoreStream answers stream requests with one JSON body, as some servers do.
+	IgnoreStream bool
 	// CacheBlock is the prefix cache's block size in words: a prompt's cached_tokens is the
 	// number of words in its leading blocks seen before, in any earlier prompt. Default 16.
 	CacheBlock int
@@ -158,7 +160,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(`{"error":{"message":"invalid JSON body","type":"invalid_request_error"}}`)
 		return
 	}
-	if r.stream {
+	if r.stream && !s.opts.IgnoreStream {
 		ctx.SetContentType("text/event-stream")
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { s.writeStream(w, &r) })
 		return
