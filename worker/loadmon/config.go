@@ -1,0 +1,96 @@
+package loadmon
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/cli"
+)
+
+// Defaults.
+const (
+	// DefaultInterval is --load-monitor-interval.
+	DefaultInterval = 10 * time.Second
+	// StaleIntervals is how many intervals a report outlives its last successful poll by
+	// default, tolerating a couple of missed or slow polls (as the spec product does).
+	StaleIntervals = 3
+	// DefaultConcurrency bounds the polls in flight at once.
+	DefaultConcurrency = 32
+	// DefaultTimeout bounds one poll (capped at the interval).
+	DefaultTimeout = 5 * time.Second
+)
+
+// Config configures a Monitor.
+type Config struct {
+	// Interval (--load-monitor-interval) is the time between polling rounds. Default 10 s.
+	Interval time.Duration
+	// Disable (--disable-load-monitoring) stops polling unless Required says a load-aware
+	// policy needs the reports (spec: cache_aware, least_load and power_of_two keep polling).
+	Disable bool
+	// Required reports whether a load-aware policy is in use; consulted only when Disable is
+	// set. Nil: nothing requires the reports.
+	Required func() bool
+	// MaxReportAge drops a worker's report once this long has passed since it was received
+	// and no newer one came: the worker falls back to the in-flight signal instead of routing
+	// on an old picture. Default StaleIntervals × Interval.
+	MaxReportAge time.Duration
+	// Timeout bounds one poll. Default min(5 s, Interval).
+	Timeout time.Duration
+	// Concurrency bounds the polls in flight. Default 32.
+	Concurrency int
+	// Now is the clock reports are stamped with and aged by. Default time.Now.
+	Now func() time.Time
+	// Metrics receives smg_load_monitor_polls_total. Nil: a private set.
+	Metrics *metrics.Set
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config { return Config{Interval: DefaultInterval} }
+
+// Validate reports a setting out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.Interval <= 0:
+		return fmt.Errorf("--load-monitor-interval is %v s: give a positive number of seconds (default %v)", c.Interval.Seconds(), DefaultInterval.Seconds())
+	case c.MaxReportAge < 0:
+		return fmt.Errorf("load report max age is %v: give a positive duration, or 0 for %d intervals", c.MaxReportAge, StaleIntervals)
+	case c.Timeout < 0:
+		return fmt.Errorf("load poll timeout is %v: give a positive duration, or 0 for the default", c.Timeout)
+	case c.Concurrency < 0:
+		return fmt.Errorf("load poll concurrency is %d: give a positive count, or 0 for %d", c.Concurrency, DefaultConcurrency)
+	}
+	return nil
+}
+
+func (c *Config) fillDefaults() {
+	if c.MaxReportAge == 0 {
+		c.MaxReportAge = StaleIntervals * c.Interval
+	}
+	if c.Timeout == 0 {
+		c.Timeout = min(DefaultTimeout, c.Interval)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewSet()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// RegisterFlags registers the load-monitoring flags of the spec on fs, writing into cfg.
+func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
+	fs.Duration("load-monitor-interval", &cfg.Interval, DefaultInterval,
+		"Seconds between polls of each worker's load (/v1/loads, else Prometheus /metrics)")
+	fs.Bool("disable-load-monitoring", &cfg.Disable, false,
+		"Stop polling worker loads unless a load-aware policy (cache_aware, least_load, power_of_two) needs them")
+}

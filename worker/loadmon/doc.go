@@ -1,0 +1,24 @@
+// Package loadmon polls each worker's load off the hot path and publishes it on the worker as
+// an atomic pointer (Worker.SetLoad), where least_load, power_of_two and cache_aware read it.
+//
+// Every --load-monitor-interval seconds (default 10) a round asks each registered worker for
+// SGLang's GET /v1/loads, whatever the engine, and falls back to the engine's Prometheus
+// /metrics (SGLang's sglang:* or vLLM's vllm:* gauges) when that route does not answer with a
+// report. The route that answered is remembered per worker and asked first next time. A
+// worker that stops answering keeps its last report for MaxReportAge (default three
+// intervals), after which the report is dropped and policies fall back to the in-flight count.
+// --disable-load-monitoring stops polling unless a load-aware policy needs the reports.
+//
+// # Concurrency
+//
+// Run owns one goroutine; each round polls with at most Concurrency goroutines that exit when
+// the round ends, each poll bounded by Timeout, so a slow worker delays only its own report.
+// Publishing is one atomic store per worker; a new report also resets the worker's
+// since-report dispatch counters, whose work it now includes.
+//
+// # Ownership
+//
+// Responses are read into pooled fasthttp buffers and parsed with pooled fastjson parsers; a
+// published LoadReport is a fresh allocation, immutable once stored. Nothing of a response body
+// is retained.
+package loadmon

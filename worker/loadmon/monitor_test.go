@@ -1,0 +1,207 @@
+package loadmon
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smg-go/smg/worker"
+	"github.com/valyala/fasthttp"
+)
+
+// engine is a fake engine on a loopback port whose answers a test changes at will.
+type engine struct {
+	url     string
+	loads   atomic.Pointer[string] // nil: /v1/loads answers 404
+	metrics atomic.Pointer[string] // nil: /metrics answers 404
+	down    atomic.Bool            // true: every request gets its connection closed
+	hits    sync.Map               // path → *atomic.Int64
+}
+
+func startEngine(t *testing.T) *engine {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &engine{url: "http://" + ln.Addr().String()}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		n, _ := e.hits.LoadOrStore(string(ctx.Path()), new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		if e.down.Load() {
+			ctx.SetConnectionClose()
+			ctx.Hijack(func(c net.Conn) {})
+			return
+		}
+		var body *string
+		switch string(ctx.Path()) {
+		case pathLoads:
+			body = e.loads.Load()
+		case pathMetrics:
+			body = e.metrics.Load()
+		}
+		if body == nil {
+			ctx.SetStatusCode(fasthttp.StatusNotFound)
+			return
+		}
+		ctx.SetBodyString(*body)
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return e
+}
+
+func (e *engine) count(path string) int64 {
+	n, ok := e.hits.Load(path)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
+}
+
+func str(s string) *string { return &s }
+
+func register(t *testing.T, urls ...string) (*worker.Registry, []*worker.Worker) {
+	t.Helper()
+	reg, err := worker.NewRegistry(worker.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	var ws []*worker.Worker
+	for _, u := range urls {
+		spec := worker.Spec{URL: u}
+		if err := spec.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := reg.Add(context.Background(), spec, worker.StatusReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	return reg, ws
+}
+
+type fakeClock struct{ now atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time         { return time.Unix(0, c.now.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.now.Add(int64(d)) }
+
+func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
+	sgl, vllm := startEngine(t), startEngine(t)
+	sgl.loads.Store(str(mockLoads))
+	sgl.metrics.Store(str(sglangMetrics))
+	vllm.metrics.Store(str(vllmMetrics)) // no /v1/loads
+	reg, ws := register(t, sgl.url, vllm.url)
+	clock := &fakeClock{}
+	clock.now.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	m, err := New(Config{Interval: time.Second, Now: clock.Now}, reg.Current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws[0].NoteDispatch(500) // work sent before the report: the report includes it
+	m.PollOnce(context.Background())
+
+	r := ws[0].Load()
+	if r == nil || r.WaitingTokens != 3072 || r.GenThroughput != 812.5 || !r.At.Equal(clock.Now()) {
+		t.Fatalf("SGLang worker report %+v", r)
+	}
+	if req, _, _ := ws[0].SinceReport(); req != 0 {
+		t.Fatal("a new report must reset the since-report counters")
+	}
+	if r := ws[1].Load(); r == nil || r.RunningRequests != 9 || r.WaitingTokens != -1 {
+		t.Fatalf("vLLM worker report %+v", r)
+	}
+	if m.Preferred(ws[0]) != SourceLoads || m.Preferred(ws[1]) != SourceMetrics {
+		t.Fatalf("preferred routes %q, %q", m.Preferred(ws[0]), m.Preferred(ws[1]))
+	}
+	if sgl.count(pathMetrics) != 0 {
+		t.Fatal("the SGLang worker answered /v1/loads; /metrics must not be asked")
+	}
+	// The vLLM worker is remembered: the next round asks /metrics first.
+	before := vllm.count(pathLoads)
+	m.PollOnce(context.Background())
+	if vllm.count(pathLoads) != before {
+		t.Fatal("the remembered route was not asked first")
+	}
+}
+
+func TestSilentWorkerKeepsItsReportForABoundedAge(t *testing.T) {
+	e := startEngine(t)
+	e.loads.Store(str(mockLoads))
+	reg, ws := register(t, e.url)
+	clock := &fakeClock{}
+	m, err := New(Config{Interval: 10 * time.Second, Timeout: time.Second, Now: clock.Now}, reg.Current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.PollOnce(context.Background())
+	if ws[0].Load() == nil {
+		t.Fatal("no report")
+	}
+	e.down.Store(true)
+	clock.Advance(25 * time.Second) // within 3 intervals
+	m.PollOnce(context.Background())
+	if ws[0].Load() == nil {
+		t.Fatal("report dropped before its max age")
+	}
+	clock.Advance(10 * time.Second) // 35 s > 30 s
+	m.PollOnce(context.Background())
+	if ws[0].Load() != nil {
+		t.Fatal("report kept past its max age")
+	}
+	e.down.Store(false)
+	m.PollOnce(context.Background())
+	if ws[0].Load() == nil {
+		t.Fatal("no report after the worker came back")
+	}
+}
+
+func TestDisabledMonitoringPollsOnlyWhenRequired(t *testing.T) {
+	required := atomic.Bool{}
+	m, err := New(Config{Interval: time.Second, Disable: true, Required: required.Load}, func() *worker.Snapshot { return &worker.Snapshot{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.active() {
+		t.Fatal("disabled monitoring polls with no load-aware policy")
+	}
+	required.Store(true)
+	if !m.active() {
+		t.Fatal("a load-aware policy must keep polling on")
+	}
+}
+
+func TestRunStopsWithItsContext(t *testing.T) {
+	e := startEngine(t)
+	e.loads.Store(str(mockLoads))
+	reg, ws := register(t, e.url)
+	m, err := New(Config{Interval: time.Hour}, reg.Current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	for ws[0].Load() == nil { // the first round starts at once
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{}, {Interval: time.Second, MaxReportAge: -1}, {Interval: time.Second, Concurrency: -1}, {Interval: time.Second, Timeout: -1}} {
+		if c.Validate() == nil {
+			t.Errorf("accepted %+v", c)
+		}
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
