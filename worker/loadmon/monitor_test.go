@@ -89,7 +89,7 @@ func register(t *testing.T, urls ...string) (*worker.Registry, []*worker.Worker)
 
 type fakeClock struct{ now atomic.Int64 }
 
-func (c *fakeClock) Now() time.Time         { return time.Unix(0, c.now.Load()) }
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.now.Load()) }
 func (c *fakeClock) Advance(d time.Duration) { c.now.Add(int64(d)) }
 
 func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
