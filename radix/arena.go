@@ -1,10 +1,13 @@
 package radix
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
-// Edge bytes live in fixed-size chunks addressed by a uint32: chunk index in the high
-// bits, offset in the low chunkShift bits. An edge never spans two chunks, so an edge
-// is one contiguous slice and no edge is longer than chunkSize.
+// Edge bytes live in chunks addressed by a uint32: chunk index in the high bits,
+// offset in the low chunkShift bits. An edge never spans two chunks, so an edge is
+// one contiguous slice and no edge is longer than chunkSize.
 const (
 	chunkShift = 20
 	chunkSize  = 1 << chunkShift
@@ -14,27 +17,39 @@ const (
 	// firstChunkBytes is the size a chunk starts at; it doubles up to chunkSize, so
 	// a small tree does not pay a mebibyte per shard.
 	firstChunkBytes = 4 << 10
-	// minFreeSpan is the smallest freed range worth remembering; shorter ones are
-	// counted as waste until the shard is compacted.
-	minFreeSpan = 8
+	// minBinSpan is the shortest free span kept in a bin: it must hold the 4-byte
+	// length tag. Shorter spans stay marked free and rejoin a neighbour when it is
+	// released.
+	minBinSpan = 8
 )
 
 // span is a range of arena bytes.
 type span struct{ off, n uint32 }
 
-// byteArena is an append-only store of edge bytes with a free list. It holds no
-// pointer per edge: the GC sees one slice header per chunk.
+// byteArena stores edge bytes: bump allocation at the top of the last chunk, and a
+// free list for bytes released by eviction. It holds no pointer per edge: the GC
+// sees one slice header per chunk.
+//
+// Released bytes coalesce. A bitmap with one bit per byte marks free bytes (12.5%
+// of the arena), so a release finds its free neighbours and merges with them, and a
+// span that reaches the top retracts it. Every maximal free span of minBinSpan
+// bytes or more writes its length into its own first four bytes and is pushed onto
+// the bin of floor(log2(length)). Bins are not updated when spans merge or shrink:
+// alloc checks in O(1) that a popped entry still describes a maximal free span (its
+// first byte is free, the byte before is not, and the length tag agrees) and
+// discards it otherwise. Splitting an edge re-slices it without copying, so the two
+// halves of one allocation may be released separately; the bitmap joins them again.
 type byteArena struct {
 	chunks [][]byte
-	top    uint32 // next unused address in the last chunk's address range
-	// free holds released spans binned by floor(log2(n)); freeMask has bit b set
-	// when bin b is not empty, so a fitting bin is found with one TrailingZeros.
-	free     [33][]span
-	freeMask uint64
-	// freeBytes counts bytes in free; wasteBytes counts released bytes too short to
-	// keep and chunk tails skipped when a new chunk started.
-	freeBytes  int64
-	wasteBytes int64
+	free   [][]uint64 // free[c] has bit i set when byte i of chunk c is free
+	top    uint32     // next unused address in the last chunk's address range
+
+	bins       [33][]span
+	binMask    uint64 // bit b set when bins[b] may hold an entry
+	binEntries int
+
+	freeBytes int64
+	freeSpans int // maximal free spans of any length
 }
 
 // view returns the n bytes at off. The slice is capped so an append cannot write
@@ -47,35 +62,74 @@ func (a *byteArena) view(off, n uint32) []byte {
 
 // alloc reserves n bytes (0 < n <= chunkSize) and returns their address.
 func (a *byteArena) alloc(n uint32) uint32 {
-	if a.freeMask != 0 {
+	if a.binMask != 0 {
 		// Any span in bin b >= ceil(log2(n)) holds at least n bytes.
 		need := uint(bits.Len32(n - 1))
-		if m := a.freeMask >> need; m != 0 {
-			return a.allocFree(need+uint(bits.TrailingZeros64(m)), n)
+		for m := a.binMask >> need; m != 0; m = a.binMask >> need {
+			bin := need + uint(bits.TrailingZeros64(m))
+			if off, ok := a.allocFromBin(bin, n); ok {
+				return off
+			}
 		}
 	}
 	return a.allocTop(n)
 }
 
-func (a *byteArena) allocFree(bin uint, n uint32) uint32 {
-	list := a.free[bin]
-	s := list[len(list)-1]
-	a.free[bin] = list[:len(list)-1]
-	if len(list) == 1 {
-		a.freeMask &^= 1 << bin
+// allocFromBin carves n bytes from the first valid span of bins[bin], discarding
+// stale entries on the way; it reports false when the bin ran empty.
+func (a *byteArena) allocFromBin(bin uint, n uint32) (uint32, bool) {
+	list := a.bins[bin]
+	for len(list) > 0 {
+		s := list[len(list)-1]
+		list = list[:len(list)-1]
+		a.binEntries--
+		if !a.isSpan(s) {
+			continue
+		}
+		a.bins[bin] = list
+		if len(list) == 0 {
+			a.binMask &^= 1 << bin
+		}
+		a.setFree(s.off, n, false)
+		a.freeBytes -= int64(n)
+		if rest := s.n - n; rest > 0 {
+			a.addSpan(s.off+n, rest)
+		} else {
+			a.freeSpans--
+		}
+		return s.off, true
 	}
-	a.freeBytes -= int64(s.n)
-	if rest := s.n - n; rest > 0 {
-		a.release(s.off+n, rest)
+	a.bins[bin] = list
+	a.binMask &^= 1 << bin
+	return 0, false
+}
+
+// isSpan reports whether s is still a maximal free span.
+func (a *byteArena) isSpan(s span) bool {
+	if !a.isFree(s.off) || (s.off&chunkMask != 0 && a.isFree(s.off-1)) {
+		return false
 	}
-	return s.off
+	return binary.LittleEndian.Uint32(a.view(s.off, 4)) == s.n
+}
+
+// addSpan records [off, off+n) as a maximal free span: tag it and bin it.
+func (a *byteArena) addSpan(off, n uint32) {
+	if n < minBinSpan {
+		return
+	}
+	binary.LittleEndian.PutUint32(a.view(off, 4), n)
+	bin := uint(bits.Len32(n)) - 1
+	a.bins[bin] = append(a.bins[bin], span{off, n})
+	a.binMask |= 1 << bin
+	a.binEntries++
 }
 
 func (a *byteArena) allocTop(n uint32) uint32 {
 	last := len(a.chunks) - 1
+	var tail span
 	if last >= 0 {
 		inChunk := a.top & chunkMask
-		if a.top>>chunkShift == uint32(last) && inChunk+n <= chunkSize {
+		if inChunk+n <= chunkSize {
 			if end := inChunk + n; end > uint32(len(a.chunks[last])) {
 				a.growLast(end)
 			}
@@ -83,11 +137,9 @@ func (a *byteArena) allocTop(n uint32) uint32 {
 			a.top += n
 			return off
 		}
-		// The request does not fit in the last chunk's address range: keep what is
-		// left of the allocated chunk for later, smaller edges.
-		if inChunk < uint32(len(a.chunks[last])) && a.top>>chunkShift == uint32(last) {
-			a.release(a.top, uint32(len(a.chunks[last]))-inChunk)
-		}
+		// The request does not fit in the last chunk's address range: what is left
+		// of the allocated chunk becomes free space for later, smaller edges.
+		tail = span{a.top, uint32(len(a.chunks[last])) - inChunk}
 	}
 	if len(a.chunks) == maxChunks {
 		panic("radix: a shard holds more than 4 GiB of edge bytes; use more shards")
@@ -98,8 +150,12 @@ func (a *byteArena) allocTop(n uint32) uint32 {
 		size = chunkSize
 	}
 	a.chunks = append(a.chunks, make([]byte, size))
+	a.free = append(a.free, make([]uint64, (size+63)/64))
 	off := uint32(len(a.chunks)-1) << chunkShift
 	a.top = off + n
+	if tail.n > 0 {
+		a.release(tail.off, tail.n)
+	}
 	return off
 }
 
@@ -107,36 +163,159 @@ func (a *byteArena) allocTop(n uint32) uint32 {
 func (a *byteArena) growLast(end uint32) {
 	last := len(a.chunks) - 1
 	old := a.chunks[last]
-	size := max(uint32(2*len(old)), end)
-	size = min(size, chunkSize)
+	size := min(max(uint32(2*len(old)), end), chunkSize)
 	c := make([]byte, size)
 	copy(c, old)
 	a.chunks[last] = c
+	f := make([]uint64, (size+63)/64)
+	copy(f, a.free[last])
+	a.free[last] = f
 }
 
-// release returns n bytes at off to the free list.
+// release returns n bytes at off, merging them with free neighbours.
 func (a *byteArena) release(off, n uint32) {
-	if n < minFreeSpan {
-		a.wasteBytes += int64(n)
+	if n == 0 {
 		return
 	}
-	bin := uint(bits.Len32(n)) - 1
-	a.free[bin] = append(a.free[bin], span{off, n})
-	a.freeMask |= 1 << bin
+	a.setFree(off, n, true)
 	a.freeBytes += int64(n)
+	start, end := a.runStart(off), a.runEnd(off+n-1)
+	a.freeSpans++
+	if start < off {
+		a.freeSpans--
+	}
+	if end > off+n {
+		a.freeSpans--
+	}
+	if end == a.top && start>>chunkShift == a.top>>chunkShift {
+		// The span reaches the top: give it back to bump allocation.
+		a.setFree(start, end-start, false)
+		a.freeBytes -= int64(end - start)
+		a.freeSpans--
+		a.top = start
+	} else {
+		a.addSpan(start, end-start)
+	}
+	if a.binEntries > 2*a.freeSpans+64 {
+		a.rebuildBins()
+	}
 }
 
-// capacityBytes is the memory held by chunks.
+func (a *byteArena) isFree(addr uint32) bool {
+	c, i := addr>>chunkShift, addr&chunkMask
+	if int(c) >= len(a.free) || int(i) >= len(a.chunks[c]) {
+		return false
+	}
+	return a.free[c][i/64]&(1<<(i%64)) != 0
+}
+
+// setFree marks n bytes at off (inside one chunk) free or not.
+func (a *byteArena) setFree(off, n uint32, free bool) {
+	words := a.free[off>>chunkShift]
+	i, end := off&chunkMask, off&chunkMask+n
+	for i < end {
+		w := i / 64
+		lo := i % 64
+		hi := min(end-w*64, 64)
+		mask := ^uint64(0) >> (64 - (hi - lo)) << lo
+		if free {
+			words[w] |= mask
+		} else {
+			words[w] &^= mask
+		}
+		i = w*64 + hi
+	}
+}
+
+// runStart returns the first address of the free run that contains addr.
+func (a *byteArena) runStart(addr uint32) uint32 {
+	words := a.free[addr>>chunkShift]
+	base := addr &^ chunkMask
+	i := addr & chunkMask
+	for {
+		w := i / 64
+		// Bits at and below i%64 in word w; find the highest clear one.
+		x := ^words[w] << (63 - i%64)
+		if x != 0 {
+			return base + i - uint32(bits.LeadingZeros64(x)) + 1
+		}
+		if w == 0 {
+			return base
+		}
+		i = w*64 - 1
+	}
+}
+
+// runEnd returns the address just after the free run that contains addr.
+func (a *byteArena) runEnd(addr uint32) uint32 {
+	c := addr >> chunkShift
+	words := a.free[c]
+	base := addr &^ chunkMask
+	limit := uint32(len(a.chunks[c]))
+	i := addr & chunkMask
+	for i < limit {
+		w := i / 64
+		x := ^words[w] >> (i % 64)
+		if x != 0 {
+			return base + min(i+uint32(bits.TrailingZeros64(x)), limit)
+		}
+		i = (w + 1) * 64
+	}
+	return base + limit
+}
+
+// rebuildBins drops stale bin entries by listing the maximal free spans afresh.
+func (a *byteArena) rebuildBins() {
+	for b := range a.bins {
+		a.bins[b] = a.bins[b][:0]
+	}
+	a.binMask, a.binEntries, a.freeSpans = 0, 0, 0
+	a.forEachRun(func(r span) {
+		a.freeSpans++
+		a.addSpan(r.off, r.n)
+	})
+}
+
+// forEachRun calls fn with every maximal run of free bytes, in address order.
+func (a *byteArena) forEachRun(fn func(span)) {
+	for c, words := range a.free {
+		base := uint32(c) << chunkShift
+		for i := uint32(0); ; {
+			// Find the next free byte at or after i.
+			w := int(i / 64)
+			if w >= len(words) {
+				break
+			}
+			x := words[w] &^ (1<<(i%64) - 1)
+			for x == 0 && w+1 < len(words) {
+				w++
+				x = words[w]
+			}
+			if x == 0 {
+				break
+			}
+			start := base + uint32(w*64+bits.TrailingZeros64(x))
+			end := a.runEnd(start)
+			fn(span{start, end - start})
+			i = end - base
+		}
+	}
+}
+
+// capacityBytes is the memory held by chunks and their bitmaps.
 func (a *byteArena) capacityBytes() int64 {
 	var n int64
-	for _, c := range a.chunks {
-		n += int64(cap(c))
+	for c := range a.chunks {
+		n += int64(cap(a.chunks[c])) + 8*int64(cap(a.free[c]))
+	}
+	for _, b := range a.bins {
+		n += 8 * int64(cap(b))
 	}
 	return n
 }
 
-// handedBytes is the number of bytes handed out so far: live, free and wasted bytes
-// together. Every chunk but the last is handed out whole; the last up to top.
+// handedBytes is the number of bytes handed out so far, live and free together.
+// Every chunk but the last is handed out whole; the last up to top.
 func (a *byteArena) handedBytes() int64 {
 	if len(a.chunks) == 0 {
 		return 0

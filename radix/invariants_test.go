@@ -2,6 +2,7 @@ package radix
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -105,15 +106,11 @@ func (s *shard) check() error {
 	for _, sp := range spans {
 		live += int64(sp.n)
 	}
-	for _, bin := range s.bytes.free {
-		spans = append(spans, bin...)
-	}
 	if err := disjoint(spans); err != nil {
 		return fmt.Errorf("edge arena: %w", err)
 	}
-	if got := live + s.bytes.freeBytes + s.bytes.wasteBytes; got != s.bytes.handedBytes() {
-		return fmt.Errorf("edge arena: live %d + free %d + waste %d != handed %d",
-			live, s.bytes.freeBytes, s.bytes.wasteBytes, s.bytes.handedBytes())
+	if err := s.bytes.check(live); err != nil {
+		return fmt.Errorf("edge arena: %w", err)
 	}
 	// Tenant blocks: in use and free blocks are disjoint and tile the arena.
 	var total int64
@@ -184,6 +181,60 @@ func disjoint(spans []span) error {
 	for i := 1; i < len(spans); i++ {
 		if spans[i-1].off+spans[i-1].n > spans[i].off {
 			return fmt.Errorf("spans %v and %v overlap", spans[i-1], spans[i])
+		}
+	}
+	return nil
+}
+
+// check verifies the arena's free-space bookkeeping against its bitmap: live edges
+// and free bytes add up to what was handed out, bytes past the top are not marked
+// free, every free run of minBinSpan bytes is binned with a correct tag, and the
+// counters agree with a recount.
+func (a *byteArena) check(live int64) error {
+	var free int64
+	var runs []span
+	for c, words := range a.free {
+		n := uint32(len(a.chunks[c]))
+		for w, x := range words {
+			if lo := uint32(w) * 64; lo+64 > n && x>>(min(64, max(n, lo)-lo)) != 0 {
+				return fmt.Errorf("bits beyond chunk %d's %d bytes are set", c, n)
+			}
+			free += int64(bits.OnesCount64(x))
+		}
+		if c == len(a.chunks)-1 && a.top&chunkMask < n && a.runEnd(a.top) > a.top {
+			return fmt.Errorf("bytes past the top %#x are marked free", a.top)
+		}
+	}
+	a.forEachRun(func(r span) { runs = append(runs, r) })
+	if free != a.freeBytes {
+		return fmt.Errorf("freeBytes %d, bitmap counts %d", a.freeBytes, free)
+	}
+	if len(runs) != a.freeSpans {
+		return fmt.Errorf("freeSpans %d, bitmap has %d runs", a.freeSpans, len(runs))
+	}
+	if live+free != a.handedBytes() {
+		return fmt.Errorf("live %d + free %d != handed %d", live, free, a.handedBytes())
+	}
+	entries := 0
+	for b, list := range a.bins {
+		entries += len(list)
+		if len(list) > 0 && a.binMask&(1<<b) == 0 {
+			return fmt.Errorf("bin %d has entries but its mask bit is clear", b)
+		}
+	}
+	if entries != a.binEntries {
+		return fmt.Errorf("binEntries %d, bins hold %d", a.binEntries, entries)
+	}
+	for _, r := range runs {
+		if r.n < minBinSpan {
+			continue
+		}
+		if !a.isSpan(r) {
+			return fmt.Errorf("free run %+v has a wrong tag", r)
+		}
+		bin := bits.Len32(r.n) - 1
+		if !slices.Contains(a.bins[bin], r) {
+			return fmt.Errorf("free run %+v is not in bin %d", r, bin)
 		}
 	}
 	return nil

@@ -145,9 +145,8 @@ func (c *core) stats() Stats {
 		st.Size += s.size
 		st.StoredChars += s.stored
 		st.Nodes += int64(s.live - 1)
-		st.EdgeBytes += s.bytes.handedBytes() - s.bytes.freeBytes - s.bytes.wasteBytes
+		st.EdgeBytes += s.bytes.handedBytes() - s.bytes.freeBytes
 		st.FreeBytes += s.bytes.freeBytes
-		st.WasteBytes += s.bytes.wasteBytes
 		st.MemoryBytes += s.memoryBytes()
 		s.mu.RUnlock()
 	}
@@ -174,9 +173,8 @@ type Stats struct {
 	StoredChars int64
 	// Nodes is the number of edges.
 	Nodes int64
-	// EdgeBytes is the bytes of live edges; FreeBytes are released and reusable;
-	// WasteBytes are released fragments too short to reuse.
-	EdgeBytes, FreeBytes, WasteBytes int64
+	// EdgeBytes is the bytes of live edges; FreeBytes are released and reusable.
+	EdgeBytes, FreeBytes int64
 	// MemoryBytes is the capacity of every arena: nodes, child table, edge bytes,
 	// tenant sets.
 	MemoryBytes int64

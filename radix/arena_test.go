@@ -1,0 +1,99 @@
+package radix
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestByteArenaRandom allocates and releases random spans, some released in pieces
+// the way split edges are, checks the bookkeeping after every step, and checks that
+// no live span was overwritten.
+func TestByteArenaRandom(t *testing.T) {
+	for seed := range 4 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 1))
+		var a byteArena
+		type liveSpan struct {
+			span
+			fill byte
+		}
+		var live []liveSpan
+		var liveBytes int64
+		for step := range 1500 {
+			if len(live) == 0 || rng.IntN(5) < 3 {
+				n := uint32(1 + rng.IntN(64))
+				if rng.IntN(8) == 0 {
+					n = uint32(1 + rng.IntN(300<<10)) // crosses chunk ends
+				}
+				off := a.alloc(n)
+				fill := byte(rng.Uint32())
+				b := a.view(off, n)
+				for i := range b {
+					b[i] = fill
+				}
+				live = append(live, liveSpan{span{off, n}, fill})
+				liveBytes += int64(n)
+			} else {
+				i := rng.IntN(len(live))
+				s := live[i]
+				live[i] = live[len(live)-1]
+				live = live[:len(live)-1]
+				if cut := uint32(rng.IntN(int(s.n))); cut > 0 && rng.IntN(2) == 0 {
+					// Release the two halves of a split edge at different times.
+					a.release(s.off, cut)
+					live = append(live, liveSpan{span{s.off + cut, s.n - cut}, s.fill})
+					liveBytes -= int64(cut)
+				} else {
+					a.release(s.off, s.n)
+					liveBytes -= int64(s.n)
+				}
+			}
+			if err := a.check(liveBytes); err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+		}
+		for _, s := range live {
+			if !bytes.Equal(a.view(s.off, s.n), bytes.Repeat([]byte{s.fill}, int(s.n))) {
+				t.Fatalf("seed %d: live span %+v was overwritten", seed, s.span)
+			}
+		}
+		// Releasing everything gives every byte back: the top retracts to the
+		// start of the last chunk and the rest is free.
+		for _, s := range live {
+			a.release(s.off, s.n)
+		}
+		if err := a.check(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestByteArenaReuse checks that released space is reused rather than grown: the
+// reason for coalescing.
+func TestByteArenaReuse(t *testing.T) {
+	var a byteArena
+	var offs []uint32
+	size := uint32(1000)
+	for range 1000 {
+		offs = append(offs, a.alloc(size))
+	}
+	capBefore := a.capacityBytes()
+	for round := range 20 {
+		// Free every allocation in two pieces, then allocate sizes that only fit
+		// if the pieces were joined again.
+		for _, off := range offs {
+			a.release(off, 300)
+			a.release(off+300, size-300)
+		}
+		size = uint32(900 + round)
+		for i := range offs {
+			offs[i] = a.alloc(size)
+		}
+	}
+	if err := a.check(int64(len(offs)) * int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	if a.capacityBytes() > capBefore+capBefore/8 {
+		t.Fatalf("arena grew from %d to %d bytes although every round fits in the freed space", capBefore, a.capacityBytes())
+	}
+}

@@ -1,0 +1,196 @@
+package radix
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+// The benchmark matrix of the issue: prompts of 4,096, 16,384 and 65,536
+// characters; 10, 100 and 500 tenants; a tree pre-filled with 2,000 entries that
+// share six chat-template prefixes. Each MatchAndInsert prompt repeats the first
+// 3,000/4,096 of a stored entry (3,000 characters for 4,096-character prompts) and
+// adds a new tail, so every operation matches, splits an edge, and inserts the tail.
+
+const benchEntries = 2000
+
+var (
+	benchSizes   = []int{4096, 16384, 65536}
+	benchTenants = []int{10, 100, 500}
+)
+
+// fixedChooser always picks one tenant.
+type fixedChooser struct{ t Tenant }
+
+func (c *fixedChooser) Choose(Match) (Tenant, bool) { return c.t, true }
+
+// cacheChooser picks like the cache-aware policy would, cheaply: the most recent
+// holder when at least half the prompt matched, else a rotating tenant.
+type cacheChooser struct {
+	next, tenants Tenant
+}
+
+func (c *cacheChooser) Choose(m Match) (Tenant, bool) {
+	if len(m.Tenants) > 0 && 2*m.MatchedChars >= m.InputChars {
+		return m.Tenants[0], true
+	}
+	c.next = (c.next + 1) % c.tenants
+	return c.next, true
+}
+
+// benchFixture is a pre-filled tree and the prompts that extend its entries.
+type benchFixture struct {
+	tree    *TextTree
+	entries [][]byte
+	cuts    []int // byte length of the stored part each prompt repeats
+	tails   [][]byte
+	tenants int
+	now     int64
+}
+
+func newBenchFixture(tb testing.TB, chars, tenants int, cfg Config) *benchFixture {
+	tree, err := NewTextTree(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &benchFixture{tree: tree, entries: prefillEntries(benchEntries, chars, 1), tenants: tenants}
+	storedChars := chars * 3000 / 4096
+	g := newTextGen(2)
+	for _, e := range f.entries {
+		f.cuts = append(f.cuts, cutChars(e, storedChars))
+	}
+	for range 16 {
+		f.tails = append(f.tails, g.appendChars(nil, chars-storedChars))
+	}
+	f.prefill()
+	return f
+}
+
+func (f *benchFixture) prefill() {
+	for i, e := range f.entries {
+		f.now++
+		f.tree.Insert(e, Tenant(i%f.tenants), f.now)
+	}
+}
+
+// reset empties the tree, keeping its arenas, and pre-fills it again.
+func (f *benchFixture) reset() {
+	for t := range f.tenants + 64 {
+		f.tree.RemoveTenant(Tenant(t))
+	}
+	f.prefill()
+}
+
+// prompt builds prompt i into buf: entry i's stored part and tail i/entries.
+func (f *benchFixture) prompt(buf []byte, i int) []byte {
+	e := f.entries[i%len(f.entries)]
+	buf = append(buf[:0], e[:f.cuts[i%len(f.entries)]]...)
+	return append(buf, f.tails[(i/len(f.entries))%len(f.tails)]...)
+}
+
+// BenchmarkMatchAndInsert is the hot path on one goroutine. Every operation splits
+// an edge and inserts a new tail; after benchEntries operations the tree is reset
+// and pre-filled again with the timer stopped.
+func BenchmarkMatchAndInsert(b *testing.B) {
+	for _, chars := range benchSizes {
+		for _, tenants := range benchTenants {
+			b.Run(fmt.Sprintf("chars=%d/tenants=%d", chars, tenants), func(b *testing.B) {
+				f := newBenchFixture(b, chars, tenants, Config{})
+				prompts := make([][]byte, benchEntries)
+				for i := range prompts {
+					prompts[i] = f.prompt(nil, i)
+				}
+				ch := &cacheChooser{tenants: Tenant(tenants)}
+				// One untimed round grows the arenas to their steady size.
+				for _, p := range prompts {
+					f.now++
+					f.tree.MatchAndInsert(p, f.now, ch)
+				}
+				f.reset()
+				runtime.GC()
+				b.ReportAllocs()
+				b.SetBytes(int64(len(prompts[0])))
+				b.ResetTimer()
+				for i := range b.N {
+					j := i % benchEntries
+					if j == 0 && i > 0 {
+						b.StopTimer()
+						f.reset()
+						b.StartTimer()
+					}
+					f.now++
+					f.tree.MatchAndInsert(prompts[j], f.now, ch)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMatch is the read-only descent of the same prompts.
+func BenchmarkMatch(b *testing.B) {
+	for _, chars := range benchSizes {
+		b.Run(fmt.Sprintf("chars=%d/tenants=100", chars), func(b *testing.B) {
+			f := newBenchFixture(b, chars, 100, Config{})
+			p := f.prompt(nil, 0)
+			dst := make([]Tenant, 0, MaxMatchTenants)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(p)))
+			for b.Loop() {
+				f.tree.Match(p, dst)
+			}
+		})
+	}
+}
+
+// BenchmarkInsertStored re-inserts a stored entry: the whole prompt matches and
+// only the stamps along its path change (a repeated request).
+func BenchmarkInsertStored(b *testing.B) {
+	for _, tenants := range benchTenants {
+		b.Run(fmt.Sprintf("chars=4096/tenants=%d", tenants), func(b *testing.B) {
+			f := newBenchFixture(b, 4096, tenants, Config{})
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				f.now++
+				f.tree.Insert(f.entries[i%benchEntries], Tenant(i%tenants), f.now)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkMatchAndInsertParallel runs the 4,096-character, 100-tenant case from
+// every goroutine RunParallel starts (GOMAXPROCS of them: run with -cpu 1,2 for one
+// and two). Each goroutine inserts for its own tenant and removes that tenant's
+// tails every 1,024 operations, so the tree stays the same size however long the
+// benchmark runs; that cleanup is part of the measured time.
+func BenchmarkMatchAndInsertParallel(b *testing.B) {
+	for _, k := range []int{16, 64, 256, 1024} {
+		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) {
+			f := newBenchFixture(b, 4096, 100, Config{ShardPrefix: k})
+			prompts := make([][]byte, benchEntries)
+			for i := range prompts {
+				prompts[i] = f.prompt(nil, i)
+			}
+			var next, goroutine atomic.Int64
+			var now atomic.Int64
+			now.Store(f.now)
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				me := Tenant(1000 + goroutine.Add(1))
+				ch := &fixedChooser{t: me}
+				n := 0
+				for pb.Next() {
+					i := next.Add(1)
+					f.tree.MatchAndInsert(prompts[i%benchEntries], now.Add(1), ch)
+					if n++; n%1024 == 0 {
+						f.tree.RemoveTenant(me)
+					}
+				}
+			})
+		})
+	}
+}
