@@ -66,7 +66,7 @@ func (s *scanner) appendStringPiece() error {
 		f.textBuf = append(f.textBuf, ' ')
 	}
 	var err error
-	f.textBuf, err = s.appendString(f.textBuf)
+	f.textBuf, _, err = s.appendString(f.textBuf)
 	return err
 }
 

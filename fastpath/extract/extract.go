@@ -242,12 +242,7 @@ func (s *scanner) prompt() error {
 	f.Text, f.textBuf, f.InputIDs = nil, f.textBuf[:0], f.InputIDs[:0]
 	switch s.buf[s.pos] {
 	case '"':
-		r, err := s.scanString()
-		if err != nil {
-			return err
-		}
-		f.Text = s.bytes(r, &f.textBuf)
-		return nil
+		return s.textString()
 	case 'n':
 		return s.scanLiteral("null")
 	case '[':
@@ -269,6 +264,23 @@ func (s *scanner) prompt() error {
 	return s.typeError("prompt", wantPrompt)
 }
 
+// textString reads the string at pos into Text: a view into the body when it needs no
+// decoding, else its value, decoded in the same pass into textBuf.
+func (s *scanner) textString() error {
+	f := s.f
+	buf, r, err := s.appendString(f.textBuf[:0])
+	f.textBuf = buf
+	if err != nil {
+		return err
+	}
+	if r.decode() {
+		f.Text = f.textBuf
+	} else {
+		f.Text = s.buf[r.start:r.end:r.end]
+	}
+	return nil
+}
+
 // joinStrings reads the rest of an array of strings, pos at its first element, into Text.
 func (s *scanner) joinStrings() error {
 	f := s.f
@@ -276,11 +288,10 @@ func (s *scanner) joinStrings() error {
 		if s.pos >= len(s.buf) || s.buf[s.pos] != '"' {
 			return s.typeError("prompt", wantPrompt)
 		}
-		r, err := s.scanString()
-		if err != nil {
+		var err error
+		if f.textBuf, _, err = s.appendString(f.textBuf); err != nil {
 			return err
 		}
-		f.textBuf = s.appendTo(f.textBuf, r)
 		if more, err = s.next(']'); err != nil {
 			return err
 		}
@@ -297,6 +308,9 @@ func (s *scanner) joinStrings() error {
 func (s *scanner) generateText() error {
 	f := s.f
 	f.Text, f.textBuf = nil, f.textBuf[:0]
+	if s.buf[s.pos] == '"' {
+		return s.textString()
+	}
 	r, ok, err := s.stringOrFirst("text")
 	if ok {
 		f.Text = s.bytes(r, &f.textBuf)
@@ -356,25 +370,37 @@ func (s *scanner) tokenRow(path, want string) error {
 		s.pos++
 	}
 	for more {
-		i := s.pos
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+		i, start := s.pos, s.pos
+		if i >= len(b) || b[i]-'0' > 9 {
 			return s.typeError(path, want)
 		}
-		var v uint64
-		if b[i] == '0' {
-			i++ // JSON allows no leading zero: a digit after it fails in next, as it must
-		} else {
-			for ; i < len(b) && b[i] >= '0' && b[i] <= '9' && i-s.pos < 11; i++ {
-				v = v*10 + uint64(b[i]-'0')
+		v := uint64(b[i] - '0')
+		i++
+		// After a leading 0 JSON allows no digit: next reports it as the syntax error it is.
+		// Eleven digits at most: enough to tell that a value exceeds 32 bits.
+		if lim := min(len(b), start+11); v != 0 {
+			for ; i < lim; i++ {
+				d := b[i] - '0'
+				if d > 9 {
+					break
+				}
+				v = v*10 + uint64(d)
 			}
 		}
-		// A fraction, an exponent or an 11th digit: a number, but not a token ID.
-		// settle re-validates the whole value, so its syntax is checked there.
-		if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E' || b[i] >= '0' && b[i] <= '9' && b[s.pos] != '0') || v > 1<<32-1 {
+		// A fraction, an exponent, an 11th digit or a value over 32 bits: a number, but not
+		// a token ID. settle re-validates the whole value, so its syntax is checked there.
+		if i < len(b) && (b[i] == '.' || b[i]|0x20 == 'e' || v != 0 && b[i]-'0' <= 9) || v > 1<<32-1 {
 			return s.typeError(path, want)
 		}
 		f.InputIDs = append(f.InputIDs, uint32(v))
+		// next, inlined for the common separators "," and ", ".
 		s.pos = i
+		s.skipWS()
+		if s.pos < len(b) && b[s.pos] == ',' {
+			s.pos++
+			s.skipWS()
+			continue
+		}
 		var err error
 		if more, err = s.next(']'); err != nil {
 			return err

@@ -316,17 +316,17 @@ func realistic(tb testing.TB) []realisticBody {
 }
 
 // TestByteClassScans checks the SWAR scans against a byte-at-a-time definition: every
-// byte value at every position of a 40-byte window (covering the 32-byte step, the 8-byte
-// step and the tail), over backgrounds that include the edges of each class, and with a
+// byte value at every position of an 80-byte window (covering the 64-byte step, the
+// 8-byte step and the tail), over backgrounds that include the edges of each class, and with a
 // second special byte after the first to catch borrow false positives.
 func TestByteClassScans(t *testing.T) {
 	special := func(c byte) bool { return c < 0x20 || c == '"' || c == '\\' || c >= 0x80 }
 	controlOrHigh := func(c byte) bool { return c < 0x20 || c >= 0x80 }
 	for _, bg := range []byte{'a', 0x7f, ' ', '!', '#', '[', ']'} {
-		for pos := 0; pos < 40; pos++ {
+		for pos := 0; pos < 80; pos++ {
 			for c := 0; c < 256; c++ {
 				for _, after := range []byte{bg, 0, '"', '\\', 0xff} {
-					var w [40]byte
+					var w [80]byte
 					for i := range w {
 						w[i] = bg
 					}

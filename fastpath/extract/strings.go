@@ -67,17 +67,18 @@ func (s *scanner) scanString() (rawString, error) {
 }
 
 // appendString is scanString for a string whose decoded value is wanted in a buffer of
-// ours, the chat text: it appends the value to dst in the same pass.
-func (s *scanner) appendString(dst []byte) ([]byte, error) {
+// ours, such as the chat text: it appends the value to dst in the same pass.
+func (s *scanner) appendString(dst []byte) ([]byte, rawString, error) {
 	b := s.buf
-	if start := s.pos + 1; start+16 <= len(b) {
-		if k := firstSpecial(b, start); k >= 0 && b[k] == '"' {
+	r := rawString{start: s.pos + 1}
+	if r.start+16 <= len(b) {
+		if k := firstSpecial(b, r.start); k >= 0 && b[k] == '"' {
+			r.end = k
 			s.pos = k + 1
-			return append(dst, b[start:k]...), nil
+			return append(dst, b[r.start:k]...), r, nil
 		}
 	}
-	dst, _, err := s.walkString(dst, true)
-	return dst, err
+	return s.walkString(dst, true)
 }
 
 // walkString validates the string whose opening quote is at pos, moves pos past it, and
@@ -99,7 +100,10 @@ func (s *scanner) walkString(dst []byte, keep bool) ([]byte, rawString, error) {
 			}
 			q += i
 		}
-		e := bytes.IndexByte(b[i:q], '\\')
+		e := 0 // escapes often come in runs, like "\n\n": skip the search then
+		if b[i] != '\\' {
+			e = bytes.IndexByte(b[i:q], '\\')
+		}
 		if e < 0 {
 			if keep {
 				dst = append(dst, b[i:q]...)
@@ -184,15 +188,21 @@ func (s *scanner) escapeLen(e, open int) (int, error) {
 func nextControlOrHigh(b []byte, i, end int) int {
 	// Reslicing lets the compiler prove every load in bounds: no checks in the loops.
 	w := b[i:end]
-	for len(w) >= 32 {
+	for len(w) >= 64 {
 		w0 := binary.LittleEndian.Uint64(w)
 		w1 := binary.LittleEndian.Uint64(w[8:])
 		w2 := binary.LittleEndian.Uint64(w[16:])
 		w3 := binary.LittleEndian.Uint64(w[24:])
-		if ((w0-lsb*0x20)|w0|(w1-lsb*0x20)|w1|(w2-lsb*0x20)|w2|(w3-lsb*0x20)|w3)&msb != 0 {
+		w4 := binary.LittleEndian.Uint64(w[32:])
+		w5 := binary.LittleEndian.Uint64(w[40:])
+		w6 := binary.LittleEndian.Uint64(w[48:])
+		w7 := binary.LittleEndian.Uint64(w[56:])
+		lo := (w0 - lsb*0x20) | w0 | (w1 - lsb*0x20) | w1 | (w2 - lsb*0x20) | w2 | (w3 - lsb*0x20) | w3
+		hi := (w4 - lsb*0x20) | w4 | (w5 - lsb*0x20) | w5 | (w6 - lsb*0x20) | w6 | (w7 - lsb*0x20) | w7
+		if (lo|hi)&msb != 0 {
 			break
 		}
-		w = w[32:]
+		w = w[64:]
 	}
 	for len(w) >= 8 {
 		x := binary.LittleEndian.Uint64(w)
