@@ -55,6 +55,8 @@ type Registry struct {
 	version     uint64
 	subscribers []func(*Snapshot)
 
+	replies []pendingReply // answered after the publication that includes their change
+
 	subMu     sync.Mutex
 	done      chan struct{}
 	closeOnce sync.Once
@@ -81,6 +83,19 @@ type event struct {
 type result struct {
 	w   *Worker
 	err error
+}
+
+type pendingReply struct {
+	ch  chan result
+	res result
+}
+
+// reply answers ev once the change it caused has been published, so that a caller who
+// added a worker can route to it as soon as Add returns.
+func (r *Registry) reply(ev event, w *Worker, err error) {
+	if ev.reply != nil {
+		r.replies = append(r.replies, pendingReply{ev.reply, result{w, err}})
+	}
 }
 
 // NewRegistry creates a registry and starts its writer goroutine. Close stops it.
@@ -213,6 +228,11 @@ func (r *Registry) run() {
 			if changed {
 				r.publish()
 			}
+			for _, p := range r.replies {
+				p.ch <- p.res
+			}
+			clear(r.replies)
+			r.replies = r.replies[:0]
 		}
 	}
 }
@@ -225,7 +245,7 @@ func (r *Registry) apply(ev event) bool {
 	case evAdd:
 		for _, w := range r.workers {
 			if w.URL == ev.spec.URL {
-				ev.reply <- result{w, fmt.Errorf("%w: %s is registered as %s", ErrAlreadyExists, w.URL, w.ID)}
+				r.reply(ev, w, fmt.Errorf("%w: %s is registered as %s", ErrAlreadyExists, w.URL, w.ID))
 				return false
 			}
 		}
@@ -234,7 +254,7 @@ func (r *Registry) apply(ev event) bool {
 		r.registerMetrics(w)
 		r.workers = append(r.workers, w)
 		r.log.Info("Added worker", "worker_id", w.ID, "url", w.URL, "models", w.Models, "worker_type", w.Type())
-		ev.reply <- result{w, nil}
+		r.reply(ev, w, nil)
 		return true
 	case evRemove:
 		for i, w := range r.workers {
@@ -245,15 +265,11 @@ func (r *Registry) apply(ev event) bool {
 				w.status.Store(uint32(StatusDraining))
 				w.Client.CloseIdleConnections()
 				r.log.Info("Removed worker", "worker_id", w.ID, "url", w.URL)
-				if ev.reply != nil {
-					ev.reply <- result{w, nil}
-				}
+				r.reply(ev, w, nil)
 				return true
 			}
 		}
-		if ev.reply != nil {
-			ev.reply <- result{nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id)}
-		}
+		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
 		return false
 	case evSetStatus:
 		for _, w := range r.workers {

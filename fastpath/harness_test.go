@@ -1,0 +1,197 @@
+package fastpath
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/worker"
+)
+
+// fakeWorker is an in-memory engine: a fasthttp server on an InmemoryListener that answers
+// chat completions with a fixed JSON body or, for "stream":true, with SSE events paced by
+// the test through the events channel.
+type fakeWorker struct {
+	name   string
+	ln     *fasthttputil.InmemoryListener
+	srv    *fasthttp.Server
+	events chan string // each value is sent as one SSE event; closing ends the stream
+	served chan struct{}
+	mu     sync.Mutex
+	closed chan struct{} // receives when a stream's writer saw its client go away
+	delay  time.Duration // non-streamed answers wait this long (timeouts)
+}
+
+var okBody = []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+
+func newFakeWorker(t testing.TB, name string, status int) *fakeWorker {
+	fw := &fakeWorker{name: name, ln: fasthttputil.NewInmemoryListener(), events: make(chan string), served: make(chan struct{}, 1024), closed: make(chan struct{}, 16)}
+	fw.srv = &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.Response.Header.Set("X-Mock-Worker-Id", fw.name)
+		ctx.Response.Header.SetBytesV("X-Seen-Request-Id", ctx.Request.Header.Peek("X-Request-Id"))
+		if string(ctx.Path()) == "/v1/models" {
+			ctx.SetBodyString(`{"object":"list","data":[{"id":"m1","object":"model"}]}`)
+			return
+		}
+		select {
+		case fw.served <- struct{}{}:
+		default:
+		}
+		if !bytesContains(ctx.PostBody(), `"stream":true`) {
+			if fw.delay > 0 {
+				time.Sleep(fw.delay)
+			}
+			ctx.SetStatusCode(status)
+			ctx.SetContentType("application/json")
+			ctx.Response.SetBodyRaw(okBody)
+			return
+		}
+		ctx.SetContentType("text/event-stream")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			for ev := range fw.events {
+				fmt.Fprintf(w, "data: %s\n\n", ev)
+				if err := w.Flush(); err != nil {
+					fw.closed <- struct{}{}
+					return
+				}
+			}
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		})
+	}}
+	go func() { _ = fw.srv.Serve(fw.ln) }()
+	t.Cleanup(func() { _ = fw.srv.Shutdown(); _ = fw.ln.Close() })
+	return fw
+}
+
+func bytesContains(b []byte, s string) bool {
+	return len(s) <= len(b) && (string(b) == s || indexOf(b, s) >= 0)
+}
+
+func indexOf(b []byte, s string) int {
+	for i := 0; i+len(s) <= len(b); i++ {
+		if string(b[i:i+len(s)]) == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// gateway is an in-memory gateway over fake workers.
+type gateway struct {
+	t      testing.TB
+	reg    *worker.Registry
+	srv    *Server
+	ln     *fasthttputil.InmemoryListener
+	client *fasthttp.HostClient
+	fakes  map[string]*fakeWorker // by worker host:port
+}
+
+func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorker) *gateway {
+	g := &gateway{t: t, fakes: map[string]*fakeWorker{}}
+	for i, f := range fakes {
+		g.fakes[fmt.Sprintf("10.0.0.%d:8000", i+1)] = f
+	}
+	var err error
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Logger = quiet
+	g.reg, err = worker.NewRegistry(worker.Config{Logger: quiet, Client: worker.ClientOptions{Dial: func(addr string) (net.Conn, error) {
+		f := g.fakes[addr]
+		if f == nil {
+			return nil, fmt.Errorf("dial %s: connection refused", addr)
+		}
+		return f.ln.Dial()
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.reg.Close)
+	router, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: policyName, NewBuilder: all.NewBuilderFunc(all.Config{Logger: quiet}), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.reg.Subscribe(router.Update)
+	g.srv, err = New(cfg, g.reg, router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.srv.DiscoverModels = nil
+	for i := range fakes {
+		g.addWorker(fmt.Sprintf("http://10.0.0.%d:8000", i+1), "m1")
+	}
+	g.ln = fasthttputil.NewInmemoryListener()
+	go func() { _ = g.srv.Serve(g.ln) }()
+	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()) })
+	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
+	return g
+}
+
+func (g *gateway) addWorker(url, model string) *worker.Worker {
+	spec := worker.Spec{URL: url, ModelID: model}
+	if err := spec.Normalize(); err != nil {
+		g.t.Fatal(err)
+	}
+	w, err := g.reg.Add(context.Background(), spec, worker.StatusReady)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.waitTable(func(n int) bool { return n >= len(g.reg.Current().Workers) })
+	return w
+}
+
+// waitTable waits until the router has published a table covering the registry's snapshot.
+func (g *gateway) waitTable(ok func(int) bool) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if g.srv.router.Current().Snapshot.Version == g.reg.Current().Version && ok(len(g.srv.router.Current().Snapshot.Workers)) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	g.t.Fatal("route table not published")
+}
+
+func (g *gateway) do(method, path, body string, hdr ...string) *fasthttp.Response {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	req.Header.SetMethod(method)
+	req.SetRequestURI("http://gateway" + path)
+	req.SetBodyString(body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp := fasthttp.AcquireResponse()
+	if err := g.client.DoTimeout(req, resp, 10*time.Second); err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
+}
+
+func (g *gateway) inFlight() (sum int64) {
+	for _, w := range g.reg.Current().Workers {
+		sum += w.InFlight.Load()
+	}
+	return sum
+}
+
+// eventually polls cond for up to 5 s: the gateway settles counts on its own goroutines.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

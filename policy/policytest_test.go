@@ -1,0 +1,39 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/smg-go/smg/worker"
+)
+
+// fleet registers n ready workers serving model m and returns the registry's snapshot.
+func fleet(t testing.TB, n int, labels ...map[string]string) (*worker.Registry, []*worker.Worker) {
+	t.Helper()
+	reg, err := worker.NewRegistry(worker.Config{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	var ws []*worker.Worker
+	for i := range n {
+		spec := worker.Spec{URL: fmt.Sprintf("http://w%d:8000", i), ModelID: "m"}
+		if i < len(labels) {
+			spec.Labels = labels[i]
+		}
+		if err := spec.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := reg.Add(context.Background(), spec, worker.StatusReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	return reg, ws
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

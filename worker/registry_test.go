@@ -1,0 +1,230 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+)
+
+func newTestRegistry(t *testing.T) *Registry {
+	t.Helper()
+	r, err := NewRegistry(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+func mustSpec(t *testing.T, url, model string) Spec {
+	t.Helper()
+	s := Spec{URL: url, ModelID: model, APIKey: "secret"}
+	if err := s.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestAddIsPublishedBeforeAddReturns(t *testing.T) {
+	r := newTestRegistry(t)
+	var published []*Snapshot
+	var mu sync.Mutex
+	r.Subscribe(func(s *Snapshot) { mu.Lock(); published = append(published, s); mu.Unlock() })
+	w, err := r.Add(context.Background(), mustSpec(t, "http://a:1", "m"), StatusReady)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Current()
+	if s.ByID(w.ID) != w || s.ByURL("http://a:1") != w || len(s.ModelWorkers("m")) != 1 || s.ReadyCount() != 1 {
+		t.Fatalf("snapshot after Add lacks the worker: %+v", s)
+	}
+	mu.Lock()
+	last := published[len(published)-1]
+	mu.Unlock()
+	if last != s {
+		t.Fatal("subscriber did not see the snapshot Add published")
+	}
+}
+
+func TestDuplicateURLAndUnknownID(t *testing.T) {
+	r := newTestRegistry(t)
+	ctx := context.Background()
+	w, _ := r.Add(ctx, mustSpec(t, "http://a:1", "m"), StatusReady)
+	// The same worker spelled differently is the same URL once canonical.
+	if _, err := r.Add(ctx, mustSpec(t, "a:1/", ""), StatusReady); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("duplicate add: %v", err)
+	}
+	if _, err := r.Remove(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("remove unknown: %v", err)
+	}
+	got, err := r.Remove(ctx, w.ID)
+	if err != nil || got != w || r.Current().ByID(w.ID) != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if w.Status() != StatusDraining {
+		t.Fatalf("removed worker status %v, want draining", w.Status())
+	}
+}
+
+func TestIndexesAreDenseAndReused(t *testing.T) {
+	r := newTestRegistry(t)
+	ctx := context.Background()
+	a, _ := r.Add(ctx, mustSpec(t, "http://a:1", "m"), StatusReady)
+	b, _ := r.Add(ctx, mustSpec(t, "http://b:1", "m"), StatusReady)
+	c, _ := r.Add(ctx, mustSpec(t, "http://c:1", "m"), StatusReady)
+	if a.Index != 0 || b.Index != 1 || c.Index != 2 || r.Current().IndexBound() != 3 {
+		t.Fatalf("indexes %d %d %d", a.Index, b.Index, c.Index)
+	}
+	_, _ = r.Remove(ctx, b.ID)
+	d, _ := r.Add(ctx, mustSpec(t, "http://d:1", "m"), StatusReady)
+	if d.Index != 1 {
+		t.Fatalf("freed index not reused: %d", d.Index)
+	}
+}
+
+func TestStatusChangesRepublish(t *testing.T) {
+	r := newTestRegistry(t)
+	w, _ := r.Add(context.Background(), mustSpec(t, "http://a:1", "m"), StatusPending)
+	v := r.Current().Version
+	if r.Current().ReadyCount() != 0 {
+		t.Fatal("pending counted ready")
+	}
+	if err := r.SetStatus(w.ID, StatusReady); err != nil {
+		t.Fatal(err)
+	}
+	// A blocking call queued behind SetStatus returns after its publication.
+	_, _ = r.Remove(context.Background(), "sync")
+	if s := r.Current(); s.Version <= v || s.ReadyCount() != 1 || !w.Routable() {
+		t.Fatalf("status change not published: version %d ready %d", s.Version, s.ReadyCount())
+	}
+}
+
+func TestAPIKeyIsWriteOnly(t *testing.T) {
+	r := newTestRegistry(t)
+	w, _ := r.Add(context.Background(), mustSpec(t, "http://a:1", "m"), StatusReady)
+	if w.Spec().APIKey != "" {
+		t.Fatal("Spec() exposes the API key")
+	}
+	if string(w.Auth) != "Bearer secret" {
+		t.Fatalf("worker auth header %q", w.Auth)
+	}
+}
+
+func TestUnknownModelWorkersServeEveryModel(t *testing.T) {
+	r := newTestRegistry(t)
+	ctx := context.Background()
+	_, _ = r.Add(ctx, mustSpec(t, "http://a:1", "m"), StatusReady)
+	_, _ = r.Add(ctx, mustSpec(t, "http://b:1", ""), StatusReady)
+	s := r.Current()
+	if len(s.ModelWorkers("m")) != 2 || len(s.ModelWorkers("other")) != 1 || len(s.Models()) != 1 {
+		t.Fatalf("model groups: m=%d other=%d models=%v", len(s.ModelWorkers("m")), len(s.ModelWorkers("other")), s.Models())
+	}
+}
+
+// TestConcurrentReadersSeeConsistentSnapshots runs readers against a churning registry; under
+// -race it proves the publication is safe.
+func TestConcurrentReadersSeeConsistentSnapshots(t *testing.T) {
+	r := newTestRegistry(t)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := r.Current()
+				for _, w := range s.Workers {
+					if s.ByID(w.ID) != w {
+						t.Error("snapshot index inconsistent")
+						return
+					}
+					w.InFlight.Add(1)
+					w.InFlight.Add(-1)
+				}
+			}
+		}()
+	}
+	for i := range 200 {
+		w, err := r.Add(ctx, mustSpec(t, "http://h:"+itoa(1000+i), "m"), StatusReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			_, _ = r.Remove(ctx, w.ID)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n := len(r.Current().Workers); n != 100 {
+		t.Fatalf("%d workers, want 100", n)
+	}
+}
+
+func itoa(n int) string {
+	b := []byte{}
+	for n > 0 || len(b) == 0 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+	}
+	return string(b)
+}
+
+func TestCanonicalURL(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"http://w1:8000", "http://w1:8000", ""},
+		{"w1:8000", "http://w1:8000", ""},
+		{"http://w1:8000/", "http://w1:8000", ""},
+		{"https://w1", "https://w1:443", ""},
+		{"http://[::1]:9", "http://[::1]:9", ""},
+		{"", "", "empty"},
+		{"ftp://w1:1", "", "scheme"},
+		{"http://w1:99999", "", "port"},
+		{"http://w1:1/v1", "", "only scheme://host:port"},
+		{"http://:80", "", "no host"},
+	} {
+		got, err := CanonicalURL(tc.in)
+		if tc.err != "" {
+			if err == nil || !errors.Is(err, ErrInvalidURL) || !contains(err.Error(), tc.err) {
+				t.Errorf("%q: err %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %q %v, want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func FuzzCanonicalURL(f *testing.F) {
+	for _, s := range []string{"http://w1:8000", "w:1", "https://[::1]", "http://a:b", "::::", "http://x:0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := CanonicalURL(s)
+		if err != nil {
+			return
+		}
+		again, err := CanonicalURL(u)
+		if err != nil || again != u {
+			t.Fatalf("%q → %q is not a fixed point (%q, %v)", s, u, again, err)
+		}
+	})
+}
