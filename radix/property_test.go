@@ -237,7 +237,7 @@ var propertyConfigs = []struct {
 
 func TestPropertyAgainstModel(t *testing.T) {
 	seeds, steps := 24, 400
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		seeds = 6
 	}
 	for _, pc := range propertyConfigs {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package radix
+
+const raceEnabled = false
