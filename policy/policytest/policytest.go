@@ -23,6 +23,7 @@ type Fleet struct {
 	Reg     *worker.Registry
 	Workers []*worker.Worker
 	tb      testing.TB
+	added   int // workers ever added: numbers each new worker's address
 }
 
 // NewFleet registers n Ready workers serving model (empty: unknown model) and closes the
@@ -44,7 +45,8 @@ func NewFleet(tb testing.TB, n int, model string) *Fleet {
 // Add registers one more Ready worker with the given model and labels and returns it.
 func (f *Fleet) Add(model string, labels map[string]string) *worker.Worker {
 	f.tb.Helper()
-	i := len(f.Workers)
+	i := f.added
+	f.added++
 	// Distinct loopback addresses and ports; nothing listens there and nothing dials them.
 	spec := worker.Spec{
 		URL:     fmt.Sprintf("http://127.0.%d.%d:%d", 1+i/250/250%250, 1+i/250%250, 10000+i%250),

@@ -1,0 +1,42 @@
+//go:build !race
+
+package cacheaware
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/policytest"
+)
+
+// TestPickAllocatesNothing routes a 4 KB prompt (the measure) on the hit path and on
+// the miss path, and a token request, after a warm-up that stores them.
+func TestPickAllocatesNothing(t *testing.T) {
+	f := policytest.NewFleet(t, 16, "m")
+	for _, threshold := range []float64{DefaultCacheThreshold, 1} { // 1: every request a miss
+		cfg := DefaultConfig()
+		cfg.CacheThreshold = threshold
+		b, _ := newBuilder(t, cfg)
+		p := b.Build(f.Group("m"))
+		toks := make([]uint32, 1024)
+		for i := range toks {
+			toks[i] = uint32(i)
+		}
+		for _, req := range []*policy.Request{
+			{Text: []byte(strings.Repeat("You are a helpful assistant. ", 142))[:4096]},
+			{Tokens: toks},
+		} {
+			if _, err := p.Pick(req); err != nil {
+				t.Fatal(err)
+			}
+			if n := testing.AllocsPerRun(500, func() {
+				if _, err := p.Pick(req); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Fatalf("threshold %v: Pick allocates %v times per call, want 0", threshold, n)
+			}
+		}
+	}
+}

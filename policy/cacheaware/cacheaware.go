@@ -1,0 +1,305 @@
+package cacheaware
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/radix"
+	"github.com/smg-go/smg/worker"
+)
+
+// Name is the policy's --policy name.
+const Name = "cache_aware"
+
+// Branches of smg_cache_aware_policy_branch_total.
+const (
+	BranchTreeMatch            = "tree_match"
+	BranchSpill                = "spill"
+	BranchExpectedWaitFallback = "expected_wait_fallback"
+	BranchFirstHealthyFallback = "first_healthy_fallback"
+)
+
+// Builder owns one model's trees, which survive snapshots.
+type Builder struct {
+	cfg    Config
+	rnd    policy.Rand
+	scorer *policy.Scorer
+
+	text   *radix.TextTree
+	tokens *radix.TokenTree
+	clock  atomic.Int64 // logical LRU clock: one tick per insert
+
+	br branches
+
+	// Control-plane state, touched by Build and Maintain only (mu orders them).
+	mu        sync.Mutex
+	owners    []*worker.Worker // tenant index → the worker that holds it
+	gauges    *treeGauges
+	lastEvict time.Time
+}
+
+type branches struct {
+	match, spill, miss, firstHealthy *metrics.Counter
+}
+
+type treeGauges struct {
+	chars, tokens, textTenants, tokenTenants *metrics.Gauge
+}
+
+// New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand. The
+// expected wait uses least_load's default tuning, as the spec says.
+func New(cfg Config, rnd policy.Rand) *Builder {
+	if rnd == nil {
+		rnd = policy.RuntimeRand{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	text, err := radix.NewTextTree(radix.Config{})
+	if err != nil {
+		panic(err) // the zero radix.Config is valid
+	}
+	tokens, err := radix.NewTokenTree(radix.Config{})
+	if err != nil {
+		panic(err)
+	}
+	c := func(branch string) *metrics.Counter {
+		return cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_policy_branch_total{branch="` + branch + `"}`)
+	}
+	return &Builder{
+		cfg: cfg, rnd: rnd, scorer: policy.NewScorer(policy.DefaultWaitConfig()),
+		text: text, tokens: tokens,
+		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback), firstHealthy: c(BranchFirstHealthyFallback)},
+	}
+}
+
+// Name implements policy.Builder.
+func (*Builder) Name() string { return Name }
+
+// Config returns the builder's configuration.
+func (b *Builder) Config() Config { return b.cfg }
+
+// TextTree and TokenTree return the model's trees, for tests, the admin API and mesh sync.
+func (b *Builder) TextTree() *radix.TextTree   { return b.text }
+func (b *Builder) TokenTree() *radix.TokenTree { return b.tokens }
+
+// Build implements policy.Builder: it purges the tenancy of workers that left the registry
+// and returns a picker over g.
+func (b *Builder) Build(g policy.Group) policy.Picker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gauges == nil {
+		b.gauges = newTreeGauges(b.cfg.Metrics, g.Model)
+	}
+	b.purgeDeparted(g)
+	bound := 0
+	for _, w := range g.Workers {
+		bound = max(bound, int(w.Index)+1)
+	}
+	byIndex := make([]*worker.Worker, bound)
+	for _, w := range g.Workers {
+		byIndex[w.Index] = w
+	}
+	return &picker{b: b, workers: g.Workers, byIndex: byIndex, mean: policy.NewFleetMean(g.Workers)}
+}
+
+// purgeDeparted removes from the trees every tenant whose worker is no longer registered, and
+// records the current owner of each tenant index. A worker that is only unavailable keeps
+// its tenancy: it will hold its cache again when it recovers.
+func (b *Builder) purgeDeparted(g policy.Group) {
+	registered := func(w *worker.Worker) bool {
+		return g.Snapshot != nil && g.Snapshot.ByID(w.ID) == w
+	}
+	for i, w := range b.owners {
+		if w != nil && !registered(w) {
+			b.text.RemoveTenant(radix.Tenant(i))
+			b.tokens.RemoveTenant(radix.Tenant(i))
+			b.owners[i] = nil
+		}
+	}
+	for _, w := range g.Workers {
+		for int(w.Index) >= len(b.owners) {
+			b.owners = append(b.owners, nil)
+		}
+		if o := b.owners[w.Index]; o != nil && o != w {
+			// The index was reused before a Build saw its old owner leave.
+			b.text.RemoveTenant(radix.Tenant(w.Index))
+			b.tokens.RemoveTenant(radix.Tenant(w.Index))
+		}
+		b.owners[w.Index] = w
+	}
+}
+
+// Maintain evicts trees over budget every EvictionInterval and refreshes the tree gauges
+// (policy.Maintainer).
+func (b *Builder) Maintain(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cfg.EvictionInterval <= 0 || now.Sub(b.lastEvict) < b.cfg.EvictionInterval {
+		return
+	}
+	b.lastEvict = now
+	if b.text.Size() > b.cfg.MaxTreeSize {
+		b.text.Evict(b.cfg.MaxTreeSize)
+	}
+	if b.tokens.Size() > b.cfg.MaxTreeSize {
+		b.tokens.Evict(b.cfg.MaxTreeSize)
+	}
+	if b.gauges != nil {
+		b.gauges.chars.Set(float64(b.text.Size()))
+		b.gauges.tokens.Set(float64(b.tokens.Size()))
+		var textTenants, tokenTenants int
+		for i, w := range b.owners {
+			if w == nil {
+				continue
+			}
+			if b.text.TenantChars(radix.Tenant(i)) > 0 {
+				textTenants++
+			}
+			if b.tokens.TenantChars(radix.Tenant(i)) > 0 {
+				tokenTenants++
+			}
+		}
+		b.gauges.textTenants.Set(float64(textTenants))
+		b.gauges.tokenTenants.Set(float64(tokenTenants))
+	}
+}
+
+func newTreeGauges(set *metrics.Set, model string) *treeGauges {
+	return &treeGauges{
+		chars:        set.GetOrCreateGauge(`smg_cache_tree_chars{model="`+escape(model)+`"}`, nil),
+		tokens:       set.GetOrCreateGauge(`smg_cache_tree_tokens{model="`+escape(model)+`"}`, nil),
+		textTenants:  set.GetOrCreateGauge(`smg_cache_tree_tenants{model="`+escape(model)+`",tree="string"}`, nil),
+		tokenTenants: set.GetOrCreateGauge(`smg_cache_tree_tenants{model="`+escape(model)+`",tree="token"}`, nil),
+	}
+}
+
+// escape makes a model id safe inside a Prometheus label value.
+func escape(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\', '"':
+			out = append(out, '\\', c)
+		case '\n':
+			out = append(out, '\\', 'n')
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}
+
+type picker struct {
+	b       *Builder
+	workers []*worker.Worker
+	byIndex []*worker.Worker // tenant → available candidate; nil for others
+	mean    *policy.FleetMean
+}
+
+// Pick implements policy.Picker.
+func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
+	c := chooserPool.Get().(*chooser)
+	c.p, c.req = p, req
+	defer c.release()
+	b := p.b
+	switch {
+	case len(req.Tokens) >= b.cfg.BlockSize:
+		// Whole pages only: engines reuse KV cache in pages.
+		n := len(req.Tokens) / b.cfg.BlockSize * b.cfg.BlockSize
+		c.pageSize = b.cfg.BlockSize
+		b.tokens.MatchAndInsert(req.Tokens[:n], b.clock.Add(1), c)
+	case len(req.Tokens) == 0 && len(req.Text) > 0:
+		c.pageSize = 1
+		b.text.MatchAndInsert(req.Text, b.clock.Add(1), c)
+	default:
+		// Nothing to match (no text, or tokens shorter than one page): load decides and
+		// nothing is recorded.
+		c.chosen = b.scorer.Lowest(req, p.workers, b.rnd, policy.NoHotLimit)
+	}
+	if c.chosen == nil {
+		return policy.Result{}, policy.ErrNoAvailableWorkers
+	}
+	return policy.Result{Worker: c.chosen}, nil
+}
+
+// Record inserts the request's prefix for the worker that served it when a retry moved the
+// request off the worker Pick chose (policy.Recorder).
+func (p *picker) Record(req *policy.Request, served *worker.Worker) {
+	b := p.b
+	switch {
+	case len(req.Tokens) >= b.cfg.BlockSize:
+		n := len(req.Tokens) / b.cfg.BlockSize * b.cfg.BlockSize
+		b.tokens.Insert(req.Tokens[:n], radix.Tenant(served.Index), b.clock.Add(1))
+	case len(req.Tokens) == 0 && len(req.Text) > 0:
+		b.text.Insert(req.Text, radix.Tenant(served.Index), b.clock.Add(1))
+	}
+}
+
+// chooser runs the decision inside the tree's descent. Pooled: a Chooser handed to the tree
+// as an interface would otherwise escape to the heap on every pick.
+type chooser struct {
+	p        *picker
+	req      *policy.Request
+	pageSize int
+	chosen   *worker.Worker
+	cands    [radix.MaxMatchTenants]*worker.Worker
+}
+
+var chooserPool = sync.Pool{New: func() any { return new(chooser) }}
+
+func (c *chooser) release() {
+	*c = chooser{}
+	chooserPool.Put(c)
+}
+
+// Choose implements radix.Chooser; it runs under the shard's lock.
+func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
+	p, b, req := c.p, c.p.b, c.req
+	matched := m.MatchedChars / c.pageSize * c.pageSize
+	ratio := 0.0
+	if m.InputChars > 0 {
+		ratio = float64(matched) / float64(m.InputChars)
+	}
+	var w *worker.Worker
+	if ratio > b.cfg.CacheThreshold && matched > 0 {
+		n := 0
+		for _, t := range m.Tenants {
+			if int(t) < len(p.byIndex) {
+				if h := p.byIndex[t]; h != nil && req.Usable(h) {
+					c.cands[n] = h
+					n++
+				}
+			}
+		}
+		mean := p.mean.Mean()
+		hot := max(b.cfg.BalanceRelThreshold*mean, mean+float64(b.cfg.BalanceAbsThreshold))
+		if n > 0 {
+			w = b.scorer.Lowest(req, c.cands[:n], b.rnd, hot)
+		}
+		if w != nil {
+			b.br.match.Inc()
+		} else {
+			// Every holder is hot (or none is available): spill to the lowest expected
+			// wait that is not hot, or to the lowest of all when everyone is.
+			if w = b.scorer.Lowest(req, p.workers, b.rnd, hot); w == nil {
+				w = b.scorer.Lowest(req, p.workers, b.rnd, policy.NoHotLimit)
+			}
+			if w != nil {
+				b.br.spill.Inc()
+			}
+		}
+	} else {
+		if w = b.scorer.Lowest(req, p.workers, b.rnd, policy.NoHotLimit); w != nil {
+			b.br.miss.Inc()
+		}
+	}
+	c.chosen = w
+	if w == nil {
+		return 0, false
+	}
+	return radix.Tenant(w.Index), true
+}

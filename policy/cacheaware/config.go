@@ -1,0 +1,91 @@
+package cacheaware
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/radix"
+)
+
+// Defaults of the spec's flags.
+const (
+	DefaultCacheThreshold      = 0.3
+	DefaultBalanceAbsThreshold = 64
+	DefaultBalanceRelThreshold = 1.5
+	DefaultEvictionInterval    = radix.DefaultEvictionInterval // 120 s
+	DefaultMaxTreeSize         = radix.DefaultMaxTreeSize      // 67,108,864
+	DefaultBlockSize           = 16
+)
+
+// Config configures cache_aware.
+type Config struct {
+	// CacheThreshold (--cache-threshold): holders are preferred only when the match ratio is
+	// above this, in [0, 1]. Default 0.3.
+	CacheThreshold float64
+	// BalanceAbsThreshold (--balance-abs-threshold): a holder is hot only when its in-flight
+	// count exceeds the fleet mean by more than this. Default 64.
+	BalanceAbsThreshold int
+	// BalanceRelThreshold (--balance-rel-threshold): and exceeds this multiple of the fleet
+	// mean; at least 1. Default 1.5.
+	BalanceRelThreshold float64
+	// EvictionInterval (--eviction-interval): how often trees over budget are trimmed; 0
+	// disables eviction. Default 120 s.
+	EvictionInterval time.Duration
+	// MaxTreeSize (--max-tree-size): each tree's budget in tenant-weighted characters (text)
+	// or tokens. Default 67,108,864.
+	MaxTreeSize int64
+	// BlockSize (--block-size): the token tree's page, in tokens; only whole pages match.
+	// Default 16.
+	BlockSize int
+	// Metrics receives smg_cache_aware_policy_branch_total and the tree gauges. Nil: a
+	// private set.
+	Metrics *metrics.Set
+}
+
+// DefaultConfig returns the spec's CLI defaults.
+func DefaultConfig() Config {
+	return Config{
+		CacheThreshold:      DefaultCacheThreshold,
+		BalanceAbsThreshold: DefaultBalanceAbsThreshold,
+		BalanceRelThreshold: DefaultBalanceRelThreshold,
+		EvictionInterval:    DefaultEvictionInterval,
+		MaxTreeSize:         DefaultMaxTreeSize,
+		BlockSize:           DefaultBlockSize,
+	}
+}
+
+// BuiltinConfig returns the policy's built-in defaults, which a worker's policy label gets
+// when --policy names another policy (spec: Policy Scope; the product documents them as a
+// cache threshold of 0.5, a spill gate of 32 requests and 1.1× the mean, eviction every 30
+// seconds and a tree size of 10,000).
+func BuiltinConfig() Config {
+	return Config{
+		CacheThreshold:      0.5,
+		BalanceAbsThreshold: 32,
+		BalanceRelThreshold: 1.1,
+		EvictionInterval:    30 * time.Second,
+		MaxTreeSize:         10_000,
+		BlockSize:           DefaultBlockSize,
+	}
+}
+
+// Validate reports the first setting out of range, naming its flag.
+func (c Config) Validate() error {
+	switch {
+	case !(c.CacheThreshold >= 0 && c.CacheThreshold <= 1):
+		return fmt.Errorf("--cache-threshold is %v: give a match ratio between 0 and 1 (default %v)", c.CacheThreshold, DefaultCacheThreshold)
+	case c.BalanceAbsThreshold < 0:
+		return fmt.Errorf("--balance-abs-threshold is %d: give a request count >= 0 (default %d)", c.BalanceAbsThreshold, DefaultBalanceAbsThreshold)
+	case !(c.BalanceRelThreshold >= 1) || math.IsInf(c.BalanceRelThreshold, 1):
+		return fmt.Errorf("--balance-rel-threshold is %v: give a multiple of the fleet mean >= 1 (default %v)", c.BalanceRelThreshold, DefaultBalanceRelThreshold)
+	case c.EvictionInterval < 0:
+		return fmt.Errorf("--eviction-interval is %v s: give a number of seconds >= 0 (default %v; 0 disables eviction)", c.EvictionInterval.Seconds(), DefaultEvictionInterval.Seconds())
+	case c.MaxTreeSize < 1:
+		return fmt.Errorf("--max-tree-size is %d: give a positive number of characters (default %d)", c.MaxTreeSize, DefaultMaxTreeSize)
+	case c.BlockSize < 1:
+		return fmt.Errorf("--block-size is %d: give the engines' KV page size in tokens, >= 1 (default %d)", c.BlockSize, DefaultBlockSize)
+	}
+	return nil
+}
