@@ -133,6 +133,9 @@ type sample struct {
 	// detail says why a request failed (an error, the start of an error body); it may view
 	// the client state's buffers, so it is valid until the state's next request.
 	detail []byte
+	// finished, when set, is when the answer was complete ([DONE] arrived); otherwise the
+	// request ends when do has read the whole body.
+	finished time.Time
 }
 
 // do sends it, reads the whole answer, records the sample into st.rec and returns it.
@@ -160,7 +163,10 @@ func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer b
 			s = cl.readBody(st, wantAnswer, s)
 		}
 	}
-	now := time.Now()
+	now := s.finished
+	if now.IsZero() {
+		now = time.Now()
+	}
 	s.e2e = now.Sub(start)
 	s.end = now.Sub(runStart)
 	if s.fail == failNone {
@@ -200,6 +206,13 @@ func (cl *client) readStream(st *clientState, it *item, start time.Time, wantAns
 		}
 		return cl.parseWhole(st, st.body, wantAnswer, s)
 	}
+	return cl.consumeSSE(st, body, start, wantAnswer, s)
+}
+
+// consumeSSE reads an event stream from body, timing each content event, up to and past
+// "data: [DONE]". s.finished is the arrival of [DONE]: the request's end, whatever
+// draining the rest of the body costs.
+func (cl *client) consumeSSE(st *clientState, body io.Reader, start time.Time, wantAnswer bool, s sample) sample {
 	st.sse.reset(body)
 	var last time.Time
 	generated := 0 // /generate streams cumulative text: the bytes already seen
@@ -213,6 +226,7 @@ func (cl *client) readStream(st *clientState, it *item, start time.Time, wantAns
 			return s
 		}
 		if string(data) == "[DONE]" {
+			s.finished = time.Now()
 			break
 		}
 		p, err := parsePayload(&st.parser, cl.endpoint, data)

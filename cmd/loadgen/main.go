@@ -1,12 +1,3 @@
-// Command loadgen drives load against an OpenAI-compatible endpoint and reports serving
-// statistics; see package loadgen. Usage:
-//
-//	loadgen [run] --base-url http://host:port/v1 --model M [flags]   run a benchmark
-//	loadgen compare base.json new.json --max-regression 5%         exit 1 on a regression
-//	loadgen fakeserver --listen 127.0.0.1:8000                     serve a fake engine
-//
-// Exit status: 0 success; 1 the run could not be done, no request succeeded, or compare
-// found a regression; 2 bad flags or configuration.
 package main
 
 import (

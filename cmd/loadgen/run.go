@@ -38,6 +38,7 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 	fs.DurationVar(&c.Duration, "duration", 0, "stop issuing requests after this long")
 	fs.IntVar(&c.Warmup, "warmup", 0, "unmeasured requests sent first")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of prompts, lengths, order and arrivals")
+	fs.DurationVar(&c.TimelineInterval, "timeline-interval", c.TimelineInterval, "bucket width of the throughput/latency-over-time timeline")
 
 	fs.IntVar(&c.Random.InputLen, "random-input-len", c.Random.InputLen, "random: maximum prompt tokens")
 	fs.IntVar(&c.Random.OutputLen, "random-output-len", c.Random.OutputLen, "random: maximum output tokens")
