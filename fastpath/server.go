@@ -67,7 +67,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		DisablePreParseMultipartForm:  true,
 		CloseOnShutdown:               true,
 		TCPKeepalive:                  true,
-		DisableHeaderNamesNormalizing: false,
+		Logger:                        fasthttpLogger{cfg.Logger},
 	}
 	return s, nil
 }
@@ -158,4 +158,14 @@ func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, route int, allow str
 	writeError(ctx, errMethod, string(ctx.Method())+" is not allowed on "+string(ctx.Path())+"; use "+allow)
 	ctx.Response.Header.Set("Allow", allow)
 	s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
+}
+
+// fasthttpLogger sends fasthttp's own messages (mostly clients that misbehave at the
+// connection level) to slog at debug level, so a noisy client cannot flood the logs.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	if f.l.Enabled(context.Background(), slog.LevelDebug) {
+		f.l.Debug("fasthttp: " + fmt.Sprintf(format, args...))
+	}
 }

@@ -1,0 +1,283 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Binaries are the paths of the built commands.
+type Binaries struct {
+	SMG, MockWorker, LoadGen string
+}
+
+var (
+	buildOnce sync.Once
+	built     Binaries
+	buildErr  error
+)
+
+// repoRoot finds the module root from this source file's location.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Build compiles the three commands once per test process.
+func Build(t testing.TB) Binaries {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "smg-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		built = Binaries{SMG: filepath.Join(dir, "smg"), MockWorker: filepath.Join(dir, "mockworker"), LoadGen: filepath.Join(dir, "loadgen")}
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/smg", "./cmd/mockworker", "./cmd/loadgen")
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built
+}
+
+// Process is a started command with its combined output captured.
+type Process struct {
+	Cmd    *exec.Cmd
+	output *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Start runs bin with args; the test's cleanup kills it if it still runs.
+func Start(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	p := &Process{Cmd: exec.Command(bin, args...), output: &syncBuffer{}, done: make(chan struct{})}
+	p.Cmd.Stdout, p.Cmd.Stderr = p.output, p.output
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() { p.err = p.Cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.Cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of %s %s:\n%s", filepath.Base(bin), strings.Join(args, " "), tail(p.Output(), 4000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// Output returns what the process printed so far.
+func (p *Process) Output() string { return p.output.String() }
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig syscall.Signal) error { return p.Cmd.Process.Signal(sig) }
+
+// Wait waits up to d for the process to exit and returns its exit code (-1 on timeout).
+func (p *Process) Wait(d time.Duration) int {
+	select {
+	case <-p.done:
+		return p.Cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		return -1
+	}
+}
+
+// FreePort returns a TCP port that was free on host a moment ago.
+func FreePort(t testing.TB, host string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Mocks is a running mockworker fleet.
+type Mocks struct {
+	*Process
+	URLs []string
+}
+
+var listeningLine = regexp.MustCompile(`worker \d+ listening on (http://\S+)`)
+
+// StartMocks runs `mockworker --count n` with extra args on free ports and waits until every
+// worker has printed its listening line.
+func StartMocks(t testing.TB, n int, args ...string) *Mocks {
+	t.Helper()
+	b := Build(t)
+	all := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(n)}, args...)
+	m := &Mocks{Process: Start(t, b.MockWorker, all...)}
+	Eventually(t, 10*time.Second, "mock workers listening", func() bool {
+		m.URLs = m.URLs[:0]
+		for _, match := range listeningLine.FindAllStringSubmatch(m.Output(), -1) {
+			m.URLs = append(m.URLs, match[1])
+		}
+		return len(m.URLs) == n
+	})
+	return m
+}
+
+// Gateway is a running smg.
+type Gateway struct {
+	*Process
+	URL, MetricsURL string
+}
+
+// StartGateway runs `smg launch` with args on free ports and waits for /health.
+func StartGateway(t testing.TB, args ...string) *Gateway {
+	t.Helper()
+	b := Build(t)
+	port, prom := FreePort(t, "127.0.0.1"), FreePort(t, "127.0.0.1")
+	all := append([]string{"launch", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(prom)}, args...)
+	g := &Gateway{Process: Start(t, b.SMG, all...),
+		URL: fmt.Sprintf("http://127.0.0.1:%d", port), MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", prom)}
+	Eventually(t, 10*time.Second, "gateway /health", func() bool {
+		r, err := Do("GET", g.URL+"/health", "", nil)
+		return err == nil && r.Status == 200
+	})
+	return g
+}
+
+// Response is a whole HTTP response.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+
+// Do sends one request and reads the whole answer.
+func Do(method, url, body string, header map[string]string) (*Response, error) {
+	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}, nil
+}
+
+// MustDo is Do that fails the test on a transport error.
+func MustDo(t testing.TB, method, url, body string, header map[string]string) *Response {
+	t.Helper()
+	r, err := Do(method, url, body, header)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return r
+}
+
+// Stream opens a streamed request and returns the response with its body unread.
+func Stream(t testing.TB, url, body string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("stream %s: %v", url, err)
+	}
+	return resp, bufio.NewReader(resp.Body)
+}
+
+// ReadEvent reads one SSE event's data line ("" at the end of the stream).
+func ReadEvent(br *bufio.Reader) (string, error) {
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		if d, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "data: "); ok {
+			return d, nil
+		}
+	}
+}
+
+// Metric returns the value of the Prometheus series whose line starts with series.
+func Metric(t testing.TB, metricsURL, series string) (float64, bool) {
+	t.Helper()
+	r := MustDo(t, "GET", metricsURL, "", nil)
+	for _, line := range strings.Split(r.Body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Eventually polls cond every 10 ms until it holds or d passes.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
