@@ -56,18 +56,18 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 	s.exchanges.New = func() any { return new(exchange) }
 	s.relays.New = func() any { return new(relay) }
 	s.srv = &fasthttp.Server{
-		Handler:                       s.Handle,
-		ErrorHandler:                  s.handleServerError,
-		Name:                          "smg",
-		MaxRequestBodySize:            cfg.MaxPayloadSize,
-		ReadTimeout:                   cfg.ReadTimeout,
-		IdleTimeout:                   cfg.IdleTimeout,
-		Concurrency:                   cfg.MaxConnections,
-		NoDefaultServerHeader:         true,
-		DisablePreParseMultipartForm:  true,
-		CloseOnShutdown:               true,
-		TCPKeepalive:                  true,
-		Logger:                        fasthttpLogger{cfg.Logger},
+		Handler:                      s.Handle,
+		ErrorHandler:                 s.handleServerError,
+		Name:                         "smg",
+		MaxRequestBodySize:           cfg.MaxPayloadSize,
+		ReadTimeout:                  cfg.ReadTimeout,
+		IdleTimeout:                  cfg.IdleTimeout,
+		Concurrency:                  cfg.MaxConnections,
+		NoDefaultServerHeader:        true,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		TCPKeepalive:                 true,
+		Logger:                       fasthttpLogger{cfg.Logger},
 	}
 	return s, nil
 }
