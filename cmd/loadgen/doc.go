@@ -3,6 +3,7 @@
 //
 //	loadgen [run] --base-url http://host:port/v1 --model M [flags]   run a benchmark
 //	loadgen compare base.json new.json --max-regression 5%         exit 1 on a regression
+//	loadgen report result.json --html report.html                  summary and HTML of a saved result
 //	loadgen fakeserver --listen 127.0.0.1:8000                     serve a fake engine
 //
 // Exit status: 0 success; 1 the run could not be done, no request succeeded, or compare

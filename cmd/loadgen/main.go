@@ -24,6 +24,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 			return runCommand(args[1:], stdout, stderr)
 		case "compare":
 			return compareCommand(args[1:], stdout, stderr)
+		case "report":
+			return reportCommand(args[1:], stdout, stderr)
 		case "fakeserver":
 			return fakeServerCommand(args[1:], stdout, stderr)
 		case "help", "-h", "--help", "-help":
@@ -38,7 +40,8 @@ const usage = `loadgen: load generator for OpenAI-compatible endpoints
 
   loadgen [run] --base-url http://host:port/v1 --model M [flags]   run a benchmark
   loadgen compare base.json new.json --max-regression 5%         exit 1 on a regression
+  loadgen report result.json --html report.html                  summary and HTML of a saved result
   loadgen fakeserver --listen 127.0.0.1:8000                     serve a fake engine
 
-Run "loadgen run -h", "loadgen compare -h" or "loadgen fakeserver -h" for the flags.
+Run "loadgen run -h" (or compare, report, fakeserver) for the flags.
 `

@@ -87,6 +87,15 @@ func TestBinaryRunsAndWritesResults(t *testing.T) {
 		t.Fatalf("HTML report: %v", err)
 	}
 
+	// A saved result renders again.
+	again := filepath.Join(dir, "again.html")
+	if out, err := exec.Command(bin, "report", jsonPath, "--html", again).CombinedOutput(); err != nil || !bytes.Contains(out, []byte("Successful requests:                    36")) {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if html, err := os.ReadFile(again); err != nil || !bytes.Contains(html, []byte("<svg")) {
+		t.Fatalf("re-rendered HTML report: %v", err)
+	}
+
 	// The result compares clean against itself; the binary's exit status says so.
 	cmp := exec.Command(bin, "compare", jsonPath, jsonPath, "--max-regression", "1%")
 	if out, err := cmp.CombinedOutput(); err != nil {
