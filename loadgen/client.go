@@ -57,11 +57,10 @@ func newClient(c *Config, maxConns int) (*client, error) {
 		// decides how many requests are in flight.
 		MaxConnWaitTimeout: c.Timeout,
 		// Prompts can be megabytes; the default 4 KiB buffers would mean many syscalls.
-		WriteBufferSize:               64 << 10,
-		ReadBufferSize:                16 << 10,
-		DisableHeaderNamesNormalizing: false,
-		NoDefaultUserAgentHeader:      true,
-		Dial:                          c.Dial,
+		WriteBufferSize:          64 << 10,
+		ReadBufferSize:           16 << 10,
+		NoDefaultUserAgentHeader: true,
+		Dial:                     c.Dial,
 	}
 	if isTLS {
 		hc.TLSConfig = &tls.Config{InsecureSkipVerify: c.Insecure, ServerName: u.Hostname()} //nolint:gosec // opt-in via --insecure

@@ -50,6 +50,12 @@ type Result struct {
 	CacheHitRate float64 `json:"cache_hit_rate"`
 	// Concurrency is the mean number of requests in flight: Σ e2e latency / duration.
 	Concurrency float64 `json:"concurrency"`
+	// ClientCPUS is the CPU time (user + system) the process used during the measured run,
+	// and ClientCPUPerRequestUS that per request: the load generator's own cost, to judge
+	// whether it co-limited the result. It covers the whole process, so it includes anything
+	// else running in it (a server started in the same test, say). 0 where not measured.
+	ClientCPUS            float64 `json:"client_cpu_s"`
+	ClientCPUPerRequestUS float64 `json:"client_cpu_per_request_us"`
 
 	TTFT Summary `json:"ttft_ms"`        // streams: first content event; non-streamed: = e2e
 	TPOT Summary `json:"tpot_ms"`        // streams: (e2e - ttft) / (output tokens - 1), per request

@@ -56,6 +56,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Progress != nil {
 		d.prog = startProgress(cfg.Progress, int64(cfg.NumRequests), cfg.Duration)
 	}
+	cpuBefore := processCPU()
 	var states []*clientState
 	if cfg.closedLoop() {
 		states = makeStates(cfg.clients(), newState)
@@ -64,6 +65,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		states = d.openLoop(runCtx, newState, cfg.MaxConcurrency, b, cfg.RequestRate, cfg.Arrival, cfg.Seed)
 	}
 	duration := time.Since(d.runStart)
+	cpu := processCPU() - cpuBefore
 	if d.prog != nil {
 		d.prog.finish()
 	}
@@ -75,7 +77,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if total.completed+total.failed == 0 && ctx.Err() != nil {
 		return nil, fmt.Errorf("cannot run load: %w", ctx.Err())
 	}
-	return buildResult(&cfg, &total, d.runStart, duration), nil
+	res := buildResult(&cfg, &total, d.runStart, duration)
+	res.ClientCPUS = cpu.Seconds()
+	if n := total.completed + total.failed; n > 0 {
+		res.ClientCPUPerRequestUS = float64(cpu.Microseconds()) / float64(n)
+	}
+	return res, nil
 }
 
 func makeStates(n int, newState func() *clientState) []*clientState {

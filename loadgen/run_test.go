@@ -64,6 +64,9 @@ func TestRunClosedLoopStreamingChat(t *testing.T) {
 	if res.UsageReported != 30 {
 		t.Errorf("usage reported by %d requests, want 30", res.UsageReported)
 	}
+	if res.ClientCPUS <= 0 || res.ClientCPUPerRequestUS <= 0 {
+		t.Errorf("client CPU %v s, %v µs/request: not measured", res.ClientCPUS, res.ClientCPUPerRequestUS)
+	}
 }
 
 func runOK(t *testing.T, cfg Config) *Result {

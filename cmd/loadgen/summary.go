@@ -24,6 +24,7 @@ func printSummary(w io.Writer, r *loadgen.Result) {
 	line("Output token throughput (tok/s)", "%.2f", r.OutputThroughput)
 	line("Prefix cache hit rate", "%.2f%%", 100*r.CacheHitRate)
 	line("Concurrency", "%.2f", r.Concurrency)
+	line("loadgen CPU per request (us)", "%.1f", r.ClientCPUPerRequestUS)
 	for _, m := range []struct {
 		title string
 		s     loadgen.Summary
