@@ -1,0 +1,29 @@
+package bucket
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/smg-go/smg/policy"
+)
+
+// BenchmarkPick routes 1 KB prompts; the balance check reads every worker's window (O(n), as
+// the spec's complexity table says).
+func BenchmarkPick(b *testing.B) {
+	for _, n := range []int{8, 64, 512, 4096} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			_, _, p := setup(b, n, DefaultConfig())
+			req := &policy.Request{Text: []byte(strings.Repeat("x", 1024))}
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := p.Pick(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,295 @@
+package bucket
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// Name is the policy's --policy name.
+const Name = "bucket"
+
+// Timing of the spec.
+const (
+	// AdjustInterval is how often boundaries are re-checked.
+	AdjustInterval = 5 * time.Second
+	// Window is the span of the balance check's loads.
+	Window = 5 * time.Second
+	// slot is the granularity of the load window.
+	slot = time.Second
+	// slots per window.
+	slots = int(Window / slot)
+	// InitialMax is the length the initial even split covers; the last range is open-ended.
+	InitialMax = 4096
+	// recentSizes is how many request sizes the adjustment remembers.
+	recentSizes = 4096
+)
+
+// Config configures bucket.
+type Config struct {
+	// BalanceAbsThreshold (--balance-abs-threshold, shared with cache_aware, here in
+	// characters or tokens). Default 64.
+	BalanceAbsThreshold int
+	// BalanceRelThreshold (--balance-rel-threshold), at least 1. Default 1.5.
+	BalanceRelThreshold float64
+}
+
+// DefaultConfig returns the spec's defaults.
+func DefaultConfig() Config { return Config{BalanceAbsThreshold: 64, BalanceRelThreshold: 1.5} }
+
+// Validate reports a setting out of range.
+func (c Config) Validate() error {
+	if c.BalanceAbsThreshold < 0 {
+		return fmt.Errorf("--balance-abs-threshold is %d: give a count >= 0", c.BalanceAbsThreshold)
+	}
+	if !(c.BalanceRelThreshold >= 1) || math.IsInf(c.BalanceRelThreshold, 1) {
+		return fmt.Errorf("--balance-rel-threshold is %v: give a multiple >= 1", c.BalanceRelThreshold)
+	}
+	return nil
+}
+
+// Builder keeps the boundaries, loads and recent sizes of one model across snapshots.
+type Builder struct {
+	cfg Config
+	rnd policy.Rand
+
+	cur   atomic.Int64 // the load slot picks add to; advanced by Maintain
+	epoch atomic.Int64 // seconds-slots elapsed, stamped on recent sizes
+
+	sizes     [recentSizes]atomic.Uint64 // epoch<<32 | size
+	sizesNext atomic.Uint64
+
+	bounds atomic.Pointer[bounds]
+
+	// Control-plane state (Build and Maintain), ordered by mu.
+	mu         sync.Mutex
+	loads      map[*worker.Worker]*load
+	lastRotate time.Time
+	lastAdjust time.Time
+	adjusted   bool
+	perWorker  float64 // per-worker window load at the last adjustment
+}
+
+// load is one worker's characters over the window, by slot.
+type load struct {
+	slots [slots]atomic.Int64
+}
+
+func (l *load) sum() int64 {
+	var s int64
+	for i := range l.slots {
+		s += l.slots[i].Load()
+	}
+	return s
+}
+
+// bounds assigns length ranges to workers: owner i takes lengths up to upper[i] inclusive,
+// above upper[i-1]; the last owner's upper bound is MaxInt64.
+type bounds struct {
+	owners []*worker.Worker
+	loads  []*load
+	upper  []int64
+}
+
+// New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand.
+func New(cfg Config, rnd policy.Rand) *Builder {
+	if rnd == nil {
+		rnd = policy.RuntimeRand{}
+	}
+	return &Builder{cfg: cfg, rnd: rnd, loads: map[*worker.Worker]*load{}}
+}
+
+// Name implements policy.Builder.
+func (*Builder) Name() string { return Name }
+
+// Build implements policy.Builder. Boundaries survive a snapshot that keeps the same workers;
+// a change of workers starts again from the even split.
+func (b *Builder) Build(g policy.Group) policy.Picker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.bounds.Load()
+	if old == nil || !slices.Equal(old.owners, g.Workers) {
+		ls := make([]*load, len(g.Workers))
+		keep := make(map[*worker.Worker]*load, len(g.Workers))
+		for i, w := range g.Workers {
+			l := b.loads[w]
+			if l == nil {
+				l = new(load)
+			}
+			ls[i], keep[w] = l, l
+		}
+		b.loads = keep
+		b.bounds.Store(&bounds{owners: slices.Clone(g.Workers), loads: ls, upper: evenSplit(len(g.Workers))})
+		b.adjusted, b.perWorker = false, 0
+	}
+	return &picker{b: b}
+}
+
+func evenSplit(n int) []int64 {
+	if n == 0 {
+		return nil
+	}
+	up := make([]int64, n)
+	gap := int64(InitialMax / n)
+	for i := range up {
+		up[i] = int64(i+1)*gap - 1
+	}
+	up[n-1] = math.MaxInt64
+	return up
+}
+
+// Bounds returns the current upper bounds (inclusive; the last is MaxInt64), for tests and the
+// admin API.
+func (b *Builder) Bounds() []int64 {
+	if bs := b.bounds.Load(); bs != nil {
+		return slices.Clone(bs.upper)
+	}
+	return nil
+}
+
+type picker struct{ b *Builder }
+
+// Pick implements policy.Picker.
+func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
+	b := p.b
+	bs := b.bounds.Load()
+	size := int64(len(req.Tokens))
+	if size == 0 {
+		size = int64(utf8.RuneCount(req.Text))
+	}
+	// Balance check over the usable workers' window loads.
+	var (
+		minLoad, maxLoad int64 = math.MaxInt64, -1
+		least            int   = -1
+		ties             int
+	)
+	for i, w := range bs.owners {
+		if !req.Usable(w) {
+			continue
+		}
+		l := bs.loads[i].sum()
+		maxLoad = max(maxLoad, l)
+		switch {
+		case l < minLoad:
+			minLoad, least, ties = l, i, 1
+		case l == minLoad:
+			ties++
+			if b.rnd.IntN(ties) == 0 {
+				least = i
+			}
+		}
+	}
+	if least < 0 {
+		return policy.Result{}, policy.ErrNoAvailableWorkers
+	}
+	chosen := least
+	imbalanced := maxLoad-minLoad > int64(b.cfg.BalanceAbsThreshold) && float64(maxLoad) > b.cfg.BalanceRelThreshold*float64(minLoad)
+	if !imbalanced {
+		if i, _ := slices.BinarySearch(bs.upper, size); i < len(bs.owners) && req.Usable(bs.owners[i]) {
+			chosen = i
+		}
+	}
+	cur := b.cur.Load()
+	bs.loads[chosen].slots[cur].Add(size)
+	k := b.sizesNext.Add(1) - 1
+	b.sizes[k%recentSizes].Store(uint64(b.epoch.Load())<<32 | uint64(min(size, math.MaxUint32)))
+	return policy.Result{Worker: bs.owners[chosen]}, nil
+}
+
+// Maintain rotates the load window every second and re-checks the boundaries every
+// AdjustInterval (policy.Maintainer).
+func (b *Builder) Maintain(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lastRotate.IsZero() {
+		b.lastRotate, b.lastAdjust = now, now
+		return
+	}
+	// Check before rotating, so the check sees the whole window it is due for.
+	if now.Sub(b.lastAdjust) >= AdjustInterval {
+		b.lastAdjust = now
+		b.adjust()
+	}
+	for now.Sub(b.lastRotate) >= slot {
+		b.lastRotate = b.lastRotate.Add(slot)
+		next := (b.cur.Load() + 1) % int64(slots)
+		for _, l := range b.loads {
+			l.slots[next].Store(0)
+		}
+		b.cur.Store(next)
+		b.epoch.Add(1)
+	}
+}
+
+// adjust recomputes the boundaries from the window's request sizes when the spec says to.
+func (b *Builder) adjust() {
+	bs := b.bounds.Load()
+	if bs == nil || len(bs.owners) == 0 {
+		return
+	}
+	var total int64
+	for _, l := range bs.loads {
+		total += l.sum()
+	}
+	perWorker := float64(total) / float64(len(bs.owners))
+	if total == 0 {
+		return
+	}
+	if b.adjusted && perWorker <= 2*b.perWorker && b.perWorker <= 2*perWorker {
+		return // within a factor of two of the last adjustment
+	}
+	epoch := b.epoch.Load()
+	var sizes []int64
+	for i := range b.sizes {
+		v := b.sizes[i].Load()
+		if v == 0 {
+			continue
+		}
+		if e := int64(v >> 32); epoch-e < int64(slots) {
+			sizes = append(sizes, int64(v&math.MaxUint32))
+		}
+	}
+	if len(sizes) == 0 {
+		return
+	}
+	b.adjusted, b.perWorker = true, perWorker
+	b.bounds.Store(&bounds{owners: bs.owners, loads: bs.loads, upper: shareBounds(sizes, len(bs.owners))})
+}
+
+// shareBounds cuts the sorted sizes into n ranges carrying similar shares of the total size:
+// range i ends at the last request before the running total exceeds (i+1)/n of it. Bounds
+// are strictly ascending; the last is open-ended.
+func shareBounds(sizes []int64, n int) []int64 {
+	slices.Sort(sizes)
+	var total int64
+	for _, s := range sizes {
+		total += s
+	}
+	up := make([]int64, n)
+	var run int64
+	j := 0
+	for i := range n - 1 {
+		target := total * int64(i+1) / int64(n)
+		for j < len(sizes) && run+sizes[j] <= target {
+			run += sizes[j]
+			j++
+		}
+		cut := int64(0)
+		if j > 0 {
+			cut = sizes[j-1]
+		}
+		if i > 0 && cut <= up[i-1] {
+			cut = up[i-1] + 1
+		}
+		up[i] = cut
+	}
+	up[n-1] = math.MaxInt64
+	return up
+}
