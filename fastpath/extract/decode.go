@@ -6,9 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// appendUnescaped appends the decoded value of a string's content that scanString found
-// to be valid UTF-8 with escapes: only the escapes need work, and bytes.IndexByte finds
-// them.
+// appendUnescaped appends the decoded value of string content with escapes, validated
+// by scanString: bytes.IndexByte finds the escapes, and the runs between them are copied.
 func appendUnescaped(dst, raw []byte) []byte {
 	for {
 		e := bytes.IndexByte(raw, '\\')
@@ -20,31 +19,6 @@ func appendUnescaped(dst, raw []byte) []byte {
 		dst, n = appendEscape(dst, raw[e:])
 		raw = raw[e+n:]
 	}
-}
-
-// appendDecoded appends the decoded value of any string content scanString accepted,
-// replacing each byte of invalid UTF-8 with U+FFFD as encoding/json does.
-func appendDecoded(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		switch c := raw[i]; {
-		case c == '\\':
-			var n int
-			dst, n = appendEscape(dst, raw[i:])
-			i += n
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(raw[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, raw[i:i+size]...)
-			}
-			i += size
-		}
-	}
-	return dst
 }
 
 // appendEscape decodes the escape sequence at the start of raw, validated by scanString,
@@ -94,21 +68,17 @@ func hex4(b []byte) rune {
 
 // appendTo appends the decoded value of r to dst.
 func (s *scanner) appendTo(dst []byte, r rawString) []byte {
-	raw := s.buf[r.start:r.end]
-	switch {
-	case r.badUTF8:
-		return appendDecoded(dst, raw)
-	case r.escaped:
-		return appendUnescaped(dst, raw)
+	if r.escaped {
+		return appendUnescaped(dst, s.buf[r.start:r.end])
 	}
-	return append(dst, raw...)
+	return append(dst, s.buf[r.start:r.end]...)
 }
 
 // bytes returns the decoded value of r: a view into the body when nothing needs decoding
 // (capacity clipped so that appending to it cannot overwrite the body), otherwise the
 // value decoded into *buf.
 func (s *scanner) bytes(r rawString, buf *[]byte) []byte {
-	if !r.decode() {
+	if !r.escaped {
 		return s.buf[r.start:r.end:r.end]
 	}
 	*buf = s.appendTo((*buf)[:0], r)
@@ -123,7 +93,7 @@ func (s *scanner) name(r rawString) []byte {
 
 // equals reports whether the decoded value of r is lit.
 func (s *scanner) equals(r rawString, lit string) bool {
-	if !r.decode() && r.end-r.start != len(lit) {
+	if !r.escaped && r.end-r.start != len(lit) {
 		return false
 	}
 	return string(s.name(r)) == lit

@@ -273,7 +273,7 @@ func (s *scanner) textString() error {
 	if err != nil {
 		return err
 	}
-	if r.decode() {
+	if r.escaped {
 		f.Text = f.textBuf
 	} else {
 		f.Text = s.buf[r.start:r.end:r.end]

@@ -51,6 +51,7 @@ func TestExtractFields(t *testing.T) {
 		{"names decode and match exactly", RouteChat,
 			`{"mod\u0065l":"m","Model":"no","STREAM":true,"stream":false}`,
 			want{Model: "m", HasModel: true}},
+		// Invalid UTF-8 passes through; canonical() replaces it as encoding/json would.
 		{"escapes, surrogates and invalid UTF-8 decode as encoding/json does", RouteCompletions,
 			"{\"prompt\":\"caf\\u00e9 \\ud83d\\ude00 \\ud83d|\\udc00|\\\"\\\\\\/\\b\\f\\n\\r\\t|\xff|\xe2\x82\xac\"}",
 			want{Text: "café 😀 \uFFFD|\uFFFD|\"\\/\b\f\n\r\t|\uFFFD|€"}},
@@ -85,7 +86,7 @@ func TestExtractFields(t *testing.T) {
 			if err := Extract([]byte(tt.body), tt.route, &f); err != nil {
 				t.Fatalf("Extract: %v", err)
 			}
-			if g := got(&f); !g.equal(tt.want) {
+			if g := got(&f).canonical(); !g.equal(tt.want) {
 				t.Errorf("got  %+v\nwant %+v", g, tt.want)
 			}
 			ref, err := reference([]byte(tt.body), tt.route)
@@ -249,6 +250,26 @@ func TestViews(t *testing.T) {
 	}
 }
 
+// TestInvalidUTF8PassesThrough pins the documented difference from encoding/json:
+// invalid UTF-8 is kept as sent, in views and in decoded strings alike.
+func TestInvalidUTF8PassesThrough(t *testing.T) {
+	body := []byte("{\"model\":\"m\xff\",\"rid\":\"r\\n\xc3\",\"prompt\":\"\xe2\x82 \u00e9\"}")
+	var f Fields
+	if err := Extract(body, RouteCompletions, &f); err != nil {
+		t.Fatal(err)
+	}
+	if string(f.Model) != "m\xff" || !aliases(f.Model, body) {
+		t.Errorf("Model = %q, want the raw view %q", f.Model, "m\xff")
+	}
+	if string(f.Rid) != "r\n\xc3" || string(f.Text) != "\xe2\x82 é" {
+		t.Errorf("Rid = %q, Text = %q: escapes decoded, invalid bytes kept", f.Rid, f.Text)
+	}
+	ref, err := reference(body, RouteCompletions)
+	if err != nil || !got(&f).canonical().equal(ref) {
+		t.Errorf("canonical form %+v differs from encoding/json's %+v (%v)", got(&f).canonical(), ref, err)
+	}
+}
+
 func aliases(s, body []byte) bool {
 	if len(s) == 0 {
 		return false
@@ -305,7 +326,12 @@ func realistic(tb testing.TB) []realisticBody {
 	for _, c := range []struct {
 		name  string
 		route Route
-	}{{"chat_4k", RouteChat}, {"completions", RouteCompletions}, {"generate_ids", RouteGenerate}} {
+	}{
+		{"chat_4k", RouteChat},            // system + user message, 3.9 KB
+		{"chat_multiturn", RouteChat},     // 26 messages, content parts, a tool, 14.8 KB
+		{"completions", RouteCompletions}, // a 0.7 KB prompt
+		{"generate_ids", RouteGenerate},   // 400 input_ids, 3.1 KB
+	} {
 		b, err := os.ReadFile("testdata/" + c.name + ".json")
 		if err != nil {
 			tb.Fatal(err)
@@ -317,12 +343,11 @@ func realistic(tb testing.TB) []realisticBody {
 
 // TestByteClassScans checks the SWAR scans against a byte-at-a-time definition: every
 // byte value at every position of an 80-byte window (covering the 64-byte step, the
-// 8-byte step and the tail), over backgrounds that include the edges of each class, and with a
-// second special byte after the first to catch borrow false positives.
+// 8-byte step and the tail), over backgrounds that include the edges of each class, and
+// with a second special byte after the first to catch borrow false positives.
 func TestByteClassScans(t *testing.T) {
-	special := func(c byte) bool { return c < 0x20 || c == '"' || c == '\\' || c >= 0x80 }
-	controlOrHigh := func(c byte) bool { return c < 0x20 || c >= 0x80 }
-	for _, bg := range []byte{'a', 0x7f, ' ', '!', '#', '[', ']'} {
+	special := func(c byte) bool { return c < 0x20 || c == '"' || c == '\\' }
+	for _, bg := range []byte{'a', 0x7f, ' ', '!', '#', '[', ']', 0x80, 0xa2, 0xdc, 0xff} {
 		for pos := 0; pos < 80; pos++ {
 			for c := 0; c < 256; c++ {
 				for _, after := range []byte{bg, 0, '"', '\\', 0xff} {
@@ -348,13 +373,13 @@ func TestByteClassScans(t *testing.T) {
 					}
 					want := len(w)
 					for i := range w {
-						if controlOrHigh(w[i]) {
+						if w[i] < 0x20 {
 							want = i
 							break
 						}
 					}
-					if got := nextControlOrHigh(w[:], 0, len(w)); got != want {
-						t.Fatalf("nextControlOrHigh(% x) = %d, want %d", w, got, want)
+					if got := nextControl(w[:], 0, len(w)); got != want {
+						t.Fatalf("nextControl(% x) = %d, want %d", w, got, want)
 					}
 				}
 			}

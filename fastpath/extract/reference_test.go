@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // want is what Extract should produce, as plain values for comparison.
@@ -28,6 +29,31 @@ func got(f *Fields) want {
 		Text:     string(f.Text),
 		InputIDs: slices.Clone(f.InputIDs),
 	}
+}
+
+// canonical returns w with each byte of invalid UTF-8 replaced by U+FFFD, as
+// encoding/json decodes it: Extract passes such bytes through (see the package
+// documentation), so this is the form that must equal the reference's.
+func (w want) canonical() want {
+	w.Model, w.Rid, w.Text = canonicalUTF8(w.Model), canonicalUTF8(w.Rid), canonicalUTF8(w.Text)
+	return w
+}
+
+func canonicalUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 func (w want) equal(o want) bool {

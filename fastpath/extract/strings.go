@@ -5,20 +5,16 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"strconv"
-	"unicode/utf8"
 )
 
 // rawString is a scanned JSON string: buf[start:end] is its content between the quotes.
-// Content without escapes and with valid UTF-8 equals its decoded value and can be used in
-// place.
+// Content without escapes is its own value and can be used in place.
 type rawString struct {
 	start, end int
-	escaped    bool // has a backslash escape
-	badUTF8    bool // has invalid UTF-8, which decodes to U+FFFD
+	escaped    bool // has a backslash escape, so its value must be decoded
 }
 
-func (r rawString) empty() bool  { return r.start == r.end }
-func (r rawString) decode() bool { return r.escaped || r.badUTF8 }
+func (r rawString) empty() bool { return r.start == r.end }
 
 const (
 	lsb = 0x0101010101010101
@@ -26,20 +22,21 @@ const (
 )
 
 // specialMask has the high bit set in each byte of the 8-byte little-endian word x that
-// ends the fast scan of a short string: '"', '\\', a control character below 0x20, or a
-// non-ASCII byte. It is the has-zero-byte test of "Bit Twiddling Hacks" on x^'"' and
-// x^'\\' and its has-less-than test for 0x20, each without its usual "&^ x" term: that
-// term only clears bytes >= 0x80, which are flagged anyway. Borrows make false positives
-// only above a true hit, so the lowest set bit marks the first special byte.
+// ends the fast scan of a short string: '"', '\\' or a control character below 0x20. These
+// are the has-zero-byte test of "Bit Twiddling Hacks" on x^'"' and x^'\\' and its
+// has-less-than test for 0x20. Each is exact for its lowest hit (borrows make false
+// positives only above a true hit), so the lowest set bit marks the first special byte.
 func specialMask(x uint64) uint64 {
-	return ((x - lsb*0x20) | x | ((x ^ lsb*'"') - lsb) | ((x ^ lsb*'\\') - lsb)) & msb
+	q := x ^ lsb*'"'
+	e := x ^ lsb*'\\'
+	return ((q - lsb) &^ q) | ((e - lsb) &^ e) | ((x - lsb*0x20) &^ x)
 }
 
 // firstSpecial returns the index of the first byte specialMask flags in the 16 bytes at
 // b[i:], or -1.
 func firstSpecial(b []byte, i int) int {
-	m0 := specialMask(binary.LittleEndian.Uint64(b[i:]))
-	m1 := specialMask(binary.LittleEndian.Uint64(b[i+8:]))
+	m0 := specialMask(binary.LittleEndian.Uint64(b[i:])) & msb
+	m1 := specialMask(binary.LittleEndian.Uint64(b[i+8:])) & msb
 	switch {
 	case m0 != 0:
 		return i + bits.TrailingZeros64(m0)>>3
@@ -66,8 +63,8 @@ func (s *scanner) scanString() (rawString, error) {
 	return r, err
 }
 
-// appendString is scanString for a string whose decoded value is wanted in a buffer of
-// ours, such as the chat text: it appends the value to dst in the same pass.
+// appendString is scanString for a string whose value is wanted in a buffer of ours, such
+// as the chat text: it appends the decoded value to dst in the same pass.
 func (s *scanner) appendString(dst []byte) ([]byte, rawString, error) {
 	b := s.buf
 	r := rawString{start: s.pos + 1}
@@ -82,16 +79,15 @@ func (s *scanner) appendString(dst []byte) ([]byte, rawString, error) {
 }
 
 // walkString validates the string whose opening quote is at pos, moves pos past it, and
-// with keep set appends its decoded value to dst. It makes three passes over the content,
-// each cheaper than one byte-class loop: bytes.IndexByte (vectorised) finds the closing
-// quote and, between there and the walk's position, the escapes; then checkContent looks
-// for control characters and non-ASCII bytes. The quote's position is kept across escapes
-// so that each byte is searched once; only an escaped quote `\"` moves the search on.
+// with keep set appends its decoded value to dst. It makes passes that are each cheaper
+// than one byte-class loop: bytes.IndexByte (vectorised) finds the closing quote and,
+// between there and the walk's position, the escapes; then nextControl looks for control
+// characters. The quote's position is kept across escapes so that each byte is searched
+// once; only an escaped quote `\"` moves the search on.
 func (s *scanner) walkString(dst []byte, keep bool) ([]byte, rawString, error) {
 	b := s.buf
 	open := s.pos
 	r := rawString{start: open + 1}
-	mark := len(dst)
 	q := -1 // the first '"' at or after i, once searched for
 	for i := r.start; ; {
 		if q < i {
@@ -133,33 +129,12 @@ func (s *scanner) walkString(dst []byte, keep bool) ([]byte, rawString, error) {
 		i = e + n
 	}
 	s.pos = r.end + 1
-	bad, err := s.checkContent(r.start, r.end)
-	if r.badUTF8 = bad; bad && keep {
-		dst = appendDecoded(dst[:mark], b[r.start:r.end])
+	if k := nextControl(b, r.start, r.end); k < r.end {
+		c := b[k]
+		h := string([]byte{hexDigits[c>>4], hexDigits[c&15]})
+		return dst, r, s.errMsg(k, "control character 0x"+h+" inside a string (escape it, for example as \\n or \\u00"+h+")")
 	}
-	return dst, r, err
-}
-
-// checkContent checks string content b[start:end] for control characters, an error, and
-// for invalid UTF-8, which encoding/json replaces with U+FFFD: bad reports it, so that the
-// content is decoded rather than used in place.
-func (s *scanner) checkContent(start, end int) (bad bool, err error) {
-	b := s.buf
-	for k := start; ; {
-		if k = nextControlOrHigh(b, k, end); k == end {
-			return bad, nil
-		}
-		if c := b[k]; c < 0x20 {
-			h := string([]byte{hexDigits[c>>4], hexDigits[c&15]})
-			return bad, s.errMsg(k, "control character 0x"+h+" inside a string (escape it, for example as \\n or \\u00"+h+")")
-		}
-		// A multi-byte sequence holds no ASCII byte, so it ends before the quote.
-		r, size := utf8.DecodeRune(b[k:end])
-		if r == utf8.RuneError && size == 1 {
-			bad = true
-		}
-		k += size
-	}
+	return dst, r, nil
 }
 
 // escapeLen validates the escape sequence whose backslash is at e and returns its length.
@@ -182,10 +157,9 @@ func (s *scanner) escapeLen(e, open int) (int, error) {
 	return 0, s.errExpected(e+1, expEscape)
 }
 
-// nextControlOrHigh returns the index of the first byte in b[i:end] below 0x20 or at or
-// above 0x80, or end. (x - 0x20) | x has the high bit set in exactly those bytes, apart
-// from borrow false positives above a true hit.
-func nextControlOrHigh(b []byte, i, end int) int {
+// nextControl returns the index of the first byte in b[i:end] below 0x20, or end, with
+// the has-less-than test of specialMask, 64 bytes per step.
+func nextControl(b []byte, i, end int) int {
 	// Reslicing lets the compiler prove every load in bounds: no checks in the loops.
 	w := b[i:end]
 	for len(w) >= 64 {
@@ -197,8 +171,8 @@ func nextControlOrHigh(b []byte, i, end int) int {
 		w5 := binary.LittleEndian.Uint64(w[40:])
 		w6 := binary.LittleEndian.Uint64(w[48:])
 		w7 := binary.LittleEndian.Uint64(w[56:])
-		lo := (w0 - lsb*0x20) | w0 | (w1 - lsb*0x20) | w1 | (w2 - lsb*0x20) | w2 | (w3 - lsb*0x20) | w3
-		hi := (w4 - lsb*0x20) | w4 | (w5 - lsb*0x20) | w5 | (w6 - lsb*0x20) | w6 | (w7 - lsb*0x20) | w7
+		lo := (w0-lsb*0x20)&^w0 | (w1-lsb*0x20)&^w1 | (w2-lsb*0x20)&^w2 | (w3-lsb*0x20)&^w3
+		hi := (w4-lsb*0x20)&^w4 | (w5-lsb*0x20)&^w5 | (w6-lsb*0x20)&^w6 | (w7-lsb*0x20)&^w7
 		if (lo|hi)&msb != 0 {
 			break
 		}
@@ -206,13 +180,13 @@ func nextControlOrHigh(b []byte, i, end int) int {
 	}
 	for len(w) >= 8 {
 		x := binary.LittleEndian.Uint64(w)
-		if m := ((x - lsb*0x20) | x) & msb; m != 0 {
+		if m := (x - lsb*0x20) &^ x & msb; m != 0 {
 			return end - len(w) + bits.TrailingZeros64(m)>>3
 		}
 		w = w[8:]
 	}
 	for k, c := range w {
-		if c < 0x20 || c >= 0x80 {
+		if c < 0x20 {
 			return end - len(w) + k
 		}
 	}
