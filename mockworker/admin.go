@@ -10,7 +10,7 @@ import (
 )
 
 // AdminConfig is the runtime behaviour of one worker, changed with POST /admin/config or
-// Worker.Configure. The zero value is a healthy worker that answers at once.
+// Worker.Configure. The zero value is a healthy worker with no faults.
 type AdminConfig struct {
 	// Status, when non-zero (400..599), makes every generation request fail with it.
 	Status int
@@ -18,6 +18,25 @@ type AdminConfig struct {
 	Delay time.Duration
 	// Unhealthy makes GET /health answer 503.
 	Unhealthy bool
+	// FailureRate (0..1) fails that fraction of generation requests with FailureStatus. The
+	// choice is a hash of Config.Seed, the worker and the request's sequence number, so a run
+	// is repeatable.
+	FailureRate float64
+	// FailureStatus is the status of FailureRate's failures (400..599). 0 means 503.
+	FailureStatus int
+	// PrefillMultiplier and DecodeMultiplier stretch the model's latencies: the prefill part
+	// and the decode part of every engine step, or, in instant mode, the wait for the first
+	// token and the gaps between tokens of a paced stream. 0 means 1.
+	PrefillMultiplier, DecodeMultiplier float64
+	// HealthFlap, when positive, makes /health alternate: healthy for HealthFlap, then
+	// unhealthy for HealthFlap, and so on, counted from when the configuration was applied.
+	HealthFlap time.Duration
+}
+
+// adminState is an AdminConfig with the time it was applied (HealthFlap's phase).
+type adminState struct {
+	AdminConfig
+	since time.Time
 }
 
 // Validate says what is wrong with c and how to fix it.
@@ -29,11 +48,58 @@ func (c AdminConfig) Validate() error {
 	if c.Delay < 0 {
 		errs = append(errs, fmt.Errorf("delay %v: use 0 or a positive delay", c.Delay))
 	}
+	if !(c.FailureRate >= 0 && c.FailureRate <= 1) {
+		errs = append(errs, fmt.Errorf("failure rate %v: use a fraction from 0 to 1", c.FailureRate))
+	}
+	if c.FailureStatus != 0 && (c.FailureStatus < 400 || c.FailureStatus > 599) {
+		errs = append(errs, fmt.Errorf("failure status %d: use 0 (503) or an error status 400..599", c.FailureStatus))
+	}
+	for _, m := range []struct {
+		name string
+		v    float64
+	}{{"prefill multiplier", c.PrefillMultiplier}, {"decode multiplier", c.DecodeMultiplier}} {
+		if !(m.v >= 0 && m.v <= 1000) {
+			errs = append(errs, fmt.Errorf("%s %v: use 0 (meaning 1) or a factor up to 1000", m.name, m.v))
+		}
+	}
+	if c.HealthFlap < 0 {
+		errs = append(errs, fmt.Errorf("health flap %v: use 0 (off) or a positive period", c.HealthFlap))
+	}
 	return errors.Join(errs...)
 }
 
-// parseAdminConfig applies the fields present in body to cur. The JSON keys are "status",
-// "delay_ms" and "healthy"; absent keys keep their current value.
+func (c *AdminConfig) prefillMultiplier() float64 { return orOne(c.PrefillMultiplier) }
+func (c *AdminConfig) decodeMultiplier() float64  { return orOne(c.DecodeMultiplier) }
+
+func orOne(f float64) float64 {
+	if f == 0 {
+		return 1
+	}
+	return f
+}
+
+func (c *AdminConfig) failureStatus() int {
+	if c.FailureStatus == 0 {
+		return 503
+	}
+	return c.FailureStatus
+}
+
+// healthy reports the /health answer at now.
+func (s *adminState) healthy(now time.Time) bool {
+	if s.Unhealthy {
+		return false
+	}
+	if s.HealthFlap <= 0 {
+		return true
+	}
+	return (now.Sub(s.since)/s.HealthFlap)%2 == 0
+}
+
+// adminKeys lists the JSON keys of /admin/config, for error messages.
+const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms"
+
+// parseAdminConfig applies the fields present in body to cur; absent keys keep their value.
 func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminConfig, error) {
 	v, err := p.ParseBytes(body)
 	if err != nil {
@@ -48,27 +114,50 @@ func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminCo
 		if bad != nil {
 			return
 		}
-		switch string(key) {
-		case "status":
+		k := string(key)
+		switch k {
+		case "status", "failure_status":
 			n, err := val.Int()
 			if err != nil {
-				bad = errors.New(`"status" must be an integer (0 clears the fault)`)
+				bad = fmt.Errorf("%q must be an integer (0 clears it)", k)
 			}
-			cur.Status = n
-		case "delay_ms":
+			if k == "status" {
+				cur.Status = n
+			} else {
+				cur.FailureStatus = n
+			}
+		case "delay_ms", "health_flap_ms":
 			n, err := val.Int64()
 			if err != nil || n < 0 || n > int64(time.Hour/time.Millisecond) {
-				bad = errors.New(`"delay_ms" must be an integer from 0 to 3600000`)
+				bad = fmt.Errorf("%q must be an integer from 0 to 3600000", k)
 			}
-			cur.Delay = time.Duration(n) * time.Millisecond
+			d := time.Duration(n) * time.Millisecond
+			if k == "delay_ms" {
+				cur.Delay = d
+			} else {
+				cur.HealthFlap = d
+			}
 		case "healthy":
 			b, err := val.Bool()
 			if err != nil {
 				bad = errors.New(`"healthy" must be true or false`)
 			}
 			cur.Unhealthy = !b
+		case "failure_rate", "prefill_multiplier", "decode_multiplier":
+			f, err := val.Float64()
+			if err != nil {
+				bad = fmt.Errorf("%q must be a number", k)
+			}
+			switch k {
+			case "failure_rate":
+				cur.FailureRate = f
+			case "prefill_multiplier":
+				cur.PrefillMultiplier = f
+			default:
+				cur.DecodeMultiplier = f
+			}
 		default:
-			bad = fmt.Errorf("unknown admin config key %q (known: status, delay_ms, healthy)", key)
+			bad = fmt.Errorf("unknown admin config key %q (known: %s)", key, adminKeys)
 		}
 	})
 	if bad != nil {
@@ -85,5 +174,15 @@ func appendAdminConfig(dst []byte, c AdminConfig) []byte {
 	dst = strconv.AppendInt(dst, c.Delay.Milliseconds(), 10)
 	dst = append(dst, `,"healthy":`...)
 	dst = strconv.AppendBool(dst, !c.Unhealthy)
+	dst = append(dst, `,"failure_rate":`...)
+	dst = appendFloat(dst, c.FailureRate)
+	dst = append(dst, `,"failure_status":`...)
+	dst = strconv.AppendInt(dst, int64(c.FailureStatus), 10)
+	dst = append(dst, `,"prefill_multiplier":`...)
+	dst = appendFloat(dst, c.PrefillMultiplier)
+	dst = append(dst, `,"decode_multiplier":`...)
+	dst = appendFloat(dst, c.DecodeMultiplier)
+	dst = append(dst, `,"health_flap_ms":`...)
+	dst = strconv.AppendInt(dst, c.HealthFlap.Milliseconds(), 10)
 	return append(dst, '}')
 }

@@ -3,6 +3,7 @@ package mockworker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"time"
@@ -16,6 +17,16 @@ const (
 	DialectSGLang Dialect = "sglang"
 	// DialectVLLM imitates a vLLM server: vllm:* metrics (stage 1 still serves /v1/loads).
 	DialectVLLM Dialect = "vllm"
+)
+
+// Mode selects how a worker produces tokens.
+type Mode string
+
+const (
+	// ModeInstant answers at once (or paced by Config.TokenInterval): the null backend.
+	ModeInstant Mode = "instant"
+	// ModeEngine runs the continuous-batching engine model (see engine.go and doc.go).
+	ModeEngine Mode = "engine"
 )
 
 // ServerKind selects the HTTP implementation under the workers.
@@ -38,6 +49,13 @@ const (
 	DefaultServer       = ServerGnet
 	DefaultKVTokens     = 131072
 	DefaultMaxRunning   = 256
+	DefaultMode         = ModeInstant
+	DefaultBlockSize    = 16
+	DefaultPrefillTPS   = 16000
+	DefaultPrefillChunk = 8192
+	DefaultDecodeBase   = 8 * time.Millisecond
+	DefaultDecodePerReq = 100 * time.Microsecond
+	DefaultTimeScale    = 1
 )
 
 // Config describes a fleet of mock workers. The zero value of every field means its default.
@@ -65,10 +83,30 @@ type Config struct {
 	Server ServerKind
 	// EventLoops is the number of gnet event loops shared by the fleet. Default GOMAXPROCS.
 	EventLoops int
-	// KVTokens is the KV-cache capacity reported as max_total_num_tokens. Default 131072.
+	// Mode is "instant" (the null backend) or "engine" (the engine model). Default "instant".
+	Mode Mode
+	// KVTokens is the KV-cache capacity in tokens (max_total_num_tokens). Default 131072.
 	KVTokens int
-	// MaxRunning is the batch capacity reported as max_running_requests. Default 256.
+	// MaxRunning is the batch capacity (max_running_requests). Default 256.
 	MaxRunning int
+
+	// The engine model's parameters (Mode "engine"); model time, before TimeScale.
+
+	// BlockSize is the KV-cache page size in tokens; prefix caching works in whole pages.
+	// Default 16.
+	BlockSize int
+	// PrefillTPS is the prompt tokens computed per second. Default 16000.
+	PrefillTPS float64
+	// PrefillChunk is the most prompt tokens computed in one step (chunked prefill). Default 8192.
+	PrefillChunk int
+	// DecodeBase is the fixed time of a step. Default 8ms.
+	DecodeBase time.Duration
+	// DecodePerReq is the time a step adds per sequence producing a token. Default 100µs.
+	DecodePerReq time.Duration
+	// TimeScale runs the model this many times faster than the wall clock (tests). Default 1.
+	TimeScale float64
+	// Seed makes the random choices (AdminConfig.FailureRate) repeatable. Default 0.
+	Seed uint64
 }
 
 // withDefaults returns c with every zero field replaced by its default.
@@ -99,6 +137,27 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRunning == 0 {
 		c.MaxRunning = DefaultMaxRunning
+	}
+	if c.Mode == "" {
+		c.Mode = DefaultMode
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.PrefillTPS == 0 {
+		c.PrefillTPS = DefaultPrefillTPS
+	}
+	if c.PrefillChunk == 0 {
+		c.PrefillChunk = DefaultPrefillChunk
+	}
+	if c.DecodeBase == 0 {
+		c.DecodeBase = DefaultDecodeBase
+	}
+	if c.DecodePerReq == 0 {
+		c.DecodePerReq = DefaultDecodePerReq
+	}
+	if c.TimeScale == 0 {
+		c.TimeScale = DefaultTimeScale
 	}
 	return c
 }
@@ -135,6 +194,24 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRunning < 1 {
 		errs = append(errs, fmt.Errorf("max running %d: use a positive batch size", c.MaxRunning))
+	}
+	if c.Mode != ModeInstant && c.Mode != ModeEngine {
+		errs = append(errs, fmt.Errorf("mode %q: use %q or %q", c.Mode, ModeInstant, ModeEngine))
+	}
+	if c.BlockSize < 1 || c.BlockSize > c.KVTokens {
+		errs = append(errs, fmt.Errorf("block size %d: use 1..kv tokens (%d)", c.BlockSize, c.KVTokens))
+	}
+	if !(c.PrefillTPS > 0) || math.IsInf(c.PrefillTPS, 0) {
+		errs = append(errs, fmt.Errorf("prefill tokens/s %v: use a positive rate", c.PrefillTPS))
+	}
+	if c.PrefillChunk < 1 {
+		errs = append(errs, fmt.Errorf("prefill chunk %d: use at least 1 token", c.PrefillChunk))
+	}
+	if c.DecodeBase < 0 || c.DecodePerReq < 0 {
+		errs = append(errs, fmt.Errorf("decode times %v + %v per request: use positive durations", c.DecodeBase, c.DecodePerReq))
+	}
+	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 0) {
+		errs = append(errs, fmt.Errorf("time scale %v: use a positive factor (10 runs the model 10× faster)", c.TimeScale))
 	}
 	if strings.ContainsAny(c.WorkerIDPrefix, "\r\n") {
 		errs = append(errs, errors.New("worker id prefix: remove line breaks (it is sent as a header)"))

@@ -17,6 +17,7 @@ type Fleet struct {
 	done      chan struct{} // closed by Close: paced streams, delays and hangs give up
 	closeOnce sync.Once
 	closeErr  error
+	engines   sync.WaitGroup // engine drivers (engine mode)
 }
 
 // server is an HTTP implementation under the workers (gnet or fasthttp).
@@ -55,6 +56,12 @@ func Start(cfg Config) (*Fleet, error) {
 		lns = append(lns, ln)
 		f.workers = append(f.workers, newWorker(i, ln.Addr().String(), &f.cfg, born))
 	}
+	if cfg.Mode == ModeEngine {
+		for _, w := range f.workers {
+			w.engine = newEngineDriver(w, cfg.engineParams(), cfg.TimeScale, f.done)
+			f.engines.Go(w.engine.run)
+		}
+	}
 	switch cfg.Server {
 	case ServerFastHTTP:
 		f.server = newFastHTTPServer(f.done)
@@ -63,6 +70,8 @@ func Start(cfg Config) (*Fleet, error) {
 	}
 	if err := f.server.serve(f.workers, lns); err != nil {
 		closeAll()
+		close(f.done)
+		f.engines.Wait()
 		return nil, fmt.Errorf("cannot start the %s server: %w", cfg.Server, err)
 	}
 	return f, nil
@@ -98,6 +107,7 @@ func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		close(f.done)
 		f.closeErr = f.server.close()
+		f.engines.Wait()
 	})
 	return f.closeErr
 }

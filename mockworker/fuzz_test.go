@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/valyala/fastjson"
 )
@@ -27,7 +28,7 @@ func FuzzParseGenRequest(f *testing.F) {
 	var p fastjson.Parser
 	f.Fuzz(func(t *testing.T, k uint8, body []byte) {
 		kind := genKind(k % 3)
-		r, err := parseGenRequest(&p, kind, body, nil)
+		r, err := parseGenRequest(&p, kind, body, nil, nil)
 		if err != nil {
 			return
 		}
@@ -84,20 +85,27 @@ func FuzzParseHTTPRequest(f *testing.F) {
 
 // FuzzParseFault: any header value either fails or yields an in-range fault.
 func FuzzParseFault(f *testing.F) {
-	for _, s := range []string{"", "hang", "status=503", " status=429 ,hang", "status=99", "x=1", ",,"} {
+	for _, s := range []string{"", "hang", "reset", "status=503", " status=429 ,hang", "abort-after=3, slow-ttft=20", "abort-after=-1", "slow-ttft=x", "status=99", "x=1", ",,"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		ft, err := parseFault(in)
-		if err == nil && ft.status != 0 && (ft.status < 400 || ft.status > 599) {
+		if err != nil {
+			return
+		}
+		if ft.status != 0 && (ft.status < 400 || ft.status > 599) {
 			t.Fatalf("status %d out of range from %q", ft.status, in)
+		}
+		if ft.abortAfter < 0 || ft.abortAfter > maxTokensLimit || ft.slowTTFT < 0 || ft.slowTTFT > time.Hour {
+			t.Fatalf("insane fault %+v from %q", ft, in)
 		}
 	})
 }
 
 // FuzzParseAdminConfig: an accepted update always validates and round-trips.
 func FuzzParseAdminConfig(f *testing.F) {
-	for _, s := range []string{`{"status":503}`, `{"delay_ms":10,"healthy":false}`, `{"status":0}`, `{}`, `{"x":1}`, `[`} {
+	for _, s := range []string{`{"status":503}`, `{"delay_ms":10,"healthy":false}`, `{"status":0}`, `{}`, `{"x":1}`, `[`,
+		`{"failure_rate":0.25,"failure_status":429,"prefill_multiplier":2.5,"decode_multiplier":0,"health_flap_ms":100}`} {
 		f.Add([]byte(s))
 	}
 	var p fastjson.Parser

@@ -16,17 +16,6 @@ type loadReport struct {
 	waitingUncachedToks int
 }
 
-// load is the worker's current report. In stage 1 (instant answers) the running requests are
-// the generation requests in progress (delayed, hanging, streaming) and nothing waits; the
-// KV usage, throughput and cache figures are 0 until the engine model fills them in.
-func (w *Worker) load() loadReport {
-	return loadReport{
-		running:        int(w.active.Load()),
-		maxTotalTokens: w.cfg.KVTokens,
-		maxRunning:     w.cfg.MaxRunning,
-	}
-}
-
 // appendLoads writes the /v1/loads document (see doc.go for the shape).
 func (w *Worker) appendLoads(dst []byte, now time.Time) []byte {
 	l := w.load()

@@ -53,7 +53,7 @@ func TestParseGenRequest(t *testing.T) {
 	var p fastjson.Parser
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseGenRequest(&p, tt.kind, []byte(tt.body), nil)
+			got, err := parseGenRequest(&p, tt.kind, []byte(tt.body), nil, nil)
 			if tt.errHas != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.errHas) {
 					t.Fatalf("err = %v, want one mentioning %q", err, tt.errHas)
@@ -67,7 +67,10 @@ func TestParseGenRequest(t *testing.T) {
 			if string(got.prompt) != string(tt.want.prompt) {
 				t.Errorf("prompt = %q, want %q", got.prompt, tt.want.prompt)
 			}
-			got.prompt, tt.want.prompt = nil, nil
+			if len(got.ids) != got.inputIDs {
+				t.Errorf("%d ids kept, %d counted", len(got.ids), got.inputIDs)
+			}
+			got.prompt, tt.want.prompt, got.ids = nil, nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}

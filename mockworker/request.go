@@ -29,6 +29,8 @@ type genRequest struct {
 	prompt []byte
 	// inputIDs counts token ids sent instead of text (/generate input_ids, completions arrays).
 	inputIDs int
+	// ids holds those token ids in order, appended to the caller's id scratch buffer.
+	ids []uint32
 	// rid is the SGLang request id (/generate "rid"), copied; empty when absent.
 	rid string
 }
@@ -51,9 +53,10 @@ const bytesPerToken = 4
 // the mock build an unbounded response.
 const maxTokensLimit = 1 << 20
 
-// parseGenRequest extracts the fields a worker needs. prompt text is appended to scratch.
-func parseGenRequest(p *fastjson.Parser, kind genKind, body, scratch []byte) (genRequest, error) {
-	r := genRequest{kind: kind, prompt: scratch[:0]}
+// parseGenRequest extracts the fields a worker needs. The prompt text is appended to scratch
+// and token ids to idScratch.
+func parseGenRequest(p *fastjson.Parser, kind genKind, body, scratch []byte, idScratch []uint32) (genRequest, error) {
+	r := genRequest{kind: kind, prompt: scratch[:0], ids: idScratch[:0]}
 	v, err := p.ParseBytes(body)
 	if err != nil {
 		return r, fmt.Errorf("request body is not valid JSON: %w", err)
@@ -145,7 +148,7 @@ func (r *genRequest) readTextOrIDs(v *fastjson.Value) bool {
 		r.prompt = append(r.prompt, v.GetStringBytes()...)
 		return true
 	case fastjson.TypeNumber:
-		r.inputIDs++
+		r.addID(v)
 		return true
 	case fastjson.TypeArray:
 		arr := v.GetArray()
@@ -154,11 +157,11 @@ func (r *genRequest) readTextOrIDs(v *fastjson.Value) bool {
 			case fastjson.TypeString:
 				r.prompt = append(r.prompt, e.GetStringBytes()...)
 			case fastjson.TypeNumber:
-				r.inputIDs++
+				r.addID(e)
 			case fastjson.TypeArray:
 				for _, id := range e.GetArray() {
 					if id.Type() == fastjson.TypeNumber {
-						r.inputIDs++
+						r.addID(id)
 					}
 				}
 			}
@@ -166,6 +169,13 @@ func (r *genRequest) readTextOrIDs(v *fastjson.Value) bool {
 		return len(arr) > 0
 	}
 	return false
+}
+
+// addID counts a token id and keeps it (as the low 32 bits; ids are vocabulary indexes).
+func (r *genRequest) addID(v *fastjson.Value) {
+	r.inputIDs++
+	n, _ := v.Int64()
+	r.ids = append(r.ids, uint32(n))
 }
 
 func (r *genRequest) readOpenAIOptions(v *fastjson.Value) {

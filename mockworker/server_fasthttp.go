@@ -33,6 +33,7 @@ func (s *fasthttpServer) serve(ws []*Worker, lns []net.Listener) error {
 			NoDefaultDate:         true,
 			NoDefaultContentType:  true,
 			CloseOnShutdown:       true,
+			Logger:                quietFastHTTPLogger{},
 		}
 		s.servers = append(s.servers, srv)
 		ln := lns[i]
@@ -79,6 +80,8 @@ func (s *fasthttpServer) handler(w *Worker) fasthttp.RequestHandler {
 }
 
 // send writes r; it owns finishing a tracked reply unless a stream writer takes that over.
+// fasthttp cannot tell that a client went away before it writes to it: a hanging request is
+// held until Close and a non-streamed engine answer is computed to its end.
 func (s *fasthttpServer) send(ctx *fasthttp.RequestCtx, w *Worker, r *reply) {
 	streaming := false
 	if r.tracked {
@@ -88,46 +91,146 @@ func (s *fasthttpServer) send(ctx *fasthttp.RequestCtx, w *Worker, r *reply) {
 			}
 		}()
 	}
-	if r.delay > 0 && !r.hang && !sleepUntil(s.done, time.Now().Add(r.delay)) {
+	closing := func() {
 		ctx.SetConnectionClose()
 		ctx.Error(errClosed.Error(), fasthttp.StatusServiceUnavailable)
+	}
+	if r.fault.reset {
+		resetConn(ctx.Conn())
 		return
 	}
-	if r.hang {
-		// fasthttp cannot tell that the client went away; hold until the fleet closes.
+	if r.fault.hang {
 		<-s.done
-		ctx.SetConnectionClose()
-		ctx.Error(errClosed.Error(), fasthttp.StatusServiceUnavailable)
+		closing()
+		return
+	}
+	if r.delay > 0 && !sleepUntil(s.done, time.Now().Add(r.delay)) {
+		closing()
 		return
 	}
 	ctx.SetStatusCode(r.status)
-	if r.contentType != "" {
-		ctx.SetContentType(r.contentType)
-	}
-	if r.stream == nil {
+	ctx.SetContentType(r.contentType)
+	if r.answer == nil {
 		ctx.SetBody(r.body)
 		return
 	}
+	limit, cut := r.answer.outputTokens, false
+	if r.fault.abort && r.fault.abortAfter < limit {
+		limit, cut = r.fault.abortAfter, true
+	}
+	if !r.stream {
+		if r.fault.slowTTFT > 0 && !sleepUntil(s.done, time.Now().Add(r.fault.slowTTFT)) {
+			closing()
+			return
+		}
+		src := w.startSource(r)
+		have := 0
+		for have < limit {
+			avail, ok := src.await(have, s.done, nil)
+			if !ok {
+				src.abandon()
+				closing()
+				return
+			}
+			have = min(avail, limit)
+		}
+		if cut {
+			src.abandon()
+			resetConn(ctx.Conn())
+			return
+		}
+		r.answer.cachedTokens = src.cached()
+		ctx.SetBody(r.answer.appendBody(r.body[:0]))
+		return
+	}
 	streaming = true
+	if cut {
+		s.sendCut(ctx, w, *r, limit)
+		return
+	}
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	a, interval, done := r.stream, w.cfg.TokenInterval, s.done
+	// The writer runs after the handler returns: it gets its own copy of the reply.
+	sr := *r
+	done, a := s.done, r.answer
 	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
 		defer w.finish()
+		if sr.fault.slowTTFT > 0 && !sleepUntil(done, time.Now().Add(sr.fault.slowTTFT)) {
+			return
+		}
+		src := w.startSource(&sr)
 		var buf []byte
-		start := time.Now()
-		for i := range a.outputTokens {
-			if interval > 0 && !sleepUntil(done, start.Add(time.Duration(i+1)*interval)) {
+		have := 0
+		for have < limit {
+			avail, ok := src.await(have, done, nil)
+			if !ok {
+				src.abandon()
 				return
 			}
-			buf = a.appendEvent(buf[:0], i)
+			avail = min(avail, limit)
+			a.cachedTokens = src.cached()
+			buf = buf[:0]
+			for i := have; i < avail; i++ {
+				buf = a.appendEvent(buf, i)
+			}
+			have = avail
 			if _, err := bw.Write(buf); err != nil {
+				src.abandon()
 				return
 			}
-			if interval > 0 {
-				if err := bw.Flush(); err != nil {
-					return
-				}
+			if err := bw.Flush(); err != nil {
+				src.abandon() // the client went away
+				return
 			}
 		}
 	})
 }
+
+// sendCut writes a stream that an abort-after fault cuts after limit tokens. fasthttp would
+// always end a body stream properly, so the connection is hijacked and the answer written
+// raw: headers, limit chunks, then a close with no terminating chunk.
+func (s *fasthttpServer) sendCut(ctx *fasthttp.RequestCtx, w *Worker, r reply, limit int) {
+	rid := append([]byte(nil), ctx.Request.Header.Peek(headerRequestID)...)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		defer w.finish()
+		defer c.Close()
+		if _, err := c.Write(w.appendHead(nil, &r, rid, false, false)); err != nil {
+			return
+		}
+		if r.fault.slowTTFT > 0 && !sleepUntil(s.done, time.Now().Add(r.fault.slowTTFT)) {
+			return
+		}
+		src := w.startSource(&r)
+		defer src.abandon()
+		var buf []byte
+		for have := 0; have < limit; {
+			avail, ok := src.await(have, s.done, nil)
+			if !ok {
+				return
+			}
+			avail = min(avail, limit)
+			r.answer.cachedTokens = src.cached()
+			buf = buf[:0]
+			for i := have; i < avail; i++ {
+				buf = appendChunk(buf, r.answer, i)
+			}
+			have = avail
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// resetConn closes c with a TCP reset (SO_LINGER 0) when it is a TCP connection.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// quietFastHTTPLogger drops fasthttp's log lines (injected resets make it complain).
+type quietFastHTTPLogger struct{}
+
+func (quietFastHTTPLogger) Printf(string, ...any) {}

@@ -138,41 +138,71 @@ func (s *gnetServer) drain(c gnet.Conn, st *gnetConn) gnet.Action {
 		ex := exchange{method: req.method, path: req.path, body: req.body, fault: req.fault, requestID: req.requestID}
 		r := st.w.handle(&ex, st.scratch[:0])
 		head := string(req.method) == "HEAD"
-		if r.delay > 0 || r.hang || (r.stream != nil && st.w.cfg.TokenInterval > 0) {
-			// The header block is rendered now: it needs the request's bytes.
+		if r.fault.reset {
+			// SO_LINGER 0: close sends a TCP reset and drops what is unsent.
+			st.w.finish()
+			_ = c.SetLinger(0)
+			st.out = st.out[:0]
+			return gnet.Close
+		}
+		if r.waits(st.w.cfg.TokenInterval) {
 			st.busy = true
-			a := &asyncAnswer{s: s, c: c, st: st, r: r, keepAlive: req.keepAlive}
-			if !r.hang {
-				a.head = st.w.appendHead(nil, &r, req.requestID, req.keepAlive, head)
-				if r.stream == nil && !head {
-					a.head = append(a.head, r.body...)
-				}
+			a := &asyncAnswer{s: s, c: c, st: st, r: r, keepAlive: req.keepAlive, head: head,
+				requestID: append([]byte(nil), req.requestID...)}
+			if r.answer == nil {
+				a.r.body = append([]byte(nil), r.body...)
 			}
 			_, _ = c.Discard(n)
 			s.async.Go(a.run)
 			return gnet.None
 		}
-		st.out = st.w.appendHead(st.out, &r, req.requestID, req.keepAlive, head)
-		if !head {
-			if r.stream != nil {
-				for i := range r.stream.outputTokens {
-					st.out = appendChunk(st.out, r.stream, i)
-				}
-				st.out = append(st.out, "0\r\n\r\n"...)
-			} else {
-				st.out = append(st.out, r.body...)
-			}
-		}
+		cut := s.appendInstant(st, &r, req.requestID, req.keepAlive, head)
 		if r.tracked {
 			st.w.finish()
 		}
 		st.scratch = r.body[:0]
 		_, _ = c.Discard(n)
-		if !req.keepAlive {
+		if cut || !req.keepAlive {
 			return gnet.Close
 		}
 	}
 	return gnet.None
+}
+
+// appendInstant renders an answer that is ready now into st.out. It reports whether the
+// connection must then be cut (an abort-after fault).
+func (s *gnetServer) appendInstant(st *gnetConn, r *reply, requestID []byte, keepAlive, head bool) (cut bool) {
+	if r.answer == nil {
+		st.out = st.w.appendHead(st.out, r, requestID, keepAlive, head)
+		if !head {
+			st.out = append(st.out, r.body...)
+		}
+		return false
+	}
+	a := r.answer
+	if r.fault.abort && r.fault.abortAfter < a.outputTokens {
+		if !r.stream {
+			return true // a non-streamed answer is cut before its first byte
+		}
+		st.out = st.w.appendHead(st.out, r, requestID, keepAlive, head)
+		for i := range r.fault.abortAfter {
+			st.out = appendChunk(st.out, a, i)
+		}
+		return true
+	}
+	if !r.stream {
+		r.body = a.appendBody(r.body[:0])
+		r.answer = nil
+		return s.appendInstant(st, r, requestID, keepAlive, head)
+	}
+	st.out = st.w.appendHead(st.out, r, requestID, keepAlive, head)
+	if !head {
+		for i := range a.outputTokens {
+			st.out = appendChunk(st.out, a, i)
+		}
+		st.out = append(st.out, "0\r\n\r\n"...)
+	}
+	return false
 }
 
 // appendHead writes the status line and headers of r. A stream uses chunked encoding, every
@@ -184,7 +214,7 @@ func (w *Worker) appendHead(dst []byte, r *reply, requestID []byte, keepAlive, h
 	dst = append(dst, statusText(r.status)...)
 	dst = append(dst, "\r\nContent-Type: "...)
 	dst = append(dst, r.contentType...)
-	if r.stream != nil {
+	if r.stream {
 		dst = append(dst, "\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache"...)
 	} else {
 		dst = append(dst, "\r\nContent-Length: "...)
@@ -224,85 +254,115 @@ func appendChunk(dst []byte, a *answer, i int) []byte {
 	return append(dst, "\r\n"...)
 }
 
-// asyncAnswer is an answer that waits: delayed, hanging or paced. It runs on its own
-// goroutine and writes with AsyncWrite; its last write's callback, on the event loop, clears
-// busy and resumes reading pipelined requests.
+// asyncAnswer is an answer that waits: delayed, hanging, paced, slow to its first token or
+// computed by the engine model. It runs on its own goroutine and writes with AsyncWrite; its
+// last write's callback, on the event loop, clears busy and resumes reading pipelined
+// requests.
 type asyncAnswer struct {
 	s         *gnetServer
 	c         gnet.Conn
 	st        *gnetConn
-	r         reply
-	head      []byte // status line, headers and (non-stream) body
+	r         reply // r.body is the answer's own copy
+	requestID []byte
 	keepAlive bool
+	head      bool // a HEAD request: headers only
 	finished  bool // Worker.finish was called
 }
 
 func (a *asyncAnswer) run() {
 	if a.r.tracked {
-		// finish runs before the last write (see finish) or, when the answer is abandoned, here.
+		// finish runs before the last write (see end) or, when the answer is abandoned, here.
 		defer func() {
 			if !a.finished {
 				a.st.w.finish()
 			}
 		}()
 	}
-	if a.r.hang {
+	r, w := &a.r, a.st.w
+	done, gone := a.s.done, a.st.gone
+	if r.fault.hang {
 		select {
-		case <-a.s.done:
-		case <-a.st.gone:
+		case <-done:
+		case <-gone:
 		}
 		return
 	}
-	start := time.Now()
-	if a.r.delay > 0 && !a.sleepUntil(start.Add(a.r.delay)) {
+	if r.delay > 0 && !sleepUntil2(done, gone, time.Now().Add(r.delay)) {
 		return
 	}
-	if a.r.stream == nil {
-		a.finish(a.head)
+	if r.answer == nil {
+		out := w.appendHead(nil, r, a.requestID, a.keepAlive, a.head)
+		if !a.head {
+			out = append(out, r.body...)
+		}
+		a.end(out, false)
 		return
 	}
-	interval := a.st.w.cfg.TokenInterval
-	start = time.Now()
-	out := a.head
-	for i := range a.r.stream.outputTokens {
-		if interval > 0 {
-			if i > 0 || len(out) > 0 {
-				if err := a.c.AsyncWrite(out, nil); err != nil {
-					return
-				}
-				out = nil
+	if r.stream {
+		// Headers go at once, as a real engine's do; tokens follow.
+		if err := a.c.AsyncWrite(w.appendHead(nil, r, a.requestID, a.keepAlive, a.head), nil); err != nil {
+			return
+		}
+	}
+	if r.fault.slowTTFT > 0 && !sleepUntil2(done, gone, time.Now().Add(r.fault.slowTTFT)) {
+		return
+	}
+	src := w.startSource(r)
+	ans := r.answer
+	limit := ans.outputTokens
+	cut := r.fault.abort && r.fault.abortAfter < limit
+	if cut {
+		limit = r.fault.abortAfter
+	}
+	have := 0
+	var out []byte
+	for have < limit {
+		avail, ok := src.await(have, done, gone)
+		if !ok {
+			src.abandon()
+			return
+		}
+		avail = min(avail, limit)
+		if r.stream && !a.head {
+			ans.cachedTokens = src.cached()
+			for i := have; i < avail; i++ {
+				out = appendChunk(out, ans, i)
 			}
-			// Absolute deadlines: token i+1 is due at start+(i+1)×interval however late the
-			// previous write was, so pacing does not drift.
-			if !a.sleepUntil(start.Add(time.Duration(i+1) * interval)) {
+		}
+		have = avail
+		if have < limit && len(out) > 0 {
+			if err := a.c.AsyncWrite(out, nil); err != nil {
+				src.abandon()
 				return
 			}
+			out = nil
 		}
-		out = appendChunk(out, a.r.stream, i)
 	}
-	a.finish(append(out, "0\r\n\r\n"...))
+	switch {
+	case cut:
+		src.abandon() // the engine stops computing a sequence nobody reads
+		a.end(out, true)
+	case r.stream:
+		if !a.head {
+			out = append(out, "0\r\n\r\n"...)
+		}
+		a.end(out, false)
+	default:
+		ans.cachedTokens = src.cached()
+		body := ans.appendBody(nil)
+		r.body = body
+		out = w.appendHead(nil, r, a.requestID, a.keepAlive, a.head)
+		if !a.head {
+			out = append(out, body...)
+		}
+		a.end(out, false)
+	}
 }
 
-func (a *asyncAnswer) sleepUntil(deadline time.Time) bool {
-	d := time.Until(deadline)
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-a.s.done:
-	case <-a.st.gone:
-	}
-	return false
-}
-
-// finish ends the request and writes the answer's last bytes; on the event loop it then
-// closes the connection or resumes reading. The request ends first so that a client holding
-// the complete answer never sees it counted as active.
-func (a *asyncAnswer) finish(last []byte) {
+// end finishes the request and writes the answer's last bytes; on the event loop it then
+// closes the connection (cut, or no keep-alive) or resumes reading. The request finishes
+// first so that a client holding the complete answer never sees it counted as active.
+func (a *asyncAnswer) end(last []byte, cut bool) {
 	if a.r.tracked {
 		a.finished = true
 		a.st.w.finish()
@@ -311,7 +371,7 @@ func (a *asyncAnswer) finish(last []byte) {
 		if err != nil {
 			return nil
 		}
-		if !a.keepAlive {
+		if cut || !a.keepAlive {
 			return c.Close()
 		}
 		a.st.busy = false

@@ -1,6 +1,8 @@
 package mockworker
 
 import (
+	"bytes"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,13 +19,22 @@ type Worker struct {
 	cfg    *Config // the fleet's, with defaults applied; read-only
 	model  string  // cfg.Model escaped for embedding in JSON strings
 	born   int64   // unix seconds, the "created" of /v1/models
-	admin  atomic.Pointer[AdminConfig]
+	admin  atomic.Pointer[adminState]
 	seq    atomic.Uint64 // response ids
+	draws  atomic.Uint64 // generation requests, numbering the FailureRate draws
 	active atomic.Int64  // generation requests received and not yet finished
 	// served counts generation requests answered with a generation (not faults); for tests.
 	served  atomic.Uint64
+	engine  *engineDriver // nil in instant mode
+	metrics *workerMetrics
 	parsers fastjson.ParserPool
-	scratch sync.Pool // *[]byte prompt scratch for the parser
+	scratch sync.Pool // *parseScratch
+}
+
+// parseScratch holds the prompt text and token ids of one request while it is parsed.
+type parseScratch struct {
+	text []byte
+	ids  []uint32
 }
 
 func newWorker(index int, addr string, cfg *Config, born int64) *Worker {
@@ -33,8 +44,22 @@ func newWorker(index int, addr string, cfg *Config, born int64) *Worker {
 	if cfg.WorkerIDPrefix != "" {
 		w.id = cfg.WorkerIDPrefix + strconv.Itoa(index)
 	}
-	w.admin.Store(&AdminConfig{})
+	w.admin.Store(&adminState{since: time.Now()})
+	w.metrics = newWorkerMetrics(w)
 	return w
+}
+
+// engineParams derives the engine model's parameters from the configuration.
+func (c *Config) engineParams() engineParams {
+	return engineParams{
+		maxRunning:   c.MaxRunning,
+		kvTokens:     c.KVTokens,
+		blockSize:    c.BlockSize,
+		prefillTPS:   c.PrefillTPS,
+		prefillChunk: c.PrefillChunk,
+		decodeBase:   c.DecodeBase,
+		decodePerReq: c.DecodePerReq,
+	}
 }
 
 // ID is the worker's name, sent as x-mock-worker-id on every response.
@@ -49,19 +74,40 @@ func (w *Worker) URL() string { return "http://" + w.addr }
 // Served is the number of generation requests this worker has answered with a generation.
 func (w *Worker) Served() uint64 { return w.served.Load() }
 
-// Active is the number of generation requests in progress (delayed, hanging or streaming).
+// Active is the number of generation requests in progress: delayed, hanging, streaming, or
+// in the engine model (queued or running).
 func (w *Worker) Active() int64 { return w.active.Load() }
 
 // Config returns the worker's current runtime configuration.
-func (w *Worker) Config() AdminConfig { return *w.admin.Load() }
+func (w *Worker) Config() AdminConfig { return w.admin.Load().AdminConfig }
 
 // Configure replaces the worker's runtime configuration, as POST /admin/config does.
 func (w *Worker) Configure(c AdminConfig) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	w.admin.Store(&c)
+	w.admin.Store(&adminState{AdminConfig: c, since: time.Now()})
 	return nil
+}
+
+// load is the worker's current load report (see loads.go).
+func (w *Worker) load() loadReport {
+	if w.engine != nil {
+		return w.engine.load()
+	}
+	return loadReport{
+		running:        int(w.active.Load()),
+		maxTotalTokens: w.cfg.KVTokens,
+		maxRunning:     w.cfg.MaxRunning,
+	}
+}
+
+// cacheCounters is the prefix cache's cumulative hits and queries, in tokens (engine mode).
+func (w *Worker) cacheCounters() (hits, queries uint64) {
+	if w.engine != nil {
+		return w.engine.counters()
+	}
+	return 0, 0
 }
 
 // exchange is one request as a transport hands it to the worker: views into the transport's
@@ -74,27 +120,38 @@ type exchange struct {
 	requestID []byte // x-request-id header value
 }
 
-// reply is what the transport must send. body aliases the scratch passed to handle.
+// reply is what the transport must send.
 type reply struct {
 	status      int
 	contentType string
-	body        []byte
-	// stream, when set, is an SSE answer: the transport writes stream.appendEvent(i) for every
-	// token i, paced by Config.TokenInterval, after the headers.
-	stream *answer
+	// body is a complete answer, ready now; it aliases the scratch passed to handle.
+	body []byte
+	// answer, when set, is a generation the transport renders as it progresses: a stream
+	// (stream set) or, in engine mode, a non-streamed answer rendered once complete.
+	answer *answer
+	stream bool
+	// seq, in engine mode, is the sequence to submit to the engine when the answer starts.
+	seq *seq
 	// delay holds the first byte of the response this long.
 	delay time.Duration
-	// hang: send nothing until the client or the worker closes.
-	hang bool
+	// fault is the request's x-mock-fault (reset, hang, abort, slowTTFT are the transport's).
+	fault fault
 	// tracked: a generation request; the transport calls Worker.finish exactly once when the
 	// response is complete or abandoned.
 	tracked bool
 }
 
+// waits reports whether the answer cannot be written at once.
+func (r *reply) waits(tokenInterval time.Duration) bool {
+	return r.delay > 0 || r.fault.hang || r.fault.slowTTFT > 0 || r.seq != nil ||
+		(r.stream && tokenInterval > 0)
+}
+
 const (
-	contentJSON = "application/json"
-	contentSSE  = "text/event-stream"
-	contentText = "text/plain; charset=utf-8"
+	contentJSON    = "application/json"
+	contentSSE     = "text/event-stream"
+	contentText    = "text/plain; charset=utf-8"
+	contentMetrics = "text/plain; version=0.0.4; charset=utf-8"
 )
 
 // handle routes one request. Routes are matched with a switch over the path bytes (the Go
@@ -111,7 +168,7 @@ func (w *Worker) handle(ex *exchange, dst []byte) reply {
 		if !isGet(ex.method) {
 			return methodNotAllowed(dst)
 		}
-		if w.admin.Load().Unhealthy {
+		if !w.admin.Load().healthy(time.Now()) {
 			return reply{status: 503, contentType: contentText, body: append(dst, "unhealthy\n"...)}
 		}
 		return reply{status: 200, contentType: contentText, body: dst}
@@ -120,11 +177,26 @@ func (w *Worker) handle(ex *exchange, dst []byte) reply {
 			return methodNotAllowed(dst)
 		}
 		return reply{status: 200, contentType: contentJSON, body: w.appendModels(dst)}
+	case "/model_info", "/get_model_info":
+		if !isGet(ex.method) {
+			return methodNotAllowed(dst)
+		}
+		return reply{status: 200, contentType: contentJSON, body: w.appendModelInfo(dst)}
 	case "/v1/loads":
+		if w.cfg.Dialect != DialectSGLang {
+			break // vLLM has no such route
+		}
 		if !isGet(ex.method) {
 			return methodNotAllowed(dst)
 		}
 		return reply{status: 200, contentType: contentJSON, body: w.appendLoads(dst, time.Now())}
+	case "/metrics":
+		if !isGet(ex.method) {
+			return methodNotAllowed(dst)
+		}
+		b := bytes.NewBuffer(dst)
+		w.metrics.write(b)
+		return reply{status: 200, contentType: contentMetrics, body: b.Bytes()}
 	case "/admin/config":
 		return w.handleAdmin(ex, dst)
 	}
@@ -159,14 +231,16 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	}
 	admin := w.admin.Load()
 	w.active.Add(1)
-	r := reply{delay: admin.Delay, tracked: true}
-	if f.hang {
-		r.hang = true
+	r := reply{delay: admin.Delay, tracked: true, fault: f}
+	if f.reset || f.hang {
 		return r
 	}
 	status := f.status
 	if status == 0 {
 		status = admin.Status
+	}
+	if status == 0 && admin.FailureRate > 0 && w.draw() < admin.FailureRate {
+		status = admin.failureStatus()
 	}
 	if status != 0 {
 		r.status, r.contentType = status, contentJSON
@@ -174,15 +248,15 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 		return r
 	}
 
-	sp, _ := w.scratch.Get().(*[]byte)
+	sp, _ := w.scratch.Get().(*parseScratch)
 	if sp == nil {
-		sp = new([]byte)
+		sp = new(parseScratch)
 	}
+	defer w.scratch.Put(sp)
 	p := w.parsers.Get()
-	req, err := parseGenRequest(p, kind, ex.body, *sp)
+	req, err := parseGenRequest(p, kind, ex.body, sp.text, sp.ids)
 	w.parsers.Put(p)
-	*sp = req.prompt[:0]
-	w.scratch.Put(sp)
+	sp.text, sp.ids = req.prompt[:0], req.ids[:0]
 	if err != nil {
 		br := badRequest(dst, err)
 		br.tracked = true
@@ -200,13 +274,28 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	if a.outputTokens == 0 {
 		a.outputTokens = w.cfg.OutputTokens
 	}
-	w.served.Add(1)
-	r.status = 200
 	var idBuf [48]byte
 	id := a.appendID(idBuf[:0], w, req.rid)
-	if req.stream {
-		// A stream outlives this call: it gets its own copy.
-		s := &answer{
+	if w.engine != nil {
+		s := &seq{
+			hashes:       promptBlockHashes(nil, req.prompt, req.ids, w.cfg.BlockSize),
+			promptTokens: max(req.promptTokens, 1),
+			maxTokens:    a.outputTokens,
+			sink:         newTokenSink(),
+		}
+		if !w.engine.fits(s) {
+			br := badRequest(dst, errTooLong)
+			br.tracked = true
+			return br
+		}
+		r.seq = s
+	}
+	w.served.Add(1)
+	r.status = 200
+	// An answer that is cut, streamed or computed by the engine is rendered by the transport.
+	if req.stream || r.seq != nil || (f.abort && f.abortAfter < a.outputTokens) {
+		// The answer outlives this call: it gets its own copy.
+		r.answer = &answer{
 			kind:         kind,
 			model:        w.model,
 			id:           append([]byte(nil), id...),
@@ -215,13 +304,28 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 			outputTokens: a.outputTokens,
 			includeUsage: a.includeUsage,
 		}
-		r.contentType, r.stream, r.body = contentSSE, s, dst
+		r.stream, r.body = req.stream, dst
+		r.contentType = contentJSON
+		if req.stream {
+			r.contentType = contentSSE
+		}
 		return r
 	}
 	a.id = id
 	r.contentType = contentJSON
 	r.body = a.appendBody(dst)
 	return r
+}
+
+// draw returns this request's number in [0, 1) for FailureRate: a SplitMix64 hash of the
+// seed, the worker and the request's sequence number, repeatable across runs.
+func (w *Worker) draw() float64 {
+	x := w.cfg.Seed ^ uint64(w.index)<<48 ^ w.draws.Add(1)
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / math.Exp2(53)
 }
 
 // appendID writes the response id: the client's rid on /generate, else a per-worker sequence.
@@ -250,7 +354,18 @@ func (w *Worker) appendModels(dst []byte) []byte {
 	dst = append(dst, w.model...)
 	dst = append(dst, `","object":"model","created":`...)
 	dst = strconv.AppendInt(dst, w.born, 10)
-	return append(dst, `,"owned_by":"mockworker"}]}`...)
+	dst = append(dst, `,"owned_by":"mockworker","max_model_len":`...)
+	dst = strconv.AppendInt(dst, int64(w.cfg.KVTokens), 10)
+	return append(dst, `}]}`...)
+}
+
+// appendModelInfo writes SGLang's /model_info (formerly /get_model_info).
+func (w *Worker) appendModelInfo(dst []byte) []byte {
+	dst = append(dst, `{"model_path":"`...)
+	dst = append(dst, w.model...)
+	dst = append(dst, `","tokenizer_path":"`...)
+	dst = append(dst, w.model...)
+	return append(dst, `","is_generation":true,"preferred_sampling_params":null,"weight_version":"default","has_image_understanding":false,"has_audio_understanding":false,"model_type":"mock","architectures":["MockForCausalLM"]}`...)
 }
 
 func (w *Worker) handleAdmin(ex *exchange, dst []byte) reply {
@@ -258,16 +373,16 @@ func (w *Worker) handleAdmin(ex *exchange, dst []byte) reply {
 	case "GET", "HEAD":
 	case "POST", "PUT":
 		p := w.parsers.Get()
-		c, err := parseAdminConfig(p, ex.body, *w.admin.Load())
+		c, err := parseAdminConfig(p, ex.body, w.admin.Load().AdminConfig)
 		w.parsers.Put(p)
 		if err != nil {
 			return badRequest(dst, err)
 		}
-		w.admin.Store(&c)
+		w.admin.Store(&adminState{AdminConfig: c, since: time.Now()})
 	default:
 		return methodNotAllowed(dst)
 	}
-	return reply{status: 200, contentType: contentJSON, body: appendAdminConfig(dst, *w.admin.Load())}
+	return reply{status: 200, contentType: contentJSON, body: appendAdminConfig(dst, w.admin.Load().AdminConfig)}
 }
 
 // Header names shared by the transports.

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -59,9 +60,11 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 // parseFlags maps the command line onto a Config; every error names the flag to fix.
 func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	var (
-		cfg             mockworker.Config
-		dialect, server string
-		tokenIntervalMS float64
+		cfg                   mockworker.Config
+		dialect, server, mode string
+		tokenIntervalMS       float64
+		decodeBaseMS          float64
+		decodePerReqMS        float64
 	)
 	fs := flag.NewFlagSet("mockworker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -75,8 +78,16 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	fs.StringVar(&cfg.WorkerIDPrefix, "worker-id-prefix", "", "name worker i <prefix><i> instead of host:port")
 	fs.StringVar(&server, "server", string(mockworker.DefaultServer), "HTTP implementation: gnet or fasthttp")
 	fs.IntVar(&cfg.EventLoops, "event-loops", 0, "gnet event loops (0: GOMAXPROCS)")
-	fs.IntVar(&cfg.KVTokens, "kv-tokens", mockworker.DefaultKVTokens, "KV-cache capacity in tokens, reported by /v1/loads")
-	fs.IntVar(&cfg.MaxRunning, "max-running", mockworker.DefaultMaxRunning, "batch capacity, reported by /v1/loads")
+	fs.StringVar(&mode, "mode", string(mockworker.DefaultMode), "instant (null backend) or engine (continuous-batching model)")
+	fs.IntVar(&cfg.KVTokens, "kv-tokens", mockworker.DefaultKVTokens, "KV-cache capacity in tokens")
+	fs.IntVar(&cfg.MaxRunning, "max-running", mockworker.DefaultMaxRunning, "most requests in the running batch")
+	fs.IntVar(&cfg.BlockSize, "block-size", mockworker.DefaultBlockSize, "KV-cache page size in tokens (prefix caching works in whole pages)")
+	fs.Float64Var(&cfg.PrefillTPS, "prefill-tps", mockworker.DefaultPrefillTPS, "engine: prompt tokens computed per second")
+	fs.IntVar(&cfg.PrefillChunk, "chunked-prefill-size", mockworker.DefaultPrefillChunk, "engine: most prompt tokens computed per step")
+	fs.Float64Var(&decodeBaseMS, "decode-base-ms", ms(mockworker.DefaultDecodeBase), "engine: fixed time of a step, ms")
+	fs.Float64Var(&decodePerReqMS, "decode-per-req-ms", ms(mockworker.DefaultDecodePerReq), "engine: time a step adds per sequence in the batch, ms")
+	fs.Float64Var(&cfg.TimeScale, "time-scale", mockworker.DefaultTimeScale, "engine: run the model this many times faster than real time")
+	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random choices (admin failure_rate)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -84,6 +95,9 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 		return cfg, fmt.Errorf("unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
 	}
 	cfg.Dialect = mockworker.Dialect(dialect)
+	cfg.Mode = mockworker.Mode(mode)
+	cfg.DecodeBase = time.Duration(decodeBaseMS * float64(time.Millisecond))
+	cfg.DecodePerReq = time.Duration(decodePerReqMS * float64(time.Millisecond))
 	cfg.Server = mockworker.ServerKind(server)
 	cfg.TokenInterval = time.Duration(tokenIntervalMS * float64(time.Millisecond))
 	checks := []struct {
@@ -98,8 +112,15 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 		{"--token-interval-ms", tokenIntervalMS < 0, "use 0 or a positive number"},
 		{"--server", cfg.Server != mockworker.ServerGnet && cfg.Server != mockworker.ServerFastHTTP, "use gnet or fasthttp"},
 		{"--event-loops", cfg.EventLoops < 0, "use 0 (GOMAXPROCS) or a positive number"},
+		{"--mode", cfg.Mode != mockworker.ModeInstant && cfg.Mode != mockworker.ModeEngine, "use instant or engine"},
 		{"--kv-tokens", cfg.KVTokens < 1, "use a positive number"},
 		{"--max-running", cfg.MaxRunning < 1, "use a positive number"},
+		{"--block-size", cfg.BlockSize < 1 || cfg.BlockSize > cfg.KVTokens, "use 1..--kv-tokens"},
+		{"--prefill-tps", !(cfg.PrefillTPS > 0) || math.IsInf(cfg.PrefillTPS, 0), "use a positive rate"},
+		{"--chunked-prefill-size", cfg.PrefillChunk < 1, "use a positive number of tokens"},
+		{"--decode-base-ms", !(decodeBaseMS > 0), "use a positive number"},
+		{"--decode-per-req-ms", !(decodePerReqMS > 0), "use a positive number"},
+		{"--time-scale", !(cfg.TimeScale > 0) || math.IsInf(cfg.TimeScale, 0), "use a positive factor"},
 		{"--model", cfg.Model == "", "name a model"},
 		{"--host", cfg.Host == "", "name an address such as 127.0.0.1"},
 	}
@@ -113,3 +134,6 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	}
 	return cfg, cfg.Validate()
 }
+
+// ms renders a duration as the float milliseconds the flags take.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

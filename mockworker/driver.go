@@ -1,0 +1,138 @@
+package mockworker
+
+import (
+	"sync"
+	"time"
+)
+
+// tokenSink is where the engine driver publishes a sequence's progress and where the
+// transport writing the answer waits for it.
+type tokenSink struct {
+	mu        sync.Mutex
+	generated int
+	cached    int
+	finished  bool
+	wake      chan struct{} // capacity 1: "something changed"
+}
+
+func newTokenSink() *tokenSink { return &tokenSink{wake: make(chan struct{}, 1)} }
+
+func (k *tokenSink) publish(generated, cached int, finished bool) {
+	k.mu.Lock()
+	k.generated, k.cached, k.finished = generated, cached, finished
+	k.mu.Unlock()
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (k *tokenSink) read() (generated, cached int, finished bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.generated, k.cached, k.finished
+}
+
+// engineDriver runs one worker's engine model in real time: one goroutine computes a step,
+// sleeps until the step's end and publishes its tokens. Model time runs timeScale times
+// faster than the wall clock. Steps follow one another on absolute deadlines (a step starts
+// when the previous one ended in model time, however late the goroutine woke), so the pacing
+// does not drift.
+type engineDriver struct {
+	w     *Worker
+	scale float64
+	epoch time.Time
+	done  <-chan struct{}
+	wake  chan struct{} // capacity 1: a sequence was submitted
+
+	mu  sync.Mutex // guards eng
+	eng *engine
+}
+
+func newEngineDriver(w *Worker, p engineParams, scale float64, done <-chan struct{}) *engineDriver {
+	return &engineDriver{w: w, eng: newEngine(p), scale: scale, epoch: time.Now(), done: done, wake: make(chan struct{}, 1)}
+}
+
+// now is the current model time.
+func (d *engineDriver) now() time.Duration {
+	return time.Duration(float64(time.Since(d.epoch)) * d.scale)
+}
+
+// wall is the wall-clock time of model time t.
+func (d *engineDriver) wall(t time.Duration) time.Time {
+	return d.epoch.Add(time.Duration(float64(t) / d.scale))
+}
+
+// submit queues s; it fails when s can never fit in the KV cache.
+func (d *engineDriver) submit(s *seq) error {
+	d.mu.Lock()
+	err := d.eng.submit(s, d.now())
+	d.mu.Unlock()
+	if err == nil {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// cancel withdraws s (the client went away); a finished sequence is left alone.
+func (d *engineDriver) cancel(s *seq) {
+	d.mu.Lock()
+	d.eng.cancel(s)
+	d.mu.Unlock()
+}
+
+// load is the engine's current report.
+func (d *engineDriver) load() loadReport {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.eng.load(d.now(), d.eng.p.maxRunning)
+}
+
+// counters returns the prefix cache's cumulative hits and queries in tokens.
+func (d *engineDriver) counters() (hits, queries uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.eng.cachedTokens, d.eng.promptTokens
+}
+
+func (d *engineDriver) run() {
+	var pending []emission
+	for {
+		admin := d.w.admin.Load()
+		d.mu.Lock()
+		end, out, ok := d.eng.step(d.now(), admin.prefillMultiplier(), admin.decodeMultiplier())
+		pending = append(pending[:0], out...)
+		d.mu.Unlock()
+		if !ok {
+			select {
+			case <-d.wake:
+				continue
+			case <-d.done:
+				return
+			}
+		}
+		if !sleepUntil(d.done, d.wall(end)) {
+			return
+		}
+		for i := range pending {
+			em := &pending[i]
+			if em.ttft > 0 {
+				d.w.metrics.observeTTFT(em.ttft.Seconds() / d.scale)
+			} else if em.itl > 0 {
+				d.w.metrics.observeITL(em.itl.Seconds() / d.scale)
+			}
+			if em.sink != nil {
+				em.sink.publish(em.generated, em.cached, em.finished)
+			}
+			em.s, em.sink = nil, nil
+		}
+	}
+}
+
+// fits reports whether s could ever be admitted (its prompt and output fit in the KV cache).
+func (d *engineDriver) fits(s *seq) bool {
+	return d.eng.blocksFor(s) <= d.eng.kv.total // immutable parameters: no lock needed
+}
