@@ -146,15 +146,16 @@ func charBoundary(a, b []byte, p int) int {
 }
 
 // cutUnits returns the largest n <= limit such that b[:n] ends at a character (or
-// token) boundary; limit < len(b). It finds a byte that starts a character among the
-// last four before limit; if all four are continuation bytes, the byte at limit
-// cannot belong to a character that starts before it, so limit is a boundary.
+// token) boundary; limit < len(b). It looks for a byte that starts a character at
+// limit or among the three bytes before it (or the start of b); if all four are
+// continuation bytes, the byte at limit cannot belong to a character that starts
+// before it (a character is at most four bytes), so limit is a boundary.
 func cutUnits(b []byte, limit int, tokens bool) int {
 	if tokens {
 		return limit &^ 3
 	}
-	for j := limit; j > limit-4 && j > 0; j-- {
-		if !isCont(b[j]) {
+	for j := limit; j > limit-4; j-- {
+		if j == 0 || !isCont(b[j]) {
 			return j
 		}
 	}
