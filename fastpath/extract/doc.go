@@ -48,12 +48,19 @@
 //
 // # Strings, views and UTF-8
 //
-// Decoded strings are exactly what encoding/json produces: escapes are decoded, a valid
-// surrogate pair of \u escapes becomes one rune, a lone escaped surrogate and each byte of
-// invalid UTF-8 become U+FFFD. A string that needs none of this (no escape, valid UTF-8) is
-// returned as a view into the body; any other is decoded into a buffer the Fields owns.
-// So every extracted string is valid UTF-8 and equal to encoding/json's value, whether
-// it is a view or a copy. The chat text is always built in a Fields buffer.
+// Escapes are decoded exactly as encoding/json decodes them: a valid surrogate pair of \u
+// escapes becomes one rune, and any other escaped surrogate becomes U+FFFD. A string
+// without escapes is returned as a view into the body; one with escapes is decoded into a
+// buffer the Fields owns. The chat text is always built in a Fields buffer, and so is a
+// completions prompt given as an array of strings.
+//
+// Invalid UTF-8 is passed through as sent, where encoding/json replaces each invalid byte
+// with U+FFFD. Validating it took 42% more instructions on the multi-turn chat benchmark
+// body, which has some non-ASCII text (docs/benchmarks-extract.md), and nothing routing
+// does depends on it: bytes key the prefix trees and hashes, and code that counts
+// characters with unicode/utf8 sees one U+FFFD per invalid byte either way. The
+// differential tests compare against encoding/json after that replacement; everything
+// else, acceptance included, is the same.
 //
 // # Errors
 //
@@ -81,5 +88,7 @@
 //
 // The scanner walks the known structure with a few levels of plain calls and skips every
 // other value iteratively with a one-bit-per-level stack in the Fields, so hostile input
-// costs neither recursion nor allocation. Strings are scanned eight bytes at a time.
+// costs neither recursion nor allocation. Short strings take one 16-byte SWAR step; long
+// ones are searched with bytes.IndexByte (vectorised in the runtime) for the closing quote
+// and the escapes, and checked for control characters eight bytes at a time.
 package extract

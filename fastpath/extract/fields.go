@@ -31,8 +31,8 @@ func (r Route) String() string {
 // at a time: the gateway pools them and Extract overwrites every field, reusing the
 // capacity of the buffers it owns, so a warmed-up Fields extracts without allocating.
 //
-// Byte slices either alias the request body (a string without escapes and with valid
-// UTF-8) or one of the Fields' own buffers (a decoded string, the joined chat text). Both
+// Byte slices either alias the request body (a string without escapes) or one of the
+// Fields' own buffers (a decoded string, the joined chat text). Both
 // stay valid until the next Extract or Reset on this Fields, and the aliases only as long
 // as the caller neither modifies nor recycles the body. Treat them as read-only: copy
 // what must outlive the request.
@@ -49,9 +49,8 @@ type Fields struct {
 	// an array of strings. Empty means absent: an empty key routes nothing.
 	Rid []byte
 
-	// Text is the routing text as UTF-8, JSON-decoded, with invalid UTF-8 replaced by
-	// U+FFFD as encoding/json does. See the package documentation for how each route
-	// builds it. Empty means the request carries no text.
+	// Text is the routing text, JSON-decoded. See the package documentation for how each
+	// route builds it and for invalid UTF-8. Empty means the request carries no text.
 	Text []byte
 
 	// InputIDs are the token IDs of /generate "input_ids" or of a completions "prompt"
@@ -61,7 +60,7 @@ type Fields struct {
 	textBuf  []byte // Text when it is built or decoded rather than aliased
 	modelBuf []byte // Model when it needed decoding
 	ridBuf   []byte // Rid when it needed decoding
-	scratch  []byte // decoded member names and short strings compared against constants
+	scratch  []byte // escaped member names and short strings, decoded to compare them
 
 	// kinds is the container stack of skipValue, one bit per nesting level (1 = object),
 	// kept here rather than on the goroutine stack so that skipping a value costs no
