@@ -34,7 +34,9 @@ type span struct{ off, n uint32 }
 // of the arena), so a release finds its free neighbours and merges with them, and a
 // span that reaches the top retracts it. Every maximal free span of minBinSpan
 // bytes or more writes its length into its own first four bytes and is pushed onto
-// the bin of floor(log2(length)). Bins are not updated when spans merge or shrink:
+// the bin of floor(log2(length)); it writes the length into its last four bytes
+// too, so a release finds where a free neighbour begins or ends without scanning.
+// Bins are not updated when spans merge or shrink:
 // alloc checks in O(1) that a popped entry still describes a maximal free span (its
 // first byte is free, the byte before is not, and the length tag agrees) and
 // discards it otherwise. Splitting an edge re-slices it without copying, so the two
@@ -112,12 +114,14 @@ func (a *byteArena) isSpan(s span) bool {
 	return binary.LittleEndian.Uint32(a.view(s.off, 4)) == s.n
 }
 
-// addSpan records [off, off+n) as a maximal free span: tag it and bin it.
+// addSpan records [off, off+n) as a maximal free span: tag both ends with its
+// length and bin it.
 func (a *byteArena) addSpan(off, n uint32) {
 	if n < minBinSpan {
 		return
 	}
 	binary.LittleEndian.PutUint32(a.view(off, 4), n)
+	binary.LittleEndian.PutUint32(a.view(off+n-4, 4), n)
 	bin := uint(bits.Len32(n)) - 1
 	a.bins[bin] = append(a.bins[bin], span{off, n})
 	a.binMask |= 1 << bin
@@ -172,19 +176,23 @@ func (a *byteArena) growLast(end uint32) {
 	a.free[last] = f
 }
 
-// release returns n bytes at off, merging them with free neighbours.
+// release returns n bytes at off, merging them with free neighbours. The
+// neighbours' tags make the merge O(1) however long they are; only the bytes
+// released are touched in the bitmap.
 func (a *byteArena) release(off, n uint32) {
 	if n == 0 {
 		return
 	}
 	a.setFree(off, n, true)
 	a.freeBytes += int64(n)
-	start, end := a.runStart(off), a.runEnd(off+n-1)
+	start, end := off, off+n
 	a.freeSpans++
-	if start < off {
+	if off&chunkMask != 0 && a.isFree(off-1) {
+		start = a.prevRunStart(off)
 		a.freeSpans--
 	}
-	if end > off+n {
+	if a.isFree(end) {
+		end = a.nextRunEnd(end)
 		a.freeSpans--
 	}
 	if end == a.top && start>>chunkShift == a.top>>chunkShift {
@@ -199,6 +207,33 @@ func (a *byteArena) release(off, n uint32) {
 	if a.binEntries > 2*a.freeSpans+64 {
 		a.rebuildBins()
 	}
+}
+
+// prevRunStart returns the start of the maximal free run that ends just before
+// off. A run of minBinSpan bytes or more carries its length in its last four bytes.
+func (a *byteArena) prevRunStart(off uint32) uint32 {
+	base := off &^ chunkMask
+	k := uint32(0)
+	for k < minBinSpan && off-k > base && a.isFree(off-k-1) {
+		k++
+	}
+	if k < minBinSpan {
+		return off - k
+	}
+	return off - binary.LittleEndian.Uint32(a.view(off-4, 4))
+}
+
+// nextRunEnd returns the end of the maximal free run that starts at off. A run of
+// minBinSpan bytes or more carries its length in its first four bytes.
+func (a *byteArena) nextRunEnd(off uint32) uint32 {
+	k := uint32(0)
+	for k < minBinSpan && a.isFree(off+k) {
+		k++
+	}
+	if k < minBinSpan {
+		return off + k
+	}
+	return off + binary.LittleEndian.Uint32(a.view(off, 4))
 }
 
 func (a *byteArena) isFree(addr uint32) bool {
@@ -224,25 +259,6 @@ func (a *byteArena) setFree(off, n uint32, free bool) {
 			words[w] &^= mask
 		}
 		i = w*64 + hi
-	}
-}
-
-// runStart returns the first address of the free run that contains addr.
-func (a *byteArena) runStart(addr uint32) uint32 {
-	words := a.free[addr>>chunkShift]
-	base := addr &^ chunkMask
-	i := addr & chunkMask
-	for {
-		w := i / 64
-		// Bits at and below i%64 in word w; find the highest clear one.
-		x := ^words[w] << (63 - i%64)
-		if x != 0 {
-			return base + i - uint32(bits.LeadingZeros64(x)) + 1
-		}
-		if w == 0 {
-			return base
-		}
-		i = w*64 - 1
 	}
 }
 

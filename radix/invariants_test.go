@@ -1,6 +1,7 @@
 package radix
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -229,7 +230,7 @@ func (a *byteArena) check(live int64) error {
 		if r.n < minBinSpan {
 			continue
 		}
-		if !a.isSpan(r) {
+		if !a.isSpan(r) || binary.LittleEndian.Uint32(a.view(r.off+r.n-4, 4)) != r.n {
 			return fmt.Errorf("free run %+v has a wrong tag", r)
 		}
 		bin := bits.Len32(r.n) - 1
