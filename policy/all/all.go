@@ -1,36 +1,106 @@
 // Package all is the table from policy names to their builders: the one place that knows
-// every policy, so that the gateway (and per-model policy labels) can name any of them.
+// every policy, so that the gateway (and per-model policy labels) can name any of them. It
+// also holds every policy flag of the spec (Config, RegisterFlags) and the maintenance loop
+// that runs the policies' background work off the hot path (Maintenance).
 package all
 
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/bucket"
+	"github.com/smg-go/smg/policy/cacheaware"
+	"github.com/smg-go/smg/policy/consistenthash"
+	"github.com/smg-go/smg/policy/leastload"
+	"github.com/smg-go/smg/policy/manual"
 	"github.com/smg-go/smg/policy/passthrough"
+	"github.com/smg-go/smg/policy/poweroftwo"
+	"github.com/smg-go/smg/policy/prefixhash"
 	"github.com/smg-go/smg/policy/random"
 	"github.com/smg-go/smg/policy/roundrobin"
 )
 
-// Config carries what policies need to be built: the CLI-tuned settings and shared services.
-type Config struct {
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
-	// Rand is the randomness source (nil: policy.RuntimeRand).
-	Rand policy.Rand
-}
+// DefaultPolicy is --policy's default (spec: cache_aware is the production default).
+const DefaultPolicy = cacheaware.Name
 
-type factory func(cfg *Config, fromFlags bool) policy.Builder
+type factory func(cfg *Config, fromFlags bool) (policy.Builder, error)
 
 var factories = map[string]factory{
-	roundrobin.Name: func(*Config, bool) policy.Builder { return roundrobin.New() },
-	random.Name:     func(c *Config, _ bool) policy.Builder { return random.New(c.Rand) },
-	passthrough.Name: func(c *Config, _ bool) policy.Builder {
-		return passthrough.New(c.Logger)
+	roundrobin.Name: func(*Config, bool) (policy.Builder, error) { return roundrobin.New(), nil },
+	random.Name:     func(c *Config, _ bool) (policy.Builder, error) { return random.New(c.Rand), nil },
+	passthrough.Name: func(c *Config, _ bool) (policy.Builder, error) {
+		return passthrough.New(c.Logger), nil
+	},
+	cacheaware.Name: func(c *Config, fromFlags bool) (policy.Builder, error) {
+		cfg := cacheaware.BuiltinConfig()
+		if fromFlags {
+			cfg = c.CacheAware
+		}
+		cfg.Metrics = c.Metrics
+		return cacheaware.New(cfg, c.Rand), nil
+	},
+	leastload.Name: func(c *Config, fromFlags bool) (policy.Builder, error) {
+		cfg := leastload.DefaultConfig()
+		if fromFlags {
+			cfg = c.LeastLoad
+		}
+		return leastload.New(cfg, c.Rand), nil
+	},
+	poweroftwo.Name: func(c *Config, fromFlags bool) (policy.Builder, error) {
+		cfg := poweroftwo.DefaultConfig()
+		if fromFlags {
+			cfg = c.PowerOfTwo
+		}
+		return poweroftwo.New(cfg, c.Rand), nil
+	},
+	consistenthash.Name: func(c *Config, _ bool) (policy.Builder, error) {
+		// --routing-key-override is gateway-wide: it applies to label-chosen instances too.
+		return consistenthash.New(consistenthash.Config{RoutingKeyOverride: c.RoutingKeyOverride, Metrics: c.Metrics}, c.Rand), nil
+	},
+	prefixhash.Name: func(c *Config, fromFlags bool) (policy.Builder, error) {
+		cfg := prefixhash.DefaultConfig()
+		if fromFlags {
+			cfg = c.PrefixHash
+		}
+		cfg.Metrics = c.Metrics
+		return prefixhash.New(cfg, c.Rand), nil
+	},
+	manual.Name: func(c *Config, fromFlags bool) (policy.Builder, error) {
+		cfg := manual.DefaultConfig()
+		if fromFlags {
+			cfg = c.Manual
+		}
+		cfg.RoutingKeyOverride, cfg.Metrics = c.RoutingKeyOverride, c.Metrics
+		return manual.New(cfg, c.Rand, c.Now()), nil
+	},
+	bucket.Name: func(c *Config, fromFlags bool) (policy.Builder, error) {
+		if !c.PDMode {
+			return nil, ErrBucketOutsidePD
+		}
+		cfg := bucket.DefaultConfig()
+		if fromFlags {
+			cfg = bucket.Config{BalanceAbsThreshold: c.CacheAware.BalanceAbsThreshold, BalanceRelThreshold: c.CacheAware.BalanceRelThreshold}
+		}
+		return bucket.New(cfg, c.Rand), nil
 	},
 }
+
+// ErrBucketOutsidePD refuses bucket where it has no buckets to give.
+var ErrBucketOutsidePD = fmt.Errorf("policy bucket routes the prefill leg of PD disaggregation and has no buckets outside it: " +
+	"use it with --pd-disaggregation --prefill-policy bucket, or choose another --policy such as cache_aware")
+
+// loadAware are the policies that read load reports (spec: Load Signals).
+var loadAware = map[string]bool{cacheaware.Name: true, leastload.Name: true, poweroftwo.Name: true}
+
+// LoadAware reports whether the policy reads load reports, so that --disable-load-monitoring
+// keeps polling while one is in use.
+func LoadAware(name string) bool { return loadAware[name] }
 
 // Names returns the known policy names, sorted.
 func Names() []string {
@@ -50,15 +120,74 @@ func Check(name string) error {
 	return nil
 }
 
-// NewBuilderFunc returns the policy.NewBuilderFunc the Router uses to create policy instances.
-func NewBuilderFunc(cfg Config) policy.NewBuilderFunc {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+// CheckPolicy is Check for --policy: it also refuses bucket outside PD mode, with a message
+// that says what to do instead.
+func CheckPolicy(name string, pdMode bool) error {
+	if err := Check(name); err != nil {
+		return err
 	}
+	if name == bucket.Name && !pdMode {
+		return ErrBucketOutsidePD
+	}
+	return nil
+}
+
+// NewBuilderFunc returns the policy.NewBuilderFunc the Router uses to create policy instances.
+// fromFlags=false gives a policy its built-in defaults (spec: Policy Scope). Sub-configs of cfg
+// left entirely zero take their defaults, so Config{} works. Every instance is wrapped with
+// sticky sessions when cfg.RoutingKeyOverride is set (except manual and consistent_hashing,
+// which read the rid themselves), and every instance with background work is registered with
+// cfg.Maintenance (DefaultMaintenance when nil).
+func NewBuilderFunc(cfg Config) policy.NewBuilderFunc {
+	cfg = cfg.withDefaults()
 	return func(name string, fromFlags bool) (policy.Builder, error) {
 		if err := Check(name); err != nil {
 			return nil, err
 		}
-		return factories[name](&cfg, fromFlags), nil
+		b, err := factories[name](&cfg, fromFlags)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.RoutingKeyOverride && name != manual.Name && name != consistenthash.Name {
+			sc := cfg.Sticky
+			sc.Metrics = cfg.Metrics
+			b = policy.NewStickyBuilder(b, sc, cfg.Rand, cfg.Now())
+		}
+		cfg.Maintenance.Track(b)
+		return b, nil
+	}
+}
+
+// withDefaults fills what a zero Config leaves out.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Rand == nil {
+		c.Rand = policy.RuntimeRand{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewSet()
+	}
+	if c.Maintenance == nil {
+		c.Maintenance = DefaultMaintenance
+	}
+	fill(&c.CacheAware, d.CacheAware)
+	fill(&c.LeastLoad, d.LeastLoad)
+	fill(&c.PowerOfTwo, d.PowerOfTwo)
+	fill(&c.PrefixHash, d.PrefixHash)
+	fill(&c.Manual, d.Manual)
+	fill(&c.Sticky, d.Sticky)
+	return c
+}
+
+// fill replaces an entirely zero sub-config with its defaults.
+func fill[T any](p *T, def T) {
+	if reflect.ValueOf(p).Elem().IsZero() {
+		*p = def
 	}
 }

@@ -1,0 +1,106 @@
+package all
+
+import (
+	"context"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/bucket"
+	"github.com/smg-go/smg/policy/cacheaware"
+	"github.com/smg-go/smg/policy/manual"
+)
+
+// MaintenanceInterval is how often Run calls Maintain; each policy instance decides from the
+// time whether its own interval (eviction, idle keys, bucket windows) has come.
+const MaintenanceInterval = time.Second
+
+// Maintenance runs the background work of policy instances off the hot path, on one goroutine.
+//
+// The Router creates an instance per model and drops it when the model's last worker leaves,
+// without telling anyone. So Maintenance holds instances through weak pointers: a dropped
+// instance is collected like any garbage, and the next round forgets it. No goroutine per
+// instance, nothing to close. Safe for concurrent use.
+type Maintenance struct {
+	round   sync.Mutex // one round at a time
+	mu      sync.Mutex // guards entries
+	entries []func(time.Time) bool // false once the instance is gone
+}
+
+// DefaultMaintenance is the Maintenance of a Config that names none; cmd/smg runs it.
+var DefaultMaintenance = NewMaintenance()
+
+// NewMaintenance returns an empty Maintenance.
+func NewMaintenance() *Maintenance { return &Maintenance{} }
+
+// Track registers b's background work, if it has any.
+func (m *Maintenance) Track(b policy.Builder) {
+	switch b := b.(type) {
+	case *cacheaware.Builder:
+		track(m, b)
+	case *manual.Builder:
+		track(m, b)
+	case *bucket.Builder:
+		track(m, b)
+	case *policy.StickyBuilder:
+		track(m, b)
+	}
+}
+
+func track[T any, P interface {
+	*T
+	policy.Maintainer
+}](m *Maintenance, b P) {
+	wp := weak.Make((*T)(b))
+	m.mu.Lock()
+	m.entries = append(m.entries, func(now time.Time) bool {
+		x := wp.Value()
+		if x == nil {
+			return false
+		}
+		P(x).Maintain(now)
+		return true
+	})
+	m.mu.Unlock()
+}
+
+// Len returns how many instances are tracked (collected ones count until the next round).
+func (m *Maintenance) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
+}
+
+// Maintain runs one round at now and forgets the instances that were collected.
+func (m *Maintenance) Maintain(now time.Time) {
+	m.round.Lock()
+	defer m.round.Unlock()
+	m.mu.Lock()
+	entries := m.entries
+	m.mu.Unlock()
+	alive := entries[:0:0]
+	for _, e := range entries {
+		if e(now) {
+			alive = append(alive, e)
+		}
+	}
+	m.mu.Lock()
+	// Keep what was tracked during the round.
+	m.entries = append(alive, m.entries[len(entries):]...)
+	m.mu.Unlock()
+}
+
+// Run calls Maintain every MaintenanceInterval until ctx is done.
+func (m *Maintenance) Run(ctx context.Context) {
+	t := time.NewTicker(MaintenanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			m.Maintain(now)
+		}
+	}
+}
