@@ -23,8 +23,8 @@ const MaintenanceInterval = time.Second
 // instance is collected like any garbage, and the next round forgets it. No goroutine per
 // instance, nothing to close. Safe for concurrent use.
 type Maintenance struct {
-	round   sync.Mutex // one round at a time
-	mu      sync.Mutex // guards entries
+	round   sync.Mutex             // one round at a time
+	mu      sync.Mutex             // guards entries
 	entries []func(time.Time) bool // false once the instance is gone
 }
 
