@@ -38,8 +38,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs := newFlagSet(&o)
 	for _, a := range args {
-		if a == "--help" || a == "-h" {
+		switch a {
+		case "--help", "-h":
 			fmt.Fprintf(stdout, "Usage: smg launch [flags]\n%s", fs.Help())
+			return 0
+		case "--help-markdown": // the README's flag table is this output
+			fmt.Fprint(stdout, fs.Markdown())
 			return 0
 		}
 	}

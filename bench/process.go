@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Binaries are the programs a suite runs.
+type Binaries struct {
+	SMG, MockWorker, LoadGen, BareProxy string
+}
+
+// BinariesIn returns the binaries as `make build` leaves them in dir.
+func BinariesIn(dir string) Binaries {
+	return Binaries{SMG: dir + "/smg", MockWorker: dir + "/mockworker", LoadGen: dir + "/loadgen", BareProxy: dir + "/bareproxy"}
+}
+
+// proc is a started process pinned to a core.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// start runs bin pinned to core (taskset) with GOMAXPROCS=1, so that each side of a
+// measurement has one core of its own. core < 0 runs it unpinned.
+func start(core int, bin string, args ...string) (*proc, error) {
+	name, all := bin, args
+	if core >= 0 {
+		if tp, err := exec.LookPath("taskset"); err == nil {
+			name, all = tp, append([]string{"-c", strconv.Itoa(core), bin}, args...)
+		}
+	}
+	p := &proc{cmd: exec.Command(name, all...), out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("cannot start %s: %w", bin, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// stop interrupts the process and waits for it (killing it after 10 s).
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// wait waits for the process to exit on its own.
+func (p *proc) wait() error {
+	<-p.done
+	if !p.cmd.ProcessState.Success() {
+		return fmt.Errorf("%s exited with %v:\n%s", p.cmd.Path, p.cmd.ProcessState, tail(p.out.String()))
+	}
+	return nil
+}
+
+func tail(s string) string {
+	if len(s) > 3000 {
+		return "…" + s[len(s)-3000:]
+	}
+	return s
+}
+
+// waitOutput waits until the process printed n matches of re and returns their first groups.
+func (p *proc) waitOutput(re *regexp.Regexp, n int, d time.Duration) ([]string, error) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		ms := re.FindAllStringSubmatch(p.out.String(), -1)
+		if len(ms) >= n {
+			out := make([]string, 0, n)
+			for _, m := range ms[:n] {
+				out = append(out, m[1])
+			}
+			return out, nil
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("%s exited early:\n%s", p.cmd.Path, tail(p.out.String()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("%s did not print %s within %v:\n%s", p.cmd.Path, re, d, tail(p.out.String()))
+}
+
+// cpuSeconds returns the user+system CPU time the process has used, from /proc/<pid>/stat.
+func (p *proc) cpuSeconds() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name: state is field 3; utime, stime are 14, 15.
+	s := string(b)
+	rest := s[strings.LastIndexByte(s, ')')+2:]
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc stat: %q", s)
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every Linux build.
+const clockTicks = 100
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitHTTP waits until GET url answers 200.
+func waitHTTP(url string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), time.Second); err == nil {
+			fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.Contains(line, " 200 ") {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s/health did not answer 200 within %v", url, d)
+}
