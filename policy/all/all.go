@@ -1,7 +1,3 @@
-// Package all is the table from policy names to their builders: the one place that knows
-// every policy, so that the gateway (and per-model policy labels) can name any of them. It
-// also holds every policy flag of the spec (Config, RegisterFlags) and the maintenance loop
-// that runs the policies' background work off the hot path (Maintenance).
 package all
 
 import (

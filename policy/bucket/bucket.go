@@ -77,18 +77,22 @@ type Builder struct {
 	perWorker  float64 // per-worker window load at the last adjustment
 }
 
-// load is one worker's characters over the window, by slot.
+// load is one worker's characters over the window, by slot, and their running total, so the
+// balance check reads one atomic per worker.
 type load struct {
 	slots [slots]atomic.Int64
+	total atomic.Int64
 }
 
-func (l *load) sum() int64 {
-	var s int64
-	for i := range l.slots {
-		s += l.slots[i].Load()
-	}
-	return s
+func (l *load) add(slot int64, n int64) {
+	l.slots[slot].Add(n)
+	l.total.Add(n)
 }
+
+func (l *load) sum() int64 { return l.total.Load() }
+
+// recycle empties a slot for reuse, taking its characters out of the total.
+func (l *load) recycle(slot int64) { l.total.Add(-l.slots[slot].Swap(0)) }
 
 // bounds assigns length ranges to workers: owner i takes lengths up to upper[i] inclusive,
 // above upper[i-1]; the last owner's upper bound is MaxInt64.
@@ -164,26 +168,29 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	if size == 0 {
 		size = int64(utf8.RuneCount(req.Text))
 	}
-	// Balance check over the usable workers' window loads.
-	var (
-		minLoad, maxLoad int64 = math.MaxInt64, -1
-		least            int   = -1
-		ties             int
-	)
-	for i, w := range bs.owners {
+	// Balance check over the usable workers' window loads. The scan starts at a random
+	// worker and keeps the first least-loaded one it meets, so ties are spread without a
+	// random draw per tie.
+	var minLoad, maxLoad int64 = math.MaxInt64, -1
+	least := -1
+	n := len(bs.owners)
+	if n == 0 {
+		return policy.Result{}, policy.ErrNoAvailableWorkers
+	}
+	start := b.rnd.IntN(n)
+	for k := range n {
+		i := start + k
+		if i >= n {
+			i -= n
+		}
+		w := bs.owners[i]
 		if !req.Usable(w) {
 			continue
 		}
 		l := bs.loads[i].sum()
 		maxLoad = max(maxLoad, l)
-		switch {
-		case l < minLoad:
-			minLoad, least, ties = l, i, 1
-		case l == minLoad:
-			ties++
-			if b.rnd.IntN(ties) == 0 {
-				least = i
-			}
+		if l < minLoad {
+			minLoad, least = l, i
 		}
 	}
 	if least < 0 {
@@ -197,7 +204,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 		}
 	}
 	cur := b.cur.Load()
-	bs.loads[chosen].slots[cur].Add(size)
+	bs.loads[chosen].add(cur, size)
 	k := b.sizesNext.Add(1) - 1
 	b.sizes[k%recentSizes].Store(uint64(b.epoch.Load())<<32 | uint64(min(size, math.MaxUint32)))
 	return policy.Result{Worker: bs.owners[chosen]}, nil
@@ -221,7 +228,7 @@ func (b *Builder) Maintain(now time.Time) {
 		b.lastRotate = b.lastRotate.Add(slot)
 		next := (b.cur.Load() + 1) % int64(slots)
 		for _, l := range b.loads {
-			l.slots[next].Store(0)
+			l.recycle(next)
 		}
 		b.cur.Store(next)
 		b.epoch.Add(1)
