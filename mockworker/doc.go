@@ -9,9 +9,41 @@
 //	defer f.Close()
 //	f.URLs() // ["http://127.0.0.1:41235", ...]; f.Workers()[i].ID(), .Served(), .Configure()
 //
-// cmd/mockworker wraps this library; it prints one line per worker once listening:
+// cmd/mockworker wraps this library (flags named after the Config fields: --host, --port,
+// --count, --model, --dialect, --mode, --output-tokens, --token-interval-ms, --kv-tokens,
+// --block-size, --max-running, --prefill-tps, --chunked-prefill-size, --decode-base-ms,
+// --decode-per-req-ms, --time-scale, --seed, --server, --event-loops, --worker-id-prefix).
+// It prints one line per worker once listening:
 //
 //	mockworker: worker 0 listening on http://127.0.0.1:18000 (model M, dialect sglang)
+//
+// # Modes
+//
+// Instant mode (the default) is the null backend: every answer is ready at once, or, with
+// Config.TokenInterval (--token-interval-ms), a stream's token i (from 1) is written at
+// start + i×interval. Engine mode (--mode engine) runs a model of a continuous-batching
+// engine per worker (engine.go, kvcache.go):
+//
+//   - At most MaxRunning sequences run; the rest wait in a first-come-first-served queue.
+//     Admission also needs KV-cache room for the prompt plus the maximum output (reserved
+//     whole, so nothing is ever preempted); a request that could never fit gets 400.
+//   - Each step computes up to PrefillChunk uncached prompt tokens (chunked prefill, oldest
+//     first) and one token for every sequence past its prefill, and lasts
+//     DecodeBase + DecodePerReq × (sequences producing a token) + prefill tokens / PrefillTPS,
+//     so inter-token latency grows with the batch. A sequence's first token comes at the end
+//     of the step that completes its prefill.
+//   - The KV cache holds KVTokens tokens in blocks of BlockSize. A full block of prompt tokens
+//     is named by a hash chained over every token before it (vLLM's scheme), so a prompt
+//     reuses exactly the blocks of a previously served prompt with the same prefix; those
+//     tokens are not computed again and are reported as cached_tokens. A fully cached prompt
+//     still computes its last token. Unreferenced blocks stay cached until evicted, least
+//     recently released first.
+//   - Prompt tokens are the prompt text cut into 4-byte pieces followed by the token ids
+//     given instead of text; output tokens are words (below).
+//   - Steps follow one another on absolute deadlines (a step starts when the previous one
+//     ended in model time however late the goroutine woke), so the pacing does not drift.
+//     TimeScale (--time-scale) runs model time that many times faster than the wall clock.
+//     The engine itself is a pure state machine over model time, tested on a fake clock.
 //
 // # Routes
 //
@@ -19,17 +51,20 @@
 // and echoes the request's x-request-id. Unknown paths answer 404, known paths with the wrong
 // method 405, both with the OpenAI error envelope {"error":{"message","type","param","code"}}.
 //
-//	GET  /health, /health_generate  200 (503 when marked unhealthy)
-//	GET  /v1/models                 {"object":"list","data":[{"id":M,"object":"model","created":T,"owned_by":"mockworker"}]}
+//	GET  /health, /health_generate  200 (503 when unhealthy)
+//	GET  /v1/models                 {"object":"list","data":[{"id":M,"object":"model","created":T,"owned_by":"mockworker","max_model_len":K}]}
+//	GET  /model_info, /get_model_info  SGLang's {"model_path":M,"tokenizer_path":M,"is_generation":true,...}
 //	POST /v1/chat/completions       "messages"; "max_completion_tokens" or "max_tokens"
 //	POST /v1/completions            "prompt" (string, strings, token ids); "max_tokens"
 //	POST /generate                  "text" and/or "input_ids"; "sampling_params.max_new_tokens"; "rid"
-//	GET  /v1/loads                  the load report below
+//	GET  /v1/loads                  the load report below (dialect sglang only)
+//	GET  /metrics                   Prometheus text, the dialect's names (below)
 //	GET, POST /admin/config         runtime faults (below)
 //
-// A generation produces the requested number of tokens, or Config.OutputTokens (default 16),
-// and always stops for "length". Output token i is the word vocabulary[i%10] ("the ", "mock ",
-// ...). Non-streamed answers are OpenAI's chat.completion and text_completion objects with
+// Both dialects serve the three generation routes, streamed and not. A generation produces
+// the requested number of tokens, or Config.OutputTokens (default 16), and always stops for
+// "length". Output token i is the word vocabulary[i%10] ("the ", "mock ", ...). Non-streamed
+// answers are OpenAI's chat.completion and text_completion objects with
 // usage{prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details.cached_tokens},
 // and SGLang's {"text", "meta_info":{"id","prompt_tokens","completion_tokens","cached_tokens",
 // "finish_reason":{"type":"length","length":N}}}. A body that is not a JSON object, lacks the
@@ -47,11 +82,10 @@
 // events with the cumulative text so far and meta_info (finish_reason null until the last).
 // The last token's event carries finish_reason "length"; on the OpenAI routes a usage chunk
 // ("choices":[] and usage) follows when the request set stream_options.include_usage, as
-// OpenAI does; then "data: [DONE]\n\n". Config.TokenInterval (--token-interval-ms) paces the
-// events: token i (from 1) is written at start+i×interval, against absolute deadlines so the
-// pacing does not drift; the usage chunk and [DONE] go with the last token.
+// OpenAI does; then "data: [DONE]\n\n". A stream's headers are sent at once when its first
+// token has to wait (gnet; fasthttp sends them with the first token).
 //
-// # Load report
+// # Load report and metrics
 //
 // GET /v1/loads answers SGLang's shape, which is what the gateway's load monitor parses:
 //
@@ -63,43 +97,72 @@
 //	 "aggregate":{"total_running_reqs":R,"total_waiting_reqs":W,"total_reqs":R+W,
 //	   "avg_token_usage":U/K,"avg_throughput":T,"avg_utilization":R/M}}
 //
-// In the instant engine R is the number of generation requests in progress on the worker
-// (delayed, hanging or streaming), W, U, T, H and Q are 0, K is Config.KVTokens and M is
-// Config.MaxRunning.
+// In engine mode R and W are the batch and the queue, U the KV tokens held by running
+// sequences (reserved blocks × BlockSize), T the output tokens per second over the last
+// second of model time, H the cumulative share of prompt tokens found in the prefix cache,
+// and Q the waiting prompts' tokens not in the cache. In instant mode R is the generation
+// requests in progress (delayed, hanging, streaming) and W, U, T, H, Q are 0.
+//
+// GET /metrics serves, each series labelled model_name: for sglang, sglang:num_queue_reqs,
+// sglang:num_running_reqs, sglang:token_usage, sglang:gen_throughput, sglang:cache_hit_rate;
+// for vllm, vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc
+// (a fraction, as in vLLM), vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total
+// (tokens), and the histograms vllm:time_to_first_token_seconds and
+// vllm:inter_token_latency_seconds with vLLM's buckets, in wall-clock seconds (model time
+// divided by TimeScale), filled in engine mode.
 //
 // # Faults
 //
 // Per request, the header x-mock-fault holds a comma-separated list: "status=NNN" answers
-// NNN (400..599) with an error body of type "mock_fault"; "hang" never answers (the request
-// is held until the client hangs up or the fleet closes). An unknown item answers 400.
+// NNN (400..599) with an error body of type "mock_fault"; "reset" closes the connection at
+// once with a TCP reset; "hang" never answers (the request is held until the client hangs up
+// or the fleet closes); "abort-after=N" closes the connection after N tokens (a stream gets
+// N events and no end, a non-streamed request no answer; N past the end completes normally);
+// "slow-ttft=MS" holds the first token MS ms longer (a stream's headers go at once). An
+// unknown item answers 400.
 //
 // Per worker, POST /admin/config with a JSON object changes the keys it names and answers the
-// whole configuration: {"status":503} fails every generation request with 503 (0 clears it),
-// {"delay_ms":N} holds every generation answer N ms before its first byte, {"healthy":false}
-// makes /health answer 503. GET /admin/config reads it; Worker.Configure sets it in-process.
-// Faults apply to the generation routes only; /health, /v1/models and /v1/loads keep working.
+// whole configuration (GET reads it; Worker.Configure sets it in-process):
+//
+//	"status": N            fail every generation request with N (0 clears it)
+//	"delay_ms": N          hold every generation answer N ms before its first byte
+//	"healthy": false       /health answers 503
+//	"failure_rate": F      fail that fraction of generation requests (repeatable: the draw
+//	                       hashes Config.Seed, the worker and the request's number)
+//	"failure_status": N    the status of those failures (default 503)
+//	"prefill_multiplier": F, "decode_multiplier": F
+//	                       stretch the engine's prefill and decode times (instant mode: the
+//	                       wait for a paced stream's first token and the gaps after it)
+//	"health_flap_ms": N    /health alternates healthy and unhealthy every N ms
+//
+// Faults apply to the generation routes; /health (but for its own keys), /v1/models,
+// /v1/loads and /metrics keep answering. Fault delays are wall-clock time (not scaled).
 //
 // # HTTP servers
 //
 // Two implementations serve the same handlers (Config.Server, --server): gnet (default) and
-// fasthttp. gnet is the cheaper per request (figures below) and also notices a client that
-// hangs up during a "hang" fault; fasthttp cannot and holds such a request until Close.
-// The gnet server is a small HTTP/1.1 implementation: keep-alive, pipelining (answers in
-// order), Content-Length and chunked request bodies, Expect: 100-continue, HTTP/1.0
-// clients; header block at most 64 KiB, body at most 64 MiB.
+// fasthttp. gnet is the cheaper per request (below) and notices a client that hangs up while
+// its answer waits (hang, delay, slow-ttft, engine queue), which then leaves the engine;
+// fasthttp notices only when it next writes to it. The gnet server is a small HTTP/1.1
+// implementation: keep-alive, pipelining (answers in order), Content-Length and chunked
+// request bodies, Expect: 100-continue, HTTP/1.0 clients; header block at most 64 KiB, body
+// at most 64 MiB.
 //
 // # Concurrency and buffer ownership
 //
 // A Fleet and its Workers are safe for concurrent use. A worker's runtime configuration is
-// an atomic pointer swapped whole; counters are atomics. With gnet, instant answers are
-// rendered and written on the event loop that read the request, into a per-connection
-// buffer (one write for all pipelined answers of a read); delayed, hanging and paced answers
-// run on one goroutine each and write with AsyncWrite, and the connection reads no further
-// request until that answer is complete. With fasthttp, fasthttp's per-connection goroutine
-// renders the answer and a stream is written from its body-stream writer. In both, request
-// views (method, path, headers, body) are valid only during Worker.handle; a stream copies
-// what it needs into its own answer. Close closes the listeners, cuts every wait short,
-// drops the connections and waits for every goroutine the fleet started.
+// an atomic pointer swapped whole; counters are atomics. In engine mode one goroutine per
+// worker drives its engine under a mutex shared with submissions, cancellations and load
+// reports, and publishes tokens to a per-request sink the writer of the answer waits on.
+// With gnet, instant answers are rendered and written on the event loop that read the
+// request, into a per-connection buffer (one write for all pipelined answers of a read);
+// answers that wait run on one goroutine each and write with AsyncWrite, and the connection
+// reads no further request until that answer is complete. With fasthttp, fasthttp's
+// per-connection goroutine renders the answer and a stream is written from its body-stream
+// writer (a cut stream from a hijacked connection). In both, request views (method, path,
+// headers, body) are valid only during Worker.handle; an answer that waits copies what it
+// needs. Close closes the listeners, cuts every wait short, drops the connections and waits
+// for every goroutine the fleet started.
 //
 // # Cost
 //

@@ -135,10 +135,11 @@ func remove(list []*seq, s *seq) []*seq {
 
 // admit moves waiting sequences into the batch, first come first served: the head of the
 // queue blocks those behind it, as in SGLang's and vLLM's default FCFS policy.
-func (e *engine) admit() {
+// Only sequences that had arrived by the step's start are admitted into it.
+func (e *engine) admit(start time.Duration) {
 	n := 0
 	for _, s := range e.waiting {
-		if len(e.running) >= e.p.maxRunning {
+		if len(e.running) >= e.p.maxRunning || s.arrival > start {
 			break
 		}
 		matched, unreferenced := e.kv.match(s.hashes)
@@ -163,12 +164,18 @@ func (e *engine) admit() {
 	e.waiting = e.waiting[n:]
 }
 
-// step runs one forward pass starting at max(now, end of the previous step). It returns the
+// step runs one forward pass starting at the end of the previous step if sequences are
+// running, else at max(now, end of the previous step). It returns the
 // step's end and what each sequence produced, or ok=false when there is nothing to run.
 // Multipliers scale the prefill and decode parts of the step (runtime fault injection).
 func (e *engine) step(now time.Duration, prefillMul, decodeMul float64) (end time.Duration, out []emission, ok bool) {
 	start := max(now, e.busyUntil)
-	e.admit()
+	if len(e.running) > 0 {
+		// A busy engine's steps follow one another in model time: a late caller (a goroutine
+		// that woke late) does not push the schedule back; it catches up.
+		start = e.busyUntil
+	}
+	e.admit(start)
 	if len(e.running) == 0 {
 		return start, nil, false
 	}

@@ -422,3 +422,28 @@ func TestPromptBlockHashes(t *testing.T) {
 		t.Fatal("not deterministic")
 	}
 }
+
+func TestEngineLateCallerDoesNotDrift(t *testing.T) {
+	p := testParams()
+	e := newEngine(p)
+	a := textSeq(p, "abcd", 10)
+	_ = e.submit(a, 0)
+	end, _, _ := e.step(0, 1, 1) // 10 + 1 + 1 ms (1 prompt token)
+	if end != 12*ms {
+		t.Fatalf("first step ends at %v", end)
+	}
+	// The caller comes back 5 ms late; a sequence arrived meanwhile, after the step's due start.
+	b := textSeq(p, "efgh", 10)
+	_ = e.submit(b, end+3*ms)
+	end2, out, _ := e.step(end+5*ms, 1, 1)
+	if end2 != end+11*ms {
+		t.Fatalf("late step ends at %v, want %v: steps follow one another in model time", end2, end+11*ms)
+	}
+	if len(out) != 1 || out[0].s != a {
+		t.Fatal("a sequence that arrived after the step's start must wait for the next step")
+	}
+	end3, out, _ := e.step(end2, 1, 1)
+	if len(out) != 2 || end3 != end2+13*ms {
+		t.Fatalf("next step: %d tokens, ends %v; want both, %v", len(out), end3, end2+13*ms)
+	}
+}

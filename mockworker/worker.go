@@ -168,7 +168,7 @@ func (w *Worker) handle(ex *exchange, dst []byte) reply {
 		if !isGet(ex.method) {
 			return methodNotAllowed(dst)
 		}
-		if !w.admin.Load().healthy(time.Now()) {
+		if st := w.admin.Load(); st.Unhealthy || (st.HealthFlap > 0 && !st.healthy(time.Now())) {
 			return reply{status: 503, contentType: contentText, body: append(dst, "unhealthy\n"...)}
 		}
 		return reply{status: 200, contentType: contentText, body: dst}
