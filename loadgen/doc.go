@@ -53,5 +53,7 @@
 // turn), shared read-only by all clients and sent with fasthttp's SetBodyRaw without a copy.
 // Response bytes are read into per-client buffers reused across requests; the SSE reader's
 // events and the parser's strings are views valid until the next event. In steady state a
-// closed-loop request does not allocate (tested with testing.AllocsPerRun).
+// non-streamed closed-loop request allocates nothing, and a streamed one only fasthttp's
+// per-response body-stream wrapper (4 objects), nothing per event: both are tests with
+// testing.AllocsPerRun. The open loop adds a channel hand-off per request.
 package loadgen

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/smg-go/smg/loadgen"
@@ -172,5 +173,23 @@ func TestRunExitsOneWhenNothingSucceeds(t *testing.T) {
 	code := dispatch([]string{"--base-url", srv.BaseURL, "--model", "m", "--workload", "raw", "--num-requests", "3", "--progress", "off"}, &stdout, &stderr)
 	if code != exitFail || !strings.Contains(stderr.String(), "no request succeeded") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestAPIKeyFromEnvironmentIsSentButNeverPrinted(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-from-env")
+	var auth atomic.Value
+	srv := startFake(t, loadgentest.Options{Record: func(_, a string, _ []byte) { auth.Store(a) }})
+	var stdout, stderr bytes.Buffer
+	if code := dispatch([]string{"--base-url", srv.BaseURL, "--model", "m", "--workload", "raw", "--num-requests", "2", "--progress", "off"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if auth.Load() != "Bearer sk-from-env" {
+		t.Fatalf("authorization %v", auth.Load())
+	}
+	stderr.Reset()
+	dispatch([]string{"run", "-h"}, &stdout, &stderr)
+	if strings.Contains(stdout.String()+stderr.String(), "sk-from-env") || !strings.Contains(stderr.String(), "-api-key") {
+		t.Fatalf("help output leaks the key or lacks the flag:\n%s", stderr.String())
 	}
 }

@@ -19,9 +19,9 @@ import (
 func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *string) {
 	fs.StringVar(&c.BaseURL, "base-url", "", "OpenAI-compatible base URL, e.g. http://127.0.0.1:30000/v1 (https:// for TLS)")
 	fs.StringVar(&c.Model, "model", "", "model name sent in requests (required for chat and completions)")
-	fs.StringVar(&c.APIKey, "api-key", os.Getenv("OPENAI_API_KEY"), "bearer token (default $OPENAI_API_KEY)")
+	fs.StringVar(&c.APIKey, "api-key", "", "bearer token; when empty, $OPENAI_API_KEY (never printed as a default)")
 	fs.BoolVar(&c.Insecure, "insecure", false, "skip TLS certificate verification")
-	fs.Var(enumFlag[loadgen.Endpoint]{&c.Endpoint, []string{"chat", "completions", "generate"}}, "endpoint", "API: chat, completions or generate (SGLang /generate at the server root)")
+	fs.Var(enumFlag[loadgen.Endpoint]{&c.Endpoint, []string{"chat", "completions", "generate"}}, "endpoint", "API: `chat|completions|generate` (SGLang /generate at the server root)")
 	fs.BoolVar(&c.Stream, "stream", c.Stream, "stream answers as server-sent events (TTFT, ITL and TPOT need it)")
 	fs.BoolFunc("disable-ignore-eos", "do not send ignore_eos (strict OpenAI servers reject it)", func(v string) error {
 		disable, err := strconv.ParseBool(v)
@@ -30,9 +30,9 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 	})
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "per-request timeout, send to last byte")
 
-	fs.Var(enumFlag[loadgen.WorkloadKind]{&c.Workload, []string{"random", "shared-prefix", "multi-turn", "raw"}}, "workload", "random, shared-prefix, multi-turn or raw")
+	fs.Var(enumFlag[loadgen.WorkloadKind]{&c.Workload, []string{"random", "shared-prefix", "multi-turn", "raw"}}, "workload", "`random|shared-prefix|multi-turn|raw`")
 	fs.Float64Var(&c.RequestRate, "request-rate", 0, "open loop at this many requests/s; 0 = closed loop of --max-concurrency clients")
-	fs.Var(enumFlag[loadgen.ArrivalKind]{&c.Arrival, []string{"poisson", "constant"}}, "arrival", "open-loop arrivals: poisson or constant")
+	fs.Var(enumFlag[loadgen.ArrivalKind]{&c.Arrival, []string{"poisson", "constant"}}, "arrival", "open-loop arrivals: `poisson|constant`")
 	fs.IntVar(&c.MaxConcurrency, "max-concurrency", 0, "cap on requests in flight (open loop; 0 = none) or number of clients (closed loop; 0 = 1)")
 	fs.IntVar(&c.NumRequests, "num-requests", 0, "measured requests (default: the workload's size, or no limit with --duration)")
 	fs.DurationVar(&c.Duration, "duration", 0, "stop issuing requests after this long")
@@ -97,6 +97,9 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "loadgen: unexpected argument %q: flags only (did you mean \"loadgen compare\"?)\n", fs.Arg(0))
 		return exitUsage
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
 	}
 	switch *progress {
 	case "on":
