@@ -60,7 +60,7 @@ func (p *progress) finish() {
 
 func (p *progress) draw() {
 	line := progressLine(p.ok.Load(), p.bad.Load(), p.total, time.Since(p.start), p.duration)
-	fmt.Fprint(p.w, "\r"+line)
+	fmt.Fprint(p.w, "\r"+line+"\x1b[K") // erase what a longer previous line left
 }
 
 const progressWidth = 30
