@@ -50,13 +50,25 @@ const (
 	ArrivalConstant ArrivalKind = "constant" // gaps of exactly 1/RequestRate
 )
 
-// RandomConfig shapes WorkloadRandom. Lengths are drawn uniformly from
-// [max(1, Len*RangeRatio), Len], as in SGLang's bench_serving.
+// LengthDistribution is how WorkloadRandom draws prompt and output lengths.
+type LengthDistribution string
+
+// Length distributions.
+const (
+	// LengthUniform draws from [max(1, Len*RangeRatio), Len], as SGLang's bench_serving.
+	LengthUniform LengthDistribution = "uniform"
+	// LengthExponential draws from an exponential distribution with mean Len, rounded up and
+	// cut at 8·Len: mostly short requests with a long tail, closer to chat traffic.
+	LengthExponential LengthDistribution = "exponential"
+)
+
+// RandomConfig shapes WorkloadRandom.
 type RandomConfig struct {
-	InputLen   int     `json:"input_len"`   // prompt tokens; default 1024
-	OutputLen  int     `json:"output_len"`  // max_tokens; default 128
-	RangeRatio float64 `json:"range_ratio"` // in [0, 1]; default 0 (lengths uniform in [1, Len]); 1 = fixed
-	NumPrompts int     `json:"num_prompts"` // distinct prompts generated and cycled; default min(NumRequests, 1000), or 1000
+	InputLen     int                `json:"input_len"`    // prompt tokens; default 1024
+	OutputLen    int                `json:"output_len"`   // max_tokens; default 128
+	Distribution LengthDistribution `json:"distribution"` // uniform (default) or exponential
+	RangeRatio   float64            `json:"range_ratio"`  // uniform only, in [0, 1]; default 0 (lengths in [1, Len]); 1 = fixed
+	NumPrompts   int                `json:"num_prompts"`  // distinct prompts generated and cycled; default min(NumRequests, 1000), or 1000
 }
 
 // SharedPrefixConfig shapes WorkloadSharedPrefix (SGLang's gsp-* options and defaults).
@@ -181,6 +193,7 @@ func (c *Config) applyStaticDefaults() {
 	setDefault(&c.Timeout, DefaultTimeout)
 	setDefault(&c.TimelineInterval, DefaultTimelineInterval)
 	setDefault(&c.Random.InputLen, 1024)
+	setDefault(&c.Random.Distribution, LengthUniform)
 	setDefault(&c.Random.OutputLen, 128)
 	setDefault(&c.SharedPrefix.NumGroups, 64)
 	setDefault(&c.SharedPrefix.PromptsPerGroup, 16)
@@ -301,6 +314,11 @@ func (c Config) Validate() error {
 		if f.v < 0 || f.v > maxPromptTokens {
 			bad("%s = %d is out of range: use 1..%d, or 0 for the default", f.name, f.v, maxPromptTokens)
 		}
+	}
+	switch c.Random.Distribution {
+	case LengthUniform, LengthExponential:
+	default:
+		bad("Random.Distribution (--random-distribution) %q is unknown: use uniform or exponential", c.Random.Distribution)
 	}
 	if c.Random.RangeRatio < 0 || c.Random.RangeRatio > 1 || math.IsNaN(c.Random.RangeRatio) {
 		bad("Random.RangeRatio (--random-range-ratio) %v must be in [0, 1]: 1 fixes the lengths, 0 draws them from [1, len]", c.Random.RangeRatio)

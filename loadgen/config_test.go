@@ -28,6 +28,7 @@ func TestValidateNamesTheFlagAndTheFix(t *testing.T) {
 		{"negative concurrency", func(c *Config) { c.MaxConcurrency = -2 }, "--max-concurrency"},
 		{"negative duration", func(c *Config) { c.Duration = -time.Second }, "--duration"},
 		{"range ratio", func(c *Config) { c.Random.RangeRatio = 1.5 }, "--random-range-ratio"},
+		{"distribution", func(c *Config) { c.Random.Distribution = "zipf" }, "--random-distribution"},
 		{"huge prompt", func(c *Config) { c.Random.InputLen = 1 << 30 }, "--random-input-len"},
 		{"multi-turn clients", func(c *Config) {
 			c.Workload, c.MaxConcurrency, c.MultiTurn.Users = WorkloadMultiTurn, 8, 4

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 )
@@ -40,6 +41,14 @@ func (p prompt) appendWords(dst []byte, n int) []byte {
 // words returns n words as a string.
 func (p prompt) words(n int) string {
 	return string(p.appendWords(make([]byte, 0, n*6), n))
+}
+
+// drawLen draws a length with mean or maximum n from distribution d.
+func drawLen(rng *rand.Rand, d LengthDistribution, n int, ratio float64) int {
+	if d == LengthExponential {
+		return min(max(1, int(math.Ceil(rng.ExpFloat64()*float64(n)))), 8*n)
+	}
+	return uniformLen(rng, n, ratio)
 }
 
 // uniformLen draws a length uniformly from [max(1, floor(n*ratio)), n], bench_serving's rule.

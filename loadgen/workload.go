@@ -72,14 +72,15 @@ const (
 	streamMultiTurnBase // + user<<32 | generation
 )
 
-// randomItems is bench_serving's random dataset: lengths uniform in [len*ratio, len].
+// randomItems is bench_serving's random dataset: lengths uniform in [len*ratio, len], or
+// exponential.
 func randomItems(b bodyBuilder, rc RandomConfig, seed int64) []*item {
 	lengths := rand.New(rand.NewPCG(uint64(seed), streamRandomLengths))
 	text := newPrompt(seed, streamRandomText)
 	items := make([]*item, rc.NumPrompts)
 	for i := range items {
-		in := uniformLen(lengths, rc.InputLen, rc.RangeRatio)
-		out := uniformLen(lengths, rc.OutputLen, rc.RangeRatio)
+		in := drawLen(lengths, rc.Distribution, rc.InputLen, rc.RangeRatio)
+		out := drawLen(lengths, rc.Distribution, rc.OutputLen, rc.RangeRatio)
 		msgs := []message{{role: "user", content: text.words(in)}}
 		items[i] = &item{body: b.build(msgs, out), promptTokens: in, maxTokens: out}
 	}

@@ -68,6 +68,25 @@ func TestRandomWorkloadLengths(t *testing.T) {
 	}
 }
 
+func TestExponentialLengths(t *testing.T) {
+	c := workloadConfig(WorkloadRandom, 3)
+	c.Random = RandomConfig{InputLen: 20, OutputLen: 10, Distribution: LengthExponential, NumPrompts: 2000}
+	src, _ := newSource(&c)
+	var sumIn, sumOut, longest int
+	for _, it := range src.(*staticSource).items {
+		if it.promptTokens < 1 || it.promptTokens > 160 || it.maxTokens < 1 || it.maxTokens > 80 {
+			t.Fatalf("lengths %d/%d outside [1, 8·len]", it.promptTokens, it.maxTokens)
+		}
+		sumIn += it.promptTokens
+		sumOut += it.maxTokens
+		longest = max(longest, it.promptTokens)
+	}
+	// Means of ⌈Exp(len)⌉ are len + ~0.5; the seed is fixed, so the bounds are exact.
+	if meanIn, meanOut := float64(sumIn)/2000, float64(sumOut)/2000; meanIn < 19 || meanIn > 22 || meanOut < 9.5 || meanOut > 11.5 || longest < 60 {
+		t.Fatalf("mean lengths %.2f / %.2f, longest prompt %d: not exponential with means 20 and 10", meanIn, meanOut, longest)
+	}
+}
+
 func TestSharedPrefixWorkload(t *testing.T) {
 	c := workloadConfig(WorkloadSharedPrefix, 5)
 	src, _ := newSource(&c)

@@ -42,7 +42,8 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 
 	fs.IntVar(&c.Random.InputLen, "random-input-len", c.Random.InputLen, "random: maximum prompt tokens")
 	fs.IntVar(&c.Random.OutputLen, "random-output-len", c.Random.OutputLen, "random: maximum output tokens")
-	fs.Float64Var(&c.Random.RangeRatio, "random-range-ratio", 0, "random: lengths uniform in [len*ratio, len]")
+	fs.Var(enumFlag[loadgen.LengthDistribution]{&c.Random.Distribution, []string{"uniform", "exponential"}}, "random-distribution", "random: lengths `uniform|exponential` (exponential: mean len, cut at 8·len)")
+	fs.Float64Var(&c.Random.RangeRatio, "random-range-ratio", 0, "random, uniform: lengths in [len*ratio, len]")
 	fs.IntVar(&c.Random.NumPrompts, "random-num-prompts", 0, "random: distinct prompts, cycled (default min(num-requests, 1000))")
 
 	fs.IntVar(&c.SharedPrefix.NumGroups, "gsp-num-groups", c.SharedPrefix.NumGroups, "shared-prefix: groups (one system prompt each)")
