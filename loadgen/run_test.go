@@ -398,3 +398,20 @@ func TestArrivalGaps(t *testing.T) {
 		t.Fatalf("constant gap %v", g)
 	}
 }
+
+func TestRunMultiTurnOpenLoopAndDuration(t *testing.T) {
+	srv := startServer(t, loadgentest.Options{})
+	cfg := DefaultConfig()
+	cfg.BaseURL, cfg.Model, cfg.Workload = srv.BaseURL, "m", WorkloadMultiTurn
+	cfg.MultiTurn = MultiTurnConfig{Users: 3, Rounds: 2, TurnLen: 4, OutputLen: 2, ThinkTime: time.Millisecond}
+	cfg.RequestRate, cfg.NumRequests = 1000, 12
+	if res := runOK(t, cfg); res.Completed != 12 {
+		t.Fatalf("open loop: completed %d of 12: %v", res.Completed, res.StatusCounts)
+	}
+	// Closed loop bounded by time: clients waiting for a thinking conversation must stop at
+	// the deadline too.
+	cfg.RequestRate, cfg.NumRequests, cfg.MaxConcurrency, cfg.Duration = 0, 0, 3, 100*time.Millisecond
+	if res := runOK(t, cfg); res.Completed == 0 || res.Failed != 0 {
+		t.Fatalf("closed loop with duration: completed %d failed %d", res.Completed, res.Failed)
+	}
+}
