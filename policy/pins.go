@@ -161,6 +161,37 @@ func (t *PinTable) Pin(key []byte, w *worker.Worker) (added bool, dropped *worke
 	return added, dropped
 }
 
+// PinFront makes w the key's first worker, keeping its previous first worker as the failover
+// (a respilled session moves, but can fail back). Like Pin it reports what min_group counts.
+func (t *PinTable) PinFront(key []byte, w *worker.Worker) (added bool, dropped *worker.Worker) {
+	h := xxh3.Hash(key)
+	s := &t.shards[h%pinShards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[h]
+	if !ok {
+		if t.size.Load() >= t.maxPins {
+			return false, nil
+		}
+		t.size.Add(1)
+		if t.entries != nil {
+			t.entries.Inc()
+		}
+	}
+	switch {
+	case e.cands[0] == w:
+	case e.cands[1] == w:
+		e.cands[0], e.cands[1] = w, e.cands[0]
+	default:
+		dropped = e.cands[1]
+		e.cands = [pinCandidates]*worker.Worker{w, e.cands[0]}
+		added = true
+	}
+	e.last = t.now.Load()
+	s.m[h] = e
+	return added, dropped
+}
+
 // CountPins returns how many keys list w among their workers (the min_group measure). O(keys):
 // call it off the hot path only; pickers use per-worker counters maintained by their builder.
 func (t *PinTable) CountPins(w *worker.Worker) int {

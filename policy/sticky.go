@@ -6,6 +6,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/worker"
+	"github.com/zeebo/xxh3"
 )
 
 // PinnerConfig configures a Pinner.
@@ -147,15 +148,30 @@ func (p *Pinner) Assign(req *Request, ws []*worker.Worker, delegate Picker) (Res
 	return Result{Worker: w}, nil
 }
 
+// StickyInFlightCap is how many of a session's own requests may be in flight before the next
+// one bypasses the session's worker (the spec product's value): one conversation must not stack
+// onto its worker while the rest of the fleet idles.
+const StickyInFlightCap = 2
+
+// BranchCapRespill is the smg_manual_policy_branch_total branch of a request that bypassed
+// its session's worker because the session had StickyInFlightCap requests in flight there.
+const BranchCapRespill = "cap_respill"
+
 // StickyConfig configures sticky sessions (--routing-key-override) on top of any policy.
 type StickyConfig struct {
 	PinnerConfig
+	// KeyLoads, when set, is the gateway's per-session in-flight count (it must Add at
+	// dispatch and completion); a pinned session with InFlightCap requests in flight is then
+	// reassigned. Nil disables the cap.
+	KeyLoads *KeyLoads
+	// InFlightCap is the cap; 0 selects StickyInFlightCap.
+	InFlightCap int
 }
 
 // DefaultStickyConfig: the underlying policy decides where a session starts (delegate), keys
 // idle for DefaultMaxIdle are forgotten.
 func DefaultStickyConfig() StickyConfig {
-	return StickyConfig{PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle}}
+	return StickyConfig{PinnerConfig: PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle}}
 }
 
 // StickyBuilder wraps a policy with sticky sessions: a request whose body rid (lineage
@@ -164,15 +180,21 @@ func DefaultStickyConfig() StickyConfig {
 // mode (by default the wrapped policy) and pinned. Requests without a key go to the wrapped
 // policy untouched. smg_routing_key_source_total counts keyed requests by source.
 type StickyBuilder struct {
-	inner  Builder
-	pinner *Pinner
-	source [2]*metrics.Counter // rid, header
+	inner    Builder
+	pinner   *Pinner
+	source   [2]*metrics.Counter // rid, header
+	loads    *KeyLoads
+	cap      int32
+	respills *metrics.Counter
 }
 
 // NewStickyBuilder wraps inner; cfg.AssignmentMode must be valid.
 func NewStickyBuilder(inner Builder, cfg StickyConfig, rnd Rand, now time.Time) *StickyBuilder {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
+	}
+	if cfg.InFlightCap <= 0 {
+		cfg.InFlightCap = StickyInFlightCap
 	}
 	return &StickyBuilder{
 		inner:  inner,
@@ -181,6 +203,9 @@ func NewStickyBuilder(inner Builder, cfg StickyConfig, rnd Rand, now time.Time) 
 			cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="` + KeySourceRid + `"}`),
 			cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="` + KeySourceHeader + `"}`),
 		},
+		loads:    cfg.KeyLoads,
+		cap:      int32(cfg.InFlightCap),
+		respills: cfg.Metrics.GetOrCreateCounter(`smg_manual_policy_branch_total{branch="` + BranchCapRespill + `"}`),
 	}
 }
 
@@ -220,7 +245,31 @@ func (p *stickyPicker) Pick(req *Request) (Result, error) {
 	} else {
 		p.b.source[1].Inc()
 	}
+	if l := p.b.loads; l != nil && l.Get(xxh3.Hash(key)) >= p.b.cap {
+		return p.respill(req, key)
+	}
 	return p.b.pinner.PickKeyed(req, key, p.workers, p.inner)
+}
+
+// respill serves a session that already has the cap of requests in flight: the assignment
+// mode picks a worker for this request, and the pin moves only when that is a strict
+// improvement (another worker, usable), so fleet-wide pressure cannot walk a session off its
+// prefix holder, which a prefix-affine policy would pick again anyway.
+func (p *stickyPicker) respill(req *Request, key []byte) (Result, error) {
+	pinned, state := p.b.pinner.table.Lookup(req, key)
+	res, err := p.b.pinner.Assign(req, p.workers, p.inner)
+	if err != nil {
+		return res, err
+	}
+	p.b.respills.Inc()
+	if state != PinHit || res.Worker != pinned {
+		added, dropped := p.b.pinner.table.PinFront(key, res.Worker)
+		if added {
+			p.b.pinner.counts.Add(res.Worker, 1)
+		}
+		p.b.pinner.counts.Add(dropped, -1)
+	}
+	return res, nil
 }
 
 // Record forwards to the wrapped picker, so cache_aware still learns where requests ran.

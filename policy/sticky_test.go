@@ -125,3 +125,39 @@ func TestStickyKeyStrandedByUnavailableWorkerMovesAndReturns(t *testing.T) {
 		t.Fatalf("after recovery went to %s, want home %s", back.Worker.URL, home.Worker.URL)
 	}
 }
+
+func TestStickyInFlightCapRespills(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := policytest.NewFleet(t, 3, "m")
+	loads := policy.NewKeyLoads()
+	cfg := policy.DefaultStickyConfig()
+	cfg.KeyLoads = loads
+	cfg.Metrics = metrics.NewSet()
+	p := policy.NewStickyBuilder(roundrobin.New(), cfg, policytest.NewRand(1), t0).Build(f.Group("m"))
+	req := &policy.Request{Rid: []byte("conv_t1")}
+	h, ok := policy.StickyKeyHash(req, true)
+	if !ok {
+		t.Fatal("no key hash")
+	}
+	home, _ := p.Pick(req)
+	loads.Add(h, 1) // one request of the session in flight: under the cap
+	if res, _ := p.Pick(req); res.Worker != home.Worker {
+		t.Fatal("a session under the cap left its worker")
+	}
+	loads.Add(h, 1) // two in flight: the next request of the session goes elsewhere
+	res, err := p.Pick(req)
+	if err != nil || res.Worker == home.Worker {
+		t.Fatalf("at the cap: %v, %v; want another worker than %s", res.Worker, err, home.Worker.URL)
+	}
+	if got := cfg.Metrics.GetOrCreateCounter(`smg_manual_policy_branch_total{branch="cap_respill"}`).Get(); got != 1 {
+		t.Fatalf("cap_respill = %d", got)
+	}
+	// The pin moved to the better worker; with the session's requests done it stays there.
+	loads.Add(h, -2)
+	if again, _ := p.Pick(req); again.Worker != res.Worker {
+		t.Fatalf("after the respill went to %s, want the new pin %s", again.Worker.URL, res.Worker.URL)
+	}
+	if loads.Get(h) != 0 {
+		t.Fatal("counts do not balance")
+	}
+}

@@ -146,7 +146,7 @@ func NewBuilderFunc(cfg Config) policy.NewBuilderFunc {
 		}
 		if cfg.RoutingKeyOverride && name != manual.Name && name != consistenthash.Name {
 			sc := cfg.Sticky
-			sc.Metrics = cfg.Metrics
+			sc.Metrics, sc.KeyLoads = cfg.Metrics, cfg.KeyLoads
 			b = policy.NewStickyBuilder(b, sc, cfg.Rand, cfg.Now())
 		}
 		cfg.Maintenance.Track(b)

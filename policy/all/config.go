@@ -42,6 +42,10 @@ type Config struct {
 	RoutingKeyHeaders []string
 	// PDMode is true when the gateway runs PD disaggregation; bucket is refused without it.
 	PDMode bool
+	// KeyLoads is the gateway's per-session in-flight count (policy.StickyKeyHash at dispatch,
+	// Add +1 and -1); with it, sticky sessions bypass a session's worker once the session has
+	// policy.StickyInFlightCap requests in flight. Nil: no cap.
+	KeyLoads *policy.KeyLoads
 
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -186,7 +190,8 @@ func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
 
 // mergeServices keeps the shared services of cur over def.
 func mergeServices(def, cur Config) Config {
-	def.Logger, def.Rand, def.Now, def.Metrics, def.Maintenance, def.PDMode = cur.Logger, cur.Rand, cur.Now, cur.Metrics, cur.Maintenance, cur.PDMode
+	def.Logger, def.Rand, def.Now, def.Metrics, def.Maintenance, def.PDMode, def.KeyLoads =
+		cur.Logger, cur.Rand, cur.Now, cur.Metrics, cur.Maintenance, cur.PDMode, cur.KeyLoads
 	return def
 }
 
