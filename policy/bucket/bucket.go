@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -166,7 +165,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	bs := b.bounds.Load()
 	size := int64(len(req.Tokens))
 	if size == 0 {
-		size = int64(utf8.RuneCount(req.Text))
+		size = int64(policy.CountChars(req.Text))
 	}
 	// Balance check over the usable workers' window loads. The scan starts at a random
 	// worker and keeps the first least-loaded one it meets, so ties are spread without a
