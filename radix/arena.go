@@ -44,11 +44,15 @@ type span struct{ off, n uint32 }
 type byteArena struct {
 	chunks [][]byte
 	free   [][]uint64 // free[c] has bit i set when byte i of chunk c is free
-	top    uint32     // next unused address in the last chunk's address range
+	// top is the next unused address in the last chunk's address range; when the
+	// last chunk is full it equals the address of the chunk after it, so read it
+	// through topInLast.
+	top uint32
 
 	bins       [33][]span
 	binMask    uint64 // bit b set when bins[b] may hold an entry
 	binEntries int
+	pruneAt    int // prune stale entries when binEntries exceeds this
 
 	freeBytes int64
 	freeSpans int // maximal free spans of any length
@@ -132,7 +136,7 @@ func (a *byteArena) allocTop(n uint32) uint32 {
 	last := len(a.chunks) - 1
 	var tail span
 	if last >= 0 {
-		inChunk := a.top & chunkMask
+		inChunk := a.topInLast()
 		if inChunk+n <= chunkSize {
 			if end := inChunk + n; end > uint32(len(a.chunks[last])) {
 				a.growLast(end)
@@ -163,6 +167,12 @@ func (a *byteArena) allocTop(n uint32) uint32 {
 	return off
 }
 
+// topInLast is how many bytes of the last chunk's address range are handed out:
+// chunkSize when it is full.
+func (a *byteArena) topInLast() uint32 {
+	return a.top - uint32(len(a.chunks)-1)<<chunkShift
+}
+
 // growLast reallocates the last chunk so it holds at least end bytes, doubling.
 func (a *byteArena) growLast(end uint32) {
 	last := len(a.chunks) - 1
@@ -191,11 +201,11 @@ func (a *byteArena) release(off, n uint32) {
 		start = a.prevRunStart(off)
 		a.freeSpans--
 	}
-	if a.isFree(end) {
+	if end&chunkMask != 0 && a.isFree(end) { // runs never continue into the next chunk
 		end = a.nextRunEnd(end)
 		a.freeSpans--
 	}
-	if end == a.top && start>>chunkShift == a.top>>chunkShift {
+	if end == a.top && int(start>>chunkShift) == len(a.chunks)-1 {
 		// The span reaches the top: give it back to bump allocation.
 		a.setFree(start, end-start, false)
 		a.freeBytes -= int64(end - start)
@@ -204,8 +214,8 @@ func (a *byteArena) release(off, n uint32) {
 	} else {
 		a.addSpan(start, end-start)
 	}
-	if a.binEntries > 2*a.freeSpans+64 {
-		a.rebuildBins()
+	if a.binEntries > a.pruneAt {
+		a.pruneBins()
 	}
 }
 
@@ -229,6 +239,9 @@ func (a *byteArena) nextRunEnd(off uint32) uint32 {
 	k := uint32(0)
 	for k < minBinSpan && a.isFree(off+k) {
 		k++
+		if (off+k)&chunkMask == 0 {
+			break // the run ends with the chunk
+		}
 	}
 	if k < minBinSpan {
 		return off + k
@@ -280,16 +293,25 @@ func (a *byteArena) runEnd(addr uint32) uint32 {
 	return base + limit
 }
 
-// rebuildBins drops stale bin entries by listing the maximal free spans afresh.
-func (a *byteArena) rebuildBins() {
-	for b := range a.bins {
-		a.bins[b] = a.bins[b][:0]
+// pruneBins drops the bin entries that no longer describe a maximal free span.
+// It runs when the bins have doubled since the last pruning, so its cost, linear in
+// the entries, is constant per release.
+func (a *byteArena) pruneBins() {
+	a.binEntries = 0
+	for b, list := range a.bins {
+		kept := list[:0]
+		for _, s := range list {
+			if a.isSpan(s) {
+				kept = append(kept, s)
+			}
+		}
+		a.bins[b] = kept
+		a.binEntries += len(kept)
+		if len(kept) == 0 {
+			a.binMask &^= 1 << b
+		}
 	}
-	a.binMask, a.binEntries, a.freeSpans = 0, 0, 0
-	a.forEachRun(func(r span) {
-		a.freeSpans++
-		a.addSpan(r.off, r.n)
-	})
+	a.pruneAt = 2*a.binEntries + 64
 }
 
 // forEachRun calls fn with every maximal run of free bytes, in address order.
@@ -340,5 +362,5 @@ func (a *byteArena) handedBytes() int64 {
 	for _, c := range a.chunks[:len(a.chunks)-1] {
 		n += int64(len(c))
 	}
-	return n + int64(a.top&chunkMask)
+	return n + int64(a.topInLast())
 }

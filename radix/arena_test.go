@@ -3,6 +3,8 @@ package radix
 import (
 	"bytes"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 )
 
@@ -10,7 +12,11 @@ import (
 // the way split edges are, checks the bookkeeping after every step, and checks that
 // no live span was overwritten.
 func TestByteArenaRandom(t *testing.T) {
-	for seed := range 4 {
+	seeds := 4 // SMG_RADIX_SEEDS=n runs n seeds, for a longer search after a change
+	if os.Getenv("SMG_RADIX_SEEDS") != "" {
+		seeds, _ = strconv.Atoi(os.Getenv("SMG_RADIX_SEEDS"))
+	}
+	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 1))
 		var a byteArena
 		type liveSpan struct {
@@ -95,5 +101,29 @@ func TestByteArenaReuse(t *testing.T) {
 	}
 	if a.capacityBytes() > capBefore+capBefore/8 {
 		t.Fatalf("arena grew from %d to %d bytes although every round fits in the freed space", capBefore, a.capacityBytes())
+	}
+}
+
+// TestByteArenaFullChunk fills a chunk to the last byte: the next allocation must
+// start a new chunk, and releases next to the full end must not confuse the top.
+func TestByteArenaFullChunk(t *testing.T) {
+	var a byteArena
+	first := a.alloc(chunkSize - 100)
+	second := a.alloc(100)
+	if second>>chunkShift != 0 || a.topInLast() != chunkSize {
+		t.Fatalf("second allocation at %#x, top %#x", second, a.top)
+	}
+	third := a.alloc(10)
+	if third>>chunkShift != 1 {
+		t.Fatalf("allocation after a full chunk at %#x, want chunk 1", third)
+	}
+	copy(a.view(third, 10), "0123456789")
+	a.release(second, 100)
+	a.release(first, 50)
+	if err := a.check(chunkSize - 100 - 50 + 10); err != nil {
+		t.Fatal(err)
+	}
+	if string(a.view(third, 10)) != "0123456789" {
+		t.Fatal("release in chunk 0 overwrote chunk 1")
 	}
 }

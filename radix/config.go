@@ -25,7 +25,7 @@ const (
 	// DefaultTokenShardPrefix is K for token trees, in tokens (about 64 bytes of text).
 	DefaultTokenShardPrefix = 16
 	// DefaultEvictSliceNodes bounds the leaf segments Evict removes per shard lock hold.
-	DefaultEvictSliceNodes = 256
+	DefaultEvictSliceNodes = 64
 )
 
 // MaxShards bounds Config.Shards; more shards than this only cost memory.
@@ -51,7 +51,7 @@ type Config struct {
 	ShardPrefix int
 	// EvictSliceNodes is how many leaf segments Evict removes before it releases a
 	// shard's lock and takes it again, bounding how long a concurrent match waits.
-	// Default DefaultEvictSliceNodes (256).
+	// Default DefaultEvictSliceNodes (64).
 	EvictSliceNodes int
 }
 

@@ -1,5 +1,7 @@
 package radix
 
+import "time"
+
 // EvictStats reports what one Evict call did.
 type EvictStats struct {
 	// Before and After are the tree's Size when Evict started and ended.
@@ -12,11 +14,16 @@ type EvictStats struct {
 	Rounds int
 }
 
+// evictHoldObserver, when set (by tests only), is told how long each shard lock
+// hold of Evict lasted, and whether it was a hold of the leaf scan or of the
+// removals: the longest a concurrent match could have waited for it.
+var evictHoldObserver func(scan bool, held time.Duration)
+
 // maxEvictRounds bounds rescans when concurrent traffic keeps the tree over budget.
 const maxEvictRounds = 4
 
 // evictScanNodes bounds the node records one lock hold of the leaf scan visits.
-const evictScanNodes = 4096
+const evictScanNodes = 1024
 
 // candidate is a leaf segment: tenant holds node, and no child of node holds it.
 type candidate struct {
@@ -92,12 +99,11 @@ func (h *candHeap) pop() candidate {
 func (c *core) evict(budget int64) EvictStats {
 	st := EvictStats{Before: c.size()}
 	var h candHeap
-	var scan leafScan
 	for st.Rounds < maxEvictRounds && c.size() > budget {
 		st.Rounds++
 		h = h[:0]
 		for i := range c.shards {
-			h = c.collectLeaves(uint32(i), h, &scan)
+			h = c.collectLeaves(uint32(i), h)
 		}
 		// Heapify by pushing; the scan order is arbitrary.
 		cands := h
@@ -111,47 +117,31 @@ func (c *core) evict(budget int64) EvictStats {
 	return st
 }
 
-// leafScan is scratch indexed by tenant: mark[t] == epoch means some child of the
-// node being scanned holds t. Bumping epoch clears every mark at once.
-type leafScan struct {
-	mark  []uint32
-	epoch uint32
-}
-
 // collectLeaves appends the leaf segments of shard i to h.
-func (c *core) collectLeaves(i uint32, h candHeap, sc *leafScan) candHeap {
+func (c *core) collectLeaves(i uint32, h candHeap) candHeap {
 	s := c.shards[i]
 	for start := uint32(rootID + 1); ; start += evictScanNodes {
 		s.mu.RLock()
-		end := min(uint32(len(s.nodes)), start+evictScanNodes)
-		if len(sc.mark) < len(s.tenantChars) {
-			sc.mark = append(sc.mark, make([]uint32, len(s.tenantChars)-len(sc.mark))...)
+		var held time.Time
+		if evictHoldObserver != nil {
+			held = time.Now()
 		}
-		mark := sc.mark
+		end := min(uint32(len(s.nodes)), start+evictScanNodes)
 		for id := start; id < end; id++ {
 			if s.nodes[id].edgeLen == 0 {
 				continue // free record
 			}
-			sc.epoch++
-			if sc.epoch == 0 { // wrapped: old marks could collide
-				clear(mark)
-				sc.epoch = 1
-			}
-			epoch := sc.epoch
-			for ch := s.nodes[id].child; ch != 0; ch = s.nodes[ch].next {
-				ts, _ := s.tenantsOf(ch)
-				for _, t := range ts {
-					mark[t] = epoch
-				}
-			}
-			ts, stamps := s.tenantsOf(id)
-			for j, t := range ts {
-				if mark[t] != epoch {
-					h = append(h, candidate{stamp: stamps[j], tenant: t, shard: i, node: id})
+			v := s.set(id)
+			for j, k := range v.kids {
+				if k == 0 {
+					h = append(h, candidate{stamp: v.st[j], tenant: v.ts[j], shard: i, node: id})
 				}
 			}
 		}
-		done := end == uint32(len(s.nodes))
+		done := end >= uint32(len(s.nodes))
+		if evictHoldObserver != nil {
+			evictHoldObserver(true, time.Since(held))
+		}
 		s.mu.RUnlock()
 		if done {
 			return h
@@ -164,6 +154,14 @@ func (c *core) collectLeaves(i uint32, h candHeap, sc *leafScan) candHeap {
 // no child holds the tenant; concurrent inserts may have changed either.
 func (c *core) evictFrom(h *candHeap, budget int64, st *EvictStats) {
 	var held *shard
+	var since time.Time
+	unlock := func() {
+		held.publish()
+		if evictHoldObserver != nil {
+			evictHoldObserver(false, time.Since(since))
+		}
+		held.mu.Unlock()
+	}
 	slice := 0
 	over := c.size() - budget
 	for len(*h) > 0 {
@@ -179,40 +177,37 @@ func (c *core) evictFrom(h *candHeap, budget int64, st *EvictStats) {
 		s := c.shards[x.shard]
 		if s != held || slice >= c.evictSlice {
 			if held != nil {
-				held.publish()
-				held.mu.Unlock()
+				unlock()
 			}
 			held, slice = s, 0
 			s.mu.Lock()
+			if evictHoldObserver != nil {
+				since = time.Now()
+			}
 		}
 		id := x.node
 		if int(id) >= len(s.nodes) || s.nodes[id].edgeLen == 0 {
 			continue
 		}
-		ts, stamps := s.tenantsOf(id)
-		j, ok := findTenant(ts, x.tenant)
-		if !ok || stamps[j] != x.stamp || !s.isLeafFor(id, x.tenant) {
+		v := s.set(id)
+		j, ok := v.find(x.tenant)
+		if !ok || v.st[j] != x.stamp || v.kids[j] != 0 {
 			continue
 		}
 		slice++
 		parent := s.nodes[id].parent
 		before := s.size
-		s.dropTenant(id, j, x.tenant)
+		k := s.dropTenant(id, j, x.tenant)
 		over -= before - s.size
 		st.Segments++
 		if s.nodes[id].edgeLen == 0 {
 			st.Nodes++
 		}
-		if parent == rootID {
-			continue
-		}
-		pts, pstamps := s.tenantsOf(parent)
-		if k, ok := findTenant(pts, x.tenant); ok && s.isLeafFor(parent, x.tenant) {
-			h.push(candidate{stamp: pstamps[k], tenant: x.tenant, shard: x.shard, node: parent})
+		if k >= 0 {
+			h.push(candidate{stamp: s.set(parent).st[k], tenant: x.tenant, shard: x.shard, node: parent})
 		}
 	}
 	if held != nil {
-		held.publish()
-		held.mu.Unlock()
+		unlock()
 	}
 }

@@ -115,7 +115,7 @@ func (s *shard) check() error {
 	}
 	// Tenant blocks: in use and free blocks are disjoint and tile the arena.
 	var total int64
-	for class, offs := range s.tset.free {
+	for class, offs := range s.sets.free {
 		for _, o := range offs {
 			blocks = append(blocks, span{o, 1 << class})
 		}
@@ -126,8 +126,8 @@ func (s *shard) check() error {
 	if err := disjoint(blocks); err != nil {
 		return fmt.Errorf("tenant arena: %w", err)
 	}
-	if total != int64(len(s.tset.tenants)) {
-		return fmt.Errorf("tenant arena: blocks cover %d of %d entries", total, len(s.tset.tenants))
+	if total != int64(len(s.sets.tenants)) {
+		return fmt.Errorf("tenant arena: blocks cover %d of %d entries", total, len(s.sets.tenants))
 	}
 	return nil
 }
@@ -159,6 +159,18 @@ func (s *shard) checkNode(id uint32) error {
 	for i := 1; i < len(ts); i++ {
 		if ts[i-1] >= ts[i] {
 			return fmt.Errorf("tenants not strictly ascending: %v", ts)
+		}
+	}
+	holding := map[Tenant]uint32{}
+	for ch := nd.child; ch != 0; ch = s.nodes[ch].next {
+		cts, _ := s.tenantsOf(ch)
+		for _, t := range cts {
+			holding[t]++
+		}
+	}
+	for i, t := range ts {
+		if k := s.set(id).kids[i]; k != holding[t] {
+			return fmt.Errorf("tenant %d: %d children counted, %d hold it", t, k, holding[t])
 		}
 	}
 	if nd.parent == rootID {
@@ -202,7 +214,7 @@ func (a *byteArena) check(live int64) error {
 			}
 			free += int64(bits.OnesCount64(x))
 		}
-		if c == len(a.chunks)-1 && a.top&chunkMask < n && a.runEnd(a.top) > a.top {
+		if c == len(a.chunks)-1 && a.topInLast() < n && a.runEnd(a.top) > a.top {
 			return fmt.Errorf("bytes past the top %#x are marked free", a.top)
 		}
 	}

@@ -3,10 +3,11 @@ package radix
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // node is one edge of the tree and the tenants that hold the prefix ending with it.
-// 64 bytes, no pointers: the GC never looks inside s.nodes.
+// 72 bytes, no pointers: the GC never looks inside s.nodes.
 type node struct {
 	edgeOff uint32 // address of the edge bytes in the shard's byteArena
 	edgeLen uint32 // edge length in bytes; 0 only for the root and free records
@@ -19,6 +20,7 @@ type node struct {
 	n       uint32 // number of tenants
 	class   uint8  // overflow block holds 1<<class entries
 	tenants [inlineTenants]Tenant
+	kids    [inlineTenants]uint32 // children holding each tenant
 	stamps  [inlineTenants]int64
 }
 
@@ -36,7 +38,7 @@ type shard struct {
 
 	kids  childTable
 	bytes byteArena
-	tset  tenantArena
+	sets  tenantArena
 
 	// size is the tenant-weighted character count (each character counted once per
 	// tenant that holds it), the figure Evict compares with its budget. stored
@@ -175,8 +177,11 @@ func (s *shard) insertFrom(d descent, text []byte, matched, tail int, t Tenant, 
 	if len(s.tenantChars) <= int(t) {
 		s.growTenantChars(t)
 	}
+	// Walk up from the end of the text. Where t is new to a node, the node's
+	// parent gains a child that holds t.
+	added := false
 	for id := cur; id != rootID; id = s.nodes[id].parent {
-		s.touch(id, t, now)
+		added = s.touch(id, t, now, added)
 	}
 	s.publish()
 }
@@ -187,21 +192,29 @@ func (s *shard) growTenantChars(t Tenant) {
 	s.tenantChars = n
 }
 
-// touch records that t used node id at now: it adds t or raises its stamp. Stamps
-// only grow, so a parent's stamp is never older than its children's.
-func (s *shard) touch(id uint32, t Tenant, now int64) {
-	ts, st := s.tenantsOf(id)
-	i, ok := findTenant(ts, t)
+// touch records that t used node id at now: it adds t or raises its stamp, and
+// counts one more child holding t when childAdded. Stamps only grow, so a parent's
+// stamp is never older than its children's. It reports whether t was new to id.
+func (s *shard) touch(id uint32, t Tenant, now int64, childAdded bool) bool {
+	v := s.set(id)
+	i, ok := v.find(t)
 	if ok {
-		if st[i] < now {
-			st[i] = now
+		if v.st[i] < now {
+			v.st[i] = now
 		}
-		return
+		if childAdded {
+			v.kids[i]++
+		}
+		return false
 	}
 	s.insertTenantAt(id, i, t, now)
+	if childAdded {
+		s.set(id).kids[i] = 1
+	}
 	c := s.chars(id)
 	s.size += c
 	s.tenantChars[t] += c
+	return true
 }
 
 // split cuts node c after q bytes: a new node takes the first q bytes (ending at
@@ -257,17 +270,33 @@ func (s *shard) addLeaf(parent uint32, b []byte, depth int) uint32 {
 	return id
 }
 
-// dropTenant removes t (at position i of node id's set) and detaches the node when
-// no tenant holds it any more; such a node has no children left, because a child's
-// tenants are a subset of its parent's.
-func (s *shard) dropTenant(id uint32, i int, t Tenant) {
+// dropTenant removes t (at position i of node id's set), which no child of id
+// holds, and detaches the node when no tenant holds it any more; such a node has
+// no children left, because a child's tenants are a subset of its parent's. It
+// returns the parent's position of t when the parent holds t in no other child
+// now, so is a new leaf segment of t, or -1.
+func (s *shard) dropTenant(id uint32, i int, t Tenant) int {
 	c := s.chars(id)
+	parent := s.nodes[id].parent
 	s.removeTenantAt(id, i)
 	s.size -= c
 	s.tenantChars[t] -= c
 	if s.nodes[id].n == 0 {
 		s.detach(id)
 	}
+	if parent == rootID {
+		return -1
+	}
+	p := s.set(parent)
+	j, ok := p.find(t)
+	if !ok {
+		panic("radix: a parent lost a tenant its child held")
+	}
+	p.kids[j]--
+	if p.kids[j] == 0 {
+		return j
+	}
+	return -1
 }
 
 func (s *shard) detach(id uint32) {
@@ -303,15 +332,14 @@ func (s *shard) removeTenant(t Tenant) int64 {
 	order = append(order, rootID)
 	for i := 0; i < len(order); i++ {
 		for c := s.nodes[order[i]].child; c != 0; c = s.nodes[c].next {
-			if ts, _ := s.tenantsOf(c); hasTenant(ts, t) {
+			if _, ok := s.set(c).find(t); ok {
 				order = append(order, c)
 			}
 		}
 	}
 	for i := len(order) - 1; i > 0; i-- {
 		id := order[i]
-		ts, _ := s.tenantsOf(id)
-		j, _ := findTenant(ts, t)
+		j, _ := s.set(id).find(t)
 		s.dropTenant(id, j, t)
 	}
 	s.stack = order[:0]
@@ -319,23 +347,8 @@ func (s *shard) removeTenant(t Tenant) int64 {
 	return before
 }
 
-func hasTenant(ts []Tenant, t Tenant) bool {
-	_, ok := findTenant(ts, t)
-	return ok
-}
-
-// isLeafFor reports whether no child of node id holds t.
-func (s *shard) isLeafFor(id uint32, t Tenant) bool {
-	for c := s.nodes[id].child; c != 0; c = s.nodes[c].next {
-		if ts, _ := s.tenantsOf(c); hasTenant(ts, t) {
-			return false
-		}
-	}
-	return true
-}
-
 // memoryBytes is the heap the shard's arenas hold.
 func (s *shard) memoryBytes() int64 {
-	return int64(cap(s.nodes))*64 + s.kids.capacityBytes() + s.bytes.capacityBytes() +
-		s.tset.capacityBytes() + int64(cap(s.tenantChars))*8 + int64(cap(s.stack))*4
+	return int64(cap(s.nodes))*int64(unsafe.Sizeof(node{})) + s.kids.capacityBytes() + s.bytes.capacityBytes() +
+		s.sets.capacityBytes() + int64(cap(s.tenantChars))*8 + int64(cap(s.stack))*4
 }

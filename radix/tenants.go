@@ -21,11 +21,12 @@ const inlineTenants = 2
 const minOverflowClass = 2
 
 // tenantArena stores the tenant sets that do not fit inline, in blocks of 1<<class
-// entries: tenants and stamps in parallel slices (a binary search over tenants reads
-// only tenant ids). Freed blocks are kept per class for reuse.
+// entries: tenants, stamps and child counts in parallel slices (a binary search over
+// tenants reads only tenant ids). Freed blocks are kept per class for reuse.
 type tenantArena struct {
 	tenants []Tenant
 	stamps  []int64
+	kids    []uint32
 	free    [32][]uint32
 }
 
@@ -38,6 +39,7 @@ func (a *tenantArena) alloc(class uint8) uint32 {
 	off, k := len(a.tenants), 1<<class
 	a.tenants = slices.Grow(a.tenants, k)[:off+k]
 	a.stamps = slices.Grow(a.stamps, k)[:off+k]
+	a.kids = slices.Grow(a.kids, k)[:off+k]
 	return uint32(off)
 }
 
@@ -47,20 +49,37 @@ func (a *tenantArena) release(off uint32, class uint8) {
 
 // capacityBytes is the memory held by the arena.
 func (a *tenantArena) capacityBytes() int64 {
-	return int64(cap(a.tenants))*4 + int64(cap(a.stamps))*8
+	return int64(cap(a.tenants))*4 + int64(cap(a.stamps))*8 + int64(cap(a.kids))*4
 }
 
-// tenantsOf returns a node's tenants (sorted ascending) and their stamps. The
-// slices alias the node record or the arena: they are valid until the next node or
-// tenant-set allocation in this shard.
-func (s *shard) tenantsOf(id uint32) ([]Tenant, []int64) {
+// tset is a view of one node's tenant set: tenants ascending, the stamp of each,
+// and how many of the node's children hold each (0: the node is a leaf segment of
+// that tenant). The slices alias the node record or the arena: they are valid
+// until the next node or tenant-set allocation in this shard.
+type tset struct {
+	ts   []Tenant
+	st   []int64
+	kids []uint32
+}
+
+func (v tset) find(t Tenant) (int, bool) { return findTenant(v.ts, t) }
+
+// set returns node id's tenant set.
+func (s *shard) set(id uint32) tset {
 	nd := &s.nodes[id]
 	n := nd.n
 	if n <= inlineTenants {
-		return nd.tenants[:n:n], nd.stamps[:n:n]
+		return tset{nd.tenants[:n:n], nd.stamps[:n:n], nd.kids[:n:n]}
 	}
 	o := nd.ovf
-	return s.tset.tenants[o : o+n : o+n], s.tset.stamps[o : o+n : o+n]
+	a := &s.sets
+	return tset{a.tenants[o : o+n : o+n], a.stamps[o : o+n : o+n], a.kids[o : o+n : o+n]}
+}
+
+// tenantsOf returns node id's tenants and stamps; see tset for how long they live.
+func (s *shard) tenantsOf(id uint32) ([]Tenant, []int64) {
+	v := s.set(id)
+	return v.ts, v.st
 }
 
 // findTenant returns where t is, or where it would be inserted, in the sorted set.
@@ -85,7 +104,24 @@ func findTenant(ts []Tenant, t Tenant) (int, bool) {
 	return lo, lo < len(ts) && ts[lo] == t
 }
 
-// insertTenantAt adds t with stamp at position i of node id's sorted set.
+// copyInsert copies src into dst (one entry longer) with t, stamp and no children
+// at position i.
+func copyInsert(dst, src tset, i int, t Tenant, stamp int64) {
+	copy(dst.ts, src.ts[:i])
+	copy(dst.st, src.st[:i])
+	copy(dst.kids, src.kids[:i])
+	dst.ts[i], dst.st[i], dst.kids[i] = t, stamp, 0
+	copy(dst.ts[i+1:], src.ts[i:])
+	copy(dst.st[i+1:], src.st[i:])
+	copy(dst.kids[i+1:], src.kids[i:])
+}
+
+func (a *tenantArena) view(off, n uint32) tset {
+	return tset{a.tenants[off : off+n], a.stamps[off : off+n], a.kids[off : off+n]}
+}
+
+// insertTenantAt adds t with stamp, held by no child yet, at position i of node
+// id's sorted set.
 func (s *shard) insertTenantAt(id uint32, i int, t Tenant, stamp int64) {
 	nd := &s.nodes[id]
 	n := nd.n
@@ -93,37 +129,27 @@ func (s *shard) insertTenantAt(id uint32, i int, t Tenant, stamp int64) {
 	case n < inlineTenants:
 		copy(nd.tenants[i+1:n+1], nd.tenants[i:n])
 		copy(nd.stamps[i+1:n+1], nd.stamps[i:n])
-		nd.tenants[i], nd.stamps[i] = t, stamp
+		copy(nd.kids[i+1:n+1], nd.kids[i:n])
+		nd.tenants[i], nd.stamps[i], nd.kids[i] = t, stamp, 0
 	case n == inlineTenants:
-		off := s.tset.alloc(minOverflowClass)
+		off := s.sets.alloc(minOverflowClass)
 		nd = &s.nodes[id]
-		ts, st := s.tset.tenants[off:off+n+1], s.tset.stamps[off:off+n+1]
-		copy(ts, nd.tenants[:i])
-		copy(st, nd.stamps[:i])
-		ts[i], st[i] = t, stamp
-		copy(ts[i+1:], nd.tenants[i:n])
-		copy(st[i+1:], nd.stamps[i:n])
+		copyInsert(s.sets.view(off, n+1), tset{nd.tenants[:], nd.stamps[:], nd.kids[:]}, i, t, stamp)
 		nd.ovf, nd.class = off, minOverflowClass
-		nd.tenants, nd.stamps = [inlineTenants]Tenant{}, [inlineTenants]int64{}
+		nd.tenants, nd.stamps, nd.kids = [inlineTenants]Tenant{}, [inlineTenants]int64{}, [inlineTenants]uint32{}
 	case n == 1<<nd.class:
 		oldOff, oldClass := nd.ovf, nd.class
-		off := s.tset.alloc(oldClass + 1)
+		off := s.sets.alloc(oldClass + 1)
 		nd = &s.nodes[id]
-		ts, st := s.tset.tenants[off:off+n+1], s.tset.stamps[off:off+n+1]
-		ots, ost := s.tset.tenants[oldOff:oldOff+n], s.tset.stamps[oldOff:oldOff+n]
-		copy(ts, ots[:i])
-		copy(st, ost[:i])
-		ts[i], st[i] = t, stamp
-		copy(ts[i+1:], ots[i:])
-		copy(st[i+1:], ost[i:])
-		s.tset.release(oldOff, oldClass)
+		copyInsert(s.sets.view(off, n+1), s.sets.view(oldOff, n), i, t, stamp)
+		s.sets.release(oldOff, oldClass)
 		nd.ovf, nd.class = off, oldClass+1
 	default:
-		o := nd.ovf
-		ts, st := s.tset.tenants[o:o+n+1], s.tset.stamps[o:o+n+1]
-		copy(ts[i+1:], ts[i:n])
-		copy(st[i+1:], st[i:n])
-		ts[i], st[i] = t, stamp
+		v := s.sets.view(nd.ovf, n+1)
+		copy(v.ts[i+1:], v.ts[i:n])
+		copy(v.st[i+1:], v.st[i:n])
+		copy(v.kids[i+1:], v.kids[i:n])
+		v.ts[i], v.st[i], v.kids[i] = t, stamp, 0
 	}
 	nd.n = n + 1
 }
@@ -135,50 +161,60 @@ func (s *shard) removeTenantAt(id uint32, i int) {
 	if n <= inlineTenants {
 		copy(nd.tenants[i:n-1], nd.tenants[i+1:n])
 		copy(nd.stamps[i:n-1], nd.stamps[i+1:n])
-		nd.tenants[n-1], nd.stamps[n-1] = 0, 0
+		copy(nd.kids[i:n-1], nd.kids[i+1:n])
+		nd.tenants[n-1], nd.stamps[n-1], nd.kids[n-1] = 0, 0, 0
 		nd.n = n - 1
 		return
 	}
 	o := nd.ovf
-	ts, st := s.tset.tenants[o:o+n], s.tset.stamps[o:o+n]
-	copy(ts[i:], ts[i+1:])
-	copy(st[i:], st[i+1:])
+	v := s.sets.view(o, n)
+	copy(v.ts[i:], v.ts[i+1:])
+	copy(v.st[i:], v.st[i+1:])
+	copy(v.kids[i:], v.kids[i+1:])
 	n--
 	nd.n = n
 	if n == inlineTenants {
-		copy(nd.tenants[:], ts[:n])
-		copy(nd.stamps[:], st[:n])
-		s.tset.release(o, nd.class)
+		copy(nd.tenants[:], v.ts[:n])
+		copy(nd.stamps[:], v.st[:n])
+		copy(nd.kids[:], v.kids[:n])
+		s.sets.release(o, nd.class)
 		nd.ovf, nd.class = 0, 0
 	}
 }
 
-// copyTenants gives node dst (which has none) the tenant set of node src.
+// copyTenants gives node dst (which has none) the tenants and stamps of node src,
+// whose parent dst becomes: every tenant is held by one child, src.
 func (s *shard) copyTenants(dst, src uint32) {
 	sn := &s.nodes[src]
 	n := sn.n
+	var to tset
 	if n <= inlineTenants {
 		d := &s.nodes[dst]
 		d.tenants, d.stamps, d.n = sn.tenants, sn.stamps, n
-		return
+		to = tset{kids: d.kids[:n]}
+	} else {
+		class := sn.class
+		off := s.sets.alloc(class)
+		so := s.nodes[src].ovf
+		copy(s.sets.tenants[off:off+n], s.sets.tenants[so:so+n])
+		copy(s.sets.stamps[off:off+n], s.sets.stamps[so:so+n])
+		d := &s.nodes[dst]
+		d.ovf, d.class, d.n = off, class, n
+		to = s.sets.view(off, n)
 	}
-	class := sn.class
-	off := s.tset.alloc(class)
-	so := s.nodes[src].ovf
-	copy(s.tset.tenants[off:off+n], s.tset.tenants[so:so+n])
-	copy(s.tset.stamps[off:off+n], s.tset.stamps[so:so+n])
-	d := &s.nodes[dst]
-	d.ovf, d.class, d.n = off, class, n
+	for i := range to.kids {
+		to.kids[i] = 1
+	}
 }
 
 // dropTenants releases node id's overflow block, if any, and empties its set.
 func (s *shard) dropTenants(id uint32) {
 	nd := &s.nodes[id]
 	if nd.n > inlineTenants {
-		s.tset.release(nd.ovf, nd.class)
+		s.sets.release(nd.ovf, nd.class)
 	}
 	nd.n, nd.ovf, nd.class = 0, 0, 0
-	nd.tenants, nd.stamps = [inlineTenants]Tenant{}, [inlineTenants]int64{}
+	nd.tenants, nd.stamps, nd.kids = [inlineTenants]Tenant{}, [inlineTenants]int64{}, [inlineTenants]uint32{}
 }
 
 // recentTenants writes up to MaxMatchTenants tenants of node id into dst, most
