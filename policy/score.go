@@ -119,6 +119,10 @@ func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, rnd Rand, hotAbove fl
 	mean := float64(s.cfg.MeanPrefillTokens)
 	kvWeight := s.cfg.KVPressureWeight
 	capN := int64(s.cfg.MaxWaitingRequests)
+	hot := int64(math.MaxInt64) // in-flight counts above this are skipped
+	if hotAbove < math.MaxInt64 {
+		hot = int64(math.Floor(hotAbove))
+	}
 	bestRep := math.Inf(1)
 	minDark := int64(math.MaxInt64)
 	var tpSum float64
@@ -128,7 +132,7 @@ func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, rnd Rand, hotAbove fl
 			continue
 		}
 		inFlight := w.InFlight.Load()
-		if float64(inFlight) > hotAbove {
+		if inFlight > hot {
 			continue
 		}
 		r := w.Load()
