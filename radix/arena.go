@@ -17,30 +17,30 @@ const (
 	// firstChunkBytes is the size a chunk starts at; it doubles up to chunkSize, so
 	// a small tree does not pay a mebibyte per shard.
 	firstChunkBytes = 4 << 10
-	// minBinSpan is the shortest free span kept in a bin: it must hold the 4-byte
-	// length tag. Shorter spans stay marked free and rejoin a neighbour when it is
-	// released.
-	minBinSpan = 8
+	// minBinSpan is the shortest free span kept in a bin: it holds its length, the
+	// previous and next span of its bin, and its length again at its end. Shorter
+	// spans stay marked free and rejoin a neighbour when it is released.
+	minBinSpan = 16
+	// noSpan ends a bin's list; address 0 is a valid span.
+	noSpan = ^uint32(0)
 )
 
 // span is a range of arena bytes.
 type span struct{ off, n uint32 }
 
-// byteArena stores edge bytes: bump allocation at the top of the last chunk, and a
-// free list for bytes released by eviction. It holds no pointer per edge: the GC
-// sees one slice header per chunk.
+// byteArena stores edge bytes: bump allocation at the top of the last chunk, and
+// free lists for bytes released by eviction. It holds no pointer per edge: the GC
+// sees one slice header per chunk and per bitmap.
 //
-// Released bytes coalesce. A bitmap with one bit per byte marks free bytes (12.5%
-// of the arena), so a release finds its free neighbours and merges with them, and a
-// span that reaches the top retracts it. Every maximal free span of minBinSpan
-// bytes or more writes its length into its own first four bytes and is pushed onto
-// the bin of floor(log2(length)); it writes the length into its last four bytes
-// too, so a release finds where a free neighbour begins or ends without scanning.
-// Bins are not updated when spans merge or shrink:
-// alloc checks in O(1) that a popped entry still describes a maximal free span (its
-// first byte is free, the byte before is not, and the length tag agrees) and
-// discards it otherwise. Splitting an edge re-slices it without copying, so the two
-// halves of one allocation may be released separately; the bitmap joins them again.
+// Released bytes coalesce, as in a classic boundary-tag allocator. A bitmap with
+// one bit per byte marks free bytes (12.5% of the arena), so a release sees whether
+// its neighbours are free. Every maximal free span of minBinSpan bytes or more
+// stores, in its own bytes, its length at both ends and the links of a doubly
+// linked list, the bin of floor(log2(length)); so a release finds where a free
+// neighbour begins or ends, unlinks it and links the merged span, all in O(1), and
+// a span that reaches the top retracts the top instead. Splitting an edge
+// re-slices it without copying, so the two halves of one allocation may be released
+// separately; the bitmap joins them again.
 type byteArena struct {
 	chunks [][]byte
 	free   [][]uint64 // free[c] has bit i set when byte i of chunk c is free
@@ -49,10 +49,8 @@ type byteArena struct {
 	// through topInLast.
 	top uint32
 
-	bins       [33][]span
-	binMask    uint64 // bit b set when bins[b] may hold an entry
-	binEntries int
-	pruneAt    int // prune stale entries when binEntries exceeds this
+	bins    [33]uint32 // first span of each bin, or noSpan
+	binMask uint64     // bit b set when bins[b] is not empty
 
 	freeBytes int64
 	freeSpans int // maximal free spans of any length
@@ -66,70 +64,96 @@ func (a *byteArena) view(off, n uint32) []byte {
 	return c[i : i+n : i+n]
 }
 
+// Fields a binned free span keeps in its own first twelve bytes and last four.
+func (a *byteArena) spanLen(off uint32) uint32 { return binary.LittleEndian.Uint32(a.view(off, 4)) }
+func (a *byteArena) spanPrev(off uint32) uint32 {
+	return binary.LittleEndian.Uint32(a.view(off+4, 4))
+}
+func (a *byteArena) spanNext(off uint32) uint32 {
+	return binary.LittleEndian.Uint32(a.view(off+8, 4))
+}
+func (a *byteArena) setPrev(off, v uint32) { binary.LittleEndian.PutUint32(a.view(off+4, 4), v) }
+func (a *byteArena) setNext(off, v uint32) { binary.LittleEndian.PutUint32(a.view(off+8, 4), v) }
+
+func binOf(n uint32) uint { return uint(bits.Len32(n)) - 1 }
+
+// link adds the free span [off, off+n) to its bin, if it is long enough.
+func (a *byteArena) link(off, n uint32) {
+	if n < minBinSpan {
+		return
+	}
+	b := binOf(n)
+	head := noSpan
+	if a.binMask&(1<<b) != 0 {
+		head = a.bins[b]
+	}
+	binary.LittleEndian.PutUint32(a.view(off, 4), n)
+	binary.LittleEndian.PutUint32(a.view(off+n-4, 4), n)
+	a.setPrev(off, noSpan)
+	a.setNext(off, head)
+	if head != noSpan {
+		a.setPrev(head, off)
+	}
+	a.bins[b] = off
+	a.binMask |= 1 << b
+}
+
+// unlink removes the binned span at off from its bin.
+func (a *byteArena) unlink(off uint32) {
+	n := a.spanLen(off)
+	b := binOf(n)
+	prev, next := a.spanPrev(off), a.spanNext(off)
+	if prev == noSpan {
+		a.bins[b] = next
+		if next == noSpan {
+			a.binMask &^= 1 << b
+		}
+	} else {
+		a.setNext(prev, next)
+	}
+	if next != noSpan {
+		a.setPrev(next, prev)
+	}
+}
+
 // alloc reserves n bytes (0 < n <= chunkSize) and returns their address.
 func (a *byteArena) alloc(n uint32) uint32 {
 	if a.binMask != 0 {
 		// Any span in bin b >= ceil(log2(n)) holds at least n bytes.
 		need := uint(bits.Len32(n - 1))
-		for m := a.binMask >> need; m != 0; m = a.binMask >> need {
-			bin := need + uint(bits.TrailingZeros64(m))
-			if off, ok := a.allocFromBin(bin, n); ok {
-				return off
+		if m := a.binMask >> need; m != 0 {
+			return a.carve(a.bins[need+uint(bits.TrailingZeros64(m))], n)
+		}
+		// Spans in bin floor(log2(n)) may hold n bytes too: look at the first few
+		// before growing the arena.
+		if b := binOf(n); a.binMask&(1<<b) != 0 {
+			off := a.bins[b]
+			for i := 0; i < floorBinScan && off != noSpan; i++ {
+				if a.spanLen(off) >= n {
+					return a.carve(off, n)
+				}
+				off = a.spanNext(off)
 			}
 		}
 	}
 	return a.allocTop(n)
 }
 
-// allocFromBin carves n bytes from the first valid span of bins[bin], discarding
-// stale entries on the way; it reports false when the bin ran empty.
-func (a *byteArena) allocFromBin(bin uint, n uint32) (uint32, bool) {
-	list := a.bins[bin]
-	for len(list) > 0 {
-		s := list[len(list)-1]
-		list = list[:len(list)-1]
-		a.binEntries--
-		if !a.isSpan(s) {
-			continue
-		}
-		a.bins[bin] = list
-		if len(list) == 0 {
-			a.binMask &^= 1 << bin
-		}
-		a.setFree(s.off, n, false)
-		a.freeBytes -= int64(n)
-		if rest := s.n - n; rest > 0 {
-			a.addSpan(s.off+n, rest)
-		} else {
-			a.freeSpans--
-		}
-		return s.off, true
-	}
-	a.bins[bin] = list
-	a.binMask &^= 1 << bin
-	return 0, false
-}
+// floorBinScan bounds how many spans of bin floor(log2(n)) alloc examines.
+const floorBinScan = 8
 
-// isSpan reports whether s is still a maximal free span.
-func (a *byteArena) isSpan(s span) bool {
-	if !a.isFree(s.off) || (s.off&chunkMask != 0 && a.isFree(s.off-1)) {
-		return false
+// carve takes n bytes from the start of the binned span at off.
+func (a *byteArena) carve(off, n uint32) uint32 {
+	size := a.spanLen(off)
+	a.unlink(off)
+	a.setFree(off, n, false)
+	a.freeBytes -= int64(n)
+	if rest := size - n; rest > 0 {
+		a.link(off+n, rest)
+	} else {
+		a.freeSpans--
 	}
-	return binary.LittleEndian.Uint32(a.view(s.off, 4)) == s.n
-}
-
-// addSpan records [off, off+n) as a maximal free span: tag both ends with its
-// length and bin it.
-func (a *byteArena) addSpan(off, n uint32) {
-	if n < minBinSpan {
-		return
-	}
-	binary.LittleEndian.PutUint32(a.view(off, 4), n)
-	binary.LittleEndian.PutUint32(a.view(off+n-4, 4), n)
-	bin := uint(bits.Len32(n)) - 1
-	a.bins[bin] = append(a.bins[bin], span{off, n})
-	a.binMask |= 1 << bin
-	a.binEntries++
+	return off
 }
 
 func (a *byteArena) allocTop(n uint32) uint32 {
@@ -186,9 +210,9 @@ func (a *byteArena) growLast(end uint32) {
 	a.free[last] = f
 }
 
-// release returns n bytes at off, merging them with free neighbours. The
-// neighbours' tags make the merge O(1) however long they are; only the bytes
-// released are touched in the bitmap.
+// release returns n bytes at off, merging them with free neighbours in O(1): the
+// neighbours' length tags say where they begin and end. Only the released bytes are
+// touched in the bitmap.
 func (a *byteArena) release(off, n uint32) {
 	if n == 0 {
 		return
@@ -198,11 +222,20 @@ func (a *byteArena) release(off, n uint32) {
 	start, end := off, off+n
 	a.freeSpans++
 	if off&chunkMask != 0 && a.isFree(off-1) {
-		start = a.prevRunStart(off)
+		var binned bool
+		start, binned = a.prevRun(off)
+		if binned {
+			a.unlink(start)
+		}
 		a.freeSpans--
 	}
 	if end&chunkMask != 0 && a.isFree(end) { // runs never continue into the next chunk
-		end = a.nextRunEnd(end)
+		var binned bool
+		next := end
+		end, binned = a.nextRun(end)
+		if binned {
+			a.unlink(next)
+		}
 		a.freeSpans--
 	}
 	if end == a.top && int(start>>chunkShift) == len(a.chunks)-1 {
@@ -211,31 +244,29 @@ func (a *byteArena) release(off, n uint32) {
 		a.freeBytes -= int64(end - start)
 		a.freeSpans--
 		a.top = start
-	} else {
-		a.addSpan(start, end-start)
+		return
 	}
-	if a.binEntries > a.pruneAt {
-		a.pruneBins()
-	}
+	a.link(start, end-start)
 }
 
-// prevRunStart returns the start of the maximal free run that ends just before
-// off. A run of minBinSpan bytes or more carries its length in its last four bytes.
-func (a *byteArena) prevRunStart(off uint32) uint32 {
+// prevRun returns the start of the maximal free run that ends just before off, and
+// whether it is long enough to be binned (then its last four bytes hold its
+// length).
+func (a *byteArena) prevRun(off uint32) (uint32, bool) {
 	base := off &^ chunkMask
 	k := uint32(0)
 	for k < minBinSpan && off-k > base && a.isFree(off-k-1) {
 		k++
 	}
 	if k < minBinSpan {
-		return off - k
+		return off - k, false
 	}
-	return off - binary.LittleEndian.Uint32(a.view(off-4, 4))
+	return off - binary.LittleEndian.Uint32(a.view(off-4, 4)), true
 }
 
-// nextRunEnd returns the end of the maximal free run that starts at off. A run of
-// minBinSpan bytes or more carries its length in its first four bytes.
-func (a *byteArena) nextRunEnd(off uint32) uint32 {
+// nextRun returns the end of the maximal free run that starts at off, and whether
+// it is long enough to be binned (then its first four bytes hold its length).
+func (a *byteArena) nextRun(off uint32) (uint32, bool) {
 	k := uint32(0)
 	for k < minBinSpan && a.isFree(off+k) {
 		k++
@@ -244,9 +275,9 @@ func (a *byteArena) nextRunEnd(off uint32) uint32 {
 		}
 	}
 	if k < minBinSpan {
-		return off + k
+		return off + k, false
 	}
-	return off + binary.LittleEndian.Uint32(a.view(off, 4))
+	return off + a.spanLen(off), true
 }
 
 func (a *byteArena) isFree(addr uint32) bool {
@@ -293,27 +324,6 @@ func (a *byteArena) runEnd(addr uint32) uint32 {
 	return base + limit
 }
 
-// pruneBins drops the bin entries that no longer describe a maximal free span.
-// It runs when the bins have doubled since the last pruning, so its cost, linear in
-// the entries, is constant per release.
-func (a *byteArena) pruneBins() {
-	a.binEntries = 0
-	for b, list := range a.bins {
-		kept := list[:0]
-		for _, s := range list {
-			if a.isSpan(s) {
-				kept = append(kept, s)
-			}
-		}
-		a.bins[b] = kept
-		a.binEntries += len(kept)
-		if len(kept) == 0 {
-			a.binMask &^= 1 << b
-		}
-	}
-	a.pruneAt = 2*a.binEntries + 64
-}
-
 // forEachRun calls fn with every maximal run of free bytes, in address order.
 func (a *byteArena) forEachRun(fn func(span)) {
 	for c, words := range a.free {
@@ -345,9 +355,6 @@ func (a *byteArena) capacityBytes() int64 {
 	var n int64
 	for c := range a.chunks {
 		n += int64(cap(a.chunks[c])) + 8*int64(cap(a.free[c]))
-	}
-	for _, b := range a.bins {
-		n += 8 * int64(cap(b))
 	}
 	return n
 }

@@ -228,27 +228,40 @@ func (a *byteArena) check(live int64) error {
 	if live+free != a.handedBytes() {
 		return fmt.Errorf("live %d + free %d != handed %d", live, free, a.handedBytes())
 	}
-	entries := 0
-	for b, list := range a.bins {
-		entries += len(list)
-		if len(list) > 0 && a.binMask&(1<<b) == 0 {
-			return fmt.Errorf("bin %d has entries but its mask bit is clear", b)
+	// Every run of minBinSpan bytes or more is in its bin, tagged at both ends, and
+	// the bins hold nothing else; their links are consistent.
+	want := map[uint32]uint32{}
+	for _, r := range runs {
+		if r.n >= minBinSpan {
+			want[r.off] = r.n
 		}
 	}
-	if entries != a.binEntries {
-		return fmt.Errorf("binEntries %d, bins hold %d", a.binEntries, entries)
-	}
-	for _, r := range runs {
-		if r.n < minBinSpan {
+	binned := 0
+	for b := range a.bins {
+		if a.binMask&(1<<b) == 0 {
 			continue
 		}
-		if !a.isSpan(r) || binary.LittleEndian.Uint32(a.view(r.off+r.n-4, 4)) != r.n {
-			return fmt.Errorf("free run %+v has a wrong tag", r)
+		prev := noSpan
+		for off := a.bins[b]; off != noSpan; off = a.spanNext(off) {
+			n := a.spanLen(off)
+			if want[off] != n {
+				return fmt.Errorf("bin %d holds %#x+%d, not a free run", b, off, n)
+			}
+			if binOf(n) != uint(b) || binary.LittleEndian.Uint32(a.view(off+n-4, 4)) != n {
+				return fmt.Errorf("span %#x+%d: wrong bin %d or end tag", off, n, b)
+			}
+			if a.spanPrev(off) != prev {
+				return fmt.Errorf("span %#x: prev link %#x, want %#x", off, a.spanPrev(off), prev)
+			}
+			prev = off
+			binned++
+			if binned > len(want) {
+				return fmt.Errorf("bin %d has a cycle", b)
+			}
 		}
-		bin := bits.Len32(r.n) - 1
-		if !slices.Contains(a.bins[bin], r) {
-			return fmt.Errorf("free run %+v is not in bin %d", r, bin)
-		}
+	}
+	if binned != len(want) {
+		return fmt.Errorf("%d spans binned, %d free runs of %d bytes or more", binned, len(want), minBinSpan)
 	}
 	return nil
 }

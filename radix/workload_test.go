@@ -3,6 +3,7 @@ package radix
 import (
 	"math/rand/v2"
 	"strings"
+	"unicode/utf8"
 )
 
 // textGen writes deterministic English-like text: words from a fixed vocabulary,
@@ -44,11 +45,16 @@ func (g *textGen) appendChars(dst []byte, n int) []byte {
 		default:
 			w = g.words[g.rng.IntN(len(g.words))] + " "
 		}
+		if k := utf8.RuneCountInString(w); k <= n {
+			dst = append(dst, w...)
+			n -= k
+			continue
+		}
 		for _, c := range w {
 			if n == 0 {
 				break
 			}
-			dst = append(dst, string(c)...)
+			dst = utf8.AppendRune(dst, c)
 			n--
 		}
 	}
