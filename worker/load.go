@@ -9,16 +9,14 @@ import (
 // engine's /v1/loads or Prometheus /metrics. Reports are immutable once published on the
 // worker with Worker.SetLoad.
 type LoadReport struct {
-	// At is when the gateway received the report.
-	At time.Time
-	// WaitingRequests and RunningRequests are summed across DP ranks.
-	WaitingRequests int
-	RunningRequests int
+	// The fields the expected-wait score reads come first and the struct is padded to 128
+	// bytes (its own size class), so scoring a worker touches one cache line of its report.
+
 	// WaitingTokens is the uncached tokens waiting in the queue (num_waiting_uncached_tokens,
 	// summed across DP ranks); -1 when the engine reports no token count.
 	WaitingTokens int64
-	// TokenUsage is KV-cache usage in [0, 1], the mean across DP ranks.
-	TokenUsage float64
+	// WaitingRequests and RunningRequests are summed across DP ranks.
+	WaitingRequests int
 	// GenThroughput is generation throughput in tokens/s; 0 when not reported.
 	GenThroughput float64
 
@@ -27,6 +25,14 @@ type LoadReport struct {
 	// [0, MaxKVUsage].
 	invThroughput float64
 	kvOccupancy   float64
+
+	RunningRequests int
+	// TokenUsage is KV-cache usage in [0, 1], the mean across DP ranks.
+	TokenUsage float64
+	// At is when the gateway received the report.
+	At time.Time
+
+	_ [48]byte
 }
 
 // MaxKVUsage caps the KV-cache usage the occupancy term k/(1-k) is computed from: a report of a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/smg-go/smg/worker"
 	"github.com/valyala/fastjson"
@@ -129,4 +130,12 @@ func FuzzParseMetrics(f *testing.F) {
 			sane(t, r)
 		}
 	})
+}
+
+// TestReportFitsItsSizeClass guards worker.LoadReport's layout: the scored fields share one
+// cache line only while the report is exactly 128 bytes (on 64-bit platforms).
+func TestReportFitsItsSizeClass(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) == 8 && unsafe.Sizeof(worker.LoadReport{}) != 128 {
+		t.Fatalf("worker.LoadReport is %d bytes: adjust its padding back to 128", unsafe.Sizeof(worker.LoadReport{}))
+	}
 }
