@@ -26,14 +26,17 @@
 // Nothing in a tree holds a pointer per node, so the GC's work does not grow with
 // the tree:
 //
-//   - node records are 64-byte structs in one slice per shard, linked by uint32
+//   - node records are 72-byte structs in one slice per shard, linked by uint32
 //     indexes (parent, first child, siblings) with a free list of records;
 //   - edge bytes live in a byte arena of 1 MiB chunks addressed by uint32; a split
-//     re-slices the edge in place, and released ranges go to a free list binned by
-//     size;
-//   - a node keeps up to two tenants and their stamps inline (most nodes are leaves
-//     held by the one tenant a request was routed to); larger sets, sorted by
-//     tenant for binary search, live in a side arena of power-of-two blocks;
+//     re-slices the edge in place; released ranges coalesce with free neighbours
+//     (a free-byte bitmap and length tags kept inside the free bytes) and go to
+//     free lists binned by size, so eviction does not fragment the arena;
+//   - a node keeps up to two tenants inline with their stamps and the number of
+//     children holding each (most nodes are leaves held by the one tenant a request
+//     was routed to); larger sets, sorted by tenant for binary search, live in a
+//     side arena of power-of-two blocks. The child counts make "is this node a
+//     leaf of tenant t" O(1), which eviction asks for every segment it drops;
 //   - children are found through one open-addressing table per shard keyed by
 //     (parent index, first character), so a chat-template node with thousands of
 //     children costs one probe, not a scan.

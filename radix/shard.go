@@ -187,6 +187,9 @@ func (s *shard) insertFrom(d descent, text []byte, matched, tail int, t Tenant, 
 }
 
 func (s *shard) growTenantChars(t Tenant) {
+	if t > MaxTenant {
+		panic("radix: tenant beyond MaxTenant; number workers densely from 0")
+	}
 	n := make([]int64, max(int(t)+1, 2*len(s.tenantChars)))
 	copy(n, s.tenantChars)
 	s.tenantChars = n

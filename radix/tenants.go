@@ -2,9 +2,13 @@ package radix
 
 import "slices"
 
-// Tenant is a worker as the caller numbers it: a dense small integer. The caller may
-// reuse a number once RemoveTenant has purged it.
+// Tenant is a worker as the caller numbers it: a dense small integer, at most
+// MaxTenant. The caller may reuse a number once RemoveTenant has purged it.
 type Tenant uint32
+
+// MaxTenant is the largest Tenant a tree accepts: per-tenant counters are slices
+// indexed by tenant, so numbers must stay dense.
+const MaxTenant = 1<<20 - 1
 
 // TenantStamp is a tenant with the time it last used a prefix.
 type TenantStamp struct {

@@ -302,3 +302,13 @@ func TestReadPageBounds(t *testing.T) {
 		t.Fatalf("ReadPage(CursorDone) = %v with %d entries", cur, p.Len())
 	}
 }
+
+func TestTenantBeyondMaxPanics(t *testing.T) {
+	tr := newText(t, Config{Shards: 1})
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Insert accepted a tenant beyond MaxTenant")
+		}
+	}()
+	tr.Insert([]byte("x"), MaxTenant+1, 1)
+}
