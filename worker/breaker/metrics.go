@@ -1,0 +1,61 @@
+package breaker
+
+import (
+	"fmt"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// The four transitions a breaker makes, in the order Metrics keeps their counters.
+var transitionPairs = [...][2]State{
+	{Closed, Open},
+	{Open, HalfOpen},
+	{HalfOpen, Closed},
+	{HalfOpen, Open},
+}
+
+// Metrics exports one worker's breaker as the spec product does:
+//
+//	smg_worker_cb_state{worker}                  0 closed, 1 open, 2 half_open
+//	smg_worker_cb_transitions_total{worker,from,to}
+//
+// Create it with the worker, pass OnTransition to Breaker.Init, and Unregister it when the
+// worker is removed.
+type Metrics struct {
+	set   *metrics.Set
+	names []string
+	// counters is indexed like transitionPairs.
+	counters [len(transitionPairs)]*metrics.Counter
+}
+
+// NewMetrics registers the series of the breaker b of the worker with URL worker in set;
+// now is the clock the state gauge reads b with (Now in production).
+func NewMetrics(set *metrics.Set, worker string, b *Breaker, now func() int64) *Metrics {
+	m := &Metrics{set: set}
+	state := fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, worker)
+	set.GetOrCreateGauge(state, func() float64 { return float64(b.State(now())) })
+	m.names = append(m.names, state)
+	for i, p := range transitionPairs {
+		name := fmt.Sprintf(`smg_worker_cb_transitions_total{worker=%q,from=%q,to=%q}`, worker, p[0], p[1])
+		m.counters[i] = set.GetOrCreateCounter(name)
+		m.names = append(m.names, name)
+	}
+	return m
+}
+
+// OnTransition counts one transition; it is the hook to pass to Breaker.Init.
+func (m *Metrics) OnTransition(from, to State) {
+	for i, p := range transitionPairs {
+		if p[0] == from && p[1] == to {
+			m.counters[i].Inc()
+			return
+		}
+	}
+}
+
+// Unregister removes the worker's series.
+func (m *Metrics) Unregister() {
+	for _, name := range m.names {
+		m.set.UnregisterMetric(name)
+	}
+}
