@@ -242,3 +242,13 @@ func BenchmarkRepeatParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCountChars counts the characters of 4,096 characters of the workload's
+// text (about one non-ASCII character in a hundred).
+func BenchmarkCountChars(b *testing.B) {
+	text := newTextGen(3).appendChars(nil, 4096)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		countChars(text)
+	}
+}

@@ -47,38 +47,24 @@ func countUnits(b []byte, tokens bool) int {
 	return countChars(b)
 }
 
-// countChars equals utf8.RuneCount but skips ASCII eight bytes at a time.
+// countChars equals utf8.RuneCount but takes ASCII eight bytes at a time: in a
+// word with a non-ASCII byte it adds the ASCII bytes before that byte at once and
+// decodes only the character there.
 func countChars(b []byte) int {
 	n := 0
-	for len(b) > 0 {
-		for len(b) >= 16 {
-			w := binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(b[8:])
-			if w&0x8080808080808080 != 0 {
-				break
-			}
-			n += 16
-			b = b[16:]
-		}
-		if len(b) >= 8 && binary.LittleEndian.Uint64(b)&0x8080808080808080 == 0 {
+	for len(b) >= 8 {
+		hi := binary.LittleEndian.Uint64(b) & 0x8080808080808080
+		if hi == 0 {
 			n += 8
 			b = b[8:]
 			continue
 		}
-		// Decode through the non-ASCII stretch, then retry the fast path.
-		stop := min(len(b), 16)
-		i := 0
-		for i < stop {
-			if b[i] < utf8.RuneSelf {
-				i++
-			} else {
-				_, w := utf8.DecodeRune(b[i:])
-				i += w
-			}
-			n++
-		}
-		b = b[i:]
+		k := bits.TrailingZeros64(hi) / 8
+		_, w := utf8.DecodeRune(b[k:])
+		n += k + 1
+		b = b[k+w:]
 	}
-	return n
+	return n + utf8.RuneCount(b)
 }
 
 // commonBytes returns the length of the longest common prefix of a and b. It lets
