@@ -1,0 +1,266 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smg-go/smg/worker"
+)
+
+// Registry is what the Checker needs of worker.Registry.
+type Registry interface {
+	// Current returns the latest snapshot.
+	Current() *worker.Snapshot
+	// SetStatus asks for a status change without blocking; a full queue drops it (the next
+	// probe asks again).
+	SetStatus(id string, s worker.Status) error
+	// Remove unregisters a worker and returns once the change is published.
+	Remove(ctx context.Context, id string) (*worker.Worker, error)
+	// Subscribe runs fn on the registry's writer goroutine after every publication.
+	Subscribe(fn func(*worker.Snapshot))
+}
+
+// Checker probes every registered worker on its schedule and drives its status. See the
+// package documentation.
+type Checker struct {
+	cfg Config
+	reg Registry
+	log *slog.Logger
+
+	// wake is signalled (without blocking) after every registry publication, so that a new
+	// worker is probed at once rather than at the next scheduled round.
+	wake chan struct{}
+
+	// roundMu serialises rounds; it guards everything below.
+	roundMu sync.Mutex
+	entries map[*worker.Worker]*entry
+	version uint64
+	synced  bool
+	due     []*entry
+
+	runMu   sync.Mutex
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// entry is the Checker's record of one worker. Between rounds only the round owner touches
+// it; during a round each due entry is handled by exactly one probe goroutine.
+type entry struct {
+	w       *worker.Worker
+	set     Settings
+	uri     string
+	tracker Tracker
+	next    time.Time // when the worker is due for its next probe
+	series  *series
+}
+
+// New validates cfg and returns a Checker over reg. Start runs it.
+func New(cfg Config, reg Registry) (*Checker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fillDefaults()
+	return &Checker{
+		cfg:     cfg,
+		reg:     reg,
+		log:     cfg.Logger,
+		wake:    make(chan struct{}, 1),
+		entries: map[*worker.Worker]*entry{},
+	}, nil
+}
+
+// ErrStarted is returned by Start on a Checker that is already running.
+var ErrStarted = errors.New("health checker already started")
+
+// Start runs the Checker on one goroutine until ctx is done or Stop is called. The first
+// round starts at once.
+func (c *Checker) Start(ctx context.Context) error {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.cancel != nil {
+		return ErrStarted
+	}
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.stopped = make(chan struct{})
+	c.reg.Subscribe(func(*worker.Snapshot) {
+		select {
+		case c.wake <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	})
+	go c.run(ctx, c.stopped)
+	return nil
+}
+
+// Stop stops the Checker, waits for its goroutine and the probes in flight, and removes the
+// per-worker series. The registry subscription stays but only signals a channel nobody reads.
+func (c *Checker) Stop() {
+	c.runMu.Lock()
+	cancel, stopped := c.cancel, c.stopped
+	c.runMu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-stopped
+	}
+	c.roundMu.Lock()
+	defer c.roundMu.Unlock()
+	for w, e := range c.entries {
+		e.series.unregister(c.cfg.Metrics)
+		delete(c.entries, w)
+	}
+	c.synced = false
+}
+
+func (c *Checker) run(ctx context.Context, stopped chan struct{}) {
+	defer close(stopped)
+	for {
+		next := c.RunRound(ctx)
+		var timer Timer
+		var fire <-chan time.Time
+		if !next.IsZero() {
+			timer = c.cfg.Clock.NewTimer(next.Sub(c.cfg.Clock.Now()))
+			fire = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-c.wake:
+		case <-fire:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// RunRound probes, at most Concurrency at a time, every worker due at the clock's now, applies
+// the results, and returns when they are applied: the time the next worker falls due (zero
+// when no worker is probed). Workers not seen before are due at once. Start calls it; tests
+// and the admin API may call it directly.
+func (c *Checker) RunRound(ctx context.Context) time.Time {
+	c.roundMu.Lock()
+	defer c.roundMu.Unlock()
+	now := c.cfg.Clock.Now()
+	snap := c.reg.Current()
+	c.sync(snap, now)
+
+	due := c.due[:0]
+	var next time.Time
+	for _, w := range snap.Workers {
+		e := c.entries[w]
+		status := w.Status()
+		switch {
+		case status == worker.StatusDraining:
+			continue
+		case e.set.Disabled:
+			if status == worker.StatusPending {
+				c.setStatus(e, status, worker.StatusReady, nil)
+			}
+			continue
+		case !e.next.After(now):
+			due = append(due, e)
+			e.next = now.Add(e.set.Interval)
+		}
+		if next.IsZero() || e.next.Before(next) {
+			next = e.next
+		}
+	}
+	c.probeAll(ctx, due)
+	clear(due)
+	c.due = due[:0]
+	return next
+}
+
+// sync matches the entries to the snapshot: series of departed workers are removed first,
+// so that a worker re-registered under the same URL gets fresh ones.
+func (c *Checker) sync(snap *worker.Snapshot, now time.Time) {
+	if c.synced && snap.Version == c.version {
+		return
+	}
+	c.synced, c.version = true, snap.Version
+	for w, e := range c.entries {
+		if snap.ByID(w.ID) != w {
+			e.series.unregister(c.cfg.Metrics)
+			delete(c.entries, w)
+		}
+	}
+	for _, w := range snap.Workers {
+		if c.entries[w] != nil {
+			continue
+		}
+		spec := w.Spec()
+		set := c.cfg.For(spec.Health)
+		c.entries[w] = &entry{
+			w:      w,
+			set:    set,
+			uri:    w.URL + set.Endpoint,
+			next:   now,
+			series: newSeries(c.cfg.Metrics, w),
+		}
+	}
+}
+
+// probeAll probes the due entries with at most Concurrency goroutines, which exit when the
+// round is done: no goroutine outlives a round, none is started per probe.
+func (c *Checker) probeAll(ctx context.Context, due []*entry) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(c.cfg.Concurrency, len(due)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(due) || ctx.Err() != nil {
+					return
+				}
+				c.check(ctx, due[i])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// check probes one worker and applies the result.
+func (c *Checker) check(ctx context.Context, e *entry) {
+	err := probe(e)
+	e.series.count(err == nil)
+	cur := e.w.Status()
+	next := e.tracker.Observe(cur, err == nil, e.set.Thresholds)
+	if next == cur {
+		if err != nil {
+			c.log.Debug("Health check failed", "worker", e.w.URL, "failures", e.tracker.Failures(), "error", err)
+		}
+		return
+	}
+	if next == worker.StatusFailed && c.cfg.RemoveUnhealthy {
+		c.log.Info("Removing failed worker", "worker", e.w.URL, "worker_id", e.w.ID,
+			"failures", e.tracker.Failures(), "error", err)
+		if _, rerr := c.reg.Remove(ctx, e.w.ID); rerr != nil && !errors.Is(rerr, worker.ErrNotFound) {
+			c.log.Warn("Cannot remove failed worker; retrying at its next probe", "worker", e.w.URL, "error", rerr)
+		}
+		return
+	}
+	c.setStatus(e, cur, next, err)
+}
+
+// setStatus asks the registry for a status change and logs it.
+func (c *Checker) setStatus(e *entry, from, to worker.Status, probeErr error) {
+	switch {
+	case to == worker.StatusReady:
+		c.log.Info("Worker became healthy", "worker", e.w.URL, "from", from.String(), "successes", e.tracker.Successes())
+	case from == worker.StatusReady:
+		c.log.Info("Worker became unhealthy", "worker", e.w.URL, "to", to.String(), "failures", e.tracker.Failures(), "error", probeErr)
+	default:
+		c.log.Info("Worker health status changed", "worker", e.w.URL, "from", from.String(), "to", to.String(), "failures", e.tracker.Failures(), "error", probeErr)
+	}
+	if err := c.reg.SetStatus(e.w.ID, to); err != nil {
+		c.log.Warn("Cannot change worker status; retrying at its next probe", "worker", e.w.URL, "to", to.String(), "error", err)
+	}
+}

@@ -1,0 +1,40 @@
+// Package health probes each worker off the request hot path and drives its status through
+// the registry: pending → ready → not_ready → failed (→ removed), and back to ready.
+//
+// # State machine
+//
+// Tracker is the pure per-worker machine, fed one probe result at a time:
+//
+//	pending   --1 success-------------------------------->  ready
+//	ready     --FailureThreshold failures in a row------->  not_ready
+//	not_ready --SuccessThreshold successes in a row------>  ready
+//	failed    --SuccessThreshold successes in a row------>  ready   (when not removed)
+//	pending, ready, not_ready
+//	          --FailedFactor×FailureThreshold failures--->  failed  (12 probes, ~12 min at the defaults)
+//	failed    --with RemoveUnhealthy--------------------->  removed from the registry
+//	draining  never changes and is not probed
+//
+// A probe succeeds when GET {url}{endpoint} answers 2xx within the timeout. Thresholds,
+// endpoint, interval and timeout come from the flags, overridden per worker by the health
+// section of its spec (Config.For). With health checks disabled (globally, or for one worker)
+// a pending worker is made ready without a probe; InitialStatus tells registrars to register
+// such workers ready in the first place.
+//
+// # Concurrency
+//
+// Start runs one goroutine. Each round it reads the registry snapshot (one atomic load),
+// probes the workers that are due with at most Concurrency goroutines that exit when the
+// round ends, and applies the results: SetStatus (non-blocking; a dropped change is asked for
+// again at the next probe, since the Tracker's counts carry on) or Remove. Rounds run when the
+// earliest worker falls due on the injected Clock, and at once after every registry
+// publication, so a newly registered worker is probed without waiting an interval. One slow
+// worker delays the round by at most its timeout. The hot path never waits on any of this:
+// it reads the status the registry published.
+//
+// # Ownership
+//
+// The Checker owns its per-worker entries and their metric series; only the goroutine running
+// a round touches them, and during a round each due entry belongs to one probe goroutine.
+// Probe requests and responses are pooled fasthttp objects, released before the probe
+// returns; nothing of a response is kept.
+package health

@@ -1,0 +1,64 @@
+package health
+
+import (
+	"sync"
+	"time"
+)
+
+// fakeClock is a Clock that moves only when the test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers map[*fakeTimer]bool
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Unix(1_700_000_000, 0), timers: map[*fakeTimer]bool{}}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}
+	if d <= 0 {
+		t.ch <- c.now
+	} else {
+		c.timers[t] = true
+	}
+	return t
+}
+
+// Advance moves the clock by d and fires the timers that fall due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for t := range c.timers {
+		if !t.at.After(c.now) {
+			t.ch <- c.now
+			delete(c.timers, t)
+		}
+	}
+}
+
+type fakeTimer struct {
+	c  *fakeClock
+	at time.Time
+	ch chan time.Time
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	active := t.c.timers[t]
+	delete(t.c.timers, t)
+	return active
+}
