@@ -47,12 +47,25 @@ func countUnits(b []byte, tokens bool) int {
 	return countChars(b)
 }
 
-// countChars equals utf8.RuneCount but takes ASCII eight bytes at a time: in a
-// word with a non-ASCII byte it adds the ASCII bytes before that byte at once and
+// countChars equals utf8.RuneCount but takes ASCII 32 or eight bytes at a time: in
+// a word with a non-ASCII byte it adds the ASCII bytes before that byte at once and
 // decodes only the character there.
 func countChars(b []byte) int {
 	n := 0
 	for len(b) >= 8 {
+		// Runs of ASCII, 32 bytes at a time.
+		for len(b) >= 32 {
+			w := binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(b[8:]) |
+				binary.LittleEndian.Uint64(b[16:]) | binary.LittleEndian.Uint64(b[24:])
+			if w&0x8080808080808080 != 0 {
+				break
+			}
+			n += 32
+			b = b[32:]
+		}
+		if len(b) < 8 {
+			break
+		}
 		hi := binary.LittleEndian.Uint64(b) & 0x8080808080808080
 		if hi == 0 {
 			n += 8

@@ -134,12 +134,13 @@ func (s *shard) matchedUnits(d descent) int {
 	if s.tokens {
 		return depth + d.partLen/4
 	}
-	// Count whichever side of the cut is shorter.
+	// The matched part was just compared, so it is in cache; count the rest of the
+	// edge (from memory) instead only when it is much shorter.
 	e := s.edge(d.part)
-	if d.partLen <= len(e)/2 {
-		return depth + countChars(e[:d.partLen])
+	if rest := len(e) - d.partLen; d.partLen > 4*rest {
+		return int(s.nodes[d.part].depth) - countChars(e[d.partLen:])
 	}
-	return int(s.nodes[d.part].depth) - countChars(e[d.partLen:])
+	return depth + countChars(e[:d.partLen])
 }
 
 // holder is the node whose tenants hold the whole prefix d found, or 0.
