@@ -16,6 +16,7 @@ import (
 type fasthttpServer struct {
 	done    <-chan struct{}
 	servers []*fasthttp.Server
+	lns     []net.Listener
 	wg      sync.WaitGroup
 	bufs    sync.Pool // *[]byte response scratch
 }
@@ -25,6 +26,7 @@ func newFastHTTPServer(done <-chan struct{}) *fasthttpServer {
 }
 
 func (s *fasthttpServer) serve(ws []*Worker, lns []net.Listener) error {
+	s.lns = lns
 	for i, w := range ws {
 		srv := &fasthttp.Server{
 			Handler:               s.handler(w),
@@ -46,8 +48,17 @@ func (s *fasthttpServer) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var errs []error
+	// Closing the listeners ourselves also stops a Serve that had not yet started when
+	// Shutdown ran (fasthttp's Shutdown only closes listeners Serve has registered).
+	for _, ln := range s.lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
 	for _, srv := range s.servers {
-		errs = append(errs, srv.ShutdownWithContext(ctx))
+		if err := srv.ShutdownWithContext(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
 	}
 	s.wg.Wait()
 	return errors.Join(errs...)

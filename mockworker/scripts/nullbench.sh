@@ -7,7 +7,8 @@
 # alternate, ROUNDS times, so that both see the same machine noise.
 #
 # usage: mockworker/scripts/nullbench.sh [SECONDS=5] [CONNS=32] [ROUNDS=3] [ROUTE=chat|chat-stream]
-# run from the repository root; needs wrk (apt-get install -y wrk).
+# run from the repository root; needs wrk (apt-get install -y wrk). With COMPARE_BIN set to
+# another mockworker binary (an older build), each round also measures it with gnet.
 set -eu
 secs=${1:-5}
 conns=${2:-32}
@@ -27,11 +28,12 @@ tck=$(getconf CLK_TCK)
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-one() { # server
+one() { # server [binary]
+	bin=${2:-$tmp/mockworker}
 	rm -f "$tmp/out" # the next run's redirect truncates it only once the child starts
 	: >"$tmp/out.new"
 	mv "$tmp/out.new" "$tmp/out"
-	GOMAXPROCS=1 taskset -c 1 "$tmp/mockworker" --port 0 --server "$1" --event-loops 1 >"$tmp/out" 2>&1 &
+	GOMAXPROCS=1 taskset -c 1 "$bin" --port 0 --server "$1" --event-loops 1 >"$tmp/out" 2>&1 &
 	pid=$!
 	url=
 	while [ -z "$url" ]; do
@@ -47,7 +49,9 @@ one() { # server
 	reqs=$(awk '/requests in/ {print $1}' "$tmp/wrk")
 	rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/wrk")
 	non2xx=$(awk '/Non-2xx/ {print $4}' "$tmp/wrk")
-	awk -v s="$1" -v r="$reqs" -v rps="$rps" -v d=$((t1 - t0)) -v tck="$tck" -v bad="${non2xx:-0}" 'BEGIN {
+	label=$1
+	[ -n "${2:-}" ] && label="$1-cmp"
+	awk -v s="$label" -v r="$reqs" -v rps="$rps" -v d=$((t1 - t0)) -v tck="$tck" -v bad="${non2xx:-0}" 'BEGIN {
 		cpu = d / tck
 		printf "%-9s %9.0f req/s  %6.2f CPU-s  %6.2f us/req  %8.0f req/s per core  non-2xx %s\n", s, rps, cpu, cpu * 1e6 / r, r / cpu, bad
 	}'
@@ -57,4 +61,5 @@ echo "route=$route conns=$conns secs=$secs"
 for i in $(seq "$rounds"); do
 	one gnet
 	one fasthttp
+	if [ -n "${COMPARE_BIN:-}" ]; then one gnet "$COMPARE_BIN"; fi
 done
