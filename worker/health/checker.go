@@ -45,6 +45,9 @@ type Checker struct {
 	runMu   sync.Mutex
 	cancel  context.CancelFunc
 	stopped chan struct{}
+
+	// afterRound, when set (by tests, before Start), runs at the end of every round.
+	afterRound func()
 }
 
 // entry is the Checker's record of one worker. Between rounds only the round owner touches
@@ -174,6 +177,9 @@ func (c *Checker) RunRound(ctx context.Context) time.Time {
 	c.probeAll(ctx, due)
 	clear(due)
 	c.due = due[:0]
+	if c.afterRound != nil {
+		c.afterRound()
+	}
 	return next
 }
 
