@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/policy"
 )
 
 // Defaults of Config, as the spec product's flags have them.
@@ -47,6 +49,12 @@ type Config struct {
 	// RoutingKeyHeaders are read, in order, before X-SMG-Routing-Key for a routing key
 	// (--routing-key-headers).
 	RoutingKeyHeaders []string
+	// KeyLoads, when set, counts in-flight requests per routing key (the sticky-session cap
+	// reads it); RoutingKeyOverride says whether the body's rid is a routing key.
+	KeyLoads           *policy.KeyLoads
+	RoutingKeyOverride bool
+	// Retry is the retry policy; the zero value means DefaultRetryConfig().
+	Retry RetryConfig
 	// Metrics receives the gateway's series. Nil: a private set.
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
@@ -73,6 +81,9 @@ func (c *Config) fillDefaults() {
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
 	}
+	if c.Retry == (RetryConfig{}) {
+		c.Retry = DefaultRetryConfig()
+	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()
 	}
@@ -91,6 +102,11 @@ func (c *Config) Validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("--request-timeout-secs: must be positive")
+	}
+	if c.Retry != (RetryConfig{}) {
+		if err := c.Retry.Validate(); err != nil {
+			return err
+		}
 	}
 	for _, h := range c.RoutingKeyHeaders {
 		if h == "" || !utf8.ValidString(h) || strings.ContainsAny(h, " :\r\n\t") {

@@ -48,7 +48,7 @@ func newFakeWorker(t testing.TB, name string, status int) *fakeWorker {
 		case fw.served <- struct{}{}:
 		default:
 		}
-		if !bytesContains(ctx.PostBody(), `"stream":true`) {
+		if status != 200 || !bytesContains(ctx.PostBody(), `"stream":true`) {
 			if fw.delay > 0 {
 				time.Sleep(fw.delay)
 			}

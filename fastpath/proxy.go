@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"errors"
+	"io"
 	"math/rand/v2"
 	"time"
 	"unicode/utf8"
@@ -23,6 +24,7 @@ const (
 // exchange is the per-request scratch state of a generation request, pooled so that the hot
 // path does not allocate. It is owned by one handler invocation.
 type exchange struct {
+	hold    hold // what the current attempt holds on its worker
 	fields  extract.Fields
 	req     policy.Request
 	tokens  []uint32
@@ -33,6 +35,7 @@ type exchange struct {
 func (s *Server) getExchange() *exchange { return s.exchanges.Get().(*exchange) }
 
 func (s *Server) putExchange(x *exchange) {
+	x.hold = hold{}
 	x.req.Reset()
 	x.fields.Reset()
 	x.tokens = x.tokens[:0]
@@ -68,7 +71,6 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 		s.failPick(ctx, route, err)
 		return
 	}
-	rt.Selections.Inc()
 
 	// The client's request object is forwarded as is: same body bytes, same headers, but
 	// the Host, X-Request-Id and the worker's credentials.
@@ -81,7 +83,7 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 	clientClose := ctx.Request.Header.ConnectionClose()
 	ctx.Request.Header.ResetConnectionClose()
 
-	s.forward(ctx, x, res.Worker, route, reqID)
+	s.dispatch(ctx, x, rt, res.Worker, route, reqID)
 
 	if clientClose {
 		ctx.SetConnectionClose()
@@ -125,10 +127,63 @@ func validRoutingKey(v []byte) bool {
 	return len(v) > 0 && len(v) <= maxRoutingKeyLen && utf8.Valid(v)
 }
 
-// forward sends the request to w and relays the answer. It owns w's in-flight increment: the
-// count falls here for a buffered answer or an upstream error, or in the relay once fasthttp
-// has finished with the streamed body; the deferred guard covers a panic in between.
-func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker, route int, reqID []byte) {
+// dispatch sends the request to w and, while nothing has reached the client yet, retries a
+// failed attempt on another worker, re-picked with the failed ones excluded, until it succeeds,
+// the retries run out or the request's deadline nears.
+func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Route, w *worker.Worker, route int, reqID []byte) {
+	deadline := time.Now().Add(s.cfg.RequestTimeout)
+	first := w
+	if s.cfg.KeyLoads != nil {
+		if h, ok := policy.StickyKeyHash(&x.req, s.cfg.RoutingKeyOverride); ok {
+			x.hold.keys, x.hold.key = s.cfg.KeyLoads, h
+		}
+	}
+	attempts := s.cfg.Retry.attempts()
+	for n := 0; ; n++ {
+		rt.Selections.Inc()
+		err := s.forward(ctx, x, w, route, reqID, deadline, n+1 == attempts)
+		if err == nil {
+			break
+		}
+		// The attempt failed before the client saw a byte: try another worker.
+		x.req.Exclude = append(x.req.Exclude, w)
+		next, pause := (*worker.Worker)(nil), s.cfg.Retry.backoff(n)
+		if n+1 < attempts && time.Now().Add(pause).Before(deadline) {
+			time.Sleep(pause)
+			if r, ok := s.router.Current().Lookup(x.fields.Model); ok {
+				rt = r
+				if res, perr := rt.Picker.Pick(&x.req); perr == nil {
+					next = res.Worker
+				}
+			}
+		}
+		if next == nil { // nobody left to try: answer with this attempt's failure
+			s.deliverFailure(ctx, route, w, err, reqID)
+			return
+		}
+		s.log.Debug("Retrying on another worker", "failed", w.URL, "next", next.URL, "attempt", n+2, "error", err)
+		w = next
+	}
+	if w != first {
+		if rec, ok := rt.Picker.(policy.Recorder); ok {
+			rec.Record(&x.req, w)
+		}
+	}
+}
+
+// errRetryableStatus marks an attempt whose worker answered with a retryable status; the
+// answer is in ctx.Response.
+var errRetryableStatus = errors.New("retryable upstream status")
+
+// forward makes one attempt on w. It returns nil when the answer is delivered (or handed to
+// fasthttp to stream), or the reason it failed before the client saw a byte: a transport error
+// (ctx.Response untouched) or errRetryableStatus (the worker's whole answer in ctx.Response).
+// On the last attempt a retryable status is delivered as is.
+//
+// forward owns w's in-flight increment: the count falls here for a buffered answer or a
+// failure, or in the relay once fasthttp has finished with the streamed body; the deferred
+// guard covers a panic in between.
+func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker, route int, reqID []byte, deadline time.Time, last bool) error {
 	req := &ctx.Request
 	req.SetHost(w.Host)
 	if w.Auth != nil {
@@ -139,45 +194,105 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker
 		tokens = len(x.req.Tokens)
 	}
 	w.NoteDispatch(tokens)
-	w.InFlight.Add(1)
+	h := x.hold
+	h.w = w
+	h.add(1)
 	settled := false
 	defer func() {
 		if !settled {
-			w.InFlight.Add(-1)
+			h.add(-1)
 		}
 	}()
-	deadline := time.Now().Add(s.cfg.RequestTimeout)
 
 	if !x.fields.Stream {
 		err := w.Client.DoDeadline(req, &ctx.Response, deadline)
 		settled = true
-		w.InFlight.Add(-1)
+		h.add(-1)
 		if err != nil {
 			w.Upstream[worker.OutcomeError].Inc()
-			s.failUpstream(ctx, route, w, err)
-			return
+			return err
 		}
-		w.Upstream[worker.OutcomeOf(ctx.Response.StatusCode())].Inc()
+		status := ctx.Response.StatusCode()
+		w.Upstream[worker.OutcomeOf(status)].Inc()
+		if !last && retryableStatus(status) {
+			return errRetryableStatus
+		}
 		s.finishHeaders(ctx, w, reqID)
-		s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
-		return
+		s.m.observe(route, status, ctx.Time())
+		return nil
 	}
 
 	rl := s.relays.Get().(*relay)
 	rl.resp.StreamBody = true
 	if err := w.Client.DoDeadline(req, &rl.resp, deadline); err != nil {
 		settled = true
-		w.InFlight.Add(-1)
+		h.add(-1)
 		w.Upstream[worker.OutcomeError].Inc()
 		s.recycleRelay(rl)
-		s.failUpstream(ctx, route, w, err)
-		return
+		return err
 	}
-	rl.s, rl.w, rl.route, rl.start = s, w, route, ctx.Time()
+	if status := rl.resp.StatusCode(); status >= 300 {
+		// An error answer to a stream is small and not an event stream: take it whole, so that
+		// it can be retried elsewhere or delivered like a buffered answer.
+		err := s.bufferErrorAnswer(ctx, rl)
+		settled = true
+		h.add(-1)
+		s.recycleRelay(rl)
+		if err != nil {
+			w.Upstream[worker.OutcomeError].Inc()
+			return err
+		}
+		w.Upstream[worker.OutcomeOf(status)].Inc()
+		if !last && retryableStatus(status) {
+			return errRetryableStatus
+		}
+		s.finishHeaders(ctx, w, reqID)
+		s.m.observe(route, status, ctx.Time())
+		return nil
+	}
+	rl.s, rl.hold, rl.route, rl.start = s, h, route, ctx.Time()
 	rl.resp.Header.CopyTo(&ctx.Response.Header)
 	s.finishHeaders(ctx, w, reqID)
 	ctx.Response.SetBodyStream(rl, rl.resp.Header.ContentLength())
 	settled = true // fasthttp owns the relay now and will close it exactly once
+	return nil
+}
+
+// maxErrorAnswer bounds how much of an error answer to a stream the gateway buffers.
+const maxErrorAnswer = 1 << 20
+
+// bufferErrorAnswer copies a streamed error answer (status and body) into ctx.Response.
+func (s *Server) bufferErrorAnswer(ctx *fasthttp.RequestCtx, rl *relay) error {
+	rl.resp.Header.CopyTo(&ctx.Response.Header)
+	ctx.Response.ResetBody()
+	_, err := io.Copy(ctx.Response.BodyWriter(), io.LimitReader(rl.resp.BodyStream(), maxErrorAnswer))
+	return err
+}
+
+// deliverFailure answers for the last failed attempt: the worker's own error answer if it gave
+// one, else the gateway's envelope for the transport error.
+func (s *Server) deliverFailure(ctx *fasthttp.RequestCtx, route int, w *worker.Worker, err error, reqID []byte) {
+	if errors.Is(err, errRetryableStatus) {
+		s.finishHeaders(ctx, w, reqID)
+		s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
+		return
+	}
+	s.failUpstream(ctx, route, w, err)
+}
+
+// hold is what one attempt holds while its request is in flight: a unit of the worker's
+// in-flight count and, with per-session counts, one of its routing key's.
+type hold struct {
+	w    *worker.Worker
+	keys *policy.KeyLoads
+	key  uint64
+}
+
+func (h hold) add(delta int64) {
+	h.w.InFlight.Add(delta)
+	if h.keys != nil {
+		h.keys.Add(h.key, int32(delta))
+	}
 }
 
 // finishHeaders adds the gateway's response headers and drops the upstream's hop-by-hop ones.
@@ -192,7 +307,7 @@ func (s *Server) finishHeaders(ctx *fasthttp.RequestCtx, w *worker.Worker, reqID
 // fasthttp closes it, releases the upstream connection and the worker's in-flight count.
 type relay struct {
 	s     *Server
-	w     *worker.Worker
+	hold  hold
 	resp  fasthttp.Response
 	route int
 	start time.Time
@@ -205,11 +320,11 @@ func (rl *relay) Read(p []byte) (int, error) { return rl.resp.BodyStream().Read(
 // the body has been written, when writing it failed (the client went away: err != nil), or
 // when the response is reset unwritten.
 func (rl *relay) CloseWithError(err error) error {
-	s, w, status := rl.s, rl.w, rl.resp.StatusCode()
+	s, w, status := rl.s, rl.hold.w, rl.resp.StatusCode()
 	// Closing an unfinished upstream body closes its connection: the engine sees the request
 	// cancelled instead of generating for nobody.
 	_ = rl.resp.CloseBodyStream()
-	w.InFlight.Add(-1)
+	rl.hold.add(-1)
 	if err != nil {
 		w.Upstream[worker.OutcomeError].Inc()
 	} else {
@@ -223,7 +338,7 @@ func (rl *relay) CloseWithError(err error) error {
 func (s *Server) recycleRelay(rl *relay) {
 	_ = rl.resp.CloseBodyStream()
 	rl.resp.Reset()
-	rl.s, rl.w = nil, nil
+	rl.s, rl.hold = nil, hold{}
 	s.relays.Put(rl)
 }
 

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/worker/loadmon"
 )
 
 // options is everything `smg launch` reads from its command line.
 type options struct {
-	gateway fastpath.Config
+	gateway  fastpath.Config
+	policies all.Config
+	loadmon  loadmon.Config
 
 	workerURLs        []string
 	policy            string
@@ -21,10 +28,6 @@ type options struct {
 	shutdownGrace     time.Duration
 	maxConnsPerWorker int
 }
-
-// defaultPolicy is --policy's default. The spec's default is cache_aware; until that policy
-// is built, round_robin (see docs/differences.md).
-var defaultPolicy = "round_robin"
 
 // newFlagSet registers every flag of `smg launch` on o.
 func newFlagSet(o *options) *cli.FlagSet {
@@ -39,11 +42,26 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.String("api-key", &g.APIKey, "", "Bearer token the worker API (/workers) requires; empty leaves it open")
 	fs.Duration("shutdown-grace-period-secs", &o.shutdownGrace, 180*time.Second, "On SIGTERM, how long in-flight requests may take to finish before exit")
 
+	fs.Group("Retries")
+	r := &g.Retry
+	*r = fastpath.DefaultRetryConfig()
+	fs.Int("retry-max-retries", &r.MaxRetries, r.MaxRetries, "Retries of a request whose worker failed before answering (another worker each time)")
+	fs.Func("retry-initial-backoff-ms", "50", "a number of milliseconds such as 50", "Pause before the first retry, in milliseconds", millis(&r.InitialBackoff))
+	fs.Func("retry-max-backoff-ms", "30000", "a number of milliseconds such as 30000", "Longest pause between retries, in milliseconds", millis(&r.MaxBackoff))
+	fs.Float("retry-backoff-multiplier", &r.Multiplier, r.Multiplier, "Growth of the pause per retry")
+	fs.Float("retry-jitter-factor", &r.Jitter, r.Jitter, "Random spread of each pause, as a fraction (0 to 1)")
+	fs.Bool("disable-retries", &r.Disabled, false, "Never retry: deliver the first worker's answer or failure")
+
 	fs.Group("Workers and routing")
 	fs.StringList("worker-urls", &o.workerURLs, "Worker base URLs, space-separated (http://host:port)")
 	fs.Alias("worker-url", "worker-urls")
-	fs.String("policy", &o.policy, defaultPolicy, "Load-balancing policy")
+	fs.String("policy", &o.policy, all.DefaultPolicy, "Load-balancing policy: "+strings.Join(all.Names(), ", "))
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, 2048, "Connections the gateway may open to one worker")
+
+	all.RegisterFlags(fs, &o.policies)
+
+	fs.Group("Load monitoring")
+	loadmon.RegisterFlags(fs, &o.loadmon)
 
 	fs.Group("Observability")
 	fs.String("prometheus-host", &o.prometheusHost, "0.0.0.0", "Address of the Prometheus /metrics and /debug/pprof/ listener")
@@ -52,4 +70,16 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Enum("log-level", &o.logLevel, "info", []string{"debug", "info", "warn", "error"}, "Log level")
 	fs.Bool("log-json", &o.logJSON, false, "Log JSON lines instead of text")
 	return fs
+}
+
+// millis parses a flag given in milliseconds into d.
+func millis(d *time.Duration) func(string) error {
+	return func(v string) error {
+		ms, err := strconv.ParseFloat(v, 64)
+		if err != nil || ms < 0 {
+			return fmt.Errorf("not a non-negative number of milliseconds")
+		}
+		*d = time.Duration(ms * float64(time.Millisecond))
+		return nil
+	}
 }

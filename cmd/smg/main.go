@@ -24,6 +24,7 @@ import (
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/loadmon"
 )
 
 func main() {
@@ -65,9 +66,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func (o *options) validate() error {
-	if err := all.Check(o.policy); err != nil {
+	if err := all.CheckPolicy(o.policy, false); err != nil {
 		return fmt.Errorf("--policy: %w", err)
 	}
+	if err := o.policies.Validate(); err != nil {
+		return err
+	}
+	if err := o.loadmon.Validate(); err != nil {
+		return err
+	}
+	o.gateway.RoutingKeyHeaders = o.policies.RoutingKeyHeaders
 	for i, u := range o.workerURLs {
 		c, err := worker.CanonicalURL(u)
 		if err != nil {
@@ -105,9 +113,14 @@ func serve(o options, log *slog.Logger) error {
 		return err
 	}
 	defer reg.Close()
+	pc := o.policies
+	pc.Logger, pc.Metrics, pc.Maintenance = log, set, all.NewMaintenance()
+	if pc.RoutingKeyOverride {
+		pc.KeyLoads = policy.NewKeyLoads()
+	}
 	router, err := policy.NewRouter(policy.RouterConfig{
 		DefaultPolicy: o.policy,
-		NewBuilder:    all.NewBuilderFunc(all.Config{Logger: log}),
+		NewBuilder:    all.NewBuilderFunc(pc),
 		Metrics:       set, Logger: log,
 	})
 	if err != nil {
@@ -115,8 +128,21 @@ func serve(o options, log *slog.Logger) error {
 	}
 	reg.Subscribe(router.Update)
 
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go pc.Maintenance.Run(ctx)
+	lc := o.loadmon
+	lc.Metrics, lc.Logger = set, log
+	lc.Required = func() bool { return usesLoadAwarePolicy(router.Current()) }
+	monitor, err := loadmon.New(lc, reg.Current)
+	if err != nil {
+		return err
+	}
+	go monitor.Run(ctx)
+
 	g := o.gateway
 	g.Metrics, g.Logger = set, log
+	g.KeyLoads, g.RoutingKeyOverride = pc.KeyLoads, pc.RoutingKeyOverride
 	srv, err := fastpath.New(g, reg, router)
 	if err != nil {
 		return err
@@ -148,14 +174,28 @@ func serve(o options, log *slog.Logger) error {
 		log.Info("Signal received; draining", "signal", s.String(), "grace_period", o.shutdownGrace)
 	}
 	srv.Drain()
-	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	grace, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := srv.Shutdown(grace); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	_ = promSrv.Close()
 	log.Info("Gateway stopped")
 	return nil
+}
+
+// usesLoadAwarePolicy reports whether any route's policy reads load reports, which then keep
+// being polled even with --disable-load-monitoring (spec: Load Signals).
+func usesLoadAwarePolicy(t *policy.Table) bool {
+	if rt, ok := t.Lookup(nil); ok && all.LoadAware(rt.Policy) {
+		return true
+	}
+	for _, rt := range t.Routes() {
+		if all.LoadAware(rt.Policy) {
+			return true
+		}
+	}
+	return false
 }
 
 // addStaticWorkers registers --worker-urls in the order given, asking the workers for their
