@@ -358,3 +358,19 @@ func TestStateAndOutcomeNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultWindowExample is the example of docs/reliability-state-machines.md: at the
+// defaults a fault every 12 s opens the breaker at the 10th, a fault every 15 s never does.
+func TestDefaultWindowExample(t *testing.T) {
+	var fast, slow Breaker
+	for i := 1; i <= 10; i++ {
+		record(t, &fast, Fault, sec(float64(12*i)))
+	}
+	wantState(t, &fast, sec(120), Open)
+	for i := 1; i <= 100; i++ {
+		record(t, &slow, Fault, sec(float64(15*i)))
+		if st := slow.Stats(sec(float64(15 * i))); st.State != Closed || st.Faults > 8 {
+			t.Fatalf("fault %d at %d s: %+v", i, 15*i, st)
+		}
+	}
+}
