@@ -68,6 +68,18 @@ func OutcomeOf(status int) int {
 // Worker is one engine endpoint as the gateway serves it. All fields but the atomics are
 // immutable after the registry creates it.
 type Worker struct {
+	// The state policies read on every pick comes first, so that scoring a fleet touches one
+	// cache line per worker (least_load and cache_aware scan every candidate).
+
+	// InFlight counts requests dispatched to this worker whose response body has not
+	// finished. The hot path adds 1 at dispatch and subtracts 1 exactly once.
+	InFlight            atomic.Int64
+	load                atomic.Pointer[LoadReport]
+	sinceReportRequests atomic.Int64
+	sinceReportTokens   atomic.Int64
+	sinceReportUnknown  atomic.Int64
+	status              atomic.Uint32
+
 	// ID is the registry's identifier (a random UUID), used by the worker API.
 	ID string
 	// Index is a dense small integer, unique among live workers and reused after removal;
@@ -86,16 +98,6 @@ type Worker struct {
 	Auth []byte
 
 	spec Spec
-
-	// InFlight counts requests dispatched to this worker whose response body has not
-	// finished. The hot path adds 1 at dispatch and subtracts 1 exactly once.
-	InFlight atomic.Int64
-	status   atomic.Uint32
-
-	load                atomic.Pointer[LoadReport]
-	sinceReportRequests atomic.Int64
-	sinceReportTokens   atomic.Int64
-	sinceReportUnknown  atomic.Int64
 
 	// Upstream counts responses by outcome class; exported per worker.
 	Upstream [numOutcomes]*metrics.Counter
