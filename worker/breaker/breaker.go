@@ -154,8 +154,9 @@ func (b *Breaker) TryAcquire(now int64) (Permit, bool) {
 //     forget the counted faults.
 //   - HalfOpen, for a probe of the current episode: a Fault reopens; Success and ClientError
 //     count toward SuccessThreshold, which closes; every outcome frees the probe's slot.
-//   - Otherwise (an outcome of a request admitted under an earlier state) it is ignored: the
-//     state was decided since.
+//   - Otherwise it is ignored: a probe of an ended episode, or a request admitted while
+//     Closed that ends while Open or HalfOpen, says nothing the current state has not
+//     decided since.
 func (b *Breaker) Record(p Permit, o Outcome, now int64) {
 	s := b.settings()
 	if s.disabled {

@@ -35,10 +35,12 @@
 // # Permits
 //
 // TryAcquire returns a Permit that Record takes back. It tells Record whether the request
-// was a probe of the current half-open episode. Outcomes of requests admitted under an
-// earlier state (a long stream admitted while Closed that ends while HalfOpen, a probe whose
-// episode already ended) are ignored, so they can neither overdraw the probe slots nor close a
-// breaker on evidence the probes did not produce.
+// was a half-open probe, and of which half-open episode. A probe's outcome counts only in the
+// episode that admitted it; any other outcome counts only while the breaker is Closed (a
+// fault seen while Closed is evidence about the worker now, whenever the request started). So
+// a long stream admitted while Closed that ends while HalfOpen, or a probe whose episode has
+// ended, can neither overdraw the probe slots nor close a breaker on evidence its probes did
+// not produce.
 //
 // # Concurrency
 //
