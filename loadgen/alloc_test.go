@@ -22,8 +22,16 @@ func fixedServer(t *testing.T, contentType string, body []byte) *fasthttputil.In
 		ctx.SetContentType(contentType)
 		ctx.SetBody(body)
 	}}
-	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
-	t.Cleanup(func() { srv.Shutdown() })
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ln) //nolint:errcheck // ends when the listener closes
+	}()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		ln.Close() // in case Serve had not registered ln when Shutdown ran
+		<-served
+	})
 	return ln
 }
 

@@ -103,9 +103,12 @@ func (s *Server) Requests() int64 { return s.requests.Load() }
 // Close stops the server and waits for its serve loop to end.
 func (s *Server) Close() error {
 	err := s.srv.Shutdown()
-	if serveErr := <-s.served; serveErr != nil && !errors.Is(serveErr, net.ErrClosed) {
-		return serveErr
+	// Shutdown does nothing when Serve has not registered the listener yet (Close right
+	// after Start); closing the listener ourselves makes such a late Serve return at once.
+	if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+		err = cerr
 	}
+	<-s.served // Serve's own error is only the closed listener
 	return err
 }
 

@@ -19,3 +19,17 @@ func TestPrefixCacheCountsLeadingBlocks(t *testing.T) {
 		t.Fatalf("non-prefix block counted: %d", cached)
 	}
 }
+
+// TestCloseRightAfterStart guards against a race in which Close ran before the serve
+// goroutine registered its listener with fasthttp, leaving Close waiting forever.
+func TestCloseRightAfterStart(t *testing.T) {
+	for range 200 {
+		s, err := Start(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
