@@ -33,8 +33,16 @@ func startServer(t *testing.T, opts loadgentest.Options) *loadgentest.Server {
 	return s
 }
 
-func smallRandom(base string) Config {
+// testConfig is DefaultConfig with a timeout that fails a stuck request long before the
+// test binary's own timeout.
+func testConfig() Config {
 	c := DefaultConfig()
+	c.Timeout = 30 * time.Second
+	return c
+}
+
+func smallRandom(base string) Config {
+	c := testConfig()
 	c.BaseURL, c.Model = base, "m"
 	c.Random = RandomConfig{InputLen: 40, OutputLen: 6, RangeRatio: 0.5}
 	c.NumRequests = 30
@@ -232,7 +240,7 @@ func TestRunDurationBoundsTheRun(t *testing.T) {
 
 func TestRunSharedPrefixCacheHitRate(t *testing.T) {
 	srv := startServer(t, loadgentest.Options{CacheBlock: 16})
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.BaseURL, cfg.Model, cfg.Workload, cfg.MaxConcurrency = srv.BaseURL, "m", WorkloadSharedPrefix, 1
 	cfg.SharedPrefix = SharedPrefixConfig{NumGroups: 2, PromptsPerGroup: 4, SystemPromptLen: 64, QuestionLen: 8, OutputLen: 2}
 	res := runOK(t, cfg)
@@ -251,7 +259,7 @@ func TestRunMultiTurnSendsAnswersBack(t *testing.T) {
 		defer mu.Unlock()
 		bodies = append(bodies, decodeBody(t, body))
 	}})
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	// One client takes the ready conversations in FIFO order: u0 u1 u0 u1 u0 u1.
 	cfg.BaseURL, cfg.Model, cfg.Workload, cfg.MaxConcurrency = srv.BaseURL, "m", WorkloadMultiTurn, 1
 	cfg.MultiTurn = MultiTurnConfig{Users: 2, Rounds: 3, TurnLen: 4, OutputLen: 3}
@@ -401,7 +409,7 @@ func TestArrivalGaps(t *testing.T) {
 
 func TestRunMultiTurnOpenLoopAndDuration(t *testing.T) {
 	srv := startServer(t, loadgentest.Options{})
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.BaseURL, cfg.Model, cfg.Workload = srv.BaseURL, "m", WorkloadMultiTurn
 	cfg.MultiTurn = MultiTurnConfig{Users: 3, Rounds: 2, TurnLen: 4, OutputLen: 2, ThinkTime: time.Millisecond}
 	cfg.RequestRate, cfg.NumRequests = 1000, 12

@@ -48,7 +48,7 @@ func TestBinaryRunsAndWritesResults(t *testing.T) {
 	cmd := exec.Command(bin, "run", "--base-url", srv.BaseURL, "--model", "m", "--workload", "random",
 		"--random-input-len", "64", "--random-output-len", "8", "--random-range-ratio", "1",
 		"--num-requests", "40", "--max-concurrency", "4", "--seed", "3",
-		"--output", jsonPath, "--html", htmlPath, "--progress", "off")
+		"--output", jsonPath, "--html", htmlPath, "--progress", "off", "--timeout", "30s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -170,7 +170,7 @@ func TestCompareExitStatus(t *testing.T) {
 func TestRunExitsOneWhenNothingSucceeds(t *testing.T) {
 	srv := startFake(t, loadgentest.Options{FailEvery: 1})
 	var stdout, stderr bytes.Buffer
-	code := dispatch([]string{"--base-url", srv.BaseURL, "--model", "m", "--workload", "raw", "--num-requests", "3", "--progress", "off"}, &stdout, &stderr)
+	code := dispatch([]string{"--base-url", srv.BaseURL, "--model", "m", "--workload", "raw", "--num-requests", "3", "--progress", "off", "--timeout", "30s"}, &stdout, &stderr)
 	if code != exitFail || !strings.Contains(stderr.String(), "no request succeeded") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
@@ -181,7 +181,7 @@ func TestAPIKeyFromEnvironmentIsSentButNeverPrinted(t *testing.T) {
 	var auth atomic.Value
 	srv := startFake(t, loadgentest.Options{Record: func(_, a string, _ []byte) { auth.Store(a) }})
 	var stdout, stderr bytes.Buffer
-	if code := dispatch([]string{"--base-url", srv.BaseURL, "--model", "m", "--workload", "raw", "--num-requests", "2", "--progress", "off"}, &stdout, &stderr); code != exitOK {
+	if code := dispatch([]string{"--base-url", srv.BaseURL, "--model", "m", "--workload", "raw", "--num-requests", "2", "--progress", "off", "--timeout", "30s"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if auth.Load() != "Bearer sk-from-env" {
