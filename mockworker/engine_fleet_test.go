@@ -316,3 +316,29 @@ func TestPacedSourceDeadlines(t *testing.T) {
 		t.Fatal("await must give up when done closes")
 	}
 }
+
+// TestSlowTTFTHoldsNonStreamedAnswers: a non-streamed answer with slow-ttft is held too.
+// (An hour: the check is that nothing arrives while the request is held, never a duration.)
+func TestSlowTTFTHoldsNonStreamedAnswers(t *testing.T) {
+	for _, mode := range []Mode{ModeInstant, ModeEngine} {
+		forEachServer(t, func(t *testing.T, kind ServerKind) {
+			cfg := fastEngine(kind, DialectSGLang)
+			cfg.Mode = mode
+			f := startFleet(t, cfg)
+			c, err := net.Dial("tcp", f.Addrs()[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			body := `{"prompt":"x"}`
+			if _, err := io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: m\r\nX-Mock-Fault: slow-ttft=3600000\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the request to be held", func() bool { return f.Workers()[0].Active() == 1 })
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+				t.Fatalf("%s: answered before the first token was due", mode)
+			}
+		})
+	}
+}

@@ -292,8 +292,9 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	}
 	w.served.Add(1)
 	r.status = 200
-	// An answer that is cut, streamed or computed by the engine is rendered by the transport.
-	if req.stream || r.seq != nil || (f.abort && f.abortAfter < a.outputTokens) {
+	// An answer that is streamed, computed by the engine, slow to start or cut is rendered by
+	// the transport as its tokens come.
+	if req.stream || r.seq != nil || f.slowTTFT > 0 || (f.abort && f.abortAfter < a.outputTokens) {
 		// The answer outlives this call: it gets its own copy.
 		r.answer = &answer{
 			kind:         kind,
