@@ -102,6 +102,7 @@ func (d descent) consumed() int { return d.pos + d.partLen }
 func (c *core) matchAndInsert(key []byte, now int64, ch Chooser, fixed Tenant) Result {
 	s := c.shardOf(key)
 	s.mu.Lock()
+	defer s.mu.Unlock() // a Chooser that panics must not leave the shard locked
 	d := s.descend(key)
 	matched := s.matchedUnits(d)
 	tail := countUnits(key[d.consumed():], c.tokens)
@@ -116,7 +117,6 @@ func (c *core) matchAndInsert(key []byte, now int64, ch Chooser, fixed Tenant) R
 	if r.Inserted {
 		s.insertFrom(d, key, matched, tail, r.Tenant, now)
 	}
-	s.mu.Unlock()
 	return r
 }
 

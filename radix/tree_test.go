@@ -312,3 +312,19 @@ func TestTenantBeyondMaxPanics(t *testing.T) {
 	}()
 	tr.Insert([]byte("x"), MaxTenant+1, 1)
 }
+
+type panicChooser struct{}
+
+func (panicChooser) Choose(Match) (Tenant, bool) { panic("chooser failed") }
+
+func TestChooserPanicReleasesLock(t *testing.T) {
+	tr := newText(t, Config{Shards: 1})
+	func() {
+		defer func() { _ = recover() }()
+		tr.MatchAndInsert([]byte("abc"), 1, panicChooser{})
+	}()
+	// The shard must be usable again.
+	if r := tr.Insert([]byte("abc"), 1, 2); r.InputChars != 3 {
+		t.Fatalf("Insert after a panicking Chooser: %+v", r)
+	}
+}
