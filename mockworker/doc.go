@@ -171,5 +171,8 @@
 // with gnet (100k–145k requests per second per core) against 9–12 µs with fasthttp; a 16-token
 // instant stream 12.5–14.5 µs against 30–45 µs. Worker.handle, the part that is ours (parse
 // and render), takes under 1 µs and allocates nothing (TestHandleAllocs, BenchmarkHandle); the
-// rest is system calls.
+// rest is system calls. The engine mode leaves that path untouched (measured against the first
+// cut in one run). An engine step costs about 12 ns per sequence; at real time the clients of
+// 1, 16 and 64 concurrent streams saw inter-token latencies of 8.11, 9.74 and 14.39 ms against
+// the model's 8.10, 9.60 and 14.40 ms (BenchmarkEngineStreams).
 package mockworker

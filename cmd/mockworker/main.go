@@ -1,9 +1,3 @@
-// Command mockworker serves a fleet of mock SGLang/vLLM workers (see package mockworker).
-//
-//	mockworker --host 127.0.0.1 --port 18000 --count 4 --model M --dialect sglang
-//
-// It prints one line per worker when listening, then serves until SIGINT or SIGTERM and exits 0.
-// Bad flags exit 2 with a message naming the flag.
 package main
 
 import (

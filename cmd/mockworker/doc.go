@@ -1,0 +1,16 @@
+// Command mockworker serves a fleet of mock SGLang/vLLM workers (package mockworker):
+//
+//	mockworker --host 127.0.0.1 --port 18000 --count 4 --model M --dialect sglang
+//	mockworker --port 0 --count 3 --mode engine --time-scale 10 --seed 1
+//
+// It prints one line per worker once listening, so that a parent process can wait for
+// readiness and learn the ports (--port 0 picks free ones):
+//
+//	mockworker: worker 0 listening on http://127.0.0.1:18000 (model M, dialect sglang)
+//
+// then serves until SIGINT or SIGTERM, closes the fleet and exits 0. A bad flag exits 2 with
+// a message naming the flag; a fleet that cannot start (a port in use) exits 1.
+//
+// The command only maps flags onto mockworker.Config and waits for a signal; the one
+// goroutine it adds is the signal wait. It owns no buffers.
+package main

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+// FuzzParseFlags: any command line either fails with a message or gives a valid Config.
+func FuzzParseFlags(f *testing.F) {
+	for _, s := range []string{
+		"--port 0 --count 3",
+		"--mode engine --time-scale 100 --seed 7 --kv-tokens 4096 --block-size 16",
+		"--token-interval-ms 2.5 --decode-base-ms 1 --decode-per-req-ms 0.01",
+		"--dialect vllm --server fasthttp --event-loops 2",
+		"--port -1", "--count x", "stray", "--prefill-tps NaN", "--time-scale +Inf",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		cfg, err := parseFlags(strings.Fields(line), io.Discard)
+		if err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%q parsed into an invalid config: %v", line, err)
+		}
+	})
+}
