@@ -73,8 +73,9 @@ type Config struct {
 	Dialect Dialect
 	// OutputTokens is the number of tokens generated when a request names no maximum. Default 16.
 	OutputTokens int
-	// TokenInterval paces streamed tokens: token i (from 1) is written at start + i×TokenInterval.
-	// 0 writes every token at once. Default 0.
+	// TokenInterval paces streamed tokens in instant mode: token i (from 1) is written at
+	// start + i×TokenInterval. 0 writes every token at once. Default 0. (Engine mode paces
+	// by its model instead.)
 	TokenInterval time.Duration
 	// WorkerIDPrefix, when set, names worker i "<prefix><i>"; otherwise a worker is named by its
 	// "host:port". The name is sent as x-mock-worker-id on every response.
@@ -102,6 +103,7 @@ type Config struct {
 	// DecodeBase is the fixed time of a step. Default 8ms.
 	DecodeBase time.Duration
 	// DecodePerReq is the time a step adds per sequence producing a token. Default 100µs.
+	// (Zero means the default; to model no batch effect use a negligible value such as 1ns.)
 	DecodePerReq time.Duration
 	// TimeScale runs the model this many times faster than the wall clock (tests). Default 1.
 	TimeScale float64
