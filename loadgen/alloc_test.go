@@ -60,6 +60,7 @@ func inMemoryClient(t *testing.T, cfg Config, ln *fasthttputil.InmemoryListener)
 func TestRequestCycleAllocations(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model, cfg.Workload, cfg.Stream = "m", WorkloadRaw, false
+	cfg.SessionHeader = "X-SMG-Routing-Key" // set per request, in place
 	ln := fixedServer(t, "application/json", []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"length"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":4}}}`))
 	cl, src := inMemoryClient(t, cfg, ln)
 	st := cl.newState(time.Hour)

@@ -29,6 +29,8 @@ type client struct {
 	timeout  time.Duration
 	endpoint Endpoint
 	stream   bool
+	headers  map[string]string
+	session  string // Config.SessionHeader
 }
 
 // newClient connects to c.BaseURL with room for maxConns connections.
@@ -65,7 +67,7 @@ func newClient(c *Config, maxConns int) (*client, error) {
 	if isTLS {
 		hc.TLSConfig = &tls.Config{InsecureSkipVerify: c.Insecure, ServerName: u.Hostname()} //nolint:gosec // opt-in via --insecure
 	}
-	cl := &client{hc: hc, url: c.requestURL(), timeout: c.Timeout, endpoint: c.Endpoint, stream: c.Stream}
+	cl := &client{hc: hc, url: c.requestURL(), timeout: c.Timeout, endpoint: c.Endpoint, stream: c.Stream, headers: c.Headers, session: c.SessionHeader}
 	if c.APIKey != "" {
 		cl.auth = "Bearer " + c.APIKey
 	}
@@ -92,6 +94,9 @@ func (cl *client) newState(timelineInterval time.Duration) *clientState {
 	st.req.Header.SetContentType("application/json")
 	if cl.auth != "" {
 		st.req.Header.Set(fasthttp.HeaderAuthorization, cl.auth)
+	}
+	for name, value := range cl.headers {
+		st.req.Header.Set(name, value)
 	}
 	return st
 }
@@ -143,6 +148,9 @@ func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer b
 	req, resp := &st.req, &st.resp
 	req.SetBodyRaw(it.body)
 	req.SetTimeout(cl.timeout)
+	if cl.session != "" {
+		req.Header.Set(cl.session, it.session) // overwrites in place: no allocation
+	}
 	resp.StreamBody = cl.stream
 	st.itl = st.itl[:0]
 	st.answer = st.answer[:0]

@@ -117,6 +117,13 @@ type Config struct {
 	IgnoreEOS bool `json:"ignore_eos"`
 	// Timeout bounds one request from send to the last byte of its body. Default 5m.
 	Timeout time.Duration `json:"timeout_ns"`
+	// Headers are added to every request, e.g. {"X-SMG-Target-Worker": "w1"}.
+	Headers map[string]string `json:"headers,omitempty"`
+	// SessionHeader, when set, names a header that carries each request's session, so that
+	// a gateway can keep sessions sticky (e.g. "X-SMG-Routing-Key"): multi-turn sends the
+	// conversation ("user-3-0": user 3's first conversation), shared-prefix the prefix group
+	// ("group-7"), random the prompt ("prompt-42") and raw "raw".
+	SessionHeader string `json:"session_header,omitempty"`
 
 	// Workload: random (default), shared-prefix, multi-turn or raw.
 	Workload     WorkloadKind       `json:"workload"`
@@ -263,6 +270,14 @@ func (c Config) Validate() error {
 	default:
 		bad("Workload (--workload) %q is unknown: use random, shared-prefix, multi-turn or raw", c.Workload)
 	}
+	for name := range c.Headers {
+		if !validHeaderName(name) {
+			bad("header name %q (--header) is not a valid HTTP header name: use letters, digits and -", name)
+		}
+	}
+	if c.SessionHeader != "" && !validHeaderName(c.SessionHeader) {
+		bad("SessionHeader (--session-header) %q is not a valid HTTP header name: use letters, digits and -", c.SessionHeader)
+	}
 	if c.Workload == WorkloadRaw && c.Endpoint != EndpointChat {
 		bad("Workload raw sends a chat request: use --endpoint chat with --workload raw")
 	}
@@ -343,4 +358,19 @@ func (c *Config) requestURL() string {
 	default:
 		return base + "/chat/completions"
 	}
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.6.2).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -30,6 +30,8 @@ func TestValidateNamesTheFlagAndTheFix(t *testing.T) {
 		{"range ratio", func(c *Config) { c.Random.RangeRatio = 1.5 }, "--random-range-ratio"},
 		{"distribution", func(c *Config) { c.Random.Distribution = "zipf" }, "--random-distribution"},
 		{"huge prompt", func(c *Config) { c.Random.InputLen = 1 << 30 }, "--random-input-len"},
+		{"header name", func(c *Config) { c.Headers = map[string]string{"Bad Name": "x"} }, "--header"},
+		{"session header", func(c *Config) { c.SessionHeader = "a:b" }, "--session-header"},
 		{"multi-turn clients", func(c *Config) {
 			c.Workload, c.MaxConcurrency, c.MultiTurn.Users = WorkloadMultiTurn, 8, 4
 		}, "--mt-users"},

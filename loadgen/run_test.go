@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/smg-go/smg/loadgen/loadgentest"
+	"github.com/valyala/fasthttp"
 )
 
 func startServer(t *testing.T, opts loadgentest.Options) *loadgentest.Server {
@@ -254,15 +256,18 @@ func TestRunSharedPrefixCacheHitRate(t *testing.T) {
 func TestRunMultiTurnSendsAnswersBack(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []decodedBody
-	srv := startServer(t, loadgentest.Options{Record: func(_, _ string, body []byte) {
+	var sessions []string
+	srv := startServer(t, loadgentest.Options{Record: func(req *fasthttp.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		bodies = append(bodies, decodeBody(t, body))
+		bodies = append(bodies, decodeBody(t, req.Body()))
+		sessions = append(sessions, string(req.Header.Peek("X-Session")))
 	}})
 	cfg := testConfig()
 	// One client takes the ready conversations in FIFO order: u0 u1 u0 u1 u0 u1.
 	cfg.BaseURL, cfg.Model, cfg.Workload, cfg.MaxConcurrency = srv.BaseURL, "m", WorkloadMultiTurn, 1
 	cfg.MultiTurn = MultiTurnConfig{Users: 2, Rounds: 3, TurnLen: 4, OutputLen: 3}
+	cfg.SessionHeader = "X-Session"
 	res := runOK(t, cfg)
 	if res.Completed != 6 || len(bodies) != 6 {
 		t.Fatalf("completed %d, server saw %d", res.Completed, len(bodies))
@@ -281,6 +286,9 @@ func TestRunMultiTurnSendsAnswersBack(t *testing.T) {
 	if answers != 2*(1+2) { // per user: round 2 carries 1 answer, round 3 carries 2
 		t.Fatalf("%d assistant messages sent back, want 6", answers)
 	}
+	if want := []string{"user-0-0", "user-1-0", "user-0-0", "user-1-0", "user-0-0", "user-1-0"}; !slices.Equal(sessions, want) {
+		t.Fatalf("session headers %q, want %q", sessions, want)
+	}
 }
 
 func TestRunWarmupIsNotMeasured(t *testing.T) {
@@ -295,17 +303,22 @@ func TestRunWarmupIsNotMeasured(t *testing.T) {
 
 func TestRunTLSAndAPIKey(t *testing.T) {
 	var auth atomic.Value
-	srv := startServer(t, loadgentest.Options{TLS: true, Record: func(_, a string, _ []byte) { auth.Store(a) }})
+	var extra atomic.Value
+	srv := startServer(t, loadgentest.Options{TLS: true, Record: func(req *fasthttp.Request) {
+		auth.Store(string(req.Header.Peek(fasthttp.HeaderAuthorization)))
+		extra.Store(string(req.Header.Peek("X-SMG-Target-Worker")))
+	}})
 	cfg := smallRandom(srv.BaseURL)
 	cfg.NumRequests, cfg.APIKey = 2, "sk-test"
+	cfg.Headers = map[string]string{"X-SMG-Target-Worker": "w7"}
 	res := runOK(t, cfg)
 	if res.StatusCounts["connection_error"] != 2 {
 		t.Fatalf("self-signed certificate accepted without Insecure: %v", res.StatusCounts)
 	}
 	cfg.Insecure = true
 	res = runOK(t, cfg)
-	if res.Completed != 2 || auth.Load() != "Bearer sk-test" {
-		t.Fatalf("status %v, authorization %v", res.StatusCounts, auth.Load())
+	if res.Completed != 2 || auth.Load() != "Bearer sk-test" || extra.Load() != "w7" {
+		t.Fatalf("status %v, authorization %v, extra header %v", res.StatusCounts, auth.Load(), extra.Load())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 )
 
@@ -13,6 +14,7 @@ type item struct {
 	body         []byte
 	promptTokens int           // the workload's own prompt size in words: the fallback when the server reports no usage
 	maxTokens    int           // requested output tokens
+	session      string        // the SessionHeader value
 	conv         *conversation // multi-turn only
 }
 
@@ -82,7 +84,7 @@ func randomItems(b bodyBuilder, rc RandomConfig, seed int64) []*item {
 		in := drawLen(lengths, rc.Distribution, rc.InputLen, rc.RangeRatio)
 		out := drawLen(lengths, rc.Distribution, rc.OutputLen, rc.RangeRatio)
 		msgs := []message{{role: "user", content: text.words(in)}}
-		items[i] = &item{body: b.build(msgs, out), promptTokens: in, maxTokens: out}
+		items[i] = &item{body: b.build(msgs, out), promptTokens: in, maxTokens: out, session: "prompt-" + strconv.Itoa(i)}
 	}
 	return items
 }
@@ -92,14 +94,16 @@ func randomItems(b bodyBuilder, rc RandomConfig, seed int64) []*item {
 func sharedPrefixItems(b bodyBuilder, sc SharedPrefixConfig, seed int64) []*item {
 	text := newPrompt(seed, streamSharedPrefixText)
 	items := make([]*item, 0, sc.NumGroups*sc.PromptsPerGroup)
-	for range sc.NumGroups {
+	for g := range sc.NumGroups {
 		system := text.words(sc.SystemPromptLen)
+		session := "group-" + strconv.Itoa(g)
 		for range sc.PromptsPerGroup {
 			msgs := []message{{role: "system", content: system}, {role: "user", content: text.words(sc.QuestionLen)}}
 			items = append(items, &item{
 				body:         b.build(msgs, sc.OutputLen),
 				promptTokens: sc.SystemPromptLen + sc.QuestionLen,
 				maxTokens:    sc.OutputLen,
+				session:      session,
 			})
 		}
 	}
@@ -114,5 +118,5 @@ const rawQuestion = "Say hi."
 // rawItems is the overhead workload: one tiny chat request, sent again and again.
 func rawItems(b bodyBuilder, rc RawConfig) []*item {
 	msgs := []message{{role: "user", content: rawQuestion}}
-	return []*item{{body: b.build(msgs, rc.OutputTokens), promptTokens: 2, maxTokens: rc.OutputTokens}}
+	return []*item{{body: b.build(msgs, rc.OutputTokens), promptTokens: 2, maxTokens: rc.OutputTokens, session: "raw"}}
 }

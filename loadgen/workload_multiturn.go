@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -13,6 +14,7 @@ type conversation struct {
 	round        int // user turns sent so far in this conversation
 	msgs         []message
 	promptTokens int // words in msgs: the fallback prompt size
+	session      string
 	text         prompt
 }
 
@@ -44,6 +46,7 @@ func (s *multiTurnSource) start(user, generation int) *conversation {
 		user:       user,
 		generation: generation,
 		text:       newPrompt(s.seed, streamMultiTurnBase+(uint64(user)<<32|uint64(generation))),
+		session:    "user-" + strconv.Itoa(user) + "-" + strconv.Itoa(generation),
 	}
 	if s.cfg.SystemPromptLen > 0 {
 		c.msgs = append(c.msgs, message{role: "system", content: c.text.words(s.cfg.SystemPromptLen)})
@@ -62,6 +65,7 @@ func (s *multiTurnSource) next(ctx context.Context) (*item, error) {
 			body:         s.builder.build(c.msgs, s.cfg.OutputLen),
 			promptTokens: c.promptTokens,
 			maxTokens:    s.cfg.OutputLen,
+			session:      c.session,
 			conv:         c,
 		}, nil
 	case <-ctx.Done():

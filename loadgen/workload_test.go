@@ -108,6 +108,19 @@ func TestSharedPrefixWorkload(t *testing.T) {
 		}
 		prev = sys.Content
 	}
+	sessions := map[string]map[string]bool{} // system prompt → sessions
+	for _, it := range items {
+		sys := decodeBody(t, it.body).Messages[0].Content
+		if sessions[sys] == nil {
+			sessions[sys] = map[string]bool{}
+		}
+		sessions[sys][it.session] = true
+	}
+	for _, s := range sessions {
+		if len(s) != 1 {
+			t.Fatalf("one prefix group under sessions %v", s)
+		}
+	}
 	if len(groups) != 3 || len(questions) != 12 {
 		t.Fatalf("%d groups, %d distinct questions; want 3 and 12", len(groups), len(questions))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/smg-go/smg/loadgen"
 	"github.com/smg-go/smg/loadgen/loadgentest"
+	"github.com/valyala/fasthttp"
 )
 
 func startFake(t *testing.T, opts loadgentest.Options) *loadgentest.Server {
@@ -112,8 +113,10 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{"--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--progress", "sometimes"},
 		{"--model", "m"},
 		{"run", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "stray"},
+		{"--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--header", "no-colon"},
+		{"--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--header", "bad name: x"},
 	}
-	wants := []string{"request-rate", "workload", "--max-concurrency", "--progress", "--base-url", "stray"}
+	wants := []string{"request-rate", "workload", "--max-concurrency", "--progress", "--base-url", "stray", "header", "--header"}
 	for i, args := range cases {
 		var stdout, stderr bytes.Buffer
 		if code := dispatch(args, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), wants[i]) {
@@ -179,7 +182,9 @@ func TestRunExitsOneWhenNothingSucceeds(t *testing.T) {
 func TestAPIKeyFromEnvironmentIsSentButNeverPrinted(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-from-env")
 	var auth atomic.Value
-	srv := startFake(t, loadgentest.Options{Record: func(_, a string, _ []byte) { auth.Store(a) }})
+	srv := startFake(t, loadgentest.Options{Record: func(req *fasthttp.Request) {
+		auth.Store(string(req.Header.Peek(fasthttp.HeaderAuthorization)))
+	}})
 	var stdout, stderr bytes.Buffer
 	if code := dispatch([]string{"--base-url", srv.BaseURL, "--model", "m", "--workload", "raw", "--num-requests", "2", "--progress", "off", "--timeout", "30s"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/smg-go/smg/loadgen"
@@ -29,6 +30,18 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 		return err
 	})
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "per-request timeout, send to last byte")
+	fs.Func("header", "extra request header `Name: value` (repeatable)", func(v string) error {
+		name, value, ok := strings.Cut(v, ":")
+		if !ok {
+			return errors.New(`want "Name: value"`)
+		}
+		if c.Headers == nil {
+			c.Headers = map[string]string{}
+		}
+		c.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
+		return nil
+	})
+	fs.StringVar(&c.SessionHeader, "session-header", "", "header carrying each request's session (conversation, prefix group, prompt), e.g. X-SMG-Routing-Key")
 
 	fs.Var(enumFlag[loadgen.WorkloadKind]{&c.Workload, []string{"random", "shared-prefix", "multi-turn", "raw"}}, "workload", "`random|shared-prefix|multi-turn|raw`")
 	fs.Float64Var(&c.RequestRate, "request-rate", 0, "open loop at this many requests/s; 0 = closed loop of --max-concurrency clients")

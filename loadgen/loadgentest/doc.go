@@ -11,5 +11,5 @@
 // connection); its counters are atomic and its prefix cache is guarded by a mutex. Options
 // are read-only once Start returns. Record hooks are called concurrently.
 //
-// Buffers: request bodies passed to Record are only valid during the call.
+// Buffers: the request passed to Record is only valid during the call.
 package loadgentest

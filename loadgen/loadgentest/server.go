@@ -32,9 +32,8 @@ type Options struct {
 	// CacheBlock is the prefix cache's block size in words: a prompt's cached_tokens is the
 	// number of words in its leading blocks seen before, in any earlier prompt. Default 16.
 	CacheBlock int
-	// Record, when set, sees every request's path, Authorization header and body (valid
-	// only during the call).
-	Record func(path, authorization string, body []byte)
+	// Record, when set, sees every request (valid only during the call).
+	Record func(req *fasthttp.Request)
 	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1.
 	TLS bool
 }
@@ -134,7 +133,7 @@ type request struct {
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	n := s.requests.Add(1)
 	if s.opts.Record != nil {
-		s.opts.Record(string(ctx.Path()), string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)), ctx.PostBody())
+		s.opts.Record(&ctx.Request)
 	}
 	var r request
 	switch string(ctx.Path()) {
