@@ -21,6 +21,10 @@
 // Config.Seed; only the server's answers and timing vary between runs. Prompts are words from
 // a small vocabulary of single-token English words, so a prompt of n words is about n tokens.
 //
+// Every item has a session: its conversation (multi-turn), prefix group (shared-prefix) or
+// prompt (random). With Config.SessionHeader set (e.g. "X-SMG-Routing-Key"), requests carry
+// it, so sticky routing can be benchmarked; Config.Headers adds fixed headers.
+//
 // # Load
 //
 // Closed loop (RequestRate 0): MaxConcurrency clients, each sending its next request when the
