@@ -52,7 +52,7 @@ type shard struct {
 	// Chooser runs; it is guarded by the write lock.
 	chosen [MaxMatchTenants]Tenant
 
-	// stack is scratch for RemoveTenant and the walk, guarded by the write lock.
+	// stack is scratch for RemoveTenant, guarded by the write lock.
 	stack []uint32
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
