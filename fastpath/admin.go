@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -101,7 +102,7 @@ func (s *Server) serveWorker(ctx *fasthttp.RequestCtx, id string) {
 	case ctx.IsDelete():
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		w, err := s.reg.Remove(c, id)
+		w, err := s.removeWorker(c, id)
 		if errors.Is(err, worker.ErrNotFound) {
 			writeAPIError(ctx, fasthttp.StatusNotFound, "WORKER_NOT_FOUND", "no worker has id "+id)
 			return
@@ -117,6 +118,31 @@ func (s *Server) serveWorker(ctx *fasthttp.RequestCtx, id string) {
 		writeAPIError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "use GET or DELETE on /workers/{id}")
 		ctx.Response.Header.Set("Allow", "GET, DELETE")
 	}
+}
+
+// removeWorker drains a Ready worker for --drain-settle-secs (it gets no new requests, those
+// it has finish) and then removes it; a worker that is not Ready leaves at once (spec:
+// Removal Flow).
+func (s *Server) removeWorker(ctx context.Context, id string) (*worker.Worker, error) {
+	w := s.reg.Current().ByID(id)
+	if w == nil {
+		return nil, fmt.Errorf("%w: no worker has id %q", worker.ErrNotFound, id)
+	}
+	if s.cfg.DrainSettle <= 0 || !w.Ready() {
+		return s.reg.Remove(ctx, id)
+	}
+	if _, err := s.reg.Drain(ctx, id); err != nil {
+		return nil, err
+	}
+	s.log.Info("Draining worker", "worker_id", id, "url", w.URL, "settle", s.cfg.DrainSettle)
+	time.AfterFunc(s.cfg.DrainSettle, func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := s.reg.Remove(c, id); err != nil && !errors.Is(err, worker.ErrNotFound) {
+			s.log.Error("Cannot remove drained worker", "worker_id", id, "error", err)
+		}
+	})
+	return w, nil
 }
 
 func (s *Server) listWorkers(ctx *fasthttp.RequestCtx) {
@@ -169,6 +195,12 @@ func (s *Server) addWorker(ctx *fasthttp.RequestCtx) {
 		writeAPIError(ctx, fasthttp.StatusBadRequest, code, err.Error())
 		return
 	}
+	if s.cfg.ValidateSpec != nil {
+		if err := s.cfg.ValidateSpec(&spec); err != nil {
+			writeAPIError(ctx, fasthttp.StatusBadRequest, "INVALID_REQUEST", err.Error())
+			return
+		}
+	}
 	if w := s.reg.Current().ByURL(spec.URL); w != nil {
 		writeAPIError(ctx, fasthttp.StatusConflict, "WORKER_ALREADY_EXISTS", "worker "+spec.URL+" is already registered as "+w.ID)
 		return
@@ -182,7 +214,11 @@ func (s *Server) addWorker(ctx *fasthttp.RequestCtx) {
 			s.log.Warn("Cannot discover the worker's models; it will serve requests for any model", "url", spec.URL, "error", err)
 		}
 	}
-	w, err := s.reg.Add(c, spec, worker.StatusReady)
+	status := worker.StatusReady
+	if s.cfg.InitialStatus != nil {
+		status = s.cfg.InitialStatus(&spec)
+	}
+	w, err := s.reg.Add(c, spec, status)
 	if errors.Is(err, worker.ErrAlreadyExists) {
 		writeAPIError(ctx, fasthttp.StatusConflict, "WORKER_ALREADY_EXISTS", err.Error())
 		return

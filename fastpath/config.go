@@ -10,6 +10,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
 )
 
 // Defaults of Config, as the spec product's flags have them.
@@ -24,6 +25,7 @@ const (
 	DefaultRoutingKeyHeader    = "X-SMG-Routing-Key"
 	DefaultTargetWorkerHeader  = "X-SMG-Target-Worker"
 	DefaultRoutingTokensHeader = "x-smg-routing-tokens"
+	DefaultDrainSettle         = 5 * time.Second
 )
 
 // Config configures the gateway's HTTP server.
@@ -53,6 +55,17 @@ type Config struct {
 	// reads it); RoutingKeyOverride says whether the body's rid is a routing key.
 	KeyLoads           *policy.KeyLoads
 	RoutingKeyOverride bool
+	// DrainSettle is how long a worker removed through the API stays draining (no new
+	// requests, those it has finish) before it leaves (--drain-settle-secs, default 5 s; the
+	// gateway's own SIGTERM drain uses it too). 0: remove at once.
+	DrainSettle time.Duration
+	// InitialStatus gives a worker registered through the API its first status (pending
+	// until the health checker has seen it answer). Nil: ready.
+	InitialStatus func(*worker.Spec) worker.Status
+	// ValidateSpec checks a registration beyond the URL (the per-worker health overrides).
+	ValidateSpec func(*worker.Spec) error
+	// Admission limits concurrent requests and their rate (--max-concurrent-requests, ...).
+	Admission AdmissionConfig
 	// Retry is the retry policy; the zero value means DefaultRetryConfig().
 	Retry RetryConfig
 	// Metrics receives the gateway's series. Nil: a private set.
@@ -107,6 +120,9 @@ func (c *Config) Validate() error {
 		if err := c.Retry.Validate(); err != nil {
 			return err
 		}
+	}
+	if err := c.Admission.Validate(); err != nil {
+		return err
 	}
 	for _, h := range c.RoutingKeyHeaders {
 		if h == "" || !utf8.ValidString(h) || strings.ContainsAny(h, " :\r\n\t") {

@@ -12,6 +12,7 @@ import (
 	"github.com/smg-go/smg/fastpath/extract"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/breaker"
 )
 
 const (
@@ -24,18 +25,21 @@ const (
 // exchange is the per-request scratch state of a generation request, pooled so that the hot
 // path does not allocate. It is owned by one handler invocation.
 type exchange struct {
-	hold    hold // what the current attempt holds on its worker
-	fields  extract.Fields
-	req     policy.Request
-	tokens  []uint32
-	reqID   []byte
-	exclude [4]*worker.Worker
+	hold hold // what the current attempt holds on its worker
+	// streamed is set when the answer was handed to fasthttp as a body stream: the relay then
+	// owns the request's admission slot.
+	streamed bool
+	fields   extract.Fields
+	req      policy.Request
+	tokens   []uint32
+	reqID    []byte
+	exclude  [4]*worker.Worker
 }
 
 func (s *Server) getExchange() *exchange { return s.exchanges.Get().(*exchange) }
 
 func (s *Server) putExchange(x *exchange) {
-	x.hold = hold{}
+	x.hold, x.streamed = hold{}, false
 	x.req.Reset()
 	x.fields.Reset()
 	x.tokens = x.tokens[:0]
@@ -66,6 +70,15 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 		s.fail(ctx, route, errModelNotFound, "model '"+string(x.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
 		return
 	}
+	if e, ok := s.adm.admit(); !ok {
+		s.fail(ctx, route, e, "the gateway is at --max-concurrent-requests or --rate-limit-tokens-per-second; retry later")
+		return
+	}
+	defer func() {
+		if !x.streamed {
+			s.adm.release()
+		}
+	}()
 	res, err := rt.Picker.Pick(&x.req)
 	if err != nil {
 		s.failPick(ctx, route, err)
@@ -140,6 +153,20 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Rout
 	}
 	attempts := s.cfg.Retry.attempts()
 	for n := 0; ; n++ {
+		// The breaker admits the picked worker (a half-open one admits only a few probes);
+		// a refusal costs no attempt: pick again without that worker.
+		permit, admitted := w.Breaker.TryAcquire(breaker.Now())
+		for !admitted {
+			x.req.Exclude = append(x.req.Exclude, w)
+			res, perr := rt.Picker.Pick(&x.req)
+			if perr != nil {
+				s.failPick(ctx, route, perr)
+				return
+			}
+			w = res.Worker
+			permit, admitted = w.Breaker.TryAcquire(breaker.Now())
+		}
+		x.hold.permit = permit
 		rt.Selections.Inc()
 		err := s.forward(ctx, x, w, route, reqID, deadline, n+1 == attempts)
 		if err == nil {
@@ -199,20 +226,21 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker
 	h.add(1)
 	settled := false
 	defer func() {
-		if !settled {
-			h.add(-1)
+		if !settled { // a panic of ours: not the worker's fault
+			h.finish(breaker.Abandoned)
 		}
 	}()
 
 	if !x.fields.Stream {
 		err := w.Client.DoDeadline(req, &ctx.Response, deadline)
 		settled = true
-		h.add(-1)
 		if err != nil {
+			h.finish(breaker.Fault)
 			w.Upstream[worker.OutcomeError].Inc()
 			return err
 		}
 		status := ctx.Response.StatusCode()
+		h.finish(breaker.Classify(status, false))
 		w.Upstream[worker.OutcomeOf(status)].Inc()
 		if !last && retryableStatus(status) {
 			return errRetryableStatus
@@ -226,7 +254,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker
 	rl.resp.StreamBody = true
 	if err := w.Client.DoDeadline(req, &rl.resp, deadline); err != nil {
 		settled = true
-		h.add(-1)
+		h.finish(breaker.Fault)
 		w.Upstream[worker.OutcomeError].Inc()
 		s.recycleRelay(rl)
 		return err
@@ -236,7 +264,11 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker
 		// it can be retried elsewhere or delivered like a buffered answer.
 		err := s.bufferErrorAnswer(ctx, rl)
 		settled = true
-		h.add(-1)
+		if err != nil {
+			h.finish(breaker.Fault)
+		} else {
+			h.finish(breaker.Classify(status, false))
+		}
 		s.recycleRelay(rl)
 		if err != nil {
 			w.Upstream[worker.OutcomeError].Inc()
@@ -254,7 +286,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker
 	rl.resp.Header.CopyTo(&ctx.Response.Header)
 	s.finishHeaders(ctx, w, reqID)
 	ctx.Response.SetBodyStream(rl, rl.resp.Header.ContentLength())
-	settled = true // fasthttp owns the relay now and will close it exactly once
+	settled, x.streamed = true, true // fasthttp owns the relay now and will close it exactly once
 	return nil
 }
 
@@ -283,9 +315,10 @@ func (s *Server) deliverFailure(ctx *fasthttp.RequestCtx, route int, w *worker.W
 // hold is what one attempt holds while its request is in flight: a unit of the worker's
 // in-flight count and, with per-session counts, one of its routing key's.
 type hold struct {
-	w    *worker.Worker
-	keys *policy.KeyLoads
-	key  uint64
+	w      *worker.Worker
+	keys   *policy.KeyLoads
+	key    uint64
+	permit breaker.Permit
 }
 
 func (h hold) add(delta int64) {
@@ -293,6 +326,12 @@ func (h hold) add(delta int64) {
 	if h.keys != nil {
 		h.keys.Add(h.key, int32(delta))
 	}
+}
+
+// finish releases the hold and tells the worker's breaker how the attempt ended.
+func (h hold) finish(o breaker.Outcome) {
+	h.add(-1)
+	h.w.Breaker.Record(h.permit, o, breaker.Now())
 }
 
 // finishHeaders adds the gateway's response headers and drops the upstream's hop-by-hop ones.
@@ -306,15 +345,24 @@ func (s *Server) finishHeaders(ctx *fasthttp.RequestCtx, w *worker.Worker, reqID
 // relay is the body stream of a streamed answer: it reads the upstream body and, when
 // fasthttp closes it, releases the upstream connection and the worker's in-flight count.
 type relay struct {
-	s     *Server
-	hold  hold
-	resp  fasthttp.Response
-	route int
-	start time.Time
+	s    *Server
+	hold hold
+	// upstreamFailed is set when reading the worker's body failed: the stream broke on the
+	// worker's side, which is a fault, unlike a client that went away.
+	upstreamFailed bool
+	resp           fasthttp.Response
+	route          int
+	start          time.Time
 }
 
 // Read implements io.Reader over the upstream body.
-func (rl *relay) Read(p []byte) (int, error) { return rl.resp.BodyStream().Read(p) }
+func (rl *relay) Read(p []byte) (int, error) {
+	n, err := rl.resp.BodyStream().Read(p)
+	if err != nil && err != io.EOF {
+		rl.upstreamFailed = true
+	}
+	return n, err
+}
 
 // CloseWithError implements fasthttp.ReadCloserWithError: fasthttp calls it exactly once when
 // the body has been written, when writing it failed (the client went away: err != nil), or
@@ -324,13 +372,21 @@ func (rl *relay) CloseWithError(err error) error {
 	// Closing an unfinished upstream body closes its connection: the engine sees the request
 	// cancelled instead of generating for nobody.
 	_ = rl.resp.CloseBodyStream()
-	rl.hold.add(-1)
+	switch {
+	case rl.upstreamFailed:
+		rl.hold.finish(breaker.Fault)
+	case err != nil:
+		rl.hold.finish(breaker.Abandoned)
+	default:
+		rl.hold.finish(breaker.Classify(status, false))
+	}
 	if err != nil {
 		w.Upstream[worker.OutcomeError].Inc()
 	} else {
 		w.Upstream[worker.OutcomeOf(status)].Inc()
 	}
 	s.m.observe(rl.route, status, rl.start)
+	s.adm.release()
 	s.recycleRelay(rl)
 	return nil
 }
@@ -338,7 +394,7 @@ func (rl *relay) CloseWithError(err error) error {
 func (s *Server) recycleRelay(rl *relay) {
 	_ = rl.resp.CloseBodyStream()
 	rl.resp.Reset()
-	rl.s, rl.hold = nil, hold{}
+	rl.s, rl.hold, rl.upstreamFailed = nil, hold{}, false
 	s.relays.Put(rl)
 }
 

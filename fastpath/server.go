@@ -27,6 +27,7 @@ type Server struct {
 	router   *policy.Router
 	srv      *fasthttp.Server
 	m        *httpMetrics
+	adm      *admission
 	draining atomic.Bool
 	started  time.Time
 
@@ -50,6 +51,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		reg:            reg,
 		router:         router,
 		m:              newHTTPMetrics(cfg.Metrics),
+		adm:            newAdmission(cfg.Admission),
 		started:        time.Now(),
 		DiscoverModels: worker.DiscoverModels,
 	}

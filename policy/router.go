@@ -180,7 +180,7 @@ func (r *Router) policyForNewModel(model string, s *worker.Snapshot) *modelPolic
 func buildRoute(model string, mp *modelPolicy, s *worker.Snapshot, ws []*worker.Worker) *Route {
 	cands := make([]*worker.Worker, 0, len(ws))
 	for _, w := range ws {
-		if w.Routable() {
+		if w.Ready() { // the breaker is checked live, per pick: it changes without a snapshot
 			cands = append(cands, w)
 		}
 	}

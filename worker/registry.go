@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/worker/breaker"
 )
 
 // Sentinel errors of registry operations.
@@ -25,6 +27,8 @@ type Config struct {
 	QueueSize int
 	// Client configures every worker's HostClient.
 	Client ClientOptions
+	// Breaker configures every worker's circuit breaker (--cb-* flags). Zero: defaults.
+	Breaker breaker.Config
 	// Metrics receives the per-worker series (smg_worker_requests_active,
 	// smg_router_upstream_responses_total) and smg_worker_pool_size. Nil: a private set.
 	Metrics *metrics.Set
@@ -103,6 +107,12 @@ func NewRegistry(cfg Config) (*Registry, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Breaker == (breaker.Config{}) {
+		cfg.Breaker = breaker.DefaultConfig()
+	}
+	if err := cfg.Breaker.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.QueueSize == 0 {
 		cfg.QueueSize = 1024
 	}
@@ -157,6 +167,16 @@ func (r *Registry) Add(ctx context.Context, spec Spec, status Status) (*Worker, 
 func (r *Registry) Remove(ctx context.Context, id string) (*Worker, error) {
 	reply := make(chan result, 1)
 	if err := r.submit(ctx, event{kind: evRemove, id: id, reply: reply}, true); err != nil {
+		return nil, err
+	}
+	return wait(ctx, reply)
+}
+
+// Drain marks a worker draining (no new requests; those it has finish) and returns once that
+// is published. Remove it later, after the settle window.
+func (r *Registry) Drain(ctx context.Context, id string) (*Worker, error) {
+	reply := make(chan result, 1)
+	if err := r.submit(ctx, event{kind: evSetStatus, id: id, status: StatusDraining, reply: reply}, true); err != nil {
 		return nil, err
 	}
 	return wait(ctx, reply)
@@ -274,14 +294,19 @@ func (r *Registry) apply(ev event) bool {
 	case evSetStatus:
 		for _, w := range r.workers {
 			if w.ID == ev.id {
+				r.reply(ev, w, nil)
 				if w.Status() == ev.status {
 					return false
+				}
+				if w.Status() == StatusDraining {
+					return false // a draining worker only leaves; probes must not revive it
 				}
 				r.log.Info("Worker status changed", "worker_id", w.ID, "url", w.URL, "from", w.Status().String(), "to", ev.status.String())
 				w.status.Store(uint32(ev.status))
 				return true
 			}
 		}
+		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
 	}
 	return false
 }
@@ -320,6 +345,11 @@ func (r *Registry) publish() {
 
 func (r *Registry) registerMetrics(w *Worker) {
 	set := r.cfg.Metrics
+	w.cbMetrics = breaker.NewMetrics(set, w.URL, &w.Breaker, breaker.Now)
+	_ = w.Breaker.Init(r.cfg.Breaker, func(from, to breaker.State) { // validated in NewRegistry
+		w.cbMetrics.OnTransition(from, to)
+		r.log.Info("Circuit breaker changed state", "url", w.URL, "from", from.String(), "to", to.String())
+	})
 	set.GetOrCreateGauge(workerSeries("smg_worker_requests_active", w.URL, ""), func() float64 {
 		return float64(w.InFlight.Load())
 	})
@@ -330,6 +360,7 @@ func (r *Registry) registerMetrics(w *Worker) {
 
 func (r *Registry) unregisterMetrics(w *Worker) {
 	set := r.cfg.Metrics
+	w.cbMetrics.Unregister()
 	set.UnregisterMetric(workerSeries("smg_worker_requests_active", w.URL, ""))
 	for i := range w.Upstream {
 		set.UnregisterMetric(workerSeries("smg_router_upstream_responses_total", w.URL, outcomeNames[i]))

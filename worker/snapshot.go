@@ -33,7 +33,7 @@ func newSnapshot(version uint64, workers []*Worker) *Snapshot {
 		if w.Index+1 > s.maxIndex {
 			s.maxIndex = w.Index + 1
 		}
-		if w.Routable() {
+		if w.Ready() {
 			s.readyCnt++
 		}
 		if len(w.Models) == 0 {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/worker/breaker"
 )
 
 // Status is a worker's lifecycle state. Only Ready workers receive new requests.
@@ -79,6 +81,9 @@ type Worker struct {
 	sinceReportTokens   atomic.Int64
 	sinceReportUnknown  atomic.Int64
 	status              atomic.Uint32
+	// Breaker is the worker's circuit breaker, read by policies through Routable and driven
+	// by the gateway: TryAcquire before a request, Record when it ends.
+	Breaker breaker.Breaker
 
 	// ID is the registry's identifier (a random UUID), used by the worker API.
 	ID string
@@ -103,13 +108,20 @@ type Worker struct {
 	Upstream [numOutcomes]*metrics.Counter
 
 	urlHeader []byte
+	cbMetrics *breaker.Metrics
 }
 
 // Status returns the worker's current status.
 func (w *Worker) Status() Status { return Status(w.status.Load()) }
 
-// Routable reports whether the worker may receive new requests right now.
-func (w *Worker) Routable() bool { return w.Status() == StatusReady }
+// Ready reports whether the worker's status is Ready: the registry's view, which decides the
+// candidates a snapshot's pickers are built with.
+func (w *Worker) Ready() bool { return w.Status() == StatusReady }
+
+// Routable reports whether the worker may receive a new request right now: Ready, and its
+// circuit breaker not open (the spec's availability filter). Policies call it on every
+// candidate; with a closed breaker it costs two atomic loads.
+func (w *Worker) Routable() bool { return w.Ready() && w.Breaker.AvailableNow() }
 
 // Spec returns a copy of the worker's spec with the API key removed: the API key is write-only.
 func (w *Worker) Spec() Spec {

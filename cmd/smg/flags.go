@@ -9,6 +9,8 @@ import (
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/worker/breaker"
+	"github.com/smg-go/smg/worker/health"
 	"github.com/smg-go/smg/worker/loadmon"
 )
 
@@ -17,6 +19,8 @@ type options struct {
 	gateway  fastpath.Config
 	policies all.Config
 	loadmon  loadmon.Config
+	health   health.Config
+	breaker  breaker.Config
 
 	workerURLs        []string
 	policy            string
@@ -41,6 +45,26 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Duration("request-timeout-secs", &g.RequestTimeout, fastpath.DefaultRequestTimeout, "Time a worker has to finish a request, in seconds")
 	fs.String("api-key", &g.APIKey, "", "Bearer token the worker API (/workers) requires; empty leaves it open")
 	fs.Duration("shutdown-grace-period-secs", &o.shutdownGrace, 180*time.Second, "On SIGTERM, how long in-flight requests may take to finish before exit")
+
+	fs.Duration("drain-settle-secs", &g.DrainSettle, fastpath.DefaultDrainSettle, "How long a removed worker (and the gateway itself on SIGTERM) keeps serving what it has before it leaves; 0 leaves at once")
+
+	fs.Group("Admission")
+	fs.Int("max-concurrent-requests", &g.Admission.MaxConcurrent, -1, "Generation requests served at once; more wait in the queue (-1: no cap)")
+	fs.Int("queue-size", &g.Admission.QueueSize, fastpath.DefaultQueueSize, "Requests that may wait for a slot; more get 429 admission_queue_full")
+	fs.Duration("queue-timeout-secs", &g.Admission.QueueTimeout, fastpath.DefaultQueueTimeout, "How long a request may wait for a slot before 503 admission_queue_timeout")
+	fs.Float("rate-limit-tokens-per-second", &g.Admission.RatePerSecond, 0, "Generation requests admitted per second, with one second of burst; more get 429 (0: no limit)")
+
+	fs.Group("Health checks")
+	health.RegisterFlags(fs, &o.health)
+
+	fs.Group("Circuit breaker")
+	b := &o.breaker
+	*b = breaker.DefaultConfig()
+	fs.Int("cb-failure-threshold", &b.FailureThreshold, b.FailureThreshold, "Faults in a row (within the window) that open a worker's breaker")
+	fs.Int("cb-success-threshold", &b.SuccessThreshold, b.SuccessThreshold, "Successful half-open probes that close it again")
+	fs.Duration("cb-timeout-duration-secs", &b.Timeout, b.Timeout, "Seconds an open breaker waits before letting probes through")
+	fs.Duration("cb-window-duration-secs", &b.Window, b.Window, "Seconds a fault counts toward the failure threshold")
+	fs.Bool("disable-circuit-breaker", &b.Disabled, false, "Never open breakers")
 
 	fs.Group("Retries")
 	r := &g.Retry

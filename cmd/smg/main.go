@@ -24,6 +24,7 @@ import (
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/health"
 	"github.com/smg-go/smg/worker/loadmon"
 )
 
@@ -75,6 +76,12 @@ func (o *options) validate() error {
 	if err := o.loadmon.Validate(); err != nil {
 		return err
 	}
+	if err := o.health.Validate(); err != nil {
+		return err
+	}
+	if err := o.breaker.Validate(); err != nil {
+		return err
+	}
 	o.gateway.RoutingKeyHeaders = o.policies.RoutingKeyHeaders
 	for i, u := range o.workerURLs {
 		c, err := worker.CanonicalURL(u)
@@ -107,7 +114,8 @@ func serve(o options, log *slog.Logger) error {
 	set := metrics.NewSet()
 	reg, err := worker.NewRegistry(worker.Config{
 		Metrics: set, Logger: log,
-		Client: worker.ClientOptions{MaxConns: o.maxConnsPerWorker},
+		Client:  worker.ClientOptions{MaxConns: o.maxConnsPerWorker},
+		Breaker: o.breaker,
 	})
 	if err != nil {
 		return err
@@ -140,14 +148,27 @@ func serve(o options, log *slog.Logger) error {
 	}
 	go monitor.Run(ctx)
 
+	hc := o.health
+	hc.Metrics, hc.Logger = set, log
+	checker, err := health.New(hc, reg)
+	if err != nil {
+		return err
+	}
+	if err := checker.Start(ctx); err != nil {
+		return err
+	}
+	defer checker.Stop()
+
 	g := o.gateway
 	g.Metrics, g.Logger = set, log
 	g.KeyLoads, g.RoutingKeyOverride = pc.KeyLoads, pc.RoutingKeyOverride
+	g.InitialStatus = o.health.InitialStatus
+	g.ValidateSpec = func(s *worker.Spec) error { return health.ValidateOverride(s.Health) }
 	srv, err := fastpath.New(g, reg, router)
 	if err != nil {
 		return err
 	}
-	addStaticWorkers(reg, o.workerURLs, log)
+	addStaticWorkers(reg, o.workerURLs, o.health.InitialStatus, log)
 
 	ln, err := net.Listen("tcp", srv.Addr())
 	if err != nil {
@@ -173,7 +194,12 @@ func serve(o options, log *slog.Logger) error {
 	case s := <-sig:
 		log.Info("Signal received; draining", "signal", s.String(), "grace_period", o.shutdownGrace)
 	}
+	// Readiness now answers 503 draining; keep serving while load balancers notice, then
+	// stop accepting and let the requests in flight finish within the grace period.
 	srv.Drain()
+	if settle := min(o.gateway.DrainSettle, o.shutdownGrace); settle > 0 {
+		time.Sleep(settle)
+	}
 	grace, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(grace); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -200,7 +226,7 @@ func usesLoadAwarePolicy(t *policy.Table) bool {
 
 // addStaticWorkers registers --worker-urls in the order given, asking the workers for their
 // models in parallel first.
-func addStaticWorkers(reg *worker.Registry, urls []string, log *slog.Logger) {
+func addStaticWorkers(reg *worker.Registry, urls []string, initial func(*worker.Spec) worker.Status, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	specs := make([]worker.Spec, len(urls))
@@ -224,7 +250,7 @@ func addStaticWorkers(reg *worker.Registry, urls []string, log *slog.Logger) {
 			log.Error("Invalid worker", "url", spec.URL, "error", err)
 			continue
 		}
-		if _, err := reg.Add(ctx, spec, worker.StatusReady); err != nil {
+		if _, err := reg.Add(ctx, spec, initial(&spec)); err != nil {
 			log.Error("Cannot add worker", "url", spec.URL, "error", err)
 		}
 	}

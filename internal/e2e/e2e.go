@@ -186,7 +186,30 @@ func StartGateway(t testing.TB, args ...string) *Gateway {
 		r, err := Do("GET", g.URL+"/health", "", nil)
 		return err == nil && r.Status == 200
 	})
+	// Static workers start pending until their first health probe answers: wait until the
+	// gateway routes, unless the test runs without health checks (it then routes at once).
+	if contains(args, "--worker-urls") && !contains(args, "--disable-health-check") {
+		g.WaitReady(t)
+	}
 	return g
+}
+
+// WaitReady waits until GET /readiness answers 200.
+func (g *Gateway) WaitReady(t testing.TB) {
+	t.Helper()
+	Eventually(t, 10*time.Second, "gateway /readiness 200", func() bool {
+		r, err := Do("GET", g.URL+"/readiness", "", nil)
+		return err == nil && r.Status == 200
+	})
+}
+
+func contains(args []string, s string) bool {
+	for _, a := range args {
+		if a == s {
+			return true
+		}
+	}
+	return false
 }
 
 // Response is a whole HTTP response.

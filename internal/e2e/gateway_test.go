@@ -119,7 +119,7 @@ func TestInFlightReturnsToZeroAfterEveryKindOfEnding(t *testing.T) {
 
 func TestWorkersComeAndGoWhileClientsSendNothingLost(t *testing.T) {
 	m := StartMocks(t, 4)
-	g := StartGateway(t, "--policy", "round_robin", "--worker-urls", m.URLs[0])
+	g := StartGateway(t, "--policy", "round_robin", "--worker-urls", m.URLs[0], "--drain-settle-secs", "0")
 	var sent, failed atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -175,7 +175,7 @@ func TestWorkersComeAndGoWhileClientsSendNothingLost(t *testing.T) {
 
 func TestWorkerAPI(t *testing.T) {
 	m := StartMocks(t, 1)
-	g := StartGateway(t, "--api-key", "sekret")
+	g := StartGateway(t, "--api-key", "sekret", "--drain-settle-secs", "1", "--health-check-interval-secs", "1")
 	auth := map[string]string{"Authorization": "Bearer sekret"}
 	if r := MustDo(t, "GET", g.URL+"/workers", "", nil); r.Status != 401 {
 		t.Fatalf("without the key: %d", r.Status)
@@ -203,16 +203,26 @@ func TestWorkerAPI(t *testing.T) {
 	if r := MustDo(t, "GET", g.URL+"/workers/"+id, "", auth); r.Status != 200 || !strings.Contains(r.Body, `"model_id":"mock-model"`) {
 		t.Fatalf("get: %d %s", r.Status, r.Body)
 	}
-	// The worker answers through the gateway right away.
+	// The worker is pending until its first health probe answers, then routable.
+	g.WaitReady(t)
 	if r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil); r.Status != 200 {
 		t.Fatalf("routed: %d", r.Status)
 	}
+	// DELETE drains: the worker takes no new requests at once, and leaves after the settle
+	// window (--drain-settle-secs 1 here).
 	if r := MustDo(t, "DELETE", g.URL+"/workers/"+id, "", auth); r.Status != 202 {
 		t.Fatalf("delete: %d", r.Status)
 	}
-	if r := MustDo(t, "GET", g.URL+"/workers/"+id, "", auth); r.Status != 404 || !strings.Contains(r.Body, "WORKER_NOT_FOUND") {
-		t.Fatalf("get after delete: %d %s", r.Status, r.Body)
+	if r := MustDo(t, "GET", g.URL+"/workers/"+id, "", auth); r.Status != 200 || !strings.Contains(r.Body, `"status":"draining"`) {
+		t.Fatalf("right after delete: %d %s", r.Status, r.Body)
 	}
+	if r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil); r.Status != 503 {
+		t.Fatalf("a draining worker got a new request: %d", r.Status)
+	}
+	Eventually(t, 10*time.Second, "the drained worker removed", func() bool {
+		r := MustDo(t, "GET", g.URL+"/workers/"+id, "", auth)
+		return r.Status == 404 && strings.Contains(r.Body, "WORKER_NOT_FOUND")
+	})
 }
 
 type envelope struct {
@@ -229,7 +239,7 @@ func TestErrorCasesAnswerStatusAndEnvelope(t *testing.T) {
 	dead := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t, "127.0.0.1"))
 	g := StartGateway(t, "--worker-urls", m.URLs[0], "--max-payload-size", "2048", "--request-timeout-secs", "1")
 	empty := StartGateway(t)
-	deadGW := StartGateway(t, "--worker-urls", dead)
+	deadGW := StartGateway(t, "--worker-urls", dead, "--disable-health-check")
 
 	cases := []struct {
 		name, method, url, body string

@@ -262,3 +262,13 @@ var epoch = time.Now()
 // Now returns monotonic nanoseconds since the process started, the clock the breaker
 // expects in production.
 func Now() int64 { return int64(time.Since(epoch)) }
+
+// AvailableNow is Available at the current time, reading the clock only when the breaker is
+// not closed: policies call it on every candidate of a scan, and a closed breaker (the common
+// case) then costs one atomic load.
+func (b *Breaker) AvailableNow() bool {
+	if stateOf(b.word.Load()) == Closed {
+		return true
+	}
+	return b.Available(Now())
+}
