@@ -9,7 +9,13 @@ import (
 	"github.com/smg-go/smg/loadgen"
 )
 
-func compareCommand(args []string, stdout, stderr io.Writer) int {
+// compareFlags is the compare command's flag set.
+type compareFlags struct {
+	set   *flag.FlagSet
+	limit *string
+}
+
+func newCompareFlags(stderr io.Writer) compareFlags {
 	fs := flag.NewFlagSet("loadgen compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	limit := fs.String("max-regression", "5%", "largest allowed worsening of any metric: 5% or 0.05")
@@ -17,6 +23,12 @@ func compareCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: loadgen compare base.json new.json [--max-regression 5%]")
 		fs.PrintDefaults()
 	}
+	return compareFlags{set: fs, limit: limit}
+}
+
+func compareCommand(args []string, stdout, stderr io.Writer) int {
+	flags := newCompareFlags(stderr)
+	fs, limit := flags.set, flags.limit
 	files, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -96,26 +96,34 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-func runCommand(args []string, stdout, stderr io.Writer) int {
-	cfg := loadgen.DefaultConfig()
+// runOptions are the run command's settings that are not part of loadgen.Config.
+type runOptions struct {
+	output, html, progress, cpuProfile string
+}
+
+// parseRun turns the run command's arguments into a validated Config. When it returns
+// done, the command ends with code (help printed, or a usage error reported on stderr).
+func parseRun(args []string, stderr io.Writer) (cfg loadgen.Config, opts runOptions, code int, done bool) {
+	cfg = loadgen.DefaultConfig()
 	fs := flag.NewFlagSet("loadgen run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	output, html, progress := runFlags(fs, &cfg)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of loadgen itself to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return cfg, opts, exitOK, true
 		}
-		return exitUsage
+		return cfg, opts, exitUsage, true
 	}
+	opts = runOptions{output: *output, html: *html, progress: *progress, cpuProfile: *cpuProfile}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "loadgen: unexpected argument %q: flags only (did you mean \"loadgen compare\"?)\n", fs.Arg(0))
-		return exitUsage
+		return cfg, opts, exitUsage, true
 	}
 	if cfg.APIKey == "" {
 		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
 	}
-	switch *progress {
+	switch opts.progress {
 	case "on":
 		cfg.Progress = stderr
 	case "auto":
@@ -124,13 +132,22 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	case "off":
 	default:
-		fmt.Fprintf(stderr, "loadgen: invalid value %q for flag --progress: use auto, on or off\n", *progress)
-		return exitUsage
+		fmt.Fprintf(stderr, "loadgen: invalid value %q for flag --progress: use auto, on or off\n", opts.progress)
+		return cfg, opts, exitUsage, true
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "loadgen: invalid configuration:\n%v\n", err)
-		return exitUsage
+		return cfg, opts, exitUsage, true
 	}
+	return cfg, opts, exitOK, false
+}
+
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	cfg, opts, code, done := parseRun(args, stderr)
+	if done {
+		return code
+	}
+	output, html, cpuProfile := &opts.output, &opts.html, &opts.cpuProfile
 
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
