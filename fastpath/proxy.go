@@ -348,8 +348,11 @@ type relay struct {
 	s    *Server
 	hold hold
 	// upstreamFailed is set when reading the worker's body failed: the stream broke on the
-	// worker's side, which is a fault, unlike a client that went away.
+	// worker's side, which is a fault, unlike a client that went away. tail then holds the
+	// error event still to send, and lastTwo the last bytes relayed before it.
 	upstreamFailed bool
+	tail           []byte
+	lastTwo        [2]byte
 	resp           fasthttp.Response
 	route          int
 	start          time.Time
@@ -357,11 +360,41 @@ type relay struct {
 
 // Read implements io.Reader over the upstream body.
 func (rl *relay) Read(p []byte) (int, error) {
-	n, err := rl.resp.BodyStream().Read(p)
-	if err != nil && err != io.EOF {
-		rl.upstreamFailed = true
+	if rl.upstreamFailed {
+		return rl.readTail(p)
 	}
-	return n, err
+	n, err := rl.resp.BodyStream().Read(p)
+	if n >= 2 {
+		rl.lastTwo = [2]byte{p[n-2], p[n-1]}
+	} else if n == 1 {
+		rl.lastTwo = [2]byte{rl.lastTwo[1], p[0]}
+	}
+	if err == nil || err == io.EOF {
+		return n, err
+	}
+	// The worker's stream broke (it died, reset, or the deadline passed). Instead of cutting
+	// the client's connection mid-body, end the stream cleanly with an SSE error event, so the
+	// client learns why its answer stops and no client hangs on a half-closed stream.
+	rl.upstreamFailed = true
+	rl.tail = rl.tail[:0]
+	if rl.lastTwo != [2]byte{'\n', '\n'} {
+		rl.tail = append(rl.tail, "\n\n"...) // terminate the event the worker left unfinished
+	}
+	rl.tail = append(rl.tail, `data: {"error":{"message":"the worker's stream broke before the answer was complete","type":"server_error","code":"worker_stream_failed","param":null}}`+"\n\ndata: [DONE]\n\n"...)
+	if n > 0 {
+		return n, nil
+	}
+	return rl.readTail(p)
+}
+
+// readTail hands out the closing error event, then EOF.
+func (rl *relay) readTail(p []byte) (int, error) {
+	if len(rl.tail) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, rl.tail)
+	rl.tail = rl.tail[n:]
+	return n, nil
 }
 
 // CloseWithError implements fasthttp.ReadCloserWithError: fasthttp calls it exactly once when
@@ -394,7 +427,7 @@ func (rl *relay) CloseWithError(err error) error {
 func (s *Server) recycleRelay(rl *relay) {
 	_ = rl.resp.CloseBodyStream()
 	rl.resp.Reset()
-	rl.s, rl.hold, rl.upstreamFailed = nil, hold{}, false
+	rl.s, rl.hold, rl.upstreamFailed, rl.tail, rl.lastTwo = nil, hold{}, false, rl.tail[:0], [2]byte{}
 	s.relays.Put(rl)
 }
 

@@ -3,12 +3,16 @@ package fastpath
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/smg-go/smg/worker/breaker"
 )
 
 const chatBody = `{"model":"m1","messages":[{"role":"user","content":"hello"}]}`
@@ -318,4 +322,44 @@ func FuzzParseRoutingTokens(f *testing.F) {
 			t.Fatalf("%q parsed to %v, which does not round-trip", s, got)
 		}
 	})
+}
+
+func TestWorkerDeathMidStreamEndsWithAnErrorEvent(t *testing.T) {
+	g := newGateway(t, "round_robin", Config{})
+	ln := fasthttputil.NewInmemoryListener()
+	defer ln.Close()
+	go func() { // a worker that sends one event and dies
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		var req fasthttp.Request
+		_ = req.Read(bufio.NewReader(c))
+		event := "data: {\"n\":1}\n\n"
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(event), event)
+		time.Sleep(50 * time.Millisecond)
+		c.Close()
+	}()
+	g.fakes["10.0.0.7:8000"] = &fakeWorker{ln: ln}
+	w := g.addWorker("http://10.0.0.7:8000", "m1")
+
+	conn, br := openStream(t, g)
+	defer conn.Close()
+	if ev := readEvent(t, br); ev != "data: {\"n\":1}\n\n" {
+		t.Fatalf("first event %q", ev)
+	}
+	if ev := readEvent(t, br); !strings.Contains(ev, `"code":"worker_stream_failed"`) {
+		t.Fatalf("no error event: %q", ev)
+	}
+	if ev := readEvent(t, br); ev != "data: [DONE]\n\n" {
+		t.Fatalf("no [DONE] after the error event: %q", ev)
+	}
+	// The chunked body is terminated properly: the next line is the last chunk.
+	if line, _ := br.ReadString('\n'); strings.TrimSpace(line) != "" && strings.TrimSpace(line) != "0" {
+		t.Fatalf("body not terminated cleanly: %q", line)
+	}
+	eventually(t, "in-flight 0", func() bool { return w.InFlight.Load() == 0 })
+	if st := w.Breaker.Stats(breaker.Now()); st.Faults == 0 {
+		t.Fatalf("the broken stream was not recorded as a fault: %+v", st)
+	}
 }
