@@ -74,7 +74,7 @@ func (r *recorder) record(s *sample, itl []float64, stream bool) {
 		} else {
 			r.failures[s.fail]++
 		}
-		if key := statusKey(s); r.examples[key] == "" {
+		if key := statusKey(s); len(s.detail) > 0 && r.examples[key] == "" {
 			r.examples[key] = exampleText(s.detail)
 		}
 		return
