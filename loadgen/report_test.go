@@ -77,3 +77,16 @@ func TestProgressLine(t *testing.T) {
 		t.Fatalf("duration-bound progress %q", got)
 	}
 }
+
+func TestHTMLReportOfAFailedRun(t *testing.T) {
+	r := &Result{SchemaVersion: SchemaVersion, Failed: 3, StatusCounts: map[string]int64{"connection_error": 3},
+		ErrorExamples: map[string]string{"connection_error": "dial tcp: connection refused <x>"}}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	if strings.Contains(html, "<svg") || !strings.Contains(html, "connection refused &lt;x&gt;") {
+		t.Fatalf("report of a run without samples:\n%s", html)
+	}
+}
