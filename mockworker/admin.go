@@ -31,6 +31,9 @@ type AdminConfig struct {
 	// HealthFlap, when positive, makes /health alternate: healthy for HealthFlap, then
 	// unhealthy for HealthFlap, and so on, counted from when the configuration was applied.
 	HealthFlap time.Duration
+	// KVUsage, when positive (up to 1), is the KV-cache usage the worker reports in /v1/loads
+	// and /metrics instead of its own, so a test can show a gateway a nearly full cache.
+	KVUsage float64
 }
 
 // adminState is an AdminConfig with the time it was applied (HealthFlap's phase).
@@ -97,7 +100,7 @@ func (s *adminState) healthy(now time.Time) bool {
 }
 
 // adminKeys lists the JSON keys of /admin/config, for error messages.
-const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms"
+const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms, kv_usage"
 
 // parseAdminConfig applies the fields present in body to cur; absent keys keep their value.
 func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminConfig, error) {
@@ -143,6 +146,12 @@ func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminCo
 				bad = errors.New(`"healthy" must be true or false`)
 			}
 			cur.Unhealthy = !b
+		case "kv_usage":
+			f, err := val.Float64()
+			if err != nil || f < 0 || f > 1 {
+				bad = errors.New(`"kv_usage" must be a fraction from 0 to 1 (0: report the real usage)`)
+			}
+			cur.KVUsage = f
 		case "failure_rate", "prefill_multiplier", "decode_multiplier":
 			f, err := val.Float64()
 			if err != nil {
@@ -184,5 +193,7 @@ func appendAdminConfig(dst []byte, c AdminConfig) []byte {
 	dst = appendFloat(dst, c.DecodeMultiplier)
 	dst = append(dst, `,"health_flap_ms":`...)
 	dst = strconv.AppendInt(dst, c.HealthFlap.Milliseconds(), 10)
+	dst = append(dst, `,"kv_usage":`...)
+	dst = appendFloat(dst, c.KVUsage)
 	return append(dst, '}')
 }

@@ -92,14 +92,16 @@ func (w *Worker) Configure(c AdminConfig) error {
 
 // load is the worker's current load report (see loads.go).
 func (w *Worker) load() loadReport {
+	var l loadReport
 	if w.engine != nil {
-		return w.engine.load()
+		l = w.engine.load()
+	} else {
+		l = loadReport{running: int(w.active.Load()), maxTotalTokens: w.cfg.KVTokens, maxRunning: w.cfg.MaxRunning}
 	}
-	return loadReport{
-		running:        int(w.active.Load()),
-		maxTotalTokens: w.cfg.KVTokens,
-		maxRunning:     w.cfg.MaxRunning,
+	if u := w.admin.Load().KVUsage; u > 0 {
+		l.usedTokens = int(u * float64(l.maxTotalTokens))
 	}
+	return l
 }
 
 // cacheCounters is the prefix cache's cumulative hits and queries, in tokens (engine mode).

@@ -1,0 +1,32 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+)
+
+// TestFullKVCacheSteersLeastLoadAway: one of three workers reports a nearly full KV cache in
+// its /v1/loads; once the gateway has polled it, least_load sends it (almost) nothing, because
+// the KV-pressure term k/(1-k) dwarfs the others' queued work.
+func TestFullKVCacheSteersLeastLoadAway(t *testing.T) {
+	m := StartMocks(t, 3)
+	full := m.URLs[2]
+	if r := MustDo(t, "POST", full+"/admin/config", `{"kv_usage":0.99}`, nil); r.Status != 200 {
+		t.Fatalf("admin config: %d %s", r.Status, r.Body)
+	}
+	g := StartGateway(t, "--policy", "least_load", "--load-monitor-interval", "1", "--worker-urls", m.URLs[0], m.URLs[1], full)
+	time.Sleep(2500 * time.Millisecond) // two polling rounds: every worker has reported
+
+	counts := map[string]int{}
+	for range 40 {
+		r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil)
+		if r.Status != 200 {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		counts[r.Header.Get("X-Smg-Routed-Worker-Id")]++
+	}
+	t.Logf("least_load with a 99%% full KV cache on %s: %v", full, counts)
+	if counts[full] > 2 || counts[m.URLs[0]] < 15 || counts[m.URLs[1]] < 15 {
+		t.Fatalf("the full worker got %d of 40 requests: %v", counts[full], counts)
+	}
+}
