@@ -67,46 +67,27 @@ func (d *driver) closedLoop(ctx context.Context, states []*clientState, b *budge
 // Requests are handed to long-lived sender goroutines over an unbuffered channel; a sender
 // is added only when none is idle. Compared with a goroutine per request this saves the
 // goroutine start and, above all, regrowing its stack through fasthttp's deep call chain on
-// every request. It returns the senders' states.
-func (d *driver) openLoop(ctx context.Context, newState func() *clientState, maxInFlight int, b *budget, rate float64, arrival ArrivalKind, seed int64) []*clientState {
+// every request. It returns the senders' states and, per request, how late it started
+// against its scheduled arrival (ms).
+func (d *driver) openLoop(ctx context.Context, newState func() *clientState, maxInFlight int, b *budget, rate float64, arrival ArrivalKind, seed int64) (states []*clientState, lags []float64) {
 	gaps := rand.New(rand.NewPCG(uint64(seed), streamArrival))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	jobs := make(chan *item)
-	var states []*clientState
 	var wg sync.WaitGroup
 	defer func() {
 		close(jobs)
 		wg.Wait()
 	}()
-	var at time.Duration
-	for ctx.Err() == nil {
-		if wait := at - time.Since(d.runStart); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return states
-			}
-		}
-		if !b.take() {
-			return states
-		}
-		it, err := d.src.next(ctx)
-		if err != nil {
-			return states
-		}
+	// hand gives it to an idle sender, else to a new one, else (at the cap) to the first
+	// sender that finishes; false when ctx ended first.
+	hand := func(it *item) bool {
 		select {
-		case jobs <- it: // an idle sender took it
+		case jobs <- it:
+			return true
 		default:
-			if maxInFlight > 0 && len(states) >= maxInFlight {
-				select { // at the cap: wait for a sender to finish
-				case jobs <- it:
-				case <-ctx.Done():
-					return states
-				}
-				break
-			}
+		}
+		if maxInFlight == 0 || len(states) < maxInFlight {
 			st := newState()
 			states = append(states, st)
 			wg.Go(func() {
@@ -115,10 +96,36 @@ func (d *driver) openLoop(ctx context.Context, newState func() *clientState, max
 					d.send(st, next)
 				}
 			})
+			return true
 		}
+		select {
+		case jobs <- it:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	var at time.Duration
+	for ctx.Err() == nil {
+		if wait := at - time.Since(d.runStart); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return states, lags
+			}
+		}
+		if !b.take() {
+			return states, lags
+		}
+		it, err := d.src.next(ctx)
+		if err != nil || !hand(it) {
+			return states, lags
+		}
+		lags = append(lags, ms(time.Since(d.runStart)-at))
 		at += nextGap(gaps, rate, arrival)
 	}
-	return states
+	return states, lags
 }
 
 // streamArrival is the random stream of inter-arrival gaps.

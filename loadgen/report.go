@@ -88,6 +88,9 @@ func newReportView(r *Result) reportView {
 	v := reportView{R: r, Latencies: []latencyRow{
 		{"TTFT", r.TTFT}, {"TPOT", r.TPOT}, {"ITL", r.ITL}, {"End-to-end", r.E2E},
 	}}
+	if r.ArrivalLag.Count > 0 {
+		v.Latencies = append(v.Latencies, latencyRow{"Open-loop arrival lag", r.ArrivalLag})
+	}
 	v.Status = countRows(r.StatusCounts)
 	v.Workers = countRows(r.Workers)
 	for _, h := range []struct{ key, title string }{

@@ -61,6 +61,11 @@ type Result struct {
 	TPOT Summary `json:"tpot_ms"`        // streams: (e2e - ttft) / (output tokens - 1), per request
 	ITL  Summary `json:"itl_ms"`         // streams: gaps between content events
 	E2E  Summary `json:"e2e_latency_ms"` // send to last byte
+	// ArrivalLag (open loop only) is how late requests started against their scheduled
+	// arrival: waiting for the MaxConcurrency cap or for a multi-turn conversation to be
+	// ready, and the load generator's own delays. A large lag means the offered rate was not
+	// the configured one.
+	ArrivalLag Summary `json:"arrival_lag_ms"`
 
 	// Histograms of ttft_ms, tpot_ms, itl_ms and e2e_latency_ms, for the HTML report.
 	Histograms map[string]Histogram `json:"histograms"`

@@ -58,11 +58,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	cpuBefore := processCPU()
 	var states []*clientState
+	var lags []float64
 	if cfg.closedLoop() {
 		states = makeStates(cfg.clients(), newState)
 		d.closedLoop(runCtx, states, b)
 	} else {
-		states = d.openLoop(runCtx, newState, cfg.MaxConcurrency, b, cfg.RequestRate, cfg.Arrival, cfg.Seed)
+		states, lags = d.openLoop(runCtx, newState, cfg.MaxConcurrency, b, cfg.RequestRate, cfg.Arrival, cfg.Seed)
 	}
 	duration := time.Since(d.runStart)
 	cpu := processCPU() - cpuBefore
@@ -78,6 +79,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("cannot run load: %w", ctx.Err())
 	}
 	res := buildResult(&cfg, &total, d.runStart, duration)
+	res.ArrivalLag = summarize(lags)
 	res.ClientCPUS = cpu.Seconds()
 	if n := total.completed + total.failed; n > 0 {
 		res.ClientCPUPerRequestUS = float64(cpu.Microseconds()) / float64(n)

@@ -59,6 +59,9 @@ func TestRunClosedLoopStreamingChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if res.ArrivalLag.Count != 0 {
+		t.Errorf("closed loop reports arrival lag %+v", res.ArrivalLag)
+	}
 	if res.Completed != 30 || res.Failed != 0 || srv.Requests() != 30 {
 		t.Fatalf("completed %d failed %d served %d, want 30 0 30; status %v", res.Completed, res.Failed, srv.Requests(), res.StatusCounts)
 	}
@@ -216,8 +219,8 @@ func TestRunOpenLoop(t *testing.T) {
 			cfg := smallRandom(srv.BaseURL)
 			cfg.RequestRate, cfg.Arrival, cfg.MaxConcurrency, cfg.NumRequests = 5000, arrival, maxConc, 40
 			res := runOK(t, cfg)
-			if res.Completed != 40 {
-				t.Fatalf("%s cap %d: completed %d, status %v", arrival, maxConc, res.Completed, res.StatusCounts)
+			if res.Completed != 40 || res.ArrivalLag.Count != 40 || res.ArrivalLag.Min < 0 {
+				t.Fatalf("%s cap %d: completed %d, arrival lag %+v, status %v", arrival, maxConc, res.Completed, res.ArrivalLag, res.StatusCounts)
 			}
 		}
 	}

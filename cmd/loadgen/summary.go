@@ -41,6 +41,12 @@ func printSummary(w io.Writer, r *loadgen.Result) {
 		line("P90 (ms)", "%.2f", m.s.P90)
 		line("P99 (ms)", "%.2f", m.s.P99)
 	}
+	if r.ArrivalLag.Count > 0 {
+		fmt.Fprintf(w, "%s\n", centered("Open-loop arrival lag"))
+		line("Mean (ms)", "%.2f", r.ArrivalLag.Mean)
+		line("P99 (ms)", "%.2f", r.ArrivalLag.P99)
+		line("Max (ms)", "%.2f", r.ArrivalLag.Max)
+	}
 	fmt.Fprintf(w, "%s\n", centered("Requests by status"))
 	for _, k := range slices.Sorted(maps.Keys(r.StatusCounts)) {
 		line(k, "%d", r.StatusCounts[k])
