@@ -93,3 +93,10 @@ func (w *Worker) NoteDispatch(tokens int) {
 func (w *Worker) SinceReport() (requests, knownTokens, unknown int64) {
 	return w.sinceReportRequests.Load(), w.sinceReportTokens.Load(), w.sinceReportUnknown.Load()
 }
+
+// Overloaded reports whether overload protection vetoes the worker: its last load report
+// showed a queue or a KV cache past the --worker-overload-* limits.
+func (w *Worker) Overloaded() bool { return w.overloaded.Load() }
+
+// SetOverloaded sets the overload veto; the load monitor calls it with every report.
+func (w *Worker) SetOverloaded(v bool) { w.overloaded.Store(v) }

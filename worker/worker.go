@@ -81,6 +81,7 @@ type Worker struct {
 	sinceReportTokens   atomic.Int64
 	sinceReportUnknown  atomic.Int64
 	status              atomic.Uint32
+	overloaded          atomic.Bool
 	// Breaker is the worker's circuit breaker, read by policies through Routable and driven
 	// by the gateway: TryAcquire before a request, Record when it ends.
 	Breaker breaker.Breaker
@@ -118,10 +119,12 @@ func (w *Worker) Status() Status { return Status(w.status.Load()) }
 // candidates a snapshot's pickers are built with.
 func (w *Worker) Ready() bool { return w.Status() == StatusReady }
 
-// Routable reports whether the worker may receive a new request right now: Ready, and its
-// circuit breaker not open (the spec's availability filter). Policies call it on every
-// candidate; with a closed breaker it costs two atomic loads.
-func (w *Worker) Routable() bool { return w.Ready() && w.Breaker.AvailableNow() }
+// Routable reports whether the worker may receive a new request right now: Ready, not vetoed
+// by overload protection, and its circuit breaker not open (the spec's availability filter).
+// Policies call it on every candidate; with a closed breaker it costs three atomic loads.
+func (w *Worker) Routable() bool {
+	return w.Ready() && !w.overloaded.Load() && w.Breaker.AvailableNow()
+}
 
 // Spec returns a copy of the worker's spec with the API key removed: the API key is write-only.
 func (w *Worker) Spec() Spec {

@@ -30,3 +30,26 @@ func TestFullKVCacheSteersLeastLoadAway(t *testing.T) {
 		t.Fatalf("the full worker got %d of 40 requests: %v", counts[full], counts)
 	}
 }
+
+// TestOverloadProtectionVetoesUnderAnyPolicy: with --worker-overload-protection, a worker
+// whose load report shows a KV cache past --worker-overload-token-usage takes no requests,
+// even under round_robin, which reads no load; once it reports below the limit it is back.
+func TestOverloadProtectionVetoesUnderAnyPolicy(t *testing.T) {
+	m := StartMocks(t, 2)
+	hot := m.URLs[1]
+	MustDo(t, "POST", hot+"/admin/config", `{"kv_usage":0.99}`, nil)
+	g := StartGateway(t, "--policy", "round_robin", "--load-monitor-interval", "1",
+		"--worker-overload-protection", "--worker-overload-token-usage", "0.95", "--worker-urls", m.URLs[0], hot)
+	time.Sleep(2500 * time.Millisecond)
+	for range 20 {
+		r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil)
+		if r.Status != 200 || r.Header.Get("X-Smg-Routed-Worker-Id") == hot {
+			t.Fatalf("status %d via %s: the overloaded worker must be vetoed", r.Status, r.Header.Get("X-Smg-Routed-Worker-Id"))
+		}
+	}
+	MustDo(t, "POST", hot+"/admin/config", `{"kv_usage":0}`, nil)
+	Eventually(t, 10*time.Second, "the worker back after a report below the limit", func() bool {
+		r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil)
+		return r.Header.Get("X-Smg-Routed-Worker-Id") == hot
+	})
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/worker"
 )
 
 // Defaults.
@@ -42,10 +43,39 @@ type Config struct {
 	Concurrency int
 	// Now is the clock reports are stamped with and aged by. Default time.Now.
 	Now func() time.Time
+	// Overload is overload protection: workers whose report passes its limits are vetoed.
+	Overload OverloadConfig
 	// Metrics receives smg_load_monitor_polls_total. Nil: a private set.
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+}
+
+// OverloadConfig is overload protection (--worker-overload-*): a worker whose latest load
+// report shows WaitingRequests or more waiting requests, or a KV-cache usage of TokenUsage or
+// more, takes no new requests under any policy until a report shows it below both.
+type OverloadConfig struct {
+	// Enabled is --worker-overload-protection.
+	Enabled bool
+	// WaitingRequests is --worker-overload-waiting-requests (default 128; 0: no queue limit).
+	WaitingRequests int
+	// TokenUsage is --worker-overload-token-usage, a fraction (default 0.98; 0: no KV limit).
+	TokenUsage float64
+}
+
+// Defaults of OverloadConfig.
+const (
+	DefaultOverloadWaitingRequests = 128
+	DefaultOverloadTokenUsage      = 0.98
+)
+
+// vetoes reports whether r passes the overload limits.
+func (o OverloadConfig) vetoes(r *worker.LoadReport) bool {
+	if !o.Enabled || r == nil {
+		return false
+	}
+	return (o.WaitingRequests > 0 && r.WaitingRequests >= o.WaitingRequests) ||
+		(o.TokenUsage > 0 && r.TokenUsage >= o.TokenUsage)
 }
 
 // DefaultConfig returns the defaults.
@@ -60,6 +90,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("load report max age is %v: give a positive duration, or 0 for %d intervals", c.MaxReportAge, StaleIntervals)
 	case c.Timeout < 0:
 		return fmt.Errorf("load poll timeout is %v: give a positive duration, or 0 for the default", c.Timeout)
+	case c.Overload.WaitingRequests < 0:
+		return fmt.Errorf("--worker-overload-waiting-requests %d: give 0 (no limit) or a positive count", c.Overload.WaitingRequests)
+	case c.Overload.TokenUsage < 0 || c.Overload.TokenUsage > 1:
+		return fmt.Errorf("--worker-overload-token-usage %v: give a fraction from 0 to 1 (0: no limit)", c.Overload.TokenUsage)
 	case c.Concurrency < 0:
 		return fmt.Errorf("load poll concurrency is %d: give a positive count, or 0 for %d", c.Concurrency, DefaultConcurrency)
 	}
@@ -92,5 +126,11 @@ func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
 	fs.Duration("load-monitor-interval", &cfg.Interval, DefaultInterval,
 		"Seconds between polls of each worker's load (/v1/loads, else Prometheus /metrics)")
 	fs.Bool("disable-load-monitoring", &cfg.Disable, false,
-		"Stop polling worker loads unless a load-aware policy (cache_aware, least_load, power_of_two) needs them")
+		"Stop polling worker loads unless a load-aware policy (cache_aware, least_load, power_of_two) or overload protection needs them")
+	fs.Bool("worker-overload-protection", &cfg.Overload.Enabled, false,
+		"Veto workers whose load report passes the --worker-overload-* limits, under every policy")
+	fs.Int("worker-overload-waiting-requests", &cfg.Overload.WaitingRequests, DefaultOverloadWaitingRequests,
+		"Overload protection: waiting requests at which a worker is vetoed (0: no limit)")
+	fs.Float("worker-overload-token-usage", &cfg.Overload.TokenUsage, DefaultOverloadTokenUsage,
+		"Overload protection: KV-cache usage (0 to 1) at which a worker is vetoed (0: no limit)")
 }

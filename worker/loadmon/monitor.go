@@ -79,7 +79,7 @@ func (m *Monitor) Run(ctx context.Context) {
 }
 
 func (m *Monitor) active() bool {
-	return !m.cfg.Disable || (m.cfg.Required != nil && m.cfg.Required())
+	return !m.cfg.Disable || m.cfg.Overload.Enabled || (m.cfg.Required != nil && m.cfg.Required())
 }
 
 // PollOnce polls every registered worker once, at most Concurrency at a time, publishes the
@@ -145,6 +145,7 @@ func (m *Monitor) poll(w *worker.Worker) {
 		m.log.Debug("Load poll failed", "worker", w.URL, "error", err)
 		if old := w.Load(); old != nil && m.cfg.Now().Sub(old.At) > m.cfg.MaxReportAge {
 			w.SetLoad(nil) // too old to route on: fall back to in-flight counts
+			w.SetOverloaded(false)
 		}
 		return
 	}
@@ -152,6 +153,11 @@ func (m *Monitor) poll(w *worker.Worker) {
 	m.prefer[w] = src
 	m.mu.Unlock()
 	w.SetLoad(r)
+	if veto := m.cfg.Overload.vetoes(r); veto != w.Overloaded() {
+		w.SetOverloaded(veto)
+		m.log.Info("Overload protection changed", "worker", w.URL, "overloaded", veto,
+			"waiting_requests", r.WaitingRequests, "token_usage", r.TokenUsage)
+	}
 }
 
 // fetch GETs one route of w and parses it. A transport error is returned as is; an answer
