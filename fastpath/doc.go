@@ -17,6 +17,18 @@
 // away, the write fails, the relay closes the upstream connection, and the engine sees its
 // request cancelled.
 //
+// # Retries, breakers, admission
+//
+// Before a worker is tried, its circuit breaker admits the attempt (a half-open breaker admits
+// only a few probes; a refusal re-picks without costing an attempt), and every attempt tells
+// the breaker how it ended (worker/breaker.Classify: faults, backpressure, client errors). A
+// transport error or a retryable status (408, 429, 500, 502, 503, 504) is retried on another
+// worker, re-picked with the failed ones excluded, with exponential backoff, as long as nothing
+// has reached the client and the request's deadline allows. A streamed error answer is read
+// whole so that it can be retried like a buffered one. Admission (--max-concurrent-requests,
+// --queue-size, --queue-timeout-secs, --rate-limit-tokens-per-second) runs before the pick on
+// atomics; only a request that must queue allocates.
+//
 // # In-flight accounting
 //
 // The worker's InFlight count rises once at dispatch and falls exactly once: for a buffered
