@@ -1,11 +1,7 @@
 package loadgen
 
 import (
-	"errors"
-	"fmt"
 	"io"
-	"math"
-	"net/url"
 	"strings"
 	"time"
 
@@ -241,112 +237,6 @@ func (c *Config) closedLoop() bool { return c.RequestRate == 0 }
 // clients is the closed loop's client count.
 func (c *Config) clients() int { return max(c.MaxConcurrency, 1) }
 
-// maxPromptTokens bounds prompt sizes so a typo cannot allocate gigabytes of prompt text.
-const maxPromptTokens = 1 << 20
-
-// Validate reports every problem with the configuration (after defaults), each saying how
-// to fix it. Run calls it; call it yourself to check flags early.
-func (c Config) Validate() error {
-	c.applyDefaults()
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-
-	if c.BaseURL == "" {
-		bad("BaseURL (--base-url) is required: give the server's OpenAI base, e.g. http://127.0.0.1:30000/v1")
-	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("BaseURL (--base-url) %q is not an http:// or https:// URL with a host: use e.g. http://127.0.0.1:30000/v1", c.BaseURL)
-	}
-	switch c.Endpoint {
-	case EndpointChat, EndpointCompletions:
-		if c.Model == "" {
-			bad("Model (--model) is required for the %s endpoint: give the served model name", c.Endpoint)
-		}
-	case EndpointGenerate:
-	default:
-		bad("Endpoint (--endpoint) %q is unknown: use chat, completions or generate", c.Endpoint)
-	}
-	switch c.Workload {
-	case WorkloadRandom, WorkloadSharedPrefix, WorkloadMultiTurn, WorkloadRaw:
-	default:
-		bad("Workload (--workload) %q is unknown: use random, shared-prefix, multi-turn or raw", c.Workload)
-	}
-	for name := range c.Headers {
-		if !validHeaderName(name) {
-			bad("header name %q (--header) is not a valid HTTP header name: use letters, digits and -", name)
-		}
-	}
-	if c.SessionHeader != "" && !validHeaderName(c.SessionHeader) {
-		bad("SessionHeader (--session-header) %q is not a valid HTTP header name: use letters, digits and -", c.SessionHeader)
-	}
-	if c.Workload == WorkloadRaw && c.Endpoint != EndpointChat {
-		bad("Workload raw sends a chat request: use --endpoint chat with --workload raw")
-	}
-	switch c.Arrival {
-	case ArrivalPoisson, ArrivalConstant:
-	default:
-		bad("Arrival (--arrival) %q is unknown: use poisson or constant", c.Arrival)
-	}
-	if c.RequestRate < 0 || math.IsNaN(c.RequestRate) || math.IsInf(c.RequestRate, 0) {
-		bad("RequestRate (--request-rate) %v must be a finite number ≥ 0: 0 runs a closed loop, a positive value is requests per second", c.RequestRate)
-	}
-	nonNegative := []struct {
-		name string
-		v    int64
-	}{
-		{"MaxConcurrency (--max-concurrency)", int64(c.MaxConcurrency)},
-		{"NumRequests (--num-requests)", int64(c.NumRequests)},
-		{"Warmup (--warmup)", int64(c.Warmup)},
-		{"Duration (--duration)", int64(c.Duration)},
-		{"Timeout (--timeout)", int64(c.Timeout)},
-		{"TimelineInterval", int64(c.TimelineInterval)},
-		{"MultiTurn.ThinkTime (--think-time)", int64(c.MultiTurn.ThinkTime)},
-		{"MultiTurn.SystemPromptLen (--mt-system-prompt-len)", int64(c.MultiTurn.SystemPromptLen)},
-	}
-	for _, f := range nonNegative {
-		if f.v < 0 {
-			bad("%s is negative: use 0 for the default or a positive value", f.name)
-		}
-	}
-	lengths := []struct {
-		name string
-		v    int
-	}{
-		{"Random.InputLen (--random-input-len)", c.Random.InputLen},
-		{"Random.OutputLen (--random-output-len)", c.Random.OutputLen},
-		{"Random.NumPrompts (--random-num-prompts)", c.Random.NumPrompts},
-		{"SharedPrefix.NumGroups (--gsp-num-groups)", c.SharedPrefix.NumGroups},
-		{"SharedPrefix.PromptsPerGroup (--gsp-prompts-per-group)", c.SharedPrefix.PromptsPerGroup},
-		{"SharedPrefix.SystemPromptLen (--gsp-system-prompt-len)", c.SharedPrefix.SystemPromptLen},
-		{"SharedPrefix.QuestionLen (--gsp-question-len)", c.SharedPrefix.QuestionLen},
-		{"SharedPrefix.OutputLen (--gsp-output-len)", c.SharedPrefix.OutputLen},
-		{"MultiTurn.Users (--mt-users)", c.MultiTurn.Users},
-		{"MultiTurn.Rounds (--mt-rounds)", c.MultiTurn.Rounds},
-		{"MultiTurn.TurnLen (--mt-turn-len)", c.MultiTurn.TurnLen},
-		{"MultiTurn.OutputLen (--mt-output-len)", c.MultiTurn.OutputLen},
-		{"Raw.OutputTokens (--output-tokens)", c.Raw.OutputTokens},
-	}
-	for _, f := range lengths {
-		if f.v < 0 || f.v > maxPromptTokens {
-			bad("%s = %d is out of range: use 1..%d, or 0 for the default", f.name, f.v, maxPromptTokens)
-		}
-	}
-	switch c.Random.Distribution {
-	case LengthUniform, LengthExponential:
-	default:
-		bad("Random.Distribution (--random-distribution) %q is unknown: use uniform or exponential", c.Random.Distribution)
-	}
-	if c.Random.RangeRatio < 0 || c.Random.RangeRatio > 1 || math.IsNaN(c.Random.RangeRatio) {
-		bad("Random.RangeRatio (--random-range-ratio) %v must be in [0, 1]: 1 fixes the lengths, 0 draws them from [1, len]", c.Random.RangeRatio)
-	}
-	if c.SharedPrefix.NumGroups*c.SharedPrefix.PromptsPerGroup > 1<<20 {
-		bad("SharedPrefix groups × prompts per group = %d is too many: keep it under %d", c.SharedPrefix.NumGroups*c.SharedPrefix.PromptsPerGroup, 1<<20)
-	}
-	if c.Workload == WorkloadMultiTurn && c.RequestRate == 0 && c.MaxConcurrency > c.MultiTurn.Users {
-		bad("MaxConcurrency (--max-concurrency) %d exceeds MultiTurn.Users (--mt-users) %d: a closed loop cannot have more requests in flight than conversations; raise --mt-users or lower --max-concurrency", c.MaxConcurrency, c.MultiTurn.Users)
-	}
-	return errors.Join(errs...)
-}
-
 // requestURL is the full URL requests are posted to.
 func (c *Config) requestURL() string {
 	base := strings.TrimRight(c.BaseURL, "/")
@@ -358,19 +248,4 @@ func (c *Config) requestURL() string {
 	default:
 		return base + "/chat/completions"
 	}
-}
-
-// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.6.2).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
