@@ -64,7 +64,13 @@ func (s *Server) writeStream(w *bufio.Writer, r *request) {
 		}
 	}
 	if r.dialect != generate && r.includeUsage && !s.opts.OmitUsage {
-		buf = append(buf[:0], `{"id":"x","object":"chat.completion.chunk","choices":[],"usage":`...)
+		buf = append(buf[:0], `{"id":"x","object":`...)
+		if r.dialect == chat {
+			buf = append(buf, `"chat.completion.chunk"`...)
+		} else {
+			buf = append(buf, `"text_completion"`...)
+		}
+		buf = append(buf, `,"choices":[],"usage":`...)
 		buf = s.appendUsage(buf, r)
 		buf = append(buf, '}')
 		if !event(buf) {
