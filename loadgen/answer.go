@@ -10,7 +10,7 @@ import (
 )
 
 // readStream consumes an SSE answer event by event, timing each content event.
-func (cl *client) readStream(st *clientState, it *item, start time.Time, wantAnswer bool, s sample) sample {
+func (cl *client) readStream(st *clientState, start time.Time, wantAnswer bool, s sample) sample {
 	body := st.resp.BodyStream()
 	if body == nil {
 		s.fail, s.detail = failTruncated, []byte("response has no body")

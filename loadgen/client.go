@@ -163,7 +163,7 @@ func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer b
 		s.status = resp.StatusCode()
 		st.rec.countWorker(workerID(resp))
 		if cl.stream {
-			s = cl.readStream(st, it, start, wantAnswer, s)
+			s = cl.readStream(st, start, wantAnswer, s)
 		} else {
 			s = cl.readBody(st, wantAnswer, s)
 		}
