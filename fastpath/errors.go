@@ -1,6 +1,10 @@
 package fastpath
 
-import "github.com/valyala/fasthttp"
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/internal/jsonx"
+)
 
 // apiError is a gateway-made error on the OpenAI routes: the status and the OpenAI envelope's
 // type and code. The message is given where the error is raised.
@@ -38,35 +42,11 @@ func writeError(ctx *fasthttp.RequestCtx, e apiError, message string) {
 	resp.Header.Set(headerErrorCode, e.code)
 	b := make([]byte, 0, 96+len(message))
 	b = append(b, `{"error":{"message":`...)
-	b = appendJSONString(b, message)
+	b = jsonx.AppendString(b, message)
 	b = append(b, `,"type":"`...)
 	b = append(b, e.typ...)
 	b = append(b, `","code":"`...)
 	b = append(b, e.code...)
 	b = append(b, `","param":null}}`...)
 	resp.SetBodyRaw(b)
-}
-
-// appendJSONString appends s as a JSON string literal.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
 }

@@ -2,7 +2,8 @@ package loadgen
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/smg-go/smg/internal/jsonx"
 )
 
 // message is one chat message of a request.
@@ -46,21 +47,21 @@ func (b bodyBuilder) build(msgs []message, maxTokens int) []byte {
 		return append(dst, '}')
 	case EndpointCompletions:
 		dst = append(dst, `{"model":`...)
-		dst = appendJSONString(dst, b.model)
+		dst = jsonx.AppendString(dst, b.model)
 		dst = append(dst, `,"prompt":`...)
 		dst = appendPromptText(dst, msgs)
 	default:
 		dst = append(dst, `{"model":`...)
-		dst = appendJSONString(dst, b.model)
+		dst = jsonx.AppendString(dst, b.model)
 		dst = append(dst, `,"messages":[`...)
 		for i, m := range msgs {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"role":`...)
-			dst = appendJSONString(dst, m.role)
+			dst = jsonx.AppendString(dst, m.role)
 			dst = append(dst, `,"content":`...)
-			dst = appendJSONString(dst, m.content)
+			dst = jsonx.AppendString(dst, m.content)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -101,42 +102,5 @@ func appendPromptText(dst []byte, msgs []message) []byte {
 		}
 		text = append(text, m.content...)
 	}
-	return appendJSONString(dst, string(text))
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string literal. Invalid UTF-8 becomes U+FFFD so the
-// body is always valid JSON.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
+	return jsonx.AppendString(dst, string(text))
 }

@@ -2,9 +2,7 @@ package loadgen
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // decodedBody is every field a request body can carry.
@@ -52,26 +50,4 @@ func TestBodyShapes(t *testing.T) {
 	if gen.Text == nil || gen.Model != nil || gen.SamplingParams == nil || gen.SamplingParams.MaxNewTokens != 5 || !gen.SamplingParams.IgnoreEOS || !gen.Stream || gen.StreamOptions != nil {
 		t.Fatalf("generate body %+v", gen)
 	}
-}
-
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x1f\x7f", "é\u2028🙂", "bad\xff\xfeutf8"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		enc := appendJSONString(nil, s)
-		var back string
-		if err := json.Unmarshal(enc, &back); err != nil {
-			t.Fatalf("%q encoded as invalid JSON %s: %v", s, enc, err)
-		}
-		var want strings.Builder // each invalid byte becomes one U+FFFD
-		for i := 0; i < len(s); {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			want.WriteRune(r)
-			i += size
-		}
-		if back != want.String() {
-			t.Fatalf("%q round-tripped to %q", s, back)
-		}
-	})
 }

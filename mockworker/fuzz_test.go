@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/smg-go/smg/internal/jsonx"
 )
 
 // FuzzParseGenRequest: any body either fails with an error or yields sane counts, and the
@@ -35,7 +37,7 @@ func FuzzParseGenRequest(f *testing.F) {
 		if r.promptTokens < 0 || r.maxTokens < 0 || r.maxTokens > maxTokensLimit || r.inputIDs < 0 {
 			t.Fatalf("insane request %+v", r)
 		}
-		a := answer{kind: kind, model: "m", id: appendJSONEscaped(nil, r.rid), promptTokens: r.promptTokens, outputTokens: min(r.maxTokens, 4) + 1, includeUsage: r.includeUsage}
+		a := answer{kind: kind, model: "m", id: jsonx.AppendEscaped(nil, r.rid), promptTokens: r.promptTokens, outputTokens: min(r.maxTokens, 4) + 1, includeUsage: r.includeUsage}
 		if !json.Valid(a.appendBody(nil)) {
 			t.Fatalf("invalid body for %q", body)
 		}

@@ -2,7 +2,8 @@ package mockworker
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/smg-go/smg/internal/jsonx"
 )
 
 // vocabulary is the mock's output: token i of every answer is vocabulary[i%len]. Each word is
@@ -159,38 +160,10 @@ func appendFinish(dst []byte, last bool) []byte {
 // appendErrorBody writes the OpenAI error envelope.
 func appendErrorBody(dst []byte, status int, typ, msg string) []byte {
 	dst = append(dst, `{"error":{"message":"`...)
-	dst = appendJSONEscaped(dst, msg)
+	dst = jsonx.AppendEscaped(dst, msg)
 	dst = append(dst, `","type":"`...)
 	dst = append(dst, typ...)
 	dst = append(dst, `","param":null,"code":`...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
 	return append(dst, `}}`...)
-}
-
-// appendJSONEscaped writes s as the inside of a JSON string; invalid UTF-8 becomes U+FFFD.
-func appendJSONEscaped(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return dst
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/smg-go/smg/internal/jsonx"
 )
 
 // Worker is one mock engine listening on its own port. Its methods are safe for concurrent use.
@@ -39,7 +41,7 @@ type parseScratch struct {
 
 func newWorker(index int, addr string, cfg *Config, born int64) *Worker {
 	w := &Worker{index: index, addr: addr, cfg: cfg, born: born}
-	w.model = string(appendJSONEscaped(nil, cfg.Model))
+	w.model = string(jsonx.AppendEscaped(nil, cfg.Model))
 	w.id = addr
 	if cfg.WorkerIDPrefix != "" {
 		w.id = cfg.WorkerIDPrefix + strconv.Itoa(index)
@@ -334,7 +336,7 @@ func (w *Worker) draw() float64 {
 // appendID writes the response id: the client's rid on /generate, else a per-worker sequence.
 func (a *answer) appendID(dst []byte, w *Worker, rid string) []byte {
 	if a.kind == kindGenerate && rid != "" {
-		return appendJSONEscaped(dst, rid)
+		return jsonx.AppendEscaped(dst, rid)
 	}
 	switch a.kind {
 	case kindChat:
