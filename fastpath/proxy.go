@@ -156,9 +156,12 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Rout
 		// The breaker admits the picked worker (a half-open one admits only a few probes);
 		// a refusal costs no attempt: pick again without that worker.
 		permit, admitted := w.Breaker.TryAcquire(breaker.Now())
-		for !admitted {
+		for refused := 0; !admitted; refused++ {
 			x.req.Exclude = append(x.req.Exclude, w)
 			res, perr := rt.Picker.Pick(&x.req)
+			if perr == nil && refused > len(rt.Candidates) { // a picker that ignores Exclude
+				perr = policy.ErrNoAvailableWorkers
+			}
 			if perr != nil {
 				s.failPick(ctx, route, perr)
 				return
