@@ -3,6 +3,7 @@
 package loadgen
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -66,7 +67,7 @@ func TestRequestCycleAllocations(t *testing.T) {
 	st := cl.newState(time.Hour)
 	start := time.Now()
 	cycle := func() {
-		it, _ := src.next(nil)
+		it, _ := src.next(context.Background())
 		if s := cl.do(st, it, start, false); s.fail != failNone {
 			t.Fatalf("request failed: %+v", s)
 		}
@@ -97,7 +98,7 @@ func TestStreamingRequestAllocations(t *testing.T) {
 	st := cl.newState(time.Hour)
 	start := time.Now()
 	cycle := func() {
-		it, _ := src.next(nil)
+		it, _ := src.next(context.Background())
 		if s := cl.do(st, it, start, false); s.fail != failNone || s.contentEvents != 16 {
 			t.Fatalf("request failed: %+v", s)
 		}
