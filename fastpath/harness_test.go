@@ -131,7 +131,7 @@ func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorke
 	}
 	g.ln = fasthttputil.NewInmemoryListener()
 	go func() { _ = g.srv.Serve(g.ln) }()
-	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()); _ = g.ln.Close() })
 	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
 	return g
 }

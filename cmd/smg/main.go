@@ -202,7 +202,11 @@ func serve(o options, log *slog.Logger) error {
 	}
 	grace, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(grace); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err = srv.Shutdown(grace)
+	// fasthttp's Shutdown does nothing to a listener Serve has not registered yet (a signal
+	// right at start-up): closing it ourselves makes Serve return in every case.
+	_ = ln.Close()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	_ = promSrv.Close()
