@@ -1,0 +1,185 @@
+package discovery
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/smg-go/smg/worker"
+)
+
+// ModelIDSource says where a discovered worker's model id comes from (--model-id-from).
+type ModelIDSource struct {
+	// Kind is "" (ask the worker), "namespace", "label" or "annotation".
+	Kind string
+	// Key is the label or annotation key.
+	Key string
+}
+
+// ParseModelIDSource parses --model-id-from: namespace, label:<key> or annotation:<key>.
+func ParseModelIDSource(v string) (ModelIDSource, error) {
+	if v == "" {
+		return ModelIDSource{}, nil
+	}
+	if v == "namespace" {
+		return ModelIDSource{Kind: "namespace"}, nil
+	}
+	kind, key, ok := strings.Cut(v, ":")
+	if ok && (kind == "label" || kind == "annotation") && strings.TrimSpace(key) != "" {
+		return ModelIDSource{Kind: kind, Key: strings.TrimSpace(key)}, nil
+	}
+	return ModelIDSource{}, fmt.Errorf("invalid --model-id-from %q: give namespace, label:<key> or annotation:<key>", v)
+}
+
+// of returns the model id the pod's metadata names, or "".
+func (m ModelIDSource) of(pod *Pod) string {
+	switch m.Kind {
+	case "namespace":
+		return pod.Namespace
+	case "label":
+		return pod.Labels[m.Key]
+	case "annotation":
+		return pod.Annotations[m.Key]
+	}
+	return ""
+}
+
+// Mapping turns pods into the workers they should contribute. It holds no state: the same
+// pods always give the same workers.
+type Mapping struct {
+	// Selector selects regular worker pods. Ignored in PD mode.
+	Selector Selector
+	// Prefill, Decode and Encode are the role selectors; PD mode is on when any is set.
+	Prefill, Decode, Encode Selector
+	// Port is the worker port of pods without smg.ai/worker-ports.
+	Port int
+	// ModelID optionally fills the model id from pod metadata.
+	ModelID ModelIDSource
+	// KVConnectorAnnotation and KVEngineIDAnnotation name the vLLM KV annotations.
+	KVConnectorAnnotation, KVEngineIDAnnotation string
+}
+
+// PDMode reports whether role selectors are in use.
+func (m *Mapping) PDMode() bool {
+	return m.Prefill != nil || m.Decode != nil || m.Encode != nil
+}
+
+// role returns the worker type of a pod, or "" when no selector matches: encode, then
+// prefill, then decode in PD mode (spec: PD Disaggregation Discovery).
+func (m *Mapping) role(labels map[string]string) string {
+	if !m.PDMode() {
+		if m.Selector.Matches(labels) {
+			return worker.TypeRegular
+		}
+		return ""
+	}
+	switch {
+	case m.Encode != nil && m.Encode.Matches(labels):
+		return worker.TypeEncode
+	case m.Prefill != nil && m.Prefill.Matches(labels):
+		return worker.TypePrefill
+	case m.Decode != nil && m.Decode.Matches(labels):
+		return worker.TypeDecode
+	}
+	return ""
+}
+
+// Desired is one worker a pod should contribute.
+type Desired struct {
+	// URL is http://<pod-ip>:<port>, IPv6 in brackets: the registry's key.
+	URL          string
+	PodNamespace string
+	PodName      string
+	PodUID       string
+	// Role is the worker type: regular, prefill, decode or encode.
+	Role    string
+	ModelID string
+	// BootstrapPort is the PD bootstrap port, 0 when none (prefill and encode only).
+	BootstrapPort int
+	KVConnector   string
+	KVEngineID    string
+}
+
+// Spec is the worker.Spec that registers d, with the ownership labels of the spec.
+func (d *Desired) Spec() worker.Spec {
+	labels := map[string]string{
+		LabelPodName:      d.PodName,
+		LabelPodUID:       d.PodUID,
+		LabelPodNamespace: d.PodNamespace,
+		LabelDiscovered:   "true",
+	}
+	if d.BootstrapPort != 0 {
+		labels[LabelBootstrapPort] = strconv.Itoa(d.BootstrapPort)
+	}
+	if d.KVConnector != "" {
+		labels[LabelKVConnector] = d.KVConnector
+	}
+	if d.KVEngineID != "" {
+		labels[LabelKVEngineID] = d.KVEngineID
+	}
+	return worker.Spec{URL: d.URL, ModelID: d.ModelID, WorkerType: d.Role, Labels: labels}
+}
+
+// Warning is a problem with one pod's annotations, logged once per pod UID.
+type Warning struct {
+	PodUID  string
+	Message string
+}
+
+// Desired returns the workers the pods should contribute, sorted by URL, and the
+// annotation warnings met on the way. A pod contributes when a selector matches it and it is
+// Serving; when two pods claim one address (a stale pod object beside its replacement) the
+// Serving one was already the only candidate, and among several the first by name wins.
+func (m *Mapping) Desired(pods []Pod) ([]Desired, []Warning) {
+	var out []Desired
+	var warns []Warning
+	warn := func(p *Pod, msg string) {
+		if msg != "" {
+			warns = append(warns, Warning{PodUID: p.UID, Message: msg})
+		}
+	}
+	claimed := map[string]bool{}
+	sorted := make([]*Pod, len(pods))
+	for i := range pods {
+		sorted[i] = &pods[i]
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key() < sorted[j].Key() })
+	for _, p := range sorted {
+		role := m.role(p.Labels)
+		if role == "" || !p.Serving() {
+			continue
+		}
+		ports, w := workerPorts(p, m.Port)
+		warn(p, w)
+		var boot []int
+		if role == worker.TypePrefill || role == worker.TypeEncode {
+			boot, w = bootstrapPorts(p, len(ports))
+			warn(p, w)
+		}
+		connector, w := kvConnector(p, m.KVConnectorAnnotation)
+		warn(p, w)
+		engineIDs, w := kvEngineIDs(p, m.KVEngineIDAnnotation, len(ports))
+		warn(p, w)
+		model := m.ModelID.of(p)
+		for i, port := range ports {
+			url := "http://" + net.JoinHostPort(p.IP, strconv.Itoa(port))
+			if claimed[url] {
+				continue
+			}
+			claimed[url] = true
+			d := Desired{URL: url, PodNamespace: p.Namespace, PodName: p.Name, PodUID: p.UID,
+				Role: role, ModelID: model, KVConnector: connector}
+			if boot != nil {
+				d.BootstrapPort = boot[i]
+			}
+			if engineIDs != nil {
+				d.KVEngineID = engineIDs[i]
+			}
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].URL < out[j].URL })
+	return out, warns
+}
