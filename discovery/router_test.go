@@ -12,7 +12,9 @@ func TestRouterTracker(t *testing.T) {
 	ready := func(name, ip string, ann map[string]string) Pod { return readyPod(name, ip, smg, ann) }
 	unready := func(p Pod) Pod { p.Ready = false; return p }
 	terminating := func(p Pod) Pod { p.Terminating = true; return p }
-	m := func(name, addr string, s MemberStatus) Member { return Member{Name: name, UID: "uid-" + name, Addr: addr, Status: s} }
+	m := func(name, addr string, s MemberStatus) Member {
+		return Member{Name: name, UID: "uid-" + name, Addr: addr, Status: s}
+	}
 	steps := []struct {
 		name string
 		pods []Pod
