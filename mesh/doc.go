@@ -1,4 +1,81 @@
-// Package mesh will hold the high-availability gossip mesh (SWIM membership, CRDT state sync).
+// Package mesh makes several SMG routers act as one cluster (spec: High Availability): SWIM
+// membership with memberlist's incarnation semantics, a CRDT store that replicates the
+// workers each router registered, and best-effort cache-tree deltas with paged repair, all
+// over gRPC on --mesh-port. The mesh only gives hints: routing never waits on it, and a
+// partitioned router routes on what it has.
 //
-// It is a stub until the mesh issue lands.
+// # Membership
+//
+// Node runs the protocol; Tick is one gossip round (1 s). Each round a node probes the next
+// peer of a shuffled round-robin over ALIVE and SUSPECTED peers (memberlist's order: every
+// peer is probed within N-1 rounds, which random choice does not bound), carrying its whole
+// membership table. A failed direct probe is retried through up to 3 ALIVE peers (PingReq).
+// When no probe reaches the target it goes ALIVE → SUSPECTED → DOWN, and the change is
+// broadcast. Beyond the spec's product:
+//
+//   - Every member carries an incarnation number that only it raises. A router that hears
+//     itself called SUSPECTED, DOWN or LEAVING at its incarnation or above answers with a
+//     higher one, and the higher incarnation overrides the claim everywhere. So a falsely
+//     suspected router refutes, and a router restarted under the same name is ALIVE again
+//     as soon as it reaches one peer (its bootstrap peer's answer carries the DOWN claim it
+//     refutes).
+//   - A SUSPECTED member that does not refute within 5 s is DOWN (suspicion timeout), and
+//     every 10 rounds one DOWN member is probed again, so the sides of a healed partition
+//     find each other (Serf's reconnect).
+//   - Every --mesh-peer-urls entry is dialled with backoff (1 s doubling to 60 s) until first
+//     contact, and again whenever the node has no live peer left.
+//   - Leave announces LEAVING before the router drains.
+//
+// # Worker state (CRDT)
+//
+// Store is a last-writer-wins map ordered by (Lamport timestamp, replica); its merge is
+// commutative, associative and idempotent (property-tested). Each worker is one key,
+// "worker:<owner>:<url>", written only by its owner (node names cannot contain ':'), so two
+// routers registering the same URL never overwrite each other. Each round a node sends every
+// open stream the entries its peer has not acknowledged, so entries are resent until
+// acknowledged and relayed through intermediate peers. An owner that receives an older or
+// newer write of its own key than it holds (a leftover from before a restart) rewrites its
+// current intent with a newer timestamp: the CRDT counterpart of refutation. WorkerSync
+// bridges the store and the worker registry.
+//
+// # Sync streams
+//
+// One bidirectional stream per pair, opened after a successful probe of an ALIVE peer by the
+// router whose name sorts first. The opener sends a keep-alive after 20 s without traffic, so
+// only a dead stream reaches the 60 s idle timeout that closes it.
+//
+// # Cache trees
+//
+// PublishTree queues one routing decision (model, tree kind, path, worker URL); once per
+// round the queued deltas, each (path, worker) once, go to every connected peer. Unlike the
+// spec's product, a delta carries the path as well as its hash, so a peer can apply every
+// delta; a path it did not know before (Trees.Apply reports it) starts a repair of that
+// model's tree from a random ALIVE peer, once per model and tree kind after start-up or after
+// a peer rejoins: pages of about 2 MiB, retried after 5 s without progress (with another
+// peer, from the start, when one is left), at most 3 times; unknown paths arriving meanwhile
+// are folded into the repair in flight. RadixTrees implements Trees over the cache_aware
+// policy's radix trees.
+//
+// # Transport and wire format
+//
+// The gRPC transport (grpc.go) serves one service, smg.mesh.v1.Mesh, with Ping, PingReq and
+// the bidirectional Sync stream. protoc is not available to this project, so the messages
+// are encoded by package wire's hand-written codec (see its doc), and the service descriptor
+// that protoc would generate is written out in grpc.go; both are small and fuzzed. Malformed
+// and oversized messages are rejected, counted in smg_mesh_rejected_messages_total, and never
+// reach the protocol.
+//
+// # Concurrency
+//
+// A Node's state is guarded by one mutex, never held across I/O: a round takes the lock to
+// decide what to send, releases it to send, and takes it again to apply answers. Inbound calls
+// (HandlePing, HandlePingReq, StreamMessage) may run on any goroutine. In production a round
+// runs every second on its own goroutine (a round stuck on a dead peer's 5 s connect timeout
+// does not delay the next); tests drive Tick on a fake clock over an in-memory transport, with
+// Options.Spawn running broadcasts inline, so that every run is deterministic.
+//
+// # Ownership
+//
+// Messages handed to a Transport belong to it; decoded messages own their memory (they do
+// not alias gRPC's buffers). PublishTree copies the path. The Store copies what it merges.
 package mesh

@@ -1,0 +1,158 @@
+package mesh
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/smg-go/smg/internal/cli"
+)
+
+// DefaultPort is --mesh-port's default.
+const DefaultPort = 39527
+
+// Config is the mesh's command-line configuration (spec: High Availability, Command Line
+// Options). The zero value is not valid: start from DefaultConfig or RegisterFlags.
+type Config struct {
+	// Enable starts the mesh listener and joins the cluster (--enable-mesh). Default false.
+	Enable bool
+	// ServerName is this router's node name, unique within the cluster
+	// (--mesh-server-name). Default "Mesh_" plus 4 random alphanumerics. Non-empty, no ':'.
+	ServerName string
+	// Host is the listener's bind IP (--mesh-host). Default 0.0.0.0.
+	Host string
+	// AdvertiseHost is the IP peers dial (--mesh-advertise-host). Default: Host, which must
+	// then be a specific address.
+	AdvertiseHost string
+	// Port is both the bind and the advertised port (--mesh-port). Default 39527; 0 is
+	// rejected.
+	Port int
+	// PeerURLs are bootstrap peers as IP:port (--mesh-peer-urls). Unlike the spec's product,
+	// which dials only the first entry once, every entry is dialled, with backoff, until first
+	// contact.
+	PeerURLs []string
+	// TLSCert, TLSKey and TLSCA enable mutual TLS on the mesh port (--mesh-tls-cert,
+	// --mesh-tls-key, --mesh-tls-ca): the router presents the certificate and accepts only
+	// peers whose certificate the CA signed. All three or none. Without them the mesh is
+	// plaintext and unauthenticated, as in the spec's product, and Start logs a warning.
+	TLSCert, TLSKey, TLSCA string
+}
+
+// DefaultConfig returns the spec's defaults with a fresh random server name.
+func DefaultConfig() Config {
+	return Config{ServerName: RandomServerName(), Host: "0.0.0.0", Port: DefaultPort}
+}
+
+// RandomServerName returns "Mesh_" plus 4 random alphanumeric characters, the spec's
+// default node name.
+func RandomServerName() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := []byte("Mesh_")
+	for _, c := range b {
+		name = append(name, alphabet[int(c)%len(alphabet)])
+	}
+	return string(name)
+}
+
+// RegisterFlags registers the mesh flags on fs, writing into cfg, with the spec's defaults.
+func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
+	*cfg = DefaultConfig()
+	fs.Group("Mesh (high availability)")
+	fs.Bool("enable-mesh", &cfg.Enable, false, "Start the mesh listener and join the cluster")
+	fs.String("mesh-server-name", &cfg.ServerName, cfg.ServerName,
+		"Node name, unique within the cluster; non-empty, without ':' (default Mesh_ plus 4 random alphanumerics)")
+	fs.Flags()[len(fs.Flags())-1].Default = "Mesh_XXXX"
+	fs.String("mesh-host", &cfg.Host, "0.0.0.0", "Bind IP address of the mesh listener")
+	fs.String("mesh-advertise-host", &cfg.AdvertiseHost, "",
+		"IP address peers dial (default --mesh-host; required when --mesh-host is unspecified such as 0.0.0.0)")
+	fs.Int("mesh-port", &cfg.Port, DefaultPort, "Mesh port, for binding and advertising; 0 is rejected")
+	fs.StringList("mesh-peer-urls", &cfg.PeerURLs, "Bootstrap peers as IP:port; every entry is dialled until first contact")
+	fs.String("mesh-tls-cert", &cfg.TLSCert, "", "PEM certificate this router presents on the mesh port (mutual TLS)")
+	fs.String("mesh-tls-key", &cfg.TLSKey, "", "PEM private key of --mesh-tls-cert")
+	fs.String("mesh-tls-ca", &cfg.TLSCA, "", "PEM CA bundle that signs every mesh router's certificate; peers it did not sign are refused")
+}
+
+// Validate checks the configuration as the spec's router does at start-up; the error
+// messages are the spec's (see its Troubleshooting table). A disabled mesh is always valid.
+func (c *Config) Validate() error {
+	if !c.Enable {
+		return nil
+	}
+	var errs []error
+	if c.ServerName == "" {
+		errs = append(errs, errors.New("mesh server name cannot be empty: set --mesh-server-name or omit it for a random one"))
+	} else if strings.Contains(c.ServerName, ":") {
+		errs = append(errs, fmt.Errorf("mesh server name %q cannot contain ':': choose --mesh-server-name without a colon", c.ServerName))
+	}
+	host, hostErr := netip.ParseAddr(c.Host)
+	if hostErr != nil {
+		errs = append(errs, fmt.Errorf("invalid --mesh-host %q: give an IP address such as 0.0.0.0 (names are not resolved)", c.Host))
+	}
+	adv := c.AdvertiseHost
+	if adv == "" {
+		adv = c.Host
+	}
+	if a, err := netip.ParseAddr(adv); err != nil {
+		if c.AdvertiseHost != "" {
+			errs = append(errs, fmt.Errorf("invalid --mesh-advertise-host %q: give this node's IP address (names are not resolved)", c.AdvertiseHost))
+		}
+	} else if a.IsUnspecified() {
+		errs = append(errs, errors.New("mesh advertise address cannot be unspecified: set --mesh-advertise-host to this node's IP"))
+	}
+	_ = host
+	if c.Port == 0 {
+		errs = append(errs, errors.New("mesh port cannot be 0: use a fixed port such as 39527"))
+	} else if c.Port < 0 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("invalid --mesh-port %d: use 1-65535", c.Port))
+	}
+	for _, p := range c.PeerURLs {
+		if _, err := ParsePeerURL(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n := countSet(c.TLSCert, c.TLSKey, c.TLSCA); n != 0 && n != 3 {
+		errs = append(errs, errors.New("mesh TLS needs --mesh-tls-cert, --mesh-tls-key and --mesh-tls-ca together: give all three or none"))
+	}
+	return errors.Join(errs...)
+}
+
+// ParsePeerURL parses a --mesh-peer-urls entry, IP:port, without resolving names. It returns
+// the canonical address.
+func ParsePeerURL(s string) (string, error) {
+	ap, err := netip.ParseAddrPort(strings.TrimSpace(s))
+	if err != nil || ap.Port() == 0 {
+		return "", fmt.Errorf("Invalid mesh peer URL %q: give IP:port such as 10.0.0.1:39527 (hostnames are not resolved; on Kubernetes use router discovery)", s)
+	}
+	return ap.String(), nil
+}
+
+// AdvertiseAddr is the IP:port this router gives its peers.
+func (c *Config) AdvertiseAddr() string {
+	h := c.AdvertiseHost
+	if h == "" {
+		h = c.Host
+	}
+	return net.JoinHostPort(h, strconv.Itoa(c.Port))
+}
+
+// ListenAddr is the IP:port the listener binds.
+func (c *Config) ListenAddr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.Port)) }
+
+// TLSEnabled reports whether mutual TLS is configured.
+func (c *Config) TLSEnabled() bool { return c.TLSCert != "" }
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}

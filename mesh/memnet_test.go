@@ -1,0 +1,274 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smg-go/smg/mesh/wire"
+)
+
+// memNet is an in-memory network of nodes driven by a fake clock: Ping and PingReq are
+// synchronous calls, stream messages are queued and delivered by flush, so a run is a
+// deterministic function of the seeds. Every message goes through the wire codec, so nodes
+// never share memory.
+type memNet struct {
+	t   testing.TB
+	mu  sync.Mutex
+	now time.Time
+
+	nodes map[string]*Node // by address
+	dead  map[string]bool  // process stopped
+	cut   map[[2]string]bool
+	// lossy, when set, drops the direct Ping from one address to another.
+	lossy func(from, to string) bool
+	// afterTick, when set, runs after each node's tick within a round.
+	afterTick func()
+
+	queue   []delivery
+	streams []*memStream
+	trees   map[string]Trees // by address, for nodes made by add
+}
+
+type delivery struct {
+	to     *memStream
+	msg    []byte
+	closed bool
+}
+
+var errUnreachable = errors.New("unreachable")
+
+func newMemNet(t testing.TB) *memNet {
+	return &memNet{t: t, now: time.Unix(1_700_000_000, 0), nodes: map[string]*Node{}, dead: map[string]bool{}, cut: map[[2]string]bool{}, trees: map[string]Trees{}}
+}
+
+func (m *memNet) clock() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.now
+}
+
+func addrOf(i int) string { return fmt.Sprintf("10.0.%d.%d:39527", i/250, i%250+1) }
+
+// add starts a node named name at addr with the given seeds.
+func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
+	m.t.Helper()
+	n, err := NewNode(Options{
+		Name: name, Addr: addr, Seeds: seeds,
+		Transport: &memTransport{net: m, addr: addr},
+		Now:       m.clock, RandSeed: seed,
+		Spawn:  func(f func()) { f() },
+		Trees:  m.trees[addr],
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.mu.Lock()
+	m.nodes[addr] = n
+	delete(m.dead, addr)
+	m.mu.Unlock()
+	return n
+}
+
+// kill stops the node at addr: it no longer answers, and its streams break.
+func (m *memNet) kill(addr string) {
+	m.mu.Lock()
+	m.dead[addr] = true
+	delete(m.nodes, addr)
+	m.mu.Unlock()
+	m.breakStreams()
+}
+
+func pair(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+// partition cuts every link between the two groups of addresses.
+func (m *memNet) partition(as, bs []string) {
+	m.mu.Lock()
+	for _, a := range as {
+		for _, b := range bs {
+			m.cut[pair(a, b)] = true
+		}
+	}
+	m.mu.Unlock()
+	m.breakStreams()
+}
+
+func (m *memNet) heal() {
+	m.mu.Lock()
+	clear(m.cut)
+	m.mu.Unlock()
+}
+
+func (m *memNet) reachable(from, to string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.dead[from] && !m.dead[to] && m.nodes[to] != nil && !m.cut[pair(from, to)]
+}
+
+func (m *memNet) node(addr string) *Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.nodes[addr]
+}
+
+// breakStreams closes every stream whose link is now cut or whose end is dead.
+func (m *memNet) breakStreams() {
+	m.mu.Lock()
+	var broken []*memStream
+	for _, s := range m.streams {
+		if !s.closed && (m.dead[s.local] || m.dead[s.remote] || m.cut[pair(s.local, s.remote)]) {
+			broken = append(broken, s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range broken {
+		s.Close()
+	}
+}
+
+// round advances the clock by one second, ticks every live node in address order and
+// delivers the stream messages until none is left.
+func (m *memNet) round() {
+	m.mu.Lock()
+	m.now = m.now.Add(time.Second)
+	addrs := make([]string, 0, len(m.nodes))
+	for a := range m.nodes {
+		addrs = append(addrs, a)
+	}
+	m.mu.Unlock()
+	sort.Strings(addrs)
+	for _, a := range addrs {
+		if n := m.node(a); n != nil {
+			n.Tick(context.Background())
+			m.flush()
+			if m.afterTick != nil {
+				m.afterTick()
+			}
+		}
+	}
+}
+
+func (m *memNet) flush() {
+	for i := 0; ; i++ {
+		if i > 1_000_000 {
+			m.t.Fatal("stream messages never stop")
+		}
+		m.mu.Lock()
+		if len(m.queue) == 0 {
+			m.mu.Unlock()
+			return
+		}
+		d := m.queue[0]
+		m.queue = m.queue[1:]
+		m.mu.Unlock()
+		if d.closed {
+			d.to.h.StreamClosed(d.to)
+			continue
+		}
+		if d.to.closed {
+			continue
+		}
+		msg, err := wire.Decode(d.msg)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		d.to.h.StreamMessage(d.to, msg.(*wire.Sync))
+	}
+}
+
+type memTransport struct {
+	net  *memNet
+	addr string
+}
+
+func roundTrip[T any](t testing.TB, msg T) T {
+	b, err := wire.Encode(nil, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := wire.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(T)
+}
+
+func (t *memTransport) Ping(ctx context.Context, addr string, msg *wire.Ping) (*wire.Ack, error) {
+	if !t.net.reachable(t.addr, addr) || (t.net.lossy != nil && t.net.lossy(t.addr, addr)) {
+		return nil, errUnreachable
+	}
+	ack := t.net.node(addr).HandlePing(ctx, roundTrip(t.net.t, msg))
+	if !t.net.reachable(addr, t.addr) {
+		return nil, errUnreachable
+	}
+	return roundTrip(t.net.t, ack), nil
+}
+
+func (t *memTransport) PingReq(ctx context.Context, addr string, msg *wire.PingReq) (*wire.Ack, error) {
+	if !t.net.reachable(t.addr, addr) {
+		return nil, errUnreachable
+	}
+	return roundTrip(t.net.t, t.net.node(addr).HandlePingReq(ctx, roundTrip(t.net.t, msg))), nil
+}
+
+func (t *memTransport) OpenSync(_ context.Context, addr string, h Handler) (Stream, error) {
+	if !t.net.reachable(t.addr, addr) {
+		return nil, errUnreachable
+	}
+	local := &memStream{net: t.net, local: t.addr, remote: addr, h: h}
+	remote := &memStream{net: t.net, local: addr, remote: t.addr, h: t.net.node(addr)}
+	local.peer, remote.peer = remote, local
+	t.net.mu.Lock()
+	t.net.streams = append(t.net.streams, local, remote)
+	t.net.mu.Unlock()
+	return local, nil
+}
+
+type memStream struct {
+	net           *memNet
+	local, remote string
+	h             Handler
+	peer          *memStream
+	closed        bool // guarded by net.mu
+	// full, when set, makes Send report ErrStreamBusy.
+	full bool
+}
+
+func (s *memStream) Send(msg *wire.Sync) error {
+	b, err := wire.Encode(nil, msg)
+	if err != nil {
+		return err
+	}
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	if s.closed {
+		return ErrStreamClosed
+	}
+	if s.full {
+		return ErrStreamBusy
+	}
+	s.net.queue = append(s.net.queue, delivery{to: s.peer, msg: b})
+	return nil
+}
+
+func (s *memStream) Close() {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed, s.peer.closed = true, true
+	s.net.queue = append(s.net.queue, delivery{to: s, closed: true}, delivery{to: s.peer, closed: true})
+}

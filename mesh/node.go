@@ -1,0 +1,543 @@
+package mesh
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/smg-go/smg/mesh/wire"
+)
+
+// Node is one router's side of the mesh protocol: SWIM membership, the CRDT store and its
+// per-peer sync, and cache-tree deltas and repair. It does no I/O of its own: the Transport
+// does, and Tick runs one gossip round. See the package documentation.
+type Node struct {
+	o   Options
+	log *slog.Logger
+	met *nodeMetrics
+
+	mu      sync.Mutex
+	rnd     *rand.Rand
+	self    wire.Member
+	peers   map[string]*peer
+	order   []string // probe order: shuffled round-robin over peers
+	next    int
+	seeds   []*seed
+	round   uint64
+	pending bool // a status change to broadcast
+
+	lamport  uint64
+	store    *Store
+	local    map[string]wire.Entry // this router's own keys: the owner's intent
+	streams  map[string]*syncState
+	opening  map[string]bool
+	onChange []func()
+
+	trees treeSync
+}
+
+type seed struct {
+	addr      string
+	next      time.Time
+	backoff   time.Duration
+	contacted bool
+}
+
+// syncState is one pair's sync stream as this side sees it.
+type syncState struct {
+	stream      Stream
+	inbound     bool
+	acked       map[string]wire.Version // the newest version of each key the peer acknowledged
+	lastTraffic time.Time
+	lastSent    time.Time
+}
+
+// NewNode returns a node that knows only itself and its seeds.
+func NewNode(o Options) (*Node, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o.fillDefaults()
+	n := &Node{
+		o:       o,
+		log:     o.Logger.With("mesh_node", o.Name),
+		rnd:     rand.New(rand.NewPCG(o.RandSeed, 0x5eed)),
+		self:    wire.Member{Name: o.Name, Addr: o.Addr, Status: wire.StatusAlive},
+		peers:   map[string]*peer{},
+		store:   NewStore(),
+		local:   map[string]wire.Entry{},
+		streams: map[string]*syncState{},
+		opening: map[string]bool{},
+	}
+	n.met = newNodeMetrics(o.Metrics)
+	n.trees.init(o)
+	for _, a := range o.Seeds {
+		if a != o.Addr {
+			n.seeds = append(n.seeds, &seed{addr: a})
+		}
+	}
+	return n, nil
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.o.Name }
+
+// Self returns this node's own membership row.
+func (n *Node) Self() wire.Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.self
+}
+
+// Members returns the membership table, this node first, then by name.
+func (n *Node) Members() []wire.Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.tableLocked()
+}
+
+func (n *Node) tableLocked() []wire.Member {
+	t := make([]wire.Member, 0, len(n.peers)+1)
+	t = append(t, n.self)
+	for _, p := range n.peers {
+		t = append(t, p.Member)
+	}
+	sort.Slice(t[1:], func(i, j int) bool { return t[1+i].Name < t[1+j].Name })
+	return t
+}
+
+// Tick runs one gossip round: retry bootstrap peers, expire suspicions, probe the next peer
+// (and every ReconnectEvery rounds one DOWN peer), broadcast status changes, and run the sync
+// streams. It blocks for the round's I/O; the runtime calls it from its own goroutine every
+// Round, tests call it directly.
+func (n *Node) Tick(ctx context.Context) {
+	now := n.o.Now()
+	n.mu.Lock()
+	n.round++
+	n.expireSuspicionsLocked(now)
+	seeds := n.dueSeedsLocked(now)
+	target := n.nextTargetLocked(now)
+	var reconnect string
+	if n.round%uint64(n.o.ReconnectEvery) == 0 {
+		reconnect = n.reconnectTargetLocked(now)
+	}
+	n.mu.Unlock()
+
+	for _, s := range seeds {
+		n.contactSeed(ctx, s)
+	}
+	if target != "" {
+		n.probe(ctx, target)
+	}
+	if reconnect != "" {
+		n.probe(ctx, reconnect)
+	}
+	n.broadcast(ctx)
+	n.syncRound(ctx)
+	n.logStatus()
+}
+
+func (n *Node) dueSeedsLocked(now time.Time) []*seed {
+	// Lost contact with everyone: go back to the bootstrap list.
+	if len(n.seeds) > 0 && !n.anyProbeableLocked() {
+		for _, s := range n.seeds {
+			s.contacted = false
+		}
+	}
+	var due []*seed
+	for _, s := range n.seeds {
+		if !s.contacted && !now.Before(s.next) {
+			due = append(due, s)
+		}
+	}
+	return due
+}
+
+func (n *Node) anyProbeableLocked() bool {
+	for _, p := range n.peers {
+		if p.probeable() {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) contactSeed(ctx context.Context, s *seed) {
+	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
+		return n.o.Transport.Ping(ctx, s.addr, n.pingMsg(""))
+	})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.o.Now()
+	if err == nil && ack.OK {
+		s.contacted, s.backoff = true, 0
+		n.mergeLocked(ack.Members, now)
+		n.log.Info("joined mesh through bootstrap peer", "peer", s.addr, "members", len(n.peers)+1)
+		return
+	}
+	s.backoff = nextBackoff(s.backoff, n.o.BackoffBase, n.o.BackoffMax)
+	s.next = now.Add(s.backoff)
+	n.log.Warn("cannot reach mesh bootstrap peer; retrying", "peer", s.addr, "retry_in", s.backoff, "err", errString(err, ack))
+}
+
+func errString(err error, ack *wire.Ack) string {
+	if err != nil {
+		return err.Error()
+	}
+	if ack != nil && !ack.OK {
+		return "peer answered for another name"
+	}
+	return ""
+}
+
+func nextBackoff(cur, base, max time.Duration) time.Duration {
+	if cur == 0 {
+		return base
+	}
+	return min(2*cur, max)
+}
+
+// nextTargetLocked returns the next peer to probe: a shuffled round-robin over ALIVE and
+// SUSPECTED peers (memberlist's order, which bounds the time before every peer is probed,
+// where picking at random each round does not), skipping those in redial backoff.
+func (n *Node) nextTargetLocked(now time.Time) string {
+	for tries := 0; tries <= len(n.order); tries++ {
+		if n.next >= len(n.order) {
+			n.rnd.Shuffle(len(n.order), func(i, j int) { n.order[i], n.order[j] = n.order[j], n.order[i] })
+			n.next = 0
+		}
+		if len(n.order) == 0 {
+			return ""
+		}
+		name := n.order[n.next]
+		n.next++
+		p := n.peers[name]
+		if p != nil && p.probeable() && !p.probing && !now.Before(p.nextDial) {
+			p.probing = true
+			return name
+		}
+	}
+	return ""
+}
+
+// reconnectTargetLocked picks one DOWN peer at random to probe, so that routers separated
+// long enough to mark each other DOWN find each other again when the network heals: the
+// spec's product never probes a DOWN router again.
+func (n *Node) reconnectTargetLocked(now time.Time) string {
+	var down []string
+	for name, p := range n.peers {
+		if p.Status == wire.StatusDown && !p.probing && !now.Before(p.nextDial) {
+			down = append(down, name)
+		}
+	}
+	if len(down) == 0 {
+		return ""
+	}
+	sort.Strings(down)
+	name := down[n.rnd.IntN(len(down))]
+	n.peers[name].probing = true
+	return name
+}
+
+func (n *Node) pingMsg(target string) *wire.Ping {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return &wire.Ping{From: n.o.Name, Target: target, Members: n.tableLocked()}
+}
+
+func (n *Node) call(ctx context.Context, f func(context.Context) (*wire.Ack, error)) (*wire.Ack, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.o.RequestTimeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// probe pings name directly, then indirectly through up to IndirectProbes ALIVE peers, and
+// applies the outcome.
+func (n *Node) probe(ctx context.Context, name string) {
+	n.mu.Lock()
+	p := n.peers[name]
+	target := p.Member
+	n.mu.Unlock()
+
+	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
+		return n.o.Transport.Ping(ctx, target.Addr, n.pingMsg(name))
+	})
+	ok := err == nil && ack.OK
+	if ok {
+		n.merge(ack.Members)
+	} else {
+		ok = n.probeIndirect(ctx, target)
+	}
+
+	n.mu.Lock()
+	now := n.o.Now()
+	p.probing = false
+	if ok {
+		p.backoff, p.nextDial = 0, time.Time{}
+	} else {
+		p.backoff = nextBackoff(p.backoff, n.o.BackoffBase, n.o.BackoffMax)
+		p.nextDial = now.Add(p.backoff)
+		// Apply the failure only to the claim we probed: the member may have refuted
+		// meanwhile.
+		if p.Incarnation == target.Incarnation {
+			switch p.Status {
+			case wire.StatusAlive:
+				n.setStatusLocked(p, wire.StatusSuspected, now)
+				n.pending = true
+			case wire.StatusSuspected:
+				n.setStatusLocked(p, wire.StatusDown, now)
+				n.pending = true
+			}
+		}
+	}
+	open := ok && p.Status == wire.StatusAlive && n.o.Name < name && n.streams[name] == nil && !n.opening[name]
+	if open {
+		n.opening[name] = true
+	}
+	addr := p.Addr
+	n.mu.Unlock()
+	if open {
+		n.openStream(ctx, name, addr)
+	}
+}
+
+func (n *Node) probeIndirect(ctx context.Context, target wire.Member) bool {
+	n.mu.Lock()
+	var helpers []wire.Member
+	for _, p := range n.peers {
+		if p.Status == wire.StatusAlive && p.Name != target.Name {
+			helpers = append(helpers, p.Member)
+		}
+	}
+	sort.Slice(helpers, func(i, j int) bool { return helpers[i].Name < helpers[j].Name })
+	n.rnd.Shuffle(len(helpers), func(i, j int) { helpers[i], helpers[j] = helpers[j], helpers[i] })
+	if len(helpers) > n.o.IndirectProbes {
+		helpers = helpers[:n.o.IndirectProbes]
+	}
+	table := n.tableLocked()
+	n.mu.Unlock()
+	for _, h := range helpers {
+		ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
+			return n.o.Transport.PingReq(ctx, h.Addr, &wire.PingReq{From: n.o.Name, Target: target, Members: table})
+		})
+		if err != nil {
+			continue
+		}
+		n.merge(ack.Members)
+		if ack.OK {
+			return true
+		}
+	}
+	return false
+}
+
+// expireSuspicionsLocked declares DOWN the members suspected for longer than SuspectTimeout
+// without refuting.
+func (n *Node) expireSuspicionsLocked(now time.Time) {
+	for _, p := range n.peers {
+		if p.Status == wire.StatusSuspected && now.Sub(p.suspectAt) >= n.o.SuspectTimeout {
+			n.setStatusLocked(p, wire.StatusDown, now)
+			n.pending = true
+		}
+	}
+}
+
+// broadcast sends the membership table to every ALIVE or SUSPECTED peer after a status change
+// (the spec broadcasts to ALIVE peers; the suspected one is included so that it can refute).
+func (n *Node) broadcast(ctx context.Context) {
+	n.mu.Lock()
+	if !n.pending {
+		n.mu.Unlock()
+		return
+	}
+	n.pending = false
+	var to []wire.Member
+	for _, p := range n.peers {
+		if p.probeable() {
+			to = append(to, p.Member)
+		}
+	}
+	sort.Slice(to, func(i, j int) bool { return to[i].Name < to[j].Name })
+	msg := &wire.Ping{From: n.o.Name, Members: n.tableLocked()}
+	n.mu.Unlock()
+	for _, m := range to {
+		addr := m.Addr
+		n.o.Spawn(func() {
+			ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
+				return n.o.Transport.Ping(ctx, addr, msg)
+			})
+			if err == nil && ack.OK {
+				n.merge(ack.Members)
+			}
+		})
+	}
+}
+
+// HandlePing answers a probe: it adopts the newer rows of the sender's table and returns its
+// own. It answers OK only when it is the router the sender meant.
+func (n *Node) HandlePing(_ context.Context, m *wire.Ping) *wire.Ack {
+	n.merge(m.Members)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if m.Target != "" && m.Target != n.o.Name {
+		return &wire.Ack{From: n.o.Name}
+	}
+	return &wire.Ack{From: n.o.Name, OK: true, Members: n.tableLocked()}
+}
+
+// HandlePingReq probes m.Target on the sender's behalf.
+func (n *Node) HandlePingReq(ctx context.Context, m *wire.PingReq) *wire.Ack {
+	n.merge(m.Members)
+	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
+		return n.o.Transport.Ping(ctx, m.Target.Addr, n.pingMsg(m.Target.Name))
+	})
+	ok := err == nil && ack.OK
+	if ok {
+		n.merge(ack.Members)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return &wire.Ack{From: n.o.Name, OK: ok, Members: n.tableLocked()}
+}
+
+func (n *Node) merge(ms []wire.Member) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mergeLocked(ms, n.o.Now())
+}
+
+// mergeLocked adopts every row that overrides ours, and refutes any claim that this node is
+// not ALIVE by raising its incarnation above the claim's.
+func (n *Node) mergeLocked(ms []wire.Member, now time.Time) {
+	for _, m := range ms {
+		if m.Name == "" || m.Addr == "" {
+			continue
+		}
+		if m.Name == n.o.Name {
+			n.refuteLocked(m)
+			continue
+		}
+		p := n.peers[m.Name]
+		if p == nil {
+			p = &peer{Member: m, since: now}
+			if m.Status == wire.StatusSuspected {
+				p.suspectAt = now
+			}
+			n.peers[m.Name] = p
+			// A new peer goes to a random place in the probe order.
+			i := n.rnd.IntN(len(n.order) + 1)
+			n.order = append(n.order, "")
+			copy(n.order[i+1:], n.order[i:])
+			n.order[i] = m.Name
+			if m.Status == wire.StatusAlive {
+				n.trees.peerJoinedLocked()
+			}
+			continue
+		}
+		if !overrides(m, p.Member) {
+			continue
+		}
+		old := p.Status
+		p.Incarnation, p.Addr = m.Incarnation, m.Addr
+		if m.Status != old {
+			n.setStatusLocked(p, m.Status, now)
+		}
+	}
+}
+
+func (n *Node) refuteLocked(m wire.Member) {
+	if n.self.Status == wire.StatusLeaving {
+		return
+	}
+	if m.Status != wire.StatusAlive && m.Incarnation >= n.self.Incarnation {
+		n.self.Incarnation = m.Incarnation + 1
+		n.pending = true
+		n.log.Info("refuting a claim about this router", "claimed", m.Status.String(), "incarnation", n.self.Incarnation)
+	} else if m.Incarnation > n.self.Incarnation {
+		n.self.Incarnation = m.Incarnation
+	}
+}
+
+func (n *Node) setStatusLocked(p *peer, s wire.Status, now time.Time) {
+	old := p.Status
+	p.Status, p.since = s, now
+	switch s {
+	case wire.StatusSuspected:
+		p.suspectAt = now
+	case wire.StatusAlive:
+		p.backoff, p.nextDial = 0, time.Time{}
+		if old == wire.StatusDown || old == wire.StatusLeaving {
+			n.trees.peerJoinedLocked()
+		}
+	case wire.StatusDown, wire.StatusLeaving:
+		if st := n.streams[p.Name]; st != nil {
+			// Close outside the lock: the transport calls StreamClosed.
+			s := st.stream
+			n.o.Spawn(s.Close)
+		}
+	}
+	n.log.Info("mesh member status changed", "member", p.Name, "from", old.String(), "to", s.String(), "incarnation", p.Incarnation)
+}
+
+// Leave announces LEAVING to every live peer and waits for the announcements (or ctx). Peers
+// stop probing this router; its workers stay registered on them.
+func (n *Node) Leave(ctx context.Context) {
+	n.mu.Lock()
+	n.self.Status = wire.StatusLeaving
+	var to []string
+	for _, p := range n.peers {
+		if p.probeable() {
+			to = append(to, p.Addr)
+		}
+	}
+	msg := &wire.Ping{From: n.o.Name, Members: n.tableLocked()}
+	n.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, addr := range to {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = n.call(ctx, func(ctx context.Context) (*wire.Ack, error) { return n.o.Transport.Ping(ctx, addr, msg) })
+		}()
+	}
+	wg.Wait()
+}
+
+func (n *Node) logStatus() {
+	if !n.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	n.mu.Lock()
+	t := n.tableLocked()
+	n.mu.Unlock()
+	b := make([]byte, 0, 32*len(t))
+	b = append(b, "Status:"...)
+	for _, m := range t {
+		b = append(b, ' ')
+		b = append(b, m.Name...)
+		b = append(b, '@')
+		b = append(b, m.Addr...)
+		b = append(b, '=')
+		b = append(b, m.Status.String()...)
+		b = append(b, "/inc="...)
+		b = appendUint(b, m.Incarnation)
+	}
+	n.log.Info(string(b))
+}
+
+func appendUint(b []byte, v uint64) []byte {
+	var tmp [20]byte
+	i := len(tmp)
+	for {
+		i--
+		tmp[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	return append(b, tmp[i:]...)
+}

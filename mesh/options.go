@@ -1,0 +1,124 @@
+package mesh
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Timing defaults: the spec's Failure Detection Timing table, plus the knobs the spec's
+// product does not have (suspicion timeout, reconnect probes, keep-alive).
+const (
+	DefaultRound          = time.Second
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultBackoffBase    = time.Second
+	DefaultBackoffMax     = 60 * time.Second
+	DefaultIdleTimeout    = 60 * time.Second
+	DefaultIndirectProbes = 3
+	// DefaultSuspectTimeout: a SUSPECTED member that has not refuted within it is declared
+	// DOWN even if no probe of it failed again (memberlist's suspicion timeout), which bounds
+	// failure detection when redial backoff delays the second probe.
+	DefaultSuspectTimeout = 5 * time.Second
+	// DefaultReconnectEvery: every this many rounds one DOWN member is probed, so that two
+	// sides of a healed partition find each other again (Serf's reconnect).
+	DefaultReconnectEvery = 10
+	// DefaultKeepAlive: the opener of a sync stream sends an empty message after this long
+	// without traffic, so only a dead stream reaches the idle timeout.
+	DefaultKeepAlive = 20 * time.Second
+	// DefaultRepairTimeout, DefaultRepairAttempts and DefaultPageBytes are the spec's tree
+	// repair figures.
+	DefaultRepairTimeout  = 5 * time.Second
+	DefaultRepairAttempts = 3
+	DefaultPageBytes      = 2 << 20
+	// DefaultDeltaQueue bounds the cache-tree deltas queued between rounds.
+	DefaultDeltaQueue = 1 << 16
+	// DefaultMaxEntriesPerMessage bounds the CRDT entries of one sync message.
+	DefaultMaxEntriesPerMessage = 4096
+)
+
+// Options configures a Node: the protocol's identity, timing and collaborators. Zero fields
+// take the defaults above.
+type Options struct {
+	Name string // this router's node name
+	Addr string // IP:port peers dial
+	// Seeds are bootstrap addresses, dialled with backoff until first contact.
+	Seeds []string
+
+	Transport Transport
+	// Now is the clock (default time.Now). Tests inject a fake one.
+	Now func() time.Time
+	// RandSeed seeds the probe order and peer choices (default: from the clock).
+	RandSeed uint64
+	// Spawn runs fire-and-forget work such as status broadcasts (default: a goroutine).
+	// Tests run it inline for determinism.
+	Spawn func(func())
+
+	Round, RequestTimeout, BackoffBase, BackoffMax, IdleTimeout, SuspectTimeout, KeepAlive time.Duration
+	IndirectProbes, ReconnectEvery                                                         int
+	RepairTimeout                                                                          time.Duration
+	RepairAttempts, PageBytes, DeltaQueue, MaxEntriesPerMessage                            int
+
+	// Trees, when set, takes part in cache-tree sync.
+	Trees Trees
+
+	Metrics *metrics.Set // default: a private set
+	Logger  *slog.Logger // default: slog.Default()
+}
+
+func (o *Options) fillDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(d *int, v int) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.Round, DefaultRound)
+	def(&o.RequestTimeout, DefaultRequestTimeout)
+	def(&o.BackoffBase, DefaultBackoffBase)
+	def(&o.BackoffMax, DefaultBackoffMax)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	def(&o.SuspectTimeout, DefaultSuspectTimeout)
+	def(&o.KeepAlive, DefaultKeepAlive)
+	def(&o.RepairTimeout, DefaultRepairTimeout)
+	defInt(&o.IndirectProbes, DefaultIndirectProbes)
+	defInt(&o.ReconnectEvery, DefaultReconnectEvery)
+	defInt(&o.RepairAttempts, DefaultRepairAttempts)
+	defInt(&o.PageBytes, DefaultPageBytes)
+	defInt(&o.DeltaQueue, DefaultDeltaQueue)
+	defInt(&o.MaxEntriesPerMessage, DefaultMaxEntriesPerMessage)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.RandSeed == 0 {
+		o.RandSeed = uint64(o.Now().UnixNano())
+	}
+	if o.Spawn == nil {
+		o.Spawn = func(f func()) { go f() }
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.NewSet()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports options a Node cannot run with.
+func (o *Options) Validate() error {
+	switch {
+	case o.Name == "":
+		return fmt.Errorf("mesh node needs a name")
+	case o.Addr == "":
+		return fmt.Errorf("mesh node %s needs an advertise address", o.Name)
+	case o.Transport == nil:
+		return fmt.Errorf("mesh node %s needs a transport", o.Name)
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+package mesh
+
+import (
+	"sort"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/zeebo/xxh3"
+
+	"github.com/smg-go/smg/mesh/wire"
+)
+
+// Trees is the cache-aware routing state the mesh shares (spec: Cache-Aware State Sync).
+// RadixTrees implements it over the cache_aware policy's radix trees.
+type Trees interface {
+	// Apply records that path was routed to the worker with URL workerURL, in model's tree of
+	// kind, and reports whether the tree already held the whole path before (the spec's
+	// "a peer that knows the path"). A worker or model this router does not have is
+	// ignored and reported as known, so that it does not start a repair.
+	Apply(model string, kind wire.TreeKind, path []byte, workerURL string) (known bool)
+	// ReadPage calls emit for the entries of model's tree of kind after cursor, up to about
+	// maxBytes, and returns the cursor of the next page (wire.CursorDone after the last).
+	// emit's arguments are valid only during the call.
+	ReadPage(model string, kind wire.TreeKind, cursor uint64, maxBytes int, emit func(path []byte, workerURLs []string)) (next uint64)
+}
+
+type treeKey struct {
+	model string
+	kind  wire.TreeKind
+}
+
+// treeSync is the node's cache-tree state: queued deltas, and the repairs in flight. Fields
+// other than queue are guarded by the node's lock.
+type treeSync struct {
+	trees    Trees
+	queue    chan wire.TreeDelta
+	repaired map[treeKey]bool
+	repairs  map[treeKey]*repair
+	nextID   uint64
+
+	queueDropped, applied, unknown, folded, pagesServed, pagesApplied, completed, failed *metrics.Counter
+}
+
+// repair is one model tree being fetched from a peer, page by page.
+type repair struct {
+	id           uint64
+	key          treeKey
+	peer         string
+	tried        map[string]bool
+	cursor       uint64
+	started      time.Time
+	lastProgress time.Time
+	retries      int
+	entries      int
+}
+
+// RepairStatus describes a finished or running repair, for tests and /mesh/status.
+type RepairStatus struct {
+	Model   string `json:"model"`
+	Kind    string `json:"kind"`
+	Peer    string `json:"peer"`
+	Entries int    `json:"entries"`
+	Retries int    `json:"retries"`
+}
+
+func (t *treeSync) init(o Options) {
+	t.trees = o.Trees
+	t.queue = make(chan wire.TreeDelta, o.DeltaQueue)
+	t.repaired = map[treeKey]bool{}
+	t.repairs = map[treeKey]*repair{}
+	c := o.Metrics.GetOrCreateCounter
+	t.queueDropped = c(`smg_mesh_tree_deltas_dropped_total{reason="queue_full"}`)
+	t.applied = c(`smg_mesh_tree_deltas_applied_total`)
+	t.unknown = c(`smg_mesh_tree_deltas_unknown_total`)
+	t.folded = c(`smg_mesh_tree_repairs_folded_total`)
+	t.pagesServed = c(`smg_mesh_tree_repair_pages_served_total`)
+	t.pagesApplied = c(`smg_mesh_tree_repair_pages_applied_total`)
+	t.completed = c(`smg_mesh_tree_repairs_total{result="complete"}`)
+	t.failed = c(`smg_mesh_tree_repairs_total{result="failed"}`)
+}
+
+// PublishTree queues the delta of one cache-aware routing decision: path was routed to
+// workerURL in model's tree of kind. It never blocks: when the queue is full the delta is
+// dropped and counted (deltas are best effort). It copies path. Safe for concurrent use.
+func (n *Node) PublishTree(model string, kind wire.TreeKind, path []byte, workerURL string) {
+	d := wire.TreeDelta{Model: model, Kind: kind, Hash: xxh3.Hash(path), Worker: workerURL, Path: append([]byte(nil), path...)}
+	select {
+	case n.trees.queue <- d:
+	default:
+		n.trees.queueDropped.Inc()
+	}
+}
+
+// takeBatchesLocked drains the queue into this round's batch, each (model, kind, path,
+// worker) once, grouped by model.
+func (t *treeSync) takeBatchesLocked() []wire.TreeDelta {
+	if t.trees == nil {
+		return nil
+	}
+	type dk struct {
+		key    treeKey
+		hash   uint64
+		worker string
+	}
+	var out []wire.TreeDelta
+	seen := map[dk]bool{}
+	for {
+		select {
+		case d := <-t.queue:
+			k := dk{treeKey{d.Model, d.Kind}, d.Hash, d.Worker}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, d)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out
+}
+
+// peerJoinedLocked runs when a member becomes ALIVE after being unknown or DOWN: what it
+// routed meanwhile is unknown here, so the next unknown path repairs again.
+func (t *treeSync) peerJoinedLocked() { clear(t.repaired) }
+
+// treeWork is what a received message asks of the trees, done outside the node's lock.
+type treeWork struct {
+	from     string
+	deltas   []wire.TreeDelta
+	requests []wire.RepairRequest
+	pages    []wire.RepairPage
+}
+
+func (t *treeSync) receiveLocked(n *Node, m *wire.Sync, now time.Time) treeWork {
+	if t.trees == nil {
+		return treeWork{}
+	}
+	w := treeWork{from: m.From, deltas: m.Deltas, requests: m.Requests}
+	for _, p := range m.Pages {
+		r := t.repairs[treeKey{p.Model, p.Kind}]
+		if r == nil || r.id != p.ID || r.cursor != p.Cursor || r.peer != m.From {
+			continue // a late page of a repair we retried or finished
+		}
+		w.pages = append(w.pages, p)
+	}
+	return w
+}
+
+func (w treeWork) run(n *Node, s Stream) {
+	t := &n.trees
+	if t.trees == nil {
+		return
+	}
+	var unknown []treeKey
+	for _, d := range w.deltas {
+		if !t.trees.Apply(d.Model, d.Kind, d.Path, d.Worker) {
+			t.unknown.Inc()
+			unknown = append(unknown, treeKey{d.Model, d.Kind})
+		}
+		t.applied.Inc()
+	}
+	for _, rq := range w.requests {
+		page := &wire.RepairPage{ID: rq.ID, Model: rq.Model, Kind: rq.Kind, Cursor: rq.Cursor}
+		page.Next = t.trees.ReadPage(rq.Model, rq.Kind, rq.Cursor, n.o.PageBytes, func(path []byte, urls []string) {
+			page.Entries = append(page.Entries, wire.PageEntry{Path: append([]byte(nil), path...), Workers: append([]string(nil), urls...)})
+		})
+		if s.Send(&wire.Sync{From: n.o.Name, Pages: []wire.RepairPage{*page}}) == nil {
+			t.pagesServed.Inc()
+		}
+	}
+	for _, p := range w.pages {
+		for _, e := range p.Entries {
+			for _, u := range e.Workers {
+				t.trees.Apply(p.Model, p.Kind, e.Path, u)
+			}
+		}
+		t.pagesApplied.Inc()
+	}
+
+	now := n.o.Now()
+	sends := map[string][]wire.RepairRequest{}
+	n.mu.Lock()
+	for _, p := range w.pages {
+		key := treeKey{p.Model, p.Kind}
+		r := t.repairs[key]
+		if r == nil || r.id != p.ID || r.cursor != p.Cursor {
+			continue
+		}
+		r.entries += len(p.Entries)
+		r.lastProgress = now
+		if p.Next == wire.CursorDone {
+			delete(t.repairs, key)
+			t.repaired[key] = true
+			t.completed.Inc()
+			n.log.Info("cache tree repaired from peer", "model", p.Model, "kind", kindName(p.Kind), "peer", r.peer,
+				"entries", r.entries, "took", now.Sub(r.started))
+			continue
+		}
+		r.cursor = p.Next
+		sends[r.peer] = append(sends[r.peer], wire.RepairRequest{ID: r.id, Model: p.Model, Kind: p.Kind, Cursor: r.cursor})
+	}
+	for _, key := range unknown {
+		if t.repaired[key] {
+			continue
+		}
+		if t.repairs[key] != nil {
+			t.folded.Inc() // the repair in flight will bring it
+			continue
+		}
+		peer := t.choosePeerLocked(n, nil, w.from)
+		t.nextID++
+		r := &repair{id: t.nextID, key: key, peer: peer, tried: map[string]bool{peer: true}, started: now, lastProgress: now}
+		t.repairs[key] = r
+		sends[peer] = append(sends[peer], wire.RepairRequest{ID: r.id, Model: key.model, Kind: key.kind})
+	}
+	n.mu.Unlock()
+	n.sendRequests(sends)
+}
+
+func kindName(k wire.TreeKind) string {
+	if k == wire.TreeTokens {
+		return "token"
+	}
+	return "string"
+}
+
+// choosePeerLocked picks a random ALIVE peer with an open stream, preferring one not tried
+// yet; fallback when there is none.
+func (t *treeSync) choosePeerLocked(n *Node, tried map[string]bool, fallback string) string {
+	var fresh, any []string
+	for name, st := range n.streams {
+		p := n.peers[name]
+		if st == nil || p == nil || p.Status != wire.StatusAlive {
+			continue
+		}
+		any = append(any, name)
+		if !tried[name] {
+			fresh = append(fresh, name)
+		}
+	}
+	pool := fresh
+	if len(pool) == 0 {
+		pool = any
+	}
+	if len(pool) == 0 {
+		return fallback
+	}
+	sort.Strings(pool)
+	return pool[n.rnd.IntN(len(pool))]
+}
+
+// dueRequestsLocked retries repairs without progress for RepairTimeout: with another peer if
+// one is left (from the start: cursors are per tree), else the same one where it stopped.
+func (t *treeSync) dueRequestsLocked(n *Node, now time.Time) map[string][]wire.RepairRequest {
+	var out map[string][]wire.RepairRequest
+	keys := make([]treeKey, 0, len(t.repairs))
+	for k := range t.repairs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].model < keys[j].model || keys[i].model == keys[j].model && keys[i].kind < keys[j].kind
+	})
+	for _, key := range keys {
+		r := t.repairs[key]
+		if now.Sub(r.lastProgress) < n.o.RepairTimeout {
+			continue
+		}
+		if r.retries >= n.o.RepairAttempts {
+			delete(t.repairs, key)
+			t.failed.Inc()
+			n.log.Warn("cache tree repair gave up", "model", key.model, "kind", kindName(key.kind), "retries", r.retries)
+			continue
+		}
+		r.retries++
+		r.lastProgress = now
+		if p := t.choosePeerLocked(n, r.tried, r.peer); p != r.peer {
+			r.peer, r.cursor = p, 0
+			r.tried[p] = true
+		}
+		t.nextID++
+		r.id = t.nextID
+		if out == nil {
+			out = map[string][]wire.RepairRequest{}
+		}
+		out[r.peer] = append(out[r.peer], wire.RepairRequest{ID: r.id, Model: key.model, Kind: key.kind, Cursor: r.cursor})
+	}
+	return out
+}
+
+func (n *Node) sendRequests(sends map[string][]wire.RepairRequest) {
+	for peer, reqs := range sends {
+		n.mu.Lock()
+		st := n.streams[peer]
+		n.mu.Unlock()
+		if st != nil {
+			_ = st.stream.Send(&wire.Sync{From: n.o.Name, Requests: reqs})
+		}
+	}
+}
+
+// Repairs returns the repairs in flight.
+func (n *Node) Repairs() []RepairStatus {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []RepairStatus
+	for k, r := range n.trees.repairs {
+		out = append(out, RepairStatus{Model: k.model, Kind: kindName(k.kind), Peer: r.peer, Entries: r.entries, Retries: r.retries})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out
+}
+
+// Repaired reports whether model's tree of kind has been repaired since start-up (or since the
+// last peer rejoined).
+func (n *Node) Repaired(model string, kind wire.TreeKind) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.trees.repaired[treeKey{model, kind}]
+}
