@@ -4,7 +4,7 @@ GO        ?= go
 BIN       := bin
 COMMANDS  := ./cmd/smg ./cmd/mockworker ./cmd/loadgen ./bench/bareproxy ./bench/cmd/smgbench
 
-.PHONY: all build test bench demo fmt vet fuzz clean
+.PHONY: all build test bench bench-smoke demo fmt vet fuzz clean
 
 all: build
 
@@ -19,9 +19,14 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
 
-## bench: gateway overhead against the workers it fronts and a bare fasthttp proxy, same run
+## bench: the regression gate (docs/benchmarks.md): overhead against direct, a bare fasthttp
+## proxy, nginx and HAProxy; hot-path allocs/op; routing quality per policy; fails on regression
 bench: build
-	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --out $(BIN)/bench-overhead.json
+	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --out $(BIN)/bench.json
+
+## bench-smoke: the shortened gate CI runs (2 s overhead runs, two policies, small micro cases)
+bench-smoke: build
+	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --smoke --out $(BIN)/bench-smoke.json
 
 ## demo: a mock fleet and the gateway on loopback, a short load, a summary, then stop
 demo: build

@@ -1,11 +1,35 @@
-// Package bench is the benchmark harness behind `make bench`: it runs the real binaries on
-// loopback, pinned to cores, and compares what it measures within one run (the gateway against
-// the workers it fronts, against a bare fasthttp proxy), never against fixed numbers, because
-// these machines are shared and noisy (DESIGN.md §8, §9).
+// Package bench is the benchmark harness behind `make bench` and `make bench-smoke`, and the
+// project's performance regression gate. It runs the real binaries on loopback and compares
+// what it measures within one run (the gateway against the workers it fronts, against a bare
+// fasthttp proxy, nginx and HAProxy; one policy against another), never against fixed
+// numbers, because these machines are shared and noisy (DESIGN.md §8, §9). docs/benchmarks.md
+// has the latest table and how to read it.
 //
-// The overhead suite (Overhead) measures what the gateway adds to a small non-streamed JSON
-// request: requests/s through smg and straight to a worker, their ratio, p50/p99 latency of
-// both, and the CPU time the proxy process spends per 10,000 requests, read from
-// /proc/<pid>/stat. A bare fasthttp round-robin proxy (bench/bareproxy) runs in the same
-// setup as the reference the gateway must not exceed.
+// Three suites, each usable alone (cmd/smgbench --suites):
+//
+//   - Overhead: a closed loop of small JSON requests, then of SSE streams, straight to an
+//     instant mock worker and through each proxy (smg per policy, bench/bareproxy, nginx,
+//     HAProxy) alone on one core (taskset, GOMAXPROCS=1 or one worker process). Reports
+//     requests/s, p50/p99 and added latency, TTFT, and the proxy's CPU time from
+//     /proc/<pid>/stat per request and per SSE event. EnsurePeers installs nginx and
+//     HAProxy from Debian's packages when missing and running as root; a peer that cannot be
+//     installed gets a "not installed" row and its gates are skipped.
+//   - Micro: `go test -bench -benchmem` over the hot-path benchmarks (HotPathSuites), parsed
+//     by ParseBenchOutput; CheckAllocs fails on any non-zero allocs/op.
+//   - Quality: engine-mode mocks (continuous batching, prefix-cached KV, time-scaled) behind
+//     the gateway, the shared-prefix workload at a fixed open-loop rate, one fresh fleet and
+//     gateway per policy: cache hit rate, output throughput and TTFT, and cache_aware's ratios
+//     to round_robin beside SGLang's published ones.
+//
+// Report.Metrics flattens a run into named values; a Baseline (bench/baseline.json,
+// bench/baseline-smoke.json) gates some of them, each with a direction and a relative
+// tolerance, and Check names every metric that regressed.
+//
+// Concurrency: the suites run their processes one measurement at a time from the calling
+// goroutine; a started process's output is collected by os/exec into a mutex-guarded buffer
+// (lockedBuffer) that waitOutput polls. Every process a suite starts is stopped by its own
+// handle (SIGINT, then SIGKILL after 10 s) before the suite returns, on every path.
+//
+// Buffers: nothing is shared between runs; each loadgen run writes its JSON result to its
+// own file in the suite's work directory, which the suite removes unless the caller gave it.
 package bench

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"net"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/smg-go/smg/loadgen"
 )
 
 // Binaries are the programs a suite runs.
@@ -50,16 +53,20 @@ func (l *lockedBuffer) String() string {
 }
 
 // start runs bin pinned to core (taskset) with GOMAXPROCS=1, so that each side of a
-// measurement has one core of its own. core < 0 runs it unpinned.
+// measurement has one core of its own. core < 0 runs it unpinned with the Go default
+// GOMAXPROCS (the routing-quality runs, where timing fidelity matters more than attribution).
+// taskset execs the program, so the process id is the program's own and /proc reports its CPU.
 func start(core int, bin string, args ...string) (*proc, error) {
 	name, all := bin, args
+	env := os.Environ()
 	if core >= 0 {
+		env = append(env, "GOMAXPROCS=1")
 		if tp, err := exec.LookPath("taskset"); err == nil {
 			name, all = tp, append([]string{"-c", strconv.Itoa(core), bin}, args...)
 		}
 	}
 	p := &proc{cmd: exec.Command(name, all...), out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("cannot start %s: %w", bin, err)
@@ -161,4 +168,25 @@ func waitHTTP(url string, d time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("%s/health did not answer 200 within %v", url, d)
+}
+
+// runLoadgen runs loadgen with args on core, waits for it and reads the JSON result it wrote
+// to out (args must include --output out).
+func runLoadgen(core int, bin, out string, args ...string) (*loadgen.Result, error) {
+	lg, err := start(core, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := lg.wait(); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return nil, err
+	}
+	var r loadgen.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("cannot read loadgen result %s: %w", out, err)
+	}
+	return &r, nil
 }

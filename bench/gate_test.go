@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBaselineCheck(t *testing.T) {
+	b := &Baseline{Gates: []Gate{
+		{Metric: "cpu", Baseline: 1.0, Tolerance: 0.15, Direction: LowerIsBetter, Why: "gateway CPU"},
+		{Metric: "hit", Baseline: 3.0, Tolerance: 0.2, Direction: HigherIsBetter},
+		{Metric: "absent", Baseline: 1, Tolerance: 0.1, Direction: LowerIsBetter},
+	}}
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		metrics map[string]float64
+		fails   []string // metric names the error must name
+		status  []string // per gate
+	}{
+		{"within tolerance", map[string]float64{"cpu": 1.149, "hit": 2.41}, nil, []string{"ok", "ok", "skipped"}},
+		{"at the limit", map[string]float64{"cpu": 1.15, "hit": 2.4}, nil, []string{"ok", "ok", "skipped"}},
+		{"better than baseline", map[string]float64{"cpu": 0.5, "hit": 9}, nil, []string{"ok", "ok", "skipped"}},
+		{"cpu regressed", map[string]float64{"cpu": 1.16, "hit": 3}, []string{"cpu"}, []string{"REGRESSION", "ok", "skipped"}},
+		{"hit regressed", map[string]float64{"cpu": 1, "hit": 2.39}, []string{"hit"}, []string{"ok", "REGRESSION", "skipped"}},
+		{"both, and NaN", map[string]float64{"cpu": math.NaN(), "hit": 0}, []string{"cpu", "hit"}, []string{"REGRESSION", "REGRESSION", "skipped"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs, err := b.Check(tc.metrics)
+			for i, v := range vs {
+				if v.Status != tc.status[i] {
+					t.Errorf("gate %s: status %s, want %s", v.Gate.Metric, v.Status, tc.status[i])
+				}
+			}
+			if (err != nil) != (len(tc.fails) > 0) {
+				t.Fatalf("Check error = %v, want failures on %v", err, tc.fails)
+			}
+			for _, m := range tc.fails {
+				if !strings.Contains(err.Error(), "regression: "+m+" ") {
+					t.Errorf("error %q does not name %s", err, m)
+				}
+			}
+			if err != nil && strings.Contains(err.Error(), "absent") {
+				t.Errorf("a skipped gate failed: %v", err)
+			}
+		})
+	}
+}
+
+func TestBaselineValidate(t *testing.T) {
+	bad := &Baseline{Gates: []Gate{
+		{Metric: "", Baseline: 1, Direction: LowerIsBetter},
+		{Metric: "a", Baseline: 0, Direction: LowerIsBetter},
+		{Metric: "b", Baseline: 1, Tolerance: 1.5, Direction: LowerIsBetter},
+		{Metric: "c", Baseline: 1, Direction: "up"},
+		{Metric: "c", Baseline: 1, Direction: HigherIsBetter},
+	}}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("invalid baseline validated")
+	}
+	for _, hint := range []string{"metric is empty", "gate a: baseline 0", "gate b: tolerance 1.5", `gate c: direction "up"`, "gate c appears twice"} {
+		if !strings.Contains(err.Error(), hint) {
+			t.Errorf("error %q lacks %q", err, hint)
+		}
+	}
+}
+
+// TestCommittedBaselines: the baselines make bench and make bench-smoke load are valid, gate
+// only metrics the report can produce, and hold the issue's gates.
+func TestCommittedBaselines(t *testing.T) {
+	known := fullReport().Metrics()
+	for _, name := range []string{"baseline.json", "baseline-smoke.json"} {
+		t.Run(name, func(t *testing.T) {
+			b, err := LoadBaseline(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gated := map[string]bool{}
+			for _, g := range b.Gates {
+				gated[g.Metric] = true
+				if _, ok := known[g.Metric]; !ok {
+					t.Errorf("gate %s names a metric the report never produces", g.Metric)
+				}
+			}
+			for _, m := range []string{
+				"overhead.json.cpu_ratio.smg-cache_aware/bare",
+				"overhead.json.cpu_ratio.smg-cache_aware/nginx",
+				"overhead.sse.cpu_ratio.smg-cache_aware/nginx",
+				"quality.cache_hit_ratio.cache_aware/round_robin",
+			} {
+				if !gated[m] {
+					t.Errorf("%s is not gated", m)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadBaselineErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadBaseline(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "cannot read baseline") {
+		t.Errorf("missing file: %v", err)
+	}
+	p := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(p, []byte(`{"gates":[{"metric":"x","baseline":1,"direction":"sideways"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadBaseline(p); err == nil || !strings.Contains(err.Error(), "sideways") {
+		t.Errorf("bad direction: %v", err)
+	}
+}

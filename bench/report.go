@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// SGLang's published result for its cache-aware router against round robin (the SGLang v0.4
+// release blog, "Cache-Aware Load Balancer"): up to 1.9× throughput and 3.8× cache hit rate.
+const (
+	SGLangThroughputRatio = 1.9
+	SGLangHitRateRatio    = 3.8
+)
+
+// Report is everything one smgbench run measured; any suite may be absent.
+type Report struct {
+	Overhead *OverheadResult `json:"overhead,omitempty"`
+	Micro    []MicroResult   `json:"micro,omitempty"`
+	Quality  *QualityResult  `json:"quality,omitempty"`
+}
+
+// peerKeys are the references a gateway row is divided by.
+var peerKeys = []string{"bare", "nginx", "haproxy"}
+
+// Metrics flattens the report into named values, the names baseline gates refer to. Ratios
+// are of two runs of the same smgbench invocation.
+func (r *Report) Metrics() map[string]float64 {
+	m := map[string]float64{}
+	if o := r.Overhead; o != nil {
+		for _, kind := range []struct {
+			name string
+			ms   []Measurement
+			cost func(*Measurement) float64
+		}{
+			{"json", o.JSON, func(x *Measurement) float64 { return x.CPUPerRequestUS }},
+			{"sse", o.SSE, func(x *Measurement) float64 { return x.CPUPerEventUS }},
+		} {
+			unit := map[string]string{"json": "cpu_us_per_request", "sse": "cpu_us_per_event"}[kind.name]
+			direct := find(kind.ms, "direct")
+			for i := range kind.ms {
+				x := &kind.ms[i]
+				if x.NotInstalled != "" || x.Key == "direct" {
+					continue
+				}
+				m["overhead."+kind.name+"."+unit+"."+x.Key] = kind.cost(x)
+				if !strings.HasPrefix(x.Key, "smg-") {
+					continue
+				}
+				for _, peer := range peerKeys {
+					if p := find(kind.ms, peer); p != nil && kind.cost(p) > 0 {
+						m["overhead."+kind.name+".cpu_ratio."+x.Key+"/"+peer] = kind.cost(x) / kind.cost(p)
+					}
+				}
+				if direct != nil && direct.RPS > 0 {
+					m["overhead."+kind.name+".rps_ratio."+x.Key+"/direct"] = x.RPS / direct.RPS
+				}
+			}
+		}
+	}
+	if q := r.Quality; q != nil {
+		rr := q.Row("round_robin")
+		for _, policy := range []string{"cache_aware", "prefix_hash"} {
+			p := q.Row(policy)
+			if p == nil || rr == nil {
+				continue
+			}
+			suffix := "." + policy + "/round_robin"
+			ratio := func(name string, a, b float64) {
+				if b > 0 {
+					m["quality."+name+suffix] = a / b
+				}
+			}
+			ratio("cache_hit_ratio", p.CacheHitRate, rr.CacheHitRate)
+			ratio("output_throughput_ratio", p.OutputThroughput, rr.OutputThroughput)
+			ratio("ttft_p50_ratio", p.TTFTP50MS, rr.TTFTP50MS)
+			ratio("ttft_p99_ratio", p.TTFTP99MS, rr.TTFTP99MS)
+		}
+	}
+	if len(r.Micro) > 0 {
+		most := 0.0
+		for _, x := range r.Micro {
+			most = max(most, x.AllocsPerOp)
+		}
+		m["micro.max_allocs_per_op"] = most
+	}
+	return m
+}
+
+// Table renders every suite that ran as Markdown: the `make bench` table.
+func (r *Report) Table() string {
+	var sb strings.Builder
+	if o := r.Overhead; o != nil {
+		c := o.Config
+		fmt.Fprintf(&sb, "## 1. Overhead (null backend)\n\n%d mock workers (instant, gnet) and loadgen on core %d; each proxy alone on core %d "+
+			"(taskset, GOMAXPROCS=1 / one worker process); closed loop, %d connections, %v per run after %d warm-up requests; "+
+			"%d rounds with the proxies alternating, the round with the least proxy CPU kept. Proxy CPU from /proc/<pid>/stat, warm-up included.\n\n",
+			c.Workers, c.LoadCore, c.ProxyCore, c.Connections, c.Duration, c.Warmup, c.Rounds)
+		sb.WriteString("### Small JSON answer (raw workload, non-streamed)\n\n")
+		sb.WriteString(overheadJSONTable(o.JSON))
+		if len(o.SSE) > 0 {
+			fmt.Fprintf(&sb, "\n### SSE relay (%d events per stream, %g ms apart at the mock)\n\n", c.StreamTokens, c.StreamIntervalMS)
+			sb.WriteString(overheadSSETable(o.SSE))
+		}
+		sb.WriteString("\n")
+	}
+	if len(r.Micro) > 0 {
+		sb.WriteString("## 2. Micro (hot path; any allocs/op > 0 fails the gate)\n\n| package | benchmark | ns/op | B/op | allocs/op |\n|---|---|---|---|---|\n")
+		for _, x := range r.Micro {
+			allocs := "missing"
+			if x.HasAllocs {
+				allocs = fmt.Sprintf("%g", x.AllocsPerOp)
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %.1f | %g | %s |\n", strings.TrimPrefix(x.Package, "github.com/smg-go/smg/"), x.Name, x.NsPerOp, x.BytesPerOp, allocs)
+		}
+		sb.WriteString("\n")
+	}
+	if q := r.Quality; q != nil {
+		sb.WriteString(q.Table())
+		sb.WriteString("\n")
+		ms := r.Metrics()
+		if hit, ok := ms["quality.cache_hit_ratio.cache_aware/round_robin"]; ok {
+			fmt.Fprintf(&sb, "| cache_aware / round_robin | ours | SGLang (published, up to) |\n|---|---|---|\n")
+			fmt.Fprintf(&sb, "| cache hit rate | %.2f× | %.1f× |\n", hit, SGLangHitRateRatio)
+			fmt.Fprintf(&sb, "| output throughput | %.2f× | %.1f× |\n", ms["quality.output_throughput_ratio.cache_aware/round_robin"], SGLangThroughputRatio)
+			fmt.Fprintf(&sb, "| TTFT p50 (lower is better) | %.2f× | – |\n", ms["quality.ttft_p50_ratio.cache_aware/round_robin"])
+			fmt.Fprintf(&sb, "| TTFT p99 (lower is better) | %.2f× | – |\n\n", ms["quality.ttft_p99_ratio.cache_aware/round_robin"])
+		}
+	}
+	return sb.String()
+}
+
+func overheadJSONTable(ms []Measurement) string {
+	var sb strings.Builder
+	sb.WriteString("| run | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | proxy CPU µs/req | CPU s / 10k req | vs bare | vs nginx | vs HAProxy |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	direct := find(ms, "direct")
+	for i := range ms {
+		x := &ms[i]
+		if x.NotInstalled != "" {
+			fmt.Fprintf(&sb, "| %s | %s | | | | | | | | | |\n", x.Name, x.NotInstalled)
+			continue
+		}
+		addP50, addP99, cpu, per10k := "–", "–", "–", "–"
+		if x.Key != "direct" {
+			if direct != nil {
+				addP50, addP99 = fmt.Sprintf("%+.3f", x.P50MS-direct.P50MS), fmt.Sprintf("%+.3f", x.P99MS-direct.P99MS)
+			}
+			cpu, per10k = fmt.Sprintf("%.1f", x.CPUPerRequestUS), fmt.Sprintf("%.3f", x.CPUPerRequestUS/100)
+		}
+		fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %.3f | %s | %s | %s | %s | %s |\n", x.Name, x.RPS, x.P50MS, x.P99MS, addP50, addP99, cpu, per10k,
+			strings.Join(peerRatios(ms, x, func(m *Measurement) float64 { return m.CPUPerRequestUS }), " | "))
+	}
+	return sb.String()
+}
+
+func overheadSSETable(ms []Measurement) string {
+	var sb strings.Builder
+	sb.WriteString("| run | streams/s | TTFT p50 ms | added TTFT p50 ms | e2e p99 ms | proxy CPU µs/stream | proxy CPU µs/event | vs bare | vs nginx | vs HAProxy |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	direct := find(ms, "direct")
+	for i := range ms {
+		x := &ms[i]
+		if x.NotInstalled != "" {
+			fmt.Fprintf(&sb, "| %s | %s | | | | | | | | |\n", x.Name, x.NotInstalled)
+			continue
+		}
+		added, perStream, perEvent := "–", "–", "–"
+		if x.Key != "direct" {
+			if direct != nil {
+				added = fmt.Sprintf("%+.3f", x.TTFTP50MS-direct.TTFTP50MS)
+			}
+			perStream, perEvent = fmt.Sprintf("%.1f", x.CPUPerRequestUS), fmt.Sprintf("%.2f", x.CPUPerEventUS)
+		}
+		fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %s | %.3f | %s | %s | %s |\n", x.Name, x.RPS, x.TTFTP50MS, added, x.P99MS, perStream, perEvent,
+			strings.Join(peerRatios(ms, x, func(m *Measurement) float64 { return m.CPUPerEventUS }), " | "))
+	}
+	return sb.String()
+}
+
+// peerRatios is x's cost over each peer's, "–" where either is missing or x is not a gateway.
+func peerRatios(ms []Measurement, x *Measurement, cost func(*Measurement) float64) []string {
+	out := make([]string, len(peerKeys))
+	for i, peer := range peerKeys {
+		out[i] = "–"
+		if !strings.HasPrefix(x.Key, "smg-") {
+			continue
+		}
+		if p := find(ms, peer); p != nil && cost(p) > 0 {
+			out[i] = fmt.Sprintf("%.2f", cost(x)/cost(p))
+		}
+	}
+	return out
+}
+
+// Table renders the per-policy rows as Markdown.
+func (q *QualityResult) Table() string {
+	c := q.Config
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "## 3. Routing quality (engine-mode mocks)\n\n%d workers, KV %d tokens each, time scale %g×; shared-prefix: %d groups × %d questions, "+
+		"%d-word system prompts, %d-word questions, %d output tokens, streamed; open loop (Poisson) at %g req/s of model time "+
+		"(%.0f req/s wall), %v per policy after %gs of warm-up, a fresh fleet and gateway per policy. Throughput and TTFT in model time.\n\n",
+		c.Workers, c.KVTokens, c.TimeScale, c.Groups, c.PromptsPerGroup, c.SystemPromptLen, c.QuestionLen, c.OutputLen,
+		c.ModelRate, c.WallRate(), c.Duration, c.WarmupSeconds)
+	sb.WriteString("| policy | cache hit rate | output tok/s | req/s | TTFT p50 ms | TTFT p99 ms | busiest worker × fair share | completed | failed |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range q.Rows {
+		fmt.Fprintf(&sb, "| %s | %.3f | %.0f | %.1f | %.0f | %.0f | %.2f | %d | %d |\n", r.Policy, r.CacheHitRate, r.OutputThroughput, r.RequestRate,
+			r.TTFTP50MS, r.TTFTP99MS, r.BusiestShare, r.Completed, r.Failed)
+	}
+	return sb.String()
+}
+
+// MetricsList renders the metrics, one per line, sorted: the names a baseline can gate.
+func MetricsList(m map[string]float64) string {
+	var sb strings.Builder
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(&sb, "%s = %.4f\n", k, m[k])
+	}
+	return sb.String()
+}

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// fullReport is a report with every suite and every proxy, with round numbers so that the
+// expected ratios are exact.
+func fullReport() *Report {
+	json := []Measurement{
+		{Key: "direct", Name: "direct", RPS: 40000, P50MS: 0.5, P99MS: 2},
+		{Key: "smg-cache_aware", Name: "smg (cache_aware)", RPS: 20000, P50MS: 1, P99MS: 3, CPUPerRequestUS: 30},
+		{Key: "smg-round_robin", Name: "smg (round_robin)", RPS: 20000, P50MS: 1, P99MS: 3, CPUPerRequestUS: 27},
+		{Key: "bare", Name: "bare", RPS: 20000, CPUPerRequestUS: 25},
+		{Key: "nginx", Name: "nginx", RPS: 20000, CPUPerRequestUS: 40},
+		{Key: "haproxy", Name: "haproxy", RPS: 20000, CPUPerRequestUS: 37.5},
+	}
+	sse := []Measurement{
+		{Key: "direct", Name: "direct", RPS: 900, TTFTP50MS: 1},
+		{Key: "smg-cache_aware", Name: "smg (cache_aware)", RPS: 800, TTFTP50MS: 1.5, CPUPerEventUS: 12},
+		{Key: "smg-round_robin", Name: "smg (round_robin)", RPS: 800, TTFTP50MS: 1.5, CPUPerEventUS: 12},
+		{Key: "bare", Name: "bare", RPS: 800, CPUPerEventUS: 16},
+		{Key: "nginx", Name: "nginx", RPS: 800, CPUPerEventUS: 24},
+		{Key: "haproxy", Name: "haproxy", RPS: 800, CPUPerEventUS: 20},
+	}
+	return &Report{
+		Overhead: &OverheadResult{Config: OverheadConfig{StreamTokens: 32, StreamIntervalMS: 1}, JSON: json, SSE: sse},
+		Micro:    []MicroResult{{Package: "p", Name: "BenchmarkA", HasAllocs: true}},
+		Quality: &QualityResult{Config: QualityConfig{TimeScale: 4, ModelRate: 39}, Rows: []QualityRow{
+			{Policy: "cache_aware", CacheHitRate: 0.9, OutputThroughput: 1200, TTFTP50MS: 20, TTFTP99MS: 800},
+			{Policy: "prefix_hash", CacheHitRate: 0.6, OutputThroughput: 1200, TTFTP50MS: 50, TTFTP99MS: 400},
+			{Policy: "round_robin", CacheHitRate: 0.3, OutputThroughput: 1000, TTFTP50MS: 200, TTFTP99MS: 400},
+		}},
+	}
+}
+
+func TestReportMetrics(t *testing.T) {
+	m := fullReport().Metrics()
+	want := map[string]float64{
+		"overhead.json.cpu_us_per_request.smg-cache_aware":        30,
+		"overhead.json.cpu_us_per_request.nginx":                  40,
+		"overhead.json.cpu_ratio.smg-cache_aware/bare":            1.2,
+		"overhead.json.cpu_ratio.smg-cache_aware/nginx":           0.75,
+		"overhead.json.cpu_ratio.smg-cache_aware/haproxy":         0.8,
+		"overhead.json.cpu_ratio.smg-round_robin/bare":            1.08,
+		"overhead.json.rps_ratio.smg-cache_aware/direct":          0.5,
+		"overhead.sse.cpu_us_per_event.bare":                      16,
+		"overhead.sse.cpu_ratio.smg-cache_aware/bare":             0.75,
+		"overhead.sse.cpu_ratio.smg-cache_aware/nginx":            0.5,
+		"overhead.sse.cpu_ratio.smg-cache_aware/haproxy":          0.6,
+		"quality.cache_hit_ratio.cache_aware/round_robin":         3,
+		"quality.output_throughput_ratio.cache_aware/round_robin": 1.2,
+		"quality.ttft_p50_ratio.cache_aware/round_robin":          0.1,
+		"quality.ttft_p99_ratio.cache_aware/round_robin":          2,
+		"quality.cache_hit_ratio.prefix_hash/round_robin":         2,
+		"micro.max_allocs_per_op":                                 0,
+	}
+	for k, v := range want {
+		got, ok := m[k]
+		if !ok {
+			t.Errorf("metric %s missing", k)
+			continue
+		}
+		if math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %g, want %g", k, got, v)
+		}
+	}
+	for k := range m {
+		if strings.Contains(k, "direct/") || strings.Contains(k, "bare/") || strings.HasSuffix(k, "cpu_us_per_request.direct") {
+			t.Errorf("metric %s: only gateway rows are divided by references, and direct has no proxy CPU", k)
+		}
+	}
+}
+
+func TestReportMetricsSkipMissingPeers(t *testing.T) {
+	r := fullReport()
+	for i := range r.Overhead.JSON {
+		if r.Overhead.JSON[i].Key == "nginx" {
+			r.Overhead.JSON[i] = Measurement{Key: "nginx", Name: "nginx", NotInstalled: "not installed"}
+		}
+	}
+	m := r.Metrics()
+	if _, ok := m["overhead.json.cpu_ratio.smg-cache_aware/nginx"]; ok {
+		t.Error("a ratio against a peer that did not run was produced")
+	}
+	if _, ok := m["overhead.sse.cpu_ratio.smg-cache_aware/nginx"]; !ok {
+		t.Error("the SSE run of nginx lost its ratio")
+	}
+	table := r.Table()
+	if !strings.Contains(table, "| nginx | not installed |") {
+		t.Errorf("table lacks the not-installed row:\n%s", table)
+	}
+}
+
+func TestReportTable(t *testing.T) {
+	table := fullReport().Table()
+	for _, want := range []string{
+		"## 1. Overhead", "### SSE relay (32 events per stream, 1 ms apart",
+		"| smg (cache_aware) | 20000 | 1.000 | 3.000 | +0.500 | +1.000 | 30.0 | 0.300 | 1.20 | 0.75 | 0.80 |",
+		"| smg (cache_aware) | 800 | 1.500 | +0.500 |",
+		"## 2. Micro", "| p | BenchmarkA | 0.0 | 0 | 0 |",
+		"## 3. Routing quality", "| cache hit rate | 3.00× | 3.8× |", "| output throughput | 1.20× | 1.9× |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestBusiestShare(t *testing.T) {
+	for _, tc := range []struct {
+		per     map[string]int64
+		workers int
+		want    float64
+	}{
+		{map[string]int64{"a": 10, "b": 10}, 2, 1},
+		{map[string]int64{"a": 30, "b": 10}, 2, 1.5},
+		{map[string]int64{"a": 8}, 8, 8},
+		{nil, 8, 0},
+	} {
+		if got := busiestShare(tc.per, tc.workers); got != tc.want {
+			t.Errorf("busiestShare(%v, %d) = %g, want %g", tc.per, tc.workers, got, tc.want)
+		}
+	}
+}
