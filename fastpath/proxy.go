@@ -141,10 +141,9 @@ func validRoutingKey(v []byte) bool {
 }
 
 // dispatch sends the request to w and, while nothing has reached the client yet, retries a
-// failed attempt on another worker, re-picked with the failed ones excluded, until it succeeds,
-// the retries run out or the request's deadline nears.
+// failed attempt on another worker, re-picked with the failed ones excluded, until it succeeds
+// or the retries run out.
 func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Route, w *worker.Worker, route int, reqID []byte) {
-	deadline := time.Now().Add(s.cfg.RequestTimeout)
 	first := w
 	if s.cfg.KeyLoads != nil {
 		if h, ok := policy.StickyKeyHash(&x.req, s.cfg.RoutingKeyOverride); ok {
@@ -171,6 +170,9 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Rout
 		}
 		x.hold.permit = permit
 		rt.Selections.Inc()
+		// Each attempt has --request-timeout-secs: a worker that hangs is cut at the timeout
+		// and the request moves on to another worker, like after any other failure.
+		deadline := time.Now().Add(s.cfg.RequestTimeout)
 		err := s.forward(ctx, x, w, route, reqID, deadline, n+1 == attempts)
 		if err == nil {
 			break
@@ -178,7 +180,7 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Rout
 		// The attempt failed before the client saw a byte: try another worker.
 		x.req.Exclude = append(x.req.Exclude, w)
 		next, pause := (*worker.Worker)(nil), s.cfg.Retry.backoff(n)
-		if n+1 < attempts && time.Now().Add(pause).Before(deadline) {
+		if n+1 < attempts {
 			time.Sleep(pause)
 			if r, ok := s.router.Current().Lookup(x.fields.Model); ok {
 				rt = r
