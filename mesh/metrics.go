@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/mesh/wire"
 )
 
 // nodeMetrics are the spec's mesh metrics plus the counters of what the mesh drops or
@@ -14,23 +16,17 @@ import (
 type nodeMetrics struct {
 	set *metrics.Set
 
-	mu         sync.Mutex
-	emptyPeer  bool
-	rejected   *metrics.Counter
-	deltasDrop *metrics.Counter
-
-	deltasDropped counterAdder
+	mu        sync.Mutex
+	emptyPeer bool
+	rejected  *metrics.Counter
+	// deltasDropped counts tree deltas a peer's stream could not accept.
+	deltasDropped *metrics.Counter
 }
-
-type counterAdder struct{ c *metrics.Counter }
-
-func (a counterAdder) Add(n int) { a.c.Add(n) }
 
 func newNodeMetrics(set *metrics.Set) *nodeMetrics {
 	m := &nodeMetrics{set: set}
 	m.rejected = set.GetOrCreateCounter(`smg_mesh_rejected_messages_total`)
-	m.deltasDrop = set.GetOrCreateCounter(`smg_mesh_tree_deltas_dropped_total`)
-	m.deltasDropped = counterAdder{m.deltasDrop}
+	m.deltasDropped = set.GetOrCreateCounter(`smg_mesh_tree_deltas_dropped_total{reason="stream_busy"}`)
 	return m
 }
 
@@ -58,4 +54,9 @@ func (m *nodeMetrics) disconnected(peer string) {
 // roundDuration records the time to queue one round of updates on the stream to peer.
 func (m *nodeMetrics) roundDuration(peer string, d time.Duration) {
 	m.set.GetOrCreatePrometheusHistogram(`router_mesh_sync_round_duration_seconds` + peerLabel(peer)).Update(d.Seconds())
+}
+
+// statusChange counts a member's move to s (smg_mesh_member_status_changes_total{to}).
+func (m *nodeMetrics) statusChange(s wire.Status) {
+	m.set.GetOrCreateCounter(`smg_mesh_member_status_changes_total{to="` + s.String() + `"}`).Inc()
 }

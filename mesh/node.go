@@ -479,6 +479,7 @@ func (n *Node) setStatusLocked(p *peer, s wire.Status, now time.Time) {
 			n.o.Spawn(s.Close)
 		}
 	}
+	n.met.statusChange(s)
 	n.log.Info("mesh member status changed", "member", p.Name, "from", old.String(), "to", s.String(), "incarnation", p.Incarnation)
 }
 

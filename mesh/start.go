@@ -1,0 +1,225 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/mesh/wire"
+)
+
+// Deps are what the mesh needs from the rest of the router. Every field is optional.
+type Deps struct {
+	// Registry is the worker registry to sync (*worker.Registry). Nil: no worker sync.
+	Registry Registry
+	// Trees is the cache-aware state to sync (a *RadixTrees). Nil: no tree sync.
+	Trees Trees
+	// Metrics receives the mesh metrics. Nil: a private set.
+	Metrics *metrics.Set
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Listener, when set, is used instead of listening on cfg.ListenAddr (tests pass a
+	// listener on a free port).
+	Listener net.Listener
+	// Tune, when set, adjusts the node's options before it starts (tests shorten the round).
+	Tune func(*Options)
+}
+
+// Mesh is a running mesh: the node, its gRPC transport and the worker sync.
+type Mesh struct {
+	cfg     Config
+	node    *Node
+	tr      *GRPCTransport
+	ws      *WorkerSync
+	log     *slog.Logger
+	addr    net.Addr
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Once
+}
+
+// Start validates cfg, listens on the mesh port, and starts the gossip rounds and the worker
+// sync. It returns once the listener is bound. Close (after Leave, on SIGTERM) stops it.
+func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
+	cfg.Enable = true
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.NewSet()
+	}
+	log := deps.Logger
+	topts := TransportOptions{Metrics: deps.Metrics}
+	if cfg.TLSEnabled() {
+		tc, err := LoadMutualTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
+		if err != nil {
+			return nil, err
+		}
+		topts.TLS = tc
+	} else {
+		log.Warn("mesh port is plaintext and unauthenticated: anything that reaches it can join the cluster and publish workers; set --mesh-tls-cert, --mesh-tls-key and --mesh-tls-ca", "port", cfg.Port)
+	}
+	var seeds []string
+	for _, p := range cfg.PeerURLs {
+		a, err := ParsePeerURL(p)
+		if err != nil {
+			return nil, err
+		}
+		seeds = append(seeds, a)
+	}
+	l := deps.Listener
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", cfg.ListenAddr()); err != nil {
+			return nil, fmt.Errorf("cannot listen on mesh address %s: %w", cfg.ListenAddr(), err)
+		}
+	}
+	tr := NewGRPCTransport(topts)
+	o := Options{Name: cfg.ServerName, Addr: cfg.AdvertiseAddr(), Seeds: seeds, Transport: tr, Trees: deps.Trees, Metrics: deps.Metrics, Logger: log}
+	if deps.Tune != nil {
+		deps.Tune(&o)
+	}
+	node, err := NewNode(o)
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	tr.SetHandler(node)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m := &Mesh{cfg: cfg, node: node, tr: tr, log: log, addr: l.Addr(), cancel: cancel}
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		if err := tr.Serve(l); err != nil {
+			log.Error("mesh listener stopped", "err", err)
+		}
+	}()
+	if deps.Registry != nil {
+		m.ws = NewWorkerSync(node, deps.Registry, log)
+		m.ws.Reconcile(ctx) // publish this router's workers before the first round
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.ws.Run(ctx) }()
+	}
+	go func() { defer m.wg.Done(); m.rounds(ctx) }()
+	log.Info("mesh started", "name", cfg.ServerName, "listen", l.Addr().String(), "advertise", cfg.AdvertiseAddr(), "peers", seeds, "tls", cfg.TLSEnabled())
+	return m, nil
+}
+
+// rounds runs one Tick per round. A round blocked on a dead peer's connect timeout runs on
+// while the next starts; at most two overlap.
+func (m *Mesh) rounds(ctx context.Context) {
+	t := time.NewTicker(m.node.o.Round)
+	defer t.Stop()
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		select {
+		case sem <- struct{}{}:
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				m.node.Tick(ctx)
+			}()
+		default:
+		}
+	}
+}
+
+// Node is the protocol node.
+func (m *Mesh) Node() *Node { return m.node }
+
+// Addr is the listener's address.
+func (m *Mesh) Addr() net.Addr { return m.addr }
+
+// PublishTree queues a cache-aware routing decision for the peers (Node.PublishTree). Safe
+// for concurrent use; never blocks.
+func (m *Mesh) PublishTree(model string, kind wire.TreeKind, path []byte, workerURL string) {
+	m.node.PublishTree(model, kind, path, workerURL)
+}
+
+// Leave announces LEAVING to the peers; call it on SIGTERM before draining.
+func (m *Mesh) Leave(ctx context.Context) { m.node.Leave(ctx) }
+
+// Close stops the rounds, the worker sync and the transport.
+func (m *Mesh) Close() {
+	m.closeMu.Do(func() {
+		m.cancel()
+		m.tr.Close()
+		m.wg.Wait()
+	})
+}
+
+// Status is the body of GET /mesh/status.
+type Status struct {
+	Name    string         `json:"name"`
+	Members []MemberStatus `json:"members"`
+	Streams []StreamStatus `json:"streams"`
+	Repairs []RepairStatus `json:"repairs"`
+	Keys    int            `json:"crdt_keys"`
+}
+
+// MemberStatus is one row of the membership table.
+type MemberStatus struct {
+	Name        string `json:"name"`
+	Address     string `json:"address"`
+	Status      string `json:"status"`
+	Incarnation uint64 `json:"incarnation"`
+	Self        bool   `json:"self,omitempty"`
+}
+
+// StreamStatus is one open sync stream.
+type StreamStatus struct {
+	Peer        string `json:"peer"`
+	Direction   string `json:"direction"` // "inbound" (the peer opened it) or "outbound"
+	Unacked     int    `json:"unacked_entries"`
+	IdleSeconds int    `json:"idle_seconds"`
+}
+
+// Status reports the membership table, the open sync streams and the repairs in flight.
+func (n *Node) Status() Status {
+	now := n.o.Now()
+	st := Status{Name: n.o.Name, Repairs: n.Repairs()}
+	n.mu.Lock()
+	for i, m := range n.tableLocked() {
+		st.Members = append(st.Members, MemberStatus{Name: m.Name, Address: m.Addr, Status: m.Status.String(), Incarnation: m.Incarnation, Self: i == 0})
+	}
+	for name, s := range n.streams {
+		dir := "outbound"
+		if s.inbound {
+			dir = "inbound"
+		}
+		unacked := 0
+		n.store.Range(func(e *wire.Entry) {
+			if v, ok := s.acked[e.Key]; !ok || versionNewer(e, v) {
+				unacked++
+			}
+		})
+		st.Streams = append(st.Streams, StreamStatus{Peer: name, Direction: dir, Unacked: unacked, IdleSeconds: int(now.Sub(s.lastTraffic).Seconds())})
+	}
+	st.Keys = n.store.Len()
+	n.mu.Unlock()
+	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Peer < st.Streams[j].Peer })
+	return st
+}
+
+// StatusJSON is Status encoded for GET /mesh/status on the admin API.
+func (m *Mesh) StatusJSON() []byte {
+	b, _ := json.Marshal(m.node.Status())
+	return b
+}
