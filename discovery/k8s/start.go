@@ -1,0 +1,166 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/smg-go/smg/discovery"
+)
+
+// Options are what Start takes besides the flags' Config.
+type Options struct {
+	// RESTConfig overrides the credential lookup (in-cluster, $KUBECONFIG, ~/.kube/config).
+	RESTConfig *rest.Config
+	// OnRouterChange receives router membership changes when router discovery runs
+	// (--router-selector with --enable-mesh and --service-discovery). It runs on the router
+	// informer's goroutine and must not block for long.
+	OnRouterChange func([]discovery.Member)
+}
+
+// Discovery is a running service discovery.
+type Discovery struct {
+	// Reconciler is the worker reconciler (tests read its queue and ownership).
+	Reconciler *discovery.Reconciler
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	once       sync.Once
+}
+
+// Stop stops the informers, the reconcile loop and the job queue, and waits for them.
+func (d *Discovery) Stop() {
+	d.once.Do(func() {
+		d.cancel()
+		d.wg.Wait()
+		d.Reconciler.Close()
+	})
+}
+
+// Start runs worker discovery (and router discovery when configured) until Stop. Without
+// credentials it logs "Failed to start service discovery" then "Continuing without service
+// discovery" and returns the error: the caller keeps serving its static workers.
+func Start(ctx context.Context, cfg discovery.Config, reg discovery.Registry, opts Options) (*Discovery, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+		cfg.Logger = log
+	}
+	fail := func(err error) (*Discovery, error) {
+		log.Error("Failed to start service discovery", "error", err)
+		log.Warn("Continuing without service discovery")
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return fail(err)
+	}
+	sel, err := cfg.WatchSelector()
+	if err != nil {
+		return fail(err)
+	}
+	log.Info(fmt.Sprintf("Starting K8s service discovery | selector: '%s'", sel))
+	rc := opts.RESTConfig
+	if rc == nil {
+		if rc, err = restConfig(); err != nil {
+			return fail(err)
+		}
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fail(fmt.Errorf("cannot create a Kubernetes client: %w", err))
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	d := &Discovery{cancel: cancel}
+	podInformer := newPodInformer(client, cfg.Namespace, sel)
+	d.Reconciler, err = discovery.NewReconciler(cfg, reg, func() []discovery.Pod { return podsOf(podInformer.GetStore().List()) })
+	if err != nil {
+		cancel()
+		return fail(err)
+	}
+	rec := d.Reconciler
+	wake := func(any) { rec.Trigger() }
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    wake,
+		UpdateFunc: func(_, obj any) { rec.Trigger() },
+		DeleteFunc: wake,
+	}); err != nil {
+		cancel()
+		rec.Close()
+		return fail(err)
+	}
+	_ = podInformer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		log.Warn("K8s worker watcher error (auto-retrying with backoff)", "error", err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+	log.Info(fmt.Sprintf("Starting K8s worker watcher | selector: '%s'", sel))
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); podInformer.RunWithContext(runCtx) }()
+	go func() {
+		defer d.wg.Done()
+		if !cache.WaitForCacheSync(runCtx.Done(), podInformer.HasSynced) {
+			return
+		}
+		log.Info(fmt.Sprintf("K8s worker store synced, reconciling on change and every %vs", cfg.Resync.Seconds()))
+		rec.Pass(runCtx)
+		rec.Run(runCtx)
+	}()
+
+	if on, msg := cfg.RouterDiscoveryEnabled(); on {
+		d.startRouterDiscovery(runCtx, client, cfg, opts.OnRouterChange)
+	} else if msg != "" {
+		log.Warn(msg)
+	}
+	return d, nil
+}
+
+// newPodInformer watches the pods matching sel in namespace ("" is all namespaces); the
+// selector is sent to the API server so the cache holds candidates only. No informer resync:
+// the reconciler's periodic pass reads the cache itself.
+func newPodInformer(client kubernetes.Interface, namespace string, sel discovery.Selector) cache.SharedIndexInformer {
+	selector := sel.String()
+	lw := cache.NewFilteredListWatchFromClient(client.CoreV1().RESTClient(), "pods", namespace,
+		func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	return cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
+}
+
+// startRouterDiscovery watches the router pods and reports membership changes.
+func (d *Discovery) startRouterDiscovery(ctx context.Context, client kubernetes.Interface, cfg discovery.Config, report func([]discovery.Member)) {
+	sel, _ := discovery.ParseSelector(cfg.RouterSelector) // validated
+	log := cfg.Logger
+	inf := newPodInformer(client, cfg.Namespace, sel)
+	tracker := &discovery.RouterTracker{Selector: sel, MeshPort: cfg.MeshPort}
+	var mu sync.Mutex
+	update := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		changes, warns := tracker.Update(podsOf(inf.GetStore().List()))
+		for _, w := range warns {
+			log.Warn(w)
+		}
+		for _, m := range changes {
+			log.Info("Router discovery: peer changed", "name", m.Name, "addr", m.Addr, "status", string(m.Status))
+		}
+		if len(changes) > 0 && report != nil {
+			report(changes)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { update() }, UpdateFunc: func(_, _ any) { update() }, DeleteFunc: func(any) { update() },
+	})
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		log.Warn("K8s router watcher error (auto-retrying with backoff)", "error", err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+	log.Info(fmt.Sprintf("Starting K8s router watcher | selector: '%s'", sel))
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); inf.RunWithContext(ctx) }()
+}
+
