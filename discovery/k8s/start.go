@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync"
 
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -163,4 +162,3 @@ func (d *Discovery) startRouterDiscovery(ctx context.Context, client kubernetes.
 	d.wg.Add(1)
 	go func() { defer d.wg.Done(); inf.RunWithContext(ctx) }()
 }
-
