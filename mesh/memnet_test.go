@@ -244,6 +244,8 @@ type memStream struct {
 	closed        bool // guarded by net.mu
 	// full, when set, makes Send report ErrStreamBusy.
 	full bool
+	// deliverOnly, when set, silently loses the messages it rejects.
+	deliverOnly func(*wire.Sync) bool
 }
 
 func (s *memStream) Send(msg *wire.Sync) error {
@@ -258,6 +260,9 @@ func (s *memStream) Send(msg *wire.Sync) error {
 	}
 	if s.full {
 		return ErrStreamBusy
+	}
+	if s.deliverOnly != nil && !s.deliverOnly(msg) {
+		return nil
 	}
 	s.net.queue = append(s.net.queue, delivery{to: s.peer, msg: b})
 	return nil

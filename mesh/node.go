@@ -36,7 +36,8 @@ type Node struct {
 	opening  map[string]bool
 	onChange []func()
 
-	trees treeSync
+	trees      treeSync
+	lastRepair RepairStatus // the last repair that completed
 }
 
 type seed struct {

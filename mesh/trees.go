@@ -61,6 +61,8 @@ type RepairStatus struct {
 	Peer    string `json:"peer"`
 	Entries int    `json:"entries"`
 	Retries int    `json:"retries"`
+	// Took is how long a finished repair took, from its request to its last page.
+	Took time.Duration `json:"took_ns,omitempty"`
 }
 
 func (t *treeSync) init(o Options) {
@@ -193,6 +195,7 @@ func (w treeWork) run(n *Node, s Stream) {
 		if p.Next == wire.CursorDone {
 			delete(t.repairs, key)
 			t.repaired[key] = true
+			n.lastRepair = RepairStatus{Model: p.Model, Kind: kindName(p.Kind), Peer: r.peer, Entries: r.entries, Retries: r.retries, Took: now.Sub(r.started)}
 			t.completed.Inc()
 			n.log.Info("cache tree repaired from peer", "model", p.Model, "kind", kindName(p.Kind), "peer", r.peer,
 				"entries", r.entries, "took", now.Sub(r.started))
