@@ -26,7 +26,7 @@
 //
 // # Concurrency model
 //
-// Run is one goroutine; Pass must not run concurrently with itself (Run guarantees it). Jobs
+// Run is one goroutine; passes are serialised by a mutex, so a Pass called beside Run waits. Jobs
 // run on the JobQueue's fixed pool of JobQueueConcurrency goroutines; at most one job per
 // worker address is pending or running, and Submit blocks while JobQueueCapacity jobs wait.
 // The owned-id set is guarded by a mutex shared by the pass and the jobs. Every wait (debounce,

@@ -34,9 +34,11 @@ type Reconciler struct {
 	probe  func(ctx context.Context, url string) error
 	models func(ctx context.Context, url string) ([]string, error)
 
-	mu     sync.Mutex
-	owned  map[string]string // worker id → URL, of the workers this reconciler registered
-	warned map[Warning]bool  // annotation warnings already logged
+	passMu sync.Mutex       // one pass at a time
+	warned map[Warning]bool // annotation warnings already logged; guarded by passMu
+
+	mu    sync.Mutex
+	owned map[string]string // worker id → URL, of the workers this reconciler registered
 }
 
 // NewReconciler validates cfg and starts the job queue. Run drives the passes; Close stops
@@ -111,8 +113,10 @@ func (r *Reconciler) Close() { r.queue.Close() }
 func (r *Reconciler) Queue() *JobQueue { return r.queue }
 
 // Pass runs one reconcile pass and returns the jobs it submitted. It blocks while the job
-// queue is full.
+// queue is full. Passes are serialised: a Pass called beside Run waits for the running one.
 func (r *Reconciler) Pass(ctx context.Context) Plan {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
 	start := r.cfg.Clock.Now()
 	pods := r.pods()
 	desired, warns := r.mapping.Desired(pods)
