@@ -31,6 +31,8 @@ type Server struct {
 	draining atomic.Bool
 	started  time.Time
 
+	meshStatus atomic.Pointer[func() []byte]
+
 	exchanges sync.Pool // *exchange
 	relays    sync.Pool // *relay
 
@@ -120,6 +122,8 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 		s.serveReadiness(ctx)
 	case "/workers":
 		s.serveWorkers(ctx)
+	case "/mesh/status":
+		s.serveMeshStatus(ctx)
 	default:
 		if id, ok := workerIDFromPath(ctx.Path()); ok {
 			s.serveWorker(ctx, id)
@@ -128,6 +132,24 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, errNotFound, "no route for "+string(ctx.Method())+" "+string(ctx.Path()))
 		s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time())
 	}
+}
+
+// SetMeshStatus installs the body of GET /mesh/status (the mesh's members, incarnations,
+// statuses and streams). Without it the route answers 404.
+func (s *Server) SetMeshStatus(status func() []byte) { s.meshStatus.Store(&status) }
+
+func (s *Server) serveMeshStatus(ctx *fasthttp.RequestCtx) {
+	defer func() { s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time()) }()
+	if !s.authorized(ctx) {
+		return
+	}
+	f := s.meshStatus.Load()
+	if f == nil {
+		writeAPIError(ctx, fasthttp.StatusNotFound, "MESH_DISABLED", "the mesh is off; start the gateway with --enable-mesh")
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody((*f)())
 }
 
 // recoverPanic turns a panic in a handler into a 500 for that request instead of a crash of

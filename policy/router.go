@@ -42,6 +42,9 @@ type Route struct {
 	Candidates []*worker.Worker
 	// Selections counts picks on this route (smg_worker_selection_total).
 	Selections *metrics.Counter
+	// Builder is the policy instance behind Picker (the mesh reads cache_aware's trees
+	// through it). Callers must not call Build: only the registry's writer goroutine does.
+	Builder Builder
 }
 
 // Table is the immutable route table of one snapshot.
@@ -190,6 +193,7 @@ func buildRoute(model string, mp *modelPolicy, s *worker.Snapshot, ws []*worker.
 		Picker:     mp.builder.Build(Group{Model: model, Workers: cands, Snapshot: s}),
 		Candidates: cands,
 		Selections: mp.counter,
+		Builder:    mp.builder,
 	}
 }
 

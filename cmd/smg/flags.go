@@ -8,6 +8,7 @@ import (
 
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/worker/breaker"
 	"github.com/smg-go/smg/worker/health"
@@ -20,6 +21,7 @@ type options struct {
 	policies all.Config
 	loadmon  loadmon.Config
 	health   health.Config
+	mesh     mesh.Config
 	breaker  breaker.Config
 
 	workerURLs        []string
@@ -86,6 +88,9 @@ func newFlagSet(o *options) *cli.FlagSet {
 
 	fs.Group("Load monitoring")
 	loadmon.RegisterFlags(fs, &o.loadmon)
+
+	fs.Group("High availability (mesh)")
+	mesh.RegisterFlags(fs, &o.mesh)
 
 	fs.Group("Observability")
 	fs.String("prometheus-host", &o.prometheusHost, "0.0.0.0", "Address of the Prometheus /metrics and /debug/pprof/ listener")

@@ -21,6 +21,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/smg-go/smg/fastpath"
+	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/worker"
@@ -82,6 +83,11 @@ func (o *options) validate() error {
 	if err := o.breaker.Validate(); err != nil {
 		return err
 	}
+	if o.mesh.Enable {
+		if err := o.mesh.Validate(); err != nil {
+			return err
+		}
+	}
 	o.gateway.RoutingKeyHeaders = o.policies.RoutingKeyHeaders
 	for i, u := range o.workerURLs {
 		c, err := worker.CanonicalURL(u)
@@ -125,6 +131,10 @@ func serve(o options, log *slog.Logger) error {
 	pc.Logger, pc.Metrics, pc.Maintenance = log, set, all.NewMaintenance()
 	if pc.RoutingKeyOverride {
 		pc.KeyLoads = policy.NewKeyLoads()
+	}
+	var observer meshObserver
+	if o.mesh.Enable {
+		pc.TreeObserver = &observer
 	}
 	router, err := policy.NewRouter(policy.RouterConfig{
 		DefaultPolicy: o.policy,
@@ -170,6 +180,22 @@ func serve(o options, log *slog.Logger) error {
 	}
 	addStaticWorkers(reg, o.workerURLs, o.health.InitialStatus, log)
 
+	// The mesh starts after the static workers are registered, so that a restarted router
+	// does not tombstone a worker it published before the restart (mesh/doc.go).
+	var m *mesh.Mesh
+	if o.mesh.Enable {
+		if m, err = mesh.Start(ctx, o.mesh, mesh.Deps{
+			Registry: reg,
+			Trees:    &mesh.RadixTrees{Lookup: cacheAwareTrees(router), Snapshot: reg.Current},
+			Metrics:  set, Logger: log,
+		}); err != nil {
+			return fmt.Errorf("cannot start the mesh (--enable-mesh): %w", err)
+		}
+		defer m.Close()
+		observer.m.Store(m)
+		srv.SetMeshStatus(m.StatusJSON)
+	}
+
 	ln, err := net.Listen("tcp", srv.Addr())
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s (--host, --port): %w", srv.Addr(), err)
@@ -193,6 +219,11 @@ func serve(o options, log *slog.Logger) error {
 		return err
 	case s := <-sig:
 		log.Info("Signal received; draining", "signal", s.String(), "grace_period", o.shutdownGrace)
+	}
+	if m != nil {
+		leave, cancelLeave := context.WithTimeout(context.Background(), 5*time.Second)
+		m.Leave(leave) // peers learn LEAVING before this router drains
+		cancelLeave()
 	}
 	// Readiness now answers 503 draining; keep serving while load balancers notice, then
 	// stop accepting and let the requests in flight finish within the grace period.

@@ -38,7 +38,7 @@ var factories = map[string]factory{
 		if fromFlags {
 			cfg = c.CacheAware
 		}
-		cfg.Metrics = c.Metrics
+		cfg.Metrics, cfg.Observer = c.Metrics, c.TreeObserver
 		return cacheaware.New(cfg, c.Rand), nil
 	},
 	leastload.Name: func(c *Config, fromFlags bool) (policy.Builder, error) {

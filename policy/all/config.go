@@ -55,6 +55,8 @@ type Config struct {
 	Now func() time.Time
 	// Metrics receives the policies' branch counters and gauges. Nil: a private set.
 	Metrics *metrics.Set
+	// TreeObserver is told of every prefix cache_aware records (the mesh). Nil: none.
+	TreeObserver policy.TreeObserver
 	// Maintenance runs the instances' background work. Nil: DefaultMaintenance.
 	Maintenance *Maintenance
 }

@@ -34,6 +34,9 @@ type Builder struct {
 
 	br branches
 
+	// model is the model the instance routes, set at the first Build (the observer needs it).
+	model atomic.Pointer[string]
+
 	// Control-plane state, touched by Build and Maintain only (mu orders them).
 	mu        sync.Mutex
 	owners    []*worker.Worker // tenant index → the worker that holds it
@@ -93,6 +96,8 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 	defer b.mu.Unlock()
 	if b.gauges == nil {
 		b.gauges = newTreeGauges(b.cfg.Metrics, g.Model)
+		model := g.Model
+		b.model.Store(&model)
 	}
 	b.purgeDeparted(g)
 	bound := 0
@@ -223,7 +228,23 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	if c.chosen == nil {
 		return policy.Result{}, policy.ErrNoAvailableWorkers
 	}
+	if b.cfg.Observer != nil && c.pageSize > 0 {
+		b.observe(req, c.chosen)
+	}
 	return policy.Result{Worker: c.chosen}, nil
+}
+
+// observe tells the observer of the prefix just recorded for w.
+func (b *Builder) observe(req *policy.Request, w *worker.Worker) {
+	model := ""
+	if m := b.model.Load(); m != nil {
+		model = *m
+	}
+	if len(req.Tokens) >= b.cfg.BlockSize {
+		b.cfg.Observer.ObserveTokens(model, req.Tokens[:len(req.Tokens)/b.cfg.BlockSize*b.cfg.BlockSize], w)
+	} else if len(req.Text) > 0 {
+		b.cfg.Observer.ObserveText(model, req.Text, w)
+	}
 }
 
 // Record inserts the request's prefix for the worker that served it when a retry moved the
@@ -236,6 +257,11 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 		b.tokens.Insert(req.Tokens[:n], radix.Tenant(served.Index), b.clock.Add(1))
 	case len(req.Tokens) == 0 && len(req.Text) > 0:
 		b.text.Insert(req.Text, radix.Tenant(served.Index), b.clock.Add(1))
+	default:
+		return
+	}
+	if b.cfg.Observer != nil {
+		b.observe(req, served)
 	}
 }
 

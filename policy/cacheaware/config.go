@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/radix"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	// Metrics receives smg_cache_aware_policy_branch_total and the tree gauges. Nil: a
 	// private set.
 	Metrics *metrics.Set
+	// Observer, when set, is told of every prefix recorded for a worker (the mesh). Nil:
+	// nobody is told.
+	Observer policy.TreeObserver
 }
 
 // DefaultConfig returns the spec's CLI defaults.
