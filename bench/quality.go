@@ -22,9 +22,9 @@ type QualityConfig struct {
 	Workers int
 	// TimeScale runs the engine model this many times faster than the wall clock. Default 4.
 	TimeScale float64
-	// KVTokens is each mock's KV-cache capacity in tokens. Default 65,536: about a third of
-	// the workload's distinct shared prefixes (64 × ~2,580 tokens) fit in one worker, all of
-	// them in the fleet.
+	// KVTokens is each mock's KV-cache capacity in tokens. Default 65,536: about two fifths
+	// of the workload's distinct shared prefixes (64 × ~2,590 tokens) fit in one worker, all
+	// of them in the fleet.
 	KVTokens int
 	// ModelRate is the fleet's arrival rate in requests per second of model time; loadgen
 	// sends ModelRate × TimeScale per wall-clock second. Default 39: 70% of the 56 requests/s
