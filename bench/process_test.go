@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProcStartWaitOutputStop(t *testing.T) {
+	p, err := start(-1, "/bin/sh", "-c", "echo 'x listening on http://127.0.0.1:1'; echo 'y listening on http://127.0.0.1:2'; exec sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls, err := p.waitOutput(listenLine, 2, 10*time.Second)
+	if err != nil {
+		p.stop()
+		t.Fatal(err)
+	}
+	if strings.Join(urls, " ") != "http://127.0.0.1:1 http://127.0.0.1:2" {
+		t.Errorf("waitOutput = %v", urls)
+	}
+	if cpu, err := p.cpuSeconds(); err != nil || cpu < 0 {
+		t.Errorf("cpuSeconds = %v, %v", cpu, err)
+	}
+	p.stop()
+	select {
+	case <-p.done:
+	default:
+		t.Fatal("stop returned with the process still running")
+	}
+}
+
+func TestWaitOutputReportsEarlyExit(t *testing.T) {
+	p, err := start(-1, "/bin/sh", "-c", "echo boom; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.waitOutput(regexp.MustCompile(`never (printed)`), 1, 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "exited early") || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("waitOutput = %v, want an early-exit error with the output", err)
+	}
+	if err := p.wait(); err == nil {
+		t.Error("wait on exit status 3 returned nil")
+	}
+}
+
+// fakeLoadgen writes a script that behaves like `loadgen run --output F`: it writes a fixed
+// result to F.
+func fakeLoadgen(t *testing.T, result string) string {
+	t.Helper()
+	dir := t.TempDir()
+	res := filepath.Join(dir, "result.json")
+	if err := os.WriteFile(res, []byte(result), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "loadgen")
+	body := "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = --output ]; then cp " + res + " \"$2\"; fi; shift; done\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+func TestDriveReadsTheLoadgenResult(t *testing.T) {
+	lg := fakeLoadgen(t, `{"completed": 9000, "failed": 0, "request_throughput": 3000,
+		"e2e_latency_ms": {"median": 1.5, "p99": 7}, "ttft_ms": {"median": 0.5, "p99": 2}}`)
+	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: -1, LoadCore: -1}
+	cfg.fillDefaults()
+	cfg.Warmup = 1000
+	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "http://127.0.0.1:1", nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RPS != 3000 || m.P50MS != 1.5 || m.P99MS != 7 || m.TTFTP50MS != 0.5 || m.TTFTP99MS != 2 || m.Completed != 9000 {
+		t.Errorf("measurement = %+v", m)
+	}
+	if m.CPUPerRequestUS != 0 {
+		t.Errorf("a direct run has no proxy CPU, got %g", m.CPUPerRequestUS)
+	}
+}
+
+func TestDriveFailsOnFailedRequests(t *testing.T) {
+	lg := fakeLoadgen(t, `{"completed": 10, "failed": 2, "error_examples": {"502": "bad gateway"}}`)
+	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: -1, LoadCore: -1}
+	cfg.fillDefaults()
+	_, err := cfg.drive(Measurement{Key: "smg-x", Name: "smg (x)"}, "http://127.0.0.1:1", nil, false)
+	if err == nil || !strings.Contains(err.Error(), "2 requests failed") || !strings.Contains(err.Error(), "bad gateway") {
+		t.Errorf("drive = %v, want the failures named", err)
+	}
+}
