@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The mesh's real-process proofs (issue 8): routers as `smg launch --enable-mesh` processes on
+// 127.0.0.x loopback addresses, in network namespaces for the partition, and behind mutual
+// TLS. Every wait that checks one of the issue's claims ("within 3 s") polls every 50 ms and
+// logs the time it observed; the other waits are generous bounds for a busy machine.
+
+const (
+	// meshPoll is how often a claim is polled.
+	meshPoll = 50 * time.Millisecond
+	// meshSettle bounds waits that check no stated figure (joining, detection, healing):
+	// long enough for a shared 2-core machine, short enough to fail a hung protocol.
+	meshSettle = 45 * time.Second
+)
+
+// meshRouter is one running `smg launch --enable-mesh`, restartable with the same flags.
+type meshRouter struct {
+	*Gateway
+	name     string
+	meshAddr string // the advertised IP:port peers dial
+	netns    string // "" for the root namespace
+	args     []string
+	t        *testing.T
+}
+
+// meshRouterConfig is where one router listens and whom it dials.
+type meshRouterConfig struct {
+	name     string
+	host     string // gateway and Prometheus IP
+	meshHost string // mesh bind and advertise IP (default host)
+	netns    string // run inside this network namespace
+	peers    []string
+	extra    []string
+}
+
+// startMeshRouter runs a router with --policy cache_aware, probing health every second, and
+// waits for its /health.
+func startMeshRouter(t *testing.T, c meshRouterConfig) *meshRouter {
+	t.Helper()
+	if c.meshHost == "" {
+		c.meshHost = c.host
+	}
+	port, prom, meshPort := FreePort(t, "127.0.0.1"), FreePort(t, "127.0.0.1"), FreePort(t, "127.0.0.1")
+	if c.netns == "" { // a free port on the address itself, which is what the router binds
+		port, prom, meshPort = FreePort(t, c.host), FreePort(t, c.host), FreePort(t, c.meshHost)
+	}
+	args := []string{"launch", "--host", c.host, "--port", strconv.Itoa(port),
+		"--prometheus-host", c.host, "--prometheus-port", strconv.Itoa(prom),
+		"--policy", "cache_aware", "--health-check-interval-secs", "1", "--drain-settle-secs", "0",
+		"--enable-mesh", "--mesh-server-name", c.name, "--mesh-host", c.meshHost,
+		"--mesh-advertise-host", c.meshHost, "--mesh-port", strconv.Itoa(meshPort)}
+	if len(c.peers) > 0 {
+		args = append(append(args, "--mesh-peer-urls"), c.peers...)
+	}
+	args = append(args, c.extra...)
+	r := &meshRouter{name: c.name, netns: c.netns, args: args, t: t,
+		meshAddr: net.JoinHostPort(c.meshHost, strconv.Itoa(meshPort)),
+		Gateway: &Gateway{URL: fmt.Sprintf("http://%s:%d", c.host, port),
+			MetricsURL: fmt.Sprintf("http://%s:%d/metrics", c.host, prom)}}
+	r.start()
+	return r
+}
+
+func (r *meshRouter) start() {
+	r.t.Helper()
+	bin, args := Build(r.t).SMG, r.args
+	if r.netns != "" {
+		// ip netns exec execs the command, so the PID Start kills is the router's.
+		bin, args = "ip", append([]string{"netns", "exec", r.netns, bin}, args...)
+	}
+	r.Process = Start(r.t, bin, args...)
+	Eventually(r.t, 15*time.Second, r.name+" /health", func() bool {
+		resp, err := Do("GET", r.URL+"/health", "", nil)
+		return err == nil && resp.Status == 200
+	})
+}
+
+// kill SIGKILLs the router and waits for it to exit.
+func (r *meshRouter) kill() {
+	r.t.Helper()
+	if err := r.Signal(syscall.SIGKILL); err != nil {
+		r.t.Fatalf("kill %s: %v", r.name, err)
+	}
+	select { // Wait's exit code is -1 for a killed process too: wait on done itself
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		r.t.Fatalf("%s did not exit after SIGKILL", r.name)
+	}
+}
+
+// meshStatus is the body of GET /mesh/status.
+type meshStatus struct {
+	Name    string `json:"name"`
+	Members []struct {
+		Name        string `json:"name"`
+		Status      string `json:"status"`
+		Incarnation uint64 `json:"incarnation"`
+	} `json:"members"`
+	Repairs []json.RawMessage `json:"repairs"`
+}
+
+// member returns peer's status and incarnation as r sees them ("" when r does not know it,
+// or r does not answer).
+func (r *meshRouter) member(peer string) (string, uint64) {
+	resp, err := Do("GET", r.URL+"/mesh/status", "", nil)
+	if err != nil || resp.Status != 200 {
+		return "", 0
+	}
+	var st meshStatus
+	if json.Unmarshal([]byte(resp.Body), &st) != nil {
+		return "", 0
+	}
+	for _, m := range st.Members {
+		if m.Name == peer {
+			return m.Status, m.Incarnation
+		}
+	}
+	return "", 0
+}
+
+// sees reports whether r lists every peer with status.
+func (r *meshRouter) sees(status string, peers ...*meshRouter) bool {
+	for _, p := range peers {
+		if s, _ := r.member(p.name); s != status {
+			return false
+		}
+	}
+	return true
+}
+
+// workerStatus returns the worker API's view of url on r: listed, and whether it is healthy.
+func (r *meshRouter) workerStatus(url string) (listed, healthy bool) {
+	resp, err := Do("GET", r.URL+"/workers", "", nil)
+	if err != nil || resp.Status != 200 {
+		return false, false
+	}
+	var l struct {
+		Workers []struct {
+			URL       string `json:"url"`
+			IsHealthy bool   `json:"is_healthy"`
+		} `json:"workers"`
+	}
+	if json.Unmarshal([]byte(resp.Body), &l) != nil {
+		return false, false
+	}
+	for _, w := range l.Workers {
+		if w.URL == url {
+			return true, w.IsHealthy
+		}
+	}
+	return false, false
+}
+
+func (r *meshRouter) lists(url string) bool { listed, _ := r.workerStatus(url); return listed }
+
+// serves reports whether r lists every url as healthy.
+func (r *meshRouter) serves(urls ...string) bool {
+	for _, u := range urls {
+		if _, healthy := r.workerStatus(u); !healthy {
+			return false
+		}
+	}
+	return true
+}
+
+// addWorker registers url through r's worker API and returns its id.
+func (r *meshRouter) addWorker(url string) string {
+	r.t.Helper()
+	resp := MustDo(r.t, "POST", r.URL+"/workers", `{"url":"`+url+`"}`, nil)
+	var body struct {
+		WorkerID string `json:"worker_id"`
+	}
+	if resp.Status != 202 || json.Unmarshal([]byte(resp.Body), &body) != nil || body.WorkerID == "" {
+		r.t.Fatalf("POST %s/workers %s: %d %s", r.URL, url, resp.Status, resp.Body)
+	}
+	return body.WorkerID
+}
+
+// metric reads one series of r's Prometheus endpoint (0 when absent).
+func (r *meshRouter) metric(series string) float64 {
+	v, _ := Metric(r.t, r.MetricsURL, series)
+	return v
+}
+
+// within polls cond every 50 ms and fails the test when it does not hold after bound; it
+// returns the time it took.
+func within(t *testing.T, bound time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > bound {
+			t.Fatalf("%s: not after %v", what, bound)
+		}
+		time.Sleep(meshPoll)
+	}
+	took := time.Since(start)
+	t.Logf("%s: %v", what, took.Round(time.Millisecond))
+	return took
+}
+
+// routeAll sends every prompt through g reps times and returns the worker each went to,
+// failing when one prompt went to two workers.
+func routeAll(t *testing.T, g *Gateway, prompts []string, reps int) []string {
+	t.Helper()
+	out := make([]string, len(prompts))
+	for i, p := range prompts {
+		for range reps {
+			w := routed(t, g, chatWith(p), nil)
+			if out[i] != "" && w != out[i] {
+				t.Fatalf("prompt %d went to %s, then %s", i, out[i], w)
+			}
+			out[i] = w
+		}
+	}
+	return out
+}
+
+// distinct counts the distinct values of ss.
+func distinct(ss []string) int {
+	c := slices.Clone(ss)
+	slices.Sort(c)
+	return len(slices.Compact(c))
+}
+
+// sameDecisions fails unless routing prompts through g picks want's workers.
+func sameDecisions(t *testing.T, via string, g *Gateway, prompts, want []string) {
+	t.Helper()
+	got := routeAll(t, g, prompts, 1)
+	diff := 0
+	for i := range got {
+		if got[i] != want[i] {
+			diff++
+			t.Errorf("prompt %d: %s routed it to %s, A to %s", i, via, got[i], want[i])
+		}
+	}
+	t.Logf("%s made A's decision on %d of %d prompts", via, len(got)-diff, len(got))
+}
+
+const appliedDeltas = "smg_mesh_tree_deltas_applied_total"
+
+// awaitDeltas waits until r has applied at least n tree deltas, then two more rounds, so
+// that every delta of the routing before the call has arrived (deltas leave once per 1 s
+// round, deduplicated per round, so the count alone does not say which arrived).
+func awaitDeltas(t *testing.T, r *meshRouter, n float64) {
+	t.Helper()
+	within(t, meshSettle, r.name+" applied the cache_aware deltas", func() bool { return r.metric(appliedDeltas) >= n })
+	time.Sleep(2 * time.Second)
+}
+
+// TestMeshRoutersOnLoopback: three routers on 127.0.0.1-3 share workers, cache_aware prefixes
+// and membership; a killed router is suspected, then down, and rejoins under its name; a
+// fresh router repairs its tree and routes like the others.
+func TestMeshRoutersOnLoopback(t *testing.T) {
+	t.Parallel()
+	m := StartMocks(t, 4)
+	static, added := m.URLs[:3], m.URLs[3]
+	a := startMeshRouter(t, meshRouterConfig{name: "router-a", host: "127.0.0.1", extra: append([]string{"--worker-urls"}, static...)})
+	b := startMeshRouter(t, meshRouterConfig{name: "router-b", host: "127.0.0.2", peers: []string{a.meshAddr}})
+	c := startMeshRouter(t, meshRouterConfig{name: "router-c", host: "127.0.0.3", peers: []string{a.meshAddr}})
+	all := []*meshRouter{a, b, c}
+	within(t, meshSettle, "cluster of 3 formed (every router sees the others ALIVE)", func() bool {
+		return a.sees("ALIVE", b, c) && b.sees("ALIVE", a, c) && c.sees("ALIVE", a, b)
+	})
+	within(t, meshSettle, "A's --worker-urls healthy on B and C", func() bool { return b.serves(static...) && c.serves(static...) })
+
+	// A worker added through A's API is on B and C within 3 s, and leaves them when A
+	// removes it.
+	id := a.addWorker(added)
+	within(t, 3*time.Second, "worker added on A listed by B and C", func() bool { return b.lists(added) && c.lists(added) })
+	if r := MustDo(t, "DELETE", a.URL+"/workers/"+id, "", nil); r.Status != 202 {
+		t.Fatalf("DELETE on A: %d %s", r.Status, r.Body)
+	}
+	within(t, 3*time.Second, "worker removed on A gone from B and C", func() bool { return !b.lists(added) && !c.lists(added) })
+
+	// cache_aware: prompts routed through A go to the same workers through B after a round.
+	prompts := make([]string, 12)
+	for i := range prompts {
+		prompts[i] = longPrompt(100 + i)
+	}
+	decided := routeAll(t, a.Gateway, prompts, 3)
+	if distinct(decided) < 2 {
+		t.Fatalf("12 prompts all went to %v: the comparison below would prove nothing", decided)
+	}
+	awaitDeltas(t, b, float64(len(prompts)))
+	sameDecisions(t, "B", b.Gateway, prompts, decided)
+
+	// A fresh router D joins after the routing. Deltas carry only new decisions, so D learns
+	// the earlier ones by repair, which the first delta it cannot place starts.
+	joined := time.Now()
+	d := startMeshRouter(t, meshRouterConfig{name: "router-d", host: "127.0.0.4", peers: []string{a.meshAddr}})
+	within(t, meshSettle, "D joined (sees A, B, C ALIVE) with A's workers healthy", func() bool {
+		return d.sees("ALIVE", a, b, c) && d.serves(static...)
+	})
+	trigger := routeAll(t, a.Gateway, []string{longPrompt(200)}, 1)
+	within(t, meshSettle, "D's cache tree repaired after the trigger prompt", func() bool {
+		return d.metric(`smg_mesh_tree_repairs_total{result="complete"}`) >= 1
+	})
+	t.Logf("D: start to repaired: %v", time.Since(joined).Round(time.Millisecond))
+	sameDecisions(t, "D", d.Gateway, append(prompts, longPrompt(200)), append(decided, trigger...))
+
+	// Killing C: A and B suspect it, then mark it DOWN; C restarted under its old name is
+	// ALIVE again with a higher incarnation and gets the workers back.
+	_, before := a.member(c.name)
+	c.kill()
+	killed := time.Now()
+	// A and B are polled in the same loop: each may see C's whole SUSPECTED phase while the
+	// other is looked at.
+	observers := []*meshRouter{a, b}
+	suspected, down := make([]time.Duration, 2), make([]time.Duration, 2)
+	within(t, meshSettle, "A and B see C DOWN", func() bool {
+		for i, r := range observers {
+			s, _ := r.member(c.name)
+			if s == "SUSPECTED" && suspected[i] == 0 {
+				suspected[i] = time.Since(killed)
+			}
+			if s == "DOWN" && down[i] == 0 {
+				down[i] = time.Since(killed)
+			}
+		}
+		return !slices.Contains(down, 0)
+	})
+	for i, r := range observers {
+		if suspected[i] == 0 {
+			t.Errorf("%s never showed C SUSPECTED before DOWN (polled every %v)", r.name, meshPoll)
+		}
+		t.Logf("%s: C SUSPECTED after %v, DOWN after %v", r.name, suspected[i].Round(time.Millisecond), down[i].Round(time.Millisecond))
+	}
+	_, downInc := a.member(c.name)
+	c.start()
+	within(t, meshSettle, "restarted C ALIVE on A and B", func() bool { return a.sees("ALIVE", c) && b.sees("ALIVE", c) })
+	_, after := a.member(c.name)
+	if after <= downInc {
+		t.Errorf("C's incarnation on A: %d before the kill, %d when DOWN, %d after the restart: want above %d", before, downInc, after, downInc)
+	}
+	t.Logf("C's incarnation on A: %d before the kill, %d when DOWN, %d after rejoining", before, downInc, after)
+	within(t, meshSettle, "restarted C serves A's workers", func() bool { return c.serves(static...) && c.sees("ALIVE", a, b, d) })
+	for _, r := range all {
+		if s, _ := r.member(d.name); s != "ALIVE" {
+			t.Errorf("%s sees D %q", r.name, s)
+		}
+	}
+}
