@@ -1,11 +1,22 @@
 package e2e
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -349,5 +360,116 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 		if s, _ := r.member(d.name); s != "ALIVE" {
 			t.Errorf("%s sees D %q", r.name, s)
 		}
+	}
+}
+
+// testCA is a throwaway certificate authority.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+var serial atomic.Int64
+
+func nextSerial() *big.Int { return big.NewInt(serial.Add(1)) }
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue writes a router certificate for ip (IP SAN, server and client use) signed by ca, with
+// its key and the CA bundle trusted, into dir; it returns the three --mesh-tls-* flags.
+func (ca *testCA) issue(t *testing.T, dir, name, ip string, trusted *testCA) []string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP(ip)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		name + ".crt":    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		name + ".key":    pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		name + "-ca.crt": trusted.pem,
+	}
+	for f, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{"--mesh-tls-cert", filepath.Join(dir, name+".crt"),
+		"--mesh-tls-key", filepath.Join(dir, name+".key"), "--mesh-tls-ca", filepath.Join(dir, name+"-ca.crt")}
+}
+
+// TestMeshMutualTLSRefusesARouterOutsideTheCA: A and B hold certificates of the cluster CA; C
+// holds one of another CA (and trusts the cluster CA, so the only thing it lacks is a
+// certificate the cluster signed). C dials A, B dials C: C never joins, and a worker added
+// on C never reaches A or B, while one added on B reaches A.
+func TestMeshMutualTLSRefusesARouterOutsideTheCA(t *testing.T) {
+	t.Parallel()
+	m := StartMocks(t, 2)
+	dir := t.TempDir()
+	cluster, rogue := newTestCA(t, "cluster CA"), newTestCA(t, "another CA")
+	a := startMeshRouter(t, meshRouterConfig{name: "tls-a", host: "127.0.0.1",
+		extra: cluster.issue(t, dir, "a", "127.0.0.1", cluster)})
+	c := startMeshRouter(t, meshRouterConfig{name: "tls-c", host: "127.0.0.3", peers: []string{a.meshAddr},
+		extra: rogue.issue(t, dir, "c", "127.0.0.3", cluster)})
+	b := startMeshRouter(t, meshRouterConfig{name: "tls-b", host: "127.0.0.2", peers: []string{a.meshAddr, c.meshAddr},
+		extra: cluster.issue(t, dir, "b", "127.0.0.2", cluster)})
+
+	fromC, fromB := m.URLs[0], m.URLs[1]
+	c.addWorker(fromC)
+	b.addWorker(fromB)
+	within(t, meshSettle, "A and B see each other ALIVE over mutual TLS", func() bool {
+		return a.sees("ALIVE", b) && b.sees("ALIVE", a)
+	})
+	within(t, 3*time.Second, "worker added on B listed by A", func() bool { return a.lists(fromB) })
+	// Several more rounds for C: B has dialled it with backoff, C has dialled A.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range []*meshRouter{a, b} {
+			if s, _ := r.member(c.name); s == "ALIVE" {
+				t.Fatalf("%s lists %s ALIVE: a router without the cluster CA's certificate joined", r.name, c.name)
+			}
+			if r.lists(fromC) {
+				t.Fatalf("%s lists %s, published by %s without the cluster CA's certificate", r.name, fromC, c.name)
+			}
+		}
+		if s, _ := c.member(a.name); s == "ALIVE" {
+			t.Fatalf("%s sees %s ALIVE: it reached A's mesh", c.name, a.name)
+		}
+		time.Sleep(meshPoll)
+	}
+	// Both refusals are the certificate's, not an unrelated failure: A's TLS alert reached C,
+	// and B's own check of C's certificate failed.
+	if !strings.Contains(c.Output(), "bad certificate") {
+		t.Errorf("C's dials of A did not fail on A's refusal of its certificate:\n%s", tail(c.Output(), 3000))
+	}
+	if !strings.Contains(b.Output(), "not signed by the cluster CA") {
+		t.Errorf("B's dials of C did not fail on C's certificate:\n%s", tail(b.Output(), 3000))
 	}
 }
