@@ -53,15 +53,25 @@ func Start(log func(string)) (*Server, error) {
 	if out, err := script("build.sh", bin); err != nil {
 		return nil, fmt.Errorf("cannot build kube-apiserver (hack/k8s/build.sh %s): %v\n%s", bin, err, tail(out))
 	}
-	state, err := os.MkdirTemp("", "smg-k8s-")
-	if err != nil {
-		return nil, err
-	}
-	out, err := script("start.sh", "start", state, bin)
-	log(strings.TrimSpace(out))
-	if err != nil {
+	// start.sh picks its ports at random: on a busy machine one may be taken by the time the
+	// server binds it, so a failed start is retried with fresh ports and data.
+	var state string
+	var out string
+	var err error
+	for attempt := 1; ; attempt++ {
+		if state, err = os.MkdirTemp("", "smg-k8s-"); err != nil {
+			return nil, err
+		}
+		out, err = script("start.sh", "start", state, bin)
+		log(strings.TrimSpace(out))
+		if err == nil {
+			break
+		}
 		_, _ = script("start.sh", "stop", state)
-		return nil, fmt.Errorf("cannot start kube-apiserver: %v\n%s", err, tail(out))
+		_ = os.RemoveAll(state)
+		if attempt == 3 {
+			return nil, fmt.Errorf("cannot start kube-apiserver (3 attempts): %v\n%s", err, tail(out))
+		}
 	}
 	s := &Server{Kubeconfig: filepath.Join(state, "kubeconfig"), state: state}
 	if s.Config, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig); err != nil {
