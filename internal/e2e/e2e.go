@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -194,12 +195,20 @@ func StartGateway(t testing.TB, args ...string) *Gateway {
 	return g
 }
 
-// WaitReady waits until GET /readiness answers 200.
+// WaitReady waits until GET /readiness answers 200 with every registered worker healthy, so
+// that routing no longer changes as workers finish their first health probe.
 func (g *Gateway) WaitReady(t testing.TB) {
 	t.Helper()
-	Eventually(t, 10*time.Second, "gateway /readiness 200", func() bool {
+	Eventually(t, 10*time.Second, "gateway /readiness 200 with every worker healthy", func() bool {
 		r, err := Do("GET", g.URL+"/readiness", "", nil)
-		return err == nil && r.Status == 200
+		if err != nil || r.Status != 200 {
+			return false
+		}
+		var body struct {
+			Healthy int `json:"healthy_workers"`
+			Total   int `json:"total_workers"`
+		}
+		return json.Unmarshal([]byte(r.Body), &body) == nil && body.Healthy == body.Total
 	})
 }
 
