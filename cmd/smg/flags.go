@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/mesh"
@@ -22,6 +23,7 @@ type options struct {
 	loadmon  loadmon.Config
 	health   health.Config
 	mesh     mesh.Config
+	disc     discovery.Config
 	breaker  breaker.Config
 
 	workerURLs        []string
@@ -88,6 +90,9 @@ func newFlagSet(o *options) *cli.FlagSet {
 
 	fs.Group("Load monitoring")
 	loadmon.RegisterFlags(fs, &o.loadmon)
+
+	fs.Group("Service discovery (Kubernetes)")
+	discovery.RegisterFlags(fs, &o.disc)
 
 	fs.Group("High availability (mesh)")
 	mesh.RegisterFlags(fs, &o.mesh)

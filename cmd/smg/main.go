@@ -20,6 +20,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy"
@@ -54,6 +55,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
 	}
+	// With discovery, failed workers are removed unless the user said otherwise (spec).
+	if o.disc.Enabled && !fs.IsSet("remove-unhealthy-workers") {
+		o.health.RemoveUnhealthy = true
+	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
@@ -85,6 +90,13 @@ func (o *options) validate() error {
 	}
 	if o.mesh.Enable {
 		if err := o.mesh.Validate(); err != nil {
+			return err
+		}
+	}
+	o.disc.DrainSettle = o.gateway.DrainSettle
+	o.disc.MeshEnabled, o.disc.MeshPort = o.mesh.Enable, o.mesh.Port
+	if o.disc.Enabled {
+		if err := o.disc.Validate(); err != nil {
 			return err
 		}
 	}
@@ -179,6 +191,16 @@ func serve(o options, log *slog.Logger) error {
 		return err
 	}
 	addStaticWorkers(reg, o.workerURLs, o.health.InitialStatus, log)
+
+	if o.disc.Enabled {
+		dc := o.disc
+		dc.Metrics, dc.Logger = set, log
+		// Without credentials Start logs "Failed to start service discovery" and "Continuing
+		// without service discovery", and the gateway keeps serving its static workers.
+		if d, err := k8s.Start(ctx, dc, reg, k8s.Options{}); err == nil {
+			defer d.Stop()
+		}
+	}
 
 	// The mesh starts after the static workers are registered, so that a restarted router
 	// does not tombstone a worker it published before the restart (mesh/doc.go).
