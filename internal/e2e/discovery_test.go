@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,19 +9,13 @@ import (
 	"time"
 
 	"github.com/smg-go/smg/discovery"
-	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/mockworker"
-	"github.com/smg-go/smg/policy"
-	"github.com/smg-go/smg/policy/all"
-	"github.com/smg-go/smg/policy/roundrobin"
-	"github.com/smg-go/smg/worker"
 )
 
-// TestDiscoveredEnginesGetRoundRobinTraffic: pods on a real kube-apiserver → discovery → the
-// worker registry → the round_robin policy → requests sent to each picked worker reach
-// every discovered engine. (The --service-discovery path through cmd/smg is wired by the
-// gateway assembly; this test drives the same packages in-process.)
+// TestDiscoveredEnginesGetRoundRobinTraffic: pods on a real kube-apiserver are discovered by
+// the real smg (--service-discovery), and round-robin traffic through the gateway reaches
+// every discovered engine evenly.
 func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
 	api, err := k8stest.Start(func(s string) { t.Log(s) })
 	if err != nil {
@@ -52,40 +45,23 @@ func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
 		}
 	}
 
-	log := slog.New(slog.DiscardHandler)
-	reg, err := worker.NewRegistry(worker.Config{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	router, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: roundrobin.Name, NewBuilder: all.NewBuilderFunc(all.DefaultConfig()), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg.Subscribe(router.Update)
-	cfg := discovery.DefaultConfig()
-	cfg.Enabled, cfg.Namespace, cfg.Selector, cfg.Logger = true, ns, []string{"app=sglang"}, log
-	cfg.Debounce = 50 * time.Millisecond
-	d, err := k8s.Start(ctx, cfg, reg, k8s.Options{RESTConfig: api.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop()
-	Eventually(t, 60*time.Second, "4 routable discovered workers", func() bool {
-		route, ok := router.Current().Lookup([]byte(mockworker.DefaultModel))
-		return ok && len(route.Candidates) == 4
+	// The real gateway, discovering through the API server with the admin kubeconfig.
+	g := startGatewayEnv(t, []string{"KUBECONFIG=" + api.Kubeconfig},
+		"--policy", "round_robin", "--service-discovery", "--selector", "app=sglang",
+		"--service-discovery-namespace", ns)
+	Eventually(t, 60*time.Second, "4 discovered workers ready in the gateway", func() bool {
+		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
+		return err == nil && r.Status == 200 && strings.Contains(r.Body, `"healthy_workers":4`)
 	})
+	if r := MustDo(t, http.MethodGet, g.URL+"/workers", "", nil); !strings.Contains(r.Body, "smg.ai/pod-name") {
+		t.Fatalf("discovered workers lack their ownership labels: %s", r.Body)
+	}
 
 	hits := map[string]int{}
 	for range 40 {
-		route, _ := router.Current().Lookup([]byte(mockworker.DefaultModel))
-		res, err := route.Picker.Pick(&policy.Request{Model: []byte(mockworker.DefaultModel)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Do(http.MethodPost, res.Worker.URL+"/v1/completions", `{"model":"mock-model","prompt":"hi","max_tokens":1}`, nil)
+		r, err := Do(http.MethodPost, g.URL+"/v1/completions", `{"model":"mock-model","prompt":"hi","max_tokens":1}`, nil)
 		if err != nil || r.Status != 200 {
-			t.Fatalf("request to %s: %v %v", res.Worker.URL, err, r)
+			t.Fatalf("request through the gateway: %v %v", err, r)
 		}
 		hits[r.Header.Get("x-mock-worker-id")]++
 	}

@@ -89,7 +89,16 @@ func (s *syncBuffer) String() string {
 // Start runs bin with args; the test's cleanup kills it if it still runs.
 func Start(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
+	return StartEnv(t, nil, bin, args...)
+}
+
+// StartEnv is Start with extra environment variables (KEY=value).
+func StartEnv(t testing.TB, env []string, bin string, args ...string) *Process {
+	t.Helper()
 	p := &Process{Cmd: exec.Command(bin, args...), output: &syncBuffer{}, done: make(chan struct{})}
+	if env != nil {
+		p.Cmd.Env = append(os.Environ(), env...)
+	}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.output, p.output
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
@@ -177,11 +186,16 @@ type Gateway struct {
 // StartGateway runs `smg launch` with args on free ports and waits for /health.
 func StartGateway(t testing.TB, args ...string) *Gateway {
 	t.Helper()
+	return startGatewayEnv(t, nil, args...)
+}
+
+func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
+	t.Helper()
 	b := Build(t)
 	port, prom := FreePort(t, "127.0.0.1"), FreePort(t, "127.0.0.1")
 	all := append([]string{"launch", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(prom)}, args...)
-	g := &Gateway{Process: Start(t, b.SMG, all...),
+	g := &Gateway{Process: StartEnv(t, env, b.SMG, all...),
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port), MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", prom)}
 	Eventually(t, 10*time.Second, "gateway /health", func() bool {
 		r, err := Do("GET", g.URL+"/health", "", nil)
