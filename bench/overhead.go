@@ -116,7 +116,8 @@ type Measurement struct {
 	ProxyCPUS float64 `json:"proxy_cpu_s"`
 	// CPUPerRequestUS is ProxyCPUS per request (warm-up included in both), µs.
 	CPUPerRequestUS float64 `json:"proxy_cpu_us_per_request"`
-	// CPUPerEventUS is ProxyCPUS per SSE content event, µs (streamed runs).
+	// CPUPerEventUS is ProxyCPUS per SSE content event, µs (streamed runs; each stream also
+	// carries a usage event and [DONE], the same for every proxy).
 	CPUPerEventUS float64 `json:"proxy_cpu_us_per_event,omitempty"`
 }
 
