@@ -2,7 +2,6 @@ package radix
 
 import (
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -13,24 +12,19 @@ import (
 	"unsafe"
 )
 
-// The 100 MB measurements take tens of seconds and gigabytes of transient memory,
-// so they run only with SMG_RADIX_BIG=1. They report figures with t.Logf and assert
-// only correctness: timing on a shared machine is for reading, not for failing.
+// The 100 MB measurements take tens of seconds and gigabytes of transient memory, so they
+// are benchmarks, run on demand (go test -run '^$' -bench Big -benchtime 1x ./radix), not
+// part of go test. They report figures with Logf and assert only correctness: timing on a
+// shared machine is for reading, not for failing.
 
 const bigStoredChars = 100_000_000
-
-func needBig(t *testing.T) {
-	if os.Getenv("SMG_RADIX_BIG") != "1" {
-		t.Skip("set SMG_RADIX_BIG=1 to build a 100 MB tree")
-	}
-}
 
 // bigTree inserts conversations until the tree stores bigStoredChars distinct
 // characters: each starts with one of six chat templates and a first user message,
 // and each later turn repeats the whole conversation so far and adds an assistant
 // reply and a user message. So every insert shares a prefix with an earlier one
 // and adds a unique tail. It returns up to keep prompts sampled along the way.
-func bigTree(t *testing.T, tree *TextTree, tenants, keep int) [][]byte {
+func bigTree(t testing.TB, tree *TextTree, tenants, keep int) [][]byte {
 	g := newTextGen(5)
 	rng := rand.New(rand.NewPCG(5, 5))
 	templates := chatTemplates()
@@ -71,8 +65,7 @@ func heapAfterGC() uint64 {
 
 // TestBigMemoryPerChar measures heap bytes per stored character of a 100 MB tree:
 // runtime.ReadMemStats after GC, before and after building it.
-func TestBigMemoryPerChar(t *testing.T) {
-	needBig(t)
+func BenchmarkBigMemoryPerChar(t *testing.B) {
 	before := heapAfterGC()
 	tree := newText(t, Config{})
 	start := time.Now()
@@ -95,8 +88,7 @@ func TestBigMemoryPerChar(t *testing.T) {
 // matching (MatchAndInsert and Match of stored conversations, yielding between
 // operations), and reports the longest single operation during the eviction next
 // to the longest in an equally long stretch without eviction.
-func TestBigEvictionLatency(t *testing.T) {
-	needBig(t)
+func BenchmarkBigEvictionLatency(t *testing.B) {
 	tree := newText(t, Config{})
 	prompts := bigTree(t, tree, 100, 512)
 	runtime.GC()

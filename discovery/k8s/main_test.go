@@ -75,7 +75,7 @@ func testConfig(ns string, selector ...string) discovery.Config {
 	return cfg
 }
 
-func startGateway(t *testing.T, cfg discovery.Config, rc *rest.Config) *gateway {
+func startGateway(t testing.TB, cfg discovery.Config, rc *rest.Config) *gateway {
 	t.Helper()
 	g := &gateway{logs: &syncBuffer{}}
 	log := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -143,7 +143,7 @@ func (g *gateway) waitWorkers(t *testing.T, what string, urls ...string) {
 
 // eventually polls cond. The bound only keeps a broken test from hanging: no timing is
 // asserted.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
@@ -155,7 +155,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // engines starts n mock engines on 127.0.0.1 and returns their ports.
-func engines(t *testing.T, n int) []int {
+func engines(t testing.TB, n int) []int {
 	t.Helper()
 	f, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: n, EventLoops: 1})
 	if err != nil {
@@ -187,7 +187,7 @@ func urlsOf(ports ...int) []string {
 	return out
 }
 
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	ns, err := api.Namespace(context.Background(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
 	if err != nil {
