@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -91,6 +92,14 @@ func (r *meshRouter) start() {
 		bin, args = "ip", append([]string{"netns", "exec", r.netns, bin}, args...)
 	}
 	r.Process = Start(r.t, bin, args...)
+	p := r.Process
+	r.t.Cleanup(func() { // runs before Start's cleanup kills the process
+		if r.t.Failed() && r.Process == p {
+			if resp, err := Do("GET", r.URL+"/mesh/status", "", nil); err == nil {
+				r.t.Logf("%s /mesh/status at the failure: %s", r.name, resp.Body)
+			}
+		}
+	})
 	Eventually(r.t, 15*time.Second, r.name+" /health", func() bool {
 		resp, err := Do("GET", r.URL+"/health", "", nil)
 		return err == nil && resp.Status == 200
@@ -472,4 +481,254 @@ func TestMeshMutualTLSRefusesARouterOutsideTheCA(t *testing.T) {
 	if !strings.Contains(b.Output(), "not signed by the cluster CA") {
 		t.Errorf("B's dials of C did not fail on C's certificate:\n%s", tail(b.Output(), 3000))
 	}
+}
+
+// netLab is a set of network namespaces joined by two bridges in the root namespace: a
+// service network (clients in the root namespace, the mock workers, every router's HTTP
+// port) and a mesh network (router to router only). Cutting a router's mesh link partitions
+// it from the other routers while it keeps serving its clients with the workers, which is
+// what a partition between routers means for a gateway. Every name carries the test
+// process's PID, so parallel runs on one machine do not collide.
+type netLab struct {
+	t                 *testing.T
+	pid               int
+	svcBridge, bridge string
+	prefix            string // "10.H.L." of this lab's /24
+}
+
+// ip runs `ip args...` and returns its error with its output.
+func ip(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// newNetLab makes the two bridges, or skips the test when this machine cannot make network
+// namespaces (the only skip in the suite: it needs root and iproute2).
+func newNetLab(t *testing.T) *netLab {
+	t.Helper()
+	pid := os.Getpid()
+	l := &netLab{t: t, pid: pid, svcBridge: fmt.Sprintf("smgs%d", pid), bridge: fmt.Sprintf("smgm%d", pid),
+		prefix: fmt.Sprintf("10.%d.%d.", 100+(pid>>8)%100, pid&0xff)}
+	if os.Geteuid() != 0 {
+		t.Skipf("network namespaces need root; running as uid %d", os.Geteuid())
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("network namespaces need iproute2's ip command: %v", err)
+	}
+	probe := fmt.Sprintf("smg-%d-probe", pid)
+	if err := ip("netns", "add", probe); err != nil {
+		t.Skipf("cannot make a network namespace: %v", err)
+	}
+	if err := ip("netns", "del", probe); err != nil {
+		t.Fatal(err)
+	}
+	for _, br := range []string{l.svcBridge, l.bridge} {
+		t.Cleanup(func() { _ = ip("link", "del", br) })
+		l.must("link", "add", br, "type", "bridge")
+		l.must("link", "set", br, "up")
+	}
+	// The root namespace is on the service network only: it reaches the routers' HTTP
+	// ports and hosts the mock workers, never the mesh.
+	l.must("addr", "add", l.prefix+"100/25", "dev", l.svcBridge)
+	return l
+}
+
+func (l *netLab) must(args ...string) {
+	l.t.Helper()
+	if err := ip(args...); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// meshLink is the root-side name of node's mesh veth; setting it down cuts node off the mesh.
+func (l *netLab) meshLink(node string) string { return fmt.Sprintf("vm%d%s", l.pid, node) }
+
+// addNode makes namespace smg-<pid>-<node> with service address .i and mesh address .128+i,
+// and returns the namespace's name and both addresses.
+func (l *netLab) addNode(node string, i int) (ns, svcIP, meshIP string) {
+	l.t.Helper()
+	ns = fmt.Sprintf("smg-%d-%s", l.pid, node)
+	svcIP, meshIP = l.prefix+strconv.Itoa(i), l.prefix+strconv.Itoa(128+i)
+	svcLink := fmt.Sprintf("vs%d%s", l.pid, node)
+	l.t.Cleanup(func() {
+		// The namespace's end of each veth goes with the namespace, asynchronously: delete
+		// the root ends by name too.
+		_ = ip("netns", "del", ns)
+		_ = ip("link", "del", svcLink)
+		_ = ip("link", "del", l.meshLink(node))
+	})
+	l.must("netns", "add", ns)
+	l.must("-n", ns, "link", "set", "lo", "up")
+	for _, n := range []struct{ root, inside, bridge, addr string }{
+		{svcLink, "svc0", l.svcBridge, svcIP + "/25"},
+		{l.meshLink(node), "mesh0", l.bridge, meshIP + "/25"},
+	} {
+		l.must("link", "add", n.root, "type", "veth", "peer", "name", n.inside, "netns", ns)
+		l.must("link", "set", n.root, "master", n.bridge, "up")
+		l.must("-n", ns, "addr", "add", n.addr, "dev", n.inside)
+		l.must("-n", ns, "link", "set", n.inside, "up")
+	}
+	return ns, svcIP, meshIP
+}
+
+// startMocks runs n mock workers on the service network in the root namespace.
+func (l *netLab) startMocks(n int) []string {
+	l.t.Helper()
+	p := Start(l.t, Build(l.t).MockWorker, "--host", l.prefix+"100", "--port", "0", "--count", strconv.Itoa(n))
+	var urls []string
+	Eventually(l.t, 10*time.Second, "mock workers listening", func() bool {
+		urls = urls[:0]
+		for _, match := range listeningLine.FindAllStringSubmatch(p.Output(), -1) {
+			urls = append(urls, match[1])
+		}
+		return len(urls) == n
+	})
+	return urls
+}
+
+// TestMeshPartitionInNetworkNamespaces: routers A, B, C in their own namespaces; the mesh
+// links split {A} from {B, C}. Both sides keep routing on what they have and mark the other
+// side DOWN; workers added on each side during the split reach the other after the heal.
+func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
+	t.Parallel()
+	lab := newNetLab(t)
+	mocks := lab.startMocks(7)
+	static, onA, onB := mocks[:3], mocks[3], mocks[4]
+	var routers []*meshRouter
+	var seed string
+	for i, name := range []string{"a", "b", "c"} {
+		ns, svcIP, meshIP := lab.addNode(name, i+1)
+		c := meshRouterConfig{name: "router-" + name, host: svcIP, meshHost: meshIP, netns: ns}
+		if i == 0 {
+			c.extra = append(c.extra, append([]string{"--worker-urls"}, static...)...)
+		} else {
+			c.peers = []string{seed}
+		}
+		r := startMeshRouter(t, c)
+		seed = routers0(routers, r).meshAddr
+		routers = append(routers, r)
+	}
+	a, b, c := routers[0], routers[1], routers[2]
+	within(t, meshSettle, "cluster of 3 formed across namespaces", func() bool {
+		return a.sees("ALIVE", b, c) && b.sees("ALIVE", a, c) && c.sees("ALIVE", a, b)
+	})
+	within(t, meshSettle, "A's workers healthy on B and C", func() bool { return b.serves(static...) && c.serves(static...) })
+	prompts := make([]string, 8)
+	for i := range prompts {
+		prompts[i] = longPrompt(300 + i)
+	}
+	decided := routeAll(t, a.Gateway, prompts, 2)
+	if distinct(decided) < 2 {
+		t.Fatalf("8 prompts all went to %v: the comparisons below would prove nothing", decided)
+	}
+	awaitDeltas(t, b, float64(len(prompts)))
+	awaitDeltas(t, c, float64(len(prompts)))
+
+	// Split: A's mesh link goes down; its service link stays up.
+	repairsBefore := a.metric(repairsComplete)
+	lab.must("link", "set", lab.meshLink("a"), "down")
+	split := time.Now()
+	// Each observer's first sight of the other side SUSPECTED and DOWN, polled in one loop.
+	observers := []struct {
+		r     *meshRouter
+		other []*meshRouter
+	}{{a, []*meshRouter{b, c}}, {b, []*meshRouter{a}}, {c, []*meshRouter{a}}}
+	suspected, down := make([]time.Duration, 3), make([]time.Duration, 3)
+	within(t, meshSettle, "both sides mark the other DOWN", func() bool {
+		for i, o := range observers {
+			if suspected[i] == 0 && (o.r.sees("SUSPECTED", o.other...) || o.r.sees("DOWN", o.other...)) {
+				suspected[i] = time.Since(split)
+			}
+			if down[i] == 0 && o.r.sees("DOWN", o.other...) {
+				down[i] = time.Since(split)
+			}
+		}
+		return !slices.Contains(down, 0) && b.sees("ALIVE", c) && c.sees("ALIVE", b)
+	})
+	for i, o := range observers {
+		t.Logf("split: %s saw the other side SUSPECTED (or DOWN) after %v, DOWN after %v", o.r.name,
+			suspected[i].Round(time.Millisecond), down[i].Round(time.Millisecond))
+	}
+	// Both sides serve with their state: the cache_aware decisions made before the split,
+	// and each side's own new worker.
+	for _, r := range routers {
+		sameDecisions(t, r.name+" (split)", r.Gateway, prompts, decided)
+	}
+	a.addWorker(onA)
+	b.addWorker(onB)
+	within(t, meshSettle, "each side's new worker healthy on its own side", func() bool {
+		return a.serves(onA) && b.serves(onB) && c.serves(onB)
+	})
+	for _, r := range routers {
+		if got, want := r.lists(onA), r == a; got != want {
+			t.Errorf("during the split, %s lists A's new worker: %v", r.name, got)
+		}
+		if got, want := r.lists(onB), r != a; got != want {
+			t.Errorf("during the split, %s lists B's new worker: %v", r.name, got)
+		}
+	}
+	// A cache_aware decision on each side during the split (B's reaches C at once).
+	splitB, splitA := longPrompt(400), longPrompt(410)
+	cApplied := c.metric(appliedDeltas)
+	decidedB := routeAll(t, b.Gateway, []string{splitB}, 1)
+	decidedA := routeAll(t, a.Gateway, []string{splitA}, 1)
+	awaitDeltas(t, c, cApplied+1)
+	t.Logf("split for %v", time.Since(split).Round(time.Millisecond))
+
+	lab.must("link", "set", lab.meshLink("a"), "up")
+	within(t, 2*meshSettle, "after the heal: membership converged (every router sees the others ALIVE)", func() bool {
+		return a.sees("ALIVE", b, c) && b.sees("ALIVE", a, c) && c.sees("ALIVE", a, b)
+	})
+	within(t, meshSettle, "after membership: worker state converged (both new workers healthy everywhere)", func() bool {
+		return a.serves(onA, onB) && b.serves(onA, onB) && c.serves(onA, onB)
+	})
+	// The healed cluster syncs again: a worker added now on either side reaches the other
+	// within the issue's 3 s.
+	a.addWorker(mocks[5])
+	within(t, 3*time.Second, "after the heal: a worker added on A listed by B and C", func() bool { return b.lists(mocks[5]) && c.lists(mocks[5]) })
+	b.addWorker(mocks[6])
+	within(t, 3*time.Second, "after the heal: a worker added on B listed by A", func() bool { return a.lists(mocks[6]) })
+
+	// Cache trees: a rejoining peer clears the repaired mark, and the first delta a router
+	// cannot place starts a repair from a random peer. A's peers both hold B's split-time
+	// decision, so A learns it whichever it picks.
+	triggerB := routeAll(t, b.Gateway, []string{longPrompt(401)}, 1)
+	within(t, meshSettle, "after the heal: A repaired its cache tree", func() bool {
+		return a.metric(repairsComplete) > repairsBefore
+	})
+	sameDecisions(t, "A (healed)", a.Gateway, []string{splitB, longPrompt(401)}, append(decidedB, triggerB...))
+	// B and C learn A's split-time decision only when they repair from A itself, or from
+	// the other after it did: best effort, measured and not asserted (docs/mesh.md).
+	routeAll(t, a.Gateway, []string{longPrompt(402)}, 1) // a delta B and C cannot place
+	time.Sleep(2 * time.Second)
+	for _, r := range []*meshRouter{b, c} {
+		got := routeAll(t, r.Gateway, []string{splitA}, 1)
+		t.Logf("after the heal: %s routes A's split-time prompt like A: %v (its repairs: %s)",
+			r.name, got[0] == decidedA[0], repairSources(r.Output()))
+	}
+}
+
+const repairsComplete = `smg_mesh_tree_repairs_total{result="complete"}`
+
+// repairSources lists the peers a router's log says it repaired its cache tree from.
+func repairSources(log string) string {
+	var peers []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "cache tree repaired from peer") {
+			if _, p, ok := strings.Cut(line, " peer="); ok {
+				peers = append(peers, strings.Fields(p)[0])
+			}
+		}
+	}
+	return strings.Join(peers, ", ")
+}
+
+// routers0 returns the first router started (the seed of the others), r itself when none is.
+func routers0(started []*meshRouter, r *meshRouter) *meshRouter {
+	if len(started) > 0 {
+		return started[0]
+	}
+	return r
 }
