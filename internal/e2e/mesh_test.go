@@ -92,17 +92,24 @@ func (r *meshRouter) start() {
 		bin, args = "ip", append([]string{"netns", "exec", r.netns, bin}, args...)
 	}
 	r.Process = Start(r.t, bin, args...)
-	p := r.Process
-	r.t.Cleanup(func() { // runs before Start's cleanup kills the process
-		if r.t.Failed() && r.Process == p {
-			if resp, err := Do("GET", r.URL+"/mesh/status", "", nil); err == nil {
-				r.t.Logf("%s /mesh/status at the failure: %s", r.name, resp.Body)
-			}
-		}
-	})
 	Eventually(r.t, 15*time.Second, r.name+" /health", func() bool {
 		resp, err := Do("GET", r.URL+"/health", "", nil)
 		return err == nil && resp.Status == 200
+	})
+}
+
+// logStatusOnFailure logs every router's /mesh/status if the test fails. Call it after the
+// routers started: cleanups run last-in first-out, so it runs before any of them is killed.
+func logStatusOnFailure(t *testing.T, routers ...*meshRouter) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, r := range routers {
+			if resp, err := Do("GET", r.URL+"/mesh/status", "", nil); err == nil {
+				t.Logf("%s /mesh/status at the failure: %s", r.name, resp.Body)
+			}
+		}
 	})
 }
 
@@ -121,13 +128,11 @@ func (r *meshRouter) kill() {
 
 // meshStatus is the body of GET /mesh/status.
 type meshStatus struct {
-	Name    string `json:"name"`
 	Members []struct {
 		Name        string `json:"name"`
 		Status      string `json:"status"`
 		Incarnation uint64 `json:"incarnation"`
 	} `json:"members"`
-	Repairs []json.RawMessage `json:"repairs"`
 }
 
 // member returns peer's status and incarnation as r sees them ("" when r does not know it,
@@ -289,6 +294,7 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 	b := startMeshRouter(t, meshRouterConfig{name: "router-b", host: "127.0.0.2", peers: []string{a.meshAddr}})
 	c := startMeshRouter(t, meshRouterConfig{name: "router-c", host: "127.0.0.3", peers: []string{a.meshAddr}})
 	all := []*meshRouter{a, b, c}
+	logStatusOnFailure(t, all...)
 	within(t, meshSettle, "cluster of 3 formed (every router sees the others ALIVE)", func() bool {
 		return a.sees("ALIVE", b, c) && b.sees("ALIVE", a, c) && c.sees("ALIVE", a, b)
 	})
@@ -319,6 +325,7 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 	// the earlier ones by repair, which the first delta it cannot place starts.
 	joined := time.Now()
 	d := startMeshRouter(t, meshRouterConfig{name: "router-d", host: "127.0.0.4", peers: []string{a.meshAddr}})
+	logStatusOnFailure(t, d)
 	within(t, meshSettle, "D joined (sees A, B, C ALIVE) with A's workers healthy", func() bool {
 		return d.sees("ALIVE", a, b, c) && d.serves(static...)
 	})
@@ -449,6 +456,7 @@ func TestMeshMutualTLSRefusesARouterOutsideTheCA(t *testing.T) {
 		extra: rogue.issue(t, dir, "c", "127.0.0.3", cluster)})
 	b := startMeshRouter(t, meshRouterConfig{name: "tls-b", host: "127.0.0.2", peers: []string{a.meshAddr, c.meshAddr},
 		extra: cluster.issue(t, dir, "b", "127.0.0.2", cluster)})
+	logStatusOnFailure(t, a, b, c)
 
 	fromC, fromB := m.URLs[0], m.URLs[1]
 	c.addWorker(fromC)
@@ -611,6 +619,7 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 		routers = append(routers, r)
 	}
 	a, b, c := routers[0], routers[1], routers[2]
+	logStatusOnFailure(t, routers...)
 	within(t, meshSettle, "cluster of 3 formed across namespaces", func() bool {
 		return a.sees("ALIVE", b, c) && b.sees("ALIVE", a, c) && c.sees("ALIVE", a, b)
 	})
