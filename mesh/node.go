@@ -484,6 +484,29 @@ func (n *Node) setStatusLocked(p *peer, s wire.Status, now time.Time) {
 	n.log.Info("mesh member status changed", "member", p.Name, "from", old.String(), "to", s.String(), "incarnation", p.Incarnation)
 }
 
+// AddSeed adds addr (IP:port) to the bootstrap list, as if it had been given in
+// --mesh-peer-urls: the node contacts it, with backoff, until first contact, and SWIM takes
+// over from there. Router discovery (Kubernetes) calls it for every router pod that turns
+// Ready; an address already known is ignored.
+func (n *Node) AddSeed(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if addr == n.o.Addr {
+		return
+	}
+	for _, s := range n.seeds {
+		if s.addr == addr {
+			return
+		}
+	}
+	for _, p := range n.peers {
+		if p.Addr == addr && p.probeable() {
+			return
+		}
+	}
+	n.seeds = append(n.seeds, &seed{addr: addr})
+}
+
 // Leave announces LEAVING to every live peer and waits for the announcements (or ctx). Peers
 // stop probing this router; its workers stay registered on them.
 func (n *Node) Leave(ctx context.Context) {

@@ -153,6 +153,10 @@ func (m *Mesh) PublishTree(model string, kind wire.TreeKind, path []byte, worker
 	m.node.PublishTree(model, kind, path, workerURL)
 }
 
+// AddPeer asks the mesh to contact a router at addr (IP:port), such as one found by router
+// discovery; see Node.AddSeed.
+func (m *Mesh) AddPeer(addr string) { m.node.AddSeed(addr) }
+
 // Leave announces LEAVING to the peers; call it on SIGTERM before draining.
 func (m *Mesh) Leave(ctx context.Context) { m.node.Leave(ctx) }
 

@@ -332,3 +332,26 @@ func TestLeavingIsNotProbed(t *testing.T) {
 		t.Fatal("a LEAVING router was probed and marked")
 	}
 }
+
+func TestAddedSeedIsJoined(t *testing.T) {
+	m := newMemNet(t)
+	m.add("a", addrOf(0), 1)
+	b := m.add("b", addrOf(1), 2) // knows nobody: router discovery tells it about a
+	for range 3 {
+		m.round()
+	}
+	if len(b.Members()) != 1 {
+		t.Fatalf("b found peers on its own: %v", b.Members())
+	}
+	b.AddSeed(addrOf(0))
+	b.AddSeed(addrOf(0)) // a duplicate is ignored
+	for r := 0; ; r++ {
+		if r > 5 {
+			t.Fatal("b never joined the seed it was given")
+		}
+		m.round()
+		if ms := b.Members(); len(ms) == 2 && ms[1].Status == wire.StatusAlive {
+			break
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/mesh"
@@ -192,16 +193,6 @@ func serve(o options, log *slog.Logger) error {
 	}
 	addStaticWorkers(reg, o.workerURLs, o.health.InitialStatus, log)
 
-	if o.disc.Enabled {
-		dc := o.disc
-		dc.Metrics, dc.Logger = set, log
-		// Without credentials Start logs "Failed to start service discovery" and "Continuing
-		// without service discovery", and the gateway keeps serving its static workers.
-		if d, err := k8s.Start(ctx, dc, reg, k8s.Options{}); err == nil {
-			defer d.Stop()
-		}
-	}
-
 	// The mesh starts after the static workers are registered, so that a restarted router
 	// does not tombstone a worker it published before the restart (mesh/doc.go).
 	var m *mesh.Mesh
@@ -216,6 +207,28 @@ func serve(o options, log *slog.Logger) error {
 		defer m.Close()
 		observer.m.Store(m)
 		srv.SetMeshStatus(m.StatusJSON)
+	}
+
+	if o.disc.Enabled {
+		dc := o.disc
+		dc.Metrics, dc.Logger = set, log
+		var opts k8s.Options
+		if m != nil {
+			// Router discovery: every router pod that turns Ready is a mesh peer to contact;
+			// SWIM detects by itself when one goes away, so SUSPECTED and DOWN need no action.
+			opts.OnRouterChange = func(members []discovery.Member) {
+				for _, mb := range members {
+					if mb.Status == discovery.MemberAlive {
+						m.AddPeer(mb.Addr)
+					}
+				}
+			}
+		}
+		// Without credentials Start logs "Failed to start service discovery" and "Continuing
+		// without service discovery", and the gateway keeps serving its static workers.
+		if d, err := k8s.Start(ctx, dc, reg, opts); err == nil {
+			defer d.Stop()
+		}
 	}
 
 	ln, err := net.Listen("tcp", srv.Addr())
