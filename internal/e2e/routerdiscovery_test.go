@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smg-go/smg/discovery"
+	"github.com/smg-go/smg/discovery/k8s/k8stest"
+)
+
+// TestRouterDiscoveryJoinsTheMesh: two real smg routers with --enable-mesh,
+// --service-discovery and --router-selector, and no --mesh-peer-urls, find each other
+// through their Ready router pods on a real kube-apiserver and form one mesh.
+func TestRouterDiscoveryJoinsTheMesh(t *testing.T) {
+	api, err := k8stest.Start(func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Stop()
+	ctx := context.Background()
+	ns, err := api.Namespace(ctx, "routers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []string{"127.0.0.1", "127.0.0.2"}
+	names := []string{"router-a", "router-b"}
+	var gws []*Gateway
+	for i, host := range hosts {
+		meshPort := FreePort(t, host)
+		g := startGatewayEnv(t, []string{"KUBECONFIG=" + api.Kubeconfig},
+			"--service-discovery", "--selector", "app=engine", "--service-discovery-namespace", ns,
+			"--router-selector", "app=smg-router", "--enable-mesh", "--mesh-server-name", names[i],
+			"--mesh-host", host, "--mesh-port", strconv.Itoa(meshPort))
+		gws = append(gws, g)
+		spec := k8stest.PodSpec{Namespace: ns, Name: names[i], Labels: map[string]string{"app": "smg-router"},
+			Annotations: map[string]string{discovery.AnnotationMeshPort: strconv.Itoa(meshPort)}}
+		if _, err := api.ReadyPod(ctx, spec, host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for i, g := range gws {
+		other := names[1-i]
+		Eventually(t, 30*time.Second, names[i]+" sees "+other+" ALIVE", func() bool {
+			r, err := Do(http.MethodGet, g.URL+"/mesh/status", "", nil)
+			return err == nil && r.Status == 200 && aliveIn(r.Body, other)
+		})
+	}
+	t.Logf("routers joined through router discovery in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// aliveIn reports whether the /mesh/status body lists member name as ALIVE.
+func aliveIn(body, name string) bool {
+	i := strings.Index(body, `"name":"`+name+`"`)
+	if i < 0 {
+		return false
+	}
+	rest := body[i:]
+	if j := strings.IndexByte(rest, '}'); j >= 0 {
+		rest = rest[:j]
+	}
+	return strings.Contains(rest, `"status":"ALIVE"`)
+}
