@@ -133,19 +133,40 @@ type meshStatus struct {
 		Status      string `json:"status"`
 		Incarnation uint64 `json:"incarnation"`
 	} `json:"members"`
+	Streams []meshStream `json:"streams"`
+}
+
+// meshStream is one open sync stream of /mesh/status.
+type meshStream struct {
+	Peer string `json:"peer"`
+}
+
+// status returns r's /mesh/status (empty when r does not answer).
+func (r *meshRouter) status() meshStatus {
+	var st meshStatus
+	if resp, err := Do("GET", r.URL+"/mesh/status", "", nil); err == nil && resp.Status == 200 {
+		_ = json.Unmarshal([]byte(resp.Body), &st)
+	}
+	return st
+}
+
+// streamWith reports whether r has a sync stream open with every peer. Tree deltas go only
+// to the peers a router has a stream with when its round runs: a delta meant to start a
+// repair is sent once the stream is there.
+func (r *meshRouter) streamWith(peers ...*meshRouter) bool {
+	st := r.status()
+	for _, p := range peers {
+		if !slices.ContainsFunc(st.Streams, func(s meshStream) bool { return s.Peer == p.name }) {
+			return false
+		}
+	}
+	return true
 }
 
 // member returns peer's status and incarnation as r sees them ("" when r does not know it,
 // or r does not answer).
 func (r *meshRouter) member(peer string) (string, uint64) {
-	resp, err := Do("GET", r.URL+"/mesh/status", "", nil)
-	if err != nil || resp.Status != 200 {
-		return "", 0
-	}
-	var st meshStatus
-	if json.Unmarshal([]byte(resp.Body), &st) != nil {
-		return "", 0
-	}
+	st := r.status()
 	for _, m := range st.Members {
 		if m.Name == peer {
 			return m.Status, m.Incarnation
@@ -329,6 +350,7 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 	within(t, meshSettle, "D joined (sees A, B, C ALIVE) with A's workers healthy", func() bool {
 		return d.sees("ALIVE", a, b, c) && d.serves(static...)
 	})
+	within(t, meshSettle, "D has a sync stream with A", func() bool { return d.streamWith(a) })
 	trigger := routeAll(t, a.Gateway, []string{longPrompt(200)}, 1)
 	within(t, meshSettle, "D's cache tree repaired after the trigger prompt", func() bool {
 		return d.metric(`smg_mesh_tree_repairs_total{result="complete"}`) >= 1
@@ -339,11 +361,16 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 	// Killing C: A and B suspect it, then mark it DOWN; C restarted under its old name is
 	// ALIVE again with a higher incarnation and gets the workers back.
 	_, before := a.member(c.name)
+	observers := []*meshRouter{a, b}
+	// Only C changes status from here, so each observer's status-change counters say whether
+	// it went through SUSPECTED: polling alone can miss a SUSPECTED phase shorter than a poll
+	// (A suspects C and broadcasts; B's next failed probe of the suspect makes it DOWN).
+	var toSuspected, toDown [2]float64
+	for i, r := range observers {
+		toSuspected[i], toDown[i] = r.metric(suspectedChanges), r.metric(downChanges)
+	}
 	c.kill()
 	killed := time.Now()
-	// A and B are polled in the same loop: each may see C's whole SUSPECTED phase while the
-	// other is looked at.
-	observers := []*meshRouter{a, b}
 	suspected, down := make([]time.Duration, 2), make([]time.Duration, 2)
 	within(t, meshSettle, "A and B see C DOWN", func() bool {
 		for i, r := range observers {
@@ -358,10 +385,15 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 		return !slices.Contains(down, 0)
 	})
 	for i, r := range observers {
-		if suspected[i] == 0 {
-			t.Errorf("%s never showed C SUSPECTED before DOWN (polled every %v)", r.name, meshPoll)
+		if r.metric(suspectedChanges) <= toSuspected[i] || r.metric(downChanges) <= toDown[i] {
+			t.Errorf("%s did not mark C SUSPECTED, then DOWN: status changes to SUSPECTED %v → %v, to DOWN %v → %v", r.name,
+				toSuspected[i], r.metric(suspectedChanges), toDown[i], r.metric(downChanges))
 		}
-		t.Logf("%s: C SUSPECTED after %v, DOWN after %v", r.name, suspected[i].Round(time.Millisecond), down[i].Round(time.Millisecond))
+		seen := "not seen by polling (shorter than a poll)"
+		if suspected[i] != 0 {
+			seen = "after " + suspected[i].Round(time.Millisecond).String()
+		}
+		t.Logf("%s: C SUSPECTED %s, DOWN after %v", r.name, seen, down[i].Round(time.Millisecond))
 	}
 	_, downInc := a.member(c.name)
 	c.start()
@@ -605,18 +637,15 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 	mocks := lab.startMocks(7)
 	static, onA, onB := mocks[:3], mocks[3], mocks[4]
 	var routers []*meshRouter
-	var seed string
 	for i, name := range []string{"a", "b", "c"} {
 		ns, svcIP, meshIP := lab.addNode(name, i+1)
 		c := meshRouterConfig{name: "router-" + name, host: svcIP, meshHost: meshIP, netns: ns}
 		if i == 0 {
 			c.extra = append(c.extra, append([]string{"--worker-urls"}, static...)...)
 		} else {
-			c.peers = []string{seed}
+			c.peers = []string{routers[0].meshAddr}
 		}
-		r := startMeshRouter(t, c)
-		seed = routers0(routers, r).meshAddr
-		routers = append(routers, r)
+		routers = append(routers, startMeshRouter(t, c))
 	}
 	a, b, c := routers[0], routers[1], routers[2]
 	logStatusOnFailure(t, routers...)
@@ -703,6 +732,7 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 	// Cache trees: a rejoining peer clears the repaired mark, and the first delta a router
 	// cannot place starts a repair from a random peer. A's peers both hold B's split-time
 	// decision, so A learns it whichever it picks.
+	within(t, meshSettle, "after the heal: A has sync streams with B and C", func() bool { return a.streamWith(b, c) })
 	triggerB := routeAll(t, b.Gateway, []string{longPrompt(401)}, 1)
 	within(t, meshSettle, "after the heal: A repaired its cache tree", func() bool {
 		return a.metric(repairsComplete) > repairsBefore
@@ -710,6 +740,7 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 	sameDecisions(t, "A (healed)", a.Gateway, []string{splitB, longPrompt(401)}, append(decidedB, triggerB...))
 	// B and C learn A's split-time decision only when they repair from A itself, or from
 	// the other after it did: best effort, measured and not asserted (docs/mesh.md).
+	within(t, meshSettle, "B and C have sync streams with A", func() bool { return b.streamWith(a) && c.streamWith(a) })
 	routeAll(t, a.Gateway, []string{longPrompt(402)}, 1) // a delta B and C cannot place
 	time.Sleep(2 * time.Second)
 	for _, r := range []*meshRouter{b, c} {
@@ -718,6 +749,11 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 			r.name, got[0] == decidedA[0], repairSources(r.Output()))
 	}
 }
+
+const (
+	suspectedChanges = `smg_mesh_member_status_changes_total{to="SUSPECTED"}`
+	downChanges      = `smg_mesh_member_status_changes_total{to="DOWN"}`
+)
 
 const repairsComplete = `smg_mesh_tree_repairs_total{result="complete"}`
 
@@ -732,12 +768,4 @@ func repairSources(log string) string {
 		}
 	}
 	return strings.Join(peers, ", ")
-}
-
-// routers0 returns the first router started (the seed of the others), r itself when none is.
-func routers0(started []*meshRouter, r *meshRouter) *meshRouter {
-	if len(started) > 0 {
-		return started[0]
-	}
-	return r
 }
