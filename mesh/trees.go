@@ -212,7 +212,13 @@ func (w treeWork) run(n *Node, s Stream) {
 			t.folded.Inc() // the repair in flight will bring it
 			continue
 		}
-		peer := t.choosePeerLocked(n, nil, w.from)
+		// Ask the peer that sent the unknown path first: it surely holds it, while a random
+		// peer may not (after a partition heals, the other side's decisions are only on the
+		// other side). Retries after RepairTimeout go to random peers, as the spec says.
+		peer := w.from
+		if !t.usableLocked(n, peer) {
+			peer = t.choosePeerLocked(n, nil, w.from)
+		}
 		t.nextID++
 		r := &repair{id: t.nextID, key: key, peer: peer, tried: map[string]bool{peer: true}, started: now, lastProgress: now}
 		t.repairs[key] = r
@@ -227,6 +233,12 @@ func kindName(k wire.TreeKind) string {
 		return "token"
 	}
 	return "string"
+}
+
+// usableLocked reports whether name is an ALIVE peer with an open stream.
+func (t *treeSync) usableLocked(n *Node, name string) bool {
+	st, p := n.streams[name], n.peers[name]
+	return st != nil && p != nil && p.Status == wire.StatusAlive
 }
 
 // choosePeerLocked picks a random ALIVE peer with an open stream, preferring one not tried
