@@ -136,15 +136,9 @@ func (t *PinTable) Pin(key []byte, w *worker.Worker) (added bool, dropped *worke
 	s := &t.shards[h%pinShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.m[h]
+	e, ok := t.admitLocked(s, h)
 	if !ok {
-		if t.size.Load() >= t.maxPins {
-			return false, nil
-		}
-		t.size.Add(1)
-		if t.entries != nil {
-			t.entries.Inc()
-		}
+		return false, nil
 	}
 	switch {
 	case e.cands[0] == w || e.cands[1] == w:
@@ -168,15 +162,9 @@ func (t *PinTable) PinFront(key []byte, w *worker.Worker) (added bool, dropped *
 	s := &t.shards[h%pinShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.m[h]
+	e, ok := t.admitLocked(s, h)
 	if !ok {
-		if t.size.Load() >= t.maxPins {
-			return false, nil
-		}
-		t.size.Add(1)
-		if t.entries != nil {
-			t.entries.Inc()
-		}
+		return false, nil
 	}
 	switch {
 	case e.cands[0] == w:
@@ -190,6 +178,22 @@ func (t *PinTable) PinFront(key []byte, w *worker.Worker) (added bool, dropped *
 	e.last = t.now.Load()
 	s.m[h] = e
 	return added, dropped
+}
+
+// admitLocked returns key h's entry, counting it when it is new; ok is false when h is new
+// and the table is full. s must be h's shard, locked.
+func (t *PinTable) admitLocked(s *pinShard, h uint64) (e pinEntry, ok bool) {
+	if e, ok = s.m[h]; ok {
+		return e, true
+	}
+	if t.size.Load() >= t.maxPins {
+		return e, false
+	}
+	t.size.Add(1)
+	if t.entries != nil {
+		t.entries.Inc()
+	}
+	return e, true
 }
 
 // CountPins returns how many keys list w among their workers (the min_group measure). O(keys):
