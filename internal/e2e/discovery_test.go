@@ -17,16 +17,8 @@ import (
 // the real smg (--service-discovery), and round-robin traffic through the gateway reaches
 // every discovered engine evenly.
 func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
-	api, err := k8stest.Start(func(s string) { t.Log(s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Stop()
+	api, ns := startAPIServer(t, "rr")
 	ctx := context.Background()
-	ns, err := api.Namespace(ctx, "rr")
-	if err != nil {
-		t.Fatal(err)
-	}
 	fleet, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: 4, WorkerIDPrefix: "engine-", EventLoops: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -73,4 +65,20 @@ func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
 			t.Errorf("engine %s got %d of 40 requests, round robin gives 10 each: %v", id, n, hits)
 		}
 	}
+}
+
+// startAPIServer starts a real kube-apiserver with etcd for the test (stopped by its cleanup)
+// and creates a fresh namespace named after prefix.
+func startAPIServer(t *testing.T, prefix string) (*k8stest.Server, string) {
+	t.Helper()
+	api, err := k8stest.Start(func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Stop)
+	ns, err := api.Namespace(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api, ns
 }

@@ -16,16 +16,8 @@ import (
 // --service-discovery and --router-selector, and no --mesh-peer-urls, find each other
 // through their Ready router pods on a real kube-apiserver and form one mesh.
 func TestRouterDiscoveryJoinsTheMesh(t *testing.T) {
-	api, err := k8stest.Start(func(s string) { t.Log(s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Stop()
+	api, ns := startAPIServer(t, "routers")
 	ctx := context.Background()
-	ns, err := api.Namespace(ctx, "routers")
-	if err != nil {
-		t.Fatal(err)
-	}
 	hosts := []string{"127.0.0.1", "127.0.0.2"}
 	names := []string{"router-a", "router-b"}
 	var gws []*Gateway
