@@ -1,0 +1,220 @@
+package disagg
+
+import (
+	"errors"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Sentinels for errors.Is. They are returned as they are, so that errors allocate nothing
+// either; the gateway validated the body before, so these mean a bug or a misbehaving
+// worker, not a client mistake.
+var (
+	// ErrInvalidBody: the body (or the kv_transfer_params given) is not one well-formed
+	// JSON object.
+	ErrInvalidBody = errors.New("disagg: not a well-formed JSON object")
+	// ErrPort: a bootstrap port above 65535.
+	ErrPort = errors.New("disagg: bootstrap port out of range (1-65535, or <= 0 for null)")
+	// ErrRoom: a bootstrap room of 2^63 or more, which SGLang cannot hold in an int64.
+	ErrRoom = errors.New("disagg: bootstrap room must be below 2^63")
+)
+
+// Member is one top-level member to set or remove with Rewrite.
+type Member struct {
+	// Name is matched against each top-level member name after JSON unescaping, as
+	// encoding/json decodes names into a map. It is written as given, quoted but not
+	// escaped: use plain ASCII names (letters, digits, '_'), as every API field name is.
+	Name string
+	// Value is the raw JSON value to set, written as it is and not validated. nil only
+	// removes the members named Name.
+	Value []byte
+}
+
+// Rewrite appends to dst the JSON object body with every top-level member named in set
+// removed, and then, before the closing brace, the members of set whose Value is not nil,
+// in order. Members at deeper levels are never touched, whatever their names. Whitespace
+// between members is dropped; everything else is copied byte for byte.
+//
+// dst must not overlap body. On error Rewrite returns dst unchanged (same length) and
+// ErrInvalidBody. With enough capacity in dst it allocates nothing.
+func Rewrite(dst, body []byte, set ...Member) ([]byte, error) {
+	out, n, err := appendKept(dst, body, set)
+	if err != nil {
+		return dst, err
+	}
+	for _, m := range set {
+		if m.Value != nil {
+			out = appendName(out, n, m.Name)
+			out = append(out, m.Value...)
+			n++
+		}
+	}
+	return append(out, '}'), nil
+}
+
+// appendKept appends '{' and the members of body not named in set, and returns how many it
+// appended, so that the caller can append more members with the right commas and close the
+// object. On error dst is returned unchanged.
+func appendKept(dst, body []byte, set []Member) ([]byte, int, error) {
+	var s scanner
+	s.buf = body
+	more, err := s.begin()
+	if err != nil {
+		return dst, 0, err
+	}
+	out := append(dst, '{')
+	n := 0
+	for more {
+		var m member
+		if m, more, err = s.member(); err != nil {
+			return dst, 0, err
+		}
+		if named(body[m.nameStart:m.nameEnd], m.escaped, set) {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, body[m.nameStart-1:m.nameEnd+1]...)
+		out = append(out, ':')
+		out = append(out, body[m.valStart:m.valEnd]...)
+		n++
+	}
+	if err := s.end(); err != nil {
+		return dst, 0, err
+	}
+	return out, n, nil
+}
+
+// appendName appends `,"name":` (without the comma for the first member, n == 0).
+func appendName(dst []byte, n int, name string) []byte {
+	if n > 0 {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, '"')
+	dst = append(dst, name...)
+	return append(dst, '"', ':')
+}
+
+// named reports whether the raw member name (content between the quotes) is one of set's.
+func named(raw []byte, escaped bool, set []Member) bool {
+	for i := range set {
+		if escaped {
+			if unescapedEquals(raw, set[i].Name) {
+				return true
+			}
+		} else if string(raw) == set[i].Name {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapedEquals reports whether raw, the validated content of a JSON string with escapes,
+// decodes to name. Decoding follows encoding/json: a \u surrogate pair is one rune, a lone
+// escaped surrogate U+FFFD. Comparing decoded names (rather than raw bytes) matters: a
+// client writing "stre\u0061m" would otherwise keep its own stream member next to ours, a
+// duplicate that a last-wins parser could resolve in the client's favour.
+func unescapedEquals(raw []byte, name string) bool {
+	j := 0
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			if j >= len(name) || name[j] != c {
+				return false
+			}
+			i++
+			j++
+			continue
+		}
+		if raw[i+1] != 'u' {
+			if j >= len(name) || name[j] != unescapeByte(raw[i+1]) {
+				return false
+			}
+			i += 2
+			j++
+			continue
+		}
+		r := hex4(raw[i+2:])
+		i += 6
+		if utf16.IsSurrogate(r) {
+			r2 := rune(-1)
+			if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+				r2 = hex4(raw[i+2:])
+			}
+			if p := utf16.DecodeRune(r, r2); p != utf8.RuneError {
+				r = p
+				i += 6
+			} else {
+				r = utf8.RuneError
+			}
+		}
+		var enc [utf8.UTFMax]byte
+		k := utf8.EncodeRune(enc[:], r)
+		if len(name)-j < k || name[j:j+k] != string(enc[:k]) {
+			return false
+		}
+		j += k
+	}
+	return j == len(name)
+}
+
+func unescapeByte(c byte) byte {
+	switch c {
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return c // '"', '\\', '/'
+}
+
+// appendString appends s as a JSON string: quotes, backslashes and control characters
+// escaped, invalid UTF-8 replaced by \ufffd, as encoding/json writes it.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
