@@ -272,6 +272,13 @@ func (b *Builder) adjust() {
 // shareBounds cuts the sorted sizes into n ranges carrying similar shares of the total size:
 // range i ends at the last request before the running total exceeds (i+1)/n of it. Bounds
 // are strictly ascending; the last is open-ended.
+//
+// A bound is a size, so requests of equal size cannot be split between two ranges: when the
+// running total reaches its target inside a run of equal sizes, the bound goes below or
+// above the whole run, whichever leaves the range's total closer to the target (above on a
+// tie). Cutting at the run's size regardless, as a plain running total would, puts the
+// whole run below the bound: with a bimodal workload whose long mode holds most of the
+// characters, every request went to the first range.
 func shareBounds(sizes []int64, n int) []int64 {
 	slices.Sort(sizes)
 	var total int64
@@ -290,6 +297,23 @@ func shareBounds(sizes []int64, n int) []int64 {
 		cut := int64(0)
 		if j > 0 {
 			cut = sizes[j-1]
+		}
+		if j > 0 && j < len(sizes) && sizes[j] == cut {
+			// The target falls inside the run of cut-sized requests sizes[lo:hi].
+			lo, hi := j, j
+			for lo > 0 && sizes[lo-1] == cut {
+				lo--
+			}
+			for hi < len(sizes) && sizes[hi] == cut {
+				hi++
+			}
+			below, above := run-cut*int64(j-lo), run+cut*int64(hi-j)
+			if target-below < above-target {
+				cut = 0
+				if lo > 0 {
+					cut = sizes[lo-1]
+				}
+			}
 		}
 		if i > 0 && cut <= up[i-1] {
 			cut = up[i-1] + 1

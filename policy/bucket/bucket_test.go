@@ -139,6 +139,12 @@ func TestShareBounds(t *testing.T) {
 		{[]int64{1, 1, 1, 1, 100}, 2, []int64{1, math.MaxInt64}},
 		{[]int64{5}, 3, []int64{0, 1, math.MaxInt64}}, // nothing fits: bounds just ascend,
 		{[]int64{40, 30, 20, 10}, 4, []int64{10, 20, 30, math.MaxInt64}},
+		// The target inside a run of equal sizes: the bound goes below or above the whole run,
+		// whichever is closer (trace_test.go has the bimodal workload this broke).
+		{[]int64{100, 100, 100, 100, 8000, 8000, 8000}, 2, []int64{100, math.MaxInt64}},
+		{[]int64{100, 100, 100, 100, 100, 100, 100, 100, 8000}, 2, []int64{100, math.MaxInt64}},
+		{[]int64{10, 10, 10, 10}, 4, []int64{0, 10, 11, math.MaxInt64}},
+		{[]int64{1, 5, 5, 5, 9}, 3, []int64{1, 5, math.MaxInt64}},
 	}
 	for _, c := range cases {
 		if got := shareBounds(slices.Clone(c.sizes), c.n); !slices.Equal(got, c.want) {
