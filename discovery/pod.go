@@ -1,5 +1,7 @@
 package discovery
 
+import "github.com/smg-go/smg/worker"
+
 // Annotations and labels of the spec (service-discovery.md: Multi-Port Pods, PD Pod
 // Annotations, Ownership, Mesh Router Discovery).
 const (
@@ -19,9 +21,9 @@ const (
 	LabelPodNamespace = "smg.ai/pod-namespace"
 	// LabelBootstrapPort, LabelKVConnector and LabelKVEngineID carry the PD metadata of a
 	// discovered worker for the PD router to read.
-	LabelBootstrapPort = "sglang.ai/bootstrap-port"
-	LabelKVConnector   = "smg.ai/kv-connector"
-	LabelKVEngineID    = "smg.ai/kv-engine-id"
+	LabelBootstrapPort = worker.LabelBootstrapPort
+	LabelKVConnector   = worker.LabelKVConnector
+	LabelKVEngineID    = worker.LabelKVEngineID
 )
 
 // Pod is what discovery reads from a Kubernetes pod: discovery/k8s converts a *corev1.Pod

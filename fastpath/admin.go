@@ -150,7 +150,7 @@ func (s *Server) listWorkers(ctx *fasthttp.RequestCtx) {
 	model := string(ctx.QueryArgs().Peek("model"))
 	views := []workerView{}
 	stats := map[string]int{"total_workers": 0, "healthy_workers": 0, "total_load": 0}
-	byType := map[string]int{}
+	byType := map[string]int{worker.TypeRegular: 0, worker.TypePrefill: 0, worker.TypeDecode: 0}
 	for _, w := range snap.Workers {
 		if model != "" && !serves(w, model) {
 			continue

@@ -2,6 +2,8 @@ package fastpath
 
 import (
 	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/worker"
 )
 
 func (s *Server) serveLiveness(ctx *fasthttp.RequestCtx) {
@@ -15,29 +17,47 @@ func (s *Server) serveLiveness(ctx *fasthttp.RequestCtx) {
 }
 
 // serveReadiness answers 200 while the gateway can route (not draining, at least one healthy
-// worker), else 503 with the reason.
+// worker; in PD mode at least one healthy prefill and one healthy decode worker), else 503
+// with the reason.
 func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 	if !ctx.IsGet() && !ctx.IsHead() {
 		s.methodNotAllowed(ctx, routeProbe, "GET")
 		return
 	}
 	snap := s.reg.Current()
-	healthy := 0
+	healthy, prefill, decode := 0, 0, 0
 	for _, w := range snap.Workers {
 		if w.Routable() {
 			healthy++
+			switch w.Type() {
+			case worker.TypePrefill:
+				prefill++
+			case worker.TypeDecode:
+				decode++
+			}
 		}
 	}
-	total := len(snap.Workers)
+	pd := s.router.Current().PD
+	body := map[string]any{"status": "ready", "healthy_workers": healthy, "total_workers": len(snap.Workers)}
+	if pd {
+		body["healthy_prefill_workers"], body["healthy_decode_workers"] = prefill, decode
+	}
+	status := fasthttp.StatusOK
+	notReady := func(reason string) {
+		status, body["status"], body["reason"] = fasthttp.StatusServiceUnavailable, "not ready", reason
+	}
 	switch {
 	case s.Draining():
-		writeJSON(ctx, fasthttp.StatusServiceUnavailable, map[string]any{"status": "not ready", "reason": "draining", "healthy_workers": healthy, "total_workers": total})
+		notReady("draining")
+	case pd && prefill == 0:
+		notReady("no healthy prefill workers")
+	case pd && decode == 0:
+		notReady("no healthy decode workers")
 	case healthy == 0:
-		writeJSON(ctx, fasthttp.StatusServiceUnavailable, map[string]any{"status": "not ready", "reason": "no healthy workers", "healthy_workers": healthy, "total_workers": total})
-	default:
-		writeJSON(ctx, fasthttp.StatusOK, map[string]any{"status": "ready", "healthy_workers": healthy, "total_workers": total})
+		notReady("no healthy workers")
 	}
-	s.m.observe(routeProbe, ctx.Response.StatusCode(), ctx.Time())
+	writeJSON(ctx, status, body)
+	s.m.observe(routeProbe, status, ctx.Time())
 }
 
 type modelView struct {

@@ -34,7 +34,13 @@ type exchange struct {
 	tokens   []uint32
 	reqID    []byte
 	exclude  [4]*worker.Worker
+	// pdBody is the PD rewrite of the body; once swapped into the request, it holds the
+	// client's original body instead (which fields point into) until the exchange is reused.
+	pdBody []byte
 }
+
+// maxPooledPDBody bounds the PD body buffer an exchange keeps between requests.
+const maxPooledPDBody = 1 << 20
 
 func (s *Server) getExchange() *exchange { return s.exchanges.Get().(*exchange) }
 
@@ -44,6 +50,10 @@ func (s *Server) putExchange(x *exchange) {
 	x.fields.Reset()
 	x.tokens = x.tokens[:0]
 	x.reqID = x.reqID[:0]
+	if cap(x.pdBody) > maxPooledPDBody {
+		x.pdBody = nil
+	}
+	x.pdBody = x.pdBody[:0]
 	s.exchanges.Put(x)
 }
 
@@ -65,7 +75,14 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 	}
 	s.fillRequest(ctx, x)
 
-	rt, ok := s.router.Current().Lookup(x.fields.Model)
+	tab := s.router.Current()
+	var rt, prefill *policy.Route
+	var ok bool
+	if tab.PD {
+		prefill, rt, ok = lookupPD(tab, x.fields.Model)
+	} else {
+		rt, ok = tab.Lookup(x.fields.Model)
+	}
 	if !ok {
 		s.fail(ctx, route, errModelNotFound, "model '"+string(x.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
 		return
@@ -79,14 +96,19 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 			s.adm.release()
 		}
 	}()
-	res, err := rt.Picker.Pick(&x.req)
-	if err != nil {
-		s.failPick(ctx, route, err)
-		return
+	var picked *worker.Worker
+	if !tab.PD {
+		res, err := rt.Picker.Pick(&x.req)
+		if err != nil {
+			s.failPick(ctx, route, err)
+			return
+		}
+		picked = res.Worker
 	}
 
 	// The client's request object is forwarded as is: same body bytes, same headers, but
-	// the Host, X-Request-Id and the worker's credentials.
+	// the Host, X-Request-Id and the worker's credentials (and in PD mode the handover
+	// fields).
 	reqID := ctx.Request.Header.Peek(headerRequestID)
 	if len(reqID) == 0 {
 		x.reqID = appendRequestID(append(x.reqID[:0], requestIDPrefixes[route]...))
@@ -96,7 +118,11 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 	clientClose := ctx.Request.Header.ConnectionClose()
 	ctx.Request.Header.ResetConnectionClose()
 
-	s.dispatch(ctx, x, rt, res.Worker, route, reqID)
+	if tab.PD {
+		s.dispatchPD(ctx, x, prefill, rt, route, reqID)
+	} else {
+		s.dispatch(ctx, x, rt, picked, route, reqID)
+	}
 
 	if clientClose {
 		ctx.SetConnectionClose()
@@ -145,11 +171,7 @@ func validRoutingKey(v []byte) bool {
 // or the retries run out.
 func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Route, w *worker.Worker, route int, reqID []byte) {
 	first := w
-	if s.cfg.KeyLoads != nil {
-		if h, ok := policy.StickyKeyHash(&x.req, s.cfg.RoutingKeyOverride); ok {
-			x.hold.keys, x.hold.key = s.cfg.KeyLoads, h
-		}
-	}
+	s.holdRoutingKey(x)
 	attempts := s.cfg.Retry.attempts()
 	for n := 0; ; n++ {
 		// The breaker admits the picked worker (a half-open one admits only a few probes);
@@ -199,6 +221,16 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Rout
 	if w != first {
 		if rec, ok := rt.Picker.(policy.Recorder); ok {
 			rec.Record(&x.req, w)
+		}
+	}
+}
+
+// holdRoutingKey makes the request's hold count against its routing key too, when the
+// sticky-session cap counts in-flight requests per key.
+func (s *Server) holdRoutingKey(x *exchange) {
+	if s.cfg.KeyLoads != nil {
+		if h, ok := policy.StickyKeyHash(&x.req, s.cfg.RoutingKeyOverride); ok {
+			x.hold.keys, x.hold.key = s.cfg.KeyLoads, h
 		}
 	}
 }

@@ -22,6 +22,9 @@ type NewBuilderFunc func(name string, fromFlags bool) (Builder, error)
 type RouterConfig struct {
 	// DefaultPolicy is --policy.
 	DefaultPolicy string
+	// PD, when set, turns on prefill-decode disaggregation: the table then also holds a
+	// prefill and a decode route set over the workers of those types.
+	PD *PDPolicies
 	// NewBuilder creates policy instances (policy/all provides it).
 	NewBuilder NewBuilderFunc
 	// Metrics receives smg_worker_selection_total. Nil: a private set.
@@ -29,6 +32,33 @@ type RouterConfig struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// PDPolicies names the policy of each PD leg (--prefill-policy, --decode-policy; each
+// defaults to --policy). In PD mode the legs use these whatever the workers' policy labels
+// say (spec: PD and EPD Legs).
+type PDPolicies struct {
+	Prefill, Decode string
+}
+
+// Leg is a set of routes over the workers of one role.
+type Leg uint8
+
+// The legs of a table. LegRegular covers every worker outside PD mode and the regular workers
+// in it.
+const (
+	LegRegular Leg = iota
+	LegPrefill
+	LegDecode
+	legCount
+)
+
+// workerType is the worker_type a leg routes to and labels its metrics with.
+func (l Leg) workerType() string {
+	return [...]string{worker.TypeRegular, worker.TypePrefill, worker.TypeDecode}[l]
+}
+
+// String names the leg as the worker_type label does.
+func (l Leg) String() string { return l.workerType() }
 
 // Route is where requests for one model go.
 type Route struct {
@@ -51,29 +81,46 @@ type Route struct {
 type Table struct {
 	// Snapshot is the registry snapshot the table was built from.
 	Snapshot *worker.Snapshot
-	routes   map[string]*Route
-	any      *Route
-	unknown  *Route
+	// PD is set in PD mode: generation requests then take a prefill and a decode route.
+	PD   bool
+	legs [legCount]routeSet
 }
 
-// Lookup returns the route for a request's model. A request naming no model goes to the
-// route over every worker; a model no worker declares goes to the workers whose model is
+// routeSet is one leg's routes.
+type routeSet struct {
+	routes  map[string]*Route
+	any     *Route
+	unknown *Route
+}
+
+// Lookup returns the regular route for a request's model. A request naming no model goes to
+// the route over every worker; a model no worker declares goes to the workers whose model is
 // unknown, if any. ok is false when nothing serves the model (404 model_not_found).
-func (t *Table) Lookup(model []byte) (r *Route, ok bool) {
+func (t *Table) Lookup(model []byte) (r *Route, ok bool) { return t.legs[LegRegular].lookup(model) }
+
+// LookupLeg is Lookup on one leg's workers.
+func (t *Table) LookupLeg(leg Leg, model []byte) (r *Route, ok bool) {
+	return t.legs[leg].lookup(model)
+}
+
+func (rs *routeSet) lookup(model []byte) (*Route, bool) {
 	if len(model) == 0 {
-		return t.any, true
+		return rs.any, rs.any != nil
 	}
-	if r, ok := t.routes[string(model)]; ok { // the conversion does not allocate
+	if r, ok := rs.routes[string(model)]; ok { // the conversion does not allocate
 		return r, true
 	}
-	if t.unknown != nil {
-		return t.unknown, true
+	if rs.unknown != nil {
+		return rs.unknown, true
 	}
 	return nil, false
 }
 
-// Routes returns the per-model routes, for the admin API and tests.
-func (t *Table) Routes() map[string]*Route { return t.routes }
+// Routes returns the regular per-model routes, for the admin API and tests.
+func (t *Table) Routes() map[string]*Route { return t.legs[LegRegular].routes }
+
+// LegRoutes returns one leg's per-model routes.
+func (t *Table) LegRoutes(leg Leg) map[string]*Route { return t.legs[leg].routes }
 
 // Router builds a Table from every snapshot. Update runs on the registry's writer goroutine;
 // Current is safe from any goroutine.
@@ -81,12 +128,23 @@ type Router struct {
 	cfg     RouterConfig
 	log     *slog.Logger
 	current atomic.Pointer[Table]
+	// legs holds the writer-goroutine state of each leg in use: one leg outside PD mode,
+	// three in it.
+	legs []*legPolicies
+}
 
-	// Writer-goroutine state: the policy instance of each model, kept until the model's last
-	// worker leaves, so that a model keeps its policy and the policy keeps its state.
+// legPolicies is one leg's policy instances: one per model, kept until the model's last
+// worker leaves, so that a model keeps its policy and the policy keeps its state.
+type legPolicies struct {
+	leg Leg
+	// policy is the leg's policy name; labels may override it only on the regular leg.
+	policy  string
+	labels  bool
 	models  map[string]*modelPolicy
 	any     *modelPolicy
 	unknown *modelPolicy
+	// all makes the leg take every worker whatever its type (the regular leg outside PD mode).
+	all bool
 }
 
 type modelPolicy struct {
@@ -106,25 +164,39 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Router{cfg: cfg, log: cfg.Logger, models: map[string]*modelPolicy{}}
-	var err error
-	if r.any, err = r.newModelPolicy("", cfg.DefaultPolicy); err != nil {
-		return nil, err
+	r := &Router{cfg: cfg, log: cfg.Logger}
+	r.legs = append(r.legs, &legPolicies{leg: LegRegular, policy: cfg.DefaultPolicy, labels: true, all: cfg.PD == nil})
+	if cfg.PD != nil {
+		r.legs = append(r.legs,
+			&legPolicies{leg: LegPrefill, policy: cfg.PD.Prefill},
+			&legPolicies{leg: LegDecode, policy: cfg.PD.Decode})
 	}
-	if r.unknown, err = r.newModelPolicy("", cfg.DefaultPolicy); err != nil {
-		return nil, err
+	empty := &Table{Snapshot: &worker.Snapshot{}, PD: cfg.PD != nil}
+	for _, lp := range r.legs {
+		lp.models = map[string]*modelPolicy{}
+		var err error
+		if lp.any, err = r.newModelPolicy(lp, "", lp.policy); err != nil {
+			return nil, err
+		}
+		if lp.unknown, err = r.newModelPolicy(lp, "", lp.policy); err != nil {
+			return nil, err
+		}
+		empty.legs[lp.leg] = routeSet{routes: map[string]*Route{}, any: &Route{
+			Picker: emptyPicker{}, Policy: lp.policy, Selections: lp.any.counter,
+		}}
 	}
-	r.current.Store(&Table{Snapshot: &worker.Snapshot{}, routes: map[string]*Route{}, any: &Route{
-		Picker: emptyPicker{}, Policy: cfg.DefaultPolicy, Selections: r.any.counter,
-	}})
+	r.current.Store(empty)
 	return r, nil
 }
 
 // Current returns the latest table: one atomic load.
 func (r *Router) Current() *Table { return r.current.Load() }
 
-func (r *Router) newModelPolicy(model, name string) (*modelPolicy, error) {
-	b, err := r.cfg.NewBuilder(name, name == r.cfg.DefaultPolicy)
+// newModelPolicy creates the policy instance of one model on one leg. The leg policies of PD
+// mode come from their flags; on the regular leg, a label naming another policy than
+// --policy gets that policy's defaults (spec: Policy Scope).
+func (r *Router) newModelPolicy(lp *legPolicies, model, name string) (*modelPolicy, error) {
+	b, err := r.cfg.NewBuilder(name, !lp.labels || name == r.cfg.DefaultPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -132,50 +204,81 @@ func (r *Router) newModelPolicy(model, name string) (*modelPolicy, error) {
 		name:    name,
 		builder: b,
 		counter: r.cfg.Metrics.GetOrCreateCounter(fmt.Sprintf(
-			`smg_worker_selection_total{worker_type="regular",connection_mode="http",model=%q,policy=%q}`, model, name)),
+			`smg_worker_selection_total{worker_type=%q,connection_mode="http",model=%q,policy=%q}`, lp.leg.workerType(), model, name)),
 	}, nil
 }
 
 // Update builds and publishes the table for s. Call it from the registry's writer goroutine
 // (Registry.Subscribe does).
 func (r *Router) Update(s *worker.Snapshot) {
-	t := &Table{Snapshot: s, routes: make(map[string]*Route, len(s.Models()))}
-	for _, model := range s.Models() {
-		mp := r.models[model]
-		if mp == nil {
-			mp = r.policyForNewModel(model, s)
-			r.models[model] = mp
-		}
-		t.routes[model] = buildRoute(model, mp, s, s.ModelWorkers(model))
-	}
-	for model := range r.models {
-		if _, ok := t.routes[model]; !ok {
-			delete(r.models, model) // last worker gone: the model forgets its policy
-		}
-	}
-	t.any = buildRoute("", r.any, s, s.Workers)
-	if u := s.UnknownModelWorkers(); len(u) > 0 {
-		t.unknown = buildRoute("", r.unknown, s, u)
+	t := &Table{Snapshot: s, PD: r.cfg.PD != nil}
+	for _, lp := range r.legs {
+		t.legs[lp.leg] = r.buildLeg(lp, s)
 	}
 	r.current.Store(t)
 }
 
-// policyForNewModel applies the spec's rule: the first worker registered for a model decides
-// its policy through its "policy" label; without one the model uses --policy.
-func (r *Router) policyForNewModel(model string, s *worker.Snapshot) *modelPolicy {
-	name := r.cfg.DefaultPolicy
-	for _, w := range s.Workers {
-		if containsModel(w.Models, model) {
-			if l := w.Label(LabelPolicy); l != "" {
-				name = l
+// buildLeg builds one leg's routes from the snapshot's workers of the leg's type.
+func (r *Router) buildLeg(lp *legPolicies, s *worker.Snapshot) routeSet {
+	ws := s.Workers
+	if !lp.all {
+		ws = make([]*worker.Worker, 0, len(s.Workers))
+		for _, w := range s.Workers {
+			if w.Type() == lp.leg.workerType() {
+				ws = append(ws, w)
 			}
-			break
 		}
 	}
-	mp, err := r.newModelPolicy(model, name)
+	byModel, unknown := groupByModel(ws)
+	rs := routeSet{routes: make(map[string]*Route, len(byModel))}
+	for model, declared := range byModel {
+		mp := lp.models[model]
+		if mp == nil {
+			mp = r.policyForNewModel(lp, model, declared[0])
+			lp.models[model] = mp
+		}
+		rs.routes[model] = buildRoute(model, mp, s, append(declared, unknown...))
+	}
+	for model := range lp.models {
+		if _, ok := rs.routes[model]; !ok {
+			delete(lp.models, model) // last worker gone: the model forgets its policy
+		}
+	}
+	rs.any = buildRoute("", lp.any, s, ws)
+	if len(unknown) > 0 {
+		rs.unknown = buildRoute("", lp.unknown, s, unknown)
+	}
+	return rs
+}
+
+// groupByModel returns the workers of each declared model in order (each list a fresh slice
+// with room to append), and the workers whose model is unknown.
+func groupByModel(ws []*worker.Worker) (byModel map[string][]*worker.Worker, unknown []*worker.Worker) {
+	byModel = map[string][]*worker.Worker{}
+	for _, w := range ws {
+		if len(w.Models) == 0 {
+			unknown = append(unknown, w)
+			continue
+		}
+		for _, m := range w.Models {
+			byModel[m] = append(byModel[m], w)
+		}
+	}
+	return byModel, unknown
+}
+
+// policyForNewModel applies the spec's rule: the first worker registered for a model decides
+// its policy through its "policy" label; without one the model uses --policy. PD legs ignore
+// labels.
+func (r *Router) policyForNewModel(lp *legPolicies, model string, first *worker.Worker) *modelPolicy {
+	name := lp.policy
+	if l := first.Label(LabelPolicy); lp.labels && l != "" {
+		name = l
+	}
+	mp, err := r.newModelPolicy(lp, model, name)
 	if err != nil {
-		r.log.Warn("Unknown policy label; using the default policy", "model", model, "policy", name, "default", r.cfg.DefaultPolicy, "error", err)
-		mp, _ = r.newModelPolicy(model, r.cfg.DefaultPolicy)
+		r.log.Warn("Unknown policy label; using the default policy", "model", model, "policy", name, "default", lp.policy, "error", err)
+		mp, _ = r.newModelPolicy(lp, model, lp.policy)
 	}
 	return mp
 }
@@ -195,15 +298,6 @@ func buildRoute(model string, mp *modelPolicy, s *worker.Snapshot, ws []*worker.
 		Selections: mp.counter,
 		Builder:    mp.builder,
 	}
-}
-
-func containsModel(models []string, m string) bool {
-	for _, x := range models {
-		if x == m {
-			return true
-		}
-	}
-	return false
 }
 
 type emptyPicker struct{}

@@ -2,7 +2,11 @@ package policy_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
@@ -60,5 +64,63 @@ func TestUnknownPolicyLabelFallsBackToDefault(t *testing.T) {
 	r := newRouter(t, reg, "round_robin")
 	if rt, _ := r.Current().Lookup([]byte("m")); rt.Policy != "round_robin" {
 		t.Fatalf("policy %q", rt.Policy)
+	}
+}
+
+func TestPDLegsRouteByWorkerTypeWithTheirPolicies(t *testing.T) {
+	reg, err := worker.NewRegistry(worker.Config{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	add := func(url, typ string, labels map[string]string) *worker.Worker {
+		spec := worker.Spec{URL: url, ModelID: "m", WorkerType: typ, Labels: labels}
+		if err := spec.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := reg.Add(context.Background(), spec, worker.StatusReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	// A policy label does not change a leg's policy in PD mode (spec: Policy Scope).
+	p1 := add("http://p1:1", worker.TypePrefill, map[string]string{"policy": "random"})
+	p2 := add("http://p2:1", worker.TypePrefill, nil)
+	d1 := add("http://d1:1", worker.TypeDecode, nil)
+	set := metrics.NewSet()
+	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: "cache_aware", PD: &policy.PDPolicies{Prefill: "bucket", Decode: "round_robin"},
+		NewBuilder: all.NewBuilderFunc(all.Config{Logger: quiet, PDMode: true}), Logger: quiet, Metrics: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Subscribe(r.Update)
+	_, _ = reg.Remove(context.Background(), "barrier")
+	tab := r.Current()
+	if !tab.PD {
+		t.Fatal("table not in PD mode")
+	}
+	pr, ok := tab.LookupLeg(policy.LegPrefill, []byte("m"))
+	if !ok || pr.Policy != "bucket" || !slices.Equal(pr.Candidates, []*worker.Worker{p1, p2}) {
+		t.Fatalf("prefill route %+v", pr)
+	}
+	dr, ok := tab.LookupLeg(policy.LegDecode, []byte("m"))
+	if !ok || dr.Policy != "round_robin" || !slices.Equal(dr.Candidates, []*worker.Worker{d1}) {
+		t.Fatalf("decode route %+v", dr)
+	}
+	if rt, ok := tab.Lookup([]byte("m")); ok {
+		t.Fatalf("no regular worker serves m, yet the regular leg has %+v", rt)
+	}
+	for range 3 {
+		res, err := dr.Picker.Pick(&policy.Request{Text: []byte("x")})
+		if err != nil || res.Worker != d1 {
+			t.Fatalf("decode pick %v %v", res.Worker, err)
+		}
+		dr.Selections.Inc()
+	}
+	var sb strings.Builder
+	set.WritePrometheus(&sb)
+	if !strings.Contains(sb.String(), `smg_worker_selection_total{worker_type="decode",connection_mode="http",model="m",policy="round_robin"} 3`) {
+		t.Fatalf("per-leg selection series missing:\n%s", sb.String())
 	}
 }

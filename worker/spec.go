@@ -16,6 +16,20 @@ const (
 	TypeEncode  = "encode"
 )
 
+// Labels carrying a worker's PD metadata (spec: PD Pod Annotations). Discovery sets them from
+// pod annotations; --prefill and the worker API set them directly.
+const (
+	// LabelBootstrapPort is a prefill worker's KV bootstrap port (SGLang
+	// --disaggregation-bootstrap-port); absent means none: the engine's default.
+	LabelBootstrapPort = "sglang.ai/bootstrap-port"
+	// LabelKVConnector names a vLLM worker's KV connector (NixlConnector, MooncakeConnector):
+	// such workers speak vLLM's kv_transfer_params protocol; absent means SGLang's bootstrap
+	// protocol.
+	LabelKVConnector = "smg.ai/kv-connector"
+	// LabelKVEngineID is a vLLM Mooncake prefill worker's kv_transfer_config.engine_id.
+	LabelKVEngineID = "smg.ai/kv-engine-id"
+)
+
 // Defaults of the Spec fields the spec product fills in when a registration leaves them out.
 const (
 	DefaultPriority = 50
@@ -75,6 +89,11 @@ func (s *Spec) Normalize() error {
 	case TypeRegular, TypePrefill, TypeDecode, TypeEncode:
 	default:
 		return fmt.Errorf("invalid worker_type %q: use regular, prefill, decode or encode", s.WorkerType)
+	}
+	if v, ok := s.Labels[LabelBootstrapPort]; ok {
+		if n, err := parsePort(v); err != nil || n == 0 {
+			return fmt.Errorf("invalid %s label %q: give a port in 1-65535, or leave it out for none", LabelBootstrapPort, v)
+		}
 	}
 	if s.Priority == nil {
 		p := DefaultPriority

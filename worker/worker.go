@@ -102,6 +102,12 @@ type Worker struct {
 	Client *fasthttp.HostClient
 	// Auth is the Authorization header value sent to the worker ("Bearer <api_key>"), or nil.
 	Auth []byte
+	// BootstrapHost and BootstrapPort say where a PD prefill worker's KV bootstrap server
+	// listens: the worker's host name, and its LabelBootstrapPort (0: none, the engine's
+	// default). KVConnector is its LabelKVConnector ("" for SGLang's protocol).
+	BootstrapHost string
+	BootstrapPort int
+	KVConnector   string
 
 	spec Spec
 
@@ -182,6 +188,8 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 		urlHeader: []byte(spec.URL),
 	}
 	w.spec.Labels = cloneLabels(spec.Labels)
+	w.BootstrapHost, w.KVConnector = hostName(host), spec.Labels[LabelKVConnector]
+	w.BootstrapPort, _ = parsePort(spec.Labels[LabelBootstrapPort]) // validated by Normalize
 	if spec.APIKey != "" {
 		w.Auth = []byte("Bearer " + spec.APIKey)
 	}
@@ -203,6 +211,14 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 		w.Client.Dial = opts.Dial
 	}
 	return w
+}
+
+// hostName is the host of host:port, without the brackets of an IPv6 address.
+func hostName(hostPort string) string {
+	if h, _, err := net.SplitHostPort(hostPort); err == nil {
+		return h
+	}
+	return hostPort
 }
 
 func cloneLabels(m map[string]string) map[string]string {

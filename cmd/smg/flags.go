@@ -25,6 +25,7 @@ type options struct {
 	mesh     mesh.Config
 	disc     discovery.Config
 	breaker  breaker.Config
+	pd       pdOptions
 
 	workerURLs        []string
 	policy            string
@@ -87,6 +88,9 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, 2048, "Connections the gateway may open to one worker")
 
 	all.RegisterFlags(fs, &o.policies)
+
+	fs.Group("PD disaggregation")
+	registerPDFlags(fs, &o.pd)
 
 	fs.Group("Load monitoring")
 	loadmon.RegisterFlags(fs, &o.loadmon)

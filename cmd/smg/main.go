@@ -23,6 +23,7 @@ import (
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/fastpath"
+	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
@@ -60,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.disc.Enabled && !fs.IsSet("remove-unhealthy-workers") {
 		o.health.RemoveUnhealthy = true
 	}
-	if err := o.validate(); err != nil {
+	if err := o.validate(fs); err != nil {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
 	}
@@ -73,8 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func (o *options) validate() error {
-	if err := all.CheckPolicy(o.policy, false); err != nil {
+func (o *options) validate(fs *cli.FlagSet) error {
+	if err := all.CheckPolicy(o.policy, o.pd.enabled); err != nil {
 		return fmt.Errorf("--policy: %w", err)
 	}
 	if err := o.policies.Validate(); err != nil {
@@ -109,6 +110,21 @@ func (o *options) validate() error {
 		}
 		o.workerURLs[i] = c
 	}
+	if err := o.validatePD(fs); err != nil {
+		return err
+	}
+	for i := range o.pd.prefill {
+		if err := o.pd.prefill[i].Normalize(); err != nil {
+			return fmt.Errorf("--prefill: %w", err)
+		}
+	}
+	for i, u := range o.pd.decode {
+		c, err := worker.CanonicalURL(u)
+		if err != nil {
+			return fmt.Errorf("--decode: %w", err)
+		}
+		o.pd.decode[i] = c
+	}
 	if o.prometheusPort < 0 || o.prometheusPort > 65535 {
 		return fmt.Errorf("--prometheus-port %d: must be in 0-65535", o.prometheusPort)
 	}
@@ -142,6 +158,7 @@ func serve(o options, log *slog.Logger) error {
 	defer reg.Close()
 	pc := o.policies
 	pc.Logger, pc.Metrics, pc.Maintenance = log, set, all.NewMaintenance()
+	pc.PDMode = o.pd.enabled
 	if pc.RoutingKeyOverride {
 		pc.KeyLoads = policy.NewKeyLoads()
 	}
@@ -149,8 +166,13 @@ func serve(o options, log *slog.Logger) error {
 	if o.mesh.Enable {
 		pc.TreeObserver = &observer
 	}
+	var legs *policy.PDPolicies
+	if o.pd.enabled {
+		legs = &o.pd.legs
+	}
 	router, err := policy.NewRouter(policy.RouterConfig{
 		DefaultPolicy: o.policy,
+		PD:            legs,
 		NewBuilder:    all.NewBuilderFunc(pc),
 		Metrics:       set, Logger: log,
 	})
@@ -186,12 +208,17 @@ func serve(o options, log *slog.Logger) error {
 	g.Metrics, g.Logger = set, log
 	g.KeyLoads, g.RoutingKeyOverride = pc.KeyLoads, pc.RoutingKeyOverride
 	g.InitialStatus = o.health.InitialStatus
-	g.ValidateSpec = func(s *worker.Spec) error { return health.ValidateOverride(s.Health) }
+	g.ValidateSpec = func(s *worker.Spec) error {
+		if o.pd.enabled && s.WorkerType != worker.TypePrefill && s.WorkerType != worker.TypeDecode {
+			return fmt.Errorf("the gateway runs in PD mode (--pd-disaggregation): register the worker with \"worker_type\": \"prefill\" or \"decode\"")
+		}
+		return health.ValidateOverride(s.Health)
+	}
 	srv, err := fastpath.New(g, reg, router)
 	if err != nil {
 		return err
 	}
-	addStaticWorkers(reg, o.workerURLs, o.health.InitialStatus, log)
+	addStaticWorkers(reg, o.staticSpecs(), o.health.InitialStatus, log)
 
 	// The mesh starts after the static workers are registered, so that a restarted router
 	// does not tombstone a worker it published before the restart (mesh/doc.go).
@@ -243,7 +270,7 @@ func serve(o options, log *slog.Logger) error {
 	go func() { _ = promSrv.Serve(promLn) }()
 
 	log.Info("SMG-Go gateway listening", "address", ln.Addr().String(), "policy", o.policy,
-		"workers", len(o.workerURLs), "metrics", promLn.Addr().String())
+		"workers", len(o.workerURLs)+len(o.pd.prefill)+len(o.pd.decode), "pd_disaggregation", o.pd.enabled, "metrics", promLn.Addr().String())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -283,26 +310,27 @@ func serve(o options, log *slog.Logger) error {
 // usesLoadAwarePolicy reports whether any route's policy reads load reports, which then keep
 // being polled even with --disable-load-monitoring (spec: Load Signals).
 func usesLoadAwarePolicy(t *policy.Table) bool {
-	if rt, ok := t.Lookup(nil); ok && all.LoadAware(rt.Policy) {
-		return true
-	}
-	for _, rt := range t.Routes() {
-		if all.LoadAware(rt.Policy) {
+	for _, leg := range []policy.Leg{policy.LegRegular, policy.LegPrefill, policy.LegDecode} {
+		if rt, ok := t.LookupLeg(leg, nil); ok && all.LoadAware(rt.Policy) {
 			return true
+		}
+		for _, rt := range t.LegRoutes(leg) {
+			if all.LoadAware(rt.Policy) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// addStaticWorkers registers --worker-urls in the order given, asking the workers for their
-// models in parallel first.
-func addStaticWorkers(reg *worker.Registry, urls []string, initial func(*worker.Spec) worker.Status, log *slog.Logger) {
+// addStaticWorkers registers the command line's workers in the order given, asking the
+// workers for their models in parallel first.
+func addStaticWorkers(reg *worker.Registry, specs []worker.Spec, initial func(*worker.Spec) worker.Status, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	specs := make([]worker.Spec, len(urls))
 	var wg sync.WaitGroup
-	for i, u := range urls {
-		specs[i].URL = u
+	for i := range specs {
+		u := specs[i].URL
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -14,6 +14,7 @@ const (
 	kindValue kind = iota
 	kindBool
 	kindList
+	kindGroup
 )
 
 // Flag is one registered flag.
@@ -26,10 +27,11 @@ type Flag struct {
 	// Group orders flags into sections in help and documentation.
 	Group string
 
-	kind  kind
-	set   func(string) error
-	valid string // example of a valid value, for error messages
-	seen  bool
+	kind     kind
+	set      func(string) error
+	setGroup func([]string) error // kindGroup: one call per occurrence
+	valid    string               // example of a valid value, for error messages
+	seen     bool
 }
 
 // FlagSet is a set of flags for one command.
@@ -148,6 +150,19 @@ func (fs *FlagSet) StringList(name string, p *[]string, usage string) *Flag {
 	}})
 }
 
+// Occurrences registers a repeatable flag whose every occurrence takes minWords to maxWords
+// words (up to the next flag) as one group, such as --prefill URL BOOTSTRAP_PORT: unlike a
+// StringList, the words of one occurrence stay together. set checks and stores one group;
+// valid describes a correct occurrence for error messages.
+func (fs *FlagSet) Occurrences(name string, minWords, maxWords int, valid, usage string, set func([]string) error) *Flag {
+	return fs.add(&Flag{Name: name, Usage: usage, kind: kindGroup, valid: valid, setGroup: func(words []string) error {
+		if len(words) < minWords || len(words) > maxWords {
+			return fmt.Errorf("flag --%s takes %s, got %d value(s) %q", name, valid, len(words), words)
+		}
+		return set(words)
+	}})
+}
+
 // Enum registers a string flag restricted to choices.
 func (fs *FlagSet) Enum(name string, p *string, def string, choices []string, usage string) *Flag {
 	*p = def
@@ -216,6 +231,18 @@ func (fs *FlagSet) Parse(args []string) error {
 			}
 			if n == 0 {
 				return fmt.Errorf("flag --%s needs %s", name, f.valid)
+			}
+		case kindGroup:
+			var words []string
+			if hasValue {
+				words = append(words, value)
+			}
+			for i+1 < len(args) && !isFlag(args[i+1]) {
+				i++
+				words = append(words, args[i])
+			}
+			if err := f.setGroup(words); err != nil {
+				return fmt.Errorf("invalid --%s: %v; run '%s --help'", name, err, fs.Command)
 			}
 		default:
 			if !hasValue {
@@ -296,9 +323,12 @@ func (fs *FlagSet) Help() string {
 		for _, a := range f.Aliases {
 			names += ", --" + a
 		}
-		if f.kind == kindList {
+		switch f.kind {
+		case kindList:
 			names += " V..."
-		} else if f.kind == kindValue {
+		case kindGroup:
+			names += " " + f.valid
+		case kindValue:
 			names += " V"
 		}
 		def := ""

@@ -106,3 +106,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestOccurrencesKeepEachGroupTogether(t *testing.T) {
+	var groups [][]string
+	var urls []string
+	fs := NewFlagSet("smg launch")
+	fs.Occurrences("prefill", 1, 2, "URL [BOOTSTRAP_PORT|none]", "prefill workers", func(w []string) error {
+		groups = append(groups, w)
+		return nil
+	})
+	fs.StringList("decode", &urls, "decode workers")
+	err := fs.Parse(strings.Fields("--prefill http://p1:8000 9001 --decode http://d1:8000 --prefill=http://p2:8000 none --prefill http://p3:8000 --decode http://d2:8000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"http://p1:8000", "9001"}, {"http://p2:8000", "none"}, {"http://p3:8000"}}
+	if !reflect.DeepEqual(groups, want) || !reflect.DeepEqual(urls, []string{"http://d1:8000", "http://d2:8000"}) {
+		t.Fatalf("groups %q urls %q", groups, urls)
+	}
+	for _, args := range []string{"--prefill", "--prefill a b c", "--prefill --decode x"} {
+		err := fs.Parse(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), "--prefill takes URL [BOOTSTRAP_PORT|none]") {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}

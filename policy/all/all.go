@@ -187,3 +187,31 @@ func fill[T any](p *T, def T) {
 		*p = def
 	}
 }
+
+// PDPolicies resolves and checks the leg policies of PD mode (spec: PD and EPD Legs): each
+// leg's flag defaults to --policy; bucket is refused on the decode leg and passthrough on
+// either, with a message that says what to give instead.
+func PDPolicies(defaultPolicy, prefill, decode string) (policy.PDPolicies, error) {
+	legs := policy.PDPolicies{Prefill: prefill, Decode: decode}
+	if legs.Prefill == "" {
+		legs.Prefill = defaultPolicy
+	}
+	if legs.Decode == "" {
+		legs.Decode = defaultPolicy
+	}
+	for _, l := range []struct{ flag, name string }{{"--prefill-policy", legs.Prefill}, {"--decode-policy", legs.Decode}} {
+		if err := Check(l.name); err != nil {
+			return legs, fmt.Errorf("%s: %w", l.flag, err)
+		}
+		if l.name == passthrough.Name {
+			return legs, fmt.Errorf("%s passthrough: a PD leg chooses among its workers; use round_robin, power_of_two or cache_aware", l.flag)
+		}
+	}
+	if legs.Decode == bucket.Name {
+		if decode == "" {
+			return legs, fmt.Errorf("--policy bucket would also route the decode leg, and bucket routes only the prefill leg: set --decode-policy, such as power_of_two")
+		}
+		return legs, fmt.Errorf("--decode-policy bucket: bucket routes only the prefill leg; give the decode leg another policy, such as power_of_two")
+	}
+	return legs, nil
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/policy/poweroftwo"
+	"github.com/smg-go/smg/worker"
+)
+
+// pdOptions are the flags of prefill-decode disaggregation (spec: load-balancing.md, Bucket and
+// PD and EPD Legs).
+type pdOptions struct {
+	enabled       bool
+	prefill       []worker.Spec
+	decode        []string
+	prefillPolicy string
+	decodePolicy  string
+	kvConnector   string
+	// legs is the resolved leg policies (validate fills it).
+	legs policy.PDPolicies
+}
+
+func registerPDFlags(fs *cli.FlagSet, o *pdOptions) {
+	fs.Bool("pd-disaggregation", &o.enabled, false, "Prefill-decode disaggregation: every request goes to a prefill and a decode worker")
+	fs.Occurrences("prefill", 1, 2, "URL [BOOTSTRAP_PORT|none]", "A prefill worker and its KV bootstrap port (none: the engine's default); repeat for more", func(words []string) error {
+		spec := worker.Spec{URL: words[0], WorkerType: worker.TypePrefill}
+		if len(words) == 2 && words[1] != "none" {
+			if n, err := strconv.Atoi(words[1]); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("bootstrap port %q is not a port in 1-65535 or none", words[1])
+			}
+			spec.Labels = map[string]string{worker.LabelBootstrapPort: words[1]}
+		}
+		o.prefill = append(o.prefill, spec)
+		return nil
+	})
+	fs.StringList("decode", &o.decode, "Decode worker URLs; the flag may repeat")
+	fs.String("prefill-policy", &o.prefillPolicy, "", "Policy of the prefill leg (default: --policy); bucket fits here")
+	fs.String("decode-policy", &o.decodePolicy, "", "Policy of the decode leg (default: --policy); not bucket or passthrough")
+	fs.String("kv-connector", &o.kvConnector, "", "vLLM KV connector (NixlConnector, MooncakeConnector) of the --prefill and --decode workers; empty: SGLang's bootstrap protocol")
+}
+
+// validatePD checks the PD flags against the rest of the command line and resolves the leg
+// policies.
+func (o *options) validatePD(fs *cli.FlagSet) error {
+	pd := &o.pd
+	if !pd.enabled {
+		for _, f := range []string{"prefill", "decode", "prefill-policy", "decode-policy", "kv-connector", "prefill-selector", "decode-selector"} {
+			if fs.IsSet(f) {
+				return fmt.Errorf("--%s needs --pd-disaggregation", f)
+			}
+		}
+		return nil
+	}
+	if len(o.workerURLs) > 0 {
+		return fmt.Errorf("--worker-urls cannot be used with --pd-disaggregation: give prefill workers with --prefill URL [BOOTSTRAP_PORT|none] and decode workers with --decode URL")
+	}
+	legs, err := all.PDPolicies(o.policy, pd.prefillPolicy, pd.decodePolicy)
+	if err != nil {
+		return err
+	}
+	pd.legs = legs
+	if o.disc.Enabled && len(o.disc.PrefillSelector) == 0 && len(o.disc.DecodeSelector) == 0 {
+		return fmt.Errorf("--pd-disaggregation with --service-discovery needs --prefill-selector and/or --decode-selector")
+	}
+	// Outside discovery (IGW) mode a leg given power_of_two needs two workers to compare.
+	if !o.disc.Enabled {
+		if pd.prefillPolicy == poweroftwo.Name && len(pd.prefill) < 2 {
+			return fmt.Errorf("--prefill-policy power_of_two needs at least two --prefill workers (got %d): add one, or choose another policy", len(pd.prefill))
+		}
+		if pd.decodePolicy == poweroftwo.Name && len(pd.decode) < 2 {
+			return fmt.Errorf("--decode-policy power_of_two needs at least two --decode workers (got %d): add one, or choose another policy", len(pd.decode))
+		}
+	}
+	switch pd.kvConnector {
+	case "", "NixlConnector", "MooncakeConnector":
+	default:
+		return fmt.Errorf("--kv-connector %q: give NixlConnector or MooncakeConnector, or leave it out for SGLang workers", pd.kvConnector)
+	}
+	return nil
+}
+
+// staticSpecs are the workers of the command line: --worker-urls, or --prefill and --decode.
+func (o *options) staticSpecs() []worker.Spec {
+	var specs []worker.Spec
+	for _, u := range o.workerURLs {
+		specs = append(specs, worker.Spec{URL: u})
+	}
+	specs = append(specs, o.pd.prefill...)
+	for _, u := range o.pd.decode {
+		specs = append(specs, worker.Spec{URL: u, WorkerType: worker.TypeDecode})
+	}
+	if c := o.pd.kvConnector; c != "" {
+		for i := range specs {
+			labels := map[string]string{worker.LabelKVConnector: c}
+			for k, v := range specs[i].Labels {
+				labels[k] = v
+			}
+			specs[i].Labels = labels
+		}
+	}
+	return specs
+}

@@ -1,0 +1,284 @@
+package fastpath
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/worker"
+)
+
+// pdFake is an in-memory PD engine that records the bodies it receives and answers with
+// whatever answer returns.
+type pdFake struct {
+	ln     *fasthttputil.InmemoryListener
+	srv    *fasthttp.Server
+	mu     sync.Mutex
+	bodies []map[string]any
+	answer func(body map[string]any, ctx *fasthttp.RequestCtx)
+}
+
+func newPDFake(t *testing.T, answer func(map[string]any, *fasthttp.RequestCtx)) *pdFake {
+	f := &pdFake{ln: fasthttputil.NewInmemoryListener(), answer: answer}
+	f.srv = &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		var body map[string]any
+		if err := json.Unmarshal(ctx.PostBody(), &body); err != nil {
+			ctx.Error("bad json: "+err.Error(), 400)
+			return
+		}
+		f.mu.Lock()
+		f.bodies = append(f.bodies, body)
+		f.mu.Unlock()
+		f.answer(body, ctx)
+	}}
+	go func() { _ = f.srv.Serve(f.ln) }()
+	t.Cleanup(func() { _ = f.srv.Shutdown(); _ = f.ln.Close() })
+	return f
+}
+
+func (f *pdFake) received() []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]map[string]any(nil), f.bodies...)
+}
+
+func answerJSON(s string) func(map[string]any, *fasthttp.RequestCtx) {
+	return func(_ map[string]any, ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(s)
+	}
+}
+
+// newPDGateway starts a PD gateway over fakes: prefill workers at 10.0.1.x, decode workers at
+// 10.0.2.x, with the given labels on every prefill worker.
+func newPDGateway(t *testing.T, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
+	g := &gateway{t: t}
+	byAddr := map[string]*pdFake{}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var err error
+	g.reg, err = worker.NewRegistry(worker.Config{Logger: quiet, Client: worker.ClientOptions{Dial: func(addr string) (net.Conn, error) {
+		f := byAddr[addr]
+		if f == nil {
+			return nil, fmt.Errorf("dial %s: connection refused", addr)
+		}
+		return f.ln.Dial()
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.reg.Close)
+	router, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin"},
+		NewBuilder: all.NewBuilderFunc(all.Config{Logger: quiet}), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.reg.Subscribe(router.Update)
+	if g.srv, err = New(Config{Logger: quiet}, g.reg, router); err != nil {
+		t.Fatal(err)
+	}
+	add := func(addr, typ string, labels map[string]string, f *pdFake) {
+		byAddr[addr] = f
+		spec := worker.Spec{URL: "http://" + addr, ModelID: "m1", WorkerType: typ, Labels: labels}
+		if err := spec.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.reg.Add(context.Background(), spec, worker.StatusReady); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, f := range prefill {
+		add(fmt.Sprintf("10.0.1.%d:8000", i+1), worker.TypePrefill, prefillLabels, f)
+	}
+	for i, f := range decode {
+		add(fmt.Sprintf("10.0.2.%d:8000", i+1), worker.TypeDecode, nil, f)
+	}
+	g.waitTable(func(n int) bool { return n == len(prefill)+len(decode) })
+	g.ln = fasthttputil.NewInmemoryListener()
+	go func() { _ = g.srv.Serve(g.ln) }()
+	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()); _ = g.ln.Close() })
+	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
+	return g
+}
+
+const decodeAnswer = `{"id":"d","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"from decode"},"finish_reason":"length"}]}`
+
+func TestPDSGLangSendsBothLegsTheSameRoom(t *testing.T) {
+	p1, p2 := newPDFake(t, answerJSON(`{"prefill":1}`)), newPDFake(t, answerJSON(`{"prefill":2}`))
+	d1 := newPDFake(t, answerJSON(decodeAnswer))
+	g := newPDGateway(t, []*pdFake{p1, p2}, []*pdFake{d1}, map[string]string{worker.LabelBootstrapPort: "9001"})
+
+	const n = 6
+	for i := range n {
+		stream := ""
+		if i%2 == 1 {
+			stream = `,"stream":false`
+		}
+		resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hello `+fmt.Sprint(i)+`"}],"bootstrap_room":1`+stream+`}`)
+		if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode(), resp.Body())
+		}
+		if got := string(resp.Header.Peek(headerRoutedWorker)); got != "http://10.0.2.1:8000" {
+			t.Fatalf("routed worker %q, want the decode worker", got)
+		}
+		if got := string(resp.Header.Peek(headerPrefillWorker)); !strings.HasPrefix(got, "http://10.0.1.") {
+			t.Fatalf("prefill worker header %q", got)
+		}
+	}
+	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+
+	prefills := append(p1.received(), p2.received()...)
+	decodes := d1.received()
+	if len(p1.received()) != n/2 || len(p2.received()) != n/2 || len(decodes) != n {
+		t.Fatalf("prefill %d/%d decode %d: round_robin must spread the prefill leg", len(p1.received()), len(p2.received()), len(decodes))
+	}
+	rooms := map[float64]map[string]any{}
+	for _, b := range prefills {
+		room, ok := b["bootstrap_room"].(float64)
+		if !ok || room == 1 {
+			t.Fatalf("prefill body without a fresh room: %v", b)
+		}
+		if b["bootstrap_port"] != float64(9001) || !strings.HasPrefix(b["bootstrap_host"].(string), "10.0.1.") {
+			t.Fatalf("prefill bootstrap fields: %v", b)
+		}
+		rooms[room] = b
+	}
+	for _, b := range decodes {
+		p, ok := rooms[b["bootstrap_room"].(float64)]
+		if !ok {
+			t.Fatalf("decode room %v was sent to no prefill worker", b["bootstrap_room"])
+		}
+		pj, _ := json.Marshal(p)
+		dj, _ := json.Marshal(b)
+		if string(pj) != string(dj) {
+			t.Fatalf("the legs got different bodies:\nprefill %s\ndecode  %s", pj, dj)
+		}
+	}
+}
+
+func TestPDSGLangPrefillFailureIsTheAnswer(t *testing.T) {
+	p := newPDFake(t, func(_ map[string]any, ctx *fasthttp.RequestCtx) {
+		ctx.SetStatusCode(400)
+		ctx.SetBodyString(`{"error":{"message":"prompt too long for prefill"}}`)
+	})
+	d := newPDFake(t, answerJSON(decodeAnswer))
+	g := newPDGateway(t, []*pdFake{p}, []*pdFake{d}, nil)
+	resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"x"}]}`)
+	if resp.StatusCode() != 400 || !strings.Contains(string(resp.Body()), "prompt too long") {
+		t.Fatalf("got %d %s, want the prefill worker's 400", resp.StatusCode(), resp.Body())
+	}
+	if b := p.received(); len(b) != 1 || b[0]["bootstrap_port"] != nil {
+		t.Fatalf("prefill without a bootstrap port must get bootstrap_port null: %v", b)
+	}
+	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+func TestPDVLLMPassesKVTransferParams(t *testing.T) {
+	const params = `{"do_remote_prefill":true,"do_remote_decode":false,"remote_engine_id":"e1","remote_block_ids":[1,2],"remote_host":"10.0.1.1","remote_port":5600}`
+	p := newPDFake(t, answerJSON(`{"id":"p","choices":[{"message":{"content":"x"}}],"kv_transfer_params":`+params+`}`))
+	d := newPDFake(t, answerJSON(decodeAnswer))
+	g := newPDGateway(t, []*pdFake{p}, []*pdFake{d}, map[string]string{worker.LabelKVConnector: "NixlConnector"})
+	resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"x"}],"stream":false,"stream_options":{"include_usage":true},"max_tokens":50}`)
+	if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") {
+		t.Fatalf("got %d %s", resp.StatusCode(), resp.Body())
+	}
+	pb, db := p.received(), d.received()
+	if len(pb) != 1 || len(db) != 1 {
+		t.Fatalf("prefill %d decode %d requests", len(pb), len(db))
+	}
+	kv := pb[0]["kv_transfer_params"].(map[string]any)
+	if kv["do_remote_decode"] != true || pb[0]["max_tokens"] != float64(1) || pb[0]["max_completion_tokens"] != float64(1) || pb[0]["stream"] != false {
+		t.Fatalf("prefill body %v", pb[0])
+	}
+	if _, ok := pb[0]["stream_options"]; ok {
+		t.Fatalf("prefill body keeps stream_options: %v", pb[0])
+	}
+	got, _ := json.Marshal(db[0]["kv_transfer_params"])
+	var want map[string]any
+	_ = json.Unmarshal([]byte(params), &want)
+	wantJSON, _ := json.Marshal(want)
+	if string(got) != string(wantJSON) || db[0]["max_tokens"] != float64(50) {
+		t.Fatalf("decode body %v: want the prefill's kv_transfer_params and the client's max_tokens", db[0])
+	}
+
+	// /generate is not vLLM's API.
+	resp = g.do("POST", "/generate", `{"text":"x"}`)
+	if resp.StatusCode() != 400 || !strings.Contains(string(resp.Body()), "vLLM") {
+		t.Fatalf("/generate to vLLM: %d %s", resp.StatusCode(), resp.Body())
+	}
+	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+func TestPDVLLMPrefillWithoutParamsFails(t *testing.T) {
+	p := newPDFake(t, answerJSON(`{"id":"p","choices":[]}`))
+	d := newPDFake(t, answerJSON(decodeAnswer))
+	g := newPDGateway(t, []*pdFake{p}, []*pdFake{d}, map[string]string{worker.LabelKVConnector: "NixlConnector"})
+	resp := g.do("POST", "/v1/completions", `{"model":"m1","prompt":"x"}`)
+	if resp.StatusCode() != 502 || !strings.Contains(string(resp.Body()), "kv_transfer_params") {
+		t.Fatalf("got %d %s", resp.StatusCode(), resp.Body())
+	}
+	if len(d.received()) != 0 {
+		t.Fatal("the decode worker was asked without the prefill's KV")
+	}
+}
+
+func TestPDReadinessNeedsBothLegs(t *testing.T) {
+	p := newPDFake(t, answerJSON(`{}`))
+	g := newPDGateway(t, []*pdFake{p}, nil, nil)
+	resp := g.do("GET", "/readiness", "")
+	if resp.StatusCode() != 503 || !strings.Contains(string(resp.Body()), "no healthy decode workers") {
+		t.Fatalf("readiness without decode workers: %d %s", resp.StatusCode(), resp.Body())
+	}
+	resp = g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"x"}]}`)
+	if resp.StatusCode() != 503 || !strings.Contains(string(resp.Body()), "no decode worker serves model 'm1'") {
+		t.Fatalf("request without decode workers: %d %s", resp.StatusCode(), resp.Body())
+	}
+	spec := worker.Spec{URL: "http://10.0.2.9:8000", ModelID: "m1", WorkerType: worker.TypeDecode}
+	_ = spec.Normalize()
+	if _, err := g.reg.Add(context.Background(), spec, worker.StatusReady); err != nil {
+		t.Fatal(err)
+	}
+	resp = g.do("GET", "/readiness", "")
+	if resp.StatusCode() != 200 {
+		t.Fatalf("readiness with both legs: %d %s", resp.StatusCode(), resp.Body())
+	}
+	resp = g.do("GET", "/workers", "")
+	var view struct{ Stats map[string]int }
+	_ = json.Unmarshal(resp.Body(), &view)
+	if view.Stats["prefill_workers"] != 1 || view.Stats["decode_workers"] != 1 || view.Stats["regular_workers"] != 0 {
+		t.Fatalf("stats %v", view.Stats)
+	}
+}
+
+func TestPDSGLangStreamsTheDecodeAnswer(t *testing.T) {
+	release := make(chan struct{})
+	p := newPDFake(t, func(_ map[string]any, ctx *fasthttp.RequestCtx) {
+		<-release // the prefill finishes after the decode stream has started
+		ctx.SetBodyString(`{}`)
+	})
+	d := newPDFake(t, func(_ map[string]any, ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/event-stream")
+		ctx.SetBodyString("data: {\"choices\":[{\"delta\":{\"content\":\"from decode\"}}]}\n\ndata: [DONE]\n\n")
+	})
+	g := newPDGateway(t, []*pdFake{p}, []*pdFake{d}, nil)
+	resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"x"}],"stream":true}`)
+	if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") || !strings.HasSuffix(string(resp.Body()), "data: [DONE]\n\n") {
+		t.Fatalf("got %d %q", resp.StatusCode(), resp.Body())
+	}
+	pw := g.reg.Current().Workers[0]
+	if pw.Type() != worker.TypePrefill || pw.InFlight.Load() != 1 {
+		t.Fatalf("the unfinished prefill must still count on its worker: %s in flight %d", pw.Type(), pw.InFlight.Load())
+	}
+	close(release)
+	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
