@@ -19,6 +19,18 @@ const (
 	DialectVLLM Dialect = "vllm"
 )
 
+// Role is a worker's part in prefill-decode disaggregation (pd.go, doc.go).
+type Role string
+
+const (
+	// RoleUnified (the default) is an ordinary engine: it ignores every PD field.
+	RoleUnified Role = ""
+	// RolePrefill computes prompts and publishes their KV on the fleet's rendezvous.
+	RolePrefill Role = "prefill"
+	// RoleDecode fetches a prompt's KV from its prefill's rendezvous, then generates.
+	RoleDecode Role = "decode"
+)
+
 // Mode selects how a worker produces tokens.
 type Mode string
 
@@ -56,6 +68,10 @@ const (
 	DefaultDecodeBase   = 8 * time.Millisecond
 	DefaultDecodePerReq = 100 * time.Microsecond
 	DefaultTimeScale    = 1
+	// DefaultBootstrapPort is SGLang's --disaggregation-bootstrap-port default; the command's
+	// --bootstrap-port default (Config.BootstrapPort 0 picks a free port, like Config.Port).
+	DefaultBootstrapPort     = 8998
+	DefaultKVTransferTimeout = 10 * time.Second
 )
 
 // Config describes a fleet of mock workers. The zero value of every field means its default.
@@ -109,6 +125,22 @@ type Config struct {
 	TimeScale float64
 	// Seed makes the random choices (AdminConfig.FailureRate) repeatable. Default 0.
 	Seed uint64
+
+	// Prefill-decode disaggregation (pd.go, doc.go's "Prefill-decode roles").
+
+	// Role is "" (a unified engine), "prefill" or "decode". Default "".
+	Role Role
+	// BootstrapPort is, for a prefill fleet, the port of its KV rendezvous on Host (one
+	// listener per fleet; 0 picks a free one: read Fleet.BootstrapPort); for a decode fleet,
+	// the port it contacts when a request's bootstrap_port is null (SGLang's default port).
+	// Default 0 here; cmd/mockworker defaults to DefaultBootstrapPort (8998).
+	BootstrapPort int
+	// KVEngineID is the vLLM engine id a prefill reports as remote_engine_id. Default: the
+	// worker's id; with Count > 1, worker i reports "<KVEngineID>-<i>".
+	KVEngineID string
+	// KVTransferTimeout is how long a decode waits for its prefill's KV and how long a
+	// prefill's rendezvous keeps an unclaimed KV entry. Default 10s.
+	KVTransferTimeout time.Duration
 }
 
 // withDefaults returns c with every zero field replaced by its default.
@@ -160,6 +192,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TimeScale == 0 {
 		c.TimeScale = DefaultTimeScale
+	}
+	if c.KVTransferTimeout == 0 {
+		c.KVTransferTimeout = DefaultKVTransferTimeout
 	}
 	return c
 }
@@ -214,6 +249,18 @@ func (c Config) Validate() error {
 	}
 	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 0) {
 		errs = append(errs, fmt.Errorf("time scale %v: use a positive factor (10 runs the model 10× faster)", c.TimeScale))
+	}
+	if c.Role != RoleUnified && c.Role != RolePrefill && c.Role != RoleDecode {
+		errs = append(errs, fmt.Errorf("role %q (--role): use \"\" (unified), %q or %q", c.Role, RolePrefill, RoleDecode))
+	}
+	if c.BootstrapPort < 0 || c.BootstrapPort > 65535 {
+		errs = append(errs, fmt.Errorf("bootstrap port %d (--bootstrap-port): use 0 (a free port) or 1..65535", c.BootstrapPort))
+	}
+	if c.KVTransferTimeout < 0 {
+		errs = append(errs, fmt.Errorf("kv transfer timeout %v (--kv-transfer-timeout-ms): use a positive duration", c.KVTransferTimeout))
+	}
+	if strings.ContainsAny(c.KVEngineID, "\"\\\r\n") {
+		errs = append(errs, errors.New("kv engine id (--kv-engine-id): remove quotes, backslashes and line breaks"))
 	}
 	if strings.ContainsAny(c.WorkerIDPrefix, "\r\n") {
 		errs = append(errs, errors.New("worker id prefix: remove line breaks (it is sent as a header)"))

@@ -12,8 +12,9 @@
 // cmd/mockworker wraps this library (flags named after the Config fields: --host, --port,
 // --count, --model, --dialect, --mode, --output-tokens, --token-interval-ms, --kv-tokens,
 // --block-size, --max-running, --prefill-tps, --chunked-prefill-size, --decode-base-ms,
-// --decode-per-req-ms, --time-scale, --seed, --server, --event-loops, --worker-id-prefix).
-// It prints one line per worker once listening:
+// --decode-per-req-ms, --time-scale, --seed, --server, --event-loops, --worker-id-prefix,
+// --role, --bootstrap-port, --kv-engine-id, --kv-transfer-timeout-ms).
+// It prints one line per worker once listening (a PD role adds ", role R, bootstrap port P"):
 //
 //	mockworker: worker 0 listening on http://127.0.0.1:18000 (model M, dialect sglang)
 //
@@ -110,6 +111,71 @@
 // (tokens), and the histograms vllm:time_to_first_token_seconds and
 // vllm:inter_token_latency_seconds with vLLM's buckets, in wall-clock seconds (model time
 // divided by TimeScale), filled in engine mode.
+//
+// # Prefill-decode roles
+//
+// Config.Role (--role) makes a fleet the prefill or the decode half of prefill-decode
+// disaggregation (PD), in either dialect and mode, so that a gateway's PD mode can be tested:
+// a gateway bug shows as an error at the mock, never as a silent success. The default role
+// "" is a unified engine that ignores every PD field (its path is unchanged and allocation
+// free). The prefill publishes a record of the KV it computed (a fingerprint of the prompt's
+// text and token ids, its prompt token count and, for vLLM, its engine id and block ids) on
+// its fleet's KV rendezvous; the decode fetches and claims it over HTTP before generating.
+//
+//   - Config.BootstrapPort (--bootstrap-port; the command's default is 8998, SGLang's
+//     --disaggregation-bootstrap-port; the library's 0 picks a free port, read it from
+//     Fleet.BootstrapPort): a prefill fleet's rendezvous listens on Host:BootstrapPort, one
+//     listener shared by its workers. A decode asks this port when a request's
+//     bootstrap_port is null.
+//   - Config.KVEngineID (--kv-engine-id): the remote_engine_id a vLLM prefill reports;
+//     default the worker id (with Count > 1 and an id given, worker i reports "<id>-<i>").
+//   - Config.KVTransferTimeout (--kv-transfer-timeout-ms, default 10 s): how long a decode
+//     waits for its record, and how long a rendezvous keeps a record, claimed or not (a
+//     sweeper drops it then: Fleet.KVEntries counts what is held).
+//
+// SGLang dialect, all three generation routes. The gateway sends the same body to both
+// workers at once, with "bootstrap_host" (the prefill worker's host), "bootstrap_port" (an
+// integer or null) and "bootstrap_room" (an integer in 0..2^63-1). Both roles answer 400
+// when one is missing or mistyped. The prefill also answers 400 when bootstrap_host is not
+// its listening host, bootstrap_port is neither null nor its rendezvous port, or the room was
+// already published; otherwise it computes the prompt (engine mode: its prefill in the
+// engine model; instant: nothing), publishes the record under the room at its first token,
+// and answers that one token like any request (streamed if asked). The decode asks
+// bootstrap_host:(bootstrap_port, or its own BootstrapPort when null) for the room, waiting
+// up to KVTransferTimeout for the prefill (it may come first), then generates the answer
+// with the prompt counted as computed (engine mode: no prefill cost, the whole prompt
+// reported as cached_tokens). A decode's failure is a 500 with the error type
+// "kv_transfer_error": "KV transfer mismatch for bootstrap_room N: the prefill worker ...
+// saw a different prompt", "... already claimed by another decode" (a room serves one
+// request), "KV transfer for bootstrap_room N timed out after 10s: no prefill arrived",
+// "... cannot reach the prefill's bootstrap server at H:P" (refused, or not a rendezvous).
+//
+// vLLM dialect, /v1/chat/completions and /v1/completions, the sequential protocol of vLLM's
+// NixlConnector proxy. The prefill request carries "kv_transfer_params" with
+// "do_remote_decode": true, "stream" false (or absent) and max tokens 1 (chat: whichever of
+// max_completion_tokens and max_tokens the mock reads first, so send both as 1); anything
+// else is a 400 naming the problem. The prefill answers one token plus a top-level
+//
+//	"kv_transfer_params":{"do_remote_prefill":true,"do_remote_decode":false,
+//	  "remote_engine_id":E,"remote_block_ids":[...],"remote_host":H,"remote_port":P,
+//	  "remote_request_id":X,"tp_size":1}
+//
+// with H the worker's host, P its rendezvous port, X a fresh transfer id and one block id per
+// BlockSize prompt tokens. The decode request is the client's own (streamed or not, its own
+// maximum) with that object as its kv_transfer_params, unchanged; the decode needs
+// do_remote_prefill true and every remote_* field, fetches X from H:P and also checks
+// remote_engine_id and remote_block_ids against the record. Errors as for SGLang, naming
+// "remote_request_id X". Each dialect speaks only its own protocol: the other's fields
+// alone are a 400 that says so.
+//
+// Each PD worker counts its requests in Worker.PDStats and in /metrics as
+// mockworker_pd_requests_total{model_name,role,result} with result ok, rejected (400),
+// timeout, mismatch or unreachable; a decode also remembers its last 1024 fetches (key,
+// rendezvous address, result) in Worker.PDTransfers. The rendezvous is a small net/http
+// server: GET /kv/{key}?wait_ms=N answers the record and claims it (200), or 404 when none
+// came in time, or 409 when already claimed; each answer has the header x-mock-rendezvous.
+// A decode waits on its own goroutine (the gnet event loop never blocks), and a decode
+// waiting when its fleet closes, or whose client hangs up, gives up at once.
 //
 // # Faults
 //

@@ -62,6 +62,8 @@ type seq struct {
 	private   int // private blocks held
 	lastToken time.Duration
 	done      bool // finished or cancelled; holds nothing
+	// remote: the prompt's KV came from a prefill worker (PD decode): admitted as computed.
+	remote bool
 
 	sink *tokenSink // where the driver publishes tokens; nil in unit tests
 }
@@ -155,6 +157,11 @@ func (e *engine) admit(start time.Duration) {
 		s.cached = min(matched*e.p.blockSize, s.promptTokens-1)
 		s.cached = max(s.cached, 0)
 		s.prefilled = s.cached
+		if s.remote {
+			// The transferred KV is the whole prompt, named in the cache like a computed one.
+			s.cached, s.prefilled = s.promptTokens, s.promptTokens
+			e.completePrefill(s)
+		}
 		e.promptTokens += uint64(s.promptTokens)
 		e.cachedTokens += uint64(s.cached)
 		e.running = append(e.running, s)

@@ -18,6 +18,7 @@ type Fleet struct {
 	closeOnce sync.Once
 	closeErr  error
 	engines   sync.WaitGroup // engine drivers (engine mode)
+	pd        *pdShared      // PD roles: the rendezvous (prefill) or KV client (decode)
 }
 
 // server is an HTTP implementation under the workers (gnet or fasthttp).
@@ -37,9 +38,24 @@ func Start(cfg Config) (*Fleet, error) {
 	cfg = cfg.withDefaults()
 	f := &Fleet{cfg: cfg, done: make(chan struct{})}
 	lns := make([]net.Listener, 0, cfg.Count)
+	f.pd = &pdShared{bootstrapPort: cfg.BootstrapPort}
+	switch cfg.Role {
+	case RolePrefill:
+		rv, err := startRendezvous(net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.BootstrapPort)), cfg.KVTransferTimeout, f.done)
+		if err != nil {
+			return nil, fmt.Errorf("cannot listen for the KV rendezvous (--bootstrap-port): %w", err)
+		}
+		f.pd.rv, f.pd.bootstrapPort = rv, rv.port()
+	case RoleDecode:
+		f.pd.client = newKVClient()
+	}
 	closeAll := func() {
 		for _, ln := range lns {
 			_ = ln.Close()
+		}
+		if f.pd.rv != nil {
+			close(f.done)
+			_ = f.pd.rv.close()
 		}
 	}
 	born := time.Now().Unix()
@@ -54,7 +70,9 @@ func Start(cfg Config) (*Fleet, error) {
 			return nil, fmt.Errorf("cannot listen for worker %d: %w", i, err)
 		}
 		lns = append(lns, ln)
-		f.workers = append(f.workers, newWorker(i, ln.Addr().String(), &f.cfg, born))
+		w := newWorker(i, ln.Addr().String(), &f.cfg, born)
+		w.pdf = f.pd
+		f.workers = append(f.workers, w)
 	}
 	if cfg.Mode == ModeEngine {
 		for _, w := range f.workers {
@@ -70,7 +88,9 @@ func Start(cfg Config) (*Fleet, error) {
 	}
 	if err := f.server.serve(f.workers, lns); err != nil {
 		closeAll()
-		close(f.done)
+		if f.pd.rv == nil {
+			close(f.done)
+		}
 		f.engines.Wait()
 		return nil, fmt.Errorf("cannot start the %s server: %w", cfg.Server, err)
 	}
@@ -101,6 +121,19 @@ func (f *Fleet) URLs() []string {
 // Config returns the fleet's configuration with defaults applied.
 func (f *Fleet) Config() Config { return f.cfg }
 
+// BootstrapPort is the port of a prefill fleet's KV rendezvous (its bound port when
+// Config.BootstrapPort was 0), or for any other fleet the configured Config.BootstrapPort.
+func (f *Fleet) BootstrapPort() int { return f.pd.bootstrapPort }
+
+// KVEntries is the number of keys a prefill fleet's rendezvous holds: records not yet
+// expired (claimed or not) and keys decodes are waiting for. 0 for other fleets.
+func (f *Fleet) KVEntries() int {
+	if f.pd.rv == nil {
+		return 0
+	}
+	return f.pd.rv.size()
+}
+
 // Close stops every worker: listeners close, in-flight streams, delays and hangs are cut
 // short, connections are dropped. It waits for the fleet's goroutines and is idempotent.
 func (f *Fleet) Close() error {
@@ -108,6 +141,12 @@ func (f *Fleet) Close() error {
 		close(f.done)
 		f.closeErr = f.server.close()
 		f.engines.Wait()
+		if f.pd.rv != nil {
+			f.closeErr = errors.Join(f.closeErr, f.pd.rv.close())
+		}
+		if f.pd.client != nil {
+			f.pd.client.close()
+		}
 	})
 	return f.closeErr
 }

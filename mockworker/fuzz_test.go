@@ -3,6 +3,7 @@ package mockworker
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"testing"
 	"time"
 
@@ -122,6 +123,60 @@ func FuzzParseAdminConfig(f *testing.F) {
 		back, err := parseAdminConfig(&p, appendAdminConfig(nil, c), AdminConfig{})
 		if err != nil || back != c {
 			t.Fatalf("round trip %+v -> %+v, %v", c, back, err)
+		}
+	})
+}
+
+// FuzzParsePD: the PD parser of every dialect and role never panics; what it accepts is in
+// range, and a vLLM prefill's kv_transfer_params render as valid JSON.
+func FuzzParsePD(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt":"x","bootstrap_host":"127.0.0.1","bootstrap_port":null,"bootstrap_room":9223372036854775807}`,
+		`{"text":"x","bootstrap_host":"127.0.0.1","bootstrap_port":8998,"bootstrap_room":0}`,
+		`{"prompt":"x","bootstrap_host":"h","bootstrap_port":70000,"bootstrap_room":9223372036854775808}`,
+		`{"prompt":"x","bootstrap_host":"","bootstrap_port":"1","bootstrap_room":1.5}`,
+		`{"prompt":"x","max_tokens":1,"stream":false,"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null}}`,
+		`{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":1,"kv_transfer_params":{"do_remote_decode":true}}`,
+		`{"prompt":"x","kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e","remote_block_ids":[0,1],"remote_host":"127.0.0.1","remote_port":8998,"remote_request_id":"r\""}}`,
+		`{"prompt":"x","kv_transfer_params":{"do_remote_prefill":true,"remote_block_ids":[-1,"a"],"remote_port":0}}`,
+		`{"prompt":"x","kv_transfer_params":[]}`, `{"prompt":"x"}`,
+	} {
+		for k := range 12 {
+			f.Add(uint8(k), []byte(s))
+		}
+	}
+	var p fastjson.Parser
+	workers := map[[2]uint8]*Worker{}
+	for d, dialect := range []Dialect{DialectSGLang, DialectVLLM} {
+		for r, role := range []Role{RolePrefill, RoleDecode} {
+			cfg := Config{Dialect: dialect, Role: role, KVEngineID: "e"}.withDefaults()
+			w := newWorker(0, "127.0.0.1:1", &cfg, 0)
+			w.pdf = &pdShared{bootstrapPort: 8998}
+			workers[[2]uint8{uint8(d), uint8(r)}] = w
+		}
+	}
+	f.Fuzz(func(t *testing.T, k uint8, body []byte) {
+		w := workers[[2]uint8{k % 2, k / 2 % 2}]
+		req, pd, err := w.parsePD(&p, genKind(k/4%3), body, nil, nil)
+		if err != nil {
+			return
+		}
+		if req.promptTokens < 0 || pd.key == "" || pd.rec.Fingerprint == "" {
+			t.Fatalf("insane PD request %+v %+v", req, pd)
+		}
+		if pd.decode {
+			if host, port, err := net.SplitHostPort(pd.addr); err != nil || host == "" || port == "0" {
+				t.Fatalf("decode address %q from %q", pd.addr, body)
+			}
+			for _, id := range pd.rec.BlockIDs {
+				if id < 0 {
+					t.Fatalf("negative block id from %q", body)
+				}
+			}
+			return
+		}
+		if w.cfg.Dialect == DialectVLLM && !json.Valid(w.appendKVParams(nil, pd)) {
+			t.Fatalf("invalid kv_transfer_params for %q", body)
 		}
 	})
 }

@@ -44,6 +44,13 @@ func newWorkerMetrics(w *Worker) *workerMetrics {
 		gauge("sglang:gen_throughput", func(l loadReport) float64 { return l.genThroughput })
 		gauge("sglang:cache_hit_rate", func(l loadReport) float64 { return l.cacheHitRate })
 	}
+	if w.cfg.Role != RoleUnified {
+		// mockworker_pd_requests_total{role,result}: the counts of Worker.PDStats.
+		for i, res := range pdResultNames {
+			name := `mockworker_pd_requests_total{model_name="` + escapeLabel(w.cfg.Model) + `",role="` + string(w.cfg.Role) + `",result="` + res + `"}`
+			m.set.NewGauge(name, func() float64 { return float64(w.pdCount[i].Load()) })
+		}
+	}
 	return m
 }
 

@@ -61,17 +61,23 @@ func parseGenRequest(p *fastjson.Parser, kind genKind, body, scratch []byte, idS
 	if err != nil {
 		return r, fmt.Errorf("request body is not valid JSON: %w", err)
 	}
+	return r, r.read(v)
+}
+
+// read fills r from the parsed body v.
+func (r *genRequest) read(v *fastjson.Value) error {
 	if v.Type() != fastjson.TypeObject {
-		return r, errNotObject
+		return errNotObject
 	}
 	if s := v.Get("stream"); s != nil && s.Type() != fastjson.TypeNull {
 		b, err := s.Bool()
 		if err != nil {
-			return r, errBadStreamField
+			return errBadStreamField
 		}
 		r.stream = b
 	}
-	switch kind {
+	var err error
+	switch r.kind {
 	case kindChat:
 		err = r.readChat(v)
 	case kindCompletion:
@@ -80,10 +86,10 @@ func parseGenRequest(p *fastjson.Parser, kind genKind, body, scratch []byte, idS
 		err = r.readGenerate(v)
 	}
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.promptTokens = (len(r.prompt)+bytesPerToken-1)/bytesPerToken + r.inputIDs
-	return r, nil
+	return nil
 }
 
 func (r *genRequest) readChat(v *fastjson.Value) error {

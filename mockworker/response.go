@@ -24,6 +24,8 @@ type answer struct {
 	cachedTokens int
 	outputTokens int
 	includeUsage bool
+	// kvParams, for a vLLM prefill, is the kv_transfer_params object its answer returns.
+	kvParams []byte
 }
 
 func (a *answer) appendUsage(dst []byte) []byte {
@@ -88,6 +90,10 @@ func (a *answer) appendBody(dst []byte) []byte {
 		dst = a.appendText(dst, a.outputTokens)
 		dst = append(dst, `",`...)
 		dst = a.appendMetaInfo(dst, a.outputTokens, true)
+	}
+	if a.kvParams != nil {
+		dst = append(dst, `,"kv_transfer_params":`...)
+		dst = append(dst, a.kvParams...)
 	}
 	return append(dst, '}')
 }

@@ -119,6 +119,10 @@ func (s *fasthttpServer) send(ctx *fasthttp.RequestCtx, w *Worker, r *reply) {
 		closing()
 		return
 	}
+	if r.pd != nil && r.pd.decode && !w.resolvePD(r, s.done, nil) {
+		closing()
+		return
+	}
 	ctx.SetStatusCode(r.status)
 	ctx.SetContentType(r.contentType)
 	if r.answer == nil {

@@ -290,6 +290,9 @@ func (a *asyncAnswer) run() {
 	if r.delay > 0 && !sleepUntil2(done, gone, time.Now().Add(r.delay)) {
 		return
 	}
+	if r.pd != nil && r.pd.decode && !w.resolvePD(r, done, gone) {
+		return
+	}
 	if r.answer == nil {
 		out := w.appendHead(nil, r, a.requestID, a.keepAlive, a.head)
 		if !a.head {

@@ -72,7 +72,11 @@ func (w *Worker) startSource(r *reply) tokenSource {
 	if r.seq != nil {
 		// fits was checked when the request was parsed, so submit cannot fail.
 		_ = w.engine.submit(r.seq)
-		return &engineSource{d: w.engine, s: r.seq}
+		src := &engineSource{d: w.engine, s: r.seq}
+		if r.pd != nil && !r.pd.decode {
+			return &publishingSource{tokenSource: src, w: w, pd: r.pd}
+		}
+		return src
 	}
 	admin := w.admin.Load()
 	interval := w.cfg.TokenInterval

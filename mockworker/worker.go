@@ -3,6 +3,7 @@ package mockworker
 import (
 	"bytes"
 	"math"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,8 +30,14 @@ type Worker struct {
 	served  atomic.Uint64
 	engine  *engineDriver // nil in instant mode
 	metrics *workerMetrics
-	parsers fastjson.ParserPool
-	scratch sync.Pool // *parseScratch
+	// PD roles (pd.go); unused by a unified worker.
+	host       string    // the listening host (addr without the port)
+	pdf        *pdShared // the fleet's rendezvous or KV client
+	kvEngineID string    // the vLLM engine id a prefill reports
+	pdCount    [pdResults]atomic.Uint64
+	pdLog      pdLog
+	parsers    fastjson.ParserPool
+	scratch    sync.Pool // *parseScratch
 }
 
 // parseScratch holds the prompt text and token ids of one request while it is parsed.
@@ -45,6 +52,14 @@ func newWorker(index int, addr string, cfg *Config, born int64) *Worker {
 	w.id = addr
 	if cfg.WorkerIDPrefix != "" {
 		w.id = cfg.WorkerIDPrefix + strconv.Itoa(index)
+	}
+	w.host, _, _ = net.SplitHostPort(addr)
+	w.kvEngineID = w.id
+	if cfg.KVEngineID != "" {
+		w.kvEngineID = cfg.KVEngineID
+		if cfg.Count > 1 {
+			w.kvEngineID += "-" + strconv.Itoa(index)
+		}
 	}
 	w.admin.Store(&adminState{since: time.Now()})
 	w.metrics = newWorkerMetrics(w)
@@ -143,12 +158,15 @@ type reply struct {
 	// tracked: a generation request; the transport calls Worker.finish exactly once when the
 	// response is complete or abandoned.
 	tracked bool
+	// pd, on a PD worker: a decode's KV to fetch before the answer starts (resolvePD), or an
+	// engine-mode prefill's KV to publish at its first token (publishingSource).
+	pd *pdState
 }
 
 // waits reports whether the answer cannot be written at once.
 func (r *reply) waits(tokenInterval time.Duration) bool {
 	return r.delay > 0 || r.fault.hang || r.fault.slowTTFT > 0 || r.seq != nil ||
-		(r.stream && tokenInterval > 0)
+		(r.stream && tokenInterval > 0) || r.pd != nil
 }
 
 const (
@@ -258,10 +276,21 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	}
 	defer w.scratch.Put(sp)
 	p := w.parsers.Get()
-	req, err := parseGenRequest(p, kind, ex.body, sp.text, sp.ids)
+	var (
+		req genRequest
+		pd  *pdState
+	)
+	if w.cfg.Role == RoleUnified {
+		req, err = parseGenRequest(p, kind, ex.body, sp.text, sp.ids)
+	} else {
+		req, pd, err = w.parsePD(p, kind, ex.body, sp.text, sp.ids)
+	}
 	w.parsers.Put(p)
 	sp.text, sp.ids = req.prompt[:0], req.ids[:0]
 	if err != nil {
+		if w.cfg.Role != RoleUnified {
+			w.countPD(pdRejected)
+		}
 		br := badRequest(dst, err)
 		br.tracked = true
 		return br
@@ -277,6 +306,20 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	}
 	if a.outputTokens == 0 {
 		a.outputTokens = w.cfg.OutputTokens
+	}
+	var kvParams []byte // kept apart from a: a.id may point at the stack
+	if pd != nil {
+		// A prefill answers one token, whatever the maximum: the decode generates the rest.
+		if !pd.decode {
+			a.outputTokens = 1
+		}
+		kv, ok := w.preparePD(pd, &r, dst)
+		if !ok {
+			w.countPD(pdRejected)
+			r.tracked = true
+			return r
+		}
+		a.kvParams, kvParams = kv, kv
 	}
 	var idBuf [48]byte
 	id := a.appendID(idBuf[:0], w, req.rid)
@@ -298,7 +341,7 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	r.status = 200
 	// An answer that is streamed, computed by the engine, slow to start or cut is rendered by
 	// the transport as its tokens come.
-	if req.stream || r.seq != nil || f.slowTTFT > 0 || (f.abort && f.abortAfter < a.outputTokens) {
+	if req.stream || r.seq != nil || r.pd != nil || f.slowTTFT > 0 || (f.abort && f.abortAfter < a.outputTokens) {
 		// The answer outlives this call: it gets its own copy.
 		r.answer = &answer{
 			kind:         kind,
@@ -308,6 +351,7 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 			promptTokens: a.promptTokens,
 			outputTokens: a.outputTokens,
 			includeUsage: a.includeUsage,
+			kvParams:     kvParams,
 		}
 		r.stream, r.body = req.stream, dst
 		r.contentType = contentJSON

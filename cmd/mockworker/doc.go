@@ -2,11 +2,18 @@
 //
 //	mockworker --host 127.0.0.1 --port 18000 --count 4 --model M --dialect sglang
 //	mockworker --port 0 --count 3 --mode engine --time-scale 10 --seed 1
+//	mockworker --host 127.0.0.11 --port 18000 --role prefill --bootstrap-port 8998
+//	mockworker --host 127.0.0.12 --port 18000 --role decode --kv-transfer-timeout-ms 10000
 //
 // It prints one line per worker once listening, so that a parent process can wait for
 // readiness and learn the ports (--port 0 picks free ones):
 //
 //	mockworker: worker 0 listening on http://127.0.0.1:18000 (model M, dialect sglang)
+//
+// With --role prefill or decode the line also names the role and the bootstrap port (a
+// prefill's bound rendezvous port, which --bootstrap-port 0 picks; a decode's default):
+//
+//	mockworker: worker 0 listening on http://127.0.0.11:18000 (model M, dialect sglang, role prefill, bootstrap port 8998)
 //
 // then serves until SIGINT or SIGTERM, closes the fleet and exits 0. A bad flag exits 2 with
 // a message naming the flag; a fleet that cannot start (a port in use) exits 1.

@@ -13,6 +13,8 @@ func FuzzParseFlags(f *testing.F) {
 		"--mode engine --time-scale 100 --seed 7 --kv-tokens 4096 --block-size 16",
 		"--token-interval-ms 2.5 --decode-base-ms 1 --decode-per-req-ms 0.01",
 		"--dialect vllm --server fasthttp --event-loops 2",
+		"--role prefill --bootstrap-port 0 --kv-engine-id e --kv-transfer-timeout-ms 200",
+		"--role decode --bootstrap-port 8998", "--role x", "--kv-transfer-timeout-ms 1e300",
 		"--port -1", "--count x", "stray", "--prefill-tps NaN", "--time-scale +Inf",
 	} {
 		f.Add(s)

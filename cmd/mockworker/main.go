@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,9 +35,13 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 		return 1
 	}
 	cfg = fleet.Config()
+	pd := ""
+	if cfg.Role != mockworker.RoleUnified {
+		pd = fmt.Sprintf(", role %s, bootstrap port %d", cfg.Role, fleet.BootstrapPort())
+	}
 	for i, w := range fleet.Workers() {
-		fmt.Fprintf(stdout, "mockworker: worker %d listening on %s (model %s, dialect %s)\n",
-			i, w.URL(), cfg.Model, cfg.Dialect)
+		fmt.Fprintf(stdout, "mockworker: worker %d listening on %s (model %s, dialect %s%s)\n",
+			i, w.URL(), cfg.Model, cfg.Dialect, pd)
 	}
 	if stop == nil {
 		sig := make(chan os.Signal, 1)
@@ -56,6 +61,8 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	var (
 		cfg                   mockworker.Config
 		dialect, server, mode string
+		role                  string
+		kvTransferTimeoutMS   float64
 		tokenIntervalMS       float64
 		decodeBaseMS          float64
 		decodePerReqMS        float64
@@ -82,6 +89,10 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	fs.Float64Var(&decodePerReqMS, "decode-per-req-ms", ms(mockworker.DefaultDecodePerReq), "engine: time a step adds per sequence in the batch, ms")
 	fs.Float64Var(&cfg.TimeScale, "time-scale", mockworker.DefaultTimeScale, "engine: run the model this many times faster than real time")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random choices (admin failure_rate)")
+	fs.StringVar(&role, "role", "", `prefill-decode role: "" (unified), prefill or decode`)
+	fs.IntVar(&cfg.BootstrapPort, "bootstrap-port", mockworker.DefaultBootstrapPort, "prefill: port of the fleet's KV rendezvous (0: a free port); decode: the port asked when bootstrap_port is null")
+	fs.StringVar(&cfg.KVEngineID, "kv-engine-id", "", "vLLM prefill: the remote_engine_id reported (default: the worker id; with --count > 1, <id>-<i>)")
+	fs.Float64Var(&kvTransferTimeoutMS, "kv-transfer-timeout-ms", ms(mockworker.DefaultKVTransferTimeout), "how long a decode waits for its prefill's KV and a prefill keeps an unclaimed one, ms")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -94,6 +105,8 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	cfg.DecodePerReq = time.Duration(decodePerReqMS * float64(time.Millisecond))
 	cfg.Server = mockworker.ServerKind(server)
 	cfg.TokenInterval = time.Duration(tokenIntervalMS * float64(time.Millisecond))
+	cfg.Role = mockworker.Role(role)
+	cfg.KVTransferTimeout = time.Duration(kvTransferTimeoutMS * float64(time.Millisecond))
 	checks := []struct {
 		flag string
 		bad  bool
@@ -115,6 +128,10 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 		{"--decode-base-ms", !(decodeBaseMS > 0), "use a positive number"},
 		{"--decode-per-req-ms", !(decodePerReqMS > 0), "use a positive number"},
 		{"--time-scale", !(cfg.TimeScale > 0) || math.IsInf(cfg.TimeScale, 0), "use a positive factor"},
+		{"--role", cfg.Role != mockworker.RoleUnified && cfg.Role != mockworker.RolePrefill && cfg.Role != mockworker.RoleDecode, `use "" (unified), prefill or decode`},
+		{"--bootstrap-port", cfg.BootstrapPort < 0 || cfg.BootstrapPort > 65535, "use 0 (a free port) or 1..65535"},
+		{"--kv-transfer-timeout-ms", !(kvTransferTimeoutMS >= 1) || kvTransferTimeoutMS > 1e9, "use a positive number of ms (at least 1)"},
+		{"--kv-engine-id", strings.ContainsAny(cfg.KVEngineID, "\"\\\r\n"), "remove quotes, backslashes and line breaks"},
 		{"--model", cfg.Model == "", "name a model"},
 		{"--host", cfg.Host == "", "name an address such as 127.0.0.1"},
 	}

@@ -107,6 +107,10 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--decode-per-req-ms", "-1"}, "--decode-per-req-ms"},
 		{[]string{"--time-scale", "0"}, "--time-scale"},
 		{[]string{"--count", "many"}, "-count"},
+		{[]string{"--role", "both"}, "--role"},
+		{[]string{"--bootstrap-port", "70000"}, "--bootstrap-port"},
+		{[]string{"--kv-transfer-timeout-ms", "0"}, "--kv-transfer-timeout-ms"},
+		{[]string{"--kv-engine-id", `a"b`}, "--kv-engine-id"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"stray"}, "stray"},
 	} {
@@ -148,5 +152,61 @@ func TestRunServesUntilStopped(t *testing.T) {
 	stop <- syscall.SIGTERM
 	if code := <-exit; code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+}
+
+var pdReadyLine = regexp.MustCompile(`^mockworker: worker 0 listening on (http://[0-9.]+:\d+) \(model \S+, dialect sglang, role (\w+), bootstrap port (\d+)\)$`)
+
+// startRun runs the command with args until the test ends and returns its first ready line's
+// submatches (pdReadyLine).
+func startRun(t *testing.T, args ...string) []string {
+	t.Helper()
+	stop := make(chan os.Signal)
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	exit := make(chan int)
+	go func() {
+		exit <- run(args, pw, &stderr, stop)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		stop <- syscall.SIGTERM
+		if code := <-exit; code != 0 {
+			t.Errorf("%v: exit %d, stderr %s", args, code, stderr.String())
+		}
+	})
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() {
+		t.Fatalf("%v: no ready line: %v", args, sc.Err())
+	}
+	m := pdReadyLine.FindStringSubmatch(sc.Text())
+	if m == nil {
+		t.Fatalf("line %q", sc.Text())
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	return m
+}
+
+// TestRunPD: a prefill and a decode command serve one disaggregated request.
+func TestRunPD(t *testing.T) {
+	p := startRun(t, "--host", "127.0.0.11", "--role", "prefill", "--bootstrap-port", "0")
+	if p[2] != "prefill" || p[3] == "0" {
+		t.Fatalf("prefill line %q", p[0])
+	}
+	d := startRun(t, "--host", "127.0.0.12", "--role", "decode", "--bootstrap-port", p[3], "--kv-transfer-timeout-ms", "5000")
+	if d[2] != "decode" || d[3] != p[3] {
+		t.Fatalf("decode line %q", d[0])
+	}
+	body := `{"text":"hello","sampling_params":{"max_new_tokens":2},"bootstrap_host":"127.0.0.11","bootstrap_port":null,"bootstrap_room":42}`
+	for _, u := range []string{p[1], d[1]} {
+		resp, err := http.Post(u+"/generate", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", u, resp.StatusCode, b)
+		}
 	}
 }
