@@ -173,7 +173,8 @@
 // timeout, mismatch or unreachable; a decode also remembers its last 1024 fetches (key,
 // rendezvous address, result) in Worker.PDTransfers. The rendezvous is a small net/http
 // server: GET /kv/{key}?wait_ms=N answers the record and claims it (200), or 404 when none
-// came in time, or 409 when already claimed; each answer has the header x-mock-rendezvous.
+// came in time, 409 when already claimed, 503 when the prefill fleet closed meanwhile (the
+// decode reports that as unreachable); each answer has the header x-mock-rendezvous.
 // A decode waits on its own goroutine (the gnet event loop never blocks), and a decode
 // waiting when its fleet closes, or whose client hangs up, gives up at once.
 //

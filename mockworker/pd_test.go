@@ -1,9 +1,11 @@
 package mockworker
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -367,43 +369,62 @@ func TestPDEntriesExpire(t *testing.T) {
 }
 
 // TestPDCloseWhileWaiting: closing the fleets under a decode waiting for its KV (and the
-// rendezvous handler waiting with it) leaves no goroutine behind.
+// rendezvous handler waiting with it) leaves no goroutine behind; a prefill fleet closing
+// first makes the decode answer 500 at once.
 func TestPDCloseWhileWaiting(t *testing.T) {
-	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		pc := Config{Server: kind, Role: RolePrefill, Host: "127.0.0.11", KVTransferTimeout: time.Hour}
-		pf, err := Start(pc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		df, err := Start(Config{Server: kind, Role: RoleDecode, Host: "127.0.0.12", KVTransferTimeout: time.Hour, BootstrapPort: pf.BootstrapPort()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := net.Dial("tcp", df.Addrs()[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		body := sglangPD(t, "x", rooms.Add(1), "127.0.0.11", nil)
-		if _, err := io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: mock\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the decode to wait at the rendezvous", func() bool { return pf.KVEntries() == 1 })
-		if err := df.Close(); err != nil {
-			t.Fatal(err)
-		}
+	for _, prefillFirst := range []bool{false, true} {
+		t.Run("prefill-first="+strconv.FormatBool(prefillFirst), func(t *testing.T) {
+			forEachServer(t, func(t *testing.T, kind ServerKind) { closeWhileWaiting(t, kind, prefillFirst) })
+		})
+	}
+}
+
+func closeWhileWaiting(t *testing.T, kind ServerKind, prefillFirst bool) {
+	pc := Config{Server: kind, Role: RolePrefill, Host: "127.0.0.11", KVTransferTimeout: time.Hour}
+	pf, err := Start(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	df, err := Start(Config{Server: kind, Role: RoleDecode, Host: "127.0.0.12", KVTransferTimeout: time.Hour, BootstrapPort: pf.BootstrapPort()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", df.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := sglangPD(t, "x", rooms.Add(1), "127.0.0.11", nil)
+	if _, err := io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: mock\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the decode to wait at the rendezvous", func() bool { return pf.KVEntries() == 1 })
+	if prefillFirst {
 		if err := pf.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := df.Workers()[0].Active(); got != 0 {
-			t.Errorf("%d answers still active after Close", got)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); len(ownGoroutines()) > 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("goroutines left after Close:\n%s", strings.Join(ownGoroutines(), "\n\n"))
-			}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantError(t, "prefill closed", resp.StatusCode, string(b), 500, "the prefill fleet is closing")
+	}
+	if err := df.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := df.Workers()[0].Active(); got != 0 {
+		t.Errorf("%d answers still active after Close", got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(ownGoroutines()) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines left after Close:\n%s", strings.Join(ownGoroutines(), "\n\n"))
 		}
-	})
+	}
 }
 
 func TestPDConfig(t *testing.T) {
@@ -429,5 +450,40 @@ func TestPDConfig(t *testing.T) {
 	_, m := do(t, "GET", f.URLs()[0]+"/metrics", "")
 	if strings.Contains(m, "mockworker_pd") {
 		t.Errorf("unified worker exposes PD metrics:\n%s", m)
+	}
+}
+
+// TestPDConcurrent: many pairs at once, over two prefill and two decode workers, each
+// request sent to one of each in either order.
+func TestPDConcurrent(t *testing.T) {
+	for _, mode := range []Mode{ModeInstant, ModeEngine} {
+		t.Run(string(mode), func(t *testing.T) {
+			pf, df := pdFleets(t, Config{Count: 2, Mode: mode, TimeScale: 1000}, 10*time.Second, 10*time.Second)
+			const pairs = 64
+			var wg sync.WaitGroup
+			for i := range pairs {
+				body := mustJSON(t, map[string]any{"prompt": "concurrent " + strconv.Itoa(i), "max_tokens": 2, "stream": i%2 == 0,
+					"bootstrap_host": "127.0.0.11", "bootstrap_port": nil, "bootstrap_room": rooms.Add(1)})
+				for j, u := range []string{pf.URLs()[i%2], df.URLs()[(i/2)%2]} {
+					wg.Go(func() {
+						resp, b := do(t, "POST", u+"/v1/completions", body)
+						if resp.StatusCode != 200 {
+							t.Errorf("pair %d leg %d: %d %s", i, j, resp.StatusCode, b)
+						}
+					})
+				}
+			}
+			wg.Wait()
+			var ok uint64
+			for _, w := range append(pf.Workers(), df.Workers()...) {
+				ok += w.PDStats().OK
+			}
+			if ok != 2*pairs {
+				t.Errorf("%d ok PD requests, want %d", ok, 2*pairs)
+			}
+			if n := pf.KVEntries(); n != pairs {
+				t.Errorf("%d rendezvous entries, want %d claimed records until they expire", n, pairs)
+			}
+		})
 	}
 }

@@ -20,7 +20,8 @@ import (
 // NIXL/Mooncake side channel. One route:
 //
 //	GET /kv/{key}?wait_ms=N  200 the record (and the key is claimed); 404 no record came
-//	                         within N ms; 409 the key was already claimed
+//	                         within N ms; 409 the key was already claimed; 503 the prefill
+//	                         fleet closed while the decode waited
 //
 // Every answer carries x-mock-rendezvous: 1, so that a decode told to fetch from something
 // else (a worker's HTTP port, say) reports it as unreachable rather than as a timeout.
@@ -161,7 +162,12 @@ func (rv *rendezvous) claim(key string, wait time.Duration, cancel <-chan struct
 	if e.waiters == 0 && rv.entries[key] == e {
 		delete(rv.entries, key)
 	}
-	return kvRecord{}, pdTimeout
+	select {
+	case <-rv.done:
+		return kvRecord{}, pdClosed
+	default:
+		return kvRecord{}, pdTimeout
+	}
 }
 
 // sweep drops expired records, claimed or not, so that an unclaimed KV does not leak.
@@ -208,6 +214,9 @@ func (rv *rendezvous) serveKV(w http.ResponseWriter, r *http.Request) {
 	case pdMismatch:
 		w.WriteHeader(409)
 		_, _ = io.WriteString(w, `{"error":"already claimed"}`)
+	case pdClosed:
+		w.WriteHeader(503)
+		_, _ = io.WriteString(w, `{"error":"the prefill fleet is closing"}`)
 	default:
 		w.WriteHeader(404)
 		_, _ = io.WriteString(w, `{"error":"no record in time"}`)
