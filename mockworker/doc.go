@@ -153,8 +153,9 @@
 // vLLM dialect, /v1/chat/completions and /v1/completions, the sequential protocol of vLLM's
 // NixlConnector proxy. The prefill request carries "kv_transfer_params" with
 // "do_remote_decode": true, "stream" false (or absent) and max tokens 1 (chat: whichever of
-// max_completion_tokens and max_tokens the mock reads first, so send both as 1); anything
-// else is a 400 naming the problem. The prefill answers one token plus a top-level
+// max_completion_tokens and max_tokens the mock reads first, so send both as 1) and no
+// stream_options (vLLM refuses them without stream; its proxy deletes them); anything else
+// is a 400 naming the problem. The prefill answers one token plus a top-level
 //
 //	"kv_transfer_params":{"do_remote_prefill":true,"do_remote_decode":false,
 //	  "remote_engine_id":E,"remote_block_ids":[...],"remote_host":H,"remote_port":P,

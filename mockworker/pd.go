@@ -322,6 +322,10 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 		if req.stream {
 			return req, nil, errors.New(`prefill worker got "stream": true: vLLM's prefill request is not streamed`)
 		}
+		if so := v.Get("stream_options"); so != nil && so.Type() != fastjson.TypeNull {
+			// vLLM refuses stream_options on a request that does not stream; its proxy drops them.
+			return req, nil, errors.New("prefill worker got stream_options with stream false: vLLM rejects that; drop stream_options from the prefill request")
+		}
 		if req.maxTokens != 1 {
 			return req, nil, fmt.Errorf("prefill worker needs max_tokens 1 (chat: max_completion_tokens 1), got %d", req.maxTokens)
 		}

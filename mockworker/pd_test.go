@@ -306,6 +306,10 @@ func TestPDVLLM(t *testing.T) {
 				b["max_completion_tokens"] = 5
 				s, body = post(pf.URLs()[0]+"/v1/chat/completions", b)
 				wantError(t, "prefill max tokens", s, body, 400, "max_tokens 1")
+				b = prefillReq(0, prompt)
+				b["stream_options"] = map[string]any{"include_usage": true}
+				s, body = post(pf.URLs()[0]+"/v1/chat/completions", b)
+				wantError(t, "prefill stream_options", s, body, 400, "drop stream_options")
 				b = pdRoutes[1].body(prompt, 1)
 				b["bootstrap_room"], b["bootstrap_host"], b["bootstrap_port"] = 1, "127.0.0.11", nil
 				s, body = post(pf.URLs()[0]+"/v1/completions", b)
@@ -339,7 +343,7 @@ func TestPDVLLM(t *testing.T) {
 				s, body = post(df.URLs()[0]+"/v1/completions", b)
 				wantError(t, "prompt mismatch", s, body, 500, "saw a different prompt")
 
-				if got, want := pf.Workers()[0].PDStats(), (PDStats{OK: uint64(n + 5), Rejected: 4}); got != want {
+				if got, want := pf.Workers()[0].PDStats(), (PDStats{OK: uint64(n + 5), Rejected: 5}); got != want {
 					t.Errorf("prefill stats %+v, want %+v", got, want)
 				}
 				if got, want := df.Workers()[0].PDStats(), (PDStats{OK: uint64(n), Rejected: 3, Timeout: 1, Mismatch: 3}); got != want {
