@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -9,6 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/discovery"
+	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/worker"
 )
 
 // Prefill-decode disaggregation end to end: a real smg in PD mode in front of mock engines
@@ -271,5 +278,81 @@ func TestPDBucketSeparatesShortAndLongPrompts(t *testing.T) {
 		if longTo[w] != 0 {
 			t.Fatalf("short and long prompts share worker %s: %v %v", w, shortTo, longTo)
 		}
+	}
+}
+
+// TestPDDiscoveredRolesAndBootstrapPorts: PD pods on a real kube-apiserver, matched by role
+// selectors, become prefill and decode workers of the real smg with the prefill pod's
+// bootstrap-port annotation; requests then hand over through the port the annotation names.
+func TestPDDiscoveredRolesAndBootstrapPorts(t *testing.T) {
+	api, ns := startAPIServer(t, "pd")
+	ctx := context.Background()
+	prefill, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: 1, Role: mockworker.RolePrefill, EventLoops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prefill.Close()
+	decode, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: 2, Role: mockworker.RoleDecode, EventLoops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decode.Close()
+	port := func(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
+	boot := strconv.Itoa(prefill.BootstrapPort())
+	pods := []k8stest.PodSpec{
+		{Namespace: ns, Name: "prefill-0", Labels: map[string]string{"app": "pd", "role": "prefill"},
+			Annotations: map[string]string{discovery.AnnotationWorkerPorts: port(prefill.Addrs()[0]), discovery.AnnotationBootstrapPort: boot}},
+		{Namespace: ns, Name: "decode-0", Labels: map[string]string{"app": "pd", "role": "decode"},
+			Annotations: map[string]string{discovery.AnnotationWorkerPorts: port(decode.Addrs()[0]) + "," + port(decode.Addrs()[1])}},
+		// Matches no role selector: ignored.
+		{Namespace: ns, Name: "other-0", Labels: map[string]string{"app": "pd"},
+			Annotations: map[string]string{discovery.AnnotationWorkerPorts: "1"}},
+	}
+	for _, p := range pods {
+		if _, err := api.ReadyPod(ctx, p, "127.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := startGatewayEnv(t, []string{"KUBECONFIG=" + api.Kubeconfig}, "--service-discovery", "--pd-disaggregation",
+		"--prefill-selector", "app=pd", "role=prefill", "--decode-selector", "app=pd", "role=decode",
+		"--service-discovery-namespace", ns, "--decode-policy", "round_robin")
+	Eventually(t, 60*time.Second, "1 prefill and 2 decode workers discovered and ready", func() bool {
+		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
+		return err == nil && r.Status == 200 && strings.Contains(r.Body, `"healthy_prefill_workers":1`) && strings.Contains(r.Body, `"healthy_decode_workers":2`)
+	})
+	var view struct {
+		Workers []worker.Spec `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(MustDo(t, http.MethodGet, g.URL+"/workers", "", nil).Body), &view); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]int{}
+	for _, w := range view.Workers {
+		roles[w.WorkerType]++
+		if w.WorkerType == worker.TypePrefill && w.Labels[worker.LabelBootstrapPort] != boot {
+			t.Errorf("prefill worker %s has bootstrap port label %q, want %s", w.URL, w.Labels[worker.LabelBootstrapPort], boot)
+		}
+	}
+	if roles[worker.TypePrefill] != 1 || roles[worker.TypeDecode] != 2 || len(view.Workers) != 3 {
+		t.Fatalf("discovered roles %v", roles)
+	}
+
+	const n = 8
+	sendPD(t, g, pdRequests(n, true))
+	var ok uint64
+	for _, w := range decode.Workers() {
+		st := w.PDStats()
+		if st.OK != n/2 || st.Rejected+st.Timeout+st.Mismatch+st.Unreachable != 0 {
+			t.Errorf("decode worker %s: %+v, want %d handovers ok (round robin) and no failure", w.ID(), st, n/2)
+		}
+		ok += st.OK
+		for _, tr := range w.PDTransfers() {
+			if tr.Prefill != "127.0.0.1:"+boot {
+				t.Errorf("a decode fetched its KV from %s, not the annotated bootstrap port %s", tr.Prefill, boot)
+			}
+		}
+	}
+	if ok != n {
+		t.Errorf("%d handovers ok, want %d", ok, n)
 	}
 }
