@@ -112,3 +112,40 @@ func TestStreamingRequestAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per streamed request, want at most %d", a, maxStreamAllocs)
 	}
 }
+
+// TestPDRequestCycleAllocations: PD mode adds the body splice and the prefill leg's
+// hand-offs to a request, none of which allocates in steady state.
+func TestPDRequestCycleAllocations(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Model, cfg.Workload, cfg.Stream = "m", WorkloadRaw, false
+	cfg.PD = PDConfig{Prefill: []string{"http://prefill:1", "http://prefill2:1"}, Decode: []string{"http://decode:1"}, BootstrapPort: 8998}
+	ln := fixedServer(t, "application/json", []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"length"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`))
+	cfg.Dial = func(string) (net.Conn, error) { return ln.Dial() }
+	cfg.applyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := newClient(&cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := newSource(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := cl.newState(time.Hour)
+	defer st.close()
+	start := time.Now()
+	cycle := func() {
+		it, _ := src.next(context.Background())
+		if s := cl.do(st, it, start, false); s.fail != failNone {
+			t.Fatalf("request failed: %+v %s", s, s.detail)
+		}
+	}
+	for range 100 {
+		cycle()
+	}
+	if a := testing.AllocsPerRun(2000, cycle); a != 0 {
+		t.Fatalf("%v allocations per PD request, want 0", a)
+	}
+}

@@ -21,7 +21,8 @@ const (
 
 // client sends requests over one keep-alive fasthttp.HostClient shared by all clientStates.
 type client struct {
-	hc       *fasthttp.HostClient
+	hc       *fasthttp.HostClient // nil in PD mode
+	pd       *pdRoute             // PD mode: the prefill and decode workers
 	url      string
 	auth     string
 	timeout  time.Duration
@@ -31,11 +32,34 @@ type client struct {
 	session  string // Config.SessionHeader
 }
 
-// newClient connects to c.BaseURL with room for maxConns connections.
+// newClient connects to c.BaseURL, or to the PD workers of c.PD, with room for maxConns
+// connections per server.
 func newClient(c *Config, maxConns int) (*client, error) {
-	u, err := url.Parse(c.BaseURL)
+	cl := &client{url: c.requestURL(), timeout: c.Timeout, endpoint: c.Endpoint, stream: c.Stream, headers: c.Headers, session: c.SessionHeader}
+	if c.APIKey != "" {
+		cl.auth = "Bearer " + c.APIKey
+	}
+	if c.PD.enabled() {
+		pd, err := newPDRoute(c, maxConns)
+		if err != nil {
+			return nil, err
+		}
+		cl.pd = pd
+		return cl, nil
+	}
+	hc, err := newHostClient(c, c.BaseURL, maxConns)
 	if err != nil {
-		return nil, fmt.Errorf("cannot parse base URL %q: %w", c.BaseURL, err)
+		return nil, err
+	}
+	cl.hc = hc
+	return cl, nil
+}
+
+// newHostClient makes the keep-alive client of the server at rawURL.
+func newHostClient(c *Config, rawURL string, maxConns int) (*fasthttp.HostClient, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse URL %q: %w", rawURL, err)
 	}
 	isTLS := u.Scheme == "https"
 	addr := u.Host
@@ -65,11 +89,17 @@ func newClient(c *Config, maxConns int) (*client, error) {
 	if isTLS {
 		hc.TLSConfig = &tls.Config{InsecureSkipVerify: c.Insecure, ServerName: u.Hostname()} //nolint:gosec // opt-in via --insecure
 	}
-	cl := &client{hc: hc, url: c.requestURL(), timeout: c.Timeout, endpoint: c.Endpoint, stream: c.Stream, headers: c.Headers, session: c.SessionHeader}
-	if c.APIKey != "" {
-		cl.auth = "Bearer " + c.APIKey
+	return hc, nil
+}
+
+// closeIdle closes the idle connections of every server the client talks to.
+func (cl *client) closeIdle() {
+	if cl.hc != nil {
+		cl.hc.CloseIdleConnections()
 	}
-	return cl, nil
+	if cl.pd != nil {
+		cl.pd.closeIdle()
+	}
 }
 
 // clientState is what one in-flight request needs; one goroutine uses it at a time, and
@@ -83,20 +113,38 @@ type clientState struct {
 	answer []byte    // generated text of the current request, when the source wants it
 	body   []byte    // a streamed body read whole (error bodies, non-SSE answers)
 	rec    recorder
+	// pd is the PD mode's per-client part: the body with the bootstrap fields and the
+	// prefill leg's goroutine. Nil otherwise.
+	pd *pdState
 }
 
 func (cl *client) newState(timelineInterval time.Duration) *clientState {
 	st := &clientState{rec: newRecorder(timelineInterval)}
-	st.req.Header.SetMethod(fasthttp.MethodPost)
-	st.req.SetRequestURI(cl.url)
-	st.req.Header.SetContentType("application/json")
-	if cl.auth != "" {
-		st.req.Header.Set(fasthttp.HeaderAuthorization, cl.auth)
-	}
-	for name, value := range cl.headers {
-		st.req.Header.Set(name, value)
+	cl.initRequest(&st.req)
+	if cl.pd != nil {
+		st.pd = cl.newPDState()
 	}
 	return st
+}
+
+// initRequest sets what every request of the run carries.
+func (cl *client) initRequest(req *fasthttp.Request) {
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI(cl.url)
+	req.Header.SetContentType("application/json")
+	if cl.auth != "" {
+		req.Header.Set(fasthttp.HeaderAuthorization, cl.auth)
+	}
+	for name, value := range cl.headers {
+		req.Header.Set(name, value)
+	}
+}
+
+// close stops what the state owns (the PD prefill leg's goroutine); the state must be idle.
+func (st *clientState) close() {
+	if st.pd != nil {
+		st.pd.close()
+	}
 }
 
 // failure classifies why a request did not succeed.
@@ -110,6 +158,7 @@ const (
 	failStreamError         // an {"error": ...} payload
 	failTruncated           // the stream ended before "data: [DONE]"
 	failBadResponse         // a payload that is not JSON
+	failPrefill             // PD mode: the prefill worker's answer failed (any of the above)
 	numFailures
 )
 
@@ -120,6 +169,7 @@ var failureNames = [numFailures]string{
 	failStreamError: "stream_error",
 	failTruncated:   "truncated_stream",
 	failBadResponse: "bad_response",
+	failPrefill:     "prefill_error",
 }
 
 // sample is the measurement of one request.
@@ -144,7 +194,12 @@ type sample struct {
 // runStart is the zero of sample.end.
 func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer bool) sample {
 	req, resp := &st.req, &st.resp
-	req.SetBodyRaw(it.body)
+	hc := cl.hc
+	if cl.pd != nil {
+		hc = cl.pd.prepare(st, it)
+	} else {
+		req.SetBodyRaw(it.body)
+	}
 	req.SetTimeout(cl.timeout)
 	if cl.session != "" {
 		req.Header.Set(cl.session, it.session) // overwrites in place: no allocation
@@ -154,7 +209,10 @@ func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer b
 	st.answer = st.answer[:0]
 
 	start := time.Now()
-	err := cl.hc.Do(req, resp)
+	if cl.pd != nil {
+		st.pd.startPrefill() // sent at the same time as the decode request below
+	}
+	err := hc.Do(req, resp)
 	var s sample
 	if err != nil {
 		s.fail = classify(err)
@@ -174,6 +232,13 @@ func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer b
 	}
 	s.e2e = now.Sub(start)
 	s.end = now.Sub(runStart)
+	if cl.pd != nil {
+		// The decode's answer is the request's; a failed prefill fails it (first: a
+		// decode that waited for a missing prefill fails only as a consequence).
+		if f, detail := st.pd.waitPrefill(); f != failNone {
+			s.fail, s.detail = failPrefill, detail
+		}
+	}
 	if s.fail == failNone {
 		s.promptTokens, s.outputTokens = it.promptTokens, s.contentEvents
 		if s.usage.reported {

@@ -150,6 +150,10 @@ type Config struct {
 	// TimelineInterval is the bucket width of Result.Timeline. Default 1s.
 	TimelineInterval time.Duration `json:"timeline_interval_ns"`
 
+	// PD, when its worker lists are set, sends every request straight to a prefill and a
+	// decode worker instead of BaseURL: the baseline of a gateway's PD mode (see PDConfig).
+	PD PDConfig `json:"pd"`
+
 	// Progress, when non-nil, receives a one-line progress bar refreshed a few times a second
 	// (carriage returns: give it a terminal).
 	Progress io.Writer `json:"-"`
@@ -237,7 +241,8 @@ func (c *Config) closedLoop() bool { return c.RequestRate == 0 }
 // clients is the closed loop's client count.
 func (c *Config) clients() int { return max(c.MaxConcurrency, 1) }
 
-// requestURL is the full URL requests are posted to.
+// requestURL is the full URL requests are posted to (PD mode: unused, each worker has its
+// own, see workerRequestURL).
 func (c *Config) requestURL() string {
 	base := strings.TrimRight(c.BaseURL, "/")
 	switch c.Endpoint {
@@ -247,5 +252,19 @@ func (c *Config) requestURL() string {
 		return strings.TrimSuffix(base, "/v1") + "/generate"
 	default:
 		return base + "/chat/completions"
+	}
+}
+
+// workerRequestURL is the URL requests are posted to on a PD worker given as
+// "http://host:port" (a trailing "/v1" is accepted).
+func (c *Config) workerRequestURL(worker string) string {
+	base := strings.TrimSuffix(strings.TrimRight(worker, "/"), "/v1")
+	switch c.Endpoint {
+	case EndpointCompletions:
+		return base + "/v1/completions"
+	case EndpointGenerate:
+		return base + "/generate"
+	default:
+		return base + "/v1/chat/completions"
 	}
 }

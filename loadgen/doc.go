@@ -25,6 +25,22 @@
 // prompt (random). With Config.SessionHeader set (e.g. "X-SMG-Routing-Key"), requests carry
 // it, so sticky routing can be benchmarked; Config.Headers adds fixed headers.
 //
+// # Prefill-decode disaggregation (PD)
+//
+// With Config.PD (--pd-prefill, --pd-decode, --pd-bootstrap-port) loadgen plays SGLang's
+// mini load balancer instead of calling BaseURL: the baseline a gateway's PD mode is
+// measured against. Per request it takes the next prefill and the next decode worker (round
+// robin over each list), adds SGLang's "bootstrap_host" (the prefill URL's host),
+// "bootstrap_port" (PDConfig.BootstrapPort, or null) and "bootstrap_room" (random, below
+// 2^63) to the body, and sends it to both at once. The decode's answer is measured like any
+// other; the prefill's is read whole and checked, and a failed prefill fails the request as
+// "prefill_error" in Result.StatusCounts (Result.Workers counts decode workers only). Each
+// client state keeps a goroutine for its prefill leg for the whole run, so a request costs
+// two channel hand-offs, not a goroutine; the body with the bootstrap fields is spliced
+// into a per-client buffer (the workload's body up to its closing brace, the fields, '}')
+// and shared by both requests: PD mode allocates nothing more per request either (a test).
+// Only SGLang's protocol is spoken (vLLM's sequential kv_transfer_params handover is not).
+//
 // # Load
 //
 // Closed loop (RequestRate 0): MaxConcurrency clients, each sending its next request when the

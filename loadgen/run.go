@@ -34,8 +34,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer cl.hc.CloseIdleConnections()
-	newState := func() *clientState { return cl.newState(cfg.TimelineInterval) }
+	defer cl.closeIdle()
+	// Every state is closed at the end (PD mode: each owns its prefill leg's goroutine).
+	// States are made by one goroutine at a time (Run, then the open loop's dispatcher).
+	var made []*clientState
+	defer func() {
+		for _, st := range made {
+			st.close()
+		}
+	}()
+	newState := func() *clientState {
+		st := cl.newState(cfg.TimelineInterval)
+		made = append(made, st)
+		return st
+	}
 	d := &driver{cl: cl, src: src, want: src.wantsAnswer()}
 
 	if cfg.Warmup > 0 {

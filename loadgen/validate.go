@@ -18,10 +18,15 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if c.BaseURL == "" {
-		bad("BaseURL (--base-url) is required: give the server's OpenAI base, e.g. http://127.0.0.1:30000/v1")
-	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("BaseURL (--base-url) %q is not an http:// or https:// URL with a host: use e.g. http://127.0.0.1:30000/v1", c.BaseURL)
+	c.PD.validate(&c, bad) // in PD mode the workers' URLs replace BaseURL
+	switch {
+	case c.PD.enabled():
+	case c.BaseURL == "":
+		bad("BaseURL (--base-url) is required: give the server's OpenAI base, e.g. http://127.0.0.1:30000/v1 (or PD workers: --pd-prefill and --pd-decode)")
+	default:
+		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("BaseURL (--base-url) %q is not an http:// or https:// URL with a host: use e.g. http://127.0.0.1:30000/v1", c.BaseURL)
+		}
 	}
 	switch c.Endpoint {
 	case EndpointChat, EndpointCompletions:

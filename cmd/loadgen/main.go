@@ -39,6 +39,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 const usage = `loadgen: load generator for OpenAI-compatible endpoints
 
   loadgen [run] --base-url http://host:port/v1 --model M [flags]   run a benchmark
+  loadgen [run] --pd-prefill URL --pd-decode URL --model M [flags] the same, each request sent to
+                                                                 a prefill and a decode worker (PD)
   loadgen compare base.json new.json --max-regression 5%         exit 1 on a regression
   loadgen report result.json --html report.html                  summary and HTML of a saved result
   loadgen fakeserver --listen 127.0.0.1:8000                     serve a fake engine

@@ -74,10 +74,37 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 
 	fs.IntVar(&c.Raw.OutputTokens, "output-tokens", c.Raw.OutputTokens, "raw: max_tokens of the fixed request")
 
+	fs.Func("pd-prefill", "PD mode: a prefill worker `URL` (http://host:port), sent every request with a decode worker instead of --base-url; repeatable or comma-separated, used round robin", listFlag(&c.PD.Prefill))
+	fs.Func("pd-decode", "PD mode: a decode worker `URL`; repeatable or comma-separated, used round robin", listFlag(&c.PD.Decode))
+	fs.Func("pd-bootstrap-port", "PD mode: the prefill workers' KV bootstrap port sent as bootstrap_port, `N|none` (none, the default, sends null)", func(v string) error {
+		if v == "none" {
+			c.PD.BootstrapPort = 0
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			return errors.New("want a port in 1-65535 or none")
+		}
+		c.PD.BootstrapPort = n
+		return nil
+	})
+
 	output = fs.String("output", "", "write the JSON result to this file")
 	html = fs.String("html", "", "write a self-contained HTML report to this file")
 	progress = fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on or off")
 	return output, html, progress
+}
+
+// listFlag appends the comma-separated values of each occurrence to *list.
+func listFlag(list *[]string) func(string) error {
+	return func(v string) error {
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*list = append(*list, item)
+			}
+		}
+		return nil
+	}
 }
 
 // startCPUProfile profiles the load generator itself, for tuning it.
