@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/worker"
 )
 
 // TestProxyRoundTripDoesNotAllocate drives complete non-streamed round trips (client →
@@ -39,6 +41,50 @@ func TestProxyRoundTripDoesNotAllocate(t *testing.T) {
 // in-memory connections (client, gateway and worker all in this process).
 func BenchmarkProxyRoundTrip(b *testing.B) {
 	g := newGateway(b, "round_robin", Config{}, newFakeWorker(b, "a", 200), newFakeWorker(b, "b", 200))
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("http://gateway/v1/chat/completions")
+	req.SetBodyString(`{"model":"m1","messages":[{"role":"user","content":"hello there"}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := g.client.DoTimeout(req, resp, 5*time.Second); err != nil || resp.StatusCode() != 200 {
+			b.Fatal(err, resp.StatusCode())
+		}
+	}
+}
+
+// TestPDRoundTripDoesNotAllocate counts the allocations of one non-streamed SGLang PD round trip
+// through the gateway (client, gateway and both workers in this process).
+func TestPDRoundTripDoesNotAllocate(t *testing.T) {
+	g := newPDGateway(t, []*pdFake{newPDFake(t, nil)}, []*pdFake{newPDFake(t, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"})
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("http://gateway/v1/chat/completions")
+	req.SetBodyString(`{"model":"m1","messages":[{"role":"user","content":"hello there"}]}`)
+	roundTrip := func() {
+		if err := g.client.DoTimeout(req, resp, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode() != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
+		}
+	}
+	for range 200 {
+		roundTrip()
+	}
+	allocs := testing.AllocsPerRun(500, roundTrip)
+	t.Logf("%.2f allocations per PD round trip", allocs)
+	if allocs != 0 {
+		t.Fatalf("%.2f allocations per PD round trip, want 0", allocs)
+	}
+}
+
+// BenchmarkPDRoundTrip measures one non-streamed SGLang PD round trip through the gateway over
+// in-memory connections: the bootstrap rewrite, two upstream requests and the handover.
+func BenchmarkPDRoundTrip(b *testing.B) {
+	g := newPDGateway(b, []*pdFake{newPDFake(b, nil)}, []*pdFake{newPDFake(b, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"})
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod("POST")

@@ -82,7 +82,7 @@ func (s *Server) dispatchSGLang(ctx *fasthttp.RequestCtx, x *exchange, pw *worke
 		return
 	}
 	j := s.newPrefillJob(ctx, x, pw, pPermit, x.pdBody, deadline)
-	go j.run()
+	s.prefillSenders.start(j)
 
 	// The decode request is the client's request with the new body. The original body stays
 	// ours (x.fields point into it) until the exchange is recycled.
@@ -272,4 +272,37 @@ func (j *prefillJob) release() {
 	j.resp.Reset()
 	j.s, j.w, j.permit, j.err = nil, nil, breaker.Permit{}, nil
 	prefillJobs.Put(j)
+}
+
+// senders runs prefill jobs on long-lived goroutines, so that a PD request neither starts nor
+// allocates a goroutine: a job goes to an idle sender, or a new sender starts for it. Senders
+// idle for senderIdle exit, so their number follows the peak of concurrent prefills.
+type senders struct {
+	jobs chan *prefillJob // unbuffered: a send succeeds only when a sender is idle
+}
+
+const senderIdle = 30 * time.Second
+
+func newSenders() senders { return senders{jobs: make(chan *prefillJob)} }
+
+func (p senders) start(j *prefillJob) {
+	select {
+	case p.jobs <- j:
+	default:
+		go p.loop(j)
+	}
+}
+
+func (p senders) loop(j *prefillJob) {
+	idle := time.NewTimer(senderIdle)
+	defer idle.Stop()
+	for {
+		j.run()
+		idle.Reset(senderIdle)
+		select {
+		case j = <-p.jobs:
+		case <-idle.C:
+			return
+		}
+	}
 }

@@ -29,9 +29,14 @@ type pdFake struct {
 	answer func(body map[string]any, ctx *fasthttp.RequestCtx)
 }
 
-func newPDFake(t *testing.T, answer func(map[string]any, *fasthttp.RequestCtx)) *pdFake {
+func newPDFake(t testing.TB, answer func(map[string]any, *fasthttp.RequestCtx)) *pdFake {
 	f := &pdFake{ln: fasthttputil.NewInmemoryListener(), answer: answer}
 	f.srv = &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		if answer == nil { // allocation-free: a fixed answer, nothing recorded
+			ctx.SetContentType("application/json")
+			ctx.Response.SetBodyRaw(decodeAnswerBytes)
+			return
+		}
 		var body map[string]any
 		if err := json.Unmarshal(ctx.PostBody(), &body); err != nil {
 			ctx.Error("bad json: "+err.Error(), 400)
@@ -62,7 +67,7 @@ func answerJSON(s string) func(map[string]any, *fasthttp.RequestCtx) {
 
 // newPDGateway starts a PD gateway over fakes: prefill workers at 10.0.1.x, decode workers at
 // 10.0.2.x, with the given labels on every prefill worker.
-func newPDGateway(t *testing.T, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
+func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
 	g := &gateway{t: t}
 	byAddr := map[string]*pdFake{}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -110,6 +115,8 @@ func newPDGateway(t *testing.T, prefill, decode []*pdFake, prefillLabels map[str
 	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
 	return g
 }
+
+var decodeAnswerBytes = []byte(decodeAnswer)
 
 const decodeAnswer = `{"id":"d","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"from decode"},"finish_reason":"length"}]}`
 

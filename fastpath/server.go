@@ -35,6 +35,8 @@ type Server struct {
 
 	exchanges sync.Pool // *exchange
 	relays    sync.Pool // *relay
+	// prefillSenders run the prefill legs of SGLang PD requests.
+	prefillSenders senders
 
 	// DiscoverModels asks a new worker which models it serves when its spec names none.
 	// Replaceable in tests. Default worker.DiscoverModels.
@@ -56,6 +58,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		adm:            newAdmission(cfg.Admission),
 		started:        time.Now(),
 		DiscoverModels: worker.DiscoverModels,
+		prefillSenders: newSenders(),
 	}
 	s.exchanges.New = func() any { return new(exchange) }
 	s.relays.New = func() any { return new(relay) }
