@@ -41,6 +41,13 @@ type OverheadConfig struct {
 	// Peers maps "nginx" and "haproxy" to their programs (EnsurePeers); a missing one gets a
 	// "not installed" row.
 	Peers map[string]string
+	// PDRounds is the rounds of the PD rows (one prefill and one decode mock; loadgen
+	// straight to both, then through `smg --pd-disaggregation`). Default Rounds; < 0 skips
+	// them. PDPolicy is the gateway's --policy there, default round_robin. PDSkipSSE leaves
+	// out the streamed PD runs (the smoke does).
+	PDRounds  int
+	PDPolicy  string
+	PDSkipSSE bool
 	// WorkDir receives the loadgen results and the peers' configurations. Default a
 	// temporary directory, removed afterwards.
 	WorkDir string
@@ -73,6 +80,12 @@ func (c *OverheadConfig) fillDefaults() {
 	}
 	if c.StreamIntervalMS == 0 {
 		c.StreamIntervalMS = 1
+	}
+	if c.PDRounds == 0 {
+		c.PDRounds = c.Rounds
+	}
+	if c.PDPolicy == "" {
+		c.PDPolicy = "round_robin"
 	}
 }
 
@@ -126,6 +139,15 @@ type OverheadResult struct {
 	Config OverheadConfig `json:"config"`
 	JSON   []Measurement  `json:"json"`
 	SSE    []Measurement  `json:"sse,omitempty"`
+	// PD holds the prefill-decode rows; nil when skipped.
+	PD *PDOverhead `json:"pd,omitempty"`
+}
+
+// PDOverhead is the PD rows: key "direct" is loadgen straight to the prefill and decode
+// mocks (SGLang's mini load balancer's part), "smg-<PDPolicy>" the gateway in PD mode.
+type PDOverhead struct {
+	JSON []Measurement `json:"json"`
+	SSE  []Measurement `json:"sse,omitempty"`
 }
 
 // find returns the measurement with key, or nil.
@@ -189,7 +211,7 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 				var m Measurement
 				var err error
 				if p.key == "direct" {
-					m, err = cfg.drive(Measurement{Key: p.key, Name: p.name}, urls[0], nil, stream)
+					m, err = cfg.drive(Measurement{Key: p.key, Name: p.name}, "", baseURLArgs(urls[0]), nil, stream)
 				} else {
 					m, err = cfg.measureProxy(p, urls, stream)
 				}
@@ -208,8 +230,101 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 			}
 		}
 	}
+	if cfg.PDRounds > 0 {
+		pd, err := cfg.overheadPD()
+		res.PD = pd
+		if err != nil {
+			errs = append(errs, fmt.Errorf("PD: %w", err))
+		}
+	}
 	return res, errors.Join(errs...)
 }
+
+// pdLine is a PD mock's startup line: its URL and its rendezvous' bootstrap port.
+var pdLine = regexp.MustCompile(`listening on (http://\S+) \(.*bootstrap port (\d+)\)`)
+
+// overheadPD measures the PD rows: a prefill and a decode mock (instant, on LoadCore, the
+// decode asking the prefill's rendezvous), then per round loadgen straight to both and
+// loadgen through smg --pd-disaggregation alone on ProxyCore.
+func (cfg *OverheadConfig) overheadPD() (*PDOverhead, error) {
+	startMock := func(role string, bootstrapPort string) (*proc, []string, error) {
+		p, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--model", "mock-model", "--event-loops", "1",
+			"--token-interval-ms", strconv.FormatFloat(cfg.StreamIntervalMS, 'f', -1, 64), "--role", role, "--bootstrap-port", bootstrapPort)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := p.waitOutput(pdLine, 1, 10*time.Second); err != nil {
+			p.stop()
+			return nil, nil, err
+		}
+		return p, pdLine.FindStringSubmatch(p.out.String())[1:], nil
+	}
+	prefill, pf, err := startMock("prefill", "0")
+	if err != nil {
+		return nil, err
+	}
+	defer prefill.stop()
+	decode, dc, err := startMock("decode", pf[1])
+	if err != nil {
+		return nil, err
+	}
+	defer decode.stop()
+	prefillURL, port, decodeURL := pf[0], pf[1], dc[0]
+
+	res := &PDOverhead{}
+	direct := proxyUnderTest{key: "direct", name: "loadgen straight to prefill + decode"}
+	gateway := proxyUnderTest{key: "smg-" + cfg.PDPolicy, name: "smg PD (" + cfg.PDPolicy + ")"}
+	modes := cfg.streamModes()
+	if cfg.PDSkipSSE {
+		modes = []bool{false}
+	}
+	var errs []error
+	for _, stream := range modes {
+		best := map[string]Measurement{}
+		for round := range cfg.PDRounds {
+			for _, p := range []proxyUnderTest{direct, gateway} {
+				m := Measurement{Key: p.key, Name: p.name}
+				var err error
+				if p.key == "direct" {
+					m, err = cfg.drive(m, "pd-", []string{"--pd-prefill", prefillURL, "--pd-bootstrap-port", port, "--pd-decode", decodeURL}, nil, stream)
+				} else {
+					m, err = cfg.measurePDGateway(m, prefillURL, port, decodeURL, stream)
+				}
+				if err != nil {
+					errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+					continue
+				}
+				if b, ok := best[p.key]; !ok || better(m, b) {
+					best[p.key] = m
+				}
+			}
+		}
+		for _, key := range []string{direct.key, gateway.key} {
+			if m, ok := best[key]; ok {
+				if stream {
+					res.SSE = append(res.SSE, m)
+				} else {
+					res.JSON = append(res.JSON, m)
+				}
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// measurePDGateway runs one PD measurement through a fresh smg --pd-disaggregation.
+func (cfg *OverheadConfig) measurePDGateway(m Measurement, prefillURL, port, decodeURL string, stream bool) (Measurement, error) {
+	pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, cfg.PDPolicy,
+		[]string{"--pd-disaggregation", "--prefill", prefillURL, port, "--decode", decodeURL}, "--disable-load-monitoring")
+	if err != nil {
+		return m, err
+	}
+	defer pr.stop()
+	return cfg.drive(m, "pd-", baseURLArgs(base), pr, stream)
+}
+
+// baseURLArgs are loadgen's arguments to send to the server at base.
+func baseURLArgs(base string) []string { return []string{"--base-url", base + "/v1"} }
 
 // better reports whether round a is a less disturbed measurement than round b: less proxy
 // CPU per request, or for the direct run (no proxy) more requests/s.
@@ -287,11 +402,15 @@ var errNotInstalled = errors.New("not installed")
 
 // startSMG launches the gateway on ProxyCore in front of urls.
 func (cfg *OverheadConfig) startSMG(policy string, urls []string, extra ...string) (*proc, string, error) {
-	return launchSMG(cfg.ProxyCore, cfg.Bin.SMG, policy, urls, extra...)
+	return launchSMG(cfg.ProxyCore, cfg.Bin.SMG, policy, workerURLArgs(urls), extra...)
 }
 
-// launchSMG starts `smg launch` on core with the given policy and waits until it answers.
-func launchSMG(core int, bin, policy string, urls []string, extra ...string) (*proc, string, error) {
+// workerURLArgs are smg's arguments for a regular fleet.
+func workerURLArgs(urls []string) []string { return append([]string{"--worker-urls"}, urls...) }
+
+// launchSMG starts `smg launch` on core with the given policy and workers (workerArgs: e.g.
+// workerURLArgs, or the PD flags) and waits until it answers.
+func launchSMG(core int, bin, policy string, workerArgs []string, extra ...string) (*proc, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -302,8 +421,8 @@ func launchSMG(core int, bin, policy string, urls []string, extra ...string) (*p
 	}
 	args := []string{"launch", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(prom), "--log-level", "warn", "--policy", policy}
-	args = append(append(args, extra...), "--worker-urls")
-	p, err := start(core, bin, append(args, urls...)...)
+	args = append(append(args, extra...), workerArgs...)
+	p, err := start(core, bin, args...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -326,17 +445,19 @@ func (cfg *OverheadConfig) measureProxy(p proxyUnderTest, urls []string, stream 
 		return m, err
 	}
 	defer pr.stop()
-	return cfg.drive(m, base, pr, stream)
+	return cfg.drive(m, "", baseURLArgs(base), pr, stream)
 }
 
-// drive runs loadgen's closed loop against base and, when proxy is set, charges the proxy's
-// CPU time over the whole run (warm-up included) to the requests of the run.
-func (cfg *OverheadConfig) drive(m Measurement, base string, proxy *proc, stream bool) (Measurement, error) {
+// drive runs loadgen's closed loop against target (loadgen's arguments naming where to
+// send: baseURLArgs, or PD mode's) and, when proxy is set, charges the proxy's CPU time
+// over the whole run (warm-up included) to the requests of the run. file prefixes the
+// result file's name.
+func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, proxy *proc, stream bool) (Measurement, error) {
 	kind := "json"
 	if stream {
 		kind = "sse"
 	}
-	out := filepath.Join(cfg.WorkDir, m.Key+"-"+kind+".json")
+	out := filepath.Join(cfg.WorkDir, file+m.Key+"-"+kind+".json")
 	var cpu0 float64
 	if proxy != nil {
 		var err error
@@ -344,9 +465,10 @@ func (cfg *OverheadConfig) drive(m Measurement, base string, proxy *proc, stream
 			return m, err
 		}
 	}
-	args := []string{"run", "--base-url", base + "/v1", "--model", "mock-model", "--workload", "raw",
-		"--stream=" + strconv.FormatBool(stream), "--max-concurrency", strconv.Itoa(cfg.Connections),
-		"--duration", cfg.Duration.String(), "--warmup", strconv.Itoa(cfg.Warmup), "--progress", "off", "--output", out}
+	args := append([]string{"run"}, target...)
+	args = append(args, "--model", "mock-model", "--workload", "raw",
+		"--stream="+strconv.FormatBool(stream), "--max-concurrency", strconv.Itoa(cfg.Connections),
+		"--duration", cfg.Duration.String(), "--warmup", strconv.Itoa(cfg.Warmup), "--progress", "off", "--output", out)
 	if stream {
 		args = append(args, "--output-tokens", strconv.Itoa(cfg.StreamTokens))
 	}

@@ -70,7 +70,7 @@ func TestDriveReadsTheLoadgenResult(t *testing.T) {
 	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: -1, LoadCore: -1}
 	cfg.fillDefaults()
 	cfg.Warmup = 1000
-	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "http://127.0.0.1:1", nil, true)
+	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "", baseURLArgs("http://127.0.0.1:1"), nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestDriveFailsOnFailedRequests(t *testing.T) {
 	lg := fakeLoadgen(t, `{"completed": 10, "failed": 2, "error_examples": {"502": "bad gateway"}}`)
 	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: -1, LoadCore: -1}
 	cfg.fillDefaults()
-	_, err := cfg.drive(Measurement{Key: "smg-x", Name: "smg (x)"}, "http://127.0.0.1:1", nil, false)
+	_, err := cfg.drive(Measurement{Key: "smg-x", Name: "smg (x)"}, "", baseURLArgs("http://127.0.0.1:1"), nil, false)
 	if err == nil || !strings.Contains(err.Error(), "2 requests failed") || !strings.Contains(err.Error(), "bad gateway") {
 		t.Errorf("drive = %v, want the failures named", err)
 	}

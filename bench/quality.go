@@ -190,7 +190,7 @@ func (cfg *QualityConfig) run(policy string) (QualityRow, error) {
 	}
 	// Loads are polled every wall-clock second (TimeScale seconds of model time) instead of
 	// the default 10 s, so the load-aware policies see the engines at the pace they change.
-	gw, base, err := launchSMG(-1, cfg.Bin.SMG, policy, urls, "--load-monitor-interval", "1")
+	gw, base, err := launchSMG(-1, cfg.Bin.SMG, policy, workerURLArgs(urls), "--load-monitor-interval", "1")
 	if err != nil {
 		return row, err
 	}

@@ -55,6 +55,9 @@ func (r *Report) Metrics() map[string]float64 {
 					m["overhead."+kind.name+".rps_ratio."+x.Key+"/direct"] = x.RPS / direct.RPS
 				}
 			}
+			if o.PD != nil {
+				pdMetrics(m, kind.name, unit, o.PD.rows(kind.name), kind.ms, kind.cost)
+			}
 		}
 	}
 	if q := r.Quality; q != nil {
@@ -86,6 +89,97 @@ func (r *Report) Metrics() map[string]float64 {
 	return m
 }
 
+// rows returns the PD measurements of kind "json" or "sse".
+func (p *PDOverhead) rows(kind string) []Measurement {
+	if kind == "sse" {
+		return p.SSE
+	}
+	return p.JSON
+}
+
+// pdMetrics adds the PD rows' metrics: overhead.pd.<kind>.<unit>.<key> (the gateway's CPU),
+// overhead.pd.<kind>.rps_ratio.<key>/direct (against loadgen straight to the PD mocks) and
+// overhead.pd.<kind>.cpu_ratio.<key>/regular-<smg key> (against each regular smg row of the
+// same run: a PD request is two upstream requests, so about 2× is the expectation).
+func pdMetrics(m map[string]float64, kind, unit string, pd, regular []Measurement, cost func(*Measurement) float64) {
+	direct := find(pd, "direct")
+	for i := range pd {
+		x := &pd[i]
+		if x.Key == "direct" {
+			continue
+		}
+		prefix := "overhead.pd." + kind + "."
+		m[prefix+unit+"."+x.Key] = cost(x)
+		if direct != nil && direct.RPS > 0 {
+			m[prefix+"rps_ratio."+x.Key+"/direct"] = x.RPS / direct.RPS
+		}
+		for j := range regular {
+			r := &regular[j]
+			if strings.HasPrefix(r.Key, "smg-") && r.NotInstalled == "" && cost(r) > 0 {
+				m[prefix+"cpu_ratio."+x.Key+"/regular-"+r.Key] = cost(x) / cost(r)
+			}
+		}
+	}
+}
+
+// regularSMG is the regular smg row a PD row is compared with in the table: the same
+// policy if it was measured, else the first smg row.
+func regularSMG(regular []Measurement, key string) *Measurement {
+	if r := find(regular, key); r != nil {
+		return r
+	}
+	for i := range regular {
+		if strings.HasPrefix(regular[i].Key, "smg-") && regular[i].NotInstalled == "" {
+			return &regular[i]
+		}
+	}
+	return nil
+}
+
+// pdTable renders the PD rows of one kind, each gateway row beside the regular smg row.
+func pdTable(pd, regular []Measurement, stream bool) string {
+	var sb strings.Builder
+	if stream {
+		sb.WriteString("| run | streams/s | TTFT p50 ms | added TTFT p50 ms | e2e p99 ms | proxy CPU µs/stream | proxy CPU µs/event | regular smg µs/event | PD ÷ regular |\n|---|---|---|---|---|---|---|---|---|\n")
+	} else {
+		sb.WriteString("| run | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | proxy CPU µs/req | regular smg µs/req | PD ÷ regular |\n|---|---|---|---|---|---|---|---|---|\n")
+	}
+	direct := find(pd, "direct")
+	for i := range pd {
+		x := &pd[i]
+		cpu, perEvent, reg, ratio := "–", "–", "–", "–"
+		addP50, addP99 := "–", "–"
+		if x.Key != "direct" {
+			cpu, perEvent = fmt.Sprintf("%.1f", x.CPUPerRequestUS), fmt.Sprintf("%.2f", x.CPUPerEventUS)
+			if direct != nil {
+				addP50, addP99 = fmt.Sprintf("%+.3f", x.P50MS-direct.P50MS), fmt.Sprintf("%+.3f", x.P99MS-direct.P99MS)
+				if stream {
+					addP50 = fmt.Sprintf("%+.3f", x.TTFTP50MS-direct.TTFTP50MS)
+				}
+			}
+			if r := regularSMG(regular, x.Key); r != nil {
+				a, b := x.CPUPerRequestUS, r.CPUPerRequestUS
+				if stream {
+					a, b = x.CPUPerEventUS, r.CPUPerEventUS
+				}
+				reg = fmt.Sprintf("%.1f (%s)", b, strings.TrimPrefix(r.Key, "smg-"))
+				if stream {
+					reg = fmt.Sprintf("%.2f (%s)", b, strings.TrimPrefix(r.Key, "smg-"))
+				}
+				if b > 0 {
+					ratio = fmt.Sprintf("%.2f", a/b)
+				}
+			}
+		}
+		if stream {
+			fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %s | %.3f | %s | %s | %s | %s |\n", x.Name, x.RPS, x.TTFTP50MS, addP50, x.P99MS, cpu, perEvent, reg, ratio)
+		} else {
+			fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %.3f | %s | %s | %s | %s | %s |\n", x.Name, x.RPS, x.P50MS, x.P99MS, addP50, addP99, cpu, reg, ratio)
+		}
+	}
+	return sb.String()
+}
+
 // Table renders every suite that ran as Markdown: the `make bench` table.
 func (r *Report) Table() string {
 	var sb strings.Builder
@@ -100,6 +194,19 @@ func (r *Report) Table() string {
 		if len(o.SSE) > 0 {
 			fmt.Fprintf(&sb, "\n### SSE relay (%d events per stream, %g ms apart at the mock)\n\n", c.StreamTokens, c.StreamIntervalMS)
 			sb.WriteString(overheadSSETable(o.SSE))
+		}
+		if pd := o.PD; pd != nil && (len(pd.JSON) > 0 || len(pd.SSE) > 0) {
+			fmt.Fprintf(&sb, "\n### PD disaggregation (SGLang bootstrap; 1 prefill + 1 decode mock; %d round(s))\n\n"+
+				"loadgen straight to both mocks (`--pd-prefill`, `--pd-decode`), then through `smg --pd-disaggregation --policy %s`. "+
+				"Each PD request is two upstream requests for smg: compare its CPU with the regular smg row of this run.\n\n", c.PDRounds, c.PDPolicy)
+			if len(pd.JSON) > 0 {
+				sb.WriteString("Small JSON answer:\n\n")
+				sb.WriteString(pdTable(pd.JSON, o.JSON, false))
+			}
+			if len(pd.SSE) > 0 {
+				fmt.Fprintf(&sb, "\nSSE (%d events per stream from the decode):\n\n", c.StreamTokens)
+				sb.WriteString(pdTable(pd.SSE, o.SSE, true))
+			}
 		}
 		sb.WriteString("\n")
 	}

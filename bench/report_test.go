@@ -125,3 +125,55 @@ func TestBusiestShare(t *testing.T) {
 		}
 	}
 }
+
+func TestReportPDMetricsAndTable(t *testing.T) {
+	r := fullReport()
+	r.Overhead.Config.PDRounds, r.Overhead.Config.PDPolicy = 1, "round_robin"
+	r.Overhead.PD = &PDOverhead{
+		JSON: []Measurement{
+			{Key: "direct", Name: "loadgen straight to prefill + decode", RPS: 4000, P50MS: 2, P99MS: 5},
+			{Key: "smg-round_robin", Name: "smg PD (round_robin)", RPS: 3000, P50MS: 2.5, P99MS: 6, CPUPerRequestUS: 54},
+		},
+		SSE: []Measurement{
+			{Key: "direct", Name: "loadgen straight to prefill + decode", RPS: 800, TTFTP50MS: 2},
+			{Key: "smg-round_robin", Name: "smg PD (round_robin)", RPS: 400, TTFTP50MS: 3, CPUPerRequestUS: 480, CPUPerEventUS: 15},
+		},
+	}
+	m := r.Metrics()
+	for k, v := range map[string]float64{
+		"overhead.pd.json.cpu_us_per_request.smg-round_robin":                54,
+		"overhead.pd.json.rps_ratio.smg-round_robin/direct":                  0.75,
+		"overhead.pd.json.cpu_ratio.smg-round_robin/regular-smg-round_robin": 2,
+		"overhead.pd.json.cpu_ratio.smg-round_robin/regular-smg-cache_aware": 1.8,
+		"overhead.pd.sse.cpu_us_per_event.smg-round_robin":                   15,
+		"overhead.pd.sse.rps_ratio.smg-round_robin/direct":                   0.5,
+		"overhead.pd.sse.cpu_ratio.smg-round_robin/regular-smg-round_robin":  1.25,
+		"overhead.json.cpu_ratio.smg-round_robin/bare":                       1.08, // regular rows unchanged
+	} {
+		got, ok := m[k]
+		if !ok || math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	if _, ok := m["overhead.pd.json.cpu_us_per_request.direct"]; ok {
+		t.Error("the direct PD run has no proxy CPU metric")
+	}
+	table := r.Table()
+	for _, want := range []string{
+		"### PD disaggregation",
+		"| smg PD (round_robin) | 3000 | 2.500 | 6.000 | +0.500 | +1.000 | 54.0 | 27.0 (round_robin) | 2.00 |",
+		"| smg PD (round_robin) | 400 | 3.000 | +1.000 | 0.000 | 480.0 | 15.00 | 12.00 (round_robin) | 1.25 |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestPDDefaults(t *testing.T) {
+	c := OverheadConfig{Rounds: 2}
+	c.fillDefaults()
+	if c.PDRounds != 2 || c.PDPolicy != "round_robin" {
+		t.Errorf("PD defaults: rounds %d policy %q, want 2 and round_robin", c.PDRounds, c.PDPolicy)
+	}
+}

@@ -41,6 +41,8 @@ func main() {
 	flag.DurationVar(&o.overhead.Duration, "duration", 0, "length of each overhead run (default 3s, smoke 2s)")
 	flag.IntVar(&o.overhead.Rounds, "rounds", 0, "overhead rounds, the proxies alternating; the least disturbed round is kept (default 3, smoke 3)")
 	flag.IntVar(&o.overhead.Connections, "connections", 0, "overhead closed-loop connections (default 32)")
+	flag.IntVar(&o.overhead.PDRounds, "pd-rounds", 0, "rounds of the overhead suite's PD rows (loadgen straight to a prefill and a decode mock, then smg --pd-disaggregation); default --rounds, smoke 1 (JSON only); -1 skips them")
+	flag.StringVar(&o.overhead.PDPolicy, "pd-policy", "", "gateway --policy of the PD rows (default round_robin)")
 	flag.StringVar(&o.policies, "policies", "", "gateway policies of the overhead suite (default cache_aware,round_robin; smoke cache_aware)")
 	flag.StringVar(&o.microBenchTime, "micro-benchtime", "", "go test -benchtime of the micro suite (default 5000x, smoke 1000x)")
 	flag.StringVar(&o.qualityPolicies, "quality-policies", "", "policies of the routing-quality suite (default the six of the issue; smoke cache_aware,round_robin)")
@@ -99,6 +101,11 @@ func run(o *options) int {
 			if len(cfg.Policies) == 0 {
 				cfg.Policies = []string{"cache_aware"}
 			}
+			// The PD row once, 2 s, JSON only: its gate is a wide ratio, and CI time counts.
+			if cfg.PDRounds == 0 {
+				cfg.PDRounds = 1
+			}
+			cfg.PDSkipSSE = true
 		}
 		cfg.Peers = bench.EnsurePeers(o.installPeers, logf)
 		logf("smgbench: overhead suite…")
