@@ -34,7 +34,9 @@ func lookupPD(t *policy.Table, model []byte) (prefill, decode *policy.Route, ok 
 // token and returns kv_transfer_params, which the decode request then carries.
 //
 // Each leg holds its worker's in-flight count and breaker permit for exactly as long as its
-// own request lasts. There is one attempt: a failure on either leg is the client's answer.
+// own request lasts. While nothing has reached the client, a retryable failure of either leg
+// (a transport error, 408, 429 or 5xx) sends the request again, to a pair re-picked without
+// the worker that failed and, for SGLang, with a new room.
 func (s *Server) dispatchPD(ctx *fasthttp.RequestCtx, x *exchange, prt, drt *policy.Route, route int, reqID []byte) {
 	if prt == nil || drt == nil {
 		leg := "decode"
@@ -44,114 +46,200 @@ func (s *Server) dispatchPD(ctx *fasthttp.RequestCtx, x *exchange, prt, drt *pol
 		s.fail(ctx, route, errNoWorkers, "no "+leg+" worker serves model '"+string(x.fields.Model)+"'; PD mode needs a prefill and a decode worker for every model")
 		return
 	}
-	pw, pPermit, err := s.pickAdmitted(prt, &x.req)
-	if err != nil {
-		s.failPickLeg(ctx, route, "prefill", err)
-		return
-	}
-	dw, dPermit, err := s.pickAdmitted(drt, &x.req)
-	if err != nil {
-		pw.Breaker.Record(pPermit, breaker.Abandoned, breaker.Now())
-		s.failPickLeg(ctx, route, "decode", err)
-		return
-	}
-	prt.Selections.Inc()
-	drt.Selections.Inc()
 	s.holdRoutingKey(x)
-	deadline := time.Now().Add(s.cfg.RequestTimeout)
-	body := ctx.PostBody()
-	if pw.KVConnector != "" {
-		s.dispatchVLLM(ctx, x, pw, pPermit, dw, dPermit, route, reqID, body, deadline)
-	} else {
-		s.dispatchSGLang(ctx, x, pw, pPermit, dw, dPermit, route, reqID, body, deadline)
+	orig := ctx.PostBody() // x.fields point into it: it stays ours until the exchange is reused
+	attempts := s.cfg.Retry.attempts()
+	for n := 0; ; n++ {
+		pw, pPermit, err := s.pickAdmitted(prt, &x.req)
+		if err != nil {
+			s.failPickLeg(ctx, route, "prefill", err)
+			return
+		}
+		dw, dPermit, err := s.pickAdmitted(drt, &x.req)
+		if err != nil {
+			pw.Breaker.Record(pPermit, breaker.Abandoned, breaker.Now())
+			s.failPickLeg(ctx, route, "decode", err)
+			return
+		}
+		prt.Selections.Inc()
+		drt.Selections.Inc()
+		a := pdAttempt{prefill: pw, pPermit: pPermit, decode: dw, dPermit: dPermit, route: route,
+			deadline: time.Now().Add(s.cfg.RequestTimeout), last: n+1 == attempts, reqID: reqID}
+		var f pdFailure
+		if pw.KVConnector != "" {
+			f = s.attemptVLLM(ctx, x, orig, &a)
+		} else {
+			f = s.attemptSGLang(ctx, x, orig, &a)
+		}
+		if f.failed == nil {
+			// Set last: forwarding replaced the response headers.
+			ctx.Response.Header.SetBytesV(headerPrefillWorker, pw.URLBytes())
+			return
+		}
+		// The attempt failed before the client saw a byte.
+		x.req.Exclude = append(x.req.Exclude, f.failed)
+		if !a.last && f.retryable() {
+			time.Sleep(s.cfg.Retry.backoff(n))
+			tab := s.router.Current()
+			if p, d, ok := lookupPD(tab, x.fields.Model); ok && p != nil && d != nil {
+				s.log.Debug("Retrying a PD request on another pair", "failed", f.failed.URL, "attempt", n+2, "error", f.err)
+				f.release()
+				prt, drt = p, d
+				continue
+			}
+		}
+		s.deliverPDFailure(ctx, route, reqID, f)
+		ctx.Response.Header.SetBytesV(headerPrefillWorker, pw.URLBytes())
+		return
 	}
-	// Set last: forwarding replaces the response headers.
-	ctx.Response.Header.SetBytesV(headerPrefillWorker, pw.URLBytes())
 }
 
-// dispatchSGLang runs SGLang's handover: the bootstrap fields are added to the request, which
-// goes to both workers at once.
-func (s *Server) dispatchSGLang(ctx *fasthttp.RequestCtx, x *exchange, pw *worker.Worker, pPermit breaker.Permit, dw *worker.Worker, dPermit breaker.Permit, route int, reqID, body []byte, deadline time.Time) {
+var (
+	errNoKVTransferParams = errors.New("the prefill answer has no kv_transfer_params object: is the worker a vLLM engine started with --kv-transfer-config (kv_role kv_producer or kv_both)?")
+	// errBodyRewrite: the handover fields could not be set in the body. Extract accepted the
+	// body as a JSON object, so only a bug gets here.
+	errBodyRewrite = errors.New("the request body could not be rewritten for the PD handover")
+)
 
-	var err error
-	x.pdBody, err = disagg.AppendBootstrap(x.pdBody[:0], body, pw.BootstrapHost, pw.BootstrapPort, disagg.NewRoom())
-	if err != nil {
-		dw.Breaker.Record(dPermit, breaker.Abandoned, breaker.Now())
-		pw.Breaker.Record(pPermit, breaker.Abandoned, breaker.Now())
-		s.fail(ctx, route, errInvalidRequest, "the request body is not a JSON object: "+err.Error())
-		return
+// pdAttempt is one try of a PD request: the pair and what each leg holds.
+type pdAttempt struct {
+	prefill, decode  *worker.Worker
+	pPermit, dPermit breaker.Permit
+	route            int
+	deadline         time.Time
+	last             bool
+	reqID            []byte
+}
+
+// pdFailure is how an attempt failed before the client saw a byte; failed is nil on success.
+type pdFailure struct {
+	failed *worker.Worker
+	// err is the transport error, errRetryableStatus (the decode answer is in ctx.Response)
+	// or errNoKVTransferParams.
+	err error
+	// job, when set, holds the prefill answer that is the client's answer.
+	job *prefillJob
+}
+
+func (f pdFailure) retryable() bool {
+	if f.job != nil && f.job.err == nil {
+		return retryableStatus(f.job.resp.StatusCode())
 	}
-	j := s.newPrefillJob(ctx, x, pw, pPermit, x.pdBody, deadline)
-	s.prefillSenders.start(j)
+	return !errors.Is(f.err, errNoKVTransferParams) && !errors.Is(f.err, errBodyRewrite)
+}
 
-	// The decode request is the client's request with the new body. The original body stays
-	// ours (x.fields point into it) until the exchange is recycled.
-	x.pdBody = ctx.Request.SwapBody(x.pdBody)
-	x.hold.permit = dPermit
-	err = s.forward(ctx, x, dw, route, reqID, deadline, true)
+func (f pdFailure) release() {
+	if f.job != nil {
+		f.job.release()
+	}
+}
+
+// deliverPDFailure answers with the failed leg's own error answer if it gave one, else the
+// gateway's envelope for the failure.
+func (s *Server) deliverPDFailure(ctx *fasthttp.RequestCtx, route int, reqID []byte, f pdFailure) {
+	defer f.release()
+	switch {
+	case errors.Is(f.err, errNoKVTransferParams):
+		s.fail(ctx, route, errUpstreamUnreachable, "prefill worker "+f.failed.URL+": "+f.err.Error())
+	case errors.Is(f.err, errBodyRewrite):
+		s.fail(ctx, route, errInternal, f.err.Error())
+	case f.job != nil && f.job.err == nil:
+		ctx.Response.Reset()
+		f.job.resp.CopyTo(&ctx.Response)
+		s.finishHeaders(ctx, f.failed, reqID)
+		s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
+	default:
+		s.deliverFailure(ctx, route, f.failed, f.err, reqID)
+	}
+}
+
+// swapBody makes body the request's body. The first swap takes the client's original body
+// (which x.fields point into) into x.pdOrig, where it stays until the exchange is reused; a
+// later one takes back the previous rewrite as the next rewrite buffer.
+func swapBody(ctx *fasthttp.RequestCtx, x *exchange, body []byte) {
+	prev := ctx.Request.SwapBody(body)
+	if x.pdOrig == nil {
+		x.pdOrig, x.pdBody = prev, nil
+	} else {
+		x.pdBody = prev[:0]
+	}
+}
+
+// attemptSGLang runs SGLang's handover: the bootstrap fields are added to the request, which
+// goes to both workers at once.
+func (s *Server) attemptSGLang(ctx *fasthttp.RequestCtx, x *exchange, orig []byte, a *pdAttempt) pdFailure {
+	pw, dw := a.prefill, a.decode
+	body, err := disagg.AppendBootstrap(x.pdBody[:0], orig, pw.BootstrapHost, pw.BootstrapPort, disagg.NewRoom())
+	if err != nil {
+		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
+		pw.Breaker.Record(a.pPermit, breaker.Abandoned, breaker.Now())
+		return pdFailure{failed: pw, err: errBodyRewrite}
+	}
+	j := s.newPrefillJob(ctx, x, pw, a.pPermit, body, a.deadline)
+	s.prefillSenders.start(j)
+	swapBody(ctx, x, body)
+	x.hold.permit = a.dPermit
+	err = s.forward(ctx, x, dw, a.route, a.reqID, a.deadline, a.last)
 	if x.streamed {
 		// The answer streams from the decode worker; the prefill finishes on its own.
 		j.release()
-		return
+		return pdFailure{}
+	}
+	if err != nil {
+		// The decode leg failed: that is the answer, whatever the prefill leg does.
+		j.release()
+		return pdFailure{failed: dw, err: err}
 	}
 	<-j.done
-	if err == nil && j.failed() {
-		// The decode answer cannot be right without its prefill: the client gets the
-		// prefill worker's failure instead.
-		s.deliverPrefillFailure(ctx, route, j, reqID)
-	} else if err != nil {
-		s.deliverFailure(ctx, route, dw, err, reqID)
+	if j.failed() && ctx.Response.StatusCode() < 300 {
+		// The decode answer cannot be right without its prefill.
+		return pdFailure{failed: pw, err: j.err, job: j}
 	}
 	j.release()
+	return pdFailure{}
 }
 
-// dispatchVLLM runs vLLM's sequential handover: prefill (one token, kv_transfer_params asking
+// attemptVLLM runs vLLM's sequential handover: prefill (one token, kv_transfer_params asking
 // for a remote decode), then decode with the kv_transfer_params the prefill returned.
-func (s *Server) dispatchVLLM(ctx *fasthttp.RequestCtx, x *exchange, pw *worker.Worker, pPermit breaker.Permit, dw *worker.Worker, dPermit breaker.Permit, route int, reqID, body []byte, deadline time.Time) {
-	abandon := func() {
-		dw.Breaker.Record(dPermit, breaker.Abandoned, breaker.Now())
+func (s *Server) attemptVLLM(ctx *fasthttp.RequestCtx, x *exchange, orig []byte, a *pdAttempt) pdFailure {
+	pw, dw := a.prefill, a.decode
+	if a.route == routeGenerate {
+		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
+		pw.Breaker.Record(a.pPermit, breaker.Abandoned, breaker.Now())
+		s.fail(ctx, a.route, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
+		return pdFailure{}
 	}
-	if route == routeGenerate {
-		abandon()
-		pw.Breaker.Record(pPermit, breaker.Abandoned, breaker.Now())
-		s.fail(ctx, route, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
-		return
-	}
-	var err error
-	x.pdBody, err = disagg.AppendVLLMPrefill(x.pdBody[:0], body, route == routeChat)
+	body, err := disagg.AppendVLLMPrefill(x.pdBody[:0], orig, a.route == routeChat)
 	if err != nil {
-		abandon()
-		pw.Breaker.Record(pPermit, breaker.Abandoned, breaker.Now())
-		s.fail(ctx, route, errInvalidRequest, "the request body is not a JSON object: "+err.Error())
-		return
+		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
+		pw.Breaker.Record(a.pPermit, breaker.Abandoned, breaker.Now())
+		return pdFailure{failed: pw, err: errBodyRewrite}
 	}
-	j := s.newPrefillJob(ctx, x, pw, pPermit, x.pdBody, deadline)
+	x.pdBody = body
+	j := s.newPrefillJob(ctx, x, pw, a.pPermit, body, a.deadline)
 	j.run() // vLLM's decode needs what the prefill returns
 	params, ok := disagg.KVTransferParams(j.resp.Body())
 	if j.failed() || !ok {
-		abandon()
+		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
 		if !j.failed() {
-			j.err = errNoKVTransferParams
+			j.release()
+			return pdFailure{failed: pw, err: errNoKVTransferParams}
 		}
-		s.deliverPrefillFailure(ctx, route, j, reqID)
-		j.release()
-		return
+		return pdFailure{failed: pw, err: j.err, job: j}
 	}
-	x.pdBody, err = disagg.AppendVLLMDecode(x.pdBody[:0], body, params)
+	body, err = disagg.AppendVLLMDecode(x.pdBody[:0], orig, params)
 	j.release()
-	if err != nil { // body was rewritten once already: cannot happen
-		abandon()
-		s.fail(ctx, route, errInternal, err.Error())
-		return
+	if err != nil {
+		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
+		return pdFailure{failed: pw, err: errBodyRewrite}
 	}
-	x.pdBody = ctx.Request.SwapBody(x.pdBody)
-	x.hold.permit = dPermit
-	if err := s.forward(ctx, x, dw, route, reqID, deadline, true); err != nil {
-		s.deliverFailure(ctx, route, dw, err, reqID)
+	swapBody(ctx, x, body)
+	x.hold.permit = a.dPermit
+	if err := s.forward(ctx, x, dw, a.route, a.reqID, a.deadline, a.last); err != nil {
+		return pdFailure{failed: dw, err: err}
 	}
+	return pdFailure{}
 }
-
-var errNoKVTransferParams = errors.New("the prefill answer has no kv_transfer_params object: is the worker a vLLM engine started with --kv-transfer-config (kv_role kv_producer or kv_both)?")
 
 // pickAdmitted picks a worker on rt whose breaker admits the request, re-picking without the
 // workers whose breaker refused.
@@ -177,23 +265,6 @@ func (s *Server) failPickLeg(ctx *fasthttp.RequestCtx, route int, leg string, er
 		return
 	}
 	s.failPick(ctx, route, err)
-}
-
-// deliverPrefillFailure answers with the prefill worker's own error answer if it gave one,
-// else the gateway's envelope for its transport error.
-func (s *Server) deliverPrefillFailure(ctx *fasthttp.RequestCtx, route int, j *prefillJob, reqID []byte) {
-	if j.err != nil {
-		if errors.Is(j.err, errNoKVTransferParams) {
-			s.fail(ctx, route, errUpstreamUnreachable, "prefill worker "+j.w.URL+": "+j.err.Error())
-			return
-		}
-		s.failUpstream(ctx, route, j.w, j.err)
-		return
-	}
-	ctx.Response.Reset()
-	j.resp.CopyTo(&ctx.Response)
-	s.finishHeaders(ctx, j.w, reqID)
-	s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
 }
 
 // prefillJob is the prefill leg of one PD request. It is pooled; the handler and the job's own

@@ -93,7 +93,9 @@ func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[str
 		t.Fatal(err)
 	}
 	add := func(addr, typ string, labels map[string]string, f *pdFake) {
-		byAddr[addr] = f
+		if f != nil { // a nil fake is a worker nobody listens for
+			byAddr[addr] = f
+		}
 		spec := worker.Spec{URL: "http://" + addr, ModelID: "m1", WorkerType: typ, Labels: labels}
 		if err := spec.Normalize(); err != nil {
 			t.Fatal(err)
@@ -288,4 +290,80 @@ func TestPDSGLangStreamsTheDecodeAnswer(t *testing.T) {
 	}
 	close(release)
 	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+func status503(_ map[string]any, ctx *fasthttp.RequestCtx) {
+	ctx.SetStatusCode(503)
+	ctx.SetBodyString(`{"error":{"message":"busy"}}`)
+}
+
+// TestPDRetriesAFailedLegOnAnotherPair: a decode worker that answers 503, one that is
+// unreachable and a prefill worker that answers 503 each cost an attempt, never the request;
+// every retry is a new pair with a new room.
+func TestPDRetriesAFailedLegOnAnotherPair(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		prefill, decode []*pdFake
+		labels          map[string]string
+	}{
+		{"decode 503", []*pdFake{newPDFake(t, answerJSON(`{}`))}, []*pdFake{newPDFake(t, status503), newPDFake(t, answerJSON(decodeAnswer))}, nil},
+		{"decode unreachable", []*pdFake{newPDFake(t, answerJSON(`{}`))}, []*pdFake{nil, newPDFake(t, answerJSON(decodeAnswer))}, nil},
+		{"prefill 503", []*pdFake{newPDFake(t, status503), newPDFake(t, answerJSON(`{}`))}, []*pdFake{newPDFake(t, answerJSON(decodeAnswer))}, nil},
+		{"vllm prefill 503", []*pdFake{newPDFake(t, status503), newPDFake(t, answerJSON(`{"kv_transfer_params":{"remote_host":"h"}}`))},
+			[]*pdFake{newPDFake(t, answerJSON(decodeAnswer))}, map[string]string{worker.LabelKVConnector: "NixlConnector"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newPDGateway(t, tc.prefill, tc.decode, tc.labels)
+			for i := range 4 {
+				resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hello `+fmt.Sprint(i)+`"}]}`)
+				if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") {
+					t.Fatalf("request %d: %d %s", i, resp.StatusCode(), resp.Body())
+				}
+			}
+			eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+			if tc.labels != nil {
+				return
+			}
+			// Every decode request that succeeded carries a room some prefill worker got, and
+			// no room was sent twice.
+			rooms := map[float64]int{}
+			for _, p := range tc.prefill {
+				for _, b := range p.received() {
+					rooms[b["bootstrap_room"].(float64)]++
+				}
+			}
+			for room, n := range rooms {
+				if n != 1 {
+					t.Fatalf("room %v sent to %d prefill requests", room, n)
+				}
+			}
+			for _, d := range tc.decode {
+				if d == nil {
+					continue
+				}
+				for _, b := range d.received() {
+					if rooms[b["bootstrap_room"].(float64)] != 1 {
+						t.Fatalf("decode room %v unknown to the prefill workers", b["bootstrap_room"])
+					}
+				}
+			}
+			if len(rooms) <= 4 {
+				t.Fatalf("%d prefill requests for 4 client requests: the failed leg was never retried", len(rooms))
+			}
+		})
+	}
+}
+
+func TestPDClientErrorIsNotRetried(t *testing.T) {
+	bad := func(_ map[string]any, ctx *fasthttp.RequestCtx) {
+		ctx.SetStatusCode(400)
+		ctx.SetBodyString(`{"error":{"message":"bad request"}}`)
+	}
+	p1, p2 := newPDFake(t, bad), newPDFake(t, bad)
+	d := newPDFake(t, answerJSON(decodeAnswer))
+	g := newPDGateway(t, []*pdFake{p1, p2}, []*pdFake{d}, nil)
+	resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"x"}]}`)
+	if resp.StatusCode() != 400 || len(p1.received())+len(p2.received()) != 1 {
+		t.Fatalf("got %d after %d prefill requests; a 400 is the client's and must not be retried", resp.StatusCode(), len(p1.received())+len(p2.received()))
+	}
 }

@@ -34,9 +34,9 @@ type exchange struct {
 	tokens   []uint32
 	reqID    []byte
 	exclude  [4]*worker.Worker
-	// pdBody is the PD rewrite of the body; once swapped into the request, it holds the
-	// client's original body instead (which fields point into) until the exchange is reused.
-	pdBody []byte
+	// pdBody is the buffer of PD body rewrites; pdOrig holds the client's original body (which
+	// fields point into) once a rewrite has been swapped into the request (swapBody).
+	pdBody, pdOrig []byte
 }
 
 // maxPooledPDBody bounds the PD body buffer an exchange keeps between requests.
@@ -50,10 +50,13 @@ func (s *Server) putExchange(x *exchange) {
 	x.fields.Reset()
 	x.tokens = x.tokens[:0]
 	x.reqID = x.reqID[:0]
+	if x.pdBody == nil { // swapped into the request: the original body is the next buffer
+		x.pdBody, x.pdOrig = x.pdOrig, nil
+	}
 	if cap(x.pdBody) > maxPooledPDBody {
 		x.pdBody = nil
 	}
-	x.pdBody = x.pdBody[:0]
+	x.pdBody, x.pdOrig = x.pdBody[:0], nil
 	s.exchanges.Put(x)
 }
 
