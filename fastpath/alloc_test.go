@@ -16,6 +16,17 @@ import (
 // allocations of the whole process: once pools and buffers are warm, there must be none.
 func TestProxyRoundTripDoesNotAllocate(t *testing.T) {
 	g := newGateway(t, "round_robin", Config{}, newFakeWorker(t, "a", 200), newFakeWorker(t, "b", 200))
+	assertRoundTripDoesNotAllocate(t, g)
+}
+
+// TestPDRoundTripDoesNotAllocate is the same for a non-streamed SGLang PD round trip: the
+// bootstrap rewrite, two upstream requests and the handover.
+func TestPDRoundTripDoesNotAllocate(t *testing.T) {
+	g := newPDGateway(t, []*pdFake{newPDFake(t, nil)}, []*pdFake{newPDFake(t, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"})
+	assertRoundTripDoesNotAllocate(t, g)
+}
+
+func assertRoundTripDoesNotAllocate(t *testing.T, g *gateway) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod("POST")
@@ -40,51 +51,16 @@ func TestProxyRoundTripDoesNotAllocate(t *testing.T) {
 // BenchmarkProxyRoundTrip measures one non-streamed round trip through the gateway over
 // in-memory connections (client, gateway and worker all in this process).
 func BenchmarkProxyRoundTrip(b *testing.B) {
-	g := newGateway(b, "round_robin", Config{}, newFakeWorker(b, "a", 200), newFakeWorker(b, "b", 200))
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	req.Header.SetMethod("POST")
-	req.SetRequestURI("http://gateway/v1/chat/completions")
-	req.SetBodyString(`{"model":"m1","messages":[{"role":"user","content":"hello there"}]}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := g.client.DoTimeout(req, resp, 5*time.Second); err != nil || resp.StatusCode() != 200 {
-			b.Fatal(err, resp.StatusCode())
-		}
-	}
-}
-
-// TestPDRoundTripDoesNotAllocate counts the allocations of one non-streamed SGLang PD round trip
-// through the gateway (client, gateway and both workers in this process).
-func TestPDRoundTripDoesNotAllocate(t *testing.T) {
-	g := newPDGateway(t, []*pdFake{newPDFake(t, nil)}, []*pdFake{newPDFake(t, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"})
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	req.Header.SetMethod("POST")
-	req.SetRequestURI("http://gateway/v1/chat/completions")
-	req.SetBodyString(`{"model":"m1","messages":[{"role":"user","content":"hello there"}]}`)
-	roundTrip := func() {
-		if err := g.client.DoTimeout(req, resp, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if resp.StatusCode() != 200 {
-			t.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
-		}
-	}
-	for range 200 {
-		roundTrip()
-	}
-	allocs := testing.AllocsPerRun(500, roundTrip)
-	t.Logf("%.2f allocations per PD round trip", allocs)
-	if allocs != 0 {
-		t.Fatalf("%.2f allocations per PD round trip, want 0", allocs)
-	}
+	benchRoundTrip(b, newGateway(b, "round_robin", Config{}, newFakeWorker(b, "a", 200), newFakeWorker(b, "b", 200)))
 }
 
 // BenchmarkPDRoundTrip measures one non-streamed SGLang PD round trip through the gateway over
 // in-memory connections: the bootstrap rewrite, two upstream requests and the handover.
 func BenchmarkPDRoundTrip(b *testing.B) {
-	g := newPDGateway(b, []*pdFake{newPDFake(b, nil)}, []*pdFake{newPDFake(b, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"})
+	benchRoundTrip(b, newPDGateway(b, []*pdFake{newPDFake(b, nil)}, []*pdFake{newPDFake(b, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"}))
+}
+
+func benchRoundTrip(b *testing.B, g *gateway) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod("POST")

@@ -102,21 +102,34 @@ func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorke
 	for i, f := range fakes {
 		g.fakes[fmt.Sprintf("10.0.0.%d:8000", i+1)] = f
 	}
-	var err error
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Logger = quiet
-	g.reg, err = worker.NewRegistry(worker.Config{Logger: quiet, Client: worker.ClientOptions{Dial: func(addr string) (net.Conn, error) {
+	g.start(cfg, policy.RouterConfig{DefaultPolicy: policyName}, func(addr string) (net.Conn, error) {
 		f := g.fakes[addr]
 		if f == nil {
 			return nil, fmt.Errorf("dial %s: connection refused", addr)
 		}
 		return f.ln.Dial()
-	}}})
+	}, func() {
+		for i := range fakes {
+			g.addWorker(fmt.Sprintf("http://10.0.0.%d:8000", i+1), "m1")
+		}
+	})
+	return g
+}
+
+// start builds the registry (dialing workers with dial), the router (rc, quiet, with the
+// policies' defaults) and the server, calls addWorkers, then serves on an in-memory listener.
+func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFunc, addWorkers func()) {
+	t := g.t
+	var err error
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Logger = quiet
+	g.reg, err = worker.NewRegistry(worker.Config{Logger: quiet, Client: worker.ClientOptions{Dial: dial}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.reg.Close)
-	router, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: policyName, NewBuilder: all.NewBuilderFunc(all.Config{Logger: quiet}), Logger: quiet})
+	rc.NewBuilder, rc.Logger = all.NewBuilderFunc(all.Config{Logger: quiet, PDMode: rc.PD != nil}), quiet
+	router, err := policy.NewRouter(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,14 +139,11 @@ func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorke
 		t.Fatal(err)
 	}
 	g.srv.DiscoverModels = nil
-	for i := range fakes {
-		g.addWorker(fmt.Sprintf("http://10.0.0.%d:8000", i+1), "m1")
-	}
+	addWorkers()
 	g.ln = fasthttputil.NewInmemoryListener()
 	go func() { _ = g.srv.Serve(g.ln) }()
 	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()); _ = g.ln.Close() })
 	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
-	return g
 }
 
 func (g *gateway) addWorker(url, model string) *worker.Worker {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -15,7 +13,6 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/smg-go/smg/policy"
-	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -70,27 +67,12 @@ func answerJSON(s string) func(map[string]any, *fasthttp.RequestCtx) {
 func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
 	g := &gateway{t: t}
 	byAddr := map[string]*pdFake{}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var err error
-	g.reg, err = worker.NewRegistry(worker.Config{Logger: quiet, Client: worker.ClientOptions{Dial: func(addr string) (net.Conn, error) {
+	dial := func(addr string) (net.Conn, error) {
 		f := byAddr[addr]
 		if f == nil {
 			return nil, fmt.Errorf("dial %s: connection refused", addr)
 		}
 		return f.ln.Dial()
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.reg.Close)
-	router, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin"},
-		NewBuilder: all.NewBuilderFunc(all.Config{Logger: quiet}), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.reg.Subscribe(router.Update)
-	if g.srv, err = New(Config{Logger: quiet}, g.reg, router); err != nil {
-		t.Fatal(err)
 	}
 	add := func(addr, typ string, labels map[string]string, f *pdFake) {
 		if f != nil { // a nil fake is a worker nobody listens for
@@ -104,17 +86,16 @@ func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[str
 			t.Fatal(err)
 		}
 	}
-	for i, f := range prefill {
-		add(fmt.Sprintf("10.0.1.%d:8000", i+1), worker.TypePrefill, prefillLabels, f)
-	}
-	for i, f := range decode {
-		add(fmt.Sprintf("10.0.2.%d:8000", i+1), worker.TypeDecode, nil, f)
-	}
-	g.waitTable(func(n int) bool { return n == len(prefill)+len(decode) })
-	g.ln = fasthttputil.NewInmemoryListener()
-	go func() { _ = g.srv.Serve(g.ln) }()
-	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()); _ = g.ln.Close() })
-	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
+	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin"}}
+	g.start(Config{}, rc, dial, func() {
+		for i, f := range prefill {
+			add(fmt.Sprintf("10.0.1.%d:8000", i+1), worker.TypePrefill, prefillLabels, f)
+		}
+		for i, f := range decode {
+			add(fmt.Sprintf("10.0.2.%d:8000", i+1), worker.TypeDecode, nil, f)
+		}
+		g.waitTable(func(n int) bool { return n == len(prefill)+len(decode) })
+	})
 	return g
 }
 
