@@ -63,6 +63,30 @@ func pdCount(t *testing.T, m *pdMock, role, result string) int {
 	return n
 }
 
+// checkHandovers checks that the prefill mocks served n requests and the decode mocks
+// confirmed n handovers, and that no mock counted a rejected, timed-out, mispaired or
+// unreachable one.
+func checkHandovers(t *testing.T, n int, prefill, decode []*pdMock) {
+	t.Helper()
+	count := func(ms []*pdMock, role, result string) (sum int) {
+		for _, m := range ms {
+			sum += pdCount(t, m, role, result)
+		}
+		return sum
+	}
+	if ok := count(prefill, "prefill", "ok"); ok != n {
+		t.Errorf("prefill mocks served %d, want %d", ok, n)
+	}
+	if ok := count(decode, "decode", "ok"); ok != n {
+		t.Errorf("decode mocks confirmed %d handovers, want %d", ok, n)
+	}
+	for _, bad := range []string{"rejected", "timeout", "mismatch", "unreachable"} {
+		if c := count(prefill, "prefill", bad) + count(decode, "decode", bad); c != 0 {
+			t.Errorf("%d handovers ended %s", c, bad)
+		}
+	}
+}
+
 // pdRequest is one generation request of the PD tests: its route, body and whether it streams.
 type pdRequest struct {
 	path, body string
@@ -171,17 +195,7 @@ func TestPDSGLang(t *testing.T) {
 	if prefills[p1.URLs[0]] != n/2 || prefills[p2.URLs[0]] != n/2 {
 		t.Errorf("round_robin over two prefill workers: %v", prefills)
 	}
-	if ok := pdCount(t, d, "decode", "ok"); ok != n {
-		t.Errorf("decode mocks confirmed %d handovers, want %d", ok, n)
-	}
-	if ok := pdCount(t, p1, "prefill", "ok") + pdCount(t, p2, "prefill", "ok"); ok != n {
-		t.Errorf("prefill mocks served %d, want %d", ok, n)
-	}
-	for _, bad := range []string{"rejected", "timeout", "mismatch", "unreachable"} {
-		if c := pdCount(t, d, "decode", bad) + pdCount(t, p1, "prefill", bad) + pdCount(t, p2, "prefill", bad); c != 0 {
-			t.Errorf("%d handovers ended %s", c, bad)
-		}
-	}
+	checkHandovers(t, n, []*pdMock{p1, p2}, []*pdMock{d})
 	for _, u := range d.URLs {
 		v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, u))
 		if v != 0 {
@@ -215,14 +229,7 @@ func TestPDVLLM(t *testing.T) {
 	if prefills[p.URLs[0]] != n/2 || prefills[p.URLs[1]] != n/2 {
 		t.Errorf("round_robin over two prefill workers: %v", prefills)
 	}
-	if ok := pdCount(t, d, "decode", "ok"); ok != n {
-		t.Errorf("decode mocks confirmed %d handovers, want %d", ok, n)
-	}
-	for _, bad := range []string{"rejected", "timeout", "mismatch", "unreachable"} {
-		if c := pdCount(t, d, "decode", bad) + pdCount(t, p, "prefill", bad); c != 0 {
-			t.Errorf("%d handovers ended %s", c, bad)
-		}
-	}
+	checkHandovers(t, n, []*pdMock{p}, []*pdMock{d})
 	r := MustDo(t, http.MethodPost, g.URL+"/generate", `{"text":"x"}`, nil)
 	if r.Status != 400 || !strings.Contains(r.Body, "vLLM") {
 		t.Errorf("/generate to vLLM workers: %d %s", r.Status, r.Body)
