@@ -13,7 +13,10 @@
 //     requests/s, p50/p99 and added latency, TTFT, and the proxy's CPU time from
 //     /proc/<pid>/stat per request and per SSE event. EnsurePeers installs nginx and
 //     HAProxy from Debian's packages when missing and running as root; a peer that cannot be
-//     installed gets a "not installed" row and its gates are skipped.
+//     installed gets a "not installed" row and its gates are skipped. Then the PD rows: a
+//     prefill and a decode mock (--role), loadgen straight to both (its --pd-* mode, SGLang's
+//     mini load balancer's part) and through smg --pd-disaggregation, each smg PD request's
+//     CPU compared with the regular smg rows of the same run (OverheadConfig.PDRounds).
 //   - Micro: `go test -bench -benchmem` over the hot-path benchmarks (HotPathSuites), parsed
 //     by ParseBenchOutput; CheckAllocs fails on any non-zero allocs/op.
 //   - Quality: engine-mode mocks (continuous batching, prefix-cached KV, time-scaled) behind

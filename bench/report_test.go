@@ -26,8 +26,18 @@ func fullReport() *Report {
 		{Key: "haproxy", Name: "haproxy", RPS: 800, CPUPerEventUS: 20},
 	}
 	return &Report{
-		Overhead: &OverheadResult{Config: OverheadConfig{StreamTokens: 32, StreamIntervalMS: 1}, JSON: json, SSE: sse},
-		Micro:    []MicroResult{{Package: "p", Name: "BenchmarkA", HasAllocs: true}},
+		Overhead: &OverheadResult{Config: OverheadConfig{StreamTokens: 32, StreamIntervalMS: 1, PDRounds: 1, PDPolicy: "round_robin"}, JSON: json, SSE: sse,
+			PD: &PDOverhead{
+				JSON: []Measurement{
+					{Key: "direct", Name: "loadgen straight to prefill + decode", RPS: 4000, P50MS: 2, P99MS: 5},
+					{Key: "smg-round_robin", Name: "smg PD (round_robin)", RPS: 3000, P50MS: 2.5, P99MS: 6, CPUPerRequestUS: 54},
+				},
+				SSE: []Measurement{
+					{Key: "direct", Name: "loadgen straight to prefill + decode", RPS: 800, TTFTP50MS: 2},
+					{Key: "smg-round_robin", Name: "smg PD (round_robin)", RPS: 400, TTFTP50MS: 3, CPUPerRequestUS: 480, CPUPerEventUS: 15},
+				},
+			}},
+		Micro: []MicroResult{{Package: "p", Name: "BenchmarkA", HasAllocs: true}},
 		Quality: &QualityResult{Config: QualityConfig{TimeScale: 4, ModelRate: 39}, Rows: []QualityRow{
 			{Policy: "cache_aware", CacheHitRate: 0.9, OutputThroughput: 1200, TTFTP50MS: 20, TTFTP99MS: 800},
 			{Policy: "prefix_hash", CacheHitRate: 0.6, OutputThroughput: 1200, TTFTP50MS: 50, TTFTP99MS: 400},
@@ -127,18 +137,7 @@ func TestBusiestShare(t *testing.T) {
 }
 
 func TestReportPDMetricsAndTable(t *testing.T) {
-	r := fullReport()
-	r.Overhead.Config.PDRounds, r.Overhead.Config.PDPolicy = 1, "round_robin"
-	r.Overhead.PD = &PDOverhead{
-		JSON: []Measurement{
-			{Key: "direct", Name: "loadgen straight to prefill + decode", RPS: 4000, P50MS: 2, P99MS: 5},
-			{Key: "smg-round_robin", Name: "smg PD (round_robin)", RPS: 3000, P50MS: 2.5, P99MS: 6, CPUPerRequestUS: 54},
-		},
-		SSE: []Measurement{
-			{Key: "direct", Name: "loadgen straight to prefill + decode", RPS: 800, TTFTP50MS: 2},
-			{Key: "smg-round_robin", Name: "smg PD (round_robin)", RPS: 400, TTFTP50MS: 3, CPUPerRequestUS: 480, CPUPerEventUS: 15},
-		},
-	}
+	r := fullReport() // its PD rows
 	m := r.Metrics()
 	for k, v := range map[string]float64{
 		"overhead.pd.json.cpu_us_per_request.smg-round_robin":                54,
