@@ -51,14 +51,22 @@ func startPDMock(t *testing.T, host, role, dialect string, count, bootstrapPort 
 // pdCount sums mockworker_pd_requests_total{role,result} over a fleet's workers.
 func pdCount(t *testing.T, m *pdMock, role, result string) int {
 	t.Helper()
-	re := regexp.MustCompile(`mockworker_pd_requests_total\{[^}]*role="` + role + `"[^}]*result="` + result + `"[^}]*\} (\d+)`)
 	n := 0
 	for _, u := range m.URLs {
-		r := MustDo(t, http.MethodGet, u+"/metrics", "", nil)
-		for _, match := range re.FindAllStringSubmatch(r.Body, -1) {
-			v, _ := strconv.Atoi(match[1])
-			n += v
-		}
+		n += pdCountAt(t, u, role, result)
+	}
+	return n
+}
+
+// pdCountAt is mockworker_pd_requests_total{role,result} of the worker at url.
+func pdCountAt(t *testing.T, url, role, result string) int {
+	t.Helper()
+	re := regexp.MustCompile(`mockworker_pd_requests_total\{[^}]*role="` + role + `"[^}]*result="` + result + `"[^}]*\} (\d+)`)
+	n := 0
+	r := MustDo(t, http.MethodGet, url+"/metrics", "", nil)
+	for _, match := range re.FindAllStringSubmatch(r.Body, -1) {
+		v, _ := strconv.Atoi(match[1])
+		n += v
 	}
 	return n
 }
@@ -197,6 +205,11 @@ func TestPDSGLang(t *testing.T) {
 	}
 	checkHandovers(t, n, []*pdMock{p1, p2}, []*pdMock{d})
 	for _, u := range d.URLs {
+		if got := pdCountAt(t, u, "decode", "ok"); got != n/2 {
+			t.Errorf("round_robin over two decode workers: %s decoded %d of %d", u, got, n)
+		}
+	}
+	for _, u := range d.URLs {
 		v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, u))
 		if v != 0 {
 			t.Errorf("decode worker %s still has %v requests in flight", u, v)
@@ -230,6 +243,11 @@ func TestPDVLLM(t *testing.T) {
 		t.Errorf("round_robin over two prefill workers: %v", prefills)
 	}
 	checkHandovers(t, n, []*pdMock{p}, []*pdMock{d})
+	for _, u := range d.URLs {
+		if got := pdCountAt(t, u, "decode", "ok"); got == 0 {
+			t.Errorf("power_of_two never chose decode worker %s in %d requests", u, n)
+		}
+	}
 	r := MustDo(t, http.MethodPost, g.URL+"/generate", `{"text":"x"}`, nil)
 	if r.Status != 400 || !strings.Contains(r.Body, "vLLM") {
 		t.Errorf("/generate to vLLM workers: %d %s", r.Status, r.Body)
