@@ -3,6 +3,8 @@ package disagg
 import (
 	"math/rand/v2"
 	"strconv"
+
+	"github.com/smg-go/smg/internal/jsonscan"
 )
 
 // Names of the members this package sets.
@@ -141,12 +143,13 @@ func AppendVLLMDecode(dst, body, params []byte) ([]byte, error) {
 
 // isObject reports whether b is one well-formed JSON object, surrounding whitespace allowed.
 func isObject(b []byte) bool {
-	var s scanner
-	s.buf = b
-	if s.peek() != '{' {
+	c, i := jsonscan.Peek(b, 0)
+	if c != '{' {
 		return false
 	}
-	return s.skipValue(0) == nil && s.end() == nil
+	var st jsonscan.Stack
+	i, k := jsonscan.SkipValue(b, i, 0, &st)
+	return k == jsonscan.OK && jsonscan.SkipWS(b, i) == len(b)
 }
 
 // NewRoom returns a uniformly random bootstrap room id below 2^63. math/rand/v2's

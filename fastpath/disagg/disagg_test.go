@@ -198,25 +198,6 @@ func TestKVTransferParams(t *testing.T) {
 	}
 }
 
-// TestUnescapedEquals covers the escape decoding of names against encoding/json's.
-func TestUnescapedEquals(t *testing.T) {
-	for _, raw := range []string{
-		`stre\u0061m`, `\u0073tream`, `strea\u006D`, `stream\u0000`, `\"stream`, `stream\/`, `\/`,
-		`\ud83d\ude00`, `\ud83d`, `\ude00\ud83d`, `\ud83dx`, `a\nb`, `a\tb`, `\b\f\r`, `\\`, `caf\u00e9`,
-		`\ud83d\u0041`, `\uDBFF\uDFFF`,
-	} {
-		var dec string
-		if err := json.Unmarshal([]byte(`"`+raw+`"`), &dec); err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range []string{dec, "stream", "", "\uFFFD", "a"} {
-			if got := unescapedEquals([]byte(raw), name); got != (dec == name) {
-				t.Errorf("unescapedEquals(%q, %q) = %v, want %v", raw, name, got, dec == name)
-			}
-		}
-	}
-}
-
 func TestNewRoom(t *testing.T) {
 	seen := map[uint64]bool{}
 	var or uint64

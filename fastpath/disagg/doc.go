@@ -31,7 +31,8 @@
 // # Validation
 //
 // The body is walked once and validated as strictly as encoding/json does (syntax, control
-// characters and escapes in strings, nesting up to MaxDepth), so the output is well-formed
+// characters and escapes in strings, nesting up to MaxDepth; the scanning is
+// internal/jsonscan's, the same as fastpath/extract's), so the output is well-formed
 // JSON whenever the call succeeds; like fastpath/extract, invalid UTF-8 is passed through
 // as sent. Anything that is not one well-formed JSON object is ErrInvalidBody, never a
 // panic (fuzzed). Whitespace between members is dropped; every member's name and value

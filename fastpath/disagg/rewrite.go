@@ -2,8 +2,9 @@ package disagg
 
 import (
 	"errors"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/smg-go/smg/internal/jsonscan"
 )
 
 // Sentinels for errors.Is. They are returned as they are, so that errors allocate nothing
@@ -96,11 +97,15 @@ func appendName(dst []byte, n int, name string) []byte {
 	return append(dst, '"', ':')
 }
 
-// named reports whether the raw member name (content between the quotes) is one of set's.
+// named reports whether the raw member name (content between the quotes) is one of set's,
+// comparing decoded names as encoding/json decodes them. Comparing decoded names (rather
+// than raw bytes) matters: a client writing "stre\u0061m" would otherwise keep its own
+// stream member next to ours, a duplicate that a last-wins parser could resolve in the
+// client's favour.
 func named(raw []byte, escaped bool, set []Member) bool {
 	for i := range set {
 		if escaped {
-			if unescapedEquals(raw, set[i].Name) {
+			if jsonscan.EqualUnescaped(raw, set[i].Name) {
 				return true
 			}
 		} else if string(raw) == set[i].Name {
@@ -108,71 +113,6 @@ func named(raw []byte, escaped bool, set []Member) bool {
 		}
 	}
 	return false
-}
-
-// unescapedEquals reports whether raw, the validated content of a JSON string with escapes,
-// decodes to name. Decoding follows encoding/json: a \u surrogate pair is one rune, a lone
-// escaped surrogate U+FFFD. Comparing decoded names (rather than raw bytes) matters: a
-// client writing "stre\u0061m" would otherwise keep its own stream member next to ours, a
-// duplicate that a last-wins parser could resolve in the client's favour.
-func unescapedEquals(raw []byte, name string) bool {
-	j := 0
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			if j >= len(name) || name[j] != c {
-				return false
-			}
-			i++
-			j++
-			continue
-		}
-		if raw[i+1] != 'u' {
-			if j >= len(name) || name[j] != unescapeByte(raw[i+1]) {
-				return false
-			}
-			i += 2
-			j++
-			continue
-		}
-		r := hex4(raw[i+2:])
-		i += 6
-		if utf16.IsSurrogate(r) {
-			r2 := rune(-1)
-			if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-				r2 = hex4(raw[i+2:])
-			}
-			if p := utf16.DecodeRune(r, r2); p != utf8.RuneError {
-				r = p
-				i += 6
-			} else {
-				r = utf8.RuneError
-			}
-		}
-		var enc [utf8.UTFMax]byte
-		k := utf8.EncodeRune(enc[:], r)
-		if len(name)-j < k || name[j:j+k] != string(enc[:k]) {
-			return false
-		}
-		j += k
-	}
-	return j == len(name)
-}
-
-func unescapeByte(c byte) byte {
-	switch c {
-	case 'b':
-		return '\b'
-	case 'f':
-		return '\f'
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
-	}
-	return c // '"', '\\', '/'
 }
 
 // appendString appends s as a JSON string: quotes, backslashes and control characters

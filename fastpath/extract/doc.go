@@ -88,7 +88,10 @@
 //
 // The scanner walks the known structure with a few levels of plain calls and skips every
 // other value iteratively with a one-bit-per-level stack in the Fields, so hostile input
-// costs neither recursion nor allocation. Short strings take one 16-byte SWAR step; long
+// costs neither recursion nor allocation. The JSON grammar itself (whitespace, literals,
+// numbers, strings and their escapes, skipping values) is internal/jsonscan's, shared with
+// fastpath/disagg; this package adds the field logic and words jsonscan's failures as the
+// client's error messages. Short strings take one 16-byte SWAR step; long
 // ones are searched with bytes.IndexByte (vectorised in the runtime) for the closing quote
 // and the escapes, and checked for control characters eight bytes at a time.
 package extract

@@ -1,5 +1,7 @@
 package extract
 
+import "github.com/smg-go/smg/internal/jsonscan"
+
 // Route names the endpoint a body was posted to; it decides which keys carry the routing
 // text.
 type Route uint8
@@ -65,7 +67,7 @@ type Fields struct {
 	// kinds is the container stack of skipValue, one bit per nesting level (1 = object),
 	// kept here rather than on the goroutine stack so that skipping a value costs no
 	// 1.25 KB zeroing and deep nesting needs no recursion.
-	kinds [MaxDepth/64 + 1]uint64
+	kinds jsonscan.Stack
 }
 
 // Reset clears the fields and drops the aliases into the last body, so a pooled Fields
