@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/smg-go/smg/internal/jsonscan"
+	"github.com/smg-go/smg/internal/jsonx"
 )
 
 // Names of the members this package sets.
@@ -48,7 +49,7 @@ func AppendBootstrap(dst, body []byte, host string, port int, room uint64) ([]by
 		return dst, err
 	}
 	out = appendName(out, n, nameBootstrapHost)
-	out = appendString(out, host)
+	out = jsonx.AppendString(out, host)
 	out = appendName(out, 1, nameBootstrapPort)
 	if port <= 0 {
 		out = append(out, "null"...)

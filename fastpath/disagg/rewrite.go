@@ -2,7 +2,6 @@ package disagg
 
 import (
 	"errors"
-	"unicode/utf8"
 
 	"github.com/smg-go/smg/internal/jsonscan"
 )
@@ -113,48 +112,4 @@ func named(raw []byte, escaped bool, set []Member) bool {
 		}
 	}
 	return false
-}
-
-// appendString appends s as a JSON string: quotes, backslashes and control characters
-// escaped, invalid UTF-8 replaced by \ufffd, as encoding/json writes it.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
