@@ -36,10 +36,12 @@ func fixedServer(t *testing.T, contentType string, body []byte) *fasthttputil.In
 	return ln
 }
 
-// inMemoryClient connects a client for cfg to ln.
+// inMemoryClient connects a client for cfg to ln (every PD worker too, in PD mode).
 func inMemoryClient(t *testing.T, cfg Config, ln *fasthttputil.InmemoryListener) (*client, source) {
 	t.Helper()
-	cfg.BaseURL = "http://fake/v1"
+	if !cfg.PD.enabled() {
+		cfg.BaseURL = "http://fake/v1"
+	}
 	cfg.Dial = func(string) (net.Conn, error) { return ln.Dial() }
 	cfg.applyDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -120,19 +122,7 @@ func TestPDRequestCycleAllocations(t *testing.T) {
 	cfg.Model, cfg.Workload, cfg.Stream = "m", WorkloadRaw, false
 	cfg.PD = PDConfig{Prefill: []string{"http://prefill:1", "http://prefill2:1"}, Decode: []string{"http://decode:1"}, BootstrapPort: 8998}
 	ln := fixedServer(t, "application/json", []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"length"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`))
-	cfg.Dial = func(string) (net.Conn, error) { return ln.Dial() }
-	cfg.applyDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := newClient(&cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := newSource(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, src := inMemoryClient(t, cfg, ln)
 	st := cl.newState(time.Hour)
 	defer st.close()
 	start := time.Now()
