@@ -17,9 +17,9 @@ type MicroSuite struct {
 }
 
 // HotPathSuites are the benchmarks of the hot path whose allocs/op the gate holds at zero
-// (DESIGN.md §3): the proxy round trip, the request field extractor, the radix tree's match
-// and insert, and every policy's Pick. The extractor's comparison benchmarks (fastjson,
-// encoding/json) are not the hot path and are left out.
+// (DESIGN.md §3): the proxy round trip (regular and PD), the request field extractor, the PD
+// body rewrites, the radix tree's match and insert, and every policy's Pick. The comparison
+// benchmarks (fastjson, encoding/json) are not the hot path and are left out.
 func HotPathSuites(smoke bool) []MicroSuite {
 	pick := "^BenchmarkPick$"
 	radixPattern := "^(BenchmarkMatchAndInsert|BenchmarkMatch|BenchmarkInsertStored)$"
@@ -29,8 +29,10 @@ func HotPathSuites(smoke bool) []MicroSuite {
 		radixPattern = "^(BenchmarkMatchAndInsert|BenchmarkMatch|BenchmarkInsertStored)$/^chars=4096/"
 	}
 	return []MicroSuite{
-		{"./fastpath", "^BenchmarkProxyRoundTrip$"},
+		{"./fastpath", "^(BenchmarkProxyRoundTrip|BenchmarkPDRoundTrip)$"},
 		{"./fastpath/extract", "^BenchmarkExtract$"},
+		{"./fastpath/disagg", "^BenchmarkRewrite$/^Append"},
+		{"./fastpath/disagg", "^BenchmarkKVTransferParams$"},
 		{"./radix", radixPattern},
 		{"./policy/all", pick},
 	}

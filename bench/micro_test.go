@@ -94,7 +94,7 @@ func TestHotPathSuitesCoverTheHotPath(t *testing.T) {
 		for _, s := range HotPathSuites(smoke) {
 			pkgs[s.Package] = true
 		}
-		for _, p := range []string{"./fastpath", "./fastpath/extract", "./radix", "./policy/all"} {
+		for _, p := range []string{"./fastpath", "./fastpath/extract", "./fastpath/disagg", "./radix", "./policy/all"} {
 			if !pkgs[p] {
 				t.Errorf("smoke=%v: no suite for %s", smoke, p)
 			}
