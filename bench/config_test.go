@@ -88,3 +88,82 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestPacedConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    OverheadConfig
+		paced  bool
+		errSub string // "" = valid
+	}{
+		{name: "defaults", cfg: OverheadConfig{Rounds: 2}, paced: true},
+		{name: "skipped", cfg: OverheadConfig{PacedRounds: -1, PacedIntervalMS: -5}, paced: false},
+		{name: "no streams", cfg: OverheadConfig{StreamTokens: -1, PacedDuration: time.Millisecond}, paced: false},
+		{name: "negative interval", cfg: OverheadConfig{PacedIntervalMS: -1}, paced: true, errSub: "use a positive interval, connections ≥ 1"},
+		{name: "no connections", cfg: OverheadConfig{PacedConnections: -3}, paced: true, errSub: "connections ≥ 1"},
+		{name: "shorter than two streams", cfg: OverheadConfig{PacedIntervalMS: 100, PacedDuration: 5 * time.Second}, paced: true,
+			errSub: "two streams' length (32 tokens × 100 ms = 3.2s each)"},
+		{name: "under a second", cfg: OverheadConfig{PacedIntervalMS: 1, PacedDuration: 500 * time.Millisecond}, paced: true, errSub: "at least 1s"},
+		{name: "long enough", cfg: OverheadConfig{PacedIntervalMS: 100, PacedDuration: 7 * time.Second}, paced: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cfg
+			c.fillDefaults()
+			if got := c.paced(); got != tc.paced {
+				t.Errorf("paced() = %v, want %v", got, tc.paced)
+			}
+			err := c.Validate()
+			switch {
+			case tc.errSub == "" && err != nil:
+				t.Errorf("Validate = %v, want nil", err)
+			case tc.errSub != "" && (err == nil || !strings.Contains(err.Error(), tc.errSub)):
+				t.Errorf("Validate = %v, want an error with %q", err, tc.errSub)
+			}
+		})
+	}
+	var c OverheadConfig
+	c.Rounds = 2
+	c.fillDefaults()
+	if c.PacedRounds != 2 || c.PacedIntervalMS != 20 || c.PacedConnections != 256 || c.PacedDuration != 4*time.Second || c.PacedWarmup != 256 {
+		t.Errorf("paced defaults: rounds %d interval %g connections %d duration %v warmup %d; want 2, 20, 256, 4s, 256",
+			c.PacedRounds, c.PacedIntervalMS, c.PacedConnections, c.PacedDuration, c.PacedWarmup)
+	}
+	if l := c.pacedLoad(); l.kind != "sse_paced" || !l.stream || l.connections != 256 || l.duration != 4*time.Second || l.warmup != 256 {
+		t.Errorf("pacedLoad = %+v", l)
+	}
+	if got := c.pacedStream(); got != 640*time.Millisecond {
+		t.Errorf("pacedStream = %v, want 32 × 20 ms", got)
+	}
+	if ls := c.loads(); len(ls) != 2 || ls[0].kind != "json" || ls[1].kind != "sse" || ls[1].connections != 32 || ls[1].warmup != 2000 {
+		t.Errorf("regular loads = %+v: the paced settings must not leak into them", ls)
+	}
+}
+
+func TestWithSkippedBare(t *testing.T) {
+	keys := func(ms []Measurement) string {
+		var ks []string
+		for _, m := range ms {
+			k := m.Key
+			if m.NotInstalled != "" {
+				k += "(skipped)"
+			}
+			ks = append(ks, k)
+		}
+		return strings.Join(ks, ",")
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"direct,smg-a,smg-b,nginx,haproxy", "direct,smg-a,smg-b,bare(skipped),nginx,haproxy"},
+		{"direct,smg-a", "direct,smg-a,bare(skipped)"},
+		{"", "bare(skipped)"},
+	} {
+		var ms []Measurement
+		for _, k := range strings.Split(tc.in, ",") {
+			if k != "" {
+				ms = append(ms, Measurement{Key: k})
+			}
+		}
+		if got := keys(withSkippedBare(ms)); got != tc.want {
+			t.Errorf("withSkippedBare(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

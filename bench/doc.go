@@ -13,7 +13,12 @@
 //     requests/s, p50/p99 and added latency, TTFT, and the proxy's CPU time from
 //     /proc/<pid>/stat per request and per SSE event. EnsurePeers installs nginx and
 //     HAProxy from Debian's packages when missing and running as root; a peer that cannot be
-//     installed gets a "not installed" row and its gates are skipped. Then the PD rows: a
+//     installed gets a "not installed" row and its gates are skipped. Then the paced SSE
+//     rows (full runs only; OverheadConfig.PacedRounds, smgbench --paced-*): a fleet of its
+//     own writing a stream's tokens 20 ms apart, as an engine's inter-token latency spaces
+//     them, 256 connections, so that every proxy reads and writes each event on its own;
+//     direct, smg, nginx and HAProxy (the bare proxy does not stream and is not measured),
+//     with loadgen's TTFT and ITL to show the load core kept pace. Then the PD rows: a
 //     prefill and a decode mock (--role), loadgen straight to both (its --pd-* mode, SGLang's
 //     mini load balancer's part) and through smg --pd-disaggregation, each smg PD request's
 //     CPU compared with the regular smg rows of the same run (OverheadConfig.PDRounds).

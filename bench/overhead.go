@@ -38,6 +38,19 @@ type OverheadConfig struct {
 	// skips the streamed runs.
 	StreamTokens     int
 	StreamIntervalMS float64
+	// Paced SSE rows: the same streams with the tokens PacedIntervalMS apart at the mock (a
+	// fleet of its own), as a real engine's inter-token latency spaces them, so that every
+	// proxy reads and writes each event on its own. A stream then lasts StreamTokens ×
+	// PacedIntervalMS, so the closed loop needs many more connections to relay thousands of
+	// events per run. PacedRounds defaults to Rounds; < 0 skips the paced rows (the smoke
+	// does), as does StreamTokens < 0. Defaults: 20 ms, 256 connections, 4 s per run after
+	// PacedWarmup streams (default PacedConnections: one per connection). The bare fasthttp
+	// proxy is not measured (it does not stream: its row says so).
+	PacedRounds      int
+	PacedIntervalMS  float64
+	PacedConnections int
+	PacedDuration    time.Duration
+	PacedWarmup      int
 	// Peers maps "nginx" and "haproxy" to their programs (EnsurePeers); a missing one gets a
 	// "not installed" row.
 	Peers map[string]string
@@ -84,6 +97,21 @@ func (c *OverheadConfig) fillDefaults() {
 	if c.PDRounds == 0 {
 		c.PDRounds = c.Rounds
 	}
+	if c.PacedRounds == 0 {
+		c.PacedRounds = c.Rounds
+	}
+	if c.PacedIntervalMS == 0 {
+		c.PacedIntervalMS = 20
+	}
+	if c.PacedConnections == 0 {
+		c.PacedConnections = 256
+	}
+	if c.PacedDuration == 0 {
+		c.PacedDuration = 4 * time.Second
+	}
+	if c.PacedWarmup == 0 {
+		c.PacedWarmup = c.PacedConnections
+	}
 	if c.PDPolicy == "" {
 		c.PDPolicy = "round_robin"
 	}
@@ -107,7 +135,24 @@ func (c *OverheadConfig) Validate() error {
 	if c.StreamIntervalMS < 0 {
 		errs = append(errs, fmt.Errorf("stream interval %v ms: use a positive interval", c.StreamIntervalMS))
 	}
+	if c.paced() {
+		if c.PacedIntervalMS < 0 || c.PacedConnections < 1 || c.PacedWarmup < 0 {
+			errs = append(errs, fmt.Errorf("paced interval %v ms, connections %d, warmup %d: use a positive interval, connections ≥ 1, warmup ≥ 0",
+				c.PacedIntervalMS, c.PacedConnections, c.PacedWarmup))
+		} else if stream := c.pacedStream(); c.PacedDuration < 2*stream || c.PacedDuration < time.Second {
+			errs = append(errs, fmt.Errorf("paced duration %v: use at least 1s and two streams' length (%d tokens × %v ms = %v each)",
+				c.PacedDuration, c.StreamTokens, c.PacedIntervalMS, stream))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// paced reports whether the paced SSE rows run.
+func (c *OverheadConfig) paced() bool { return c.PacedRounds > 0 && c.StreamTokens > 0 }
+
+// pacedStream is how long a paced stream lasts at the mock.
+func (c *OverheadConfig) pacedStream() time.Duration {
+	return time.Duration(float64(c.StreamTokens) * c.PacedIntervalMS * float64(time.Millisecond))
 }
 
 // Measurement is one closed-loop run of the overhead suite.
@@ -115,7 +160,8 @@ type Measurement struct {
 	// Key identifies the proxy in metric names: direct, smg-<policy>, bare, nginx, haproxy.
 	Key  string `json:"key"`
 	Name string `json:"name"`
-	// NotInstalled explains a peer that could not run; every other field is then zero.
+	// NotInstalled explains a row that was not measured (a peer not installed, a proxy that
+	// does not fit the run); every other field is then zero.
 	NotInstalled string  `json:"not_installed,omitempty"`
 	RPS          float64 `json:"requests_per_s"`
 	P50MS        float64 `json:"p50_ms"`
@@ -123,6 +169,9 @@ type Measurement struct {
 	// TTFT of streamed runs (first content event).
 	TTFTP50MS float64 `json:"ttft_p50_ms,omitempty"`
 	TTFTP99MS float64 `json:"ttft_p99_ms,omitempty"`
+	// ITL of streamed runs: the gaps between content events as loadgen saw them.
+	ITLP50MS  float64 `json:"itl_p50_ms,omitempty"`
+	ITLP99MS  float64 `json:"itl_p99_ms,omitempty"`
 	Completed int64   `json:"completed"`
 	Failed    int64   `json:"failed"`
 	// ProxyCPUS is the proxy's CPU seconds over the run, warm-up included (0 for direct).
@@ -134,11 +183,14 @@ type Measurement struct {
 	CPUPerEventUS float64 `json:"proxy_cpu_us_per_event,omitempty"`
 }
 
-// OverheadResult is the suite's outcome: one non-streamed and one streamed run per proxy.
+// OverheadResult is the suite's outcome: one non-streamed, one streamed and one paced
+// streamed run per proxy.
 type OverheadResult struct {
 	Config OverheadConfig `json:"config"`
 	JSON   []Measurement  `json:"json"`
 	SSE    []Measurement  `json:"sse,omitempty"`
+	// SSEPaced holds the paced SSE rows (OverheadConfig.PacedRounds); nil when skipped.
+	SSEPaced []Measurement `json:"sse_paced,omitempty"`
 	// PD holds the prefill-decode rows; nil when skipped.
 	PD *PDOverhead `json:"pd,omitempty"`
 }
@@ -202,32 +254,23 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 	// the others' figures; its row is missing and the gates that need it are skipped, while
 	// the error makes smgbench fail.
 	var errs []error
-	direct := proxyUnderTest{key: "direct", name: "direct to a mock worker"}
-	runs := append([]proxyUnderTest{direct}, cfg.proxies()...)
-	for _, stream := range cfg.streamModes() {
-		best := map[string]Measurement{}
-		for round := range cfg.Rounds {
-			for _, p := range runs {
-				var m Measurement
-				var err error
-				if p.key == "direct" {
-					m, err = cfg.drive(Measurement{Key: p.key, Name: p.name}, "", baseURLArgs(urls[0]), nil, stream)
-				} else {
-					m, err = cfg.measureProxy(p, urls, stream)
-				}
-				if err != nil {
-					errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-					continue
-				}
-				if b, ok := best[p.key]; !ok || better(m, b) {
-					best[p.key] = m
-				}
-			}
+	runs := append([]proxyUnderTest{directRun}, cfg.proxies()...)
+	for _, l := range cfg.loads() {
+		ms, err := cfg.measureRounds(runs, urls, l, cfg.Rounds)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		for _, p := range runs {
-			if m, ok := best[p.key]; ok {
-				res.add(m, stream)
-			}
+		if l.stream {
+			res.SSE = ms
+		} else {
+			res.JSON = ms
+		}
+	}
+	if cfg.paced() {
+		ms, err := cfg.overheadPaced()
+		res.SSEPaced = ms
+		if err != nil {
+			errs = append(errs, fmt.Errorf("paced SSE: %w", err))
 		}
 	}
 	if cfg.PDRounds > 0 {
@@ -238,6 +281,116 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+var directRun = proxyUnderTest{key: "direct", name: "direct to a mock worker"}
+
+// measureRounds measures every run of runs rounds times under load l, the runs alternating
+// within a round, and returns the least disturbed round of each (better), in runs' order.
+// A failed run is an error and leaves the others' figures.
+func (cfg *OverheadConfig) measureRounds(runs []proxyUnderTest, urls []string, l load, rounds int) ([]Measurement, error) {
+	var errs []error
+	best := map[string]Measurement{}
+	for round := range rounds {
+		for _, p := range runs {
+			var m Measurement
+			var err error
+			if p.key == "direct" {
+				m, err = cfg.drive(Measurement{Key: p.key, Name: p.name}, "", baseURLArgs(urls[0]), nil, l)
+			} else {
+				m, err = cfg.measureProxy(p, urls, l)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+				continue
+			}
+			if b, ok := best[p.key]; !ok || better(m, b) {
+				best[p.key] = m
+			}
+		}
+	}
+	var ms []Measurement
+	for _, p := range runs {
+		if m, ok := best[p.key]; ok {
+			ms = append(ms, m)
+		}
+	}
+	return ms, errors.Join(errs...)
+}
+
+// overheadPaced measures the paced SSE rows: a fleet of its own whose streams write a token
+// every PacedIntervalMS, loadgen straight to one mock and through each proxy but the bare
+// one, which buffers whole answers and so has no per-event cost to compare.
+func (cfg *OverheadConfig) overheadPaced() ([]Measurement, error) {
+	mocks, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
+		"--model", "mock-model", "--event-loops", "1", "--token-interval-ms", strconv.FormatFloat(cfg.PacedIntervalMS, 'f', -1, 64))
+	if err != nil {
+		return nil, err
+	}
+	defer mocks.stop()
+	urls, err := mocks.waitOutput(listenLine, cfg.Workers, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	runs := []proxyUnderTest{directRun}
+	for _, p := range cfg.proxies() {
+		if p.key != "bare" {
+			runs = append(runs, p)
+		}
+	}
+	ms, err := cfg.measureRounds(runs, urls, cfg.pacedLoad(), cfg.PacedRounds)
+	return withSkippedBare(ms), err
+}
+
+// bareSkipped is the paced table's bare-proxy row.
+const bareSkipped = "not measured: buffers whole answers, does not stream"
+
+// withSkippedBare puts the bare proxy's "not measured" row after the smg rows, where the
+// other runs have it.
+func withSkippedBare(ms []Measurement) []Measurement {
+	out := make([]Measurement, 0, len(ms)+1)
+	added := false
+	for _, m := range ms {
+		if !added && m.Key != "direct" && !strings.HasPrefix(m.Key, "smg-") {
+			out = append(out, Measurement{Key: "bare", Name: "bare fasthttp proxy", NotInstalled: bareSkipped})
+			added = true
+		}
+		out = append(out, m)
+	}
+	if !added {
+		out = append(out, Measurement{Key: "bare", Name: "bare fasthttp proxy", NotInstalled: bareSkipped})
+	}
+	return out
+}
+
+// load is one kind of closed-loop run; kind names its metrics and result files.
+type load struct {
+	kind        string // "json", "sse", "sse_paced"
+	stream      bool
+	connections int
+	duration    time.Duration
+	warmup      int
+}
+
+// loads are the regular runs: non-streamed, then streamed unless StreamTokens < 0.
+func (cfg *OverheadConfig) loads() []load {
+	ls := []load{cfg.regularLoad(false)}
+	if cfg.StreamTokens >= 0 {
+		ls = append(ls, cfg.regularLoad(true))
+	}
+	return ls
+}
+
+func (cfg *OverheadConfig) regularLoad(stream bool) load {
+	l := load{kind: "json", stream: stream, connections: cfg.Connections, duration: cfg.Duration, warmup: cfg.Warmup}
+	if stream {
+		l.kind = "sse"
+	}
+	return l
+}
+
+func (cfg *OverheadConfig) pacedLoad() load {
+	return load{kind: "sse_paced", stream: true, connections: cfg.PacedConnections, duration: cfg.PacedDuration, warmup: cfg.PacedWarmup}
 }
 
 // pdLine is a PD mock's startup line: its URL and its rendezvous' bootstrap port.
@@ -274,21 +427,21 @@ func (cfg *OverheadConfig) overheadPD() (*PDOverhead, error) {
 	res := &PDOverhead{}
 	direct := proxyUnderTest{key: "direct", name: "loadgen straight to prefill + decode"}
 	gateway := proxyUnderTest{key: "smg-" + cfg.PDPolicy, name: "smg PD (" + cfg.PDPolicy + ")"}
-	modes := cfg.streamModes()
+	modes := cfg.loads()
 	if cfg.PDSkipSSE {
-		modes = []bool{false}
+		modes = modes[:1]
 	}
 	var errs []error
-	for _, stream := range modes {
+	for _, l := range modes {
 		best := map[string]Measurement{}
 		for round := range cfg.PDRounds {
 			for _, p := range []proxyUnderTest{direct, gateway} {
 				m := Measurement{Key: p.key, Name: p.name}
 				var err error
 				if p.key == "direct" {
-					m, err = cfg.drive(m, "pd-", []string{"--pd-prefill", prefillURL, "--pd-bootstrap-port", port, "--pd-decode", decodeURL}, nil, stream)
+					m, err = cfg.drive(m, "pd-", []string{"--pd-prefill", prefillURL, "--pd-bootstrap-port", port, "--pd-decode", decodeURL}, nil, l)
 				} else {
-					m, err = cfg.measurePDGateway(m, prefillURL, port, decodeURL, stream)
+					m, err = cfg.measurePDGateway(m, prefillURL, port, decodeURL, l)
 				}
 				if err != nil {
 					errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
@@ -301,7 +454,7 @@ func (cfg *OverheadConfig) overheadPD() (*PDOverhead, error) {
 		}
 		for _, key := range []string{direct.key, gateway.key} {
 			if m, ok := best[key]; ok {
-				if stream {
+				if l.stream {
 					res.SSE = append(res.SSE, m)
 				} else {
 					res.JSON = append(res.JSON, m)
@@ -313,14 +466,14 @@ func (cfg *OverheadConfig) overheadPD() (*PDOverhead, error) {
 }
 
 // measurePDGateway runs one PD measurement through a fresh smg --pd-disaggregation.
-func (cfg *OverheadConfig) measurePDGateway(m Measurement, prefillURL, port, decodeURL string, stream bool) (Measurement, error) {
+func (cfg *OverheadConfig) measurePDGateway(m Measurement, prefillURL, port, decodeURL string, l load) (Measurement, error) {
 	pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, cfg.PDPolicy,
 		[]string{"--pd-disaggregation", "--prefill", prefillURL, port, "--decode", decodeURL}, "--disable-load-monitoring")
 	if err != nil {
 		return m, err
 	}
 	defer pr.stop()
-	return cfg.drive(m, "pd-", baseURLArgs(base), pr, stream)
+	return cfg.drive(m, "pd-", baseURLArgs(base), pr, l)
 }
 
 // baseURLArgs are loadgen's arguments to send to the server at base.
@@ -333,21 +486,6 @@ func better(a, b Measurement) bool {
 		return a.RPS > b.RPS
 	}
 	return a.CPUPerRequestUS < b.CPUPerRequestUS
-}
-
-func (r *OverheadResult) add(m Measurement, stream bool) {
-	if stream {
-		r.SSE = append(r.SSE, m)
-	} else {
-		r.JSON = append(r.JSON, m)
-	}
-}
-
-func (cfg *OverheadConfig) streamModes() []bool {
-	if cfg.StreamTokens < 0 {
-		return []bool{false}
-	}
-	return []bool{false, true}
 }
 
 // proxies lists the gateway (one per policy), the bare fasthttp proxy and the peers.
@@ -434,7 +572,7 @@ func launchSMG(core int, bin, policy string, workerArgs []string, extra ...strin
 	return p, base, nil
 }
 
-func (cfg *OverheadConfig) measureProxy(p proxyUnderTest, urls []string, stream bool) (Measurement, error) {
+func (cfg *OverheadConfig) measureProxy(p proxyUnderTest, urls []string, l load) (Measurement, error) {
 	m := Measurement{Key: p.key, Name: p.name}
 	pr, base, err := p.start(urls)
 	if errors.Is(err, errNotInstalled) {
@@ -445,18 +583,15 @@ func (cfg *OverheadConfig) measureProxy(p proxyUnderTest, urls []string, stream 
 		return m, err
 	}
 	defer pr.stop()
-	return cfg.drive(m, "", baseURLArgs(base), pr, stream)
+	return cfg.drive(m, "", baseURLArgs(base), pr, l)
 }
 
-// drive runs loadgen's closed loop against target (loadgen's arguments naming where to
+// drive runs loadgen's closed loop l against target (loadgen's arguments naming where to
 // send: baseURLArgs, or PD mode's) and, when proxy is set, charges the proxy's CPU time
 // over the whole run (warm-up included) to the requests of the run. file prefixes the
 // result file's name.
-func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, proxy *proc, stream bool) (Measurement, error) {
-	kind := "json"
-	if stream {
-		kind = "sse"
-	}
+func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, proxy *proc, l load) (Measurement, error) {
+	kind, stream := l.kind, l.stream
 	out := filepath.Join(cfg.WorkDir, file+m.Key+"-"+kind+".json")
 	var cpu0 float64
 	if proxy != nil {
@@ -467,8 +602,8 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 	}
 	args := append([]string{"run"}, target...)
 	args = append(args, "--model", "mock-model", "--workload", "raw",
-		"--stream="+strconv.FormatBool(stream), "--max-concurrency", strconv.Itoa(cfg.Connections),
-		"--duration", cfg.Duration.String(), "--warmup", strconv.Itoa(cfg.Warmup), "--progress", "off", "--output", out)
+		"--stream="+strconv.FormatBool(stream), "--max-concurrency", strconv.Itoa(l.connections),
+		"--duration", l.duration.String(), "--warmup", strconv.Itoa(l.warmup), "--progress", "off", "--output", out)
 	if stream {
 		args = append(args, "--output-tokens", strconv.Itoa(cfg.StreamTokens))
 	}
@@ -479,6 +614,7 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 	m.RPS, m.P50MS, m.P99MS, m.Completed, m.Failed = r.RequestThroughput, r.E2E.Median, r.E2E.P99, r.Completed, r.Failed
 	if stream {
 		m.TTFTP50MS, m.TTFTP99MS = r.TTFT.Median, r.TTFT.P99
+		m.ITLP50MS, m.ITLP99MS = r.ITL.Median, r.ITL.P99
 	}
 	if proxy != nil {
 		cpu1, err := proxy.cpuSeconds()
@@ -486,7 +622,7 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 			return m, err
 		}
 		m.ProxyCPUS = cpu1 - cpu0
-		if n := r.Completed + r.Failed + int64(cfg.Warmup); n > 0 {
+		if n := r.Completed + r.Failed + int64(l.warmup); n > 0 {
 			m.CPUPerRequestUS = m.ProxyCPUS / float64(n) * 1e6
 			if stream {
 				m.CPUPerEventUS = m.CPUPerRequestUS / float64(cfg.StreamTokens)

@@ -70,7 +70,7 @@ func TestDriveReadsTheLoadgenResult(t *testing.T) {
 	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: -1, LoadCore: -1}
 	cfg.fillDefaults()
 	cfg.Warmup = 1000
-	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "", baseURLArgs("http://127.0.0.1:1"), nil, true)
+	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "", baseURLArgs("http://127.0.0.1:1"), nil, cfg.regularLoad(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +86,42 @@ func TestDriveFailsOnFailedRequests(t *testing.T) {
 	lg := fakeLoadgen(t, `{"completed": 10, "failed": 2, "error_examples": {"502": "bad gateway"}}`)
 	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: -1, LoadCore: -1}
 	cfg.fillDefaults()
-	_, err := cfg.drive(Measurement{Key: "smg-x", Name: "smg (x)"}, "", baseURLArgs("http://127.0.0.1:1"), nil, false)
+	_, err := cfg.drive(Measurement{Key: "smg-x", Name: "smg (x)"}, "", baseURLArgs("http://127.0.0.1:1"), nil, cfg.regularLoad(false))
 	if err == nil || !strings.Contains(err.Error(), "2 requests failed") || !strings.Contains(err.Error(), "bad gateway") {
 		t.Errorf("drive = %v, want the failures named", err)
+	}
+}
+
+func TestDrivePacedLoad(t *testing.T) {
+	dir := t.TempDir()
+	res := filepath.Join(dir, "result.json")
+	if err := os.WriteFile(res, []byte(`{"completed": 1744, "failed": 0, "request_throughput": 390,
+		"e2e_latency_ms": {"median": 650, "p99": 700}, "ttft_ms": {"median": 21, "p99": 30}, "itl_ms": {"median": 20, "p99": 26}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := filepath.Join(dir, "args")
+	script := filepath.Join(dir, "loadgen")
+	body := "#!/bin/sh\necho \"$@\" > " + args + "\nwhile [ $# -gt 0 ]; do if [ \"$1\" = --output ]; then cp " + res + " \"$2\"; fi; shift; done\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := OverheadConfig{Bin: Binaries{LoadGen: script}, WorkDir: dir, ProxyCore: -1, LoadCore: -1}
+	cfg.fillDefaults()
+	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "", baseURLArgs("http://127.0.0.1:1"), nil, cfg.pacedLoad())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.TTFTP50MS != 21 || m.ITLP50MS != 20 || m.ITLP99MS != 26 || m.RPS != 390 {
+		t.Errorf("measurement = %+v", m)
+	}
+	b, err := os.ReadFile(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--stream=true", "--max-concurrency 256", "--duration 4s", "--warmup 256", "--output-tokens 32",
+		filepath.Join(dir, "direct-sse_paced.json")} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("loadgen args %q lack %q", b, want)
+		}
 	}
 }

@@ -34,8 +34,9 @@ func (r *Report) Metrics() map[string]float64 {
 		}{
 			{"json", o.JSON, func(x *Measurement) float64 { return x.CPUPerRequestUS }},
 			{"sse", o.SSE, func(x *Measurement) float64 { return x.CPUPerEventUS }},
+			{"sse_paced", o.SSEPaced, func(x *Measurement) float64 { return x.CPUPerEventUS }},
 		} {
-			unit := map[string]string{"json": "cpu_us_per_request", "sse": "cpu_us_per_event"}[kind.name]
+			unit := map[string]string{"json": "cpu_us_per_request", "sse": "cpu_us_per_event", "sse_paced": "cpu_us_per_event"}[kind.name]
 			direct := find(kind.ms, "direct")
 			for i := range kind.ms {
 				x := &kind.ms[i]
@@ -55,7 +56,7 @@ func (r *Report) Metrics() map[string]float64 {
 					m["overhead."+kind.name+".rps_ratio."+x.Key+"/direct"] = x.RPS / direct.RPS
 				}
 			}
-			if o.PD != nil {
+			if o.PD != nil && kind.name != "sse_paced" {
 				pdMetrics(m, kind.name, unit, o.PD.rows(kind.name), kind.ms, kind.cost)
 			}
 		}
@@ -195,6 +196,14 @@ func (r *Report) Table() string {
 			fmt.Fprintf(&sb, "\n### SSE relay (%d events per stream, %g ms apart at the mock)\n\n", c.StreamTokens, c.StreamIntervalMS)
 			sb.WriteString(overheadSSETable(o.SSE))
 		}
+		if len(o.SSEPaced) > 0 {
+			fmt.Fprintf(&sb, "\n### SSE relay with paced tokens (%d events per stream, %g ms apart at the mock)\n\n"+
+				"A fleet of its own writing token i at start + i × %g ms, as an engine's inter-token latency spaces them; closed loop, %d connections, "+
+				"%v per run after %d warm-up streams, %d round(s), the least proxy CPU kept. The direct row's TTFT and ITL near %g ms show that the "+
+				"load core kept pace.\n\n",
+				c.StreamTokens, c.PacedIntervalMS, c.PacedIntervalMS, c.PacedConnections, c.PacedDuration, c.PacedWarmup, c.PacedRounds, c.PacedIntervalMS)
+			sb.WriteString(overheadPacedTable(o.SSEPaced))
+		}
 		if pd := o.PD; pd != nil && (len(pd.JSON) > 0 || len(pd.SSE) > 0) {
 			fmt.Fprintf(&sb, "\n### PD disaggregation (SGLang bootstrap; 1 prefill + 1 decode mock; %d round(s))\n\n"+
 				"loadgen straight to both mocks (`--pd-prefill`, `--pd-decode`), then through `smg --pd-disaggregation --policy %s`. "+
@@ -282,10 +291,39 @@ func overheadSSETable(ms []Measurement) string {
 	return sb.String()
 }
 
-// peerRatios is x's cost over each peer's, "–" where either is missing or x is not a gateway.
-func peerRatios(ms []Measurement, x *Measurement, cost func(*Measurement) float64) []string {
-	out := make([]string, len(peerKeys))
-	for i, peer := range peerKeys {
+// overheadPacedTable renders the paced SSE rows: the SSE table with the inter-token
+// latency loadgen saw, and the ratios to the streaming peers only.
+func overheadPacedTable(ms []Measurement) string {
+	var sb strings.Builder
+	sb.WriteString("| run | streams/s | TTFT p50 ms | added TTFT p50 ms | ITL p50 ms | ITL p99 ms | e2e p99 ms | proxy CPU µs/stream | proxy CPU µs/event | vs nginx | vs HAProxy |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	direct := find(ms, "direct")
+	for i := range ms {
+		x := &ms[i]
+		if x.NotInstalled != "" {
+			fmt.Fprintf(&sb, "| %s | %s | | | | | | | | | |\n", x.Name, x.NotInstalled)
+			continue
+		}
+		added, perStream, perEvent := "–", "–", "–"
+		if x.Key != "direct" {
+			if direct != nil {
+				added = fmt.Sprintf("%+.3f", x.TTFTP50MS-direct.TTFTP50MS)
+			}
+			perStream, perEvent = fmt.Sprintf("%.1f", x.CPUPerRequestUS), fmt.Sprintf("%.2f", x.CPUPerEventUS)
+		}
+		fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %s | %.3f | %.3f | %.3f | %s | %s | %s |\n", x.Name, x.RPS, x.TTFTP50MS, added, x.ITLP50MS, x.ITLP99MS,
+			x.P99MS, perStream, perEvent, strings.Join(peerRatios(ms, x, func(m *Measurement) float64 { return m.CPUPerEventUS }, "nginx", "haproxy"), " | "))
+	}
+	return sb.String()
+}
+
+// peerRatios is x's cost over each peer's (default peerKeys), "–" where either is missing or
+// x is not a gateway.
+func peerRatios(ms []Measurement, x *Measurement, cost func(*Measurement) float64, peers ...string) []string {
+	if len(peers) == 0 {
+		peers = peerKeys
+	}
+	out := make([]string, len(peers))
+	for i, peer := range peers {
 		out[i] = "–"
 		if !strings.HasPrefix(x.Key, "smg-") {
 			continue

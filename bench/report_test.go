@@ -25,8 +25,18 @@ func fullReport() *Report {
 		{Key: "nginx", Name: "nginx", RPS: 800, CPUPerEventUS: 24},
 		{Key: "haproxy", Name: "haproxy", RPS: 800, CPUPerEventUS: 20},
 	}
+	paced := []Measurement{
+		{Key: "direct", Name: "direct", RPS: 400, TTFTP50MS: 21, ITLP50MS: 20, ITLP99MS: 25, P99MS: 660},
+		{Key: "smg-cache_aware", Name: "smg (cache_aware)", RPS: 390, TTFTP50MS: 22.5, ITLP50MS: 20, ITLP99MS: 30, P99MS: 670,
+			CPUPerRequestUS: 720, CPUPerEventUS: 22.5},
+		{Key: "smg-round_robin", Name: "smg (round_robin)", RPS: 390, TTFTP50MS: 22, CPUPerEventUS: 18},
+		{Key: "bare", Name: "bare fasthttp proxy", NotInstalled: bareSkipped},
+		{Key: "nginx", Name: "nginx", RPS: 390, CPUPerEventUS: 15},
+		{Key: "haproxy", Name: "haproxy", RPS: 390, CPUPerEventUS: 25},
+	}
 	return &Report{
-		Overhead: &OverheadResult{Config: OverheadConfig{StreamTokens: 32, StreamIntervalMS: 1, PDRounds: 1, PDPolicy: "round_robin"}, JSON: json, SSE: sse,
+		Overhead: &OverheadResult{Config: OverheadConfig{StreamTokens: 32, StreamIntervalMS: 1, PDRounds: 1, PDPolicy: "round_robin",
+			PacedRounds: 3, PacedIntervalMS: 20, PacedConnections: 256, PacedDuration: 4e9, PacedWarmup: 256}, JSON: json, SSE: sse, SSEPaced: paced,
 			PD: &PDOverhead{
 				JSON: []Measurement{
 					{Key: "direct", Name: "loadgen straight to prefill + decode", RPS: 4000, P50MS: 2, P99MS: 5},
@@ -174,5 +184,56 @@ func TestPDDefaults(t *testing.T) {
 	c.fillDefaults()
 	if c.PDRounds != 2 || c.PDPolicy != "round_robin" {
 		t.Errorf("PD defaults: rounds %d policy %q, want 2 and round_robin", c.PDRounds, c.PDPolicy)
+	}
+}
+
+func TestReportPacedMetricsAndTable(t *testing.T) {
+	r := fullReport()
+	m := r.Metrics()
+	for k, v := range map[string]float64{
+		"overhead.sse_paced.cpu_us_per_event.smg-cache_aware":               22.5,
+		"overhead.sse_paced.cpu_us_per_event.nginx":                         15,
+		"overhead.sse_paced.cpu_us_per_event.haproxy":                       25,
+		"overhead.sse_paced.cpu_ratio.smg-cache_aware/nginx":                1.5,
+		"overhead.sse_paced.cpu_ratio.smg-cache_aware/haproxy":              0.9,
+		"overhead.sse_paced.cpu_ratio.smg-round_robin/nginx":                1.2,
+		"overhead.sse_paced.rps_ratio.smg-cache_aware/direct":               0.975,
+		"overhead.sse.cpu_ratio.smg-cache_aware/nginx":                      0.5, // the instant rows unchanged
+		"overhead.pd.sse.cpu_ratio.smg-round_robin/regular-smg-round_robin": 1.25,
+	} {
+		got, ok := m[k]
+		if !ok || math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	for k := range m {
+		if strings.HasPrefix(k, "overhead.sse_paced.") && (strings.Contains(k, "bare") || strings.HasSuffix(k, ".direct")) {
+			t.Errorf("metric %s: the bare proxy is not measured paced and direct has no proxy CPU", k)
+		}
+		if strings.HasPrefix(k, "overhead.pd.sse_paced") {
+			t.Errorf("metric %s: the PD rows have no paced run", k)
+		}
+	}
+	table := r.Table()
+	for _, want := range []string{
+		"### SSE relay with paced tokens (32 events per stream, 20 ms apart at the mock)",
+		"256 connections, 4s per run after 256 warm-up streams, 3 round(s)",
+		"| ITL p50 ms | ITL p99 ms |",
+		"| direct | 400 | 21.000 | – | 20.000 | 25.000 | 660.000 | – | – | – | – |",
+		"| smg (cache_aware) | 390 | 22.500 | +1.500 | 20.000 | 30.000 | 670.000 | 720.0 | 22.50 | 1.50 | 0.90 |",
+		"| bare fasthttp proxy | " + bareSkipped + " |",
+		"| nginx | 390 |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	// Without paced rows (the smoke) the section is absent.
+	r.Overhead.SSEPaced = nil
+	if strings.Contains(r.Table(), "paced") {
+		t.Error("a report without paced rows renders a paced section")
+	}
+	if _, ok := r.Metrics()["overhead.sse_paced.cpu_ratio.smg-cache_aware/nginx"]; ok {
+		t.Error("paced metrics without paced rows")
 	}
 }

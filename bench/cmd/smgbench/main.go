@@ -43,6 +43,10 @@ func main() {
 	flag.IntVar(&o.overhead.Connections, "connections", 0, "overhead closed-loop connections (default 32)")
 	flag.IntVar(&o.overhead.PDRounds, "pd-rounds", 0, "rounds of the overhead suite's PD rows (loadgen straight to a prefill and a decode mock, then smg --pd-disaggregation); default --rounds, smoke 1 (JSON only); -1 skips them")
 	flag.StringVar(&o.overhead.PDPolicy, "pd-policy", "", "gateway --policy of the PD rows (default round_robin)")
+	flag.IntVar(&o.overhead.PacedRounds, "paced-rounds", 0, "rounds of the overhead suite's paced SSE rows (tokens --paced-interval-ms apart at the mock); default --rounds, smoke -1; -1 skips them")
+	flag.Float64Var(&o.overhead.PacedIntervalMS, "paced-interval-ms", 0, "inter-token interval of the paced SSE rows' mocks, ms (default 20)")
+	flag.IntVar(&o.overhead.PacedConnections, "paced-connections", 0, "closed-loop connections of the paced SSE rows (default 256)")
+	flag.DurationVar(&o.overhead.PacedDuration, "paced-duration", 0, "length of each paced SSE run, after one warm-up stream per connection (default 4s)")
 	flag.StringVar(&o.policies, "policies", "", "gateway policies of the overhead suite (default cache_aware,round_robin; smoke cache_aware)")
 	flag.StringVar(&o.microBenchTime, "micro-benchtime", "", "go test -benchtime of the micro suite (default 5000x, smoke 1000x)")
 	flag.StringVar(&o.qualityPolicies, "quality-policies", "", "policies of the routing-quality suite (default the six of the issue; smoke cache_aware,round_robin)")
@@ -106,6 +110,10 @@ func run(o *options) int {
 				cfg.PDRounds = 1
 			}
 			cfg.PDSkipSSE = true
+			// The paced SSE rows need seconds per run for thousands of events: full runs only.
+			if cfg.PacedRounds == 0 {
+				cfg.PacedRounds = -1
+			}
 		}
 		cfg.Peers = bench.EnsurePeers(o.installPeers, logf)
 		logf("smgbench: overhead suite…")
