@@ -114,8 +114,8 @@ type pdAttempt struct {
 // pdFailure is how an attempt failed before the client saw a byte; failed is nil on success.
 type pdFailure struct {
 	failed *worker.Worker
-	// err is the transport error, errRetryableStatus (the decode answer is in ctx.Response)
-	// or errNoKVTransferParams.
+	// err is the transport error, errRetryableStatus (the decode answer is in ctx.Response),
+	// errNoKVTransferParams or errBodyRewrite.
 	err error
 	// job, when set, holds the prefill answer that is the client's answer.
 	job *prefillJob
