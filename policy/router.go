@@ -52,13 +52,10 @@ const (
 	legCount
 )
 
-// workerType is the worker_type a leg routes to and labels its metrics with.
-func (l Leg) workerType() string {
+// String is the worker_type a leg routes to and labels its metrics with.
+func (l Leg) String() string {
 	return [...]string{worker.TypeRegular, worker.TypePrefill, worker.TypeDecode}[l]
 }
-
-// String names the leg as the worker_type label does.
-func (l Leg) String() string { return l.workerType() }
 
 // Route is where requests for one model go.
 type Route struct {
@@ -204,7 +201,7 @@ func (r *Router) newModelPolicy(lp *legPolicies, model, name string) (*modelPoli
 		name:    name,
 		builder: b,
 		counter: r.cfg.Metrics.GetOrCreateCounter(fmt.Sprintf(
-			`smg_worker_selection_total{worker_type=%q,connection_mode="http",model=%q,policy=%q}`, lp.leg.workerType(), model, name)),
+			`smg_worker_selection_total{worker_type=%q,connection_mode="http",model=%q,policy=%q}`, lp.leg.String(), model, name)),
 	}, nil
 }
 
@@ -224,7 +221,7 @@ func (r *Router) buildLeg(lp *legPolicies, s *worker.Snapshot) routeSet {
 	if !lp.all {
 		ws = make([]*worker.Worker, 0, len(s.Workers))
 		for _, w := range s.Workers {
-			if w.Type() == lp.leg.workerType() {
+			if w.Type() == lp.leg.String() {
 				ws = append(ws, w)
 			}
 		}
