@@ -113,18 +113,6 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if err := o.validatePD(fs); err != nil {
 		return err
 	}
-	for i := range o.pd.prefill {
-		if err := o.pd.prefill[i].Normalize(); err != nil {
-			return fmt.Errorf("--prefill: %w", err)
-		}
-	}
-	for i, u := range o.pd.decode {
-		c, err := worker.CanonicalURL(u)
-		if err != nil {
-			return fmt.Errorf("--decode: %w", err)
-		}
-		o.pd.decode[i] = c
-	}
 	if o.prometheusPort < 0 || o.prometheusPort > 65535 {
 		return fmt.Errorf("--prometheus-port %d: must be in 0-65535", o.prometheusPort)
 	}

@@ -80,6 +80,18 @@ func (o *options) validatePD(fs *cli.FlagSet) error {
 	default:
 		return fmt.Errorf("--kv-connector %q: give NixlConnector or MooncakeConnector, or leave it out for SGLang workers", pd.kvConnector)
 	}
+	for i := range pd.prefill {
+		if err := pd.prefill[i].Normalize(); err != nil {
+			return fmt.Errorf("--prefill: %w", err)
+		}
+	}
+	for i, u := range pd.decode {
+		c, err := worker.CanonicalURL(u)
+		if err != nil {
+			return fmt.Errorf("--decode: %w", err)
+		}
+		pd.decode[i] = c
+	}
 	return nil
 }
 
