@@ -122,7 +122,9 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 	t := g.t
 	var err error
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Logger = quiet
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	g.reg, err = worker.NewRegistry(worker.Config{Logger: quiet, Client: worker.ClientOptions{Dial: dial}})
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,8 @@ func (s *Server) dispatchPD(ctx *fasthttp.RequestCtx, x *exchange, prt, drt *pol
 		}
 		prt.Selections.Inc()
 		drt.Selections.Inc()
+		s.logDecision(prt, pw, x)
+		s.logDecision(drt, dw, x)
 		a := pdAttempt{prefill: pw, pPermit: pPermit, decode: dw, dPermit: dPermit, route: route,
 			deadline: time.Now().Add(s.cfg.RequestTimeout), last: n+1 == attempts, reqID: reqID}
 		var f pdFailure

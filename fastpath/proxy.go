@@ -195,6 +195,7 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Rout
 		}
 		x.hold.permit = permit
 		rt.Selections.Inc()
+		s.logDecision(rt, w, x)
 		// Each attempt has --request-timeout-secs: a worker that hangs is cut at the timeout
 		// and the request moves on to another worker, like after any other failure.
 		deadline := time.Now().Add(s.cfg.RequestTimeout)
@@ -225,6 +226,13 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Rout
 		if rec, ok := rt.Picker.(policy.Recorder); ok {
 			rec.Record(&x.req, w)
 		}
+	}
+}
+
+// logDecision logs a routing decision at debug level (spec: Observability).
+func (s *Server) logDecision(rt *policy.Route, w *worker.Worker, x *exchange) {
+	if s.logDecisions {
+		s.log.Debug("Routing decision", "policy", rt.Policy, "model", string(x.fields.Model), "worker_type", w.Type(), "worker", w.URL)
 	}
 }
 

@@ -2,10 +2,13 @@ package fastpath
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -378,5 +381,40 @@ func TestWorkerDeathMidStreamEndsWithAnErrorEvent(t *testing.T) {
 	eventually(t, "in-flight 0", func() bool { return w.InFlight.Load() == 0 })
 	if st := w.Breaker.Stats(breaker.Now()); st.Faults == 0 {
 		t.Fatalf("the broken stream was not recorded as a fault: %+v", st)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRoutingDecisionsLoggedAtDebug: at --log-level debug every selection is logged with the
+// policy and the chosen worker (spec: Observability); at info nothing is.
+func TestRoutingDecisionsLoggedAtDebug(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		var buf lockedBuffer
+		cfg := Config{Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))}
+		g := newGateway(t, "round_robin", cfg, newFakeWorker(t, "a", 200))
+		if resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode() != 200 {
+			t.Fatalf("status %d", resp.StatusCode())
+		}
+		logged := strings.Contains(buf.String(), `msg="Routing decision" policy=round_robin model=m1 worker_type=regular worker=http://10.0.0.1:8000`)
+		if logged != (level == slog.LevelDebug) {
+			t.Fatalf("level %v: decision logged %v:\n%s", level, logged, buf.String())
+		}
 	}
 }

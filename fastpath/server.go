@@ -32,6 +32,9 @@ type Server struct {
 	started  time.Time
 
 	meshStatus atomic.Pointer[func() []byte]
+	// logDecisions is set when the logger takes debug records: every routing decision is then
+	// logged (spec: Observability). Decided once, so the hot path tests one bool.
+	logDecisions bool
 
 	exchanges sync.Pool // *exchange
 	relays    sync.Pool // *relay
@@ -57,6 +60,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		m:              newHTTPMetrics(cfg.Metrics),
 		adm:            newAdmission(cfg.Admission),
 		started:        time.Now(),
+		logDecisions:   cfg.Logger.Enabled(context.Background(), slog.LevelDebug),
 		DiscoverModels: worker.DiscoverModels,
 		prefillSenders: newSenders(),
 	}
