@@ -99,15 +99,6 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 			s.adm.release()
 		}
 	}()
-	var picked *worker.Worker
-	if !tab.PD {
-		res, err := rt.Picker.Pick(&x.req)
-		if err != nil {
-			s.failPick(ctx, route, err)
-			return
-		}
-		picked = res.Worker
-	}
 
 	// The client's request object is forwarded as is: same body bytes, same headers, but
 	// the Host, X-Request-Id and the worker's credentials (and in PD mode the handover
@@ -124,7 +115,7 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 	if tab.PD {
 		s.dispatchPD(ctx, x, prefill, rt, route, reqID)
 	} else {
-		s.dispatch(ctx, x, rt, picked, route, reqID)
+		s.dispatch(ctx, x, rt, route, reqID)
 	}
 
 	if clientClose {
@@ -169,10 +160,16 @@ func validRoutingKey(v []byte) bool {
 	return len(v) > 0 && len(v) <= maxRoutingKeyLen && utf8.Valid(v)
 }
 
-// dispatch sends the request to w and, while nothing has reached the client yet, retries a
-// failed attempt on another worker, re-picked with the failed ones excluded, until it succeeds
-// or the retries run out.
-func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Route, w *worker.Worker, route int, reqID []byte) {
+// dispatch picks a worker on rt and sends it the request and, while nothing has reached the
+// client yet, retries a failed attempt on another worker, re-picked with the failed ones
+// excluded, until it succeeds or the retries run out.
+func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Route, route int, reqID []byte) {
+	res, err := rt.Picker.Pick(&x.req)
+	if err != nil {
+		s.failPick(ctx, route, err)
+		return
+	}
+	w := res.Worker
 	first := w
 	s.holdRoutingKey(x)
 	attempts := s.cfg.Retry.attempts()
