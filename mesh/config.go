@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/smg-go/smg/internal/cli"
 )
@@ -40,6 +41,10 @@ type Config struct {
 	// peers whose certificate the CA signed. All three or none. Without them the mesh is
 	// plaintext and unauthenticated, as in the spec's product, and Start logs a warning.
 	TLSCert, TLSKey, TLSCA string
+	// TombstoneHorizon is how long this router keeps the tombstones of the workers it removed
+	// before collecting them (default DefaultTombstoneHorizon, an hour). It has no flag: the
+	// spec has none, and safety does not depend on it.
+	TombstoneHorizon time.Duration
 }
 
 // DefaultConfig returns the spec's defaults with a fresh random server name.

@@ -38,6 +38,46 @@
 // current intent with a newer timestamp: the CRDT counterpart of refutation. WorkerSync
 // bridges the store and the worker registry.
 //
+// # Tombstone collection
+//
+// A removed worker leaves a tombstone; with discovery churning pods for weeks, tombstones
+// would grow the store, and every sync that ranges over it, without bound. The spec says
+// nothing of them; we collect them under per-owner floors. An owner's floor F, the entry
+// "floor:<owner>" with Lamport timestamp F, stands for a tombstone of every key of that owner
+// at F: every store drops that owner's entries at or below F and refuses them on arrival.
+// The owner keeps one invariant: none of its current writes is at or below its floor. So
+// whatever the floor removes or refuses is a removed worker or a superseded copy, never a
+// current write, and no copy held anywhere (by a router partitioned or DOWN for any length
+// of time) can come back: its timestamp is below the tombstone's, so below the floor.
+//
+//   - Phase 1: when some of its tombstones are older than Options.TombstoneHorizon (an hour;
+//     see DefaultTombstoneHorizon), the owner picks F, the newest of their timestamps, and
+//     rewrites ("re-stamps") its live keys at or below F with new timestamps.
+//   - Phase 2: once every ALIVE or SUSPECTED peer has acknowledged the re-stamped keys and the
+//     tombstones at or below F on its direct stream, the owner publishes the floor. This wait
+//     is not what makes collection safe; it keeps a live peer from seeing the floor (relayed)
+//     before a re-stamped key's new write, which would drop and re-import a worker.
+//   - The floor is replicated like any entry (resent until acknowledged, relayed), is never
+//     collected (one key per owner), and only rises: Lamport order is the floor's order. A
+//     router that returns with a stale copy either hears of the floor first and drops the
+//     copy, or sends it first and every router holding the floor refuses it (and
+//     acknowledges it, so it is not resent). A router that holds neither the floor nor the
+//     tombstone (a fresh one) can take the stale copy until the floor reaches it, exactly as
+//     it could take it before the tombstone without collection.
+//   - A restarted owner starts its Lamport clock at 0, so its first writes can be at or below
+//     its old floor and refused. A peer sends it its floor (its new streams have acknowledged
+//     nothing); the owner adopts it and re-stamps its keys above it: the counterpart of
+//     refutation. A collected key can be written again (the same URL registered again): the
+//     owner's clock is above its floor.
+//   - The state is still a join: a key's value is its newest write above its owner's floor
+//     (property-tested with floors). The owner also forgets its collected intents, and every
+//     stream forgets the acknowledgements of collected keys.
+//
+// smg_mesh_tombstones_collected_total counts tombstones a floor removed from this router's
+// store; smg_mesh_stale_entries_total counts live entries at or below a floor, dropped or
+// refused (a returning router's copies of removed workers, and superseded copies of
+// re-stamped ones). Both are ours, not the spec's. GET /mesh/status reports crdt_tombstones.
+//
 // # Sync streams
 //
 // One bidirectional stream per pair, opened after a successful probe of an ALIVE peer by the

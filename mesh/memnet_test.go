@@ -30,6 +30,8 @@ type memNet struct {
 	lossy func(from, to string) bool
 	// afterTick, when set, runs after each node's tick within a round.
 	afterTick func()
+	// tune, when set, adjusts the options of the nodes add makes.
+	tune func(*Options)
 
 	queue   []delivery
 	streams []*memStream
@@ -59,14 +61,18 @@ func addrOf(i int) string { return fmt.Sprintf("10.0.%d.%d:39527", i/250, i%250+
 // add starts a node named name at addr with the given seeds.
 func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
 	m.t.Helper()
-	n, err := NewNode(Options{
+	o := Options{
 		Name: name, Addr: addr, Seeds: seeds,
 		Transport: &memTransport{net: m, addr: addr},
 		Now:       m.clock, RandSeed: seed,
 		Spawn:  func(f func()) { f() },
 		Trees:  m.trees[addr],
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if m.tune != nil {
+		m.tune(&o)
+	}
+	n, err := NewNode(o)
 	if err != nil {
 		m.t.Fatal(err)
 	}

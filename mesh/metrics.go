@@ -21,12 +21,17 @@ type nodeMetrics struct {
 	rejected  *metrics.Counter
 	// deltasDropped counts tree deltas a peer's stream could not accept.
 	deltasDropped *metrics.Counter
+	// tombstonesCollected and staleEntries count what owners' floors removed from the CRDT
+	// store (see Store).
+	tombstonesCollected, staleEntries *metrics.Counter
 }
 
 func newNodeMetrics(set *metrics.Set) *nodeMetrics {
 	m := &nodeMetrics{set: set}
 	m.rejected = set.GetOrCreateCounter(`smg_mesh_rejected_messages_total`)
 	m.deltasDropped = set.GetOrCreateCounter(`smg_mesh_tree_deltas_dropped_total{reason="stream_busy"}`)
+	m.tombstonesCollected = set.GetOrCreateCounter(`smg_mesh_tombstones_collected_total`)
+	m.staleEntries = set.GetOrCreateCounter(`smg_mesh_stale_entries_total`)
 	return m
 }
 

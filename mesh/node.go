@@ -36,6 +36,8 @@ type Node struct {
 	opening  map[string]bool
 	onChange []func()
 
+	gc tombstoneGC
+
 	trees      treeSync
 	lastRepair RepairStatus // the last repair that completed
 }
@@ -72,8 +74,10 @@ func NewNode(o Options) (*Node, error) {
 		local:   map[string]wire.Entry{},
 		streams: map[string]*syncState{},
 		opening: map[string]bool{},
+		gc:      tombstoneGC{deletedAt: map[string]time.Time{}},
 	}
 	n.met = newNodeMetrics(o.Metrics)
+	n.store.collected, n.store.stale = n.met.tombstonesCollected, n.met.staleEntries
 	n.trees.init(o)
 	for _, a := range o.Seeds {
 		if a != o.Addr {
@@ -119,6 +123,7 @@ func (n *Node) Tick(ctx context.Context) {
 	n.mu.Lock()
 	n.round++
 	n.expireSuspicionsLocked(now)
+	n.collectTombstonesLocked(now)
 	seeds := n.dueSeedsLocked(now)
 	target := n.nextTargetLocked(now)
 	var reconnect string

@@ -37,6 +37,14 @@ const (
 	DefaultDeltaQueue = 1 << 16
 	// DefaultMaxEntriesPerMessage bounds the CRDT entries of one sync message.
 	DefaultMaxEntriesPerMessage = 4096
+	// DefaultTombstoneHorizon is how long a router keeps the tombstones of the workers it
+	// removed before collecting them under its floor. Safety does not depend on it (the
+	// floor is what keeps a removed worker removed); it is an hour so that a tombstone
+	// outlives every protocol timer by far (DOWN within 2-17 s, a DOWN peer re-probed every
+	// 10 rounds, the 60 s idle timeout, the 60 s redial backoff), and the routers that hear
+	// of a removal hear of it as a tombstone, which removes the worker from them at once,
+	// rather than waiting for the floor.
+	DefaultTombstoneHorizon = time.Hour
 )
 
 // Options configures a Node: the protocol's identity, timing and collaborators. Zero fields
@@ -60,6 +68,9 @@ type Options struct {
 	IndirectProbes, ReconnectEvery                                                         int
 	RepairTimeout                                                                          time.Duration
 	RepairAttempts, PageBytes, DeltaQueue, MaxEntriesPerMessage                            int
+	// TombstoneHorizon: this router's tombstones older than it are collected
+	// (DefaultTombstoneHorizon).
+	TombstoneHorizon time.Duration
 
 	// Trees, when set, takes part in cache-tree sync.
 	Trees Trees
@@ -87,6 +98,7 @@ func (o *Options) fillDefaults() {
 	def(&o.SuspectTimeout, DefaultSuspectTimeout)
 	def(&o.KeepAlive, DefaultKeepAlive)
 	def(&o.RepairTimeout, DefaultRepairTimeout)
+	def(&o.TombstoneHorizon, DefaultTombstoneHorizon)
 	defInt(&o.IndirectProbes, DefaultIndirectProbes)
 	defInt(&o.ReconnectEvery, DefaultReconnectEvery)
 	defInt(&o.RepairAttempts, DefaultRepairAttempts)

@@ -85,7 +85,8 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 		}
 	}
 	tr := NewGRPCTransport(topts)
-	o := Options{Name: cfg.ServerName, Addr: cfg.AdvertiseAddr(), Seeds: seeds, Transport: tr, Trees: deps.Trees, Metrics: deps.Metrics, Logger: log}
+	o := Options{Name: cfg.ServerName, Addr: cfg.AdvertiseAddr(), Seeds: seeds, Transport: tr, Trees: deps.Trees, Metrics: deps.Metrics, Logger: log,
+		TombstoneHorizon: cfg.TombstoneHorizon}
 	if deps.Tune != nil {
 		deps.Tune(&o)
 	}
@@ -176,6 +177,8 @@ type Status struct {
 	Streams []StreamStatus `json:"streams"`
 	Repairs []RepairStatus `json:"repairs"`
 	Keys    int            `json:"crdt_keys"`
+	// Tombstones is how many of Keys are tombstones not yet collected.
+	Tombstones int `json:"crdt_tombstones"`
 }
 
 // MemberStatus is one row of the membership table.
@@ -217,6 +220,7 @@ func (n *Node) Status() Status {
 		st.Streams = append(st.Streams, StreamStatus{Peer: name, Direction: dir, Unacked: unacked, IdleSeconds: int(now.Sub(s.lastTraffic).Seconds())})
 	}
 	st.Keys = n.store.Len()
+	st.Tombstones = n.store.Tombstones()
 	n.mu.Unlock()
 	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Peer < st.Streams[j].Peer })
 	return st

@@ -43,6 +43,11 @@ func (n *Node) writeLocalLocked(key string, value []byte, deleted bool) {
 	e := wire.Entry{Key: key, Value: append([]byte(nil), value...), Lamport: n.lamport, Replica: n.o.Name, Deleted: deleted}
 	n.local[key] = e
 	n.store.Merge(e)
+	if deleted {
+		n.gc.deletedAt[key] = n.o.Now()
+	} else {
+		delete(n.gc.deletedAt, key)
+	}
 }
 
 // LocalKeys returns the keys this router owns and has not deleted.
@@ -98,7 +103,16 @@ func (n *Node) notify() {
 // timestamp (the CRDT counterpart of refuting a suspicion).
 func (n *Node) checkOwnKeyLocked(key string) {
 	e := n.store.Get(key)
+	if e == nil {
+		return // a write at or below this router's floor: refused, and gone for good
+	}
 	intent, ok := n.local[key]
+	if _, isFloor := floorOwner(key); isFloor {
+		if e.Lamport > intent.Lamport {
+			n.adoptFloorLocked(*e)
+		}
+		return
+	}
 	switch {
 	case !ok && !e.Deleted:
 		n.writeLocalLocked(key, nil, true)
@@ -155,15 +169,24 @@ func (n *Node) StreamMessage(s Stream, m *wire.Sync) {
 	st.lastTraffic = now
 	changed := false
 	var acks []wire.Version
+	floorRaised := false
 	for _, e := range m.Entries {
 		n.lamport = max(n.lamport, e.Lamport)
 		if n.store.Merge(e) {
 			changed = true
+			if _, isFloor := floorOwner(e.Key); isFloor {
+				floorRaised = true
+			}
 		}
+		// Acknowledged even when refused (at or below its owner's floor): the sender drops
+		// it when the floor reaches it.
 		acks = append(acks, versionOf(&e))
 		if e.Replica == n.o.Name {
 			n.checkOwnKeyLocked(e.Key)
 		}
+	}
+	if floorRaised {
+		n.pruneAcksLocked()
 	}
 	for _, a := range m.Acks {
 		if cur, ok := st.acked[a.Key]; !ok || a.Lamport > cur.Lamport || (a.Lamport == cur.Lamport && a.Replica > cur.Replica) {
