@@ -103,7 +103,11 @@
 // are encoded by package wire's hand-written codec (see its doc), and the service descriptor
 // that protoc would generate is written out in grpc.go; both are small and fuzzed. Malformed
 // and oversized messages are rejected, counted in smg_mesh_rejected_messages_total, and never
-// reach the protocol.
+// reach the protocol. With mutual TLS, a handshake the server refuses (a certificate another
+// CA signed, no certificate, no TLS) is counted in
+// smg_mesh_rejected_connections_total{reason="tls"} (ours) and logged at warn with the remote
+// address and the reason, at most once per remote IP per minute with the count of refusals
+// not logged since (a refused router redials for ever); gRPC would only tell its own logger.
 //
 // # Concurrency
 //

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -97,6 +98,7 @@ type GRPCTransport struct {
 	creds    credentials.TransportCredentials
 	rejected *metrics.Counter
 	dialOpts []grpc.DialOption
+	refusals *refusalLog
 
 	mu    sync.Mutex
 	h     Handler
@@ -116,7 +118,17 @@ type TransportOptions struct {
 	// BackoffBase and BackoffMax bound redial backoff (default 1 s and 60 s).
 	BackoffBase, BackoffMax time.Duration
 	Metrics                 *metrics.Set
+	// Logger receives the refused TLS handshakes (default slog.Default()), at most one line
+	// per remote IP per RefusalLogInterval (default DefaultRefusalLogInterval).
+	Logger             *slog.Logger
+	RefusalLogInterval time.Duration
+	// Now is the clock of the refusal log's rate limit (default time.Now).
+	Now func() time.Time
 }
+
+// DefaultRefusalLogInterval is how often a refused TLS handshake is logged for one remote IP:
+// a router outside the CA redials with backoff (up to 60 s), a scanner may not.
+const DefaultRefusalLogInterval = time.Minute
 
 // NewGRPCTransport returns a transport; Serve starts its server.
 func NewGRPCTransport(o TransportOptions) *GRPCTransport {
@@ -135,6 +147,15 @@ func NewGRPCTransport(o TransportOptions) *GRPCTransport {
 	if o.Metrics == nil {
 		o.Metrics = metrics.NewSet()
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RefusalLogInterval == 0 {
+		o.RefusalLogInterval = DefaultRefusalLogInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	t := &GRPCTransport{
 		codec:    wire.NewCodec(wire.Limits{MaxMessage: o.MaxMessage}),
 		rejected: o.Metrics.GetOrCreateCounter(`smg_mesh_rejected_messages_total`),
@@ -144,9 +165,17 @@ func NewGRPCTransport(o TransportOptions) *GRPCTransport {
 	if o.TLS != nil {
 		t.creds = credentials.NewTLS(o.TLS)
 	}
+	serverCreds := t.creds
+	if o.TLS != nil {
+		t.refusals = &refusalLog{
+			log: o.Logger, every: o.RefusalLogInterval, now: o.Now, last: map[string]*refusals{},
+			count: o.Metrics.GetOrCreateCounter(`smg_mesh_rejected_connections_total{reason="tls"}`),
+		}
+		serverCreds = refusalCreds{t.creds, t.refusals}
+	}
 	t.ctx, t.stop = context.WithCancel(context.Background())
 	t.server = grpc.NewServer(
-		grpc.Creds(t.creds),
+		grpc.Creds(serverCreds),
 		grpc.ForceServerCodecV2(t.codec),
 		// gRPC refuses what is far over the limit before buffering it; the codec refuses
 		// the rest, so both are counted by the handlers.
@@ -360,6 +389,88 @@ func rejectedError(err error) bool {
 	}
 	st, _ := status.FromError(err)
 	return st.Code() == codes.ResourceExhausted || strings.Contains(st.Message(), "mesh message")
+}
+
+// refusalCreds are the server's TLS credentials, which report every refused handshake: gRPC
+// only logs them through its own logger, so the refusing router would otherwise say nothing
+// of a router outside the CA knocking (the dialling router's log shows the refusal).
+type refusalCreds struct {
+	credentials.TransportCredentials
+	log *refusalLog
+}
+
+func (c refusalCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.log.refused(conn.RemoteAddr(), err)
+	}
+	return out, info, err
+}
+
+func (c refusalCreds) Clone() credentials.TransportCredentials {
+	return refusalCreds{c.TransportCredentials.Clone(), c.log}
+}
+
+// refusalLog counts refused TLS handshakes (smg_mesh_rejected_connections_total{reason="tls"})
+// and logs them at warn, at most once per remote IP per interval, with how many it did not
+// log since: a router outside the CA redials for ever, and must not flood the log.
+type refusalLog struct {
+	log   *slog.Logger
+	every time.Duration
+	now   func() time.Time
+	count *metrics.Counter
+
+	mu   sync.Mutex
+	last map[string]*refusals // by remote IP
+}
+
+type refusals struct {
+	logged     time.Time
+	suppressed int
+}
+
+// maxRefusalHosts bounds the rate limiter's memory; past it, hosts not logged within the
+// interval are forgotten.
+const maxRefusalHosts = 4096
+
+func (r *refusalLog) refused(remote net.Addr, err error) {
+	// A connection closed before its first byte (a TCP health check or port scan) is no
+	// refusal.
+	if errors.Is(err, io.EOF) {
+		return
+	}
+	r.count.Inc()
+	addr, host := "", ""
+	if remote != nil {
+		addr, host = remote.String(), remote.String()
+		if h, _, e := net.SplitHostPort(addr); e == nil {
+			host = h
+		}
+	}
+	now := r.now()
+	r.mu.Lock()
+	s := r.last[host]
+	if s != nil && now.Sub(s.logged) < r.every {
+		s.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	suppressed := 0
+	if s == nil {
+		if len(r.last) >= maxRefusalHosts {
+			for h, v := range r.last {
+				if now.Sub(v.logged) >= r.every {
+					delete(r.last, h)
+				}
+			}
+		}
+		s = &refusals{}
+		r.last[host] = s
+	}
+	suppressed, s.logged, s.suppressed = s.suppressed, now, 0
+	r.mu.Unlock()
+	r.log.Warn("refused a mesh connection: TLS handshake failed", "remote", addr, "reason", err.Error(),
+		"refused_since_last_log", suppressed)
 }
 
 // LoadMutualTLS builds the TLS configuration of --mesh-tls-cert, --mesh-tls-key and

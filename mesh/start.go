@@ -59,7 +59,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 		deps.Metrics = metrics.NewSet()
 	}
 	log := deps.Logger
-	topts := TransportOptions{Metrics: deps.Metrics}
+	topts := TransportOptions{Metrics: deps.Metrics, Logger: log}
 	if cfg.TLSEnabled() {
 		tc, err := LoadMutualTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
 		if err != nil {
