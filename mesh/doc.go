@@ -121,5 +121,8 @@
 // # Ownership
 //
 // Messages handed to a Transport belong to it; decoded messages own their memory (they do
-// not alias gRPC's buffers). PublishTree copies the path. The Store copies what it merges.
+// not alias gRPC's buffers). PublishTree copies the path into a pooled buffer (no allocation
+// in steady state); the round that takes the delta copies the round's paths into one arena of
+// its own, shared by the messages to every stream (each stream's writer encodes it later), and
+// returns the buffers to the pool. The Store copies what it merges.
 package mesh

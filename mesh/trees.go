@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -33,7 +34,7 @@ type treeKey struct {
 // other than queue are guarded by the node's lock.
 type treeSync struct {
 	trees    Trees
-	queue    chan wire.TreeDelta
+	queue    chan queuedDelta
 	repaired map[treeKey]bool
 	repairs  map[treeKey]*repair
 	nextID   uint64
@@ -67,7 +68,7 @@ type RepairStatus struct {
 
 func (t *treeSync) init(o Options) {
 	t.trees = o.Trees
-	t.queue = make(chan wire.TreeDelta, o.DeltaQueue)
+	t.queue = make(chan queuedDelta, o.DeltaQueue)
 	t.repaired = map[treeKey]bool{}
 	t.repairs = map[treeKey]*repair{}
 	c := o.Metrics.GetOrCreateCounter
@@ -81,20 +82,52 @@ func (t *treeSync) init(o Options) {
 	t.failed = c(`smg_mesh_tree_repairs_total{result="failed"}`)
 }
 
+// queuedDelta is a delta between PublishTree and the round that sends it; its Path is in buf,
+// a buffer of pathPool.
+type queuedDelta struct {
+	d   wire.TreeDelta
+	buf *[]byte
+}
+
+// pathPool holds the buffers PublishTree copies paths into, so that a routing decision
+// allocates nothing in steady state. A buffer goes back to the pool when the round that takes
+// its delta has copied the path into the round's own arena (takeBatchesLocked): the round's
+// deltas are shared by the messages to every stream and encoded later by each stream's writer,
+// so they must not point into pooled memory.
+var pathPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPooledPath: larger buffers are left to the garbage collector rather than kept.
+const maxPooledPath = 1 << 20
+
+func putPath(b *[]byte) {
+	if cap(*b) <= maxPooledPath {
+		pathPool.Put(b)
+	}
+}
+
 // PublishTree queues the delta of one cache-aware routing decision: path was routed to
 // workerURL in model's tree of kind. It never blocks: when the queue is full the delta is
-// dropped and counted (deltas are best effort). It copies path. Safe for concurrent use.
+// dropped and counted (deltas are best effort). It copies path, into a pooled buffer: no
+// allocation in steady state. Safe for concurrent use.
 func (n *Node) PublishTree(model string, kind wire.TreeKind, path []byte, workerURL string) {
-	d := wire.TreeDelta{Model: model, Kind: kind, Hash: xxh3.Hash(path), Worker: workerURL, Path: append([]byte(nil), path...)}
+	if n.trees.trees == nil {
+		return // not taking part in tree sync: nothing would send it
+	}
+	b := pathPool.Get().(*[]byte)
+	*b = append((*b)[:0], path...)
+	q := queuedDelta{d: wire.TreeDelta{Model: model, Kind: kind, Hash: xxh3.Hash(path), Worker: workerURL, Path: *b}, buf: b}
 	select {
-	case n.trees.queue <- d:
+	case n.trees.queue <- q:
 	default:
+		putPath(b)
 		n.trees.queueDropped.Inc()
 	}
 }
 
 // takeBatchesLocked drains the queue into this round's batch, each (model, kind, path,
-// worker) once, grouped by model.
+// worker) once, grouped by model. The batch's paths are copied into one arena of the round
+// (one allocation per round, left to the garbage collector once every stream has encoded
+// its message), and the pooled buffers go back to the pool.
 func (t *treeSync) takeBatchesLocked() []wire.TreeDelta {
 	if t.trees == nil {
 		return nil
@@ -105,19 +138,32 @@ func (t *treeSync) takeBatchesLocked() []wire.TreeDelta {
 		worker string
 	}
 	var out []wire.TreeDelta
+	var bufs []*[]byte
+	size := 0
 	seen := map[dk]bool{}
 	for {
 		select {
-		case d := <-t.queue:
-			k := dk{treeKey{d.Model, d.Kind}, d.Hash, d.Worker}
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, d)
+		case q := <-t.queue:
+			k := dk{treeKey{q.d.Model, q.d.Kind}, q.d.Hash, q.d.Worker}
+			if seen[k] {
+				putPath(q.buf)
+				continue
 			}
+			seen[k] = true
+			out = append(out, q.d)
+			bufs = append(bufs, q.buf)
+			size += len(q.d.Path)
 			continue
 		default:
 		}
 		break
+	}
+	arena := make([]byte, 0, size)
+	for i := range out {
+		start := len(arena)
+		arena = append(arena, out[i].Path...)
+		out[i].Path = arena[start:len(arena):len(arena)]
+		putPath(bufs[i])
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Model < out[j].Model })
 	return out
