@@ -521,6 +521,11 @@ func TestMeshMutualTLSRefusesARouterOutsideTheCA(t *testing.T) {
 	if !strings.Contains(b.Output(), "not signed by the cluster CA") {
 		t.Errorf("B's dials of C did not fail on C's certificate:\n%s", tail(b.Output(), 3000))
 	}
+	// The refusing side says so too: A logs C's refused handshakes and why. (The remote
+	// address is C's dial source, which the kernel picks: not asserted.)
+	if out := a.Output(); !strings.Contains(out, "refused a mesh connection: TLS handshake failed") || !strings.Contains(out, "not signed by the cluster CA") {
+		t.Errorf("A did not log its refusal of C's handshake:\n%s", tail(out, 3000))
+	}
 }
 
 // netLab is a set of network namespaces joined by two bridges in the root namespace: a
