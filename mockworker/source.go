@@ -80,6 +80,11 @@ func (w *Worker) startSource(r *reply) tokenSource {
 	}
 	admin := w.admin.Load()
 	interval := w.cfg.TokenInterval
+	if !r.stream {
+		// TokenInterval paces streams only: a non-streamed answer that waited for something
+		// else (a decode's KV, a delay) comes whole at once, as it does when nothing waits.
+		interval = 0
+	}
 	return &pacedSource{
 		start: time.Now(),
 		first: time.Duration(float64(interval) * admin.prefillMultiplier()),
