@@ -19,8 +19,8 @@ import (
 
 // Prefill-decode disaggregation (doc.go, "Prefill-decode roles"). A prefill worker computes
 // the prompt and publishes a record of its KV (a fingerprint of the prompt) on its fleet's
-// rendezvous (rendezvous.go) under a key; a decode worker fetches that record over HTTP
-// before it generates, and fails the request when the record never comes or describes
+// rendezvous (rendezvous.go) under a key; a decode worker claims that record there (over
+// its fleet's one connection to that rendezvous) before it generates, and fails the request when the record never comes or describes
 // another prompt. So a gateway that pairs, injects or forwards wrongly sees an error here,
 // never a silent success. A unified worker (Role "") never reaches this file.
 

@@ -6,12 +6,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/valyala/fastjson"
 )
 
 // pdRoutes are the generation routes with a body builder each: prompt and max tokens.
@@ -489,5 +492,80 @@ func TestPDConcurrent(t *testing.T) {
 				t.Errorf("%d rendezvous entries, want %d claimed records until they expire", n, pairs)
 			}
 		})
+	}
+}
+
+// TestPDClientLeavesWhileWaiting: a decode whose client hangs up withdraws its claim (gnet
+// notices the hang-up), so the rendezvous forgets the key and a prefill can still publish it.
+func TestPDClientLeavesWhileWaiting(t *testing.T) {
+	pf, df := pdFleets(t, Config{Server: ServerGnet}, 10*time.Second, time.Hour)
+	c, err := net.Dial("tcp", df.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := rooms.Add(1)
+	body := sglangPD(t, "x", room, "127.0.0.11", nil)
+	if _, err := io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: mock\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the decode to wait at the rendezvous", func() bool { return pf.KVEntries() == 1 })
+	_ = c.Close()
+	waitFor(t, "the claim to be withdrawn", func() bool { return pf.KVEntries() == 0 })
+	if resp, b := do(t, "POST", pf.URLs()[0]+"/v1/completions", body); resp.StatusCode != 200 {
+		t.Fatalf("prefill after the decode left: %d %s", resp.StatusCode, b)
+	}
+	if s := df.Workers()[0].PDStats(); s != (PDStats{}) {
+		t.Errorf("decode stats %+v: an abandoned fetch counts nothing", s)
+	}
+}
+
+// TestRendezvousProtocol speaks the rendezvous's line protocol directly: pipelined claims
+// answered out of order, a claim that waits for its publish, cancel, and bad lines.
+func TestRendezvousProtocol(t *testing.T) {
+	done := make(chan struct{})
+	rv, err := startRendezvous("127.0.0.1:0", time.Minute, done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { close(done); _ = rv.close() }()
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(rv.port()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := kvRecord{Fingerprint: "ab", PromptTokens: 3, EngineID: `e"1`, BlockIDs: []int{4, 5}, Worker: "w"}
+	if err := rv.publish("ready key", rec); err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.WriteString(c, "GET /kv HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: mockworker-kv/1\r\n\r\n"+
+		"claim 1 60000 \"later\"\nclaim 2 0 \"ready key\"\nclaim 3 0 \"ready key\"\nclaim 4 0 \"absent\"\n"+
+		"claim 5 60000 \"cancelled\"\ncancel 5\nclaim 6 x \"k\"\nping 7\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "mockworker-kv/1" {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	want := []string{
+		`2 ok {"fingerprint":"ab","prompt_tokens":3,"engine_id":"e\"1","block_ids":[4,5],"worker":"w"}`,
+		"3 claimed", "4 timeout", `6 error want: claim ID WAIT_MS "KEY"`, `7 error unknown verb "ping"`,
+	}
+	for _, w := range want {
+		if line, err := br.ReadString('\n'); err != nil || line != w+"\n" {
+			t.Fatalf("got %q (%v), want %q", line, err, w)
+		}
+	}
+	waitFor(t, "the cancelled claim's key to go", func() bool { return rv.size() == 2 }) // "ready key", "later"
+	if err := rv.publish("later", kvRecord{Fingerprint: "cd", Worker: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || line != `1 ok {"fingerprint":"cd","prompt_tokens":0,"engine_id":"","block_ids":[],"worker":"w"}`+"\n" {
+		t.Fatalf("got %q (%v) for the waiting claim", line, err)
+	}
+	got, err := parseKVRecord(new(fastjson.Parser), []byte(want[0][5:]))
+	if err != nil || got.Fingerprint != rec.Fingerprint || got.EngineID != rec.EngineID || !slices.Equal(got.BlockIDs, rec.BlockIDs) || got.PromptTokens != 3 {
+		t.Errorf("record round trip: %+v %v", got, err)
 	}
 }
