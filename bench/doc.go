@@ -35,7 +35,7 @@
 //
 // Concurrency: the suites run their processes one measurement at a time from the calling
 // goroutine; a started process's output is collected by os/exec into a mutex-guarded buffer
-// (lockedBuffer) that waitOutput polls. Every process a suite starts is stopped by its own
+// (syncbuf.Buffer) that waitOutput polls. Every process a suite starts is stopped by its own
 // handle (SIGINT, then SIGKILL after 10 s) before the suite returns, on every path.
 //
 // Buffers: nothing is shared between runs; each loadgen run writes its JSON result to its

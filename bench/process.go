@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -12,9 +11,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/loadgen"
 )
 
@@ -31,25 +30,8 @@ func BinariesIn(dir string) Binaries {
 // proc is a started process pinned to a core.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // start runs bin pinned to core (taskset) with GOMAXPROCS=1, so that each side of a
@@ -65,7 +47,7 @@ func start(core int, bin string, args ...string) (*proc, error) {
 			name, all = tp, append([]string{"-c", strconv.Itoa(core), bin}, args...)
 		}
 	}
-	p := &proc{cmd: exec.Command(name, all...), out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(name, all...), out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -23,28 +24,11 @@ type harness struct {
 	rec   *Reconciler
 	clock *fakeClock
 	set   *metrics.Set
-	logs  *syncBuffer
+	logs  *syncbuf.Buffer
 
 	mu   sync.Mutex
 	pods []Pod
 	down map[string]bool // URLs whose engine does not answer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
@@ -54,7 +38,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	h := &harness{t: t, reg: reg, clock: newFakeClock(), set: metrics.NewSet(), logs: &syncBuffer{}, down: map[string]bool{}}
+	h := &harness{t: t, reg: reg, clock: newFakeClock(), set: metrics.NewSet(), logs: &syncbuf.Buffer{}, down: map[string]bool{}}
 	cfg := DefaultConfig()
 	cfg.Enabled = true
 	cfg.Selector = []string{"app=sglang"}

@@ -2,19 +2,18 @@ package fastpath
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
+	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/worker/breaker"
 )
 
@@ -384,29 +383,11 @@ func TestWorkerDeathMidStreamEndsWithAnErrorEvent(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRoutingDecisionsLoggedAtDebug: at --log-level debug every selection is logged with the
 // policy and the chosen worker (spec: Observability); at info nothing is.
 func TestRoutingDecisionsLoggedAtDebug(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
-		var buf lockedBuffer
+		var buf syncbuf.Buffer
 		cfg := Config{Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))}
 		g := newGateway(t, "round_robin", cfg, newFakeWorker(t, "a", 200))
 		if resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode() != 200 {

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"log/slog"
@@ -12,24 +11,14 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/internal/syncbuf"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(substr string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// logLines returns the lines of b that contain substr.
+func logLines(b *syncbuf.Buffer, substr string) []string {
 	var out []string
-	for _, l := range strings.Split(s.b.String(), "\n") {
+	for _, l := range strings.Split(b.String(), "\n") {
 		if strings.Contains(l, substr) {
 			out = append(out, l)
 		}
@@ -62,7 +51,7 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	set := metrics.NewSet()
 	tr := NewGRPCTransport(TransportOptions{TLS: serverTLS, Metrics: set, Now: clock,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -93,13 +82,13 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 	for i := range 3 {
 		knock("127.0.0.3", uint64(i+1))
 	}
-	got := logs.lines(line)
+	got := logLines(&logs, line)
 	if len(got) != 1 || !strings.Contains(got[0], "level=WARN") || !strings.Contains(got[0], "remote=127.0.0.3:") ||
 		!strings.Contains(got[0], "not signed by the cluster CA") {
 		t.Fatalf("want one warn line naming the remote and the reason, got %q", got)
 	}
 	knock("127.0.0.9", 4) // another IP is logged at once, with its own reason
-	if got := logs.lines(line); len(got) != 2 || !strings.Contains(got[1], "remote=127.0.0.9:") || !strings.Contains(got[1], "does not look like a TLS handshake") {
+	if got := logLines(&logs, line); len(got) != 2 || !strings.Contains(got[1], "remote=127.0.0.9:") || !strings.Contains(got[1], "does not look like a TLS handshake") {
 		t.Fatalf("want the plaintext client's refusal logged, got %q", got)
 	}
 
@@ -107,7 +96,7 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 	now = now.Add(DefaultRefusalLogInterval)
 	mu.Unlock()
 	knock("127.0.0.3", 5)
-	if got := logs.lines(line); len(got) != 3 || !strings.Contains(got[2], "refused_since_last_log=2") {
+	if got := logLines(&logs, line); len(got) != 3 || !strings.Contains(got[2], "refused_since_last_log=2") {
 		t.Fatalf("want a second line for 127.0.0.3 after the interval, counting the 2 not logged, got %q", got)
 	}
 }

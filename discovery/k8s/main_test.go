@@ -1,14 +1,12 @@
 package k8s_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/mockworker"
 	"github.com/smg-go/smg/worker"
 )
@@ -37,28 +36,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // gateway is a discovery instance over a real worker registry.
 type gateway struct {
 	reg  *worker.Registry
 	disc *k8s.Discovery
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 }
 
 // testConfig is discovery with the test's namespace and short waits: the debounce and
@@ -77,7 +59,7 @@ func testConfig(ns string, selector ...string) discovery.Config {
 
 func startGateway(t testing.TB, cfg discovery.Config, rc *rest.Config) *gateway {
 	t.Helper()
-	g := &gateway{logs: &syncBuffer{}}
+	g := &gateway{logs: &syncbuf.Buffer{}}
 	log := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var err error
 	g.reg, err = worker.NewRegistry(worker.Config{Logger: log})
@@ -206,7 +188,7 @@ func must[T any](t *testing.T) func(T, error) T {
 	}
 }
 
-func slogTo(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+func slogTo(w *syncbuf.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 func startDiscovery(cfg discovery.Config, reg *worker.Registry) (*k8s.Discovery, error) {
 	return k8s.Start(context.Background(), cfg, reg, k8s.Options{})

@@ -10,6 +10,7 @@ import (
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -19,7 +20,7 @@ func TestRouterDiscoveryMembership(t *testing.T) {
 	latest := map[string]discovery.Member{}
 	cfg := testConfig(ns, "app=sglang")
 	cfg.RouterSelector, cfg.MeshEnabled, cfg.MeshPort = []string{"app=smg"}, true, 39527
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slogTo(logs)
 	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})
 	defer reg.Close()
@@ -71,7 +72,7 @@ func TestRouterDiscoveryNeedsMesh(t *testing.T) {
 	ns := namespace(t)
 	cfg := testConfig(ns, "app=sglang")
 	cfg.RouterSelector = []string{"app=smg"}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slogTo(logs)
 	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})
 	defer reg.Close()

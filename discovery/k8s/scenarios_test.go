@@ -14,6 +14,7 @@ import (
 
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/mockworker"
 	"github.com/smg-go/smg/worker"
 )
@@ -288,7 +289,7 @@ func TestStartWithoutCredentials(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := testConfig("", "app=sglang")
 	cfg.Logger = slogTo(logs)
 	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})

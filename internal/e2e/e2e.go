@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/syncbuf"
 )
 
 // Binaries are the paths of the built commands.
@@ -64,26 +65,9 @@ func Build(t testing.TB) Binaries {
 // Process is a started command with its combined output captured.
 type Process struct {
 	Cmd    *exec.Cmd
-	output *syncBuffer
+	output *syncbuf.Buffer
 	done   chan struct{}
 	err    error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Start runs bin with args; the test's cleanup kills it if it still runs.
@@ -95,7 +79,7 @@ func Start(t testing.TB, bin string, args ...string) *Process {
 // StartEnv is Start with extra environment variables (KEY=value).
 func StartEnv(t testing.TB, env []string, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Cmd: exec.Command(bin, args...), output: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{Cmd: exec.Command(bin, args...), output: &syncbuf.Buffer{}, done: make(chan struct{})}
 	if env != nil {
 		p.Cmd.Env = append(os.Environ(), env...)
 	}

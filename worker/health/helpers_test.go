@@ -8,14 +8,15 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/smg-go/smg/worker"
 	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/worker"
 )
 
 // deadline only guards against a hang; no test asserts how long anything takes.
@@ -70,31 +71,13 @@ func (fw *fakeWorker) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// lockedBuffer collects log output from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // harness is a real registry, a checker on a fake clock, and a way to wait for publications.
 type harness struct {
 	t       *testing.T
 	reg     *worker.Registry
 	clk     *fakeClock
 	set     *metrics.Set
-	logs    *lockedBuffer
+	logs    *syncbuf.Buffer
 	checker *Checker
 	changed chan struct{}
 }
@@ -107,7 +90,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	h := &harness{t: t, reg: reg, clk: newFakeClock(), set: metrics.NewSet(), logs: &lockedBuffer{}, changed: make(chan struct{}, 1)}
+	h := &harness{t: t, reg: reg, clk: newFakeClock(), set: metrics.NewSet(), logs: &syncbuf.Buffer{}, changed: make(chan struct{}, 1)}
 	reg.Subscribe(func(*worker.Snapshot) {
 		select {
 		case h.changed <- struct{}{}:

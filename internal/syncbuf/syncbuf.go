@@ -1,0 +1,28 @@
+// Package syncbuf holds the buffer that tests and the benchmark harness give to loggers and
+// child processes that write from several goroutines, while the test reads what was written.
+package syncbuf
+
+import (
+	"bytes"
+	"sync"
+)
+
+// Buffer is a bytes.Buffer safe for concurrent Write and String. The zero value is ready.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
