@@ -194,7 +194,7 @@ func (r *Report) Table() string {
 		sb.WriteString(overheadJSONTable(o.JSON))
 		if len(o.SSE) > 0 {
 			fmt.Fprintf(&sb, "\n### SSE relay (%d events per stream, %g ms apart at the mock)\n\n", c.StreamTokens, c.StreamIntervalMS)
-			sb.WriteString(overheadSSETable(o.SSE))
+			sb.WriteString(overheadSSETable(o.SSE, false))
 		}
 		if len(o.SSEPaced) > 0 {
 			fmt.Fprintf(&sb, "\n### SSE relay with paced tokens (%d events per stream, %g ms apart at the mock)\n\n"+
@@ -202,7 +202,7 @@ func (r *Report) Table() string {
 				"%v per run after %d warm-up streams, %d round(s), the least proxy CPU kept. The direct row's TTFT and ITL near %g ms show that the "+
 				"load core kept pace.\n\n",
 				c.StreamTokens, c.PacedIntervalMS, c.PacedIntervalMS, c.PacedConnections, c.PacedDuration, c.PacedWarmup, c.PacedRounds, c.PacedIntervalMS)
-			sb.WriteString(overheadPacedTable(o.SSEPaced))
+			sb.WriteString(overheadSSETable(o.SSEPaced, true))
 		}
 		if pd := o.PD; pd != nil && (len(pd.JSON) > 0 || len(pd.SSE) > 0) {
 			fmt.Fprintf(&sb, "\n### PD disaggregation (SGLang bootstrap; 1 prefill + 1 decode mock; %d round(s))\n\n"+
@@ -268,39 +268,28 @@ func overheadJSONTable(ms []Measurement) string {
 	return sb.String()
 }
 
-func overheadSSETable(ms []Measurement) string {
+// overheadSSETable renders the SSE rows. The paced rows also show the inter-token latency
+// loadgen saw, and compare with the streaming peers only (the bare proxy does not stream).
+func overheadSSETable(ms []Measurement, paced bool) string {
 	var sb strings.Builder
-	sb.WriteString("| run | streams/s | TTFT p50 ms | added TTFT p50 ms | e2e p99 ms | proxy CPU µs/stream | proxy CPU µs/event | vs bare | vs nginx | vs HAProxy |\n|---|---|---|---|---|---|---|---|---|---|\n")
-	direct := find(ms, "direct")
-	for i := range ms {
-		x := &ms[i]
-		if x.NotInstalled != "" {
-			fmt.Fprintf(&sb, "| %s | %s | | | | | | | | |\n", x.Name, x.NotInstalled)
-			continue
-		}
-		added, perStream, perEvent := "–", "–", "–"
-		if x.Key != "direct" {
-			if direct != nil {
-				added = fmt.Sprintf("%+.3f", x.TTFTP50MS-direct.TTFTP50MS)
-			}
-			perStream, perEvent = fmt.Sprintf("%.1f", x.CPUPerRequestUS), fmt.Sprintf("%.2f", x.CPUPerEventUS)
-		}
-		fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %s | %.3f | %s | %s | %s |\n", x.Name, x.RPS, x.TTFTP50MS, added, x.P99MS, perStream, perEvent,
-			strings.Join(peerRatios(ms, x, func(m *Measurement) float64 { return m.CPUPerEventUS }), " | "))
+	itlHead, itlSep, peers, columns := "", "", []string(nil), 10
+	if paced {
+		itlHead, itlSep, peers, columns = " ITL p50 ms | ITL p99 ms |", "---|---|", []string{"nginx", "haproxy"}, 11
 	}
-	return sb.String()
-}
-
-// overheadPacedTable renders the paced SSE rows: the SSE table with the inter-token
-// latency loadgen saw, and the ratios to the streaming peers only.
-func overheadPacedTable(ms []Measurement) string {
-	var sb strings.Builder
-	sb.WriteString("| run | streams/s | TTFT p50 ms | added TTFT p50 ms | ITL p50 ms | ITL p99 ms | e2e p99 ms | proxy CPU µs/stream | proxy CPU µs/event | vs nginx | vs HAProxy |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| run | streams/s | TTFT p50 ms | added TTFT p50 ms |" + itlHead + " e2e p99 ms | proxy CPU µs/stream | proxy CPU µs/event |")
+	if !paced {
+		sb.WriteString(" vs bare |")
+	}
+	sb.WriteString(" vs nginx | vs HAProxy |\n|---|---|---|---|" + itlSep + "---|---|---|---|---|")
+	if !paced {
+		sb.WriteString("---|")
+	}
+	sb.WriteString("\n")
 	direct := find(ms, "direct")
 	for i := range ms {
 		x := &ms[i]
 		if x.NotInstalled != "" {
-			fmt.Fprintf(&sb, "| %s | %s | | | | | | | | | |\n", x.Name, x.NotInstalled)
+			fmt.Fprintf(&sb, "| %s | %s |%s\n", x.Name, x.NotInstalled, strings.Repeat(" |", columns-2))
 			continue
 		}
 		added, perStream, perEvent := "–", "–", "–"
@@ -310,8 +299,12 @@ func overheadPacedTable(ms []Measurement) string {
 			}
 			perStream, perEvent = fmt.Sprintf("%.1f", x.CPUPerRequestUS), fmt.Sprintf("%.2f", x.CPUPerEventUS)
 		}
-		fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %s | %.3f | %.3f | %.3f | %s | %s | %s |\n", x.Name, x.RPS, x.TTFTP50MS, added, x.ITLP50MS, x.ITLP99MS,
-			x.P99MS, perStream, perEvent, strings.Join(peerRatios(ms, x, func(m *Measurement) float64 { return m.CPUPerEventUS }, "nginx", "haproxy"), " | "))
+		itl := ""
+		if paced {
+			itl = fmt.Sprintf(" %.3f | %.3f |", x.ITLP50MS, x.ITLP99MS)
+		}
+		fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %s |%s %.3f | %s | %s | %s |\n", x.Name, x.RPS, x.TTFTP50MS, added, itl, x.P99MS, perStream, perEvent,
+			strings.Join(peerRatios(ms, x, func(m *Measurement) float64 { return m.CPUPerEventUS }, peers...), " | "))
 	}
 	return sb.String()
 }
