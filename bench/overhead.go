@@ -238,16 +238,11 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 	res := &OverheadResult{Config: cfg}
 	// One fleet serves both kinds of run: instant mode answers non-streamed requests at once
 	// and paces only streams by --token-interval-ms.
-	mocks, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
-		"--model", "mock-model", "--event-loops", "1", "--token-interval-ms", strconv.FormatFloat(cfg.StreamIntervalMS, 'f', -1, 64))
+	mocks, urls, err := cfg.startMocks(cfg.StreamIntervalMS)
 	if err != nil {
 		return nil, err
 	}
 	defer mocks.stop()
-	urls, err := mocks.waitOutput(listenLine, cfg.Workers, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
 
 	// Straight to one mock worker: the mocks answer instantly, so one absorbs the whole load.
 	// A run that fails is reported and the suite goes on, so one broken proxy does not hide
@@ -318,20 +313,31 @@ func (cfg *OverheadConfig) measureRounds(runs []proxyUnderTest, urls []string, l
 	return ms, errors.Join(errs...)
 }
 
+// startMocks starts the suite's instant mock fleet on the load core, its streams writing a
+// token every intervalMS, and returns it with its workers' URLs.
+func (cfg *OverheadConfig) startMocks(intervalMS float64) (*proc, []string, error) {
+	mocks, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
+		"--model", "mock-model", "--event-loops", "1", "--token-interval-ms", strconv.FormatFloat(intervalMS, 'f', -1, 64))
+	if err != nil {
+		return nil, nil, err
+	}
+	urls, err := mocks.waitOutput(listenLine, cfg.Workers, 10*time.Second)
+	if err != nil {
+		mocks.stop()
+		return nil, nil, err
+	}
+	return mocks, urls, nil
+}
+
 // overheadPaced measures the paced SSE rows: a fleet of its own whose streams write a token
 // every PacedIntervalMS, loadgen straight to one mock and through each proxy but the bare
 // one, which buffers whole answers and so has no per-event cost to compare.
 func (cfg *OverheadConfig) overheadPaced() ([]Measurement, error) {
-	mocks, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
-		"--model", "mock-model", "--event-loops", "1", "--token-interval-ms", strconv.FormatFloat(cfg.PacedIntervalMS, 'f', -1, 64))
+	mocks, urls, err := cfg.startMocks(cfg.PacedIntervalMS)
 	if err != nil {
 		return nil, err
 	}
 	defer mocks.stop()
-	urls, err := mocks.waitOutput(listenLine, cfg.Workers, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
 	runs := []proxyUnderTest{directRun}
 	for _, p := range cfg.proxies() {
 		if p.key != "bare" {
