@@ -156,21 +156,5 @@ var errClosed = errors.New("mockworker closed")
 
 // sleepUntil waits for the deadline; false means the fleet closed first.
 func sleepUntil(done <-chan struct{}, deadline time.Time) bool {
-	d := time.Until(deadline)
-	if d <= 0 {
-		select {
-		case <-done:
-			return false
-		default:
-			return true
-		}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
+	return sleepUntilOr(done, nil, deadline)
 }

@@ -287,7 +287,7 @@ func (a *asyncAnswer) run() {
 		}
 		return
 	}
-	if r.delay > 0 && !sleepUntil2(done, gone, time.Now().Add(r.delay)) {
+	if r.delay > 0 && !sleepUntilOr(done, gone, time.Now().Add(r.delay)) {
 		return
 	}
 	if r.pd != nil && r.pd.decode && !w.resolvePD(r, done, gone) {
@@ -307,7 +307,7 @@ func (a *asyncAnswer) run() {
 			return
 		}
 	}
-	if r.fault.slowTTFT > 0 && !sleepUntil2(done, gone, time.Now().Add(r.fault.slowTTFT)) {
+	if r.fault.slowTTFT > 0 && !sleepUntilOr(done, gone, time.Now().Add(r.fault.slowTTFT)) {
 		return
 	}
 	src := w.startSource(r)

@@ -28,7 +28,7 @@ func (p *pacedSource) await(have int, done, gone <-chan struct{}) (int, bool) {
 	}
 	// Absolute deadlines: a late wake-up does not push the later tokens back.
 	deadline := p.start.Add(p.first + time.Duration(have)*p.gap)
-	if !sleepUntil2(done, gone, deadline) {
+	if !sleepUntilOr(done, gone, deadline) {
 		return have, false
 	}
 	return have + 1, true
@@ -93,8 +93,8 @@ func (w *Worker) startSource(r *reply) tokenSource {
 	}
 }
 
-// sleepUntil2 waits for the deadline; false means done or gone closed first (nil never does).
-func sleepUntil2(done, gone <-chan struct{}, deadline time.Time) bool {
+// sleepUntilOr waits for the deadline; false means done or gone closed first (nil never does).
+func sleepUntilOr(done, gone <-chan struct{}, deadline time.Time) bool {
 	d := time.Until(deadline)
 	if d <= 0 {
 		select {
