@@ -186,11 +186,11 @@ func (m *memNet) flush() {
 		if d.to.closed {
 			continue
 		}
-		msg, err := wire.Decode(d.msg)
-		if err != nil {
+		var msg wire.Sync
+		if err := wire.Decode(d.msg, &msg); err != nil {
 			m.t.Fatal(err)
 		}
-		d.to.h.StreamMessage(d.to, msg.(*wire.Sync))
+		d.to.h.StreamMessage(d.to, &msg)
 	}
 }
 
@@ -199,16 +199,17 @@ type memTransport struct {
 	addr string
 }
 
-func roundTrip[T any](t testing.TB, msg T) T {
+// roundTrip sends msg through the wire encoding, as the gRPC transport does.
+func roundTrip[T any](t testing.TB, msg *T) *T {
 	b, err := wire.Encode(nil, msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := wire.Decode(b)
-	if err != nil {
+	out := new(T)
+	if err := wire.Decode(b, out); err != nil {
 		t.Fatal(err)
 	}
-	return out.(T)
+	return out
 }
 
 func (t *memTransport) Ping(ctx context.Context, addr string, msg *wire.Ping) (*wire.Ack, error) {

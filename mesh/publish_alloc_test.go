@@ -40,3 +40,32 @@ func TestPublishTreeAllocatesNothing(t *testing.T) {
 	}
 	round()
 }
+
+// PublishTokens, the token tree's decision, encodes into the pooled buffer: no allocation
+// either.
+func TestPublishTokensAllocatesNothing(t *testing.T) {
+	n := publishNode(t)
+	tokens := make([]uint32, 512)
+	for i := range tokens {
+		tokens[i] = uint32(i * 7919)
+	}
+	round := func() {
+		n.mu.Lock()
+		n.trees.takeBatchesLocked()
+		n.mu.Unlock()
+	}
+	for range 3 {
+		for i := range 200 {
+			n.PublishTokens("m", tokens[i%64:], "http://10.0.0.1:8000")
+		}
+		round()
+	}
+	i := 0
+	if a := testing.AllocsPerRun(100, func() {
+		n.PublishTokens("m", tokens[i%64:], "http://10.0.0.1:8000")
+		i++
+	}); a != 0 {
+		t.Fatalf("PublishTokens allocates %.1f times per decision", a)
+	}
+	round()
+}

@@ -1,9 +1,6 @@
 package mesh
 
 import (
-	"encoding/binary"
-	"unsafe"
-
 	"github.com/smg-go/smg/mesh/wire"
 	"github.com/smg-go/smg/radix"
 	"github.com/smg-go/smg/worker"
@@ -33,21 +30,6 @@ func (r *RadixTrees) stamp() int64 {
 	return r.Stamp()
 }
 
-// tokensOf views a token path's native-endian bytes as tokens, copying when unaligned.
-func tokensOf(path []byte) []uint32 {
-	if len(path) == 0 || len(path)%4 != 0 {
-		return nil
-	}
-	if uintptr(unsafe.Pointer(&path[0]))%4 == 0 {
-		return unsafe.Slice((*uint32)(unsafe.Pointer(&path[0])), len(path)/4)
-	}
-	out := make([]uint32, len(path)/4)
-	for i := range out {
-		out[i] = binary.NativeEndian.Uint32(path[4*i:])
-	}
-	return out
-}
-
 // Apply implements Trees.
 func (r *RadixTrees) Apply(model string, kind wire.TreeKind, path []byte, workerURL string) bool {
 	text, tokens := r.Lookup(model)
@@ -65,7 +47,7 @@ func (r *RadixTrees) Apply(model string, kind wire.TreeKind, path []byte, worker
 		text.Insert(path, radix.Tenant(w.Index), r.stamp())
 		return m.MatchedChars == m.InputChars
 	case wire.TreeTokens:
-		toks := tokensOf(path)
+		toks := wire.Tokens(nil, path)
 		if tokens == nil || toks == nil {
 			return true
 		}

@@ -154,6 +154,12 @@ func (m *Mesh) PublishTree(model string, kind wire.TreeKind, path []byte, worker
 	m.node.PublishTree(model, kind, path, workerURL)
 }
 
+// PublishTokens queues a cache-aware routing decision of the token tree (Node.PublishTokens).
+// Safe for concurrent use; never blocks.
+func (m *Mesh) PublishTokens(model string, tokens []uint32, workerURL string) {
+	m.node.PublishTokens(model, tokens, workerURL)
+}
+
 // AddPeer asks the mesh to contact a router at addr (IP:port), such as one found by router
 // discovery; see Node.AddSeed.
 func (m *Mesh) AddPeer(addr string) { m.node.AddSeed(addr) }

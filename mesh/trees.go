@@ -115,7 +115,24 @@ func (n *Node) PublishTree(model string, kind wire.TreeKind, path []byte, worker
 	}
 	b := pathPool.Get().(*[]byte)
 	*b = append((*b)[:0], path...)
-	q := queuedDelta{d: wire.TreeDelta{Model: model, Kind: kind, Hash: xxh3.Hash(path), Worker: workerURL, Path: *b}, buf: b}
+	n.queueDelta(model, kind, b, workerURL)
+}
+
+// PublishTokens is PublishTree for the token tree: it encodes tokens as the wire's token
+// path (wire.AppendTokens), into a pooled buffer.
+func (n *Node) PublishTokens(model string, tokens []uint32, workerURL string) {
+	if n.trees.trees == nil || len(tokens) == 0 {
+		return
+	}
+	b := pathPool.Get().(*[]byte)
+	*b = wire.AppendTokens((*b)[:0], tokens)
+	n.queueDelta(model, wire.TreeTokens, b, workerURL)
+}
+
+// queueDelta queues the delta whose path is the pooled buffer b, or drops it when the queue
+// is full.
+func (n *Node) queueDelta(model string, kind wire.TreeKind, b *[]byte, workerURL string) {
+	q := queuedDelta{d: wire.TreeDelta{Model: model, Kind: kind, Hash: xxh3.Hash(*b), Worker: workerURL, Path: *b}, buf: b}
 	select {
 	case n.trees.queue <- q:
 	default:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/mesh/wire"
@@ -24,10 +23,8 @@ func (o *meshObserver) ObserveText(model string, text []byte, w *worker.Worker) 
 }
 
 func (o *meshObserver) ObserveTokens(model string, tokens []uint32, w *worker.Worker) {
-	if m := o.m.Load(); m != nil && len(tokens) > 0 {
-		// The mesh ships token paths as native-endian 4-byte words, as the token tree stores
-		// them; PublishTree copies what it keeps.
-		m.PublishTree(model, wire.TreeTokens, unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*len(tokens)), w.URL)
+	if m := o.m.Load(); m != nil {
+		m.PublishTokens(model, tokens, w.URL)
 	}
 }
 

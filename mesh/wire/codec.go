@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Name is the codec's gRPC content-subtype.
@@ -24,14 +25,6 @@ const DefaultMaxMessage = 8 << 20
 
 // MaxString bounds one string or byte field (a model id, URL or routing path).
 const MaxString = 4 << 20
-
-// Message tags.
-const (
-	tagPing    byte = 1
-	tagAck     byte = 2
-	tagPingReq byte = 3
-	tagSync    byte = 4
-)
 
 // Errors of Decode.
 var (
@@ -78,34 +71,56 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	if err := DecodeInto(buf.ReadOnlyData(), v); err != nil {
+	if err := Decode(buf.ReadOnlyData(), v); err != nil {
 		c.rejected.Add(1)
 		return err
 	}
 	return nil
 }
 
+// Field numbers, per message. They are the wire format: never renumber or reuse one; a new
+// field takes a new number, and a field no longer sent keeps its number reserved.
+const (
+	fMemberName, fMemberAddr, fMemberStatus, fMemberIncarnation protowire.Number = 1, 2, 3, 4
+
+	fPingFrom, fPingTarget, fPingMembers protowire.Number = 1, 2, 3
+
+	fAckFrom, fAckOK, fAckMembers protowire.Number = 1, 2, 3
+
+	fPingReqFrom, fPingReqTarget, fPingReqMembers protowire.Number = 1, 2, 3
+
+	fEntryKey, fEntryValue, fEntryLamport, fEntryReplica, fEntryDeleted protowire.Number = 1, 2, 3, 4, 5
+
+	fVersionKey, fVersionLamport, fVersionReplica protowire.Number = 1, 2, 3
+
+	fDeltaModel, fDeltaKind, fDeltaHash, fDeltaWorker, fDeltaPath protowire.Number = 1, 2, 3, 4, 5
+
+	fRequestID, fRequestModel, fRequestKind, fRequestCursor protowire.Number = 1, 2, 3, 4
+
+	fPageEntryPath, fPageEntryWorkers protowire.Number = 1, 2
+
+	fPageID, fPageModel, fPageKind, fPageCursor, fPageNext, fPageEntries protowire.Number = 1, 2, 3, 4, 5, 6
+
+	fSyncFrom, fSyncEntries, fSyncAcks, fSyncDeltas, fSyncRequests, fSyncPages protowire.Number = 1, 2, 3, 4, 5, 6
+)
+
 // Encode appends the encoding of msg (*Ping, *Ack, *PingReq or *Sync) to dst.
 func Encode(dst []byte, msg any) ([]byte, error) {
 	e := encoder{b: dst}
 	switch m := msg.(type) {
 	case *Ping:
-		e.b = append(e.b, tagPing)
-		e.str(m.From)
-		e.str(m.Target)
-		e.members(m.Members)
+		e.str(fPingFrom, m.From)
+		e.str(fPingTarget, m.Target)
+		e.members(fPingMembers, m.Members)
 	case *Ack:
-		e.b = append(e.b, tagAck)
-		e.str(m.From)
-		e.bool(m.OK)
-		e.members(m.Members)
+		e.str(fAckFrom, m.From)
+		e.bool(fAckOK, m.OK)
+		e.members(fAckMembers, m.Members)
 	case *PingReq:
-		e.b = append(e.b, tagPingReq)
-		e.str(m.From)
-		e.member(m.Target)
-		e.members(m.Members)
+		e.str(fPingReqFrom, m.From)
+		e.member(fPingReqTarget, m.Target)
+		e.members(fPingReqMembers, m.Members)
 	case *Sync:
-		e.b = append(e.b, tagSync)
 		e.sync(m)
 	default:
 		return dst, fmt.Errorf("cannot encode %T: not a mesh message", msg)
@@ -113,307 +128,515 @@ func Encode(dst []byte, msg any) ([]byte, error) {
 	return e.b, nil
 }
 
-// Decode decodes one message and returns it as *Ping, *Ack, *PingReq or *Sync.
-func Decode(b []byte) (any, error) {
-	if len(b) == 0 {
-		return nil, fmt.Errorf("%w: empty", ErrMalformed)
-	}
-	var v any
-	switch b[0] {
-	case tagPing:
-		v = new(Ping)
-	case tagAck:
-		v = new(Ack)
-	case tagPingReq:
-		v = new(PingReq)
-	case tagSync:
-		v = new(Sync)
-	default:
-		return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, b[0])
-	}
-	if err := DecodeInto(b, v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-// DecodeInto decodes b into v, a pointer to the message type b holds.
-func DecodeInto(b []byte, v any) error {
-	if len(b) == 0 {
-		return fmt.Errorf("%w: empty", ErrMalformed)
-	}
-	d := decoder{b: b[1:]}
-	want := byte(0)
+// Decode decodes b into v, a pointer to the message type b holds (*Ping, *Ack, *PingReq or
+// *Sync). Fields it does not know (a newer router's) are skipped.
+func Decode(b []byte, v any) error {
+	d := decoder{}
 	switch m := v.(type) {
 	case *Ping:
-		want = tagPing
-		*m = Ping{From: d.str(), Target: d.str(), Members: d.members()}
+		*m = d.ping(b)
 	case *Ack:
-		want = tagAck
-		*m = Ack{From: d.str(), OK: d.bool(), Members: d.members()}
+		*m = d.ack(b)
 	case *PingReq:
-		want = tagPingReq
-		*m = PingReq{From: d.str(), Target: d.member(), Members: d.members()}
+		*m = d.pingReq(b)
 	case *Sync:
-		want = tagSync
-		*m = Sync{}
-		d.sync(m)
+		*m = d.sync(b)
 	default:
 		return fmt.Errorf("cannot decode into %T: not a mesh message", v)
 	}
-	if b[0] != want {
-		return fmt.Errorf("%w: tag %d where %d was expected", ErrMalformed, b[0], want)
-	}
-	if d.err != nil {
-		return d.err
-	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.b))
-	}
-	return nil
+	return d.err
 }
 
+// AppendTokens appends token ids as a token-tree path: 4 bytes each, little-endian.
+func AppendTokens(dst []byte, tokens []uint32) []byte {
+	for _, t := range tokens {
+		dst = binary.LittleEndian.AppendUint32(dst, t)
+	}
+	return dst
+}
+
+// Tokens decodes a token-tree path (see AppendTokens) into dst[:0], or returns nil when path's
+// length is not a whole number of tokens.
+func Tokens(dst []uint32, path []byte) []uint32 {
+	if len(path)%4 != 0 {
+		return nil
+	}
+	dst = dst[:0]
+	for i := 0; i+4 <= len(path); i += 4 {
+		dst = append(dst, binary.LittleEndian.Uint32(path[i:]))
+	}
+	return dst
+}
+
+// encoder appends protobuf fields. Zero values are not written (proto3): the decoder reads a
+// missing field as its zero value.
 type encoder struct{ b []byte }
 
-func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
-func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
-func (e *encoder) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
-func (e *encoder) bool(v bool) {
-	if v {
-		e.b = append(e.b, 1)
-	} else {
-		e.b = append(e.b, 0)
+func (e *encoder) uvarint(f protowire.Number, v uint64) {
+	if v != 0 {
+		e.b = protowire.AppendTag(e.b, f, protowire.VarintType)
+		e.b = protowire.AppendVarint(e.b, v)
 	}
 }
 
-func (e *encoder) member(m Member) {
-	e.str(m.Name)
-	e.str(m.Addr)
-	e.b = append(e.b, byte(m.Status))
-	e.uvarint(m.Incarnation)
+func (e *encoder) fixed64(f protowire.Number, v uint64) {
+	if v != 0 {
+		e.b = protowire.AppendTag(e.b, f, protowire.Fixed64Type)
+		e.b = protowire.AppendFixed64(e.b, v)
+	}
 }
 
-func (e *encoder) members(ms []Member) {
-	e.uvarint(uint64(len(ms)))
+func (e *encoder) bool(f protowire.Number, v bool) {
+	if v {
+		e.uvarint(f, 1)
+	}
+}
+
+func (e *encoder) str(f protowire.Number, s string) {
+	if s != "" {
+		e.b = protowire.AppendTag(e.b, f, protowire.BytesType)
+		e.b = protowire.AppendString(e.b, s)
+	}
+}
+
+func (e *encoder) bytes(f protowire.Number, p []byte) {
+	if len(p) != 0 {
+		e.b = protowire.AppendTag(e.b, f, protowire.BytesType)
+		e.b = protowire.AppendBytes(e.b, p)
+	}
+}
+
+// repeatedStr writes every element, empty ones too: a list keeps its length.
+func (e *encoder) repeatedStr(f protowire.Number, s string) {
+	e.b = protowire.AppendTag(e.b, f, protowire.BytesType)
+	e.b = protowire.AppendString(e.b, s)
+}
+
+// begin starts an embedded message of field f (a list element: always written, empty or
+// not); end writes its length. The length is reserved as one byte and the body moved when
+// it needs more, so nothing is encoded twice.
+func (e *encoder) begin(f protowire.Number) int {
+	e.b = protowire.AppendTag(e.b, f, protowire.BytesType)
+	e.b = append(e.b, 0)
+	return len(e.b)
+}
+
+func (e *encoder) end(start int) {
+	n := len(e.b) - start
+	size := protowire.SizeVarint(uint64(n))
+	if size > 1 {
+		var pad [binary.MaxVarintLen64]byte
+		e.b = append(e.b, pad[:size-1]...)
+		copy(e.b[start+size-1:], e.b[start:start+n])
+	}
+	protowire.AppendVarint(e.b[:start-1], uint64(n))
+}
+
+func (e *encoder) member(f protowire.Number, m Member) {
+	at := e.begin(f)
+	e.str(fMemberName, m.Name)
+	e.str(fMemberAddr, m.Addr)
+	e.uvarint(fMemberStatus, uint64(m.Status))
+	e.uvarint(fMemberIncarnation, m.Incarnation)
+	e.end(at)
+}
+
+func (e *encoder) members(f protowire.Number, ms []Member) {
 	for _, m := range ms {
-		e.member(m)
+		e.member(f, m)
 	}
 }
 
 func (e *encoder) sync(m *Sync) {
-	e.str(m.From)
-	e.uvarint(uint64(len(m.Entries)))
+	e.str(fSyncFrom, m.From)
 	for _, x := range m.Entries {
-		e.str(x.Key)
-		e.bytes(x.Value)
-		e.uvarint(x.Lamport)
-		e.str(x.Replica)
-		e.bool(x.Deleted)
+		at := e.begin(fSyncEntries)
+		e.str(fEntryKey, x.Key)
+		e.bytes(fEntryValue, x.Value)
+		e.uvarint(fEntryLamport, x.Lamport)
+		e.str(fEntryReplica, x.Replica)
+		e.bool(fEntryDeleted, x.Deleted)
+		e.end(at)
 	}
-	e.uvarint(uint64(len(m.Acks)))
 	for _, x := range m.Acks {
-		e.str(x.Key)
-		e.uvarint(x.Lamport)
-		e.str(x.Replica)
+		at := e.begin(fSyncAcks)
+		e.str(fVersionKey, x.Key)
+		e.uvarint(fVersionLamport, x.Lamport)
+		e.str(fVersionReplica, x.Replica)
+		e.end(at)
 	}
-	e.uvarint(uint64(len(m.Deltas)))
 	for _, x := range m.Deltas {
-		e.str(x.Model)
-		e.b = append(e.b, byte(x.Kind))
-		e.uvarint(x.Hash)
-		e.str(x.Worker)
-		e.bytes(x.Path)
+		at := e.begin(fSyncDeltas)
+		e.str(fDeltaModel, x.Model)
+		e.uvarint(fDeltaKind, uint64(x.Kind))
+		e.fixed64(fDeltaHash, x.Hash) // a hash is uniformly large: 8 bytes beat a 10-byte varint
+		e.str(fDeltaWorker, x.Worker)
+		e.bytes(fDeltaPath, x.Path)
+		e.end(at)
 	}
-	e.uvarint(uint64(len(m.Requests)))
 	for _, x := range m.Requests {
-		e.uvarint(x.ID)
-		e.str(x.Model)
-		e.b = append(e.b, byte(x.Kind))
-		e.uvarint(x.Cursor)
+		at := e.begin(fSyncRequests)
+		e.uvarint(fRequestID, x.ID)
+		e.str(fRequestModel, x.Model)
+		e.uvarint(fRequestKind, uint64(x.Kind))
+		e.uvarint(fRequestCursor, x.Cursor)
+		e.end(at)
 	}
-	e.uvarint(uint64(len(m.Pages)))
 	for _, x := range m.Pages {
-		e.uvarint(x.ID)
-		e.str(x.Model)
-		e.b = append(e.b, byte(x.Kind))
-		e.uvarint(x.Cursor)
-		e.uvarint(x.Next)
-		e.uvarint(uint64(len(x.Entries)))
+		at := e.begin(fSyncPages)
+		e.uvarint(fPageID, x.ID)
+		e.str(fPageModel, x.Model)
+		e.uvarint(fPageKind, uint64(x.Kind))
+		e.uvarint(fPageCursor, x.Cursor)
+		e.uvarint(fPageNext, x.Next)
 		for _, pe := range x.Entries {
-			e.bytes(pe.Path)
-			e.uvarint(uint64(len(pe.Workers)))
+			pat := e.begin(fPageEntries)
+			e.bytes(fPageEntryPath, pe.Path)
 			for _, w := range pe.Workers {
-				e.str(w)
+				e.repeatedStr(fPageEntryWorkers, w)
 			}
+			e.end(pat)
 		}
+		e.end(at)
 	}
 }
 
-// decoder reads fields; the first error sticks and every later read returns zero values, so
-// decoding code reads straight through and checks once.
-type decoder struct {
-	b   []byte
-	err error
-}
+// decoder holds the first error; every read after it returns zero values, so the message
+// decoders read straight through and Decode checks once.
+type decoder struct{ err error }
 
-func (d *decoder) fail(what string) {
+func (d *decoder) fail(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrMalformed, what)
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
 	}
-	d.b = nil
 }
 
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
+// fields iterates over the fields of one encoded message: next reads a field's tag, and
+// the caller reads its value with one of the typed readers or skips it.
+type fields struct {
+	d   *decoder
+	b   []byte
+	num protowire.Number
+	typ protowire.Type
+}
+
+func (d *decoder) fields(b []byte) fields { return fields{d: d, b: b} }
+
+func (f *fields) next() bool {
+	if f.d.err != nil || len(f.b) == 0 {
+		return false
+	}
+	num, typ, n := protowire.ConsumeTag(f.b)
+	if n < 0 {
+		f.d.fail("bad field tag: %v", protowire.ParseError(n))
+		return false
+	}
+	f.num, f.typ, f.b = num, typ, f.b[n:]
+	return true
+}
+
+// skip passes over a field this version does not know: a newer router's.
+func (f *fields) skip() {
+	n := protowire.ConsumeFieldValue(f.num, f.typ, f.b)
+	if n < 0 {
+		f.d.fail("bad field %d: %v", f.num, protowire.ParseError(n))
+		f.b = nil
+		return
+	}
+	f.b = f.b[n:]
+}
+
+func (f *fields) want(typ protowire.Type) bool {
+	if f.typ != typ {
+		f.d.fail("field %d has wire type %d, want %d", f.num, f.typ, typ)
+		f.b = nil
+		return false
+	}
+	return true
+}
+
+func (f *fields) uvarint() uint64 {
+	if !f.want(protowire.VarintType) {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
+	v, n := protowire.ConsumeVarint(f.b)
+	if n < 0 {
+		f.d.fail("bad varint in field %d", f.num)
+		f.b = nil
 		return 0
 	}
-	d.b = d.b[n:]
+	f.b = f.b[n:]
 	return v
 }
 
-func (d *decoder) byte() byte {
-	if d.err != nil {
+func (f *fields) fixed64() uint64 {
+	if !f.want(protowire.Fixed64Type) {
 		return 0
 	}
-	if len(d.b) == 0 {
-		d.fail("truncated")
+	v, n := protowire.ConsumeFixed64(f.b)
+	if n < 0 {
+		f.d.fail("truncated field %d", f.num)
+		f.b = nil
 		return 0
 	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
+	f.b = f.b[n:]
+	return v
 }
 
-func (d *decoder) bool() bool {
-	switch d.byte() {
+func (f *fields) bool() bool {
+	switch f.uvarint() {
 	case 0:
 		return false
 	case 1:
 		return true
 	}
-	d.fail("bad bool")
+	f.d.fail("bad bool in field %d", f.num)
 	return false
 }
 
-func (d *decoder) raw() []byte {
-	n := d.uvarint()
-	if d.err != nil {
+// raw returns a length-delimited value, aliasing the input.
+func (f *fields) raw() []byte {
+	if !f.want(protowire.BytesType) {
 		return nil
 	}
-	if n > MaxString || n > uint64(len(d.b)) {
-		d.fail("string length beyond message")
+	p, n := protowire.ConsumeBytes(f.b)
+	if n < 0 {
+		f.d.fail("length of field %d beyond message", f.num)
+		f.b = nil
 		return nil
 	}
-	p := d.b[:n]
-	d.b = d.b[n:]
+	if len(p) > MaxString {
+		f.d.fail("field %d is %d bytes, limit %d", f.num, len(p), MaxString)
+		f.b = nil
+		return nil
+	}
+	f.b = f.b[n:]
 	return p
 }
 
-func (d *decoder) str() string { return string(d.raw()) }
+func (f *fields) str() string { return string(f.raw()) }
 
-func (d *decoder) bytes() []byte {
-	p := d.raw()
+// bytes copies: a message must not alias gRPC's receive buffer.
+func (f *fields) bytes() []byte {
+	p := f.raw()
 	if len(p) == 0 {
 		return nil
 	}
 	return append([]byte(nil), p...)
 }
 
-// count reads a list length and checks that the rest of the message could hold that many
-// elements of at least minSize bytes, so a forged count cannot make us allocate.
-func (d *decoder) count(minSize int) int {
-	n := d.uvarint()
-	if d.err != nil {
-		return 0
-	}
-	if n > uint64(len(d.b)/minSize) {
-		d.fail("list count beyond message")
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) status() Status {
-	s := Status(d.byte())
+// status and kind reject values this version does not know: they are closed sets whose
+// meaning (precedence, tree) a router cannot guess; a new one needs a new field.
+func (f *fields) status() Status {
+	s := Status(f.uvarint())
 	if s >= numStatuses {
-		d.fail("unknown status")
+		f.d.fail("unknown status %d", s)
 	}
 	return s
 }
 
-func (d *decoder) kind() TreeKind {
-	k := TreeKind(d.byte())
+func (f *fields) kind() TreeKind {
+	k := TreeKind(f.uvarint())
 	if k > TreeTokens {
-		d.fail("unknown tree kind")
+		f.d.fail("unknown tree kind %d", k)
 	}
 	return k
 }
 
-func (d *decoder) member() Member {
-	return Member{Name: d.str(), Addr: d.str(), Status: d.status(), Incarnation: d.uvarint()}
+func (d *decoder) member(b []byte) (m Member) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fMemberName:
+			m.Name = f.str()
+		case fMemberAddr:
+			m.Addr = f.str()
+		case fMemberStatus:
+			m.Status = f.status()
+		case fMemberIncarnation:
+			m.Incarnation = f.uvarint()
+		default:
+			f.skip()
+		}
+	}
+	return m
 }
 
-func (d *decoder) members() []Member {
-	n := d.count(4)
-	if n == 0 {
-		return nil
+func (d *decoder) ping(b []byte) (m Ping) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fPingFrom:
+			m.From = f.str()
+		case fPingTarget:
+			m.Target = f.str()
+		case fPingMembers:
+			m.Members = append(m.Members, d.member(f.raw()))
+		default:
+			f.skip()
+		}
 	}
-	ms := make([]Member, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		ms = append(ms, d.member())
-	}
-	return ms
+	return m
 }
 
-func (d *decoder) sync(m *Sync) {
-	m.From = d.str()
-	if n := d.count(5); n > 0 {
-		m.Entries = make([]Entry, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			m.Entries = append(m.Entries, Entry{Key: d.str(), Value: d.bytes(), Lamport: d.uvarint(), Replica: d.str(), Deleted: d.bool()})
+func (d *decoder) ack(b []byte) (m Ack) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fAckFrom:
+			m.From = f.str()
+		case fAckOK:
+			m.OK = f.bool()
+		case fAckMembers:
+			m.Members = append(m.Members, d.member(f.raw()))
+		default:
+			f.skip()
 		}
 	}
-	if n := d.count(3); n > 0 {
-		m.Acks = make([]Version, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			m.Acks = append(m.Acks, Version{Key: d.str(), Lamport: d.uvarint(), Replica: d.str()})
+	return m
+}
+
+func (d *decoder) pingReq(b []byte) (m PingReq) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fPingReqFrom:
+			m.From = f.str()
+		case fPingReqTarget:
+			m.Target = d.member(f.raw())
+		case fPingReqMembers:
+			m.Members = append(m.Members, d.member(f.raw()))
+		default:
+			f.skip()
 		}
 	}
-	if n := d.count(5); n > 0 {
-		m.Deltas = make([]TreeDelta, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			m.Deltas = append(m.Deltas, TreeDelta{Model: d.str(), Kind: d.kind(), Hash: d.uvarint(), Worker: d.str(), Path: d.bytes()})
+	return m
+}
+
+func (d *decoder) entry(b []byte) (x Entry) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fEntryKey:
+			x.Key = f.str()
+		case fEntryValue:
+			x.Value = f.bytes()
+		case fEntryLamport:
+			x.Lamport = f.uvarint()
+		case fEntryReplica:
+			x.Replica = f.str()
+		case fEntryDeleted:
+			x.Deleted = f.bool()
+		default:
+			f.skip()
 		}
 	}
-	if n := d.count(4); n > 0 {
-		m.Requests = make([]RepairRequest, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			m.Requests = append(m.Requests, RepairRequest{ID: d.uvarint(), Model: d.str(), Kind: d.kind(), Cursor: d.uvarint()})
+	return x
+}
+
+func (d *decoder) version(b []byte) (x Version) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fVersionKey:
+			x.Key = f.str()
+		case fVersionLamport:
+			x.Lamport = f.uvarint()
+		case fVersionReplica:
+			x.Replica = f.str()
+		default:
+			f.skip()
 		}
 	}
-	if n := d.count(6); n > 0 {
-		m.Pages = make([]RepairPage, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			p := RepairPage{ID: d.uvarint(), Model: d.str(), Kind: d.kind(), Cursor: d.uvarint(), Next: d.uvarint()}
-			if k := d.count(2); k > 0 {
-				p.Entries = make([]PageEntry, 0, k)
-				for j := 0; j < k && d.err == nil; j++ {
-					pe := PageEntry{Path: d.bytes()}
-					if w := d.count(1); w > 0 {
-						pe.Workers = make([]string, 0, w)
-						for x := 0; x < w && d.err == nil; x++ {
-							pe.Workers = append(pe.Workers, d.str())
-						}
-					}
-					p.Entries = append(p.Entries, pe)
-				}
-			}
-			m.Pages = append(m.Pages, p)
+	return x
+}
+
+func (d *decoder) delta(b []byte) (x TreeDelta) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fDeltaModel:
+			x.Model = f.str()
+		case fDeltaKind:
+			x.Kind = f.kind()
+		case fDeltaHash:
+			x.Hash = f.fixed64()
+		case fDeltaWorker:
+			x.Worker = f.str()
+		case fDeltaPath:
+			x.Path = f.bytes()
+		default:
+			f.skip()
 		}
 	}
+	return x
+}
+
+func (d *decoder) request(b []byte) (x RepairRequest) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fRequestID:
+			x.ID = f.uvarint()
+		case fRequestModel:
+			x.Model = f.str()
+		case fRequestKind:
+			x.Kind = f.kind()
+		case fRequestCursor:
+			x.Cursor = f.uvarint()
+		default:
+			f.skip()
+		}
+	}
+	return x
+}
+
+func (d *decoder) pageEntry(b []byte) (x PageEntry) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fPageEntryPath:
+			x.Path = f.bytes()
+		case fPageEntryWorkers:
+			x.Workers = append(x.Workers, f.str())
+		default:
+			f.skip()
+		}
+	}
+	return x
+}
+
+func (d *decoder) page(b []byte) (x RepairPage) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fPageID:
+			x.ID = f.uvarint()
+		case fPageModel:
+			x.Model = f.str()
+		case fPageKind:
+			x.Kind = f.kind()
+		case fPageCursor:
+			x.Cursor = f.uvarint()
+		case fPageNext:
+			x.Next = f.uvarint()
+		case fPageEntries:
+			x.Entries = append(x.Entries, d.pageEntry(f.raw()))
+		default:
+			f.skip()
+		}
+	}
+	return x
+}
+
+func (d *decoder) sync(b []byte) (m Sync) {
+	for f := d.fields(b); f.next(); {
+		switch f.num {
+		case fSyncFrom:
+			m.From = f.str()
+		case fSyncEntries:
+			m.Entries = append(m.Entries, d.entry(f.raw()))
+		case fSyncAcks:
+			m.Acks = append(m.Acks, d.version(f.raw()))
+		case fSyncDeltas:
+			m.Deltas = append(m.Deltas, d.delta(f.raw()))
+		case fSyncRequests:
+			m.Requests = append(m.Requests, d.request(f.raw()))
+		case fSyncPages:
+			m.Pages = append(m.Pages, d.page(f.raw()))
+		default:
+			f.skip()
+		}
+	}
+	return m
 }

@@ -85,7 +85,7 @@ type TreeKind uint8
 // Tree kinds.
 const (
 	TreeText   TreeKind = 0 // string tree of routing text (HTTP requests)
-	TreeTokens TreeKind = 1 // token tree of token ids (gRPC requests), native-endian uint32s
+	TreeTokens TreeKind = 1 // token tree of token ids (gRPC requests), little-endian uint32s (AppendTokens)
 )
 
 // TreeDelta is one cache-aware routing decision: Path was routed to the worker with URL
