@@ -25,6 +25,10 @@
 //   - Every --mesh-peer-urls entry is dialled with backoff (1 s doubling to 60 s) until first
 //     contact, and again whenever the node has no live peer left.
 //   - Leave announces LEAVING before the router drains.
+//   - A DOWN or LEAVING member whose address an ALIVE member (or this router) now holds is
+//     forgotten, with its per-peer metric series: a router restarted there under another
+//     name. The membership table is logged ("Status: ...") at INFO in the rounds it changed
+//     and at DEBUG in the others.
 //
 // # Worker state (CRDT)
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ type Node struct {
 
 	trees      treeSync
 	lastRepair RepairStatus // the last repair that completed
+	lastStatus string       // the membership table logStatus logged last
 }
 
 type seed struct {
@@ -123,6 +125,7 @@ func (n *Node) Tick(ctx context.Context) {
 	n.mu.Lock()
 	n.round++
 	n.expireSuspicionsLocked(now)
+	n.forgetReplacedLocked()
 	n.collectTombstonesLocked(now)
 	seeds := n.dueSeedsLocked(now)
 	target := n.nextTargetLocked(now)
@@ -428,6 +431,9 @@ func (n *Node) mergeLocked(ms []wire.Member, now time.Time) {
 		}
 		p := n.peers[m.Name]
 		if p == nil {
+			if departed(m.Status) && n.addrTakenLocked(m.Addr) {
+				continue // a router restarted under another name: forgotten (forgetReplacedLocked)
+			}
 			p = &peer{Member: m, since: now}
 			if m.Status == wire.StatusSuspected {
 				p.suspectAt = now
@@ -452,6 +458,47 @@ func (n *Node) mergeLocked(ms []wire.Member, now time.Time) {
 			n.setStatusLocked(p, m.Status, now)
 		}
 	}
+}
+
+// forgetReplacedLocked removes the DOWN or LEAVING members whose address an ALIVE member or
+// this router now holds: a router restarted there under another name (a random pod name, say),
+// which will never answer under the old one again. Without it the table, the reconnect probes
+// and the per-peer metric series would grow with every such restart. A router that truly comes
+// back under the old name re-enters the table with its first message.
+func (n *Node) forgetReplacedLocked() {
+	for name, p := range n.peers {
+		if !departed(p.Status) || !n.addrTakenLocked(p.Addr) {
+			continue
+		}
+		delete(n.peers, name)
+		if i := slices.Index(n.order, name); i >= 0 {
+			n.order = slices.Delete(n.order, i, i+1)
+			if n.next > i {
+				n.next--
+			}
+		}
+		if st := n.streams[name]; st != nil {
+			n.o.Spawn(st.stream.Close) // outside the lock: the transport calls StreamClosed
+		}
+		n.met.forget(name)
+		n.log.Info("forgot a mesh member: another router now has its address", "member", name, "addr", p.Addr, "status", p.Status.String())
+	}
+}
+
+// departed reports whether s is a status a router that holds it does not probe as a peer.
+func departed(s wire.Status) bool { return s == wire.StatusDown || s == wire.StatusLeaving }
+
+// addrTakenLocked reports whether addr is this router's or an ALIVE peer's.
+func (n *Node) addrTakenLocked(addr string) bool {
+	if addr == n.self.Addr {
+		return true
+	}
+	for _, p := range n.peers {
+		if p.Addr == addr && p.Status == wire.StatusAlive {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) refuteLocked(m wire.Member) {
@@ -536,13 +583,15 @@ func (n *Node) Leave(ctx context.Context) {
 	wg.Wait()
 }
 
+// logStatus logs the membership table (the spec's "Status:" line): at INFO in the rounds it
+// changed, so `grep 'Status:' | tail -n 1` (spec: Troubleshooting) shows the current table,
+// and at DEBUG in the others, rather than every round at INFO.
 func (n *Node) logStatus() {
 	if !n.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
 	n.mu.Lock()
 	t := n.tableLocked()
-	n.mu.Unlock()
 	b := make([]byte, 0, 32*len(t))
 	b = append(b, "Status:"...)
 	for _, m := range t {
@@ -555,7 +604,15 @@ func (n *Node) logStatus() {
 		b = append(b, "/inc="...)
 		b = appendUint(b, m.Incarnation)
 	}
-	n.log.Info(string(b))
+	line := string(b)
+	changed := line != n.lastStatus
+	n.lastStatus = line
+	n.mu.Unlock()
+	if changed {
+		n.log.Info(line)
+	} else {
+		n.log.Debug(line)
+	}
 }
 
 func appendUint(b []byte, v uint64) []byte {

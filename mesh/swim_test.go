@@ -17,8 +17,12 @@ type cluster struct {
 func nodeName(i int) string { return fmt.Sprintf("r%02d", i) }
 
 // newCluster starts n nodes; every node but the first bootstraps from the first.
-func newCluster(t testing.TB, n int) *cluster {
+func newCluster(t testing.TB, n int) *cluster { return newTunedCluster(t, n, nil) }
+
+// newTunedCluster is newCluster with tune adjusting each node's options.
+func newTunedCluster(t testing.TB, n int, tune func(*Options)) *cluster {
 	c := &cluster{net: newMemNet(t)}
+	c.net.tune = tune
 	for i := 0; i < n; i++ {
 		c.names = append(c.names, nodeName(i))
 		c.addrs = append(c.addrs, addrOf(i))
