@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ type Config struct {
 	// ProbeTimeout bounds one startup probe (default 5 s).
 	ProbeTimeout time.Duration
 	// Clock drives every wait; nil is the wall clock.
-	Clock Clock
+	Clock clock.Clock
 	// Metrics receives the smg_discovery_* series; nil is a private set.
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
@@ -131,7 +132,7 @@ func (c *Config) fillDefaults() {
 		c.ProbeTimeout = d.ProbeTimeout
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ type harness struct {
 	t     *testing.T
 	reg   *worker.Registry
 	rec   *Reconciler
-	clock *fakeClock
+	clock *clock.Fake
 	set   *metrics.Set
 	logs  *syncbuf.Buffer
 
@@ -38,7 +39,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	h := &harness{t: t, reg: reg, clock: newFakeClock(), set: metrics.NewSet(), logs: &syncbuf.Buffer{}, down: map[string]bool{}}
+	h := &harness{t: t, reg: reg, clock: clock.NewFake(), set: metrics.NewSet(), logs: &syncbuf.Buffer{}, down: map[string]bool{}}
 	cfg := DefaultConfig()
 	cfg.Enabled = true
 	cfg.Selector = []string{"app=sglang"}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"log/slog"
 	"net"
@@ -122,8 +123,8 @@ type TransportOptions struct {
 	// per remote IP per RefusalLogInterval (default DefaultRefusalLogInterval).
 	Logger             *slog.Logger
 	RefusalLogInterval time.Duration
-	// Now is the clock of the refusal log's rate limit (default time.Now).
-	Now func() time.Time
+	// Clock is the clock of the refusal log's rate limit (default clock.Real).
+	Clock clock.Clock
 }
 
 // DefaultRefusalLogInterval is how often a refused TLS handshake is logged for one remote IP:
@@ -153,8 +154,8 @@ func NewGRPCTransport(o TransportOptions) *GRPCTransport {
 	if o.RefusalLogInterval == 0 {
 		o.RefusalLogInterval = DefaultRefusalLogInterval
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	t := &GRPCTransport{
 		codec:    wire.NewCodec(wire.Limits{MaxMessage: o.MaxMessage}),
@@ -168,7 +169,7 @@ func NewGRPCTransport(o TransportOptions) *GRPCTransport {
 	serverCreds := t.creds
 	if o.TLS != nil {
 		t.refusals = &refusalLog{
-			log: o.Logger, every: o.RefusalLogInterval, now: o.Now, last: map[string]*refusals{},
+			log: o.Logger, every: o.RefusalLogInterval, now: o.Clock.Now, last: map[string]*refusals{},
 			count: o.Metrics.GetOrCreateCounter(`smg_mesh_rejected_connections_total{reason="tls"}`),
 		}
 		serverCreds = refusalCreds{t.creds, t.refusals}

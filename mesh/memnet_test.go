@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"log/slog"
 	"sort"
@@ -19,9 +20,9 @@ import (
 // deterministic function of the seeds. Every message goes through the wire codec, so nodes
 // never share memory.
 type memNet struct {
-	t   testing.TB
-	mu  sync.Mutex
-	now time.Time
+	t     testing.TB
+	mu    sync.Mutex
+	clock *clock.Fake
 
 	nodes map[string]*Node // by address
 	dead  map[string]bool  // process stopped
@@ -47,13 +48,7 @@ type delivery struct {
 var errUnreachable = errors.New("unreachable")
 
 func newMemNet(t testing.TB) *memNet {
-	return &memNet{t: t, now: time.Unix(1_700_000_000, 0), nodes: map[string]*Node{}, dead: map[string]bool{}, cut: map[[2]string]bool{}, trees: map[string]Trees{}}
-}
-
-func (m *memNet) clock() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.now
+	return &memNet{t: t, clock: clock.NewFake(), nodes: map[string]*Node{}, dead: map[string]bool{}, cut: map[[2]string]bool{}, trees: map[string]Trees{}}
 }
 
 func addrOf(i int) string { return fmt.Sprintf("10.0.%d.%d:39527", i/250, i%250+1) }
@@ -64,7 +59,7 @@ func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
 	o := Options{
 		Name: name, Addr: addr, Seeds: seeds,
 		Transport: &memTransport{net: m, addr: addr},
-		Now:       m.clock, RandSeed: seed,
+		Clock:     m.clock, RandSeed: seed,
 		Spawn:  func(f func()) { f() },
 		Trees:  m.trees[addr],
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -148,7 +143,7 @@ func (m *memNet) breakStreams() {
 // delivers the stream messages until none is left.
 func (m *memNet) round() {
 	m.mu.Lock()
-	m.now = m.now.Add(time.Second)
+	m.clock.Advance(time.Second)
 	addrs := make([]string, 0, len(m.nodes))
 	for a := range m.nodes {
 		addrs = append(addrs, a)

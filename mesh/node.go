@@ -121,7 +121,7 @@ func (n *Node) tableLocked() []wire.Member {
 // streams. It blocks for the round's I/O; the runtime calls it from its own goroutine every
 // Round, tests call it directly.
 func (n *Node) Tick(ctx context.Context) {
-	now := n.o.Now()
+	now := n.o.Clock.Now()
 	n.mu.Lock()
 	n.round++
 	n.expireSuspicionsLocked(now)
@@ -180,7 +180,7 @@ func (n *Node) contactSeed(ctx context.Context, s *seed) {
 	})
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	now := n.o.Now()
+	now := n.o.Clock.Now()
 	if err == nil && ack.OK {
 		s.contacted, s.backoff = true, 0
 		n.mergeLocked(ack.Members, now)
@@ -282,7 +282,7 @@ func (n *Node) probe(ctx context.Context, name string) {
 	}
 
 	n.mu.Lock()
-	now := n.o.Now()
+	now := n.o.Clock.Now()
 	p.probing = false
 	if ok {
 		p.backoff, p.nextDial = 0, time.Time{}
@@ -415,7 +415,7 @@ func (n *Node) HandlePingReq(ctx context.Context, m *wire.PingReq) *wire.Ack {
 func (n *Node) merge(ms []wire.Member) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.mergeLocked(ms, n.o.Now())
+	n.mergeLocked(ms, n.o.Clock.Now())
 }
 
 // mergeLocked adopts every row that overrides ours, and refutes any claim that this node is

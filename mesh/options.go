@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"time"
 
@@ -56,8 +57,8 @@ type Options struct {
 	Seeds []string
 
 	Transport Transport
-	// Now is the clock (default time.Now). Tests inject a fake one.
-	Now func() time.Time
+	// Clock is the time source (default clock.Real). Tests inject a fake one.
+	Clock clock.Clock
 	// RandSeed seeds the probe order and peer choices (default: from the clock).
 	RandSeed uint64
 	// Spawn runs fire-and-forget work such as status broadcasts (default: a goroutine).
@@ -105,11 +106,11 @@ func (o *Options) fillDefaults() {
 	defInt(&o.PageBytes, DefaultPageBytes)
 	defInt(&o.DeltaQueue, DefaultDeltaQueue)
 	defInt(&o.MaxEntriesPerMessage, DefaultMaxEntriesPerMessage)
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	if o.RandSeed == 0 {
-		o.RandSeed = uint64(o.Now().UnixNano())
+		o.RandSeed = uint64(o.Clock.Now().UnixNano())
 	}
 	if o.Spawn == nil {
 		o.Spawn = func(f func()) { go f() }

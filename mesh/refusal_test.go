@@ -3,12 +3,11 @@ package mesh
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -48,12 +47,10 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 	clientTLS := MutualTLSConfig(rogueCert, pool)
 	clientTLS.NextProtos = []string{"h2"}
 
-	var mu sync.Mutex
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clk := clock.NewFake()
 	var logs syncbuf.Buffer
 	set := metrics.NewSet()
-	tr := NewGRPCTransport(TransportOptions{TLS: serverTLS, Metrics: set, Now: clock,
+	tr := NewGRPCTransport(TransportOptions{TLS: serverTLS, Metrics: set, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	l := listen(t, "127.0.0.1", 0)
 	go func() { _ = tr.Serve(l) }()
@@ -92,9 +89,7 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 		t.Fatalf("want the plaintext client's refusal logged, got %q", got)
 	}
 
-	mu.Lock()
-	now = now.Add(DefaultRefusalLogInterval)
-	mu.Unlock()
+	clk.Advance(DefaultRefusalLogInterval)
 	knock("127.0.0.3", 5)
 	if got := logLines(&logs, line); len(got) != 3 || !strings.Contains(got[2], "refused_since_last_log=2") {
 		t.Fatalf("want a second line for 127.0.0.3 after the interval, counting the 2 not logged, got %q", got)

@@ -206,7 +206,7 @@ type StreamStatus struct {
 
 // Status reports the membership table, the open sync streams and the repairs in flight.
 func (n *Node) Status() Status {
-	now := n.o.Now()
+	now := n.o.Clock.Now()
 	st := Status{Name: n.o.Name, Repairs: n.Repairs()}
 	n.mu.Lock()
 	for i, m := range n.tableLocked() {

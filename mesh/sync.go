@@ -44,7 +44,7 @@ func (n *Node) writeLocalLocked(key string, value []byte, deleted bool) {
 	n.local[key] = e
 	n.store.Merge(e)
 	if deleted {
-		n.gc.deletedAt[key] = n.o.Now()
+		n.gc.deletedAt[key] = n.o.Clock.Now()
 	} else {
 		delete(n.gc.deletedAt, key)
 	}
@@ -137,7 +137,7 @@ func (n *Node) openStream(ctx context.Context, name, addr string) {
 		s.Close()
 		return
 	}
-	now := n.o.Now()
+	now := n.o.Clock.Now()
 	n.streams[name] = &syncState{stream: s, acked: map[string]wire.Version{}, lastTraffic: now}
 	n.mu.Unlock()
 	// The hello names this router, so the accepting side knows whose stream it is.
@@ -152,7 +152,7 @@ func (n *Node) StreamMessage(s Stream, m *wire.Sync) {
 		s.Close()
 		return
 	}
-	now := n.o.Now()
+	now := n.o.Clock.Now()
 	n.mu.Lock()
 	st := n.streams[m.From]
 	if st == nil || st.stream != s {
@@ -224,7 +224,7 @@ func (n *Node) StreamClosed(s Stream) {
 // deltas and due repair requests; closes streams idle for IdleTimeout; and keeps the streams
 // this router opened alive.
 func (n *Node) syncRound(ctx context.Context) {
-	now := n.o.Now()
+	now := n.o.Clock.Now()
 	type out struct {
 		name string
 		st   *syncState

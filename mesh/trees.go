@@ -244,7 +244,7 @@ func (w treeWork) run(n *Node, s Stream) {
 		t.pagesApplied.Inc()
 	}
 
-	now := n.o.Now()
+	now := n.o.Clock.Now()
 	sends := map[string][]wire.RepairRequest{}
 	n.mu.Lock()
 	for _, p := range w.pages {

@@ -2,11 +2,11 @@ package all
 
 import (
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"reflect"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/policy"
@@ -73,7 +73,7 @@ var factories = map[string]factory{
 			cfg = c.Manual
 		}
 		cfg.RoutingKeyOverride, cfg.Metrics = c.RoutingKeyOverride, c.Metrics
-		return manual.New(cfg, c.Rand, c.Now()), nil
+		return manual.New(cfg, c.Rand, c.Clock.Now()), nil
 	},
 	bucket.Name: func(c *Config, fromFlags bool) (policy.Builder, error) {
 		if !c.PDMode {
@@ -147,7 +147,7 @@ func NewBuilderFunc(cfg Config) policy.NewBuilderFunc {
 		if cfg.RoutingKeyOverride && name != manual.Name && name != consistenthash.Name {
 			sc := cfg.Sticky
 			sc.Metrics, sc.KeyLoads = cfg.Metrics, cfg.KeyLoads
-			b = policy.NewStickyBuilder(b, sc, cfg.Rand, cfg.Now())
+			b = policy.NewStickyBuilder(b, sc, cfg.Rand, cfg.Clock.Now())
 		}
 		cfg.Maintenance.Track(b)
 		return b, nil
@@ -163,8 +163,8 @@ func (c Config) withDefaults() Config {
 	if c.Rand == nil {
 		c.Rand = policy.RuntimeRand{}
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()

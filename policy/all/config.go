@@ -3,6 +3,7 @@ package all
 import (
 	"errors"
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -51,8 +52,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Rand is the randomness source (nil: policy.RuntimeRand).
 	Rand policy.Rand
-	// Now is read when a policy instance is created (starting coarse clocks). Default time.Now.
-	Now func() time.Time
+	// Clock is read when a policy instance is created (starting coarse clocks). Default
+	// clock.Real.
+	Clock clock.Clock
 	// Metrics receives the policies' branch counters and gauges. Nil: a private set.
 	Metrics *metrics.Set
 	// TreeObserver is told of every prefix cache_aware records (the mesh). Nil: none.
@@ -192,8 +194,8 @@ func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
 
 // mergeServices keeps the shared services of cur over def.
 func mergeServices(def, cur Config) Config {
-	def.Logger, def.Rand, def.Now, def.Metrics, def.Maintenance, def.PDMode, def.KeyLoads =
-		cur.Logger, cur.Rand, cur.Now, cur.Metrics, cur.Maintenance, cur.PDMode, cur.KeyLoads
+	def.Logger, def.Rand, def.Clock, def.Metrics, def.Maintenance, def.PDMode, def.KeyLoads =
+		cur.Logger, cur.Rand, cur.Clock, cur.Metrics, cur.Maintenance, cur.PDMode, cur.KeyLoads
 	return def
 }
 

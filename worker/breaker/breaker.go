@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"github.com/smg-go/smg/internal/clock"
 	"sync/atomic"
 	"time"
 )
@@ -256,12 +257,9 @@ func (b *Breaker) Stats(now int64) Stats {
 	return st
 }
 
-// epoch anchors Now: time.Since reads the monotonic clock.
-var epoch = time.Now()
-
-// Now returns monotonic nanoseconds since the process started, the clock the breaker
-// expects in production.
-func Now() int64 { return int64(time.Since(epoch)) }
+// Now returns monotonic nanoseconds since the process started (clock.Nanos), the clock the
+// breaker expects in production.
+func Now() int64 { return clock.Nanos() }
 
 // AvailableNow is Available at the current time, reading the clock only when the breaker is
 // not closed: policies call it on every candidate of a scan, and a closed breaker (the common

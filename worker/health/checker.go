@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"errors"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -122,7 +123,7 @@ func (c *Checker) run(ctx context.Context, stopped chan struct{}) {
 	defer close(stopped)
 	for {
 		next := c.RunRound(ctx)
-		var timer Timer
+		var timer clock.Timer
 		var fire <-chan time.Time
 		if !next.IsZero() {
 			timer = c.cfg.Clock.NewTimer(next.Sub(c.cfg.Clock.Now()))

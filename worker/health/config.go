@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"strings"
 	"time"
@@ -57,7 +58,7 @@ type Config struct {
 	// Concurrency bounds the probes in flight at once. 0 means 64.
 	Concurrency int
 	// Clock drives the probe schedule. Nil means the real clock.
-	Clock Clock
+	Clock clock.Clock
 	// Metrics receives smg_worker_health and smg_worker_health_checks_total. Nil: a private
 	// set.
 	Metrics *metrics.Set
@@ -119,7 +120,7 @@ func (c *Config) fillDefaults() {
 		c.Concurrency = DefaultConcurrency
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock()
+		c.Clock = clock.Real{}
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()

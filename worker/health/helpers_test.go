@@ -3,6 +3,7 @@ package health
 import (
 	"bytes"
 	"context"
+	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"log/slog"
 	"net"
@@ -75,7 +76,7 @@ func (fw *fakeWorker) handle(ctx *fasthttp.RequestCtx) {
 type harness struct {
 	t       *testing.T
 	reg     *worker.Registry
-	clk     *fakeClock
+	clk     *clock.Fake
 	set     *metrics.Set
 	logs    *syncbuf.Buffer
 	checker *Checker
@@ -90,7 +91,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	h := &harness{t: t, reg: reg, clk: newFakeClock(), set: metrics.NewSet(), logs: &syncbuf.Buffer{}, changed: make(chan struct{}, 1)}
+	h := &harness{t: t, reg: reg, clk: clock.NewFake(), set: metrics.NewSet(), logs: &syncbuf.Buffer{}, changed: make(chan struct{}, 1)}
 	reg.Subscribe(func(*worker.Snapshot) {
 		select {
 		case h.changed <- struct{}{}:

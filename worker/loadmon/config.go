@@ -2,6 +2,7 @@ package loadmon
 
 import (
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"time"
 
@@ -41,8 +42,8 @@ type Config struct {
 	Timeout time.Duration
 	// Concurrency bounds the polls in flight. Default 32.
 	Concurrency int
-	// Now is the clock reports are stamped with and aged by. Default time.Now.
-	Now func() time.Time
+	// Clock stamps and ages reports. Default clock.Real.
+	Clock clock.Clock
 	// Overload is overload protection: workers whose report passes its limits are vetoed.
 	Overload OverloadConfig
 	// Metrics receives smg_load_monitor_polls_total. Nil: a private set.
@@ -110,8 +111,8 @@ func (c *Config) fillDefaults() {
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()

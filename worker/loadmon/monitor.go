@@ -143,7 +143,7 @@ func (m *Monitor) poll(w *worker.Worker) {
 	}
 	if err != nil {
 		m.log.Debug("Load poll failed", "worker", w.URL, "error", err)
-		if old := w.Load(); old != nil && m.cfg.Now().Sub(old.At) > m.cfg.MaxReportAge {
+		if old := w.Load(); old != nil && m.cfg.Clock.Now().Sub(old.At) > m.cfg.MaxReportAge {
 			w.SetLoad(nil) // too old to route on: fall back to in-flight counts
 			w.SetOverloaded(false)
 		}
@@ -183,7 +183,7 @@ func (m *Monitor) fetch(w *worker.Worker, src string) (*worker.LoadReport, error
 		m.polls[src+"error"].Inc()
 		return nil, fmt.Errorf("%w: %s%s returned %d", errNotAnswered, w.URL, path, code)
 	}
-	r := &worker.LoadReport{At: m.cfg.Now()}
+	r := &worker.LoadReport{At: m.cfg.Clock.Now()}
 	var err error
 	if src == SourceLoads {
 		p, _ := m.parsers.Get().(*fastjson.Parser)

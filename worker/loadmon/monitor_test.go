@@ -2,6 +2,7 @@ package loadmon
 
 import (
 	"context"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"net"
 	"sync"
@@ -87,20 +88,14 @@ func register(t *testing.T, urls ...string) (*worker.Registry, []*worker.Worker)
 	return reg, ws
 }
 
-type fakeClock struct{ now atomic.Int64 }
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.now.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.now.Add(int64(d)) }
-
 func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
 	sgl, vllm := startEngine(t), startEngine(t)
 	sgl.loads.Store(str(mockLoads))
 	sgl.metrics.Store(str(sglangMetrics))
 	vllm.metrics.Store(str(vllmMetrics)) // no /v1/loads
 	reg, ws := register(t, sgl.url, vllm.url)
-	clock := &fakeClock{}
-	clock.now.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	m, err := New(Config{Interval: time.Second, Now: clock.Now}, reg.Current)
+	clk := clock.NewFakeAt(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	m, err := New(Config{Interval: time.Second, Clock: clk}, reg.Current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +103,7 @@ func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
 	m.PollOnce(context.Background())
 
 	r := ws[0].Load()
-	if r == nil || r.WaitingTokens != 3072 || r.GenThroughput != 812.5 || !r.At.Equal(clock.Now()) {
+	if r == nil || r.WaitingTokens != 3072 || r.GenThroughput != 812.5 || !r.At.Equal(clk.Now()) {
 		t.Fatalf("SGLang worker report %+v", r)
 	}
 	if req, _, _ := ws[0].SinceReport(); req != 0 {
@@ -135,8 +130,8 @@ func TestSilentWorkerKeepsItsReportForABoundedAge(t *testing.T) {
 	e := startEngine(t)
 	e.loads.Store(str(mockLoads))
 	reg, ws := register(t, e.url)
-	clock := &fakeClock{}
-	m, err := New(Config{Interval: 10 * time.Second, Timeout: time.Second, Now: clock.Now}, reg.Current)
+	clk := clock.NewFakeAt(time.Unix(0, 0))
+	m, err := New(Config{Interval: 10 * time.Second, Timeout: time.Second, Clock: clk}, reg.Current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +140,12 @@ func TestSilentWorkerKeepsItsReportForABoundedAge(t *testing.T) {
 		t.Fatal("no report")
 	}
 	e.down.Store(true)
-	clock.Advance(25 * time.Second) // within 3 intervals
+	clk.Advance(25 * time.Second) // within 3 intervals
 	m.PollOnce(context.Background())
 	if ws[0].Load() == nil {
 		t.Fatal("report dropped before its max age")
 	}
-	clock.Advance(10 * time.Second) // 35 s > 30 s
+	clk.Advance(10 * time.Second) // 35 s > 30 s
 	m.PollOnce(context.Background())
 	if ws[0].Load() != nil {
 		t.Fatal("report kept past its max age")

@@ -1,0 +1,135 @@
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock tells the time and makes timers.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a timer that fires once after d; d <= 0 fires at once.
+	NewTimer(d time.Duration) Timer
+	// After returns a channel that receives the time once d has passed (NewTimer(d).C()).
+	After(d time.Duration) <-chan time.Time
+}
+
+// Timer is the part of time.Timer the control plane uses.
+type Timer interface {
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it stopped a pending timer.
+	Stop() bool
+}
+
+// Real is the system clock.
+type Real struct{}
+
+var _ Clock = Real{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// NewTimer returns a time.Timer.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// After returns time.After(d).
+func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// start anchors Nanos: time.Since reads the monotonic clock.
+var start = time.Now()
+
+// Nanos returns monotonic nanoseconds since the process started: never negative, never going
+// back, and cheap enough for the request path.
+func Nanos() int64 { return int64(time.Since(start)) }
+
+// Fake is a Clock that moves only when the test advances it. It starts at FakeEpoch.
+type Fake struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers map[*fakeTimer]bool
+}
+
+// FakeEpoch is where a NewFake clock starts (2023-11-14 22:13:20 UTC): a fixed time, so that
+// runs are reproducible.
+var FakeEpoch = time.Unix(1_700_000_000, 0)
+
+// NewFake returns a fake clock at FakeEpoch.
+func NewFake() *Fake { return NewFakeAt(FakeEpoch) }
+
+// NewFakeAt returns a fake clock at t.
+func NewFakeAt(t time.Time) *Fake { return &Fake{now: t, timers: map[*fakeTimer]bool{}} }
+
+var _ Clock = (*Fake)(nil)
+
+// Now returns the fake time.
+func (c *Fake) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// NewTimer returns a timer that fires when Advance reaches now+d.
+func (c *Fake) NewTimer(d time.Duration) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}
+	if d <= 0 {
+		t.ch <- c.now
+	} else {
+		c.timers[t] = true
+	}
+	return t
+}
+
+// After returns NewTimer(d).C().
+func (c *Fake) After(d time.Duration) <-chan time.Time { return c.NewTimer(d).C() }
+
+// Advance moves the clock by d and fires the timers that fall due.
+func (c *Fake) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for t := range c.timers {
+		if !t.at.After(c.now) {
+			t.ch <- c.now
+			delete(c.timers, t)
+		}
+	}
+}
+
+// Set moves the clock to t (forward or back) and fires the timers that fall due: for tests of
+// what a clock step does.
+func (c *Fake) Set(t time.Time) {
+	c.mu.Lock()
+	d := t.Sub(c.now)
+	c.mu.Unlock()
+	c.Advance(d)
+}
+
+// Waiting returns how many timers have not fired and were not stopped.
+func (c *Fake) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+type fakeTimer struct {
+	c  *Fake
+	at time.Time
+	ch chan time.Time
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	active := t.c.timers[t]
+	delete(t.c.timers, t)
+	return active
+}

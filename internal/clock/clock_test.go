@@ -1,0 +1,60 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+func fired(ch <-chan time.Time) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestFakeFiresTimersWhenAdvancedPastThem(t *testing.T) {
+	c := NewFake()
+	t1, t2 := c.NewTimer(time.Second), c.After(3*time.Second)
+	if !fired(c.After(0)) {
+		t.Fatal("a zero timer did not fire at once")
+	}
+	c.Advance(999 * time.Millisecond)
+	if fired(t1.C()) || c.Waiting() != 2 {
+		t.Fatalf("fired early (waiting %d)", c.Waiting())
+	}
+	c.Advance(time.Millisecond)
+	if !fired(t1.C()) || fired(t2) || c.Waiting() != 1 {
+		t.Fatalf("at 1 s: want the 1 s timer fired, the 3 s one waiting (waiting %d)", c.Waiting())
+	}
+	t3 := c.NewTimer(time.Second)
+	if !t3.Stop() || t3.Stop() {
+		t.Fatal("Stop of a pending timer must report true once")
+	}
+	c.Set(c.Now().Add(5 * time.Second))
+	if !fired(t2) || fired(t3.C()) || c.Waiting() != 0 {
+		t.Fatal("Set past the 3 s timer must fire it, and not the stopped one")
+	}
+	if got := c.Now().Sub(FakeEpoch); got != 6*time.Second {
+		t.Fatalf("fake time moved %v, want 6s", got)
+	}
+}
+
+func TestNanosIsMonotonic(t *testing.T) {
+	a := Nanos()
+	b := Nanos()
+	if a < 0 || b < a {
+		t.Fatalf("Nanos went from %d to %d", a, b)
+	}
+}
+
+func TestRealTimerFires(t *testing.T) {
+	var c Clock = Real{}
+	tm := c.NewTimer(time.Millisecond)
+	<-tm.C()
+	if tm.Stop() {
+		t.Fatal("Stop of a fired timer reported true")
+	}
+	<-c.After(0)
+}

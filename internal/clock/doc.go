@@ -1,0 +1,12 @@
+// Package clock is the one time source of the control plane: Real in production, Fake in
+// tests, behind one interface (DESIGN.md §4: timers come from an injected clock, so tests are
+// deterministic and need no sleeps).
+//
+// Nanos is the hot path's clock: int64 monotonic nanoseconds since the process started, read
+// without an interface call (the circuit breaker stamps every attempt with it).
+//
+// # Concurrency
+//
+// Real and Fake are safe for concurrent use. A Fake moves only when the test calls Advance,
+// which fires, in the calling goroutine, every timer that falls due.
+package clock
