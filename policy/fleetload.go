@@ -15,46 +15,115 @@ import (
 // so a pick costs RefreshDivisor atomic loads amortised whatever the fleet size, and the mean
 // it sees is at most that many picks old: at 4,096 workers, 256 picks, which moves the mean by
 // at most 1/16 of a request. Safe for concurrent use; racing refreshes are harmless.
-type FleetMean struct {
-	workers []*worker.Worker
-	every   uint64
-	reads   atomic.Uint64
-	bits    atomic.Uint64 // math.Float64bits of the cached mean
-}
+type FleetMean struct{ c fleetCache }
 
 // RefreshDivisor sets how often FleetMean recomputes: every len(workers)/RefreshDivisor reads.
 const RefreshDivisor = 16
 
 // NewFleetMean returns the mean tracker of ws.
 func NewFleetMean(ws []*worker.Worker) *FleetMean {
-	m := &FleetMean{workers: ws, every: uint64(max(1, len(ws)/RefreshDivisor))}
-	m.refresh()
+	m := new(FleetMean)
+	m.c.init(ws, uint64(max(1, len(ws)/RefreshDivisor)))
+	m.c.refresh(meanInFlight, 0)
 	return m
 }
 
 // Mean returns the (possibly slightly stale) mean in-flight count of the available workers.
-func (m *FleetMean) Mean() float64 {
-	if m.reads.Add(1)%m.every == 0 {
-		return m.refresh()
-	}
-	return math.Float64frombits(m.bits.Load())
-}
+func (m *FleetMean) Mean() float64 { return m.c.get(meanInFlight, 0) }
 
-func (m *FleetMean) refresh() float64 {
+func meanInFlight(ws []*worker.Worker, _ float64) float64 {
 	var sum int64
 	n := 0
-	for _, w := range m.workers {
+	for _, w := range ws {
 		if w.Routable() {
 			sum += w.InFlight.Load()
 			n++
 		}
 	}
-	mean := 0.0
-	if n > 0 {
-		mean = float64(sum) / float64(n)
+	if n == 0 {
+		return 0
 	}
-	m.bits.Store(math.Float64bits(mean))
-	return mean
+	return float64(sum) / float64(n)
+}
+
+// FleetRate is the rate, in tokens/s, at which the expected-wait score turns token work into
+// seconds: the mean generation throughput reported by a group's available workers that report
+// one, or the default throughput when none does. It is one rate for the whole group on
+// purpose: an engine's reported gen_throughput measures its current batch, that is its load,
+// not its capacity, so dividing each worker's work by its own report makes a busy worker look
+// cheap and an idle one (which reports 0) look unknown. docs/differences.md has the
+// measurements.
+//
+// The rate moves only when reports arrive (every --load-monitor-interval) and, being the same
+// for every worker, a stale rate changes no ranking between reporting workers; so FleetRate
+// recomputes only every RateRefreshFactor × len(workers) reads, a quarter of a worker's load
+// read per pick amortised, which keeps power_of_two's pick O(1). Safe for concurrent use.
+type FleetRate struct {
+	c        fleetCache
+	fallback float64
+}
+
+// RateRefreshFactor sets how often FleetRate recomputes: every RateRefreshFactor × len(workers)
+// reads.
+const RateRefreshFactor = 4
+
+// NewFleetRate returns the rate tracker of ws; fallback (tokens/s, > 0) is the rate when no
+// worker reports a throughput.
+func NewFleetRate(ws []*worker.Worker, fallback float64) *FleetRate {
+	r := &FleetRate{fallback: fallback}
+	r.c.init(ws, uint64(RateRefreshFactor*max(1, len(ws))))
+	r.c.refresh(meanThroughput, fallback)
+	return r
+}
+
+// TokensPerSecond returns the (possibly slightly stale) rate.
+func (r *FleetRate) TokensPerSecond() float64 { return r.c.get(meanThroughput, r.fallback) }
+
+func meanThroughput(ws []*worker.Worker, fallback float64) float64 {
+	var sum float64
+	n := 0
+	for _, w := range ws {
+		if !w.Routable() {
+			continue
+		}
+		// InvThroughput is 0 exactly when the report has no usable throughput (0, negative,
+		// NaN or +Inf), so the mean never sees those.
+		if l := w.Load(); l != nil && l.InvThroughput() > 0 {
+			sum += l.GenThroughput
+			n++
+		}
+	}
+	if n == 0 {
+		return fallback
+	}
+	return sum / float64(n)
+}
+
+// fleetCache holds a statistic over a group's workers, recomputed on every every-th read.
+type fleetCache struct {
+	workers []*worker.Worker
+	every   uint64
+	reads   atomic.Uint64
+	bits    atomic.Uint64 // math.Float64bits of the cached value
+}
+
+func (c *fleetCache) init(ws []*worker.Worker, every uint64) {
+	c.workers, c.every = ws, every
+}
+
+// get returns the cached value, recomputing it with compute(workers, arg) when due. compute
+// is a plain function, not a closure, so that a read allocates nothing.
+func (c *fleetCache) get(compute func([]*worker.Worker, float64) float64, arg float64) float64 {
+	if c.reads.Add(1)%c.every == 0 {
+		return c.refresh(compute, arg)
+	}
+	return math.Float64frombits(c.bits.Load())
+}
+
+func (c *fleetCache) refresh(compute func([]*worker.Worker, float64) float64, arg float64) float64 {
+	v := compute(c.workers, arg)
+	c.bits.Store(math.Float64bits(v))
+	return v
 }
 
 // LeastInFlight returns a usable worker of ws with the fewest in-flight requests, ties broken

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
@@ -51,5 +52,30 @@ func TestLeastInFlight(t *testing.T) {
 	}
 	if w := policy.LeastInFlight(&policy.Request{Exclude: f.Workers[1:3]}, f.Workers, rnd, policy.NoHotLimit); w != f.Workers[3] {
 		t.Fatalf("with the 1s excluded got %v, want the 2", w)
+	}
+}
+
+func TestFleetRate(t *testing.T) {
+	f := policytest.NewFleet(t, 6, "m")
+	r := policy.NewFleetRate(f.Workers, 2000)
+	if got := r.TokensPerSecond(); got != 2000 {
+		t.Fatalf("no reports: rate = %v, want the fallback 2000", got)
+	}
+	// Only positive, finite throughputs of available workers count: an idle engine's 0 (and
+	// a nonsense report) says nothing about the fleet's rate.
+	for i, tp := range []float64{300, 900, 0, math.Inf(1), math.NaN(), 600} {
+		policytest.SetReport(f.Workers[i], policytest.Report{Throughput: tp}, time.Time{})
+	}
+	f.SetStatus(f.Workers[5], worker.StatusNotReady)
+	want := 600.0 // (300 + 900) / 2
+	got := r.TokensPerSecond()
+	for range policy.RateRefreshFactor * 6 { // refreshed within that many reads
+		if got == want {
+			break
+		}
+		got = r.TokensPerSecond()
+	}
+	if got != want {
+		t.Fatalf("rate = %v, want %v", got, want)
 	}
 }

@@ -16,16 +16,27 @@ const (
 	DefaultMeanPrefillTokens = 1024   // --least-load-mean-prefill-tokens
 )
 
-// WaitConfig tunes the expected-wait score:
+// WaitConfig tunes the expected-wait score, the spec's formula with one deliberate change
+// (docs/differences.md, issue 13):
 //
-//	score = (queued_tokens + in_flight_tokens) / throughput + KVPressureWeight * k / (1 - k)
+//	score = (queued_tokens + in_flight_tokens) / fleet_rate + KVPressureWeight * k / (1 - k)
+//
+// fleet_rate is one rate for the whole group (FleetRate: the mean generation throughput its
+// workers report, DefaultThroughput when none reports one) where the spec divides by each
+// worker's own report. A continuous-batching engine's gen_throughput grows with its batch, so
+// dividing by it made a busy worker look cheap and kept it winning between two reports; and
+// an idle engine reports 0, which was taken for "reports none" and credited at
+// DefaultThroughput, above every real report, so it took dozens of requests before the next
+// report. With one rate, a worker reporting zero running and zero throughput is simply idle,
+// and between two reports each request sent to a worker costs it the same, so picks spread.
+// queued_tokens and in_flight_tokens (the work sent since the last report) are the spec's.
 //
 // The zero value is not valid; start from DefaultWaitConfig.
 type WaitConfig struct {
 	// KVPressureWeight weighs the KV-pressure term, in seconds; 0 removes it. Default 0.15.
 	KVPressureWeight float64
-	// DefaultThroughput is the tokens/s assumed for a worker that reports no generation
-	// throughput. Default 2000.
+	// DefaultThroughput is the tokens/s assumed when no worker of the group reports a
+	// generation throughput (FleetRate's fallback). Default 2000.
 	DefaultThroughput float64
 	// MeanPrefillTokens is the token count assumed for a request whose count is unknown (a
 	// dispatch without token ids, or a queue depth reported without tokens). Default 1024.
@@ -67,21 +78,25 @@ func (c WaitConfig) Validate() error {
 // Scorer computes expected waits from the live atomics and load reports of workers. It is
 // immutable, so one Scorer serves any number of concurrent picks.
 type Scorer struct {
-	cfg          WaitConfig
-	invDefaultTp float64
+	cfg WaitConfig
 }
 
 // NewScorer returns a Scorer for cfg, which must be valid.
-func NewScorer(cfg WaitConfig) *Scorer {
-	return &Scorer{cfg: cfg, invDefaultTp: 1 / cfg.DefaultThroughput}
-}
+func NewScorer(cfg WaitConfig) *Scorer { return &Scorer{cfg: cfg} }
 
 // Config returns the scorer's configuration.
 func (s *Scorer) Config() WaitConfig { return s.cfg }
 
-// ReportedWait returns w's expected wait from its load report r (non-nil), crediting the work
-// dispatched to w since r. capped is true when the waiting-queue cap excludes w.
-func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport) (score float64, capped bool) {
+// NewFleetRate returns the tracker of ws's fleet rate, the tokens/s every pick over ws (or a
+// subset of it) passes to Lowest; it falls back to the configured DefaultThroughput.
+func (s *Scorer) NewFleetRate(ws []*worker.Worker) *FleetRate {
+	return NewFleetRate(ws, s.cfg.DefaultThroughput)
+}
+
+// ReportedWait returns w's expected wait from its load report r (non-nil) at the fleet rate
+// tokensPerSec, crediting the work dispatched to w since r. capped is true when the
+// waiting-queue cap excludes w. It is the reference formula; Lowest inlines it.
+func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerSec float64) (score float64, capped bool) {
 	requests, known, unknown := w.SinceReport()
 	if s.cfg.MaxWaitingRequests > 0 && int64(r.WaitingRequests)+requests >= int64(s.cfg.MaxWaitingRequests) {
 		return 0, true
@@ -92,31 +107,29 @@ func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport) (score flo
 		// A queue depth without a token count (a Prometheus scrape): estimate at the mean.
 		queued = float64(r.WaitingRequests) * mean
 	}
-	inv := r.InvThroughput()
-	if inv == 0 {
-		inv = s.invDefaultTp
-	}
-	score = (queued+float64(known)+float64(unknown)*mean)*inv + s.cfg.KVPressureWeight*r.KVOccupancy()
-	return score, false
+	inFlight := float64(known) + float64(unknown)*mean
+	return (queued+inFlight)/tokensPerSec + s.cfg.KVPressureWeight*r.KVOccupancy(), false
 }
 
 // NoHotLimit disables Lowest's in-flight filter.
 var NoHotLimit = math.Inf(1)
 
-// Lowest returns the usable worker of ws with the lowest expected wait, skipping workers whose
-// in-flight count exceeds hotAbove (pass NoHotLimit to keep all), or nil when none qualifies.
-// Exact ties are broken uniformly at random with rnd.
+// Lowest returns the usable worker of ws with the lowest expected wait at the fleet rate
+// tokensPerSec (FleetRate.TokensPerSecond of the group ws belongs to), skipping workers whose
+// in-flight count exceeds hotAbove (pass NoHotLimit to keep all), or nil when none
+// qualifies. Exact ties are broken uniformly at random with rnd.
 //
 // The spec's graceful degradation is applied over the workers considered: a worker without a
 // load report scores as the best reporting worker plus its own in-flight requests (each at the
-// mean prefill size over the fleet's mean reported throughput), and when none of them reports,
-// the fewest in-flight requests win. One pass, reading each worker's atomics once.
-func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, rnd Rand, hotAbove float64) *worker.Worker {
+// mean prefill size over the fleet rate), and when none of them reports, the fewest in-flight
+// requests win. One pass, reading each worker's atomics once.
+func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, tokensPerSec float64, rnd Rand, hotAbove float64) *worker.Worker {
 	t := getTies()
 	defer putTies(t)
 	// The loop is ReportedWait written out: this is the O(n) part of least_load and
 	// cache_aware, and a call per worker costs a measurable share of it at 4,096 workers.
 	mean := float64(s.cfg.MeanPrefillTokens)
+	inv := 1 / tokensPerSec
 	kvWeight := s.cfg.KVPressureWeight
 	capN := int64(s.cfg.MaxWaitingRequests)
 	hot := int64(math.MaxInt64) // in-flight counts above this are skipped
@@ -125,8 +138,6 @@ func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, rnd Rand, hotAbove fl
 	}
 	bestRep := math.Inf(1)
 	minDark := int64(math.MaxInt64)
-	var tpSum float64
-	var tpN int
 	for i, w := range ws {
 		if !req.Usable(w) {
 			continue
@@ -154,13 +165,6 @@ func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, rnd Rand, hotAbove fl
 		if r.WaitingTokens < 0 {
 			queued = float64(r.WaitingRequests) * mean
 		}
-		inv := r.InvThroughput()
-		if inv == 0 {
-			inv = s.invDefaultTp
-		} else {
-			tpSum += r.GenThroughput
-			tpN++
-		}
 		score := (queued+float64(known)+float64(unknown)*mean)*inv + kvWeight*r.KVOccupancy()
 		switch {
 		case score < bestRep:
@@ -178,11 +182,7 @@ func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, rnd Rand, hotAbove fl
 	case len(t.dark) == 0:
 		return ws[t.rep[pick(rnd, len(t.rep))]]
 	}
-	nominal := s.cfg.DefaultThroughput
-	if tpN > 0 {
-		nominal = tpSum / float64(tpN)
-	}
-	darkScore := bestRep + float64(minDark)*float64(s.cfg.MeanPrefillTokens)/nominal
+	darkScore := bestRep + float64(minDark)*mean*inv
 	switch {
 	case darkScore < bestRep: // only with a negative in-flight count, which is a bug elsewhere
 		return ws[t.dark[pick(rnd, len(t.dark))]]

@@ -37,51 +37,67 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 					}
 				}
 			}
-			got := s.Lowest(&policy.Request{}, f.Workers, policytest.NewRand(uint64(round)), policy.NoHotLimit)
-			want, wantScore := reference(s, f.Workers)
+			rate := s.NewFleetRate(f.Workers).TokensPerSecond()
+			if want := referenceRate(s, f.Workers); rate != want {
+				t.Fatalf("round %d: fleet rate %v, want %v", round, rate, want)
+			}
+			got := s.Lowest(&policy.Request{}, f.Workers, rate, policytest.NewRand(uint64(round)), policy.NoHotLimit)
+			want, wantScore := reference(s, f.Workers, rate)
 			if got == nil || want == nil {
 				if got != want {
 					t.Fatalf("round %d: Lowest = %v, reference = %v", round, got, want)
 				}
 				continue
 			}
-			if gs := scoreOf(s, f.Workers, got); gs != wantScore {
+			if gs := scoreOf(s, f.Workers, got, rate); gs != wantScore {
 				t.Fatalf("round %d (cfg %+v): Lowest chose a worker scoring %v, the best scores %v", round, cfg, gs, wantScore)
 			}
 		}
 	}
 }
 
-// reference scores every worker by the spec's rules, slowly and plainly.
-func reference(s *policy.Scorer, ws []*worker.Worker) (*worker.Worker, float64) {
+// referenceRate is the fleet rate: the mean of the positive reported throughputs, else the
+// configured default.
+func referenceRate(s *policy.Scorer, ws []*worker.Worker) float64 {
+	sum, n := 0.0, 0
+	for _, w := range ws {
+		if r := w.Load(); r != nil && r.GenThroughput > 0 {
+			sum += r.GenThroughput
+			n++
+		}
+	}
+	if n == 0 {
+		return s.Config().DefaultThroughput
+	}
+	return sum / float64(n)
+}
+
+// reference scores every worker by the rules of the score (WaitConfig's formula and the
+// spec's degradation), slowly and plainly.
+func reference(s *policy.Scorer, ws []*worker.Worker, rate float64) (*worker.Worker, float64) {
 	var best *worker.Worker
 	bestScore := math.Inf(1)
 	for _, w := range ws {
-		if sc := scoreOf(s, ws, w); sc < bestScore {
+		if sc := scoreOf(s, ws, w, rate); sc < bestScore {
 			best, bestScore = w, sc
 		}
 	}
 	return best, bestScore
 }
 
-func scoreOf(s *policy.Scorer, ws []*worker.Worker, w *worker.Worker) float64 {
+func scoreOf(s *policy.Scorer, ws []*worker.Worker, w *worker.Worker, rate float64) float64 {
 	anyReport := false
 	bestRep := math.Inf(1)
-	tpSum, tpN := 0.0, 0
 	for _, x := range ws {
 		if r := x.Load(); r != nil {
-			if sc, capped := s.ReportedWait(x, r); !capped {
+			if sc, capped := s.ReportedWait(x, r, rate); !capped {
 				anyReport = true
 				bestRep = math.Min(bestRep, sc)
-				if r.GenThroughput > 0 {
-					tpSum += r.GenThroughput
-					tpN++
-				}
 			}
 		}
 	}
 	if r := w.Load(); r != nil {
-		sc, capped := s.ReportedWait(w, r)
+		sc, capped := s.ReportedWait(w, r, rate)
 		if capped {
 			return math.Inf(1)
 		}
@@ -93,9 +109,5 @@ func scoreOf(s *policy.Scorer, ws []*worker.Worker, w *worker.Worker) float64 {
 	if !anyReport {
 		return float64(w.InFlight.Load()) // dark fleet: fewest in flight
 	}
-	nominal := s.Config().DefaultThroughput
-	if tpN > 0 {
-		nominal = tpSum / float64(tpN)
-	}
-	return bestRep + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/nominal
+	return bestRep + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/rate
 }

@@ -138,7 +138,7 @@ func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
 	fs.Float("least-load-kv-pressure-weight", &ll.KVPressureWeight, policy.DefaultKVPressureWeight,
 		"least_load: weight in seconds of the KV-pressure term; 0 removes it")
 	fs.Float("least-load-default-throughput", &ll.DefaultThroughput, policy.DefaultThroughput,
-		"least_load: tokens/s assumed for a worker that reports no generation throughput")
+		"least_load: generation rate in tokens/s assumed when no worker reports one (the score divides by the fleet's mean reported rate)")
 	fs.Int("least-load-mean-prefill-tokens", &ll.MeanPrefillTokens, policy.DefaultMeanPrefillTokens,
 		"least_load: tokens assumed per request when the real count is unknown")
 	fs.Int("least-load-max-waiting-requests", &ll.MaxWaitingRequests, 0,

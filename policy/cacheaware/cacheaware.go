@@ -108,7 +108,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 	for _, w := range g.Workers {
 		byIndex[w.Index] = w
 	}
-	return &picker{b: b, workers: g.Workers, byIndex: byIndex, mean: policy.NewFleetMean(g.Workers)}
+	return &picker{b: b, workers: g.Workers, byIndex: byIndex, mean: policy.NewFleetMean(g.Workers), rate: b.scorer.NewFleetRate(g.Workers)}
 }
 
 // purgeDeparted removes from the trees every tenant whose worker is no longer registered, and
@@ -203,6 +203,7 @@ type picker struct {
 	workers []*worker.Worker
 	byIndex []*worker.Worker // tenant → available candidate; nil for others
 	mean    *policy.FleetMean
+	rate    *policy.FleetRate
 }
 
 // Pick implements policy.Picker.
@@ -223,7 +224,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	default:
 		// Nothing to match (no text, or tokens shorter than one page): load decides and
 		// nothing is recorded.
-		c.chosen = b.scorer.Lowest(req, p.workers, b.rnd, policy.NoHotLimit)
+		c.chosen = b.scorer.Lowest(req, p.workers, p.rate.TokensPerSecond(), b.rnd, policy.NoHotLimit)
 	}
 	if c.chosen == nil {
 		return policy.Result{}, policy.ErrNoAvailableWorkers
@@ -291,6 +292,7 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 		ratio = float64(matched) / float64(m.InputChars)
 	}
 	var w *worker.Worker
+	rate := p.rate.TokensPerSecond()
 	if ratio > b.cfg.CacheThreshold && matched > 0 {
 		n := 0
 		for _, t := range m.Tenants {
@@ -304,22 +306,22 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 		mean := p.mean.Mean()
 		hot := max(b.cfg.BalanceRelThreshold*mean, mean+float64(b.cfg.BalanceAbsThreshold))
 		if n > 0 {
-			w = b.scorer.Lowest(req, c.cands[:n], b.rnd, hot)
+			w = b.scorer.Lowest(req, c.cands[:n], rate, b.rnd, hot)
 		}
 		if w != nil {
 			b.br.match.Inc()
 		} else {
 			// Every holder is hot (or none is available): spill to the lowest expected
 			// wait that is not hot, or to the lowest of all when everyone is.
-			if w = b.scorer.Lowest(req, p.workers, b.rnd, hot); w == nil {
-				w = b.scorer.Lowest(req, p.workers, b.rnd, policy.NoHotLimit)
+			if w = b.scorer.Lowest(req, p.workers, rate, b.rnd, hot); w == nil {
+				w = b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit)
 			}
 			if w != nil {
 				b.br.spill.Inc()
 			}
 		}
 	} else {
-		if w = b.scorer.Lowest(req, p.workers, b.rnd, policy.NoHotLimit); w != nil {
+		if w = b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
 			b.br.miss.Inc()
 		}
 	}

@@ -1,6 +1,9 @@
 // Package leastload implements the least_load policy (spec: Least Load): every available worker
-// is scored by its expected wait, the work queued on it over its throughput plus a KV-pressure
-// penalty, and the lowest score wins; exact ties are broken uniformly at random.
+// is scored by its expected wait, the work queued on it and sent to it since its last load
+// report over the fleet's generation rate, plus a KV-pressure penalty, and the lowest score
+// wins; exact ties are broken uniformly at random. The spec divides each worker's work by its
+// own reported throughput, which made busy workers look cheap between reports (herding); the
+// one fleet rate is a deliberate difference (policy.WaitConfig, docs/differences.md).
 //
 // The score itself (policy.Scorer) is shared with power_of_two and cache_aware, which use its
 // defaults; only this policy takes the --least-load-* flags, including the waiting-queue cap.

@@ -38,12 +38,13 @@ func (*Builder) Name() string { return Name }
 
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
-	return &picker{workers: g.Workers, scorer: b.scorer, rnd: b.rnd}
+	return &picker{workers: g.Workers, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd}
 }
 
 type picker struct {
 	workers []*worker.Worker
 	scorer  *policy.Scorer
+	rate    *policy.FleetRate
 	rnd     policy.Rand
 }
 
@@ -51,7 +52,7 @@ type picker struct {
 // worker and none is left, it fails with ErrNoAvailableWorkers (503) rather than deepen a
 // backlog, as the spec says.
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
-	if w := p.scorer.Lowest(req, p.workers, p.rnd, policy.NoHotLimit); w != nil {
+	if w := p.scorer.Lowest(req, p.workers, p.rate.TokensPerSecond(), p.rnd, policy.NoHotLimit); w != nil {
 		return policy.Result{Worker: w}, nil
 	}
 	return policy.Result{}, policy.ErrNoAvailableWorkers

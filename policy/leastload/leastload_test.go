@@ -37,17 +37,19 @@ func TestScoreFormula(t *testing.T) {
 	cases := []struct {
 		name     string
 		rep      policytest.Report
-		dispatch []int // NoteDispatch arguments since the report
+		rate     float64 // the fleet rate, tokens/s
+		dispatch []int   // NoteDispatch arguments since the report
 		want     float64
 	}{
-		{"idle", policytest.Report{WaitingTokens: 0}, nil, 0},
-		{"queued tokens over reported throughput", policytest.Report{WaitingTokens: 4000, Throughput: 1000}, nil, 4},
-		{"no throughput uses the default 2000", policytest.Report{WaitingTokens: 4000}, nil, 2},
-		{"queue depth without tokens at the mean prefill", policytest.Report{Waiting: 3, WaitingTokens: -1, Throughput: 1024}, nil, 3},
-		{"kv pressure k/(1-k)", policytest.Report{WaitingTokens: 0, TokenUsage: 0.5}, nil, 0.15},
-		{"full cache is capped at 0.999", policytest.Report{WaitingTokens: 0, TokenUsage: 1}, nil, 0.15 * worker.MaxKVUsage / (1 - worker.MaxKVUsage)},
-		{"known dispatch tokens credited", policytest.Report{WaitingTokens: 1000, Throughput: 1000}, []int{500, 500}, 2},
-		{"unknown dispatch at the mean", policytest.Report{WaitingTokens: 0, Throughput: 1024}, []int{-1, -1}, 2},
+		{"idle", policytest.Report{WaitingTokens: 0}, 1000, nil, 0},
+		{"queued tokens over the fleet rate", policytest.Report{WaitingTokens: 4000, Throughput: 1000}, 2000, nil, 2},
+		{"the worker's own throughput does not count", policytest.Report{WaitingTokens: 4000, Throughput: 8000}, 2000, nil, 2},
+		{"queue depth without tokens at the mean prefill", policytest.Report{Waiting: 3, WaitingTokens: -1, Throughput: 1024}, 1024, nil, 3},
+		{"kv pressure k/(1-k)", policytest.Report{WaitingTokens: 0, TokenUsage: 0.5}, 1000, nil, 0.15},
+		{"full cache is capped at 0.999", policytest.Report{WaitingTokens: 0, TokenUsage: 1}, 1000, nil, 0.15 * worker.MaxKVUsage / (1 - worker.MaxKVUsage)},
+		{"known dispatch tokens credited", policytest.Report{WaitingTokens: 1000, Throughput: 1000}, 1000, []int{500, 500}, 2},
+		{"unknown dispatch at the mean", policytest.Report{WaitingTokens: 0, Throughput: 1024}, 1024, []int{-1, -1}, 2},
+		{"zero running, zero throughput: dispatches at the fleet rate", policytest.Report{}, 512, []int{-1, -1}, 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestScoreFormula(t *testing.T) {
 			for _, n := range c.dispatch {
 				w.NoteDispatch(n)
 			}
-			got, capped := s.ReportedWait(w, w.Load())
+			got, capped := s.ReportedWait(w, w.Load(), c.rate)
 			if capped || math.Abs(got-c.want) > 1e-9 {
 				t.Fatalf("score = %v (capped %v), want %v", got, capped, c.want)
 			}
@@ -66,26 +68,25 @@ func TestScoreFormula(t *testing.T) {
 func TestPicksLowestExpectedWait(t *testing.T) {
 	f := policytest.NewFleet(t, 3, "m")
 	a, b, c := f.Workers[0], f.Workers[1], f.Workers[2]
-	policytest.SetReport(a, policytest.Report{WaitingTokens: 8000, Throughput: 2000}, t0) // 4 s
-	policytest.SetReport(b, policytest.Report{WaitingTokens: 8000, Throughput: 8000}, t0) // 1 s: faster
-	policytest.SetReport(c, policytest.Report{WaitingTokens: 4000, Throughput: 2000}, t0) // 2 s
+	// Fleet rate (2000+8000+2000)/3 = 4000 tokens/s for everyone: b's high report is its
+	// batch, not a faster worker.
+	policytest.SetReport(a, policytest.Report{WaitingTokens: 8000, Throughput: 2000}, t0) // 2 s
+	policytest.SetReport(b, policytest.Report{WaitingTokens: 6000, Throughput: 8000}, t0) // 1.5 s
+	policytest.SetReport(c, policytest.Report{WaitingTokens: 4000, Throughput: 2000}, t0) // 1 s
 	p := newPicker(t, f, DefaultConfig(), 1)
-	if got := pickOne(t, p, &policy.Request{}); got != b {
-		t.Fatalf("picked %s, want the faster worker %s", got.URL, b.URL)
-	}
-	// In-flight credit: 3 unknown-size dispatches to b since its report (3*1024/8000 s)
-	// do not beat c yet; 10 more do.
-	for range 3 {
-		b.NoteDispatch(-1)
-	}
-	if got := pickOne(t, p, &policy.Request{}); got != b {
-		t.Fatalf("picked %s, want %s", got.URL, b.URL)
-	}
-	for range 10 {
-		b.NoteDispatch(-1)
-	}
 	if got := pickOne(t, p, &policy.Request{}); got != c {
-		t.Fatalf("after the burst picked %s, want %s", got.URL, c.URL)
+		t.Fatalf("picked %s, want %s", got.URL, c.URL)
+	}
+	// In-flight credit: one unknown-size request sent to c since its report (1024/4000 s)
+	// does not lift it over b; two more do.
+	c.NoteDispatch(-1)
+	if got := pickOne(t, p, &policy.Request{}); got != c {
+		t.Fatalf("picked %s, want %s", got.URL, c.URL)
+	}
+	c.NoteDispatch(-1)
+	c.NoteDispatch(-1)
+	if got := pickOne(t, p, &policy.Request{}); got != b {
+		t.Fatalf("after the burst picked %s, want %s", got.URL, b.URL)
 	}
 }
 

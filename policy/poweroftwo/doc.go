@@ -1,7 +1,10 @@
 // Package poweroftwo implements the power_of_two policy (spec: Power of Two Choices): sample two
 // distinct available workers at random and take the better one, by expected wait (the default,
 // scored like least_load with its default tuning) or, with --power-of-two-load-metric requests,
-// by in-flight requests with the expected wait breaking a tie. The least_requests metric gives
+// by in-flight requests with the expected wait breaking a tie. The expected wait turns token
+// work into seconds at the rate of the whole group (policy.FleetRate, refreshed every
+// n/16 picks), not the sampled worker's own report, so a pick still reads two workers'
+// loads amortised. The least_requests metric gives
 // up sampling and keeps the workers with the fewest in-flight requests across the fleet.
 //
 // # Concurrency

@@ -64,13 +64,14 @@ func (*Builder) Name() string { return Name }
 
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
-	return &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rnd: b.rnd}
+	return &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd}
 }
 
 type picker struct {
 	workers []*worker.Worker
 	metric  string
 	scorer  *policy.Scorer
+	rate    *policy.FleetRate // of the whole group, though a pick scores two workers
 	rnd     policy.Rand
 }
 
@@ -104,7 +105,7 @@ func (p *picker) twoChoices(req *policy.Request) *worker.Worker {
 			return pair[1]
 		}
 	}
-	return p.scorer.Lowest(req, pair[:], p.rnd, policy.NoHotLimit)
+	return p.scorer.Lowest(req, pair[:], p.rate.TokensPerSecond(), p.rnd, policy.NoHotLimit)
 }
 
 // sampleTwo fills pair with two distinct usable workers drawn uniformly at random and returns
@@ -190,7 +191,7 @@ func (p *picker) leastRequests(req *policy.Request) *worker.Worker {
 	case 1:
 		return s.ws[0]
 	}
-	return p.scorer.Lowest(req, s.ws, p.rnd, policy.NoHotLimit)
+	return p.scorer.Lowest(req, s.ws, p.rate.TokensPerSecond(), p.rnd, policy.NoHotLimit)
 }
 
 type scratch struct{ ws []*worker.Worker }

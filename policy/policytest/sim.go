@@ -1,0 +1,381 @@
+package policytest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// Engine is the performance model of one simulated worker: mockworker's continuous-batching
+// engine (--mode engine) reduced to what routing quality depends on. Every step computes up to
+// PrefillChunk uncached prompt tokens, oldest sequence first, and one output token for every
+// sequence whose prefill is complete; it lasts DecodeBase + DecodePerReq × (sequences producing
+// a token) + prefill tokens / PrefillTPS. Every arrival joins the batch at the next step (no
+// admission limit), so, as with the mock, the report's waiting queue stays empty and a
+// backlog shows only as running sequences.
+type Engine struct {
+	PrefillTPS   float64       // uncached prompt tokens per second; default 16,000
+	PrefillChunk int           // prompt tokens per step at most; default 8,192
+	DecodeBase   time.Duration // default 8 ms
+	DecodePerReq time.Duration // default 0.1 ms
+	// KVTokens is the KV cache the report's token usage is relative to; default 65,536.
+	KVTokens int
+	// CacheGroups is how many distinct prefix groups the engine's prefix cache holds (LRU); 0
+	// disables the cache.
+	CacheGroups int
+}
+
+func (e Engine) withDefaults() Engine {
+	if e.PrefillTPS == 0 {
+		e.PrefillTPS = 16_000
+	}
+	if e.PrefillChunk == 0 {
+		e.PrefillChunk = 8192
+	}
+	if e.DecodeBase == 0 {
+		e.DecodeBase = 8 * time.Millisecond
+	}
+	if e.DecodePerReq == 0 {
+		e.DecodePerReq = 100 * time.Microsecond
+	}
+	if e.KVTokens == 0 {
+		e.KVTokens = 65_536
+	}
+	return e
+}
+
+// SimRequest is one request of a simulated trace.
+type SimRequest struct {
+	At           time.Duration // arrival, model time since the start
+	Group        int           // prefix group (-1: none); a cached group skips PrefixTokens
+	PrefixTokens int           // leading prompt tokens shared by the group
+	PromptTokens int
+	OutputTokens int
+	Text         []byte // routing text handed to the picker
+}
+
+// PoissonTrace returns requests arriving at rate per second of model time for d, each made by
+// gen; the same seed gives the same trace.
+func PoissonTrace(seed uint64, rate float64, d time.Duration, gen func(rng *rand.Rand) SimRequest) []SimRequest {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	var out []SimRequest
+	for at := time.Duration(0); ; {
+		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		if at >= d {
+			return out
+		}
+		r := gen(rng)
+		r.At = at
+		out = append(out, r)
+	}
+}
+
+// SimConfig configures Simulate.
+type SimConfig struct {
+	// Engines holds each worker's model (len = fleet size); zero fields take the defaults.
+	Engines []Engine
+	// ReportEvery is the load-report period (the gateway's --load-monitor-interval in model
+	// time); default 4 s, the routing-quality suite's 1 s at time scale 4.
+	ReportEvery time.Duration
+	// Warmup is the leading model time left out of the statistics; default 4 s.
+	Warmup time.Duration
+}
+
+// SimResult is what a simulated run measured, after the warm-up.
+type SimResult struct {
+	TTFT []time.Duration // sorted
+	// Picks counts each worker's requests.
+	Picks []int
+	// MaxWindowShare is the largest share any worker took of the picks between two reports,
+	// times the fleet size (1 = fair; a worker taking every pick of a window scores n).
+	MaxWindowShare float64
+	// MaxBacklog is the most sequences any worker ever had waiting for their first token.
+	MaxBacklog int
+	// HitRate is cached prompt tokens over prompt tokens.
+	HitRate float64
+}
+
+// TTFTQuantile returns the q-quantile of the TTFTs (nearest rank).
+func (r SimResult) TTFTQuantile(q float64) time.Duration {
+	if len(r.TTFT) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(r.TTFT)))) - 1
+	return r.TTFT[max(0, min(i, len(r.TTFT)-1))]
+}
+
+// Simulate routes trace with p over ws (one simulated engine per worker, cfg.Engines[i] for
+// ws[i]) on a synthetic clock and returns what it measured. It does what the gateway does
+// around a pick: NoteDispatch (token count unknown, as for an HTTP text request) and the
+// in-flight count, up at the pick and down when the last token is out; and every ReportEvery
+// it publishes each engine's load report as the load monitor would (running requests, output
+// tokens per second over the last second, KV usage; no waiting queue, as Engine explains).
+// Deterministic: no goroutines, no sleeps, no wall clock.
+func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimConfig) SimResult {
+	if cfg.ReportEvery == 0 {
+		cfg.ReportEvery = 4 * time.Second
+	}
+	if cfg.Warmup == 0 {
+		cfg.Warmup = 4 * time.Second
+	}
+	idx := map[*worker.Worker]int{}
+	engines := make([]*simEngine, len(ws))
+	for i, w := range ws {
+		idx[w] = i
+		engines[i] = &simEngine{e: cfg.Engines[i].withDefaults(), w: w}
+		w.SetLoad(nil)
+		w.InFlight.Store(0)
+	}
+	res := SimResult{Picks: make([]int, len(ws))}
+	window := make([]int, len(ws))
+	closeWindow := func() {
+		total := 0
+		for _, c := range window {
+			total += c
+		}
+		if total >= 2*len(ws) { // too few picks say nothing about shares
+			res.MaxWindowShare = max(res.MaxWindowShare, float64(slices.Max(window))*float64(len(ws))/float64(total))
+		}
+		clear(window)
+	}
+	var prompt, cached int
+	nextReport := time.Duration(0)
+	for i := 0; i < len(trace) || anyBusy(engines); {
+		// The next event: an arrival, a report or the end of a step, earliest first; at equal
+		// times steps end first, then reports, then arrivals.
+		now := time.Duration(math.MaxInt64)
+		if i < len(trace) {
+			now = trace[i].At
+		}
+		now = min(now, nextReport)
+		for _, e := range engines {
+			if e.busy {
+				now = min(now, e.stepEnd)
+			}
+		}
+		for _, e := range engines {
+			if e.busy && e.stepEnd == now {
+				for _, s := range e.finishStep(now) {
+					if s.req.At >= cfg.Warmup {
+						res.TTFT = append(res.TTFT, s.ttft)
+					}
+				}
+			}
+		}
+		if now == nextReport {
+			if nextReport >= cfg.Warmup {
+				closeWindow()
+			}
+			for _, e := range engines {
+				e.report(now)
+			}
+			nextReport += cfg.ReportEvery
+			if i == len(trace) {
+				nextReport = time.Duration(math.MaxInt64) // no more picks to inform
+			}
+		}
+		for i < len(trace) && trace[i].At == now {
+			r := &trace[i]
+			i++
+			pr := policy.Request{Text: r.Text}
+			out, err := p.Pick(&pr)
+			if err != nil {
+				panic("policytest.Simulate: pick failed: " + err.Error())
+			}
+			e := engines[idx[out.Worker]]
+			out.Worker.NoteDispatch(-1)
+			out.Worker.InFlight.Add(1)
+			s := &simSeq{req: r}
+			if r.Group >= 0 && e.e.CacheGroups > 0 && e.cacheHas(r.Group) {
+				s.cached = r.PrefixTokens
+			}
+			e.arrive(s)
+			if r.At >= cfg.Warmup {
+				res.Picks[idx[out.Worker]]++
+				window[idx[out.Worker]]++
+				prompt += r.PromptTokens
+				cached += s.cached
+			}
+		}
+		for _, e := range engines {
+			if !e.busy {
+				e.startStep(now)
+			}
+			res.MaxBacklog = max(res.MaxBacklog, e.backlog())
+		}
+	}
+	slices.Sort(res.TTFT)
+	if prompt > 0 {
+		res.HitRate = float64(cached) / float64(prompt)
+	}
+	return res
+}
+
+func anyBusy(es []*simEngine) bool {
+	for _, e := range es {
+		if e.busy {
+			return true
+		}
+	}
+	return false
+}
+
+type simSeq struct {
+	req       *SimRequest
+	cached    int // prompt tokens found in the prefix cache at arrival
+	prefilled int // prompt tokens computed or cached
+	generated int
+	ttft      time.Duration
+}
+
+type simEngine struct {
+	e        Engine
+	w        *worker.Worker
+	arrived  []*simSeq // since the current step started: they join the next one
+	running  []*simSeq
+	busy     bool
+	stepEnd  time.Duration
+	producer []*simSeq              // sequences producing a token in the current step
+	buckets  [10]struct{ i, n int } // output tokens per 100 ms, for gen_throughput
+	lru      []int                  // cached groups, most recent last
+}
+
+func (e *simEngine) arrive(s *simSeq) {
+	s.prefilled = s.cached
+	e.arrived = append(e.arrived, s)
+}
+
+// startStep starts a step at now if anything is to run.
+func (e *simEngine) startStep(now time.Duration) {
+	e.running = append(e.running, e.arrived...)
+	e.arrived = e.arrived[:0]
+	if len(e.running) == 0 {
+		return
+	}
+	budget, prefill := e.e.PrefillChunk, 0
+	e.producer = e.producer[:0]
+	for _, s := range e.running {
+		if need := s.req.PromptTokens - s.prefilled; need > 0 {
+			take := min(budget, need)
+			budget -= take
+			prefill += take
+			s.prefilled += take
+			if s.prefilled < s.req.PromptTokens {
+				continue
+			}
+			if s.req.Group >= 0 {
+				e.cacheAdd(s.req.Group)
+			}
+		}
+		e.producer = append(e.producer, s)
+	}
+	d := e.e.DecodeBase + time.Duration(len(e.producer))*e.e.DecodePerReq +
+		time.Duration(float64(prefill)/e.e.PrefillTPS*float64(time.Second))
+	e.busy, e.stepEnd = true, now+max(d, 1)
+}
+
+// finishStep ends the current step at now and returns the sequences that produced their first
+// token in it; the next step starts at once if anything is running.
+func (e *simEngine) finishStep(now time.Duration) (first []*simSeq) {
+	e.busy = false
+	for _, s := range e.producer {
+		if s.generated == 0 {
+			s.ttft = now - s.req.At
+			first = append(first, s)
+		}
+		s.generated++
+	}
+	b := &e.buckets[int(now/(100*time.Millisecond))%len(e.buckets)]
+	if i := int(now / (100 * time.Millisecond)); b.i != i {
+		b.i, b.n = i, 0
+	}
+	b.n += len(e.producer)
+	kept := e.running[:0]
+	for _, s := range e.running {
+		if s.generated >= s.req.OutputTokens {
+			e.w.InFlight.Add(-1)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	clear(e.running[len(kept):])
+	e.running = kept
+	e.startStep(now)
+	return first
+}
+
+// backlog is the sequences waiting for their first token.
+func (e *simEngine) backlog() int {
+	n := len(e.arrived)
+	for _, s := range e.running {
+		if s.generated == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// report publishes the engine's load report as the load monitor would.
+func (e *simEngine) report(now time.Duration) {
+	cur := int(now / (100 * time.Millisecond))
+	tokens := 0
+	for _, b := range e.buckets {
+		if b.i > cur-len(e.buckets) && b.i <= cur {
+			tokens += b.n
+		}
+	}
+	held := 0
+	for _, s := range e.running {
+		held += s.prefilled + s.generated
+	}
+	e.w.SetLoad(&worker.LoadReport{
+		At:              time.Unix(0, 0).Add(now),
+		RunningRequests: len(e.running) + len(e.arrived),
+		GenThroughput:   float64(tokens), // over the last second
+		TokenUsage:      math.Min(1, float64(held)/float64(e.e.KVTokens)),
+	})
+}
+
+func (e *simEngine) cacheHas(g int) bool { return slices.Contains(e.lru, g) }
+
+func (e *simEngine) cacheAdd(g int) {
+	if e.e.CacheGroups == 0 {
+		return
+	}
+	if i := slices.Index(e.lru, g); i >= 0 {
+		e.lru = append(e.lru[:i], e.lru[i+1:]...)
+	} else if len(e.lru) >= e.e.CacheGroups {
+		e.lru = e.lru[1:]
+	}
+	e.lru = append(e.lru, g)
+}
+
+// SharedPrefix returns a generator of loadgen's shared-prefix workload (SGLang bench_serving's
+// generated-shared-prefix) for PoissonTrace: groups × questions prompts, each a group's
+// prefixTokens-token system prompt and a questionTokens-token question, one character per
+// token in the routing text, chosen uniformly at random.
+func SharedPrefix(groups, questions, prefixTokens, questionTokens, outputTokens int) func(*rand.Rand) SimRequest {
+	texts := make([][]byte, groups*questions)
+	return func(rng *rand.Rand) SimRequest {
+		g, q := rng.IntN(groups), rng.IntN(questions)
+		t := texts[g*questions+q]
+		if t == nil {
+			t = make([]byte, 0, prefixTokens+questionTokens)
+			for len(t) < prefixTokens {
+				t = fmt.Appendf(t, "system prompt of group %d. ", g)
+			}
+			t = t[:prefixTokens]
+			for len(t) < prefixTokens+questionTokens {
+				t = fmt.Appendf(t, "question %d of group %d? ", q, g)
+			}
+			t = t[:prefixTokens+questionTokens]
+			texts[g*questions+q] = t
+		}
+		return SimRequest{Group: g, PrefixTokens: prefixTokens, PromptTokens: prefixTokens + questionTokens, OutputTokens: outputTokens, Text: t}
+	}
+}
