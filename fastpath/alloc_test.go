@@ -11,9 +11,17 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
+// fasthttpStreamedBodyAllocs is what fasthttp allocates per request whose body the server
+// streams (Server.StreamRequestBody, which the gateway sets so that a body's buffer grows as
+// bytes arrive, issue 17): after the handler, serveConn discards what is left of the body
+// with io.CopyN, whose io.LimitReader (24 bytes) escapes, even when nothing is left. It is
+// fasthttp's (v1.79.0 server.go, requestStream.discard), not the gateway's.
+const fasthttpStreamedBodyAllocs = 1
+
 // TestProxyRoundTripDoesNotAllocate drives complete non-streamed round trips (client →
 // gateway → worker → gateway → client) over in-memory connections and counts heap
-// allocations of the whole process: once pools and buffers are warm, there must be none.
+// allocations of the whole process: once pools and buffers are warm, there must be none but
+// fasthttp's one per streamed request body.
 func TestProxyRoundTripDoesNotAllocate(t *testing.T) {
 	g := newGateway(t, "round_robin", Config{}, newFakeWorker(t, "a", 200), newFakeWorker(t, "b", 200))
 	assertRoundTripDoesNotAllocate(t, g)
@@ -43,8 +51,8 @@ func assertRoundTripDoesNotAllocate(t *testing.T, g *gateway) {
 	for range 200 { // warm every pool on both sides
 		roundTrip()
 	}
-	if allocs := testing.AllocsPerRun(500, roundTrip); allocs != 0 {
-		t.Fatalf("%.2f allocations per proxied round trip, want 0", allocs)
+	if allocs := testing.AllocsPerRun(500, roundTrip); allocs > fasthttpStreamedBodyAllocs {
+		t.Fatalf("%.2f allocations per proxied round trip, want at most fasthttp's %d", allocs, fasthttpStreamedBodyAllocs)
 	}
 }
 

@@ -26,6 +26,7 @@ const (
 	DefaultTargetWorkerHeader  = "X-SMG-Target-Worker"
 	DefaultRoutingTokensHeader = "x-smg-routing-tokens"
 	DefaultDrainSettle         = 5 * time.Second
+	DefaultMaxHeaderSize       = 64 << 10 // --max-header-size: 64 KiB
 )
 
 // Config configures the gateway's HTTP server.
@@ -35,6 +36,13 @@ type Config struct {
 	Port int
 	// MaxPayloadSize bounds request bodies in bytes (--max-payload-size); larger bodies get 413.
 	MaxPayloadSize int
+	// MaxBodyMemory bounds the bytes of all request bodies held at once, being read or
+	// forwarded (--max-request-body-memory, default DefaultMaxBodyMemory, 1 GiB); past it a
+	// request gets 503 request_body_memory_exhausted. At least MaxPayloadSize.
+	MaxBodyMemory int
+	// MaxHeaderSize bounds a request's header block in bytes (--max-header-size, default
+	// 64 KiB); larger ones get 431. It is the size of each client connection's read buffer.
+	MaxHeaderSize int
 	// RequestTimeout bounds a request to a worker, from dispatch to the end of the response
 	// (--request-timeout-secs). Default 1800 s.
 	RequestTimeout time.Duration
@@ -82,6 +90,12 @@ func (c *Config) fillDefaults() {
 	if c.MaxPayloadSize == 0 {
 		c.MaxPayloadSize = DefaultMaxPayloadSize
 	}
+	if c.MaxBodyMemory == 0 {
+		c.MaxBodyMemory = max(DefaultMaxBodyMemory, c.MaxPayloadSize)
+	}
+	if c.MaxHeaderSize == 0 {
+		c.MaxHeaderSize = DefaultMaxHeaderSize
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
@@ -112,6 +126,16 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPayloadSize < 0 {
 		return fmt.Errorf("--max-payload-size %d: must be a positive number of bytes", c.MaxPayloadSize)
+	}
+	payload := c.MaxPayloadSize
+	if payload == 0 {
+		payload = DefaultMaxPayloadSize
+	}
+	if c.MaxBodyMemory < 0 || (c.MaxBodyMemory > 0 && c.MaxBodyMemory < payload) {
+		return fmt.Errorf("--max-request-body-memory %d: must be at least --max-payload-size (%d), or a request of the largest allowed size could never be read", c.MaxBodyMemory, payload)
+	}
+	if c.MaxHeaderSize < 0 || (c.MaxHeaderSize > 0 && c.MaxHeaderSize < 1024) {
+		return fmt.Errorf("--max-header-size %d: must be at least 1024 bytes", c.MaxHeaderSize)
 	}
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("--request-timeout-secs: must be positive")

@@ -18,6 +18,9 @@ type apiError struct {
 var (
 	errInvalidRequest  = apiError{fasthttp.StatusBadRequest, "invalid_request_error", "invalid_request"}
 	errPayloadTooLarge = apiError{fasthttp.StatusRequestEntityTooLarge, "invalid_request_error", "payload_too_large"}
+	errHeaderTooLarge  = apiError{fasthttp.StatusRequestHeaderFieldsTooLarge, "invalid_request_error", "header_too_large"}
+	errReadTimeout     = apiError{fasthttp.StatusRequestTimeout, "invalid_request_error", "request_timeout"}
+	errBodyMemory      = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "request_body_memory_exhausted"}
 	errModelNotFound   = apiError{fasthttp.StatusNotFound, "invalid_request_error", "model_not_found"}
 	errNotFound        = apiError{fasthttp.StatusNotFound, "invalid_request_error", "not_found"}
 	errMethod          = apiError{fasthttp.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed"}

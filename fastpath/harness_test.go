@@ -31,13 +31,14 @@ type fakeWorker struct {
 	mu     sync.Mutex
 	closed chan struct{} // receives when a stream's writer saw its client go away
 	delay  time.Duration // non-streamed answers wait this long (timeouts)
+	bodies chan []byte   // when set, receives a copy of every generation request's body
 }
 
 var okBody = []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 
 func newFakeWorker(t testing.TB, name string, status int) *fakeWorker {
 	fw := &fakeWorker{name: name, ln: fasthttputil.NewInmemoryListener(), events: make(chan string), served: make(chan struct{}, 1024), closed: make(chan struct{}, 16)}
-	fw.srv = &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+	fw.srv = &fasthttp.Server{ReadBufferSize: 128 << 10, Handler: func(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("X-Mock-Worker-Id", fw.name)
 		ctx.Response.Header.SetBytesV("X-Seen-Request-Id", ctx.Request.Header.Peek("X-Request-Id"))
 		if string(ctx.Path()) == "/v1/models" {
@@ -47,6 +48,9 @@ func newFakeWorker(t testing.TB, name string, status int) *fakeWorker {
 		select {
 		case fw.served <- struct{}{}:
 		default:
+		}
+		if fw.bodies != nil {
+			fw.bodies <- append([]byte(nil), ctx.PostBody()...)
 		}
 		if status != 200 || !bytesContains(ctx.PostBody(), `"stream":true`) {
 			if fw.delay > 0 {

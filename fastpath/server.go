@@ -28,6 +28,7 @@ type Server struct {
 	srv      *fasthttp.Server
 	m        *httpMetrics
 	adm      *admission
+	bodies   bodyBudget
 	draining atomic.Bool
 	started  time.Time
 
@@ -60,6 +61,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		m:              newHTTPMetrics(cfg.Metrics),
 		adm:            newAdmission(cfg.Admission),
 		started:        time.Now(),
+		bodies:         bodyBudget{limit: int64(cfg.MaxBodyMemory)},
 		logDecisions:   cfg.Logger.Enabled(context.Background(), slog.LevelDebug),
 		DiscoverModels: worker.DiscoverModels,
 		prefillSenders: newSenders(),
@@ -78,9 +80,27 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,
 		TCPKeepalive:                 true,
-		Logger:                       fasthttpLogger{cfg.Logger},
+		// The body is read by Handle into a buffer that grows as bytes arrive (body.go).
+		StreamRequestBody: true,
+		// The read buffer holds the whole header block: its size is the header limit.
+		ReadBufferSize: cfg.MaxHeaderSize,
+		// fasthttp's parse errors otherwise quote the raw request, Authorization included,
+		// in logs and in the 400 answer's body.
+		SecureErrorLogMessage: true,
+		HeaderReceived:        s.headerReceived,
+		Logger:                fasthttpLogger{cfg.Logger},
 	}
 	return s, nil
+}
+
+// headerReceived runs once a request's headers are read, before its body. fasthttp reads the
+// first bytes of a streamed body (up to 8 KiB) before the handler runs; for a declared body
+// past --max-payload-size, one byte is enough for Handle to answer 413 at once.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() > s.cfg.MaxPayloadSize {
+		return fasthttp.RequestConfig{MaxRequestBodySize: 1}
+	}
+	return fasthttp.RequestConfig{}
 }
 
 // Addr is the configured listen address.
@@ -114,6 +134,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Handle is the fasthttp handler: it routes by path with one switch.
 func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 	defer s.recoverPanic(ctx)
+	body, ok := s.readBody(ctx)
+	if !ok {
+		return
+	}
+	defer s.releaseBody(ctx, body)
 	switch string(ctx.Path()) {
 	case "/v1/chat/completions":
 		s.generation(ctx, routeChat, extract.RouteChat)
@@ -171,13 +196,16 @@ func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx) {
 // handleServerError answers errors fasthttp meets before the handler runs (body too large,
 // malformed HTTP, read timeout) in the gateway's envelope.
 func (s *Server) handleServerError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
 	switch {
+	case errors.As(err, &small):
+		writeError(ctx, errHeaderTooLarge, fmt.Sprintf("request header block exceeds --max-header-size (%d bytes)", s.cfg.MaxHeaderSize))
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		writeError(ctx, errPayloadTooLarge, fmt.Sprintf("request body exceeds --max-payload-size (%d bytes)", s.cfg.MaxPayloadSize))
 	default:
 		var te interface{ Timeout() bool }
 		if errors.As(err, &te) && te.Timeout() {
-			writeError(ctx, apiError{fasthttp.StatusRequestTimeout, "invalid_request_error", "request_timeout"}, "timed out reading the request")
+			writeError(ctx, errReadTimeout, "timed out reading the request")
 			return
 		}
 		writeError(ctx, errInvalidRequest, "malformed HTTP request: "+err.Error())

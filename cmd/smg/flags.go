@@ -47,6 +47,8 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.String("host", &g.Host, fastpath.DefaultHost, "Address the gateway listens on")
 	fs.Int("port", &g.Port, fastpath.DefaultPort, "Port the gateway listens on")
 	fs.Int("max-payload-size", &g.MaxPayloadSize, fastpath.DefaultMaxPayloadSize, "Largest request body in bytes; larger bodies get 413")
+	fs.Int("max-request-body-memory", &g.MaxBodyMemory, fastpath.DefaultMaxBodyMemory, "Bytes of request bodies the gateway holds at once; past it requests get 503 (at least --max-payload-size)")
+	fs.Int("max-header-size", &g.MaxHeaderSize, fastpath.DefaultMaxHeaderSize, "Largest request header block in bytes; larger ones get 431 (each client connection holds a read buffer this large)")
 	fs.Duration("request-timeout-secs", &g.RequestTimeout, fastpath.DefaultRequestTimeout, "Time a worker has to finish a request, in seconds")
 	fs.String("api-key", &g.APIKey, "", "Bearer token the worker API (/workers) requires; empty leaves it open")
 	fs.Duration("shutdown-grace-period-secs", &o.shutdownGrace, 180*time.Second, "On SIGTERM, how long in-flight requests may take to finish before exit")
