@@ -57,6 +57,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
 	}
+	if err := o.resolveAPIKey(fs.IsSet("api-key"), fs.IsSet("api-key-file"), os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "smg: %v\n", err)
+		return 2
+	}
 	// With discovery, failed workers are removed unless the user said otherwise (spec).
 	if o.disc.Enabled && !fs.IsSet("remove-unhealthy-workers") {
 		o.health.RemoveUnhealthy = true
@@ -352,7 +356,7 @@ func observabilityMux(set *metrics.Set, withPprof bool) http.Handler {
 	})
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/cmdline", redactedCmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -121,3 +121,98 @@ func TestLargeHeadersPassAndHugeOnesGet431(t *testing.T) {
 		t.Fatalf("10 KB Cookie past --max-header-size 8192: %d %s", r.Status, r.Body)
 	}
 }
+
+// rawExchange sends raw bytes on a new connection to the gateway and returns everything it
+// answers until it closes the connection or 2 s pass.
+func rawExchange(t *testing.T, gatewayURL, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(gatewayURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var out strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			return out.String()
+		}
+	}
+}
+
+// TestNoSecretOnOpenPortsOrInLogs: the --api-key does not appear on /debug/pprof/cmdline of
+// the (unauthenticated) metrics port, client credentials do not appear in the debug log nor
+// in the 400 answer to a malformed request, and the key can come from a file or $SMG_API_KEY.
+func TestNoSecretOnOpenPortsOrInLogs(t *testing.T) {
+	const adminKey, clientKey = "sk-admin-d41d8cd98f", "sk-client-9e107d9d37"
+	m := StartMocks(t, 1)
+	g := StartGateway(t, "--worker-urls", m.URLs[0], "--api-key", adminKey, "--log-level", "debug")
+	cmdline := MustDo(t, "GET", strings.TrimSuffix(g.MetricsURL, "/metrics")+"/debug/pprof/cmdline", "", nil)
+	if cmdline.Status != 200 || !strings.Contains(cmdline.Body, "--api-key\x00REDACTED") || strings.Contains(cmdline.Body, adminKey) {
+		t.Fatalf("/debug/pprof/cmdline: %d %q", cmdline.Status, cmdline.Body)
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + clientKey}
+	if r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, bearer); r.Status != 200 {
+		t.Fatalf("chat: %d %s", r.Status, r.Body)
+	}
+	if r := MustDo(t, "GET", g.URL+"/workers", "", bearer); r.Status != 401 {
+		t.Fatalf("/workers with the wrong key: %d", r.Status)
+	}
+	if r := MustDo(t, "GET", g.URL+"/workers", "", map[string]string{"Authorization": "Bearer " + adminKey}); r.Status != 200 {
+		t.Fatalf("/workers with the key: %d", r.Status)
+	}
+	// Malformed requests carrying credentials: a bad Content-Length, a header line without a
+	// colon, a header block past the limit.
+	for _, raw := range []string{
+		"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + clientKey + "\r\nContent-Length: nope\r\n\r\n{}",
+		"POST /workers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + adminKey + "\r\nbroken header line\r\n\r\n",
+		"GET /workers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + adminKey + "\r\nCookie: " + strings.Repeat("c", 70_000) + "\r\n\r\n",
+	} {
+		answer := rawExchange(t, g.URL, raw)
+		if !strings.HasPrefix(answer, "HTTP/1.1 4") {
+			t.Fatalf("malformed request answered %.200q", answer)
+		}
+		if strings.Contains(answer, clientKey) || strings.Contains(answer, adminKey) {
+			t.Fatalf("the answer to a malformed request quotes a credential: %.400q", answer)
+		}
+	}
+	if r := MustDo(t, "GET", g.URL+"/health", "", nil); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	logs := g.Output()
+	if !strings.Contains(logs, "level=DEBUG") {
+		t.Fatalf("no debug lines logged; the check below would prove nothing:\n%s", logs)
+	}
+	for _, secret := range []string{adminKey, clientKey} {
+		if i := strings.Index(logs, secret); i >= 0 {
+			t.Fatalf("the log holds a credential: %q", logs[max(0, i-300):i+len(secret)])
+		}
+	}
+
+	// The key from a file, then from the environment.
+	file := t.TempDir() + "/key"
+	if err := os.WriteFile(file, []byte(adminKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, gw := range []*Gateway{
+		StartGateway(t, "--worker-urls", m.URLs[0], "--api-key-file", file),
+		startGatewayEnv(t, []string{"SMG_API_KEY=" + adminKey}, "--worker-urls", m.URLs[0]),
+	} {
+		if r := MustDo(t, "GET", gw.URL+"/workers", "", nil); r.Status != 401 {
+			t.Fatalf("/workers without the key: %d", r.Status)
+		}
+		if r := MustDo(t, "GET", gw.URL+"/workers", "", map[string]string{"Authorization": "Bearer " + adminKey}); r.Status != 200 {
+			t.Fatalf("/workers with the key: %d", r.Status)
+		}
+		body := MustDo(t, "GET", strings.TrimSuffix(gw.MetricsURL, "/metrics")+"/debug/pprof/cmdline", "", nil).Body
+		if strings.Contains(body, adminKey) {
+			t.Fatalf("cmdline %q", body)
+		}
+	}
+}
