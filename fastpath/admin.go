@@ -207,6 +207,10 @@ func (s *Server) addWorker(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if s.isOwnAddress(c, spec.URL) {
+		writeAPIError(ctx, fasthttp.StatusBadRequest, "WORKER_IS_GATEWAY", "worker "+spec.URL+" is this gateway's own address: requests sent to it would come back here")
+		return
+	}
 	if spec.ModelID == "" && len(spec.Models) == 0 && s.DiscoverModels != nil {
 		if models, err := s.DiscoverModels(c, spec.URL, spec.APIKey); err == nil && len(models) > 0 {
 			spec.ModelID, spec.Models = models[0], models[1:]

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -154,5 +155,53 @@ func TestMalformedRequestAnswerHasNoSecret(t *testing.T) {
 	status, body := rawRequest(t, g, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer sk-very-secret\r\nContent-Length: nope\r\n\r\n{}")
 	if !strings.Contains(status, " 400") || strings.Contains(body, "sk-very-secret") {
 		t.Fatalf("%s %s", status, body)
+	}
+}
+
+// TestHopHeaderRefusesALoop: a request that already went through this gateway gets 508;
+// one that went through other gateways is forwarded with this gateway added to the list.
+func TestHopHeaderRefusesALoop(t *testing.T) {
+	fw := newFakeWorker(t, "a", 200)
+	fw.bodies = make(chan []byte, 4)
+	g := newGateway(t, "round_robin", Config{}, fw)
+	own := string(g.srv.hopID)
+	r := g.do("POST", "/v1/chat/completions", chatBody, "X-SMG-Hop", "aaaa, "+own)
+	if r.StatusCode() != 508 || string(r.Header.Peek("X-SMG-Error-Code")) != "forwarding_loop" {
+		t.Fatalf("looped request: %d %s", r.StatusCode(), r.Body())
+	}
+	select {
+	case <-fw.bodies:
+		t.Fatal("the looped request reached the worker")
+	default:
+	}
+	if r := g.do("POST", "/v1/chat/completions", chatBody, "X-SMG-Hop", "aaaa"); r.StatusCode() != 200 {
+		t.Fatalf("a request from another gateway: %d", r.StatusCode())
+	}
+	<-fw.bodies
+	if r := g.do("POST", "/v1/chat/completions", chatBody, "X-SMG-Hop", strings.Repeat("b", 2000)); r.StatusCode() != 508 {
+		t.Fatalf("an oversized hop list: %d", r.StatusCode())
+	}
+}
+
+func TestIsListenAddress(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		host string
+		port int
+		want bool
+	}{
+		{"http://127.0.0.1:30000", "127.0.0.1", 30000, true},
+		{"http://localhost:30000", "127.0.0.1", 30000, true},
+		{"http://127.0.0.1:30001", "127.0.0.1", 30000, false},
+		{"http://127.0.0.2:30000", "127.0.0.1", 30000, false},
+		{"http://127.0.0.2:30000", "0.0.0.0", 30000, true},
+		{"http://[::1]:30000", "0.0.0.0", 30000, true},
+		{"http://localhost:80", "0.0.0.0", 80, true},
+		{"http://192.0.2.10:30000", "0.0.0.0", 30000, false}, // TEST-NET: not this host
+		{"http://127.0.0.1:30000", "127.0.0.1", 0, false},
+	} {
+		if got := IsListenAddress(context.Background(), c.url, c.host, c.port); got != c.want {
+			t.Errorf("IsListenAddress(%s, %s:%d) = %v", c.url, c.host, c.port, got)
+		}
 	}
 }

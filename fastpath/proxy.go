@@ -33,6 +33,7 @@ type exchange struct {
 	req      policy.Request
 	tokens   []uint32
 	reqID    []byte
+	hops     []byte // X-SMG-Hop with this gateway added, when the request had one
 	exclude  [4]*worker.Worker
 	// pdBody is the buffer of PD body rewrites; pdOrig holds the client's original body (which
 	// fields point into) once a rewrite has been swapped into the request (swapBody).
@@ -50,6 +51,7 @@ func (s *Server) putExchange(x *exchange) {
 	x.fields.Reset()
 	x.tokens = x.tokens[:0]
 	x.reqID = x.reqID[:0]
+	x.hops = x.hops[:0]
 	if x.pdBody == nil { // swapped into the request: the original body is the next buffer
 		x.pdBody, x.pdOrig = x.pdOrig, nil
 	}
@@ -71,6 +73,9 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 	}
 	x := s.getExchange()
 	defer s.putExchange(x)
+	if !s.checkHop(ctx, x, route) {
+		return
+	}
 
 	if err := extract.Extract(ctx.PostBody(), er, &x.fields); err != nil {
 		s.fail(ctx, route, errInvalidRequest, err.Error())

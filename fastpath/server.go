@@ -29,6 +29,8 @@ type Server struct {
 	m        *httpMetrics
 	adm      *admission
 	bodies   bodyBudget
+	hopID    []byte                      // this gateway's id in X-SMG-Hop (loops.go)
+	listen   atomic.Pointer[net.TCPAddr] // the address Serve listens on
 	draining atomic.Bool
 	started  time.Time
 
@@ -62,6 +64,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		adm:            newAdmission(cfg.Admission),
 		started:        time.Now(),
 		bodies:         bodyBudget{limit: int64(cfg.MaxBodyMemory)},
+		hopID:          newHopID(),
 		logDecisions:   cfg.Logger.Enabled(context.Background(), slog.LevelDebug),
 		DiscoverModels: worker.DiscoverModels,
 		prefillSenders: newSenders(),
@@ -110,6 +113,9 @@ func (s *Server) Addr() string {
 
 // Serve serves connections from ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.listen.Store(a)
+	}
 	err := s.srv.Serve(ln)
 	if errors.Is(err, net.ErrClosed) {
 		return nil

@@ -117,6 +117,11 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if err := o.validatePD(fs); err != nil {
 		return err
 	}
+	for _, spec := range o.staticSpecs() {
+		if fastpath.IsListenAddress(context.Background(), spec.URL, o.gateway.Host, o.gateway.Port) {
+			return fmt.Errorf("worker %s is the gateway's own address (--host, --port): requests sent to it would come back to the gateway", spec.URL)
+		}
+	}
 	if o.prometheusPort < 0 || o.prometheusPort > 65535 {
 		return fmt.Errorf("--prometheus-port %d: must be in 0-65535", o.prometheusPort)
 	}

@@ -27,6 +27,7 @@ func TestRunRejectsBadFlagsWithExitTwo(t *testing.T) {
 		{"--worker-urls", "ftp://w"},
 		{"--prometheus-port", "70000"},
 		{"--max-connections-per-worker", "0"},
+		{"--port", "30123", "--worker-urls", "http://localhost:30123"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--") {

@@ -216,3 +216,46 @@ func TestNoSecretOnOpenPortsOrInLogs(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardingLoopsAreRefused: a gateway refuses its own address as a worker, and two
+// gateways registered as each other's worker (consistent_hashing, as in the issue) answer
+// 508 forwarding_loop after one round instead of hopping until connections run out.
+func TestForwardingLoopsAreRefused(t *testing.T) {
+	a := StartGateway(t, "--policy", "consistent_hashing")
+	port := a.URL[strings.LastIndexByte(a.URL, ':')+1:]
+	for _, self := range []string{a.URL, "http://localhost:" + port} {
+		r := MustDo(t, "POST", a.URL+"/workers", `{"url":"`+self+`"}`, nil)
+		if r.Status != 400 || !strings.Contains(r.Body, "WORKER_IS_GATEWAY") {
+			t.Fatalf("registering %s with itself: %d %s", self, r.Status, r.Body)
+		}
+	}
+	if code := Start(t, Build(t).SMG, "--host", "127.0.0.1", "--port", port, "--worker-urls", "http://localhost:"+port).Wait(10 * time.Second); code != 2 {
+		t.Fatalf("--worker-urls naming the gateway itself: exit %d, want 2", code)
+	}
+
+	b := StartGateway(t, "--policy", "consistent_hashing")
+	for _, pair := range [][2]*Gateway{{a, b}, {b, a}} {
+		if r := MustDo(t, "POST", pair[0].URL+"/workers", `{"url":"`+pair[1].URL+`"}`, nil); r.Status != 202 {
+			t.Fatalf("register: %d %s", r.Status, r.Body)
+		}
+	}
+	a.WaitReady(t)
+	b.WaitReady(t)
+	for i := range 2 {
+		r := MustDo(t, "POST", a.URL+"/v1/chat/completions", chat, map[string]string{"X-SMG-Routing-Key": fmt.Sprint("user-", i)})
+		if r.Status != 508 || r.Header.Get("X-Smg-Error-Code") != "forwarding_loop" {
+			t.Fatalf("request %d around the loop: %d %s", i, r.Status, r.Body)
+		}
+	}
+	// Each client request went a → b → a and stopped: a answered it twice (the loop-back
+	// with 508, then the client with b's 508), b once.
+	for _, c := range []struct {
+		g    *Gateway
+		want float64
+	}{{a, 4}, {b, 2}} {
+		Eventually(t, 10*time.Second, "in-flight 0 on both gateways", func() bool { return totalInFlight(t, c.g) == 0 })
+		if v, ok := Metric(t, c.g.MetricsURL, `smg_http_requests_total{path="/v1/chat/completions",status_code="other"}`); !ok || v != c.want {
+			t.Fatalf("%s answered %v chat requests with 508, want %v (one per hop)", c.g.URL, v, c.want)
+		}
+	}
+}
