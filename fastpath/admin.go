@@ -227,6 +227,10 @@ func (s *Server) addWorker(ctx *fasthttp.RequestCtx) {
 		writeAPIError(ctx, fasthttp.StatusConflict, "WORKER_ALREADY_EXISTS", err.Error())
 		return
 	}
+	if errors.Is(err, worker.ErrTooManyWorkers) {
+		writeAPIError(ctx, fasthttp.StatusConflict, "WORKER_LIMIT_REACHED", err.Error())
+		return
+	}
 	if err != nil {
 		writeAPIError(ctx, fasthttp.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", err.Error())
 		return

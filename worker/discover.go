@@ -21,6 +21,9 @@ func DiscoverModels(ctx context.Context, url, apiKey string) ([]string, error) {
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(url + "/v1/models")
+	// No keep-alive: fasthttp's default client would keep the connection idle, with a
+	// cleaner goroutine, for every worker ever registered (issue 17).
+	req.SetConnectionClose()
 	if apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}

@@ -19,12 +19,22 @@ var (
 	ErrNotFound      = errors.New("worker not found")
 	ErrClosed        = errors.New("registry closed")
 	ErrQueueFull     = errors.New("registry event queue full")
+	// ErrTooManyWorkers: the registry holds Config.MaxWorkers workers already.
+	ErrTooManyWorkers = errors.New("too many workers")
 )
+
+// DefaultMaxWorkers is Config.MaxWorkers' default (--max-workers).
+const DefaultMaxWorkers = 1024
 
 // Config configures a Registry. The zero value is usable.
 type Config struct {
 	// QueueSize bounds the event queue. Default 1024.
 	QueueSize int
+	// MaxWorkers caps the registered workers (--max-workers, default DefaultMaxWorkers,
+	// 1024): each one costs metric series, a connection pool and probes, so a careless or
+	// hostile registrar must not add them without bound. Past it Add fails with
+	// ErrTooManyWorkers.
+	MaxWorkers int
 	// Client configures every worker's HostClient.
 	Client ClientOptions
 	// Breaker configures every worker's circuit breaker (--cb-* flags). Zero: defaults.
@@ -40,6 +50,9 @@ type Config struct {
 func (c *Config) Validate() error {
 	if c.QueueSize < 0 {
 		return fmt.Errorf("registry queue size %d: must be >= 0 (0 picks the default 1024)", c.QueueSize)
+	}
+	if c.MaxWorkers < 0 {
+		return fmt.Errorf("--max-workers %d: must be at least 1 (0 picks the default %d)", c.MaxWorkers, DefaultMaxWorkers)
 	}
 	return nil
 }
@@ -115,6 +128,9 @@ func NewRegistry(cfg Config) (*Registry, error) {
 	}
 	if cfg.QueueSize == 0 {
 		cfg.QueueSize = 1024
+	}
+	if cfg.MaxWorkers == 0 {
+		cfg.MaxWorkers = DefaultMaxWorkers
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
@@ -268,6 +284,10 @@ func (r *Registry) apply(ev event) bool {
 				r.reply(ev, w, fmt.Errorf("%w: %s is registered as %s", ErrAlreadyExists, w.URL, w.ID))
 				return false
 			}
+		}
+		if len(r.workers) >= r.cfg.MaxWorkers {
+			r.reply(ev, nil, fmt.Errorf("%w: the gateway holds --max-workers (%d) workers already; remove some or raise the flag", ErrTooManyWorkers, r.cfg.MaxWorkers))
+			return false
 		}
 		w := newWorker(ev.spec, r.allocIndex(), r.cfg.Client)
 		w.status.Store(uint32(ev.status))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -227,4 +228,29 @@ func FuzzCanonicalURL(f *testing.F) {
 			t.Fatalf("%q → %q is not a fixed point (%q, %v)", s, u, again, err)
 		}
 	})
+}
+
+func TestMaxWorkersCapsRegistrations(t *testing.T) {
+	r, err := NewRegistry(Config{MaxWorkers: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	ctx := context.Background()
+	a, _ := r.Add(ctx, mustSpec(t, "http://a:1", "m"), StatusReady)
+	if _, err := r.Add(ctx, mustSpec(t, "http://b:1", "m"), StatusReady); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Add(ctx, mustSpec(t, "http://c:1", "m"), StatusReady); !errors.Is(err, ErrTooManyWorkers) || !strings.Contains(err.Error(), "--max-workers") {
+		t.Fatalf("third add past a cap of 2: %v", err)
+	}
+	if len(r.Current().Workers) != 2 {
+		t.Fatalf("%d workers registered", len(r.Current().Workers))
+	}
+	if _, err := r.Remove(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Add(ctx, mustSpec(t, "http://c:1", "m"), StatusReady); err != nil {
+		t.Fatalf("add after a removal freed a place: %v", err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/breaker"
 	"github.com/smg-go/smg/worker/health"
 	"github.com/smg-go/smg/worker/loadmon"
@@ -37,6 +38,7 @@ type options struct {
 	logJSON           bool
 	shutdownGrace     time.Duration
 	maxConnsPerWorker int
+	maxWorkers        int
 }
 
 // newFlagSet registers every flag of `smg launch` on o.
@@ -90,6 +92,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Alias("worker-url", "worker-urls")
 	fs.String("policy", &o.policy, all.DefaultPolicy, "Load-balancing policy: "+strings.Join(all.Names(), ", "))
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, 2048, "Connections the gateway may open to one worker")
+	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
 
 	all.RegisterFlags(fs, &o.policies)
 

@@ -125,6 +125,9 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if o.prometheusPort < 0 || o.prometheusPort > 65535 {
 		return fmt.Errorf("--prometheus-port %d: must be in 0-65535", o.prometheusPort)
 	}
+	if o.maxWorkers <= 0 {
+		return fmt.Errorf("--max-workers %d: must be at least 1", o.maxWorkers)
+	}
 	if o.maxConnsPerWorker <= 0 {
 		return fmt.Errorf("--max-connections-per-worker %d: must be at least 1", o.maxConnsPerWorker)
 	}
@@ -146,8 +149,9 @@ func serve(o options, log *slog.Logger) error {
 	set := metrics.NewSet()
 	reg, err := worker.NewRegistry(worker.Config{
 		Metrics: set, Logger: log,
-		Client:  worker.ClientOptions{MaxConns: o.maxConnsPerWorker},
-		Breaker: o.breaker,
+		Client:     worker.ClientOptions{MaxConns: o.maxConnsPerWorker},
+		MaxWorkers: o.maxWorkers,
+		Breaker:    o.breaker,
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -257,5 +258,47 @@ func TestForwardingLoopsAreRefused(t *testing.T) {
 		if v, ok := Metric(t, c.g.MetricsURL, `smg_http_requests_total{path="/v1/chat/completions",status_code="other"}`); !ok || v != c.want {
 			t.Fatalf("%s answered %v chat requests with 508, want %v (one per hop)", c.g.URL, v, c.want)
 		}
+	}
+}
+
+// TestWorkerCapAndNoGoroutinePerWorker: registrations past --max-workers get 409
+// WORKER_LIMIT_REACHED, and 300 healthy, probed workers do not cost the gateway a goroutine
+// each (the issue counted 2 per worker: idle-connection cleaners of the probe and model
+// discovery connections).
+func TestWorkerCapAndNoGoroutinePerWorker(t *testing.T) {
+	const n = 300
+	m := StartMocks(t, n)
+	g := StartGateway(t, "--max-workers", strconv.Itoa(n), "--health-check-interval-secs", "2")
+	idle, ok := Metric(t, g.MetricsURL, "go_goroutines")
+	if !ok {
+		t.Fatal("no go_goroutines")
+	}
+	for i, u := range m.URLs {
+		if r := MustDo(t, "POST", g.URL+"/workers", `{"url":"`+u+`"}`, nil); r.Status != 202 {
+			t.Fatalf("worker %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	r := MustDo(t, "POST", g.URL+"/workers", `{"url":"http://127.0.0.1:1"}`, nil)
+	if r.Status != 409 || !strings.Contains(r.Body, "WORKER_LIMIT_REACHED") || !strings.Contains(r.Body, "--max-workers") {
+		t.Fatalf("worker %d past --max-workers %d: %d %s", n+1, n, r.Status, r.Body)
+	}
+	Eventually(t, 30*time.Second, "all workers healthy", func() bool {
+		var body struct {
+			Healthy int `json:"healthy_workers"`
+		}
+		r, err := Do("GET", g.URL+"/readiness", "", nil)
+		return err == nil && json.Unmarshal([]byte(r.Body), &body) == nil && body.Healthy == n
+	})
+	// Probed again at least once (2 s interval), so a kept connection would be in place.
+	time.Sleep(3 * time.Second)
+	bound := idle + 80 // the health checker's round (at most 64 probes) and the scrape
+	var now float64
+	Eventually(t, 10*time.Second, fmt.Sprintf("go_goroutines at most %v with %d workers (idle %v)", bound, n, idle), func() bool {
+		now, _ = Metric(t, g.MetricsURL, "go_goroutines")
+		return now <= bound
+	})
+	t.Logf("HOSTILE attack=many_workers workers=%d goroutines_idle=%v goroutines_with_workers=%v bound=%v", n, idle, now, bound)
+	if r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil); r.Status != 200 {
+		t.Fatalf("chat with %d workers: %d %s", n, r.Status, r.Body)
 	}
 }
