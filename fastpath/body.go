@@ -77,19 +77,25 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (*bodyBuf, bool) {
 		s.failBody(ctx, errBodyBudget)
 		return nil, false
 	}
+	// A body never needs more than its declared length; a chunked one is read to one byte
+	// past --max-payload-size, which tells it is too large.
+	limit := declared
+	if declared < 0 {
+		limit = s.cfg.MaxPayloadSize + 1
+	}
 	b := bb.b[:0]
-	for {
+	for len(b) < limit {
 		if len(b) == cap(b) {
-			grown, err := s.growBody(b, declared)
-			if err != nil {
+			grown, ok := s.growBody(b, limit)
+			if !ok {
 				bb.b = b
 				s.releaseBody(ctx, bb)
-				s.failBody(ctx, err)
+				s.failBody(ctx, errBodyBudget)
 				return nil, false
 			}
 			b = grown
 		}
-		n, err := stream.Read(b[len(b):cap(b)])
+		n, err := stream.Read(b[len(b):min(cap(b), limit)])
 		b = b[:len(b)+n]
 		if err == io.EOF {
 			break
@@ -100,34 +106,29 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (*bodyBuf, bool) {
 			s.failBody(ctx, err)
 			return nil, false
 		}
-		if declared >= 0 && len(b) == declared {
-			break
-		}
+	}
+	if len(b) > s.cfg.MaxPayloadSize {
+		bb.b = b
+		s.releaseBody(ctx, bb)
+		s.failBody(ctx, errBodyLarge)
+		return nil, false
 	}
 	bb.b = b
 	ctx.Request.SetBodyRaw(b)
 	return bb, true
 }
 
-// growBody doubles b's capacity (at least minBodyGrowth, at most what the declared length
-// still needs), taking the growth from the budget. The new buffer is not pooled memory: it
-// is allocated only when a body is larger than every buffer used so far.
-func (s *Server) growBody(b []byte, declared int) ([]byte, error) {
-	if len(b) > s.cfg.MaxPayloadSize {
-		return b, errBodyLarge
-	}
-	size := max(2*cap(b), minBodyGrowth)
-	if declared >= 0 {
-		size = min(size, declared)
-	} else {
-		size = min(size, s.cfg.MaxPayloadSize+1) // one more byte tells a chunked body is too large
-	}
+// growBody doubles b's capacity (at least minBodyGrowth, at most limit), taking the growth
+// from the budget; false when the budget has no room. The new buffer is allocated only when
+// a body is larger than the pooled buffer it started in.
+func (s *Server) growBody(b []byte, limit int) ([]byte, bool) {
+	size := min(max(2*cap(b), minBodyGrowth), limit)
 	if !s.bodies.reserve(size - cap(b)) {
-		return b, errBodyBudget
+		return b, false
 	}
 	grown := make([]byte, len(b), size)
 	copy(grown, b)
-	return grown, nil
+	return grown, true
 }
 
 // releaseBody returns a body read by readBody to the pool and its bytes to the budget. The

@@ -205,3 +205,20 @@ func TestIsListenAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkedLimitHoldsWithALargePooledBuffer: a chunked body past --max-payload-size is
+// refused even when it is read into a pooled buffer larger than the limit (left by an
+// earlier large request), where no growth step would notice it.
+func TestChunkedLimitHoldsWithALargePooledBuffer(t *testing.T) {
+	g := newGateway(t, "round_robin", Config{MaxPayloadSize: 10_000}, newFakeWorker(t, "a", 200))
+	big := strings.Repeat("y", 20_000)
+	for i := range 20 { // the pool may hand out any of its buffers: try with several
+		bb := bodyBufs.Get().(*bodyBuf)
+		bb.b = make([]byte, 0, 64<<10)
+		bodyBufs.Put(bb)
+		status, body := rawRequest(t, g, fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(big), big))
+		if !strings.Contains(status, " 413") {
+			t.Fatalf("attempt %d: chunked 20 kB past a 10 kB limit: %s %s", i, status, body)
+		}
+	}
+}
