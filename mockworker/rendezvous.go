@@ -692,6 +692,16 @@ func (c *kvClient) watchdog() {
 		case now := <-t.C:
 			c.mu.Lock()
 			for _, kc := range c.conns {
+				select {
+				case <-kc.dialed:
+				default:
+					// Still dialing: its connWriter (and the mutex in it) does not exist yet,
+					// and it has no claims to time out.
+					continue
+				}
+				if kc.err != nil {
+					continue
+				}
 				kc.mu.Lock()
 				for id, f := range kc.pending {
 					if now.After(f.deadline) {
