@@ -43,8 +43,8 @@ type Config struct {
 	// MaxHeaderSize bounds a request's header block in bytes (--max-header-size, default
 	// 64 KiB); larger ones get 431. It is the size of each client connection's read buffer.
 	MaxHeaderSize int
-	// RequestTimeout bounds a request to a worker, from dispatch to the end of the response
-	// (--request-timeout-secs). Default 1800 s.
+	// RequestTimeout bounds a generation request from its admission to the end of its
+	// answer, every retry and backoff pause included (--request-timeout-secs). Default 1800 s.
 	RequestTimeout time.Duration
 	// ReadTimeout bounds reading one request from a client, so slow clients cannot hold
 	// connections forever. Default 60 s.

@@ -17,25 +17,42 @@
 // away, the write fails, the relay closes the upstream connection, and the engine sees its
 // request cancelled.
 //
-// # Retries, breakers, admission
+// # One attempt path
 //
-// Before a worker is tried, its circuit breaker admits the attempt (a half-open breaker admits
-// only a few probes; a refusal re-picks without costing an attempt), and every attempt tells
-// the breaker how it ended (worker/breaker.Classify: faults, backpressure, client errors). A
-// transport error or a retryable status (408, 429, 500, 502, 503, 504) is retried on another
-// worker, re-picked with the failed ones excluded, with exponential backoff, as long as nothing
-// has reached the client and the request's deadline allows. A streamed error answer is read
-// whole so that it can be retried like a buffered one. Admission (--max-concurrent-requests,
-// --queue-size, --queue-timeout-secs, --rate-limit-tokens-per-second) runs before the pick on
-// atomics; only a request that must queue allocates.
+// What a request holds and how it ends does not depend on how its bytes travel: the attempt
+// type (attempt.go) owns it for every data plane, the regular and the PD path alike. It takes
+// the admission slot (--max-concurrent-requests, --queue-size, --queue-timeout-secs,
+// --rate-limit-tokens-per-second; on atomics, only a request that must queue allocates),
+// picks workers that their circuit breaker admits (a half-open breaker admits only a few
+// probes; a refusal re-picks without costing an attempt), holds each picked worker's
+// in-flight count from dispatch until its answer has ended (a leg), settles a leg with its
+// answer (worker/breaker.Classify: faults, backpressure, client errors; the upstream
+// counters) or abandons it, and decides retries. Its end releases whatever is still held, on
+// every path (answer, error, panic, a client that left); a streamed answer's leg and the
+// admission slot are handed to the relay, which releases them when fasthttp closes it.
+//
+// # Retries and the request's deadline
+//
+// A transport error or a retryable status (408, 429, 500, 502, 503, 504) is retried on
+// another worker (in PD mode: another pair), re-picked with the failed ones excluded, with
+// exponential backoff, as long as nothing has reached the client. A streamed error answer is
+// read whole so that it can be retried like a buffered one. One deadline bounds the whole
+// request: --request-timeout-secs from admission on covers every upstream round trip, the
+// streamed answer and every backoff pause. No try gets a fresh timeout: a buffered try that
+// another may follow is cut at half the time left, so that a worker that hangs leaves time to
+// retry elsewhere; a streamed try, and the last one, may use all that is left. A retry whose
+// pause would reach the deadline is not made, and the last failure is the answer. During a pause the handler watches the client's socket without reading it
+// (pause_unix.go): a client that leaves ends the request at once. In-memory and TLS
+// connections cannot be watched; there the pause is a plain sleep, still bounded by the
+// deadline.
 //
 // # In-flight accounting
 //
 // The worker's InFlight count rises once at dispatch and falls exactly once: for a buffered
 // answer when the upstream round trip returns (success or error), for a relayed one when
 // fasthttp closes the relay's body stream, which it does when the body is written, when the
-// write fails, and when the response is reset without being written. A deferred guard covers
-// panics between dispatch and hand-off.
+// write fails, and when the response is reset without being written. The attempt's end
+// covers panics between dispatch and hand-off.
 //
 // # Errors
 //

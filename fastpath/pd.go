@@ -11,7 +11,6 @@ import (
 	"github.com/smg-go/smg/fastpath/disagg"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
-	"github.com/smg-go/smg/worker/breaker"
 )
 
 // headerPrefillWorker names the prefill worker of a PD request in the response, beside
@@ -46,48 +45,39 @@ func (s *Server) dispatchPD(ctx *fasthttp.RequestCtx, x *exchange, prt, drt *pol
 		s.fail(ctx, route, errNoWorkers, "no "+leg+" worker serves model '"+string(x.fields.Model)+"'; PD mode needs a prefill and a decode worker for every model")
 		return
 	}
-	s.holdRoutingKey(x)
+	a := &x.attempt
 	orig := ctx.PostBody() // x.fields point into it: it stays ours until the exchange is reused
-	attempts := s.cfg.Retry.attempts()
-	for n := 0; ; n++ {
-		pw, pPermit, err := s.pickAdmitted(prt, &x.req)
-		if err != nil {
+	for {
+		if err := a.pick(prt, &a.prefill); err != nil {
 			s.failPickLeg(ctx, route, "prefill", err)
 			return
 		}
-		dw, dPermit, err := s.pickAdmitted(drt, &x.req)
-		if err != nil {
-			pw.Breaker.Record(pPermit, breaker.Abandoned, breaker.Now())
+		if err := a.pick(drt, &a.main); err != nil {
 			s.failPickLeg(ctx, route, "decode", err)
 			return
 		}
-		prt.Selections.Inc()
-		drt.Selections.Inc()
-		s.logDecision(prt, pw, x)
-		s.logDecision(drt, dw, x)
-		a := pdAttempt{prefill: pw, pPermit: pPermit, decode: dw, dPermit: dPermit, route: route,
-			deadline: time.Now().Add(s.cfg.RequestTimeout), last: n+1 == attempts, reqID: reqID}
+		pw := a.prefill.w
 		var f pdFailure
 		if pw.KVConnector != "" {
-			f = s.attemptVLLM(ctx, x, orig, &a)
+			f = s.attemptVLLM(ctx, x, orig, route, reqID)
 		} else {
-			f = s.attemptSGLang(ctx, x, orig, &a)
+			f = s.attemptSGLang(ctx, x, orig, route, reqID)
 		}
 		if f.failed == nil {
 			// Set last: forwarding replaced the response headers.
 			ctx.Response.Header.SetBytesV(headerPrefillWorker, pw.URLBytes())
 			return
 		}
-		// The attempt failed before the client saw a byte.
-		x.req.Exclude = append(x.req.Exclude, f.failed)
-		if !a.last && f.retryable() {
-			time.Sleep(s.cfg.Retry.backoff(n))
-			tab := s.router.Current()
-			if p, d, ok := lookupPD(tab, x.fields.Model); ok && p != nil && d != nil {
-				s.log.Debug("Retrying a PD request on another pair", "failed", f.failed.URL, "attempt", n+2, "error", f.err)
-				f.release()
-				prt, drt = p, d
-				continue
+		// The attempt failed before the client saw a byte: try another pair, if the budget,
+		// the deadline, the client and the route table allow.
+		if f.retryable() {
+			if wait, ok := a.retry(f.failed, time.Now()); ok && pause(ctx, wait) {
+				if p, d, ok := lookupPD(s.router.Current(), x.fields.Model); ok && p != nil && d != nil {
+					s.log.Debug("Retrying a PD request on another pair", "failed", f.failed.URL, "attempt", a.failures+1, "error", f.err)
+					f.release()
+					prt, drt = p, d
+					continue
+				}
 			}
 		}
 		s.deliverPDFailure(ctx, route, reqID, f)
@@ -102,16 +92,6 @@ var (
 	// body as a JSON object, so only a bug gets here.
 	errBodyRewrite = errors.New("the request body could not be rewritten for the PD handover")
 )
-
-// pdAttempt is one try of a PD request: the pair and what each leg holds.
-type pdAttempt struct {
-	prefill, decode  *worker.Worker
-	pPermit, dPermit breaker.Permit
-	route            int
-	deadline         time.Time
-	last             bool
-	reqID            []byte
-}
 
 // pdFailure is how an attempt failed before the client saw a byte; failed is nil on success.
 type pdFailure struct {
@@ -148,8 +128,7 @@ func (s *Server) deliverPDFailure(ctx *fasthttp.RequestCtx, route int, reqID []b
 	case f.job != nil && f.job.err == nil:
 		ctx.Response.Reset()
 		f.job.resp.CopyTo(&ctx.Response)
-		s.finishHeaders(ctx, f.failed, reqID)
-		s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
+		s.deliver(ctx, route, f.failed, reqID)
 	default:
 		s.deliverFailure(ctx, route, f.failed, f.err, reqID)
 	}
@@ -169,20 +148,18 @@ func swapBody(ctx *fasthttp.RequestCtx, x *exchange, body []byte) {
 
 // attemptSGLang runs SGLang's handover: the bootstrap fields are added to the request, which
 // goes to both workers at once.
-func (s *Server) attemptSGLang(ctx *fasthttp.RequestCtx, x *exchange, orig []byte, a *pdAttempt) pdFailure {
-	pw, dw := a.prefill, a.decode
+func (s *Server) attemptSGLang(ctx *fasthttp.RequestCtx, x *exchange, orig []byte, route int, reqID []byte) pdFailure {
+	a := &x.attempt
+	pw, dw := a.prefill.w, a.main.w
 	body, err := disagg.AppendBootstrap(x.pdBody[:0], orig, pw.BootstrapHost, pw.BootstrapPort, disagg.NewRoom())
 	if err != nil {
-		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
-		pw.Breaker.Record(a.pPermit, breaker.Abandoned, breaker.Now())
 		return pdFailure{failed: pw, err: errBodyRewrite}
 	}
-	j := s.newPrefillJob(ctx, x, pw, a.pPermit, body, a.deadline)
+	j := s.newPrefillJob(ctx, a, body)
 	s.prefillSenders.start(j)
 	swapBody(ctx, x, body)
-	x.hold.permit = a.dPermit
-	err = s.forward(ctx, x, dw, a.route, a.reqID, a.deadline, a.last)
-	if x.streamed {
+	err = s.forward(ctx, x, route, reqID)
+	if a.handedOff {
 		// The answer streams from the decode worker; the prefill finishes on its own.
 		j.release()
 		return pdFailure{}
@@ -203,26 +180,22 @@ func (s *Server) attemptSGLang(ctx *fasthttp.RequestCtx, x *exchange, orig []byt
 
 // attemptVLLM runs vLLM's sequential handover: prefill (one token, kv_transfer_params asking
 // for a remote decode), then decode with the kv_transfer_params the prefill returned.
-func (s *Server) attemptVLLM(ctx *fasthttp.RequestCtx, x *exchange, orig []byte, a *pdAttempt) pdFailure {
-	pw, dw := a.prefill, a.decode
-	if a.route == routeGenerate {
-		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
-		pw.Breaker.Record(a.pPermit, breaker.Abandoned, breaker.Now())
-		s.fail(ctx, a.route, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
+func (s *Server) attemptVLLM(ctx *fasthttp.RequestCtx, x *exchange, orig []byte, route int, reqID []byte) pdFailure {
+	a := &x.attempt
+	pw, dw := a.prefill.w, a.main.w
+	if route == routeGenerate {
+		s.fail(ctx, route, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
 		return pdFailure{}
 	}
-	body, err := disagg.AppendVLLMPrefill(x.pdBody[:0], orig, a.route == routeChat)
+	body, err := disagg.AppendVLLMPrefill(x.pdBody[:0], orig, route == routeChat)
 	if err != nil {
-		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
-		pw.Breaker.Record(a.pPermit, breaker.Abandoned, breaker.Now())
 		return pdFailure{failed: pw, err: errBodyRewrite}
 	}
 	x.pdBody = body
-	j := s.newPrefillJob(ctx, x, pw, a.pPermit, body, a.deadline)
+	j := s.newPrefillJob(ctx, a, body)
 	j.run() // vLLM's decode needs what the prefill returns
 	params, ok := disagg.KVTransferParams(j.resp.Body())
 	if j.failed() || !ok {
-		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
 		if !j.failed() {
 			j.release()
 			return pdFailure{failed: pw, err: errNoKVTransferParams}
@@ -232,33 +205,13 @@ func (s *Server) attemptVLLM(ctx *fasthttp.RequestCtx, x *exchange, orig []byte,
 	body, err = disagg.AppendVLLMDecode(x.pdBody[:0], orig, params)
 	j.release()
 	if err != nil {
-		dw.Breaker.Record(a.dPermit, breaker.Abandoned, breaker.Now())
 		return pdFailure{failed: pw, err: errBodyRewrite}
 	}
 	swapBody(ctx, x, body)
-	x.hold.permit = a.dPermit
-	if err := s.forward(ctx, x, dw, a.route, a.reqID, a.deadline, a.last); err != nil {
+	if err := s.forward(ctx, x, route, reqID); err != nil {
 		return pdFailure{failed: dw, err: err}
 	}
 	return pdFailure{}
-}
-
-// pickAdmitted picks a worker on rt whose breaker admits the request, re-picking without the
-// workers whose breaker refused.
-func (s *Server) pickAdmitted(rt *policy.Route, req *policy.Request) (*worker.Worker, breaker.Permit, error) {
-	for refused := 0; ; refused++ {
-		res, err := rt.Picker.Pick(req)
-		if err == nil && refused > len(rt.Candidates) { // a picker that ignores Exclude
-			err = policy.ErrNoAvailableWorkers
-		}
-		if err != nil {
-			return nil, breaker.Permit{}, err
-		}
-		if permit, ok := res.Worker.Breaker.TryAcquire(breaker.Now()); ok {
-			return res.Worker, permit, nil
-		}
-		req.Exclude = append(req.Exclude, res.Worker)
-	}
 }
 
 func (s *Server) failPickLeg(ctx *fasthttp.RequestCtx, route int, leg string, err error) {
@@ -274,8 +227,7 @@ func (s *Server) failPickLeg(ctx *fasthttp.RequestCtx, route int, leg string, er
 // streamed answer can leave the prefill to finish alone.
 type prefillJob struct {
 	s        *Server
-	w        *worker.Worker
-	permit   breaker.Permit
+	leg      leg // the prefill leg, taken from the attempt: the job settles it
 	req      fasthttp.Request
 	resp     fasthttp.Response
 	deadline time.Time
@@ -286,11 +238,13 @@ type prefillJob struct {
 
 var prefillJobs = sync.Pool{New: func() any { return &prefillJob{done: make(chan struct{}, 1)} }}
 
-// newPrefillJob prepares the prefill request: the client's headers, the given body (copied:
-// the job may outlive the handler), the prefill worker's host and credentials.
-func (s *Server) newPrefillJob(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker, permit breaker.Permit, body []byte, deadline time.Time) *prefillJob {
+// newPrefillJob prepares the prefill request of the attempt's prefill leg, which it takes
+// over: the client's headers, the given body (copied: the job may outlive the handler), the
+// prefill worker's host and credentials.
+func (s *Server) newPrefillJob(ctx *fasthttp.RequestCtx, a *attempt, body []byte) *prefillJob {
 	j := prefillJobs.Get().(*prefillJob)
-	j.s, j.w, j.deadline, j.err = s, w, deadline, nil
+	w := a.prefill.w
+	j.s, j.deadline, j.err = s, a.tryDeadline(false, time.Now()), nil
 	j.refs.Store(2)
 	ctx.Request.Header.CopyTo(&j.req.Header)
 	j.req.SetBody(body)
@@ -298,32 +252,20 @@ func (s *Server) newPrefillJob(ctx *fasthttp.RequestCtx, x *exchange, w *worker.
 	if w.Auth != nil {
 		j.req.Header.SetBytesV("Authorization", w.Auth)
 	}
-	tokens := -1
-	if x.req.Tokens != nil {
-		tokens = len(x.req.Tokens)
-	}
-	w.NoteDispatch(tokens)
-	j.permit = permit
-	w.InFlight.Add(1) // the routing key's count, if any, is the decode leg's: one per request
+	a.dispatch(&a.prefill)
+	j.leg = a.take(&a.prefill)
 	return j
 }
 
-// run sends the prefill request and reads its whole answer.
+// run sends the prefill request, reads its whole answer and settles the prefill leg.
 func (j *prefillJob) run() {
-	err := j.w.Client.DoDeadline(&j.req, &j.resp, j.deadline)
+	w := j.leg.w
+	err := w.Client.DoDeadline(&j.req, &j.resp, j.deadline)
 	j.err = err
-	var outcome breaker.Outcome
 	if err != nil {
-		outcome = breaker.Fault
-		j.w.Upstream[worker.OutcomeError].Inc()
-		j.s.log.Debug("Prefill request failed", "worker", j.w.URL, "error", err)
-	} else {
-		status := j.resp.StatusCode()
-		outcome = breaker.Classify(status, false)
-		j.w.Upstream[worker.OutcomeOf(status)].Inc()
+		j.s.log.Debug("Prefill request failed", "worker", w.URL, "error", err)
 	}
-	j.w.InFlight.Add(-1)
-	j.w.Breaker.Record(j.permit, outcome, breaker.Now())
+	j.leg.settle(j.resp.StatusCode(), err)
 	j.done <- struct{}{}
 	j.release()
 }
@@ -343,7 +285,7 @@ func (j *prefillJob) release() {
 	}
 	j.req.Reset()
 	j.resp.Reset()
-	j.s, j.w, j.permit, j.err = nil, nil, breaker.Permit{}, nil
+	j.s, j.leg, j.err = nil, leg{}, nil
 	prefillJobs.Put(j)
 }
 

@@ -65,6 +65,11 @@ func answerJSON(s string) func(map[string]any, *fasthttp.RequestCtx) {
 // newPDGateway starts a PD gateway over fakes: prefill workers at 10.0.1.x, decode workers at
 // 10.0.2.x, with the given labels on every prefill worker.
 func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
+	return newPDGatewayConfig(t, Config{}, prefill, decode, prefillLabels)
+}
+
+// newPDGatewayConfig is newPDGateway with the gateway configured by cfg.
+func newPDGatewayConfig(t testing.TB, cfg Config, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
 	g := &gateway{t: t}
 	byAddr := map[string]*pdFake{}
 	dial := func(addr string) (net.Conn, error) {
@@ -87,7 +92,7 @@ func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[str
 		}
 	}
 	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin"}}
-	g.start(Config{}, rc, dial, func() {
+	g.start(cfg, rc, dial, func() {
 		for i, f := range prefill {
 			add(fmt.Sprintf("10.0.1.%d:8000", i+1), worker.TypePrefill, prefillLabels, f)
 		}

@@ -25,16 +25,13 @@ const (
 // exchange is the per-request scratch state of a generation request, pooled so that the hot
 // path does not allocate. It is owned by one handler invocation.
 type exchange struct {
-	hold hold // what the current attempt holds on its worker
-	// streamed is set when the answer was handed to fasthttp as a body stream: the relay then
-	// owns the request's admission slot.
-	streamed bool
-	fields   extract.Fields
-	req      policy.Request
-	tokens   []uint32
-	reqID    []byte
-	hops     []byte // X-SMG-Hop with this gateway added, when the request had one
-	exclude  [4]*worker.Worker
+	attempt attempt
+	fields  extract.Fields
+	req     policy.Request
+	tokens  []uint32
+	reqID   []byte
+	hops    []byte // X-SMG-Hop with this gateway added, when the request had one
+	exclude [4]*worker.Worker
 	// pdBody is the buffer of PD body rewrites; pdOrig holds the client's original body (which
 	// fields point into) once a rewrite has been swapped into the request (swapBody).
 	pdBody, pdOrig []byte
@@ -46,7 +43,6 @@ const maxPooledPDBody = 1 << 20
 func (s *Server) getExchange() *exchange { return s.exchanges.Get().(*exchange) }
 
 func (s *Server) putExchange(x *exchange) {
-	x.hold, x.streamed = hold{}, false
 	x.req.Reset()
 	x.fields.Reset()
 	x.tokens = x.tokens[:0]
@@ -95,15 +91,13 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 		s.fail(ctx, route, errModelNotFound, "model '"+string(x.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
 		return
 	}
-	if e, ok := s.adm.admit(); !ok {
+	if e, ok := x.attempt.begin(s, &x.req); !ok {
 		s.fail(ctx, route, e, "the gateway is at --max-concurrent-requests or --rate-limit-tokens-per-second; retry later")
 		return
 	}
-	defer func() {
-		if !x.streamed {
-			s.adm.release()
-		}
-	}()
+	// Whatever way the request ends (an answer, an error, a panic), what its attempt still
+	// holds is released here.
+	defer x.attempt.end()
 
 	// The client's request object is forwarded as is: same body bytes, same headers, but
 	// the Host, X-Request-Id and the worker's credentials (and in PD mode the handover
@@ -167,84 +161,39 @@ func validRoutingKey(v []byte) bool {
 
 // dispatch picks a worker on rt and sends it the request and, while nothing has reached the
 // client yet, retries a failed attempt on another worker, re-picked with the failed ones
-// excluded, until it succeeds or the retries run out.
+// excluded, until it succeeds, the retries run out or the request's deadline would pass.
 func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Route, route int, reqID []byte) {
-	res, err := rt.Picker.Pick(&x.req)
-	if err != nil {
+	a := &x.attempt
+	if err := a.pick(rt, &a.main); err != nil {
 		s.failPick(ctx, route, err)
 		return
 	}
-	w := res.Worker
-	first := w
-	s.holdRoutingKey(x)
-	attempts := s.cfg.Retry.attempts()
-	for n := 0; ; n++ {
-		// The breaker admits the picked worker (a half-open one admits only a few probes);
-		// a refusal costs no attempt: pick again without that worker.
-		permit, admitted := w.Breaker.TryAcquire(breaker.Now())
-		for refused := 0; !admitted; refused++ {
-			x.req.Exclude = append(x.req.Exclude, w)
-			res, perr := rt.Picker.Pick(&x.req)
-			if perr == nil && refused > len(rt.Candidates) { // a picker that ignores Exclude
-				perr = policy.ErrNoAvailableWorkers
-			}
-			if perr != nil {
-				s.failPick(ctx, route, perr)
-				return
-			}
-			w = res.Worker
-			permit, admitted = w.Breaker.TryAcquire(breaker.Now())
-		}
-		x.hold.permit = permit
-		rt.Selections.Inc()
-		s.logDecision(rt, w, x)
-		// Each attempt has --request-timeout-secs: a worker that hangs is cut at the timeout
-		// and the request moves on to another worker, like after any other failure.
-		deadline := time.Now().Add(s.cfg.RequestTimeout)
-		err := s.forward(ctx, x, w, route, reqID, deadline, n+1 == attempts)
+	for {
+		w := a.main.w
+		err := s.forward(ctx, x, route, reqID)
 		if err == nil {
-			break
-		}
-		// The attempt failed before the client saw a byte: try another worker.
-		x.req.Exclude = append(x.req.Exclude, w)
-		next, pause := (*worker.Worker)(nil), s.cfg.Retry.backoff(n)
-		if n+1 < attempts {
-			time.Sleep(pause)
-			if r, ok := s.router.Current().Lookup(x.fields.Model); ok {
-				rt = r
-				if res, perr := rt.Picker.Pick(&x.req); perr == nil {
-					next = res.Worker
-				}
-			}
-		}
-		if next == nil { // nobody left to try: answer with this attempt's failure
-			s.deliverFailure(ctx, route, w, err, reqID)
+			a.served(rt, w)
 			return
 		}
-		s.log.Debug("Retrying on another worker", "failed", w.URL, "next", next.URL, "attempt", n+2, "error", err)
-		w = next
-	}
-	if w != first {
-		if rec, ok := rt.Picker.(policy.Recorder); ok {
-			rec.Record(&x.req, w)
+		// The attempt failed before the client saw a byte: try another worker, if the budget,
+		// the deadline, the client and the route table allow.
+		if wait, ok := a.retry(w, time.Now()); ok && pause(ctx, wait) {
+			if r, ok := s.router.Current().Lookup(x.fields.Model); ok && a.pick(r, &a.main) == nil {
+				s.log.Debug("Retrying on another worker", "failed", w.URL, "next", a.main.w.URL, "attempt", a.failures+1, "error", err)
+				rt = r
+				continue
+			}
 		}
+		// Nobody left to try, or no time, or no client: answer with this attempt's failure.
+		s.deliverFailure(ctx, route, w, err, reqID)
+		return
 	}
 }
 
 // logDecision logs a routing decision at debug level (spec: Observability).
-func (s *Server) logDecision(rt *policy.Route, w *worker.Worker, x *exchange) {
+func (s *Server) logDecision(rt *policy.Route, w *worker.Worker, req *policy.Request) {
 	if s.logDecisions {
-		s.log.Debug("Routing decision", "policy", rt.Policy, "model", string(x.fields.Model), "worker_type", w.Type(), "worker", w.URL)
-	}
-}
-
-// holdRoutingKey makes the request's hold count against its routing key too, when the
-// sticky-session cap counts in-flight requests per key.
-func (s *Server) holdRoutingKey(x *exchange) {
-	if s.cfg.KeyLoads != nil {
-		if h, ok := policy.StickyKeyHash(&x.req, s.cfg.RoutingKeyOverride); ok {
-			x.hold.keys, x.hold.key = s.cfg.KeyLoads, h
-		}
+		s.log.Debug("Routing decision", "policy", rt.Policy, "model", string(req.Model), "worker_type", w.Type(), "worker", w.URL)
 	}
 }
 
@@ -252,91 +201,64 @@ func (s *Server) holdRoutingKey(x *exchange) {
 // answer is in ctx.Response.
 var errRetryableStatus = errors.New("retryable upstream status")
 
-// forward makes one attempt on w. It returns nil when the answer is delivered (or handed to
-// fasthttp to stream), or the reason it failed before the client saw a byte: a transport error
-// (ctx.Response untouched) or errRetryableStatus (the worker's whole answer in ctx.Response).
-// On the last attempt a retryable status is delivered as is.
+// forward sends the request to the attempt's picked worker (a.main) and settles that leg. It
+// returns nil when the answer is delivered (or handed to fasthttp to stream), or the reason
+// it failed before the client saw a byte: a transport error (ctx.Response untouched) or
+// errRetryableStatus (the worker's whole answer in ctx.Response). On the last attempt a
+// retryable status is delivered as is.
 //
-// forward owns w's in-flight increment: the count falls here for a buffered answer or a
-// failure, or in the relay once fasthttp has finished with the streamed body; the deferred
-// guard covers a panic in between.
-func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, w *worker.Worker, route int, reqID []byte, deadline time.Time, last bool) error {
+// The leg's in-flight hold is released here for a buffered answer or a failure, or by the
+// relay once fasthttp has finished with the streamed body; the attempt's end covers a panic
+// in between.
+func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID []byte) error {
+	a := &x.attempt
+	w := a.main.w
 	req := &ctx.Request
 	req.SetHost(w.Host)
 	if w.Auth != nil {
 		req.Header.SetBytesV("Authorization", w.Auth)
 	}
-	tokens := -1
-	if x.req.Tokens != nil {
-		tokens = len(x.req.Tokens)
-	}
-	w.NoteDispatch(tokens)
-	h := x.hold
-	h.w = w
-	h.add(1)
-	settled := false
-	defer func() {
-		if !settled { // a panic of ours: not the worker's fault
-			h.finish(breaker.Abandoned)
-		}
-	}()
+	deadline := a.tryDeadline(x.fields.Stream, time.Now())
+	a.dispatch(&a.main)
 
 	if !x.fields.Stream {
 		err := w.Client.DoDeadline(req, &ctx.Response, deadline)
-		settled = true
-		if err != nil {
-			h.finish(breaker.Fault)
-			w.Upstream[worker.OutcomeError].Inc()
-			return err
-		}
-		status := ctx.Response.StatusCode()
-		h.finish(breaker.Classify(status, false))
-		w.Upstream[worker.OutcomeOf(status)].Inc()
-		if !last && retryableStatus(status) {
-			return errRetryableStatus
-		}
-		s.finishHeaders(ctx, w, reqID)
-		s.m.observe(route, status, ctx.Time())
-		return nil
+		return s.answered(ctx, a, route, reqID, ctx.Response.StatusCode(), err)
 	}
 
 	rl := s.relays.Get().(*relay)
 	rl.resp.StreamBody = true
-	if err := w.Client.DoDeadline(req, &rl.resp, deadline); err != nil {
-		settled = true
-		h.finish(breaker.Fault)
-		w.Upstream[worker.OutcomeError].Inc()
-		s.recycleRelay(rl)
-		return err
-	}
-	if status := rl.resp.StatusCode(); status >= 300 {
-		// An error answer to a stream is small and not an event stream: take it whole, so that
-		// it can be retried elsewhere or delivered like a buffered answer.
-		err := s.bufferErrorAnswer(ctx, rl)
-		settled = true
-		if err != nil {
-			h.finish(breaker.Fault)
-		} else {
-			h.finish(breaker.Classify(status, false))
-		}
-		s.recycleRelay(rl)
-		if err != nil {
-			w.Upstream[worker.OutcomeError].Inc()
-			return err
-		}
-		w.Upstream[worker.OutcomeOf(status)].Inc()
-		if !last && retryableStatus(status) {
-			return errRetryableStatus
-		}
+	err := w.Client.DoDeadline(req, &rl.resp, deadline)
+	status := rl.resp.StatusCode()
+	if err == nil && status < 300 {
+		rl.s, rl.leg, rl.route, rl.start = s, a.handOff(), route, ctx.Time()
+		rl.resp.Header.CopyTo(&ctx.Response.Header)
 		s.finishHeaders(ctx, w, reqID)
-		s.m.observe(route, status, ctx.Time())
+		// fasthttp owns the relay now and will close it exactly once.
+		ctx.Response.SetBodyStream(rl, rl.resp.Header.ContentLength())
 		return nil
 	}
-	rl.s, rl.hold, rl.route, rl.start = s, h, route, ctx.Time()
-	rl.resp.Header.CopyTo(&ctx.Response.Header)
-	s.finishHeaders(ctx, w, reqID)
-	ctx.Response.SetBodyStream(rl, rl.resp.Header.ContentLength())
-	settled, x.streamed = true, true // fasthttp owns the relay now and will close it exactly once
+	if err == nil {
+		// An error answer to a stream is small and not an event stream: take it whole, so that
+		// it can be retried elsewhere or delivered like a buffered answer.
+		err = s.bufferErrorAnswer(ctx, rl)
+	}
+	s.recycleRelay(rl)
+	return s.answered(ctx, a, route, reqID, status, err)
+}
+
+// answered settles the attempt's main leg with its worker's answer (status, in ctx.Response,
+// or the transport error err) and delivers it, unless it is worth another worker.
+func (s *Server) answered(ctx *fasthttp.RequestCtx, a *attempt, route int, reqID []byte, status int, err error) error {
+	w := a.main.w
+	a.main.settle(status, err)
+	if a.retryable(status, err) {
+		if err == nil {
+			err = errRetryableStatus
+		}
+		return err
+	}
+	s.deliver(ctx, route, w, reqID)
 	return nil
 }
 
@@ -355,33 +277,17 @@ func (s *Server) bufferErrorAnswer(ctx *fasthttp.RequestCtx, rl *relay) error {
 // one, else the gateway's envelope for the transport error.
 func (s *Server) deliverFailure(ctx *fasthttp.RequestCtx, route int, w *worker.Worker, err error, reqID []byte) {
 	if errors.Is(err, errRetryableStatus) {
-		s.finishHeaders(ctx, w, reqID)
-		s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
+		s.deliver(ctx, route, w, reqID)
 		return
 	}
 	s.failUpstream(ctx, route, w, err)
 }
 
-// hold is what one attempt holds while its request is in flight: a unit of the worker's
-// in-flight count and, with per-session counts, one of its routing key's.
-type hold struct {
-	w      *worker.Worker
-	keys   *policy.KeyLoads
-	key    uint64
-	permit breaker.Permit
-}
-
-func (h hold) add(delta int64) {
-	h.w.InFlight.Add(delta)
-	if h.keys != nil {
-		h.keys.Add(h.key, int32(delta))
-	}
-}
-
-// finish releases the hold and tells the worker's breaker how the attempt ended.
-func (h hold) finish(o breaker.Outcome) {
-	h.add(-1)
-	h.w.Breaker.Record(h.permit, o, breaker.Now())
+// deliver sends the worker w's answer in ctx.Response with the gateway's headers, and
+// counts it.
+func (s *Server) deliver(ctx *fasthttp.RequestCtx, route int, w *worker.Worker, reqID []byte) {
+	s.finishHeaders(ctx, w, reqID)
+	s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
 }
 
 // finishHeaders adds the gateway's response headers and drops the upstream's hop-by-hop ones.
@@ -393,10 +299,11 @@ func (s *Server) finishHeaders(ctx *fasthttp.RequestCtx, w *worker.Worker, reqID
 }
 
 // relay is the body stream of a streamed answer: it reads the upstream body and, when
-// fasthttp closes it, releases the upstream connection and the worker's in-flight count.
+// fasthttp closes it, releases the upstream connection and the attempt's handed-off leg (the
+// worker's in-flight count, its breaker permit, the request's admission slot).
 type relay struct {
-	s    *Server
-	hold hold
+	s   *Server
+	leg leg
 	// upstreamFailed is set when reading the worker's body failed: the stream broke on the
 	// worker's side, which is a fault, unlike a client that went away. tail then holds the
 	// error event still to send, and lastTwo the last bytes relayed before it.
@@ -451,25 +358,22 @@ func (rl *relay) readTail(p []byte) (int, error) {
 // the body has been written, when writing it failed (the client went away: err != nil), or
 // when the response is reset unwritten.
 func (rl *relay) CloseWithError(err error) error {
-	s, w, status := rl.s, rl.hold.w, rl.resp.StatusCode()
+	s, status := rl.s, rl.resp.StatusCode()
 	// Closing an unfinished upstream body closes its connection: the engine sees the request
 	// cancelled instead of generating for nobody.
 	_ = rl.resp.CloseBodyStream()
+	o, u := breaker.Classify(status, false), worker.OutcomeOf(status)
 	switch {
 	case rl.upstreamFailed:
-		rl.hold.finish(breaker.Fault)
+		o = breaker.Fault
 	case err != nil:
-		rl.hold.finish(breaker.Abandoned)
-	default:
-		rl.hold.finish(breaker.Classify(status, false))
+		o = breaker.Abandoned
 	}
 	if err != nil {
-		w.Upstream[worker.OutcomeError].Inc()
-	} else {
-		w.Upstream[worker.OutcomeOf(status)].Inc()
+		u = worker.OutcomeError
 	}
+	rl.leg.end(o, u)
 	s.m.observe(rl.route, status, rl.start)
-	s.adm.release()
 	s.recycleRelay(rl)
 	return nil
 }
@@ -477,7 +381,7 @@ func (rl *relay) CloseWithError(err error) error {
 func (s *Server) recycleRelay(rl *relay) {
 	_ = rl.resp.CloseBodyStream()
 	rl.resp.Reset()
-	rl.s, rl.hold, rl.upstreamFailed, rl.tail, rl.lastTwo = nil, hold{}, false, rl.tail[:0], [2]byte{}
+	rl.s, rl.leg, rl.upstreamFailed, rl.tail, rl.lastTwo = nil, leg{}, false, rl.tail[:0], [2]byte{}
 	s.relays.Put(rl)
 }
 

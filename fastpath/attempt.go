@@ -1,0 +1,247 @@
+package fastpath
+
+import (
+	"time"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/breaker"
+)
+
+// attempt is the part of a generation request that does not depend on how its bytes travel:
+// its admission slot, its deadline, the workers it picked and what it holds on each, and its
+// retry budget. Every data plane drives it the same way, so that pick, admission, in-flight
+// accounting, breaker permits and retries follow one set of rules:
+//
+//	if e, ok := a.begin(s, req); !ok { answer e }   // admission; the deadline starts
+//	defer a.end()                                   // abandons what is still held, frees the slot
+//	a.pick(rt, &a.main)                             // breaker-admitted; a refusal costs no attempt
+//	for {
+//		a.dispatch(&a.main)                         // the in-flight hold, as the request leaves
+//		... send the request, read the answer (the data plane's I/O) ...
+//		a.main.settle(status, err)                  // or a.handOff() to stream the answer
+//		if !a.retryable(status, err) { deliver; return }
+//		pause, ok := a.retry(w, time.Now())         // budget and deadline
+//		... wait pause, unless the client leaves ... ; a.pick(rt, &a.main)
+//	}
+//
+// In PD mode the prefill worker is a second leg (a.prefill) picked and dispatched the same
+// way. An attempt is owned by one request at a time (it lives in the pooled exchange); a leg
+// moved out of it (handOff, take) belongs to its new owner.
+type attempt struct {
+	s   *Server
+	req *policy.Request
+	// deadline bounds the whole request (--request-timeout-secs from admission on): every
+	// upstream round trip (tryDeadline), the answer's stream, every backoff pause.
+	deadline time.Time
+	// failures counts the attempts that failed and were given up (retry).
+	failures int
+	// admitted is set while the request holds its admission slot (handOff moves it away).
+	admitted bool
+	// handedOff is set once handOff gave the answering leg to a relay.
+	handedOff bool
+	// main is the leg whose answer is the client's (the decode worker in PD mode); prefill
+	// is the PD prefill leg.
+	main, prefill leg
+	// first is the first worker picked for main (policy.Recorder learns when a retry served
+	// the request elsewhere).
+	first *worker.Worker
+	// keys and key count the request against its routing key while main is in flight.
+	keys *policy.KeyLoads
+	key  uint64
+}
+
+// begin admits the request (it may wait in the admission queue) and starts its deadline. ok
+// false carries the error to answer; otherwise the caller must call end exactly once.
+func (a *attempt) begin(s *Server, req *policy.Request) (apiError, bool) {
+	if e, ok := s.adm.admit(); !ok {
+		return e, false
+	}
+	*a = attempt{s: s, req: req, admitted: true, deadline: time.Now().Add(s.cfg.RequestTimeout)}
+	if s.cfg.KeyLoads != nil {
+		if h, ok := policy.StickyKeyHash(req, s.cfg.RoutingKeyOverride); ok {
+			a.keys, a.key = s.cfg.KeyLoads, h
+		}
+	}
+	return apiError{}, true
+}
+
+// end closes the request: what a leg still holds is abandoned (the request ended without an
+// answer that says anything about the worker: a panic, a failed body rewrite, a client that
+// left), and the admission slot is freed unless a relay carries it.
+func (a *attempt) end() {
+	a.main.abandon()
+	a.prefill.abandon()
+	if a.admitted {
+		a.s.adm.release()
+	}
+	*a = attempt{}
+}
+
+// pick picks a worker on rt into l, one that its breaker admits (a half-open breaker admits
+// only a few probes). A refusal costs no attempt: the picker is asked again without that
+// worker.
+func (a *attempt) pick(rt *policy.Route, l *leg) error {
+	for refused := 0; ; refused++ {
+		res, err := rt.Picker.Pick(a.req)
+		if err == nil && refused > len(rt.Candidates) { // a picker that ignores Exclude
+			err = policy.ErrNoAvailableWorkers
+		}
+		if err != nil {
+			return err
+		}
+		w := res.Worker
+		if permit, ok := w.Breaker.TryAcquire(breaker.Now()); ok {
+			*l = leg{w: w, permit: permit}
+			rt.Selections.Inc()
+			a.s.logDecision(rt, w, a.req)
+			if l == &a.main && a.first == nil {
+				a.first = w
+			}
+			return nil
+		}
+		a.req.Exclude = append(a.req.Exclude, w)
+	}
+}
+
+// dispatch takes l's in-flight hold as its request leaves for the worker: a unit of the
+// worker's count and, for the answering leg, of the routing key's (one per request).
+func (a *attempt) dispatch(l *leg) {
+	tokens := -1
+	if a.req.Tokens != nil {
+		tokens = len(a.req.Tokens)
+	}
+	l.w.NoteDispatch(tokens)
+	l.w.InFlight.Add(1)
+	l.inFlight = true
+	if l == &a.main && a.keys != nil {
+		l.keys, l.key = a.keys, a.key
+		l.keys.Add(l.key, 1)
+	}
+}
+
+// last reports whether the attempt under way is the request's last by count: a retryable
+// answer is then delivered as it is.
+func (a *attempt) last() bool { return a.failures+1 >= a.s.cfg.Retry.attempts() }
+
+// tryDeadline is the deadline of the try about to start at now: the request's deadline, or,
+// for a buffered answer that another try may follow, half the time left, so that a worker
+// that hangs leaves time to retry elsewhere within the request's deadline. A streamed try
+// always has all that is left: fasthttp bounds a stream's body with the deadline of its
+// headers, and a stream may rightly last as long as the request may.
+func (a *attempt) tryDeadline(stream bool, now time.Time) time.Time {
+	if stream || a.last() {
+		return a.deadline
+	}
+	return now.Add(a.deadline.Sub(now) / 2)
+}
+
+// retryable reports whether an answer (status, or the transport error err) is worth another
+// worker: a transport error, or a retryable status while attempts are left.
+func (a *attempt) retryable(status int, err error) bool {
+	return err != nil || !a.last() && retryableStatus(status)
+}
+
+// retry gives up the attempt under way, which failed on w before the client saw a byte, at
+// time now. It says whether another attempt may follow and after which pause: while attempts
+// are left and the pause ends before the request's deadline. A pause that would reach the
+// deadline is not taken at all: the attempt after it would have no time left. What the legs
+// still hold is abandoned, and w is excluded from the next picks.
+func (a *attempt) retry(w *worker.Worker, now time.Time) (time.Duration, bool) {
+	a.main.abandon()
+	a.prefill.abandon()
+	a.req.Exclude = append(a.req.Exclude, w)
+	n := a.failures
+	a.failures++
+	if a.failures >= a.s.cfg.Retry.attempts() {
+		return 0, false
+	}
+	pause := a.s.cfg.Retry.backoff(n)
+	if pause >= a.deadline.Sub(now) {
+		return 0, false
+	}
+	return pause, true
+}
+
+// served tells rt's picker which worker served the request when a retry moved it away from
+// the first pick (cache_aware then records the prefix for that worker).
+func (a *attempt) served(rt *policy.Route, w *worker.Worker) {
+	if w != a.first {
+		if rec, ok := rt.Picker.(policy.Recorder); ok {
+			rec.Record(a.req, w)
+		}
+	}
+}
+
+// handOff gives the answering leg, with the request's admission slot, to whoever finishes
+// the answer after the data plane's handler returns (the relay of a streamed answer); end
+// then leaves both alone.
+func (a *attempt) handOff() leg {
+	l := a.take(&a.main)
+	if a.admitted {
+		l.slot, a.admitted = a.s.adm, false
+	}
+	a.handedOff = true
+	return l
+}
+
+// take moves l out of the attempt to a new owner (the prefill leg to its job, which may
+// outlive the handler).
+func (a *attempt) take(l *leg) leg {
+	moved := *l
+	*l = leg{}
+	return moved
+}
+
+// leg is what a request holds on one worker: the breaker's permit from the pick on and, from
+// dispatch until the worker's answer has ended, a unit of the worker's in-flight count (and
+// of its routing key's). Its zero value holds nothing. Exactly one of settle, end or abandon
+// releases it.
+type leg struct {
+	w        *worker.Worker
+	permit   breaker.Permit
+	inFlight bool
+	keys     *policy.KeyLoads // set when the leg counts against the request's routing key
+	key      uint64
+	slot     *admission // the request's admission slot, carried by a handed-off leg
+}
+
+// settle ends the leg with its worker's answer: the status, or the transport error err. The
+// breaker learns how the worker did and the upstream counter counts the answer.
+func (l *leg) settle(status int, err error) {
+	if err != nil {
+		l.end(breaker.Fault, worker.OutcomeError)
+		return
+	}
+	l.end(breaker.Classify(status, false), worker.OutcomeOf(status))
+}
+
+// end ends the leg with the breaker outcome o, counting the answer under the upstream
+// outcome class u.
+func (l *leg) end(o breaker.Outcome, u int) {
+	w := l.w
+	l.release(o)
+	w.Upstream[u].Inc()
+}
+
+// abandon ends the leg, if it holds anything, without an answer that says anything about
+// the worker: it only frees what the leg holds (a half-open breaker's probe slot included).
+func (l *leg) abandon() {
+	if l.w != nil {
+		l.release(breaker.Abandoned)
+	}
+}
+
+func (l *leg) release(o breaker.Outcome) {
+	if l.inFlight {
+		l.w.InFlight.Add(-1)
+		if l.keys != nil {
+			l.keys.Add(l.key, -1)
+		}
+	}
+	l.w.Breaker.Record(l.permit, o, breaker.Now())
+	if l.slot != nil {
+		l.slot.release()
+	}
+	*l = leg{}
+}
