@@ -2,12 +2,13 @@ package discovery
 
 import (
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // Defaults of the spec's flags (service-discovery.md: Parameters, Fleet Scale, Worker

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"log/slog"
 	"net"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/mesh/wire"
 )
 

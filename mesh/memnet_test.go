@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"log/slog"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/mesh/wire"
 )
 

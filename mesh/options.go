@@ -2,11 +2,12 @@ package mesh
 
 import (
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // Timing defaults: the spec's Failure Detection Timing table, plus the knobs the spec's

@@ -2,13 +2,13 @@ package all
 
 import (
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"reflect"
 	"sort"
 	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/bucket"
 	"github.com/smg-go/smg/policy/cacheaware"

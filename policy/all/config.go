@@ -3,7 +3,6 @@ package all
 import (
 	"errors"
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/cacheaware"
 	"github.com/smg-go/smg/policy/leastload"

@@ -1,9 +1,10 @@
 package breaker
 
 import (
-	"github.com/smg-go/smg/internal/clock"
 	"sync/atomic"
 	"time"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // The state word packs everything a transition must change at once, so that every

@@ -3,12 +3,12 @@ package health
 import (
 	"context"
 	"errors"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/worker"
 )
 

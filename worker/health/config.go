@@ -2,13 +2,13 @@ package health
 
 import (
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/worker"
 )
 

@@ -3,7 +3,6 @@ package health
 import (
 	"bytes"
 	"context"
-	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/worker"
 )

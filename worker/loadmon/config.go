@@ -2,12 +2,12 @@ package loadmon
 
 import (
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/worker"
 )
 

@@ -2,7 +2,6 @@ package loadmon
 
 import (
 	"context"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"net"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/worker"
 	"github.com/valyala/fasthttp"
 )
