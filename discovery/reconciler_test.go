@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -39,7 +40,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	h := &harness{t: t, reg: reg, clock: clock.NewFake(), set: metrics.NewSet(), logs: &syncbuf.Buffer{}, down: map[string]bool{}}
+	h := &harness{t: t, reg: reg, clock: clock.NewFake(), set: metrics.NewSet(), down: map[string]bool{}}
 	cfg := DefaultConfig()
 	cfg.Enabled = true
 	cfg.Selector = []string{"app=sglang"}
@@ -47,7 +48,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	cfg.WorkerStartupCheckInterval = time.Second
 	cfg.WorkerStartupTimeout = 3 * time.Second
 	cfg.Clock, cfg.Metrics = h.clock, h.set
-	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Logger, h.logs = testutil.Logger(slog.LevelDebug)
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -87,19 +88,7 @@ func (h *harness) setDown(url string, down bool) {
 // settle waits until no job is pending or running.
 func (h *harness) settle() {
 	h.t.Helper()
-	waitFor(h.t, "job queue empty", func() bool { return h.rec.queue.Len() == 0 })
-}
-
-// waitFor polls cond; the bound only keeps a broken test from hanging, it asserts no timing.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(h.t, "job queue empty", func() bool { return h.rec.queue.Len() == 0 })
 }
 
 func (h *harness) urls() map[string]worker.Status {
@@ -224,7 +213,7 @@ func TestReconcileDrainsForSettleWindow(t *testing.T) {
 	terminating.Terminating = true
 	h.setPods(terminating)
 	h.rec.Pass(ctx)
-	waitFor(t, "drain wait", func() bool { return h.clock.Waiting() == 1 })
+	testutil.Eventually(t, "drain wait", func() bool { return h.clock.Waiting() == 1 })
 	if got := h.urls()["http://10.0.0.1:8000"]; got != worker.StatusDraining {
 		t.Fatalf("status %v during the settle window, want draining", got)
 	}
@@ -255,7 +244,7 @@ func TestReconcileNotReadyWorkerSkipsSettle(t *testing.T) {
 	if err := h.reg.SetStatus(w.ID, worker.StatusNotReady); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "not ready published", func() bool { return h.urls()[w.URL] == worker.StatusNotReady })
+	testutil.Eventually(t, "not ready published", func() bool { return h.urls()[w.URL] == worker.StatusNotReady })
 	h.setPods()
 	h.rec.Pass(ctx)
 	h.settle()
@@ -273,7 +262,7 @@ func TestReconcileRetriesFailedRegistration(t *testing.T) {
 	h.rec.Pass(ctx)
 	// Startup probing: every check interval until the timeout (3 s), then the job fails.
 	for i := 0; i < 3; i++ {
-		waitFor(t, "startup probe wait", func() bool { return h.clock.Waiting() == 1 })
+		testutil.Eventually(t, "startup probe wait", func() bool { return h.clock.Waiting() == 1 })
 		h.clock.Advance(time.Second)
 	}
 	h.settle()
@@ -331,26 +320,26 @@ func TestRunCoalescesTriggers(t *testing.T) {
 	go func() { h.rec.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	h.setPods(readyPod("a", "10.0.0.1", app, nil))
-	waitFor(t, "resync timer", func() bool { return h.clock.Waiting() == 1 })
+	testutil.Eventually(t, "resync timer", func() bool { return h.clock.Waiting() == 1 })
 	for range 5 {
 		h.rec.Trigger()
 	}
-	waitFor(t, "debounce timer", func() bool { return h.clock.Waiting() == 2 })
+	testutil.Eventually(t, "debounce timer", func() bool { return h.clock.Waiting() == 2 })
 	h.clock.Advance(DefaultDebounce)
 	h.settle()
-	waitFor(t, "registered", func() bool { return len(h.urls()) == 1 })
+	testutil.Eventually(t, "registered", func() bool { return len(h.urls()) == 1 })
 	// The finished job triggers one more pass, which finds nothing to do; then only the
 	// resync is left. A pod that vanishes is seen by the resync alone.
-	waitFor(t, "debounce after job", func() bool { return h.clock.Waiting() == 2 })
+	testutil.Eventually(t, "debounce after job", func() bool { return h.clock.Waiting() == 2 })
 	h.clock.Advance(DefaultDebounce)
-	waitFor(t, "idle", func() bool { return h.clock.Waiting() == 1 })
+	testutil.Eventually(t, "idle", func() bool { return h.clock.Waiting() == 1 })
 	if n := strings.Count(h.logs.String(), "Reconciling workers"); n != 1 {
 		t.Fatalf("%d passes submitted jobs for one burst, want 1", n)
 	}
 	h.setPods()
 	h.clock.Advance(DefaultResync)
 	h.settle()
-	waitFor(t, "removed by the periodic pass", func() bool { return len(h.urls()) == 0 })
+	testutil.Eventually(t, "removed by the periodic pass", func() bool { return len(h.urls()) == 0 })
 }
 
 func TestConfigValidate(t *testing.T) {

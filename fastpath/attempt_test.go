@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/breaker"
@@ -121,7 +122,7 @@ func TestRetriedRequestNeverOutlivesItsDeadline(t *testing.T) {
 	if n := servedCount(busy...); n < 2 || n > int(timeout/pause) {
 		t.Fatalf("%d attempts; want at least one retry and at most %d within the deadline", n, timeout/pause)
 	}
-	eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
 }
 
 // TestHungWorkersTimeOutWithinTheRequestsDeadline: workers that do not answer are cut at half
@@ -146,7 +147,7 @@ func TestHungWorkersTimeOutWithinTheRequestsDeadline(t *testing.T) {
 	if n := servedCount(hung...); n < 2 || n > 3 {
 		t.Fatalf("%d attempts; want a retry after the first cut and at most 3 within the deadline", n)
 	}
-	eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
 }
 
 // serveTCP serves the gateway on a real loopback socket too (a client's close is seen on a
@@ -194,9 +195,9 @@ func TestClientLeavingDuringBackoffFreesEverything(t *testing.T) {
 			if _, err := conn.Write([]byte(req)); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the first attempt", func() bool { return attempts() == 1 && g.srv.adm.active.Load() == 1 })
+			testutil.Eventually(t, "the first attempt", func() bool { return attempts() == 1 && g.srv.adm.active.Load() == 1 })
 			conn.Close()
-			eventually(t, "the admission slot freed", func() bool { return g.srv.adm.active.Load() == 0 })
+			testutil.Eventually(t, "the admission slot freed", func() bool { return g.srv.adm.active.Load() == 0 })
 			// The slot is freed when the handler returns: no attempt can follow.
 			if n := attempts(); n != 1 {
 				t.Fatalf("%d attempts; the client left during the first pause", n)

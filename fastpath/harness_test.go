@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/worker"
@@ -125,7 +124,7 @@ func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorke
 func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFunc, addWorkers func()) {
 	t := g.t
 	var err error
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testutil.Quiet
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
@@ -198,16 +197,4 @@ func (g *gateway) inFlight() (sum int64) {
 		sum += w.InFlight.Load()
 	}
 	return sum
-}
-
-// eventually polls cond for up to 5 s: the gateway settles counts on its own goroutines.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // rawRequest writes raw on a new connection to g and returns the first response's status
@@ -126,10 +128,10 @@ func TestBodyMemoryBudgetRefusesPastIt(t *testing.T) {
 	if line := <-refused; !strings.Contains(line, " 503") {
 		t.Fatalf("past the budget: %q, want 503", line)
 	}
-	eventually(t, "the refused body's bytes back in the budget", func() bool { return g.srv.bodies.used.Load() <= 1_000_000 })
+	testutil.Eventually(t, "the refused body's bytes back in the budget", func() bool { return g.srv.bodies.used.Load() <= 1_000_000 })
 	held[0].Close()
 	held[1].Close()
-	eventually(t, "the budget empty once the stalled clients left", func() bool { return g.srv.bodies.used.Load() == 0 })
+	testutil.Eventually(t, "the budget empty once the stalled clients left", func() bool { return g.srv.bodies.used.Load() == 0 })
 	if r := g.do("POST", "/v1/chat/completions", chatBody); r.StatusCode() != 200 {
 		t.Fatalf("a normal request after: %d", r.StatusCode())
 	}

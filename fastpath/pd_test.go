@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
@@ -130,7 +131,7 @@ func TestPDSGLangSendsBothLegsTheSameRoom(t *testing.T) {
 			t.Fatalf("prefill worker header %q", got)
 		}
 	}
-	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 
 	prefills := append(p1.received(), p2.received()...)
 	decodes := d1.received()
@@ -175,7 +176,7 @@ func TestPDSGLangPrefillFailureIsTheAnswer(t *testing.T) {
 	if b := p.received(); len(b) != 1 || b[0]["bootstrap_port"] != nil {
 		t.Fatalf("prefill without a bootstrap port must get bootstrap_port null: %v", b)
 	}
-	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
 
 func TestPDVLLMPassesKVTransferParams(t *testing.T) {
@@ -211,7 +212,7 @@ func TestPDVLLMPassesKVTransferParams(t *testing.T) {
 	if resp.StatusCode() != 400 || !strings.Contains(string(resp.Body()), "vLLM") {
 		t.Fatalf("/generate to vLLM: %d %s", resp.StatusCode(), resp.Body())
 	}
-	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
 
 func TestPDVLLMPrefillWithoutParamsFails(t *testing.T) {
@@ -275,7 +276,7 @@ func TestPDSGLangStreamsTheDecodeAnswer(t *testing.T) {
 		t.Fatalf("the unfinished prefill must still count on its worker: %s in flight %d", pw.Type(), pw.InFlight.Load())
 	}
 	close(release)
-	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
 
 func status503(_ map[string]any, ctx *fasthttp.RequestCtx) {
@@ -306,7 +307,7 @@ func TestPDRetriesAFailedLegOnAnotherPair(t *testing.T) {
 					t.Fatalf("request %d: %d %s", i, resp.StatusCode(), resp.Body())
 				}
 			}
-			eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+			testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 			if tc.labels != nil {
 				return
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker/breaker"
 )
 
@@ -119,7 +119,7 @@ func TestErrorsAnswerTheirStatusAndEnvelope(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 
 	// A body over --max-payload-size: fasthttp answers 413 and closes the connection, maybe
 	// while a client is still writing, so send the whole request first on a raw connection
@@ -222,7 +222,7 @@ func TestStreamIsRelayedEventByEvent(t *testing.T) {
 	if got := readEvent(t, br); got != "data: [DONE]\n\n" {
 		t.Fatalf("last event %q", got)
 	}
-	eventually(t, "in-flight 0 after the stream ended", func() bool { return w.InFlight.Load() == 0 })
+	testutil.Eventually(t, "in-flight 0 after the stream ended", func() bool { return w.InFlight.Load() == 0 })
 }
 
 func TestClientHangupMidStreamCancelsUpstream(t *testing.T) {
@@ -249,7 +249,7 @@ func TestClientHangupMidStreamCancelsUpstream(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the worker never saw the stream cancelled")
 	}
-	eventually(t, "in-flight 0 after the client hung up", func() bool { return w.InFlight.Load() == 0 })
+	testutil.Eventually(t, "in-flight 0 after the client hung up", func() bool { return w.InFlight.Load() == 0 })
 }
 
 func TestReadinessLivenessModels(t *testing.T) {
@@ -377,7 +377,7 @@ func TestWorkerDeathMidStreamEndsWithAnErrorEvent(t *testing.T) {
 	if line, _ := br.ReadString('\n'); strings.TrimSpace(line) != "" && strings.TrimSpace(line) != "0" {
 		t.Fatalf("body not terminated cleanly: %q", line)
 	}
-	eventually(t, "in-flight 0", func() bool { return w.InFlight.Load() == 0 })
+	testutil.Eventually(t, "in-flight 0", func() bool { return w.InFlight.Load() == 0 })
 	if st := w.Breaker.Stats(breaker.Now()); st.Faults == 0 {
 		t.Fatalf("the broken stream was not recorded as a fault: %+v", st)
 	}
@@ -387,8 +387,8 @@ func TestWorkerDeathMidStreamEndsWithAnErrorEvent(t *testing.T) {
 // policy and the chosen worker (spec: Observability); at info nothing is.
 func TestRoutingDecisionsLoggedAtDebug(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
-		var buf syncbuf.Buffer
-		cfg := Config{Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))}
+		log, buf := testutil.Logger(level)
+		cfg := Config{Logger: log}
 		g := newGateway(t, "round_robin", cfg, newFakeWorker(t, "a", 200))
 		if resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode() != 200 {
 			t.Fatalf("status %d", resp.StatusCode())

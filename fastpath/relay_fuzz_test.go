@@ -11,6 +11,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // rawStreamWorker is an in-memory engine that answers a streamed request with exactly the
@@ -119,7 +121,7 @@ func FuzzRelaySSE(f *testing.F) {
 		if got := resp.Body(); !bytes.Equal(got, stream) {
 			t.Fatalf("client got %d bytes, worker sent %d\n got: %q\nsent: %q", len(got), len(stream), trimForLog(got), trimForLog(stream))
 		}
-		eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+		testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 	})
 }
 

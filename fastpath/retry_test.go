@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 func fastRetries() RetryConfig {
@@ -33,7 +35,7 @@ func TestRetriesMoveFailedRequestsToHealthyWorkers(t *testing.T) {
 	if len(busy.served) == 0 {
 		t.Fatal("the busy worker was never tried: the test proves nothing")
 	}
-	eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
 }
 
 func TestLastAttemptDeliversTheWorkersAnswer(t *testing.T) {

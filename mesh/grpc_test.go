@@ -7,8 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"strconv"
@@ -21,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 	"github.com/smg-go/smg/worker"
 )
@@ -35,8 +34,6 @@ type router struct {
 	mesh *Mesh
 	set  *metrics.Set
 }
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // fastRounds shortens the protocol's clock for loopback tests: rounds of 50 ms, and the
 // other timings scaled alike, so that a test covering suspicion and rejoin takes seconds.
@@ -63,7 +60,7 @@ func startRouter(t *testing.T, name, ip string, port int, tlsFiles []string, pee
 	t.Helper()
 	l := listen(t, ip, port)
 	r := &router{t: t, name: name, ip: ip, port: l.Addr().(*net.TCPAddr).Port, set: metrics.NewSet()}
-	reg, err := worker.NewRegistry(worker.Config{Logger: quiet})
+	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +72,7 @@ func startRouter(t *testing.T, name, ip string, port int, tlsFiles []string, pee
 	if tlsFiles != nil {
 		cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = tlsFiles[0], tlsFiles[1], tlsFiles[2]
 	}
-	m, err := Start(context.Background(), cfg, Deps{Registry: reg, Metrics: r.set, Logger: quiet, Listener: l, Tune: fastRounds})
+	m, err := Start(context.Background(), cfg, Deps{Registry: reg, Metrics: r.set, Logger: testutil.Quiet, Listener: l, Tune: fastRounds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,18 +99,6 @@ func (r *router) status(name string) wire.Status {
 
 func (r *router) hasWorker(url string) bool { return r.reg.Current().ByURL(url) != nil }
 
-// eventually polls cond; the deadline only bounds a broken run, it is not a timing assertion.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func addWorker(t *testing.T, r *router, url, apiKey string) *worker.Worker {
 	t.Helper()
 	spec := worker.Spec{URL: url, ModelID: "m", APIKey: apiKey}
@@ -132,13 +117,13 @@ func TestLoopbackWorkerSyncAndRejoin(t *testing.T) {
 	b := startRouter(t, "B", "127.0.0.2", 0, nil, a)
 	c := startRouter(t, "C", "127.0.0.3", 0, nil, a)
 	for _, r := range []*router{a, b, c} {
-		eventually(t, r.name+" sees everyone ALIVE", func() bool {
+		testutil.Eventually(t, r.name+" sees everyone ALIVE", func() bool {
 			return r.status("A") == wire.StatusAlive && r.status("B") == wire.StatusAlive && r.status("C") == wire.StatusAlive
 		})
 	}
 
 	w := addWorker(t, a, "http://10.7.0.1:8000", "secret-key")
-	eventually(t, "B and C import A's worker", func() bool { return b.hasWorker(w.URL) && c.hasWorker(w.URL) })
+	testutil.Eventually(t, "B and C import A's worker", func() bool { return b.hasWorker(w.URL) && c.hasWorker(w.URL) })
 	if got := b.reg.Current().ByURL(w.URL); got.Auth != nil || got.Spec().APIKey != "" || got.Models[0] != "m" {
 		t.Fatalf("imported worker carries %q / %q, models %v", got.Auth, got.Spec().APIKey, got.Models)
 	}
@@ -147,11 +132,11 @@ func TestLoopbackWorkerSyncAndRejoin(t *testing.T) {
 	if _, err := a.reg.Remove(context.Background(), w.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "B and C drop it when A removes it", func() bool { return !b.hasWorker(w.URL) && !c.hasWorker(w.URL) })
+	testutil.Eventually(t, "B and C drop it when A removes it", func() bool { return !b.hasWorker(w.URL) && !c.hasWorker(w.URL) })
 
 	// Kill C: A and B mark it SUSPECTED, then DOWN.
 	c.stop()
-	eventually(t, "C DOWN on A and B", func() bool {
+	testutil.Eventually(t, "C DOWN on A and B", func() bool {
 		return a.status("C") == wire.StatusDown && b.status("C") == wire.StatusDown
 	})
 	for _, r := range []*router{a, b} {
@@ -161,18 +146,18 @@ func TestLoopbackWorkerSyncAndRejoin(t *testing.T) {
 	}
 	// Restart C under its old name at its old address: it rejoins on its own.
 	c2 := startRouter(t, "C", "127.0.0.3", c.port, nil, a)
-	eventually(t, "restarted C ALIVE on A and B", func() bool {
+	testutil.Eventually(t, "restarted C ALIVE on A and B", func() bool {
 		return a.status("C") == wire.StatusAlive && b.status("C") == wire.StatusAlive && c2.status("A") == wire.StatusAlive
 	})
 	w2 := addWorker(t, c2, "http://10.7.0.2:8000", "")
-	eventually(t, "the restarted router's worker reaches A and B", func() bool { return a.hasWorker(w2.URL) && b.hasWorker(w2.URL) })
+	testutil.Eventually(t, "the restarted router's worker reaches A and B", func() bool { return a.hasWorker(w2.URL) && b.hasWorker(w2.URL) })
 }
 
 func TestLoopbackMetrics(t *testing.T) {
 	a := startRouter(t, "A", "127.0.0.1", 0, nil)
 	b := startRouter(t, "B", "127.0.0.2", 0, nil, a)
 	addWorker(t, a, "http://10.7.0.9:8000", "")
-	eventually(t, "B imports", func() bool { return b.hasWorker("http://10.7.0.9:8000") })
+	testutil.Eventually(t, "B imports", func() bool { return b.hasWorker("http://10.7.0.9:8000") })
 	var sb strings.Builder
 	b.set.WritePrometheus(&sb)
 	if !strings.Contains(sb.String(), `router_mesh_peer_connections{peer="A"} 1`) {
@@ -219,13 +204,13 @@ func TestMalformedAndOversizedMessagesAreRejectedAndCounted(t *testing.T) {
 	}
 	_ = cs.SendMsg([]byte{4, 9, 9, 9})
 	_ = cs.RecvMsg(&out)
-	eventually(t, "every rejection counted", func() bool {
+	testutil.Eventually(t, "every rejection counted", func() bool {
 		var sb strings.Builder
 		a.set.WritePrometheus(&sb)
 		return strings.Contains(sb.String(), "smg_mesh_rejected_messages_total 5")
 	})
 	b := startRouter(t, "B", "127.0.0.2", 0, nil, a)
-	eventually(t, "A still serves", func() bool { return b.status("A") == wire.StatusAlive })
+	testutil.Eventually(t, "A still serves", func() bool { return b.status("A") == wire.StatusAlive })
 }
 
 // writeCA makes a CA and a certificate it signs for name, and writes them as PEM files.
@@ -274,7 +259,7 @@ func TestMutualTLSKeepsOutRoutersWithoutTheCA(t *testing.T) {
 	addWorker(t, d, "http://10.66.0.2:8000", "")
 	w := addWorker(t, a, "http://10.7.0.3:8000", "")
 
-	eventually(t, "A and B form the mesh and sync", func() bool { return b.status("A") == wire.StatusAlive && b.hasWorker(w.URL) })
+	testutil.Eventually(t, "A and B form the mesh and sync", func() bool { return b.status("A") == wire.StatusAlive && b.hasWorker(w.URL) })
 	// Let the outsiders keep trying for a while: dozens of rounds.
 	time.Sleep(time.Second)
 	for _, r := range []*router{a, b} {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 )
 
@@ -16,10 +16,10 @@ import (
 // rounds it changed (so the spec's `grep 'Status:' | tail -n 1` shows the current table) and
 // a DEBUG line in the others.
 func TestStatusTableLoggedAtInfoOnlyWhenItChanges(t *testing.T) {
-	var logs syncbuf.Buffer
+	log, logs := testutil.Logger(slog.LevelDebug)
 	c := newTunedCluster(t, 3, func(o *Options) {
 		if o.Name == "r00" {
-			o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			o.Logger = log
 		}
 	})
 	c.roundsUntil(t, 5, "membership", func() bool { return c.allAlive(seq(3)) })
@@ -33,7 +33,7 @@ func TestStatusTableLoggedAtInfoOnlyWhenItChanges(t *testing.T) {
 	}
 
 	var info, debug []string
-	for _, l := range logLines(&logs, `msg="Status:`) {
+	for _, l := range testutil.Lines(logs, `msg="Status:`) {
 		switch {
 		case strings.Contains(l, "level=INFO"):
 			info = append(info, l)

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 )
 
@@ -62,7 +61,7 @@ func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
 		Clock:     m.clock, RandSeed: seed,
 		Spawn:  func(f func()) { f() },
 		Trees:  m.trees[addr],
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testutil.Quiet,
 	}
 	if m.tune != nil {
 		m.tune(&o)

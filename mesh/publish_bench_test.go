@@ -1,11 +1,10 @@
 package mesh
 
 import (
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 )
 
@@ -33,7 +32,7 @@ func publishNode(tb testing.TB) *Node {
 	n, err := NewNode(Options{
 		Name: "a", Addr: addrOf(0), Transport: &memTransport{net: newMemNet(tb), addr: addrOf(0)},
 		Trees:  &RadixTrees{},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testutil.Quiet,
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -3,7 +3,6 @@ package mesh
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"net"
 	"strings"
@@ -11,19 +10,9 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/internal/testutil"
 )
-
-// logLines returns the lines of b that contain substr.
-func logLines(b *syncbuf.Buffer, substr string) []string {
-	var out []string
-	for _, l := range strings.Split(b.String(), "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // A router whose certificate another CA signed is refused by the TLS handshake; the refusing
 // router logs it at warn, once per remote IP per interval, and counts every refusal.
@@ -48,10 +37,10 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 	clientTLS.NextProtos = []string{"h2"}
 
 	clk := clock.NewFake()
-	var logs syncbuf.Buffer
 	set := metrics.NewSet()
+	log, logs := testutil.Logger(slog.LevelWarn)
 	tr := NewGRPCTransport(TransportOptions{TLS: serverTLS, Metrics: set, Clock: clk,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: log})
 	l := listen(t, "127.0.0.1", 0)
 	go func() { _ = tr.Serve(l) }()
 	t.Cleanup(tr.Close)
@@ -72,26 +61,26 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 			_ = tc.Handshake()
 			_, _ = tc.Read(make([]byte, 1)) // the server's alert
 		}
-		eventually(t, "the refusal counted", func() bool { return refused.Get() == want })
+		testutil.Eventually(t, "the refusal counted", func() bool { return refused.Get() == want })
 	}
 	const line = "refused a mesh connection: TLS handshake failed"
 
 	for i := range 3 {
 		knock("127.0.0.3", uint64(i+1))
 	}
-	got := logLines(&logs, line)
+	got := testutil.Lines(logs, line)
 	if len(got) != 1 || !strings.Contains(got[0], "level=WARN") || !strings.Contains(got[0], "remote=127.0.0.3:") ||
 		!strings.Contains(got[0], "not signed by the cluster CA") {
 		t.Fatalf("want one warn line naming the remote and the reason, got %q", got)
 	}
 	knock("127.0.0.9", 4) // another IP is logged at once, with its own reason
-	if got := logLines(&logs, line); len(got) != 2 || !strings.Contains(got[1], "remote=127.0.0.9:") || !strings.Contains(got[1], "does not look like a TLS handshake") {
+	if got := testutil.Lines(logs, line); len(got) != 2 || !strings.Contains(got[1], "remote=127.0.0.9:") || !strings.Contains(got[1], "does not look like a TLS handshake") {
 		t.Fatalf("want the plaintext client's refusal logged, got %q", got)
 	}
 
 	clk.Advance(DefaultRefusalLogInterval)
 	knock("127.0.0.3", 5)
-	if got := logLines(&logs, line); len(got) != 3 || !strings.Contains(got[2], "refused_since_last_log=2") {
+	if got := testutil.Lines(logs, line); len(got) != 3 || !strings.Contains(got[2], "refused_since_last_log=2") {
 		t.Fatalf("want a second line for 127.0.0.3 after the interval, counting the 2 not logged, got %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 	"github.com/smg-go/smg/radix"
 )
@@ -65,7 +66,7 @@ func startTreeMesh(b *testing.B, name string, r *treeRouter, seed *Mesh) *Mesh {
 	if seed != nil {
 		cfg.PeerURLs = []string{seed.Addr().String()}
 	}
-	m, err := Start(context.Background(), cfg, Deps{Trees: r.trees, Metrics: metrics.NewSet(), Logger: quiet, Listener: l, Tune: fastRounds})
+	m, err := Start(context.Background(), cfg, Deps{Trees: r.trees, Metrics: metrics.NewSet(), Logger: testutil.Quiet, Listener: l, Tune: fastRounds})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/cacheaware"
@@ -30,7 +31,7 @@ type treeRouter struct {
 
 func newTreeRouter(t testing.TB, rotate int) *treeRouter {
 	t.Helper()
-	reg, err := worker.NewRegistry(worker.Config{Logger: quiet})
+	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

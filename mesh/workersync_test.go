@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 )
 
@@ -16,7 +17,7 @@ func TestWorkerOwnershipRules(t *testing.T) {
 	wa := addWorker(t, a, "http://10.8.0.1:8000", "")
 	wb := addWorker(t, b, "http://10.8.0.1:8000", "")
 	only := addWorker(t, a, "http://10.8.0.2:8000", "")
-	eventually(t, "C imports both URLs", func() bool { return c.hasWorker(wa.URL) && c.hasWorker(only.URL) && b.hasWorker(only.URL) })
+	testutil.Eventually(t, "C imports both URLs", func() bool { return c.hasWorker(wa.URL) && c.hasWorker(only.URL) && b.hasWorker(only.URL) })
 	if b.reg.Current().ByURL(wa.URL) != wb {
 		t.Fatal("B's own registration was replaced by A's copy")
 	}
@@ -25,7 +26,7 @@ func TestWorkerOwnershipRules(t *testing.T) {
 	if _, err := a.reg.Remove(context.Background(), wa.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "A's tombstone reaches C", func() bool {
+	testutil.Eventually(t, "A's tombstone reaches C", func() bool {
 		for _, e := range c.mesh.Node().Entries() {
 			if e.Key == "worker:A:"+wa.URL {
 				return false
@@ -49,7 +50,7 @@ func TestWorkerOwnershipRules(t *testing.T) {
 
 	// A departs for good: its workers stay on B and C.
 	a.stop()
-	eventually(t, "A DOWN on B and C", func() bool {
+	testutil.Eventually(t, "A DOWN on B and C", func() bool {
 		return b.status("A") == wire.StatusDown && c.status("A") == wire.StatusDown
 	})
 	c.mesh.ws.Reconcile(context.Background())

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // fastEngine is an engine-mode fleet config that runs the model 1000× faster than real time.
@@ -74,7 +76,7 @@ func TestEngineModeAnswersAndPrefixCache(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(body, "KV cache") {
 			t.Errorf("prompt larger than the KV cache: %d %.200s", resp.StatusCode, body)
 		}
-		waitFor(t, "no active requests", func() bool { return f.Workers()[0].Active() == 0 })
+		testutil.Eventually(t, "no active requests", func() bool { return f.Workers()[0].Active() == 0 })
 	})
 }
 
@@ -132,7 +134,7 @@ func TestEngineQueueVisibleInLoads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "1 running and 2 waiting", func() bool {
+	testutil.Eventually(t, "1 running and 2 waiting", func() bool {
 		_, body := do(t, "GET", u+"/v1/loads", "")
 		m := decode(t, body)
 		return path(t, m, "loads", 0, "num_running_reqs") == 1.0 && path(t, m, "loads", 0, "num_waiting_reqs") == 2.0 &&
@@ -142,7 +144,7 @@ func TestEngineQueueVisibleInLoads(t *testing.T) {
 	for _, c := range conns {
 		_ = c.Close()
 	}
-	waitFor(t, "the engine to empty", func() bool {
+	testutil.Eventually(t, "the engine to empty", func() bool {
 		l := f.Workers()[0].load()
 		return l.running == 0 && l.waiting == 0 && f.Workers()[0].Active() == 0
 	})
@@ -193,7 +195,7 @@ func TestTransportFaults(t *testing.T) {
 			if err != nil || strings.Count(string(b), "data: ") != 3 {
 				t.Errorf("%s: slow-ttft: %v %q", mode, err, b)
 			}
-			waitFor(t, "no active requests", func() bool { return f.Workers()[0].Active() == 0 })
+			testutil.Eventually(t, "no active requests", func() bool { return f.Workers()[0].Active() == 0 })
 			if l := f.Workers()[0].load(); l.running != 0 || l.waiting != 0 {
 				t.Errorf("%s: engine holds %+v after cut answers", mode, l)
 			}
@@ -334,7 +336,7 @@ func TestSlowTTFTHoldsNonStreamedAnswers(t *testing.T) {
 			if _, err := io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: m\r\nX-Mock-Fault: slow-ttft=3600000\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the request to be held", func() bool { return f.Workers()[0].Active() == 1 })
+			testutil.Eventually(t, "the request to be held", func() bool { return f.Workers()[0].Active() == 1 })
 			_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 			if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
 				t.Fatalf("%s: answered before the first token was due", mode)

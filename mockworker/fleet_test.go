@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 var servers = []ServerKind{ServerGnet, ServerFastHTTP}
@@ -428,7 +430,7 @@ func TestFaultHeader(t *testing.T) {
 		if resp, _ := do(t, "GET", u+"/health", ""); resp.StatusCode != 200 {
 			t.Errorf("health during a hang: %d", resp.StatusCode)
 		}
-		waitFor(t, "the hanging request to be counted", func() bool { return f.Workers()[0].Active() == 1 })
+		testutil.Eventually(t, "the hanging request to be counted", func() bool { return f.Workers()[0].Active() == 1 })
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -441,18 +443,6 @@ func TestFaultHeader(t *testing.T) {
 			t.Errorf("active after close = %d", got)
 		}
 	})
-}
-
-// waitFor polls cond until it holds; it asserts an outcome, never a duration (the generous
-// bound only stops a broken test).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func TestHangUpMidStream(t *testing.T) {
@@ -477,7 +467,7 @@ func TestHangUpMidStream(t *testing.T) {
 			}
 		}
 		_ = conn.Close()
-		waitFor(t, "the worker to notice the hang-up", func() bool { return f.Workers()[0].Active() == 0 })
+		testutil.Eventually(t, "the worker to notice the hang-up", func() bool { return f.Workers()[0].Active() == 0 })
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // ownGoroutines returns the stacks of goroutines running this package's code, other than
@@ -44,7 +46,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, "three answers in progress", func() bool { return f.Workers()[0].Active() == 3 })
+			testutil.Eventually(t, "three answers in progress", func() bool { return f.Workers()[0].Active() == 3 })
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // pdRoutes are the generation routes with a body builder each: prompt and max tokens.
@@ -139,7 +141,7 @@ func TestPDSGLang(t *testing.T) {
 				if want := `mockworker_pd_requests_total{model_name="mock-model",role="decode",result="ok"} ` + strconv.Itoa(n); !strings.Contains(m, want) {
 					t.Errorf("/metrics lacks %q:\n%s", want, m)
 				}
-				waitFor(t, "no active requests", func() bool {
+				testutil.Eventually(t, "no active requests", func() bool {
 					return pf.Workers()[0].Active() == 0 && df.Workers()[0].Active() == 0
 				})
 			})
@@ -352,7 +354,7 @@ func TestPDVLLM(t *testing.T) {
 				if got, want := df.Workers()[0].PDStats(), (PDStats{OK: uint64(n), Rejected: 3, Timeout: 1, Mismatch: 3}); got != want {
 					t.Errorf("decode stats %+v, want %+v", got, want)
 				}
-				waitFor(t, "no active requests", func() bool {
+				testutil.Eventually(t, "no active requests", func() bool {
 					return pf.Workers()[0].Active() == 0 && df.Workers()[0].Active() == 0
 				})
 			})
@@ -372,7 +374,7 @@ func TestPDEntriesExpire(t *testing.T) {
 	if n := pf.KVEntries(); n != 3 {
 		t.Errorf("%d entries after 3 prefills", n)
 	}
-	waitFor(t, "the rendezvous to empty", func() bool { return pf.KVEntries() == 0 })
+	testutil.Eventually(t, "the rendezvous to empty", func() bool { return pf.KVEntries() == 0 })
 }
 
 // TestPDCloseWhileWaiting: closing the fleets under a decode waiting for its KV (and the
@@ -405,7 +407,7 @@ func closeWhileWaiting(t *testing.T, kind ServerKind, prefillFirst bool) {
 	if _, err := io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: mock\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the decode to wait at the rendezvous", func() bool { return pf.KVEntries() == 1 })
+	testutil.Eventually(t, "the decode to wait at the rendezvous", func() bool { return pf.KVEntries() == 1 })
 	if prefillFirst {
 		if err := pf.Close(); err != nil {
 			t.Fatal(err)
@@ -508,9 +510,9 @@ func TestPDClientLeavesWhileWaiting(t *testing.T) {
 	if _, err := io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: mock\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the decode to wait at the rendezvous", func() bool { return pf.KVEntries() == 1 })
+	testutil.Eventually(t, "the decode to wait at the rendezvous", func() bool { return pf.KVEntries() == 1 })
 	_ = c.Close()
-	waitFor(t, "the claim to be withdrawn", func() bool { return pf.KVEntries() == 0 })
+	testutil.Eventually(t, "the claim to be withdrawn", func() bool { return pf.KVEntries() == 0 })
 	if resp, b := do(t, "POST", pf.URLs()[0]+"/v1/completions", body); resp.StatusCode != 200 {
 		t.Fatalf("prefill after the decode left: %d %s", resp.StatusCode, b)
 	}
@@ -557,7 +559,7 @@ func TestRendezvousProtocol(t *testing.T) {
 			t.Fatalf("got %q (%v), want %q", line, err, w)
 		}
 	}
-	waitFor(t, "the cancelled claim's key to go", func() bool { return rv.size() == 2 }) // "ready key", "later"
+	testutil.Eventually(t, "the cancelled claim's key to go", func() bool { return rv.size() == 2 }) // "ready key", "later"
 	if err := rv.publish("later", kvRecord{Fingerprint: "cd", Worker: "w"}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package policy_test
 import (
 	"testing"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/passthrough"
 	"github.com/smg-go/smg/policy/random"
@@ -14,7 +15,7 @@ import (
 func TestBasicPicksDoNotAllocate(t *testing.T) {
 	reg, _ := fleet(t, 8)
 	for name, b := range map[string]policy.Builder{
-		"round_robin": roundrobin.New(), "random": random.New(nil), "passthrough": passthrough.New(quiet),
+		"round_robin": roundrobin.New(), "random": random.New(nil), "passthrough": passthrough.New(testutil.Quiet),
 	} {
 		p := b.Build(group(reg))
 		req := policy.Request{Model: []byte("m"), Text: []byte("hello")}

@@ -1,19 +1,16 @@
 package policy_test
 
 import (
-	"math/rand/v2"
 	"testing"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/passthrough"
+	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/random"
 	"github.com/smg-go/smg/policy/roundrobin"
 	"github.com/smg-go/smg/worker"
 )
-
-type seeded struct{ r *rand.Rand }
-
-func (s seeded) IntN(n int) int { return s.r.IntN(n) }
 
 func group(reg *worker.Registry) policy.Group {
 	s := reg.Current()
@@ -63,7 +60,7 @@ func TestRoundRobinSkipsExcludedAndReportsNone(t *testing.T) {
 
 func TestRandomIsUniform(t *testing.T) {
 	reg, ws := fleet(t, 4)
-	p := random.New(seeded{rand.New(rand.NewPCG(1, 2))}).Build(group(reg))
+	p := random.New(policytest.NewRand(1)).Build(group(reg))
 	var req policy.Request
 	counts := map[*worker.Worker]int{}
 	const n = 100_000
@@ -96,7 +93,7 @@ func TestRandomIsUniform(t *testing.T) {
 
 func TestPassthroughTakesFirstAvailable(t *testing.T) {
 	reg, ws := fleet(t, 3)
-	p := passthrough.New(quiet).Build(group(reg))
+	p := passthrough.New(testutil.Quiet).Build(group(reg))
 	req := policy.Request{}
 	if res, _ := p.Pick(&req); res.Worker != ws[0] {
 		t.Fatal("not the first worker")

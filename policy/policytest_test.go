@@ -3,17 +3,16 @@ package policy_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
 )
 
 // fleet registers n ready workers serving model m and returns the registry's snapshot.
 func fleet(t testing.TB, n int, labels ...map[string]string) (*worker.Registry, []*worker.Worker) {
 	t.Helper()
-	reg, err := worker.NewRegistry(worker.Config{Logger: quiet})
+	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,5 +34,3 @@ func fleet(t testing.TB, n int, labels ...map[string]string) (*worker.Registry, 
 	}
 	return reg, ws
 }
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

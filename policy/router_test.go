@@ -8,6 +8,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/worker"
@@ -15,7 +16,7 @@ import (
 
 func newRouter(t *testing.T, reg *worker.Registry, def string) *policy.Router {
 	t.Helper()
-	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: def, NewBuilder: all.NewBuilderFunc(all.Config{Logger: quiet}), Logger: quiet})
+	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: def, NewBuilder: all.NewBuilderFunc(all.Config{Logger: testutil.Quiet}), Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestUnknownPolicyLabelFallsBackToDefault(t *testing.T) {
 }
 
 func TestPDLegsRouteByWorkerTypeWithTheirPolicies(t *testing.T) {
-	reg, err := worker.NewRegistry(worker.Config{Logger: quiet})
+	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestPDLegsRouteByWorkerTypeWithTheirPolicies(t *testing.T) {
 	d1 := add("http://d1:1", worker.TypeDecode, nil)
 	set := metrics.NewSet()
 	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: "cache_aware", PD: &policy.PDPolicies{Prefill: "bucket", Decode: "round_robin"},
-		NewBuilder: all.NewBuilderFunc(all.Config{Logger: quiet, PDMode: true}), Logger: quiet, Metrics: set})
+		NewBuilder: all.NewBuilderFunc(all.Config{Logger: testutil.Quiet, PDMode: true}), Logger: testutil.Quiet, Metrics: set})
 	if err != nil {
 		t.Fatal(err)
 	}

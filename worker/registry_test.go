@@ -8,11 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 func newTestRegistry(t *testing.T) *Registry {
 	t.Helper()
-	r, err := NewRegistry(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := NewRegistry(Config{Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
 	"github.com/smg-go/smg/worker"
 )
@@ -59,8 +60,9 @@ func testConfig(ns string, selector ...string) discovery.Config {
 
 func startGateway(t testing.TB, cfg discovery.Config, rc *rest.Config) *gateway {
 	t.Helper()
-	g := &gateway{logs: &syncbuf.Buffer{}}
-	log := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	g := &gateway{}
+	var log *slog.Logger
+	log, g.logs = testutil.Logger(slog.LevelInfo)
 	var err error
 	g.reg, err = worker.NewRegistry(worker.Config{Logger: log})
 	if err != nil {
@@ -109,7 +111,7 @@ func (g *gateway) workers() map[string]*worker.Worker {
 // waitWorkers waits until the registry holds exactly the given URLs.
 func (g *gateway) waitWorkers(t *testing.T, what string, urls ...string) {
 	t.Helper()
-	eventually(t, what, func() bool {
+	testutil.Eventually(t, what, func() bool {
 		got := g.workers()
 		if len(got) != len(urls) {
 			return false
@@ -121,19 +123,6 @@ func (g *gateway) waitWorkers(t *testing.T, what string, urls ...string) {
 		}
 		return true
 	})
-}
-
-// eventually polls cond. The bound only keeps a broken test from hanging: no timing is
-// asserted.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // engines starts n mock engines on 127.0.0.1 and returns their ports.
@@ -187,8 +176,6 @@ func must[T any](t *testing.T) func(T, error) T {
 		return v
 	}
 }
-
-func slogTo(w *syncbuf.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 func startDiscovery(cfg discovery.Config, reg *worker.Registry) (*k8s.Discovery, error) {
 	return k8s.Start(context.Background(), cfg, reg, k8s.Options{})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // TestLeastPrivilegeServiceAccount runs discovery with a ServiceAccount token that has only
@@ -32,7 +33,7 @@ func TestLeastPrivilegeServiceAccount(t *testing.T) {
 	must[*corev1.Pod](t)(api.ReadyPod(ctx, k8stest.PodSpec{Namespace: ns, Name: "w-0", Labels: map[string]string{"app": "sglang"},
 		Annotations: map[string]string{discovery.AnnotationWorkerPorts: strconv.Itoa(port)}}, "127.0.0.1"))
 	g := startGateway(t, testConfig(ns, "app=sglang"), rc)
-	eventually(t, "RBAC denial reported", func() bool {
+	testutil.Eventually(t, "RBAC denial reported", func() bool {
 		return strings.Contains(g.logs.String(), "K8s worker watcher error (auto-retrying with backoff)")
 	})
 	if len(g.workers()) != 0 {

@@ -1,6 +1,7 @@
 package k8s_test
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -20,8 +22,8 @@ func TestRouterDiscoveryMembership(t *testing.T) {
 	latest := map[string]discovery.Member{}
 	cfg := testConfig(ns, "app=sglang")
 	cfg.RouterSelector, cfg.MeshEnabled, cfg.MeshPort = []string{"app=smg"}, true, 39527
-	logs := &syncbuf.Buffer{}
-	cfg.Logger = slogTo(logs)
+	var logs *syncbuf.Buffer
+	cfg.Logger, logs = testutil.Logger(slog.LevelInfo)
 	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})
 	defer reg.Close()
 	d, err := k8s.Start(ctx, cfg, reg, k8s.Options{RESTConfig: api.Config, OnRouterChange: func(ms []discovery.Member) {
@@ -45,20 +47,20 @@ func TestRouterDiscoveryMembership(t *testing.T) {
 	}
 	must[*corev1.Pod](t)(api.ReadyPod(ctx, router("smg-0", map[string]string{discovery.AnnotationMeshPort: "40001"}), "127.0.0.2"))
 	must[*corev1.Pod](t)(api.ReadyPod(ctx, router("smg-1", nil), "127.0.0.3"))
-	eventually(t, "both routers ALIVE", func() bool {
+	testutil.Eventually(t, "both routers ALIVE", func() bool {
 		return status("smg-0") == discovery.Member{Name: "smg-0", UID: status("smg-0").UID, Addr: "127.0.0.2:40001", Status: discovery.MemberAlive} &&
 			status("smg-1").Addr == "127.0.0.3:39527" && status("smg-1").Status == discovery.MemberAlive
 	})
 	must[*corev1.Pod](t)(api.SetStatus(ctx, ns, "smg-1", "127.0.0.3", true, false))
-	eventually(t, "unready router SUSPECTED", func() bool { return status("smg-1").Status == discovery.MemberSuspected })
+	testutil.Eventually(t, "unready router SUSPECTED", func() bool { return status("smg-1").Status == discovery.MemberSuspected })
 	if err := api.DeletePod(ctx, ns, "smg-0", 30); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "terminating router DOWN", func() bool { return status("smg-0").Status == discovery.MemberDown })
+	testutil.Eventually(t, "terminating router DOWN", func() bool { return status("smg-0").Status == discovery.MemberDown })
 	if err := api.DeletePod(ctx, ns, "smg-1", 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deleted router DOWN", func() bool { return status("smg-1").Status == discovery.MemberDown })
+	testutil.Eventually(t, "deleted router DOWN", func() bool { return status("smg-1").Status == discovery.MemberDown })
 	_ = api.DeletePod(ctx, ns, "smg-0", 0)
 	if len(reg.Current().Workers) != 0 {
 		t.Fatal("router pods were registered as workers")
@@ -72,8 +74,8 @@ func TestRouterDiscoveryNeedsMesh(t *testing.T) {
 	ns := namespace(t)
 	cfg := testConfig(ns, "app=sglang")
 	cfg.RouterSelector = []string{"app=smg"}
-	logs := &syncbuf.Buffer{}
-	cfg.Logger = slogTo(logs)
+	var logs *syncbuf.Buffer
+	cfg.Logger, logs = testutil.Logger(slog.LevelInfo)
 	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})
 	defer reg.Close()
 	d, err := k8s.Start(ctx, cfg, reg, k8s.Options{RESTConfig: api.Config})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // TestScaleThousandPods creates 1,000 Ready pods × 1 port through the API, each pointing at
@@ -57,7 +58,7 @@ func BenchmarkScaleThousandPods(t *testing.B) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	eventually(t, "1,000 routable workers", func() bool {
+	testutil.Eventually(t, "1,000 routable workers", func() bool {
 		s := g.reg.Current()
 		if len(s.Workers) != n {
 			return false
@@ -99,7 +100,7 @@ func BenchmarkScaleThousandPods(t *testing.B) {
 	cfg.Metrics = restartSet
 	begin := time.Now()
 	second := startGateway(t, cfg, nil)
-	eventually(t, "1,000 routable workers after a restart", func() bool {
+	testutil.Eventually(t, "1,000 routable workers after a restart", func() bool {
 		s := second.reg.Current()
 		if len(s.Workers) != n {
 			return false

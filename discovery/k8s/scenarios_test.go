@@ -2,6 +2,7 @@ package k8s_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ import (
 
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
-	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
 	"github.com/smg-go/smg/worker"
 )
@@ -68,7 +69,7 @@ func TestReadinessRegistersAndRemoves(t *testing.T) {
 	must[*corev1.Pod](t)(api.CreatePod(ctx, spec))
 	must[*corev1.Pod](t)(api.SetStatus(ctx, ns, "w-0", "127.0.0.1", true, false))
 	// Running with an IP but not Ready: a pass runs (the status change woke it) and adds nothing.
-	eventually(t, "a pass over the unready pod", func() bool { return strings.Contains(g.logs.String(), "K8s worker store synced") })
+	testutil.Eventually(t, "a pass over the unready pod", func() bool { return strings.Contains(g.logs.String(), "K8s worker store synced") })
 	g.disc.Reconciler.Pass(ctx)
 	if n := len(g.workers()); n != 0 {
 		t.Fatalf("%d workers for an unready pod", n)
@@ -100,7 +101,7 @@ func TestTerminatingPodDrainsThenForceDeleteIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Terminating: the worker drains (still registered, no new requests) for the settle window.
-	eventually(t, "draining", func() bool {
+	testutil.Eventually(t, "draining", func() bool {
 		w := g.workers()[drained]
 		return w != nil && w.Status() == worker.StatusDraining
 	})
@@ -138,7 +139,7 @@ func TestAPIWorkerSurvivesEveryPass(t *testing.T) {
 	}
 	must[*corev1.Pod](t)(api.ReadyPod(ctx, k8stest.PodSpec{Namespace: ns, Name: "w-0", Labels: map[string]string{"app": "sglang"},
 		Annotations: map[string]string{discovery.AnnotationWorkerPorts: strconv.Itoa(ports[0])}}, "127.0.0.1"))
-	eventually(t, "store synced", func() bool { return strings.Contains(g.logs.String(), "K8s worker store synced") })
+	testutil.Eventually(t, "store synced", func() bool { return strings.Contains(g.logs.String(), "K8s worker store synced") })
 	for range 3 {
 		g.disc.Reconciler.Pass(ctx)
 	}
@@ -177,7 +178,7 @@ func TestPodDeletedWhileWatchCutIsRemovedAfterRecovery(t *testing.T) {
 	if len(g.workers()) != 2 {
 		t.Fatal("a worker was removed without the gateway seeing its pod go")
 	}
-	eventually(t, "a reconnection refused while cut", func() bool { return proxy.Refused() > 0 })
+	testutil.Eventually(t, "a reconnection refused while cut", func() bool { return proxy.Refused() > 0 })
 	g.disc.Reconciler.Pass(ctx)
 	if len(g.workers()) != 2 {
 		t.Fatal("a worker was removed without the gateway seeing its pod go")
@@ -194,7 +195,7 @@ func TestRegistrationRetriedUntilEngineStarts(t *testing.T) {
 	g := startGateway(t, cfg, nil)
 	must[*corev1.Pod](t)(api.ReadyPod(ctx, k8stest.PodSpec{Namespace: ns, Name: "w-0", Labels: map[string]string{"app": "sglang"},
 		Annotations: map[string]string{discovery.AnnotationWorkerPorts: strconv.Itoa(port)}}, "127.0.0.1"))
-	eventually(t, "a failed registration", func() bool {
+	testutil.Eventually(t, "a failed registration", func() bool {
 		return strings.Contains(g.logs.String(), "Worker did not answer before --worker-startup-timeout-secs")
 	})
 	if len(g.workers()) != 0 {
@@ -279,7 +280,7 @@ func TestReplacedPodAtSameAddress(t *testing.T) {
 	if renewed.UID == old.UID {
 		t.Fatal("the recreated pod kept its UID")
 	}
-	eventually(t, "worker re-registered for the new UID", func() bool {
+	testutil.Eventually(t, "worker re-registered for the new UID", func() bool {
 		w := g.workers()[urlsOf(port)[0]]
 		return w != nil && w.Label(discovery.LabelPodUID) == string(renewed.UID)
 	})
@@ -289,9 +290,9 @@ func TestStartWithoutCredentials(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	logs := &syncbuf.Buffer{}
 	cfg := testConfig("", "app=sglang")
-	cfg.Logger = slogTo(logs)
+	log, logs := testutil.Logger(slog.LevelInfo)
+	cfg.Logger = log
 	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})
 	defer reg.Close()
 	d, err := startDiscovery(cfg, reg)

@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
 )
 
@@ -41,7 +41,7 @@ func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
 	g := startGatewayEnv(t, []string{"KUBECONFIG=" + api.Kubeconfig},
 		"--policy", "round_robin", "--service-discovery", "--selector", "app=sglang",
 		"--service-discovery-namespace", ns)
-	Eventually(t, 60*time.Second, "4 discovered workers ready in the gateway", func() bool {
+	testutil.Eventually(t, "4 discovered workers ready in the gateway", func() bool {
 		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
 		return err == nil && r.Status == 200 && strings.Contains(r.Body, `"healthy_workers":4`)
 	})

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // Binaries are the paths of the built commands.
@@ -151,7 +152,7 @@ func StartMocks(t testing.TB, n int, args ...string) *Mocks {
 	b := Build(t)
 	all := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(n)}, args...)
 	m := &Mocks{Process: Start(t, b.MockWorker, all...)}
-	Eventually(t, 10*time.Second, "mock workers listening", func() bool {
+	testutil.Eventually(t, "mock workers listening", func() bool {
 		m.URLs = m.URLs[:0]
 		for _, match := range listeningLine.FindAllStringSubmatch(m.Output(), -1) {
 			m.URLs = append(m.URLs, match[1])
@@ -181,7 +182,7 @@ func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
 		"--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(prom)}, args...)
 	g := &Gateway{Process: StartEnv(t, env, b.SMG, all...),
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port), MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", prom)}
-	Eventually(t, 10*time.Second, "gateway /health", func() bool {
+	testutil.Eventually(t, "gateway /health", func() bool {
 		r, err := Do("GET", g.URL+"/health", "", nil)
 		return err == nil && r.Status == 200
 	})
@@ -197,7 +198,7 @@ func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
 // that routing no longer changes as workers finish their first health probe.
 func (g *Gateway) WaitReady(t testing.TB) {
 	t.Helper()
-	Eventually(t, 10*time.Second, "gateway /readiness 200 with every worker healthy", func() bool {
+	testutil.Eventually(t, "gateway /readiness 200 with every worker healthy", func() bool {
 		r, err := Do("GET", g.URL+"/readiness", "", nil)
 		if err != nil || r.Status != 200 {
 			return false
@@ -298,16 +299,4 @@ func Metric(t testing.TB, metricsURL, series string) (float64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// Eventually polls cond every 10 ms until it holds or d passes.
-func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

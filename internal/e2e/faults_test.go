@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // faultFlags make every mechanism react within about a second, so that a scenario settles in
@@ -446,7 +448,7 @@ func TestFaultWorkerKilledMidLoad(t *testing.T) {
 		t.Fatalf("restarted victim on %s, want %s", restarted.URLs[0], victimURL)
 	}
 	before := metricOf(t, g.MetricsURL, upstreamSeries(victimURL, "2xx"))
-	Eventually(t, 15*time.Second, "the restarted worker serving again", func() bool {
+	testutil.Eventually(t, "the restarted worker serving again", func() bool {
 		return metricOf(t, g.MetricsURL, upstreamSeries(victimURL, "2xx")) > before
 	})
 	l.finish()
@@ -587,7 +589,7 @@ func TestFaultResettingWorkerEjectedByBreakerAndReadmitted(t *testing.T) {
 
 	time.Sleep(300 * time.Millisecond)
 	front.resetting.Store(true)
-	Eventually(t, 10*time.Second, "the resetting worker's breaker open", func() bool {
+	testutil.Eventually(t, "the resetting worker's breaker open", func() bool {
 		return metricOf(t, g.MetricsURL, cbStateSeries(front.URL)) == 1
 	})
 	atOpen := front.resets.Load()
@@ -599,7 +601,7 @@ func TestFaultResettingWorkerEjectedByBreakerAndReadmitted(t *testing.T) {
 	}
 	front.resetting.Store(false)
 	proxiedBefore := front.proxied.Load()
-	Eventually(t, 15*time.Second, "the recovered worker's breaker closed and serving", func() bool {
+	testutil.Eventually(t, "the recovered worker's breaker closed and serving", func() bool {
 		return metricOf(t, g.MetricsURL, cbStateSeries(front.URL)) == 0 && front.proxied.Load() > proxiedBefore+10
 	})
 	l.finish()
@@ -637,7 +639,7 @@ func TestFaultHangingWorkerCutAtTimeoutAndRetried(t *testing.T) {
 		}
 		c.count(cause(a, err))
 	})
-	Eventually(t, 15*time.Second, "requests cut on the hanging worker", func() bool {
+	testutil.Eventually(t, "requests cut on the hanging worker", func() bool {
 		return metricOf(t, g.MetricsURL, upstreamSeries(hung, "error")) >= 1
 	})
 	time.Sleep(time.Second)
@@ -709,7 +711,7 @@ func TestFaultAllWorkersDownThenBack(t *testing.T) {
 
 	StartMocks(t, 1, "--port", portOf(t, a.URLs[0]))
 	StartMocks(t, 1, "--port", portOf(t, b.URLs[0]))
-	Eventually(t, 15*time.Second, "service resumed", func() bool {
+	testutil.Eventually(t, "service resumed", func() bool {
 		cs := cause(send(client, url, faultChat, nil))
 		c.count(cs)
 		return cs == ""

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 const chat = `{"model":"mock-model","messages":[{"role":"user","content":"hello"}]}`
@@ -87,7 +89,7 @@ func TestStreamingArrivesAsEventsEndingInDone(t *testing.T) {
 	if len(events) < 9 || !strings.Contains(events[0], "chat.completion.chunk") {
 		t.Fatalf("%d events: %v", len(events), events)
 	}
-	Eventually(t, 5*time.Second, "in-flight 0 after a finished stream", func() bool { return totalInFlight(t, g) == 0 })
+	testutil.Eventually(t, "in-flight 0 after a finished stream", func() bool { return totalInFlight(t, g) == 0 })
 }
 
 func TestInFlightReturnsToZeroAfterEveryKindOfEnding(t *testing.T) {
@@ -111,7 +113,7 @@ func TestInFlightReturnsToZeroAfterEveryKindOfEnding(t *testing.T) {
 		t.Fatalf("mid-stream %s = %v, want 1", series, v)
 	}
 	resp.Body.Close()
-	Eventually(t, 5*time.Second, "in-flight 0 after the client hung up", func() bool {
+	testutil.Eventually(t, "in-flight 0 after the client hung up", func() bool {
 		v, _ := Metric(t, g.MetricsURL, series)
 		return v == 0
 	})
@@ -170,7 +172,7 @@ func TestWorkersComeAndGoWhileClientsSendNothingLost(t *testing.T) {
 		t.Fatalf("%d of %d requests failed (first: %v)", failed.Load(), sent.Load(), firstErr.Load())
 	}
 	t.Logf("%d requests while workers came and went, none failed", sent.Load())
-	Eventually(t, 5*time.Second, "in-flight 0", func() bool { return totalInFlight(t, g) == 0 })
+	testutil.Eventually(t, "in-flight 0", func() bool { return totalInFlight(t, g) == 0 })
 }
 
 func TestWorkerAPI(t *testing.T) {
@@ -219,7 +221,7 @@ func TestWorkerAPI(t *testing.T) {
 	if r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil); r.Status != 503 {
 		t.Fatalf("a draining worker got a new request: %d", r.Status)
 	}
-	Eventually(t, 10*time.Second, "the drained worker removed", func() bool {
+	testutil.Eventually(t, "the drained worker removed", func() bool {
 		r := MustDo(t, "GET", g.URL+"/workers/"+id, "", auth)
 		return r.Status == 404 && strings.Contains(r.Body, "WORKER_NOT_FOUND")
 	})
@@ -268,7 +270,7 @@ func TestErrorCasesAnswerStatusAndEnvelope(t *testing.T) {
 			}
 		})
 	}
-	Eventually(t, 5*time.Second, "in-flight 0", func() bool { return totalInFlight(t, g) == 0 && totalInFlight(t, deadGW) == 0 })
+	testutil.Eventually(t, "in-flight 0", func() bool { return totalInFlight(t, g) == 0 && totalInFlight(t, deadGW) == 0 })
 }
 
 func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {

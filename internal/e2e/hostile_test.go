@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // Issue 17: the gateway against an attacker and a careless operator. Each test is the attack
@@ -254,7 +256,7 @@ func TestForwardingLoopsAreRefused(t *testing.T) {
 		g    *Gateway
 		want float64
 	}{{a, 4}, {b, 2}} {
-		Eventually(t, 10*time.Second, "in-flight 0 on both gateways", func() bool { return totalInFlight(t, c.g) == 0 })
+		testutil.Eventually(t, "in-flight 0 on both gateways", func() bool { return totalInFlight(t, c.g) == 0 })
 		if v, ok := Metric(t, c.g.MetricsURL, `smg_http_requests_total{path="/v1/chat/completions",status_code="other"}`); !ok || v != c.want {
 			t.Fatalf("%s answered %v chat requests with 508, want %v (one per hop)", c.g.URL, v, c.want)
 		}
@@ -282,7 +284,7 @@ func TestWorkerCapAndNoGoroutinePerWorker(t *testing.T) {
 	if r.Status != 409 || !strings.Contains(r.Body, "WORKER_LIMIT_REACHED") || !strings.Contains(r.Body, "--max-workers") {
 		t.Fatalf("worker %d past --max-workers %d: %d %s", n+1, n, r.Status, r.Body)
 	}
-	Eventually(t, 30*time.Second, "all workers healthy", func() bool {
+	testutil.Eventually(t, "all workers healthy", func() bool {
 		var body struct {
 			Healthy int `json:"healthy_workers"`
 		}
@@ -293,7 +295,7 @@ func TestWorkerCapAndNoGoroutinePerWorker(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	bound := idle + 80 // the health checker's round (at most 64 probes) and the scrape
 	var now float64
-	Eventually(t, 10*time.Second, fmt.Sprintf("go_goroutines at most %v with %d workers (idle %v)", bound, n, idle), func() bool {
+	testutil.Eventually(t, fmt.Sprintf("go_goroutines at most %v with %d workers (idle %v)", bound, n, idle), func() bool {
 		now, _ = Metric(t, g.MetricsURL, "go_goroutines")
 		return now <= bound
 	})

@@ -3,6 +3,8 @@ package e2e
 import (
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // TestFullKVCacheSteersLeastLoadAway: one of three workers reports a nearly full KV cache in
@@ -48,7 +50,7 @@ func TestOverloadProtectionVetoesUnderAnyPolicy(t *testing.T) {
 		}
 	}
 	MustDo(t, "POST", hot+"/admin/config", `{"kv_usage":0}`, nil)
-	Eventually(t, 10*time.Second, "the worker back after a report below the limit", func() bool {
+	testutil.Eventually(t, "the worker back after a report below the limit", func() bool {
 		r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil)
 		return r.Header.Get("X-Smg-Routed-Worker-Id") == hot
 	})

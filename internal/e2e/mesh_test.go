@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // The mesh's real-process proofs (issue 8): routers as `smg launch --enable-mesh` processes on
@@ -92,7 +94,7 @@ func (r *meshRouter) start() {
 		bin, args = "ip", append([]string{"netns", "exec", r.netns, bin}, args...)
 	}
 	r.Process = Start(r.t, bin, args...)
-	Eventually(r.t, 15*time.Second, r.name+" /health", func() bool {
+	testutil.Eventually(r.t, r.name+" /health", func() bool {
 		resp, err := Do("GET", r.URL+"/health", "", nil)
 		return err == nil && resp.Status == 200
 	})
@@ -623,7 +625,7 @@ func (l *netLab) startMocks(n int) []string {
 	l.t.Helper()
 	p := Start(l.t, Build(l.t).MockWorker, "--host", l.prefix+"100", "--port", "0", "--count", strconv.Itoa(n))
 	var urls []string
-	Eventually(l.t, 10*time.Second, "mock workers listening", func() bool {
+	testutil.Eventually(l.t, "mock workers listening", func() bool {
 		urls = urls[:0]
 		for _, match := range listeningLine.FindAllStringSubmatch(p.Output(), -1) {
 			urls = append(urls, match[1])

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
 	"github.com/smg-go/smg/worker"
 )
@@ -38,7 +38,7 @@ func startPDMock(t *testing.T, host, role, dialect string, count, bootstrapPort 
 	args := []string{"--host", host, "--port", "0", "--count", strconv.Itoa(count), "--role", role, "--dialect", dialect,
 		"--bootstrap-port", strconv.Itoa(bootstrapPort), "--kv-transfer-timeout-ms", "3000", "--output-tokens", "4"}
 	m := &Mocks{Process: Start(t, b.MockWorker, args...)}
-	Eventually(t, 10*time.Second, role+" mocks listening", func() bool {
+	testutil.Eventually(t, role+" mocks listening", func() bool {
 		m.URLs = m.URLs[:0]
 		for _, match := range listeningLine.FindAllStringSubmatch(m.Output(), -1) {
 			m.URLs = append(m.URLs, match[1])
@@ -178,7 +178,7 @@ func TestPDSGLang(t *testing.T) {
 	g := StartGateway(t, "--pd-disaggregation",
 		"--prefill", p1.URLs[0], strconv.Itoa(p1.bootstrapPort), "--prefill", p2.URLs[0], "none",
 		"--prefill-policy", "round_robin", "--decode-policy", "round_robin")
-	Eventually(t, 10*time.Second, "readiness 503 without a decode worker", func() bool {
+	testutil.Eventually(t, "readiness 503 without a decode worker", func() bool {
 		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
 		return err == nil && r.Status == 503 && strings.Contains(r.Body, "no healthy decode workers") && strings.Contains(r.Body, `"healthy_prefill_workers":2`)
 	})
@@ -190,7 +190,7 @@ func TestPDSGLang(t *testing.T) {
 			t.Fatalf("adding a decode worker: %d %s", r.Status, r.Body)
 		}
 	}
-	Eventually(t, 10*time.Second, "readiness 200 with both legs", func() bool {
+	testutil.Eventually(t, "readiness 200 with both legs", func() bool {
 		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
 		return err == nil && r.Status == 200 && strings.Contains(r.Body, `"healthy_decode_workers":2`)
 	})
@@ -282,7 +282,7 @@ func TestPDBucketSeparatesShortAndLongPrompts(t *testing.T) {
 		t.Fatalf("before adaptation: short to %s, long to %s; the even split puts both on one worker", s, l)
 	}
 	// 15 short prompts per long one: equal characters. The policy re-checks every 5 s.
-	Eventually(t, 30*time.Second, "bucket boundaries between the two modes", func() bool {
+	testutil.Eventually(t, "bucket boundaries between the two modes", func() bool {
 		for range 15 {
 			send(short)
 		}
@@ -341,7 +341,7 @@ func TestPDDiscoveredRolesAndBootstrapPorts(t *testing.T) {
 	g := startGatewayEnv(t, []string{"KUBECONFIG=" + api.Kubeconfig}, "--service-discovery", "--pd-disaggregation",
 		"--prefill-selector", "app=pd", "role=prefill", "--decode-selector", "app=pd", "role=decode",
 		"--service-discovery-namespace", ns, "--decode-policy", "round_robin")
-	Eventually(t, 60*time.Second, "1 prefill and 2 decode workers discovered and ready", func() bool {
+	testutil.Eventually(t, "1 prefill and 2 decode workers discovered and ready", func() bool {
 		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
 		return err == nil && r.Status == 200 && strings.Contains(r.Body, `"healthy_prefill_workers":1`) && strings.Contains(r.Body, `"healthy_decode_workers":2`)
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // TestRouterDiscoveryJoinsTheMesh: two real smg routers with --enable-mesh,
@@ -37,7 +38,7 @@ func TestRouterDiscoveryJoinsTheMesh(t *testing.T) {
 	start := time.Now()
 	for i, g := range gws {
 		other := names[1-i]
-		Eventually(t, 30*time.Second, names[i]+" sees "+other+" ALIVE", func() bool {
+		testutil.Eventually(t, names[i]+" sees "+other+" ALIVE", func() bool {
 			r, err := Do(http.MethodGet, g.URL+"/mesh/status", "", nil)
 			return err == nil && r.Status == 200 && aliveIn(r.Body, other)
 		})

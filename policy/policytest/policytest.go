@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
@@ -121,16 +122,9 @@ func SetReport(w *worker.Worker, r Report, at time.Time) {
 	})
 }
 
-// Rand is a seeded policy.Rand for deterministic tests. Not safe for concurrent use.
-type Rand struct{ r *rand.Rand }
-
-// NewRand returns a Rand seeded with seed.
-func NewRand(seed uint64) *Rand {
-	return &Rand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-}
-
-// IntN implements policy.Rand.
-func (r *Rand) IntN(n int) int { return r.r.IntN(n) }
+// NewRand is testutil.NewRand, the seeded random source of every test, here beside the
+// other policy test helpers: a *rand.Rand is a policy.Rand. Not safe for concurrent use.
+func NewRand(seed uint64) *rand.Rand { return testutil.NewRand(seed) }
 
 // Counts picks n times with req and counts the chosen workers; a pick error fails the test.
 func Counts(tb testing.TB, p policy.Picker, req *policy.Request, n int) map[*worker.Worker]int {

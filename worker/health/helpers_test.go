@@ -3,7 +3,6 @@ package health
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/syncbuf"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -85,13 +85,12 @@ type harness struct {
 
 func newHarness(t *testing.T, edit func(*Config)) *harness {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg, err := worker.NewRegistry(worker.Config{Logger: quiet})
+	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	h := &harness{t: t, reg: reg, clk: clock.NewFake(), set: metrics.NewSet(), logs: &syncbuf.Buffer{}, changed: make(chan struct{}, 1)}
+	h := &harness{t: t, reg: reg, clk: clock.NewFake(), set: metrics.NewSet(), changed: make(chan struct{}, 1)}
 	reg.Subscribe(func(*worker.Snapshot) {
 		select {
 		case h.changed <- struct{}{}:
@@ -104,7 +103,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 	cfg.Timeout = deadline
 	cfg.Clock = h.clk
 	cfg.Metrics = h.set
-	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	cfg.Logger, h.logs = testutil.Logger(slog.LevelInfo)
 	if edit != nil {
 		edit(&cfg)
 	}
