@@ -11,9 +11,11 @@ import (
 const module = "github.com/smg-go/smg"
 
 type pkg struct {
-	ImportPath string
-	Imports    []string
-	Deps       []string
+	ImportPath   string
+	Imports      []string
+	TestImports  []string // of the package's own _test.go files
+	XTestImports []string // of its external (package x_test) test files
+	Deps         []string
 }
 
 // ours strips the module prefix: "github.com/smg-go/smg/worker" → "worker".
@@ -29,7 +31,7 @@ func under(rel, root string) bool { return rel == root || strings.HasPrefix(rel,
 
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"/...")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports,Deps", module+"/...")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -54,17 +56,62 @@ func listPackages(t *testing.T) []pkg {
 func top(rel string) string { return strings.SplitN(rel, "/", 2)[0] }
 
 // layers lists, per top-level package, the other top-level packages of ours it may import
-// (DESIGN.md §2), besides internal/... and its own sub-packages.
+// (DESIGN.md §2), besides internal/... and its own family (see family). mesh does not import
+// policy: it declares the interfaces it needs, and cmd/smg adapts the policies to them.
 var layers = map[string][]string{
 	"radix":      {},
 	"worker":     {},
 	"policy":     {"worker", "radix"},
 	"fastpath":   {"policy", "worker"},
-	"mesh":       {"worker", "policy", "radix"},
+	"mesh":       {"worker", "radix"},
 	"discovery":  {"worker"},
 	"mockworker": {},
 	"loadgen":    {},
 }
+
+// parts lists the sub-packages a package is built from and may import: helpers of its own
+// (mesh/wire), not members of a plugin family (policy does not import policy/<name>).
+var parts = map[string][]string{
+	"fastpath": {"fastpath/disagg", "fastpath/extract"},
+	"mesh":     {"mesh/wire"},
+	"worker":   {"worker/breaker"},
+}
+
+// tables are the packages that assemble a family: policy/all is the name → builder table of
+// every policy/<name>.
+var tables = map[string]string{"policy/all": "policy"}
+
+// family reports whether from may import to, both in the same top-level family: a package
+// imports its ancestors (policy/cacheaware → policy), its listed parts, and a table imports
+// its family's members; siblings never import one another, so each policy, health check or
+// codec stays replaceable on its own.
+func family(from, to string) bool {
+	if under(from, to) {
+		return true // an ancestor, or itself
+	}
+	for _, p := range parts[from] {
+		if under(to, p) {
+			return true
+		}
+	}
+	return tables[from] != "" && under(to, tables[from])
+}
+
+// testHelper reports whether to is a package that exists for tests: internal/testutil, or a
+// <family>test package (policy/policytest, discovery/k8s/k8stest, loadgen/loadgentest).
+func testHelper(to string) bool {
+	last := to[strings.LastIndex(to, "/")+1:]
+	return under(to, "internal/testutil") || strings.HasSuffix(last, "test") && !under(to, "internal")
+}
+
+// oracle reports whether to is one of the black-box oracles (DESIGN.md §2): tests anywhere
+// run real mock engines and load.
+func oracle(to string) bool { return under(to, "mockworker") || under(to, "loadgen") }
+
+// testUses are the test-only imports beyond the layers, each for a claim that needs the real
+// component: mesh's tree-sync tests route with the real cache_aware policy to prove that a
+// peer makes the same decisions (the production mesh sees only its Trees interface).
+var testUses = map[string][]string{"mesh": {"policy"}}
 
 // allowed reports whether package from may import package to (both relative to the module).
 func allowed(from, to string) bool {
@@ -73,10 +120,32 @@ func allowed(from, to string) bool {
 		return false
 	case under(from, "internal"):
 		return under(to, "internal")
-	case under(to, "internal"), top(from) == "cmd", top(from) == "bench", top(from) == top(to):
+	case under(to, "internal"), top(from) == "cmd", top(from) == "bench":
 		return true
+	case top(from) == top(to):
+		return family(from, to)
 	}
 	for _, ok := range layers[top(from)] {
+		if top(to) == ok {
+			return true
+		}
+	}
+	return false
+}
+
+// allowedInTest reports whether a test of from may import to: what from may import, plus the
+// test helpers, the oracles and testUses. External tests (package x_test) also see their
+// whole family, as a user would: policy's tests build policies through policy/all.
+func allowedInTest(from, to string, external bool) bool {
+	switch {
+	case under(to, "cmd"):
+		return false
+	case allowed(from, to), testHelper(to), oracle(to) && !oracle(from):
+		return true
+	case external && top(from) == top(to):
+		return true
+	}
+	for _, ok := range testUses[top(from)] {
 		if top(to) == ok {
 			return true
 		}
@@ -97,6 +166,16 @@ func TestImportRules(t *testing.T) {
 			}
 			if !allowed(from, to) {
 				t.Errorf("%s imports %s, which DESIGN.md §2 does not allow", from, to)
+			}
+		}
+		for _, imps := range []struct {
+			list     []string
+			external bool
+		}{{p.TestImports, false}, {p.XTestImports, true}} {
+			for _, imp := range imps.list {
+				if to, mine := ours(imp); mine && !allowedInTest(from, to, imps.external) {
+					t.Errorf("a test of %s imports %s, which DESIGN.md §2 does not allow", from, to)
+				}
 			}
 		}
 		for _, dep := range p.Deps {
@@ -154,9 +233,42 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"internal/cli", "internal/x", true},
 		{"discovery/k8s", "discovery", true},
 		{"discovery", "fastpath", false},
+		{"mesh", "policy", false},
+		{"mesh", "mesh/wire", true},
+		{"mesh/wire", "mesh", true},
+		{"policy", "policy/cacheaware", false},
+		{"policy/cacheaware", "policy/leastload", false},
+		{"policy/all", "policy/cacheaware", true},
+		{"worker/health", "worker/loadmon", false},
+		{"worker", "worker/health", false},
+		{"worker", "worker/breaker", true},
+		{"discovery", "discovery/k8s", false},
 	} {
 		if got := allowed(tc.from, tc.to); got != tc.ok {
 			t.Errorf("allowed(%s → %s) = %v, want %v", tc.from, tc.to, got, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		from, to string
+		external bool
+		ok       bool
+	}{
+		{"policy/leastload", "policy/policytest", false, true},
+		{"policy/leastload", "internal/testutil", false, true},
+		{"policy/leastload", "policy/cacheaware", false, false},
+		{"policy", "policy/all", true, true},
+		{"policy", "policy/all", false, false},
+		{"worker", "policy", true, false},
+		{"mesh", "fastpath", true, false},
+		{"mockworker", "loadgen", false, false},
+		{"discovery/k8s", "mockworker", true, true},
+		{"internal/e2e", "discovery/k8s/k8stest", false, true},
+		{"internal/e2e", "worker", false, false},
+		{"mesh", "policy/cacheaware", false, true},
+		{"fastpath", "cmd/smg", true, false},
+	} {
+		if got := allowedInTest(tc.from, tc.to, tc.external); got != tc.ok {
+			t.Errorf("allowedInTest(%s → %s, external %v) = %v, want %v", tc.from, tc.to, tc.external, got, tc.ok)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
@@ -16,6 +15,15 @@ import (
 // TestDiscoveredEnginesGetRoundRobinTraffic: pods on a real kube-apiserver are discovered by
 // the real smg (--service-discovery), and round-robin traffic through the gateway reaches
 // every discovered engine evenly.
+// The pod annotations and worker label of the spec (service discovery, high availability),
+// spelled out: these tests see the product as users do, not through the gateway's packages.
+const (
+	annotationWorkerPorts   = "smg.ai/worker-ports"
+	annotationBootstrapPort = "sglang.ai/bootstrap-port"
+	annotationMeshPort      = "sglang.ai/mesh-port"
+	labelBootstrapPort      = "sglang.ai/bootstrap-port"
+)
+
 func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
 	api, ns := startAPIServer(t, "rr")
 	ctx := context.Background()
@@ -31,7 +39,7 @@ func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
 	// Two pods with two engines each.
 	for i := range 2 {
 		spec := k8stest.PodSpec{Namespace: ns, Name: "engine-pod-" + strconv.Itoa(i), Labels: map[string]string{"app": "sglang"},
-			Annotations: map[string]string{discovery.AnnotationWorkerPorts: strings.Join(ports[2*i:2*i+2], ",")}}
+			Annotations: map[string]string{annotationWorkerPorts: strings.Join(ports[2*i:2*i+2], ",")}}
 		if _, err := api.ReadyPod(ctx, spec, "127.0.0.1"); err != nil {
 			t.Fatal(err)
 		}

@@ -11,11 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
-	"github.com/smg-go/smg/worker"
 )
 
 // Prefill-decode disaggregation end to end: a real smg in PD mode in front of mock engines
@@ -326,12 +324,12 @@ func TestPDDiscoveredRolesAndBootstrapPorts(t *testing.T) {
 	boot := strconv.Itoa(prefill.BootstrapPort())
 	pods := []k8stest.PodSpec{
 		{Namespace: ns, Name: "prefill-0", Labels: map[string]string{"app": "pd", "role": "prefill"},
-			Annotations: map[string]string{discovery.AnnotationWorkerPorts: port(prefill.Addrs()[0]), discovery.AnnotationBootstrapPort: boot}},
+			Annotations: map[string]string{annotationWorkerPorts: port(prefill.Addrs()[0]), annotationBootstrapPort: boot}},
 		{Namespace: ns, Name: "decode-0", Labels: map[string]string{"app": "pd", "role": "decode"},
-			Annotations: map[string]string{discovery.AnnotationWorkerPorts: port(decode.Addrs()[0]) + "," + port(decode.Addrs()[1])}},
+			Annotations: map[string]string{annotationWorkerPorts: port(decode.Addrs()[0]) + "," + port(decode.Addrs()[1])}},
 		// Matches no role selector: ignored.
 		{Namespace: ns, Name: "other-0", Labels: map[string]string{"app": "pd"},
-			Annotations: map[string]string{discovery.AnnotationWorkerPorts: "1"}},
+			Annotations: map[string]string{annotationWorkerPorts: "1"}},
 	}
 	for _, p := range pods {
 		if _, err := api.ReadyPod(ctx, p, "127.0.0.1"); err != nil {
@@ -346,7 +344,11 @@ func TestPDDiscoveredRolesAndBootstrapPorts(t *testing.T) {
 		return err == nil && r.Status == 200 && strings.Contains(r.Body, `"healthy_prefill_workers":1`) && strings.Contains(r.Body, `"healthy_decode_workers":2`)
 	})
 	var view struct {
-		Workers []worker.Spec `json:"workers"`
+		Workers []struct {
+			URL        string            `json:"url"`
+			WorkerType string            `json:"worker_type"`
+			Labels     map[string]string `json:"labels"`
+		} `json:"workers"`
 	}
 	if err := json.Unmarshal([]byte(MustDo(t, http.MethodGet, g.URL+"/workers", "", nil).Body), &view); err != nil {
 		t.Fatal(err)
@@ -354,11 +356,11 @@ func TestPDDiscoveredRolesAndBootstrapPorts(t *testing.T) {
 	roles := map[string]int{}
 	for _, w := range view.Workers {
 		roles[w.WorkerType]++
-		if w.WorkerType == worker.TypePrefill && w.Labels[worker.LabelBootstrapPort] != boot {
-			t.Errorf("prefill worker %s has bootstrap port label %q, want %s", w.URL, w.Labels[worker.LabelBootstrapPort], boot)
+		if w.WorkerType == "prefill" && w.Labels[labelBootstrapPort] != boot {
+			t.Errorf("prefill worker %s has bootstrap port label %q, want %s", w.URL, w.Labels[labelBootstrapPort], boot)
 		}
 	}
-	if roles[worker.TypePrefill] != 1 || roles[worker.TypeDecode] != 2 || len(view.Workers) != 3 {
+	if roles["prefill"] != 1 || roles["decode"] != 2 || len(view.Workers) != 3 {
 		t.Fatalf("discovered roles %v", roles)
 	}
 

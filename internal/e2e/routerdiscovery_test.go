@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
 )
@@ -30,7 +29,7 @@ func TestRouterDiscoveryJoinsTheMesh(t *testing.T) {
 			"--mesh-host", host, "--mesh-port", strconv.Itoa(meshPort))
 		gws = append(gws, g)
 		spec := k8stest.PodSpec{Namespace: ns, Name: names[i], Labels: map[string]string{"app": "smg-router"},
-			Annotations: map[string]string{discovery.AnnotationMeshPort: strconv.Itoa(meshPort)}}
+			Annotations: map[string]string{annotationMeshPort: strconv.Itoa(meshPort)}}
 		if _, err := api.ReadyPod(ctx, spec, host); err != nil {
 			t.Fatal(err)
 		}
