@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/internal/promlabel"
 )
 
 // Routes the metrics distinguish. Requests to any other path count as routeOther.
@@ -53,9 +55,9 @@ func newHTTPMetrics(set *metrics.Set) *httpMetrics {
 			if i < len(countedStatuses) {
 				status = fmt.Sprint(countedStatuses[i])
 			}
-			m.requests[r][i] = set.GetOrCreateCounter(fmt.Sprintf(`smg_http_requests_total{path=%q,status_code=%q}`, routePaths[r], status))
+			m.requests[r][i] = set.GetOrCreateCounter(`smg_http_requests_total{path=` + promlabel.Quote(routePaths[r]) + `,status_code=` + promlabel.Quote(status) + `}`)
 		}
-		m.duration[r] = set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`smg_http_request_duration_seconds{path=%q}`, routePaths[r]), durationBuckets)
+		m.duration[r] = set.GetOrCreatePrometheusHistogramExt(`smg_http_request_duration_seconds{path=`+promlabel.Quote(routePaths[r])+`}`, durationBuckets)
 	}
 	return m
 }

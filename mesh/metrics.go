@@ -1,12 +1,12 @@
 package mesh
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/promlabel"
 	"github.com/smg-go/smg/mesh/wire"
 )
 
@@ -58,7 +58,7 @@ func newNodeMetrics(set *metrics.Set) *nodeMetrics {
 func (m *nodeMetrics) peerLocked(peer string) *peerSeries {
 	p := m.peers[peer]
 	if p == nil {
-		p = &peerSeries{label: `{peer=` + strconv.Quote(peer) + `}`}
+		p = &peerSeries{label: `{peer=` + promlabel.Quote(peer) + `}`}
 		m.peers[peer] = p
 	}
 	return p

@@ -2,9 +2,10 @@ package mockworker
 
 import (
 	"io"
-	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/internal/promlabel"
 )
 
 // workerMetrics is one worker's Prometheus /metrics, in its dialect's names, each series
@@ -23,7 +24,7 @@ var (
 
 func newWorkerMetrics(w *Worker) *workerMetrics {
 	m := &workerMetrics{set: metrics.NewSet()}
-	label := `{model_name="` + escapeLabel(w.cfg.Model) + `"}`
+	label := `{model_name=` + promlabel.Quote(w.cfg.Model) + `}`
 	gauge := func(name string, f func(l loadReport) float64) {
 		m.set.NewGauge(name+label, func() float64 { return f(w.load()) })
 	}
@@ -47,7 +48,7 @@ func newWorkerMetrics(w *Worker) *workerMetrics {
 	if w.cfg.Role != RoleUnified {
 		// mockworker_pd_requests_total{role,result}: the counts of Worker.PDStats.
 		for i, res := range pdResultNames {
-			name := `mockworker_pd_requests_total{model_name="` + escapeLabel(w.cfg.Model) + `",role="` + string(w.cfg.Role) + `",result="` + res + `"}`
+			name := `mockworker_pd_requests_total{model_name=` + promlabel.Quote(w.cfg.Model) + `,role="` + string(w.cfg.Role) + `",result="` + res + `"}`
 			m.set.NewGauge(name, func() float64 { return float64(w.pdCount[i].Load()) })
 		}
 	}
@@ -67,8 +68,3 @@ func (m *workerMetrics) observeITL(sec float64) {
 }
 
 func (m *workerMetrics) write(w io.Writer) { m.set.WritePrometheus(w) }
-
-// escapeLabel escapes a Prometheus label value.
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
-}

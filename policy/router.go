@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/promlabel"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -200,8 +201,9 @@ func (r *Router) newModelPolicy(lp *legPolicies, model, name string) (*modelPoli
 	return &modelPolicy{
 		name:    name,
 		builder: b,
-		counter: r.cfg.Metrics.GetOrCreateCounter(fmt.Sprintf(
-			`smg_worker_selection_total{worker_type=%q,connection_mode="http",model=%q,policy=%q}`, lp.leg.String(), model, name)),
+		counter: r.cfg.Metrics.GetOrCreateCounter(
+			`smg_worker_selection_total{worker_type=` + promlabel.Quote(lp.leg.String()) + `,connection_mode="http",model=` + promlabel.Quote(model) +
+				`,policy=` + promlabel.Quote(name) + `}`),
 	}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/promlabel"
 	"github.com/smg-go/smg/worker/breaker"
 )
 
@@ -389,7 +390,7 @@ func (r *Registry) unregisterMetrics(w *Worker) {
 
 func workerSeries(name, url, outcome string) string {
 	if outcome == "" {
-		return fmt.Sprintf(`%s{worker=%q}`, name, url)
+		return name + `{worker=` + promlabel.Quote(url) + `}`
 	}
-	return fmt.Sprintf(`%s{worker=%q,outcome=%q}`, name, url, outcome)
+	return name + `{worker=` + promlabel.Quote(url) + `,outcome=` + promlabel.Quote(outcome) + `}`
 }

@@ -1,9 +1,9 @@
 package breaker
 
 import (
-	"fmt"
-
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/internal/promlabel"
 )
 
 // The four transitions a breaker makes, in the order Metrics keeps their counters.
@@ -32,11 +32,11 @@ type Metrics struct {
 // now is the clock the state gauge reads b with (Now in production).
 func NewMetrics(set *metrics.Set, worker string, b *Breaker, now func() int64) *Metrics {
 	m := &Metrics{set: set}
-	state := fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, worker)
+	state := `smg_worker_cb_state{worker=` + promlabel.Quote(worker) + `}`
 	set.GetOrCreateGauge(state, func() float64 { return float64(b.State(now())) })
 	m.names = append(m.names, state)
 	for i, p := range transitionPairs {
-		name := fmt.Sprintf(`smg_worker_cb_transitions_total{worker=%q,from=%q,to=%q}`, worker, p[0], p[1])
+		name := `smg_worker_cb_transitions_total{worker=` + promlabel.Quote(worker) + `,from=` + promlabel.Quote(p[0].String()) + `,to=` + promlabel.Quote(p[1].String()) + `}`
 		m.counters[i] = set.GetOrCreateCounter(name)
 		m.names = append(m.names, name)
 	}

@@ -1,9 +1,8 @@
 package health
 
 import (
-	"fmt"
-
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/promlabel"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -22,9 +21,9 @@ type series struct {
 
 func newSeries(set *metrics.Set, w *worker.Worker) *series {
 	s := &series{
-		health:   fmt.Sprintf(`smg_worker_health{worker=%q}`, w.URL),
-		successN: fmt.Sprintf(`smg_worker_health_checks_total{worker=%q,result="success"}`, w.URL),
-		failedN:  fmt.Sprintf(`smg_worker_health_checks_total{worker=%q,result="failure"}`, w.URL),
+		health:   `smg_worker_health{worker=` + promlabel.Quote(w.URL) + `}`,
+		successN: `smg_worker_health_checks_total{worker=` + promlabel.Quote(w.URL) + `,result="success"}`,
+		failedN:  `smg_worker_health_checks_total{worker=` + promlabel.Quote(w.URL) + `,result="failure"}`,
 	}
 	set.GetOrCreateGauge(s.health, func() float64 {
 		if w.Status() == worker.StatusReady {

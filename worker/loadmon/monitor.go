@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/promlabel"
 	"github.com/smg-go/smg/worker"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fastjson"
@@ -56,7 +57,7 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 	for _, src := range []string{SourceLoads, SourceMetrics} {
 		for _, outcome := range []string{"ok", "error"} {
 			m.polls[src+outcome] = cfg.Metrics.GetOrCreateCounter(
-				fmt.Sprintf(`smg_load_monitor_polls_total{source=%q,outcome=%q}`, src, outcome))
+				`smg_load_monitor_polls_total{source=` + promlabel.Quote(src) + `,outcome=` + promlabel.Quote(outcome) + `}`)
 		}
 	}
 	return m, nil
