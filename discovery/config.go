@@ -27,7 +27,7 @@ const (
 	DefaultProbeTimeout = 5 * time.Second
 )
 
-// Config configures discovery. Flags fill the first block (RegisterFlags); cmd/smg fills
+// Config configures discovery. Flags fill the first block (cmd/smg); cmd/smg fills
 // DrainSettle from --drain-settle-secs and the mesh fields from the mesh flags, because those
 // flags belong to other packages.
 type Config struct {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -149,9 +148,24 @@ func (c *Config) Validate() error {
 		return err
 	}
 	for _, h := range c.RoutingKeyHeaders {
-		if h == "" || !utf8.ValidString(h) || strings.ContainsAny(h, " :\r\n\t") {
-			return fmt.Errorf("--routing-key-headers %q: not a valid header name", h)
+		if !validHeaderName(h) {
+			return fmt.Errorf("--routing-key-headers %q: not a valid HTTP header name: use letters, digits and !#$%%&'*+-.^_`|~", h)
 		}
 	}
 	return nil
+}
+
+// validHeaderName reports whether h is an HTTP field name (RFC 9110 token): a header of any
+// other name can never arrive, so such a --routing-key-headers entry is a mistake.
+func validHeaderName(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -9,15 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/smg-go/smg/internal/cli"
 )
 
 // DefaultPort is --mesh-port's default.
 const DefaultPort = 39527
 
 // Config is the mesh's command-line configuration (spec: High Availability, Command Line
-// Options). The zero value is not valid: start from DefaultConfig or RegisterFlags.
+// Options). The zero value is not valid: start from DefaultConfig.
 type Config struct {
 	// Enable starts the mesh listener and joins the cluster (--enable-mesh). Default false.
 	Enable bool
@@ -63,24 +61,6 @@ func RandomServerName() string {
 		name = append(name, alphabet[int(c)%len(alphabet)])
 	}
 	return string(name)
-}
-
-// RegisterFlags registers the mesh flags on fs, writing into cfg, with the spec's defaults.
-func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
-	*cfg = DefaultConfig()
-	fs.Group("Mesh (high availability)")
-	fs.Bool("enable-mesh", &cfg.Enable, false, "Start the mesh listener and join the cluster")
-	fs.String("mesh-server-name", &cfg.ServerName, cfg.ServerName,
-		"Node name, unique within the cluster; non-empty, without ':' (default Mesh_ plus 4 random alphanumerics)")
-	fs.Flags()[len(fs.Flags())-1].Default = "Mesh_XXXX"
-	fs.String("mesh-host", &cfg.Host, "0.0.0.0", "Bind IP address of the mesh listener")
-	fs.String("mesh-advertise-host", &cfg.AdvertiseHost, "",
-		"IP address peers dial (default --mesh-host; required when --mesh-host is unspecified such as 0.0.0.0)")
-	fs.Int("mesh-port", &cfg.Port, DefaultPort, "Mesh port, for binding and advertising; 0 is rejected")
-	fs.StringList("mesh-peer-urls", &cfg.PeerURLs, "Bootstrap peers as IP:port; every entry is dialled until first contact")
-	fs.String("mesh-tls-cert", &cfg.TLSCert, "", "PEM certificate this router presents on the mesh port (mutual TLS)")
-	fs.String("mesh-tls-key", &cfg.TLSKey, "", "PEM private key of --mesh-tls-cert")
-	fs.String("mesh-tls-ca", &cfg.TLSCA, "", "PEM CA bundle that signs every mesh router's certificate; peers it did not sign are refused")
 }
 
 // Validate checks the configuration as the spec's router does at start-up; the error

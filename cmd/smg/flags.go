@@ -66,7 +66,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Float("rate-limit-tokens-per-second", &g.Admission.RatePerSecond, 0, "Generation requests admitted per second, with one second of burst; more get 429 (0: no limit)")
 
 	fs.Group("Health checks")
-	health.RegisterFlags(fs, &o.health)
+	registerHealthFlags(fs, &o.health)
 
 	fs.Group("Circuit breaker")
 	b := &o.breaker
@@ -94,19 +94,19 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, 2048, "Connections the gateway may open to one worker")
 	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
 
-	all.RegisterFlags(fs, &o.policies)
+	registerPolicyFlags(fs, &o.policies, &g.RoutingKeyHeaders)
 
 	fs.Group("PD disaggregation")
 	registerPDFlags(fs, &o.pd)
 
 	fs.Group("Load monitoring")
-	loadmon.RegisterFlags(fs, &o.loadmon)
+	registerLoadFlags(fs, &o.loadmon)
 
 	fs.Group("Service discovery (Kubernetes)")
-	discovery.RegisterFlags(fs, &o.disc)
+	registerDiscoveryFlags(fs, &o.disc)
 
 	fs.Group("High availability (mesh)")
-	mesh.RegisterFlags(fs, &o.mesh)
+	registerMeshFlags(fs, &o.mesh)
 
 	fs.Group("Observability")
 	fs.String("prometheus-host", &o.prometheusHost, "0.0.0.0", "Address of the Prometheus /metrics and /debug/pprof/ listener")

@@ -106,7 +106,6 @@ func (o *options) validate(fs *cli.FlagSet) error {
 			return err
 		}
 	}
-	o.gateway.RoutingKeyHeaders = o.policies.RoutingKeyHeaders
 	for i, u := range o.workerURLs {
 		c, err := worker.CanonicalURL(u)
 		if err != nil {

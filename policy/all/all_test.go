@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/bucket"
 	"github.com/smg-go/smg/policy/cacheaware"
@@ -16,7 +15,6 @@ import (
 	"github.com/smg-go/smg/policy/leastload"
 	"github.com/smg-go/smg/policy/manual"
 	"github.com/smg-go/smg/policy/policytest"
-	"github.com/smg-go/smg/policy/poweroftwo"
 	"github.com/smg-go/smg/policy/prefixhash"
 )
 
@@ -58,109 +56,6 @@ func TestBucketRefusedOutsidePD(t *testing.T) {
 	}
 	if DefaultPolicy != "cache_aware" {
 		t.Fatalf("default policy %q", DefaultPolicy)
-	}
-}
-
-func TestRegisterFlagsDefaultsAndParsing(t *testing.T) {
-	var cfg Config
-	fs := cli.NewFlagSet("smg launch")
-	RegisterFlags(fs, &cfg)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	if d := DefaultConfig(); !reflect.DeepEqual(policiesOf(cfg), policiesOf(d)) {
-		t.Fatalf("flag defaults differ from DefaultConfig:\n%+v\n%+v", policiesOf(cfg), policiesOf(d))
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-
-	cfg = Config{}
-	fs = cli.NewFlagSet("smg launch")
-	RegisterFlags(fs, &cfg)
-	err := fs.Parse(strings.Fields(`--cache-threshold 0.5 --spill-abs-threshold 10 --balance-rel-threshold 2
-		--eviction-interval 30 --max-tree-size 1000 --block-size 64
-		--least-load-kv-pressure-weight 0.5 --least-load-default-throughput 900 --least-load-mean-prefill-tokens 512 --least-load-max-waiting-requests 8
-		--power-of-two-load-metric least_requests --routing-key-headers x-user x-session --routing-key-override
-		--prefix-token-count 128 --cache-boundaries 2048,8192 --prefix-hash-load-factor 1.5 --prefix-hash-balance-abs-threshold 0
-		--assignment-mode min_group --max-idle-secs 60`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checks := []struct {
-		name      string
-		got, want any
-	}{
-		{"cache-threshold", cfg.CacheAware.CacheThreshold, 0.5},
-		{"spill-abs-threshold alias", cfg.CacheAware.BalanceAbsThreshold, 10},
-		{"balance-rel-threshold", cfg.CacheAware.BalanceRelThreshold, 2.0},
-		{"eviction-interval", cfg.CacheAware.EvictionInterval, 30 * time.Second},
-		{"max-tree-size", cfg.CacheAware.MaxTreeSize, int64(1000)},
-		{"block-size", cfg.CacheAware.BlockSize, 64},
-		{"kv weight", cfg.LeastLoad.KVPressureWeight, 0.5},
-		{"throughput", cfg.LeastLoad.DefaultThroughput, 900.0},
-		{"mean prefill", cfg.LeastLoad.MeanPrefillTokens, 512},
-		{"max waiting", cfg.LeastLoad.MaxWaitingRequests, 8},
-		{"p2 metric", cfg.PowerOfTwo.LoadMetric, poweroftwo.MetricLeastRequests},
-		{"headers", cfg.RoutingKeyHeaders, []string{"x-user", "x-session"}},
-		{"override", cfg.RoutingKeyOverride, true},
-		{"prefix tokens", cfg.PrefixHash.PrefixTokenCount, 128},
-		{"boundaries", cfg.PrefixHash.CacheBoundaries, []int{2048, 8192}},
-		{"load factor", cfg.PrefixHash.LoadFactor, 1.5},
-		{"prefix abs", cfg.PrefixHash.BalanceAbsThreshold, 0},
-		{"assignment", cfg.Manual.AssignmentMode, "min_group"},
-		{"sticky assignment follows the flag", cfg.Sticky.AssignmentMode, "min_group"},
-		{"max idle", cfg.Manual.MaxIdle, time.Minute},
-		{"sticky max idle", cfg.Sticky.MaxIdle, time.Minute},
-	}
-	for _, c := range checks {
-		if !reflect.DeepEqual(c.got, c.want) {
-			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func policiesOf(c Config) []any {
-	return []any{c.CacheAware, c.LeastLoad, c.PowerOfTwo, c.PrefixHash, c.Manual, c.Sticky, c.RoutingKeyOverride, c.RoutingKeyHeaders}
-}
-
-func TestValidationMessagesNameTheFlag(t *testing.T) {
-	cases := map[string]string{
-		"--cache-threshold 1.5":                  "--cache-threshold",
-		"--balance-rel-threshold 0.5":            "--balance-rel-threshold",
-		"--balance-abs-threshold -1":             "--balance-abs-threshold",
-		"--max-tree-size 0":                      "--max-tree-size",
-		"--least-load-default-throughput 0":      "--least-load-default-throughput",
-		"--least-load-kv-pressure-weight -1":     "--least-load-kv-pressure-weight",
-		"--least-load-mean-prefill-tokens 0":     "--least-load-mean-prefill-tokens",
-		"--least-load-max-waiting-requests -2":   "--least-load-max-waiting-requests",
-		"--prefix-token-count 0":                 "--prefix-token-count",
-		"--prefix-hash-load-factor 0.5":          "--prefix-hash-load-factor",
-		"--prefix-hash-balance-abs-threshold -1": "--prefix-hash-balance-abs-threshold",
-		"--routing-key-headers bad:name":         "--routing-key-headers",
-		"--block-size 0":                         "--block-size",
-	}
-	for args, flag := range cases {
-		var cfg Config
-		fs := cli.NewFlagSet("smg launch")
-		RegisterFlags(fs, &cfg)
-		if err := fs.Parse(strings.Fields(args)); err != nil {
-			t.Fatalf("%s: parse: %v", args, err)
-		}
-		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), flag) {
-			t.Errorf("%s: Validate = %v, want a message naming %s", args, err, flag)
-		}
-	}
-	for _, args := range []string{"--power-of-two-load-metric fastest", "--assignment-mode sticky", "--cache-boundaries 8,4", "--cache-boundaries x", "--max-tree-size 1e9"} {
-		var cfg Config
-		fs := cli.NewFlagSet("smg launch")
-		RegisterFlags(fs, &cfg)
-		if err := fs.Parse(strings.Fields(args)); err == nil {
-			t.Errorf("%s: parse accepted it", args)
-		}
 	}
 }
 

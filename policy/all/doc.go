@@ -1,7 +1,8 @@
 // Package all is the table from policy names to their builders: the one place that knows
 // every policy, so that the gateway (and per-model policy labels) can name any of them.
 //
-// It also holds every policy flag of the spec (Config, RegisterFlags, Validate), the rule that
+// It also holds every policy setting of the spec (Config, Validate; cmd/smg registers their
+// flags), the rule that
 // refuses bucket outside PD mode (CheckPolicy), the sticky-sessions wrapping of
 // --routing-key-override, and the maintenance loop that runs the policies' background work
 // off the hot path (Maintenance).

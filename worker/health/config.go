@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/worker"
 )
@@ -75,25 +74,6 @@ func DefaultConfig() Config {
 		SuccessThreshold: DefaultSuccessThreshold,
 		FailureThreshold: DefaultFailureThreshold,
 	}
-}
-
-// RegisterFlags registers the health-check flags of the spec on fs, writing into cfg.
-func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
-	fs.String("health-check-endpoint", &cfg.Endpoint, DefaultEndpoint,
-		"Path of each worker's health endpoint, probed with GET")
-	fs.Duration("health-check-interval-secs", &cfg.Interval, DefaultInterval,
-		"Seconds between two health probes of a worker")
-	fs.Duration("health-check-timeout-secs", &cfg.Timeout, DefaultTimeout,
-		"Seconds a health probe may take before it counts as failed")
-	fs.Int("health-success-threshold", &cfg.SuccessThreshold, DefaultSuccessThreshold,
-		"Probes in a row that must succeed to bring an unhealthy worker back to ready")
-	fs.Int("health-failure-threshold", &cfg.FailureThreshold, DefaultFailureThreshold,
-		fmt.Sprintf("Probes in a row that must fail to make a ready worker not_ready (%d times as many make it failed)", FailedFactor))
-	fs.Bool("remove-unhealthy-workers", &cfg.RemoveUnhealthy, false,
-		"Remove workers that become failed (on by default with --service-discovery)")
-	fs.Alias("worker-auto-recovery", "remove-unhealthy-workers")
-	fs.Bool("disable-health-check", &cfg.Disable, false,
-		"Do not probe workers; they are ready as soon as they are registered")
 }
 
 // Validate reports a setting out of range, naming the flag to fix.

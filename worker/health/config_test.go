@@ -5,53 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/worker"
 )
-
-func TestRegisterFlagsDefaults(t *testing.T) {
-	fs := cli.NewFlagSet("smg")
-	var cfg Config
-	RegisterFlags(fs, &cfg)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	if d := DefaultConfig(); cfg.Endpoint != d.Endpoint || cfg.Interval != d.Interval || cfg.Timeout != d.Timeout ||
-		cfg.SuccessThreshold != d.SuccessThreshold || cfg.FailureThreshold != d.FailureThreshold || cfg.RemoveUnhealthy || cfg.Disable {
-		t.Fatalf("flag defaults %+v, want %+v", cfg, d)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestRegisterFlagsParse(t *testing.T) {
-	for _, alias := range []string{"--remove-unhealthy-workers", "--worker-auto-recovery"} {
-		fs := cli.NewFlagSet("smg")
-		var cfg Config
-		RegisterFlags(fs, &cfg)
-		err := fs.Parse([]string{
-			"--health-check-endpoint", "/ready",
-			"--health-check-interval-secs", "10",
-			"--health-check-timeout-secs=1.5",
-			"--health-success-threshold", "4",
-			"--health-failure-threshold", "5",
-			alias,
-			"--disable-health-check",
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := Config{Endpoint: "/ready", Interval: 10 * time.Second, Timeout: 1500 * time.Millisecond,
-			SuccessThreshold: 4, FailureThreshold: 5, RemoveUnhealthy: true, Disable: true}
-		if cfg != want {
-			t.Fatalf("%s: parsed %+v, want %+v", alias, cfg, want)
-		}
-		if !fs.IsSet("remove-unhealthy-workers") {
-			t.Fatalf("%s does not mark --remove-unhealthy-workers as set", alias)
-		}
-	}
-}
 
 func TestValidateNamesTheFlag(t *testing.T) {
 	for _, tc := range []struct {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/worker"
 )
@@ -52,6 +51,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultConfig returns the spec's defaults: polling every DefaultInterval, overload
+// protection off with its default limits. MaxReportAge and Timeout follow Interval unless
+// set (see Config).
+func DefaultConfig() Config {
+	return Config{
+		Interval:    DefaultInterval,
+		Concurrency: DefaultConcurrency,
+		Overload:    OverloadConfig{WaitingRequests: DefaultOverloadWaitingRequests, TokenUsage: DefaultOverloadTokenUsage},
+	}
+}
+
 // OverloadConfig is overload protection (--worker-overload-*): a worker whose latest load
 // report shows WaitingRequests or more waiting requests, or a KV-cache usage of TokenUsage or
 // more, takes no new requests under any policy until a report shows it below both.
@@ -78,9 +88,6 @@ func (o OverloadConfig) vetoes(r *worker.LoadReport) bool {
 	return (o.WaitingRequests > 0 && r.WaitingRequests >= o.WaitingRequests) ||
 		(o.TokenUsage > 0 && r.TokenUsage >= o.TokenUsage)
 }
-
-// DefaultConfig returns the defaults.
-func DefaultConfig() Config { return Config{Interval: DefaultInterval} }
 
 // Validate reports a setting out of range.
 func (c Config) Validate() error {
@@ -120,18 +127,4 @@ func (c *Config) fillDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-}
-
-// RegisterFlags registers the load-monitoring flags of the spec on fs, writing into cfg.
-func RegisterFlags(fs *cli.FlagSet, cfg *Config) {
-	fs.Duration("load-monitor-interval", &cfg.Interval, DefaultInterval,
-		"Seconds between polls of each worker's load (/v1/loads, else Prometheus /metrics)")
-	fs.Bool("disable-load-monitoring", &cfg.Disable, false,
-		"Stop polling worker loads unless a load-aware policy (cache_aware, least_load, power_of_two) or overload protection needs them")
-	fs.Bool("worker-overload-protection", &cfg.Overload.Enabled, false,
-		"Veto workers whose load report passes the --worker-overload-* limits, under every policy")
-	fs.Int("worker-overload-waiting-requests", &cfg.Overload.WaitingRequests, DefaultOverloadWaitingRequests,
-		"Overload protection: waiting requests at which a worker is vetoed (0: no limit)")
-	fs.Float("worker-overload-token-usage", &cfg.Overload.TokenUsage, DefaultOverloadTokenUsage,
-		"Overload protection: KV-cache usage (0 to 1) at which a worker is vetoed (0: no limit)")
 }
