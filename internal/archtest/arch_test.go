@@ -134,15 +134,14 @@ func allowed(from, to string) bool {
 }
 
 // allowedInTest reports whether a test of from may import to: what from may import, plus the
-// test helpers, the oracles and testUses. External tests (package x_test) also see their
-// whole family, as a user would: policy's tests build policies through policy/all.
-func allowedInTest(from, to string, external bool) bool {
+// test helpers, the oracles, testUses and its whole family (policy's tests build policies
+// through policy/all; least_load's compare it with round_robin). Layers still hold: a test of
+// worker cannot import policy.
+func allowedInTest(from, to string) bool {
 	switch {
 	case under(to, "cmd"):
 		return false
-	case allowed(from, to), testHelper(to), oracle(to) && !oracle(from):
-		return true
-	case external && top(from) == top(to):
+	case allowed(from, to), testHelper(to), oracle(to) && !oracle(from), top(from) == top(to):
 		return true
 	}
 	for _, ok := range testUses[top(from)] {
@@ -168,12 +167,9 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports %s, which DESIGN.md §2 does not allow", from, to)
 			}
 		}
-		for _, imps := range []struct {
-			list     []string
-			external bool
-		}{{p.TestImports, false}, {p.XTestImports, true}} {
-			for _, imp := range imps.list {
-				if to, mine := ours(imp); mine && !allowedInTest(from, to, imps.external) {
+		for _, imps := range [][]string{p.TestImports, p.XTestImports} {
+			for _, imp := range imps {
+				if to, mine := ours(imp); mine && !allowedInTest(from, to) {
 					t.Errorf("a test of %s imports %s, which DESIGN.md §2 does not allow", from, to)
 				}
 			}
@@ -201,6 +197,13 @@ func TestImportRules(t *testing.T) {
 						t.Errorf("%s depends on %s: fastpath, mesh and discovery never import one another", from, d)
 					}
 				}
+			}
+		}
+		// Flags are parsed in cmd/ only (DESIGN.md §7): packages expose DefaultConfig and
+		// Validate, and nothing else imports the flag package.
+		for _, imp := range p.Imports {
+			if to, mine := ours(imp); mine && under(to, "internal/cli") && top(from) != "cmd" && top(from) != "bench" {
+				t.Errorf("%s imports internal/cli: flags are registered in cmd/ only; expose DefaultConfig and Validate instead", from)
 			}
 		}
 		// The oracles import no gateway package, even indirectly.
@@ -250,25 +253,23 @@ func TestRulesCatchViolations(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		from, to string
-		external bool
 		ok       bool
 	}{
-		{"policy/leastload", "policy/policytest", false, true},
-		{"policy/leastload", "internal/testutil", false, true},
-		{"policy/leastload", "policy/cacheaware", false, false},
-		{"policy", "policy/all", true, true},
-		{"policy", "policy/all", false, false},
-		{"worker", "policy", true, false},
-		{"mesh", "fastpath", true, false},
-		{"mockworker", "loadgen", false, false},
-		{"discovery/k8s", "mockworker", true, true},
-		{"internal/e2e", "discovery/k8s/k8stest", false, true},
-		{"internal/e2e", "worker", false, false},
-		{"mesh", "policy/cacheaware", false, true},
-		{"fastpath", "cmd/smg", true, false},
+		{"policy/leastload", "policy/policytest", true},
+		{"policy/leastload", "internal/testutil", true},
+		{"policy/leastload", "policy/roundrobin", true},
+		{"policy", "policy/all", true},
+		{"worker", "policy", false},
+		{"mesh", "fastpath", false},
+		{"mockworker", "loadgen", false},
+		{"discovery/k8s", "mockworker", true},
+		{"internal/e2e", "discovery/k8s/k8stest", true},
+		{"internal/e2e", "worker", false},
+		{"mesh", "policy/cacheaware", true},
+		{"fastpath", "cmd/smg", false},
 	} {
-		if got := allowedInTest(tc.from, tc.to, tc.external); got != tc.ok {
-			t.Errorf("allowedInTest(%s → %s, external %v) = %v, want %v", tc.from, tc.to, tc.external, got, tc.ok)
+		if got := allowedInTest(tc.from, tc.to); got != tc.ok {
+			t.Errorf("allowedInTest(%s → %s) = %v, want %v", tc.from, tc.to, got, tc.ok)
 		}
 	}
 }
