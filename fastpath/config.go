@@ -73,7 +73,8 @@ type Config struct {
 	ValidateSpec func(*worker.Spec) error
 	// Admission limits concurrent requests and their rate (--max-concurrent-requests, ...).
 	Admission AdmissionConfig
-	// Retry is the retry policy; the zero value means DefaultRetryConfig().
+	// Retry is the retry policy. The zero value retries nothing (MaxRetries 0); the gateway
+	// starts from DefaultRetryConfig().
 	Retry RetryConfig
 	// Metrics receives the gateway's series. Nil: a private set.
 	Metrics *metrics.Set
@@ -107,9 +108,6 @@ func (c *Config) fillDefaults() {
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
 	}
-	if c.Retry == (RetryConfig{}) {
-		c.Retry = DefaultRetryConfig()
-	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()
 	}
@@ -139,10 +137,8 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("--request-timeout-secs: must be positive")
 	}
-	if c.Retry != (RetryConfig{}) {
-		if err := c.Retry.Validate(); err != nil {
-			return err
-		}
+	if err := c.Retry.Validate(); err != nil {
+		return err
 	}
 	if err := c.Admission.Validate(); err != nil {
 		return err

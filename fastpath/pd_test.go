@@ -66,7 +66,7 @@ func answerJSON(s string) func(map[string]any, *fasthttp.RequestCtx) {
 // newPDGateway starts a PD gateway over fakes: prefill workers at 10.0.1.x, decode workers at
 // 10.0.2.x, with the given labels on every prefill worker.
 func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
-	return newPDGatewayConfig(t, Config{}, prefill, decode, prefillLabels)
+	return newPDGatewayConfig(t, Config{Retry: DefaultRetryConfig()}, prefill, decode, prefillLabels)
 }
 
 // newPDGatewayConfig is newPDGateway with the gateway configured by cfg.

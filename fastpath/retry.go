@@ -43,8 +43,8 @@ func DefaultRetryConfig() RetryConfig {
 // Validate names the flag of the first invalid setting.
 func (c *RetryConfig) Validate() error {
 	switch {
-	case c.Disabled:
-		return nil
+	case c.Disabled, *c == RetryConfig{}:
+		return nil // no retries: the backoff settings do not matter
 	case c.MaxRetries < 0:
 		return fmt.Errorf("--retry-max-retries %d: must be >= 0", c.MaxRetries)
 	case c.InitialBackoff < 0 || c.MaxBackoff < 0:

@@ -54,7 +54,7 @@ type Config struct {
 	// Disable (--disable-health-check) stops probing: pending workers become ready at once.
 	// A worker whose spec sets health.disable_health_check=false is still probed.
 	Disable bool
-	// Concurrency bounds the probes in flight at once. 0 means 64.
+	// Concurrency bounds the probes in flight at once (default DefaultConcurrency; at least 1).
 	Concurrency int
 	// Clock drives the probe schedule. Nil means the real clock.
 	Clock clock.Clock
@@ -73,6 +73,7 @@ func DefaultConfig() Config {
 		Timeout:          DefaultTimeout,
 		SuccessThreshold: DefaultSuccessThreshold,
 		FailureThreshold: DefaultFailureThreshold,
+		Concurrency:      DefaultConcurrency,
 	}
 }
 
@@ -89,16 +90,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--health-success-threshold is %d: give a count of at least 1 (default %d)", c.SuccessThreshold, DefaultSuccessThreshold)
 	case c.FailureThreshold < 1:
 		return fmt.Errorf("--health-failure-threshold is %d: give a count of at least 1 (default %d)", c.FailureThreshold, DefaultFailureThreshold)
-	case c.Concurrency < 0:
-		return fmt.Errorf("health probe concurrency is %d: give a positive count, or 0 for %d", c.Concurrency, DefaultConcurrency)
+	case c.Concurrency < 1:
+		return fmt.Errorf("health probe concurrency is %d: give a positive count (default %d)", c.Concurrency, DefaultConcurrency)
 	}
 	return nil
 }
 
 func (c *Config) fillDefaults() {
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}

@@ -39,7 +39,7 @@ type Config struct {
 	MaxReportAge time.Duration
 	// Timeout bounds one poll. Default min(5 s, Interval).
 	Timeout time.Duration
-	// Concurrency bounds the polls in flight. Default 32.
+	// Concurrency bounds the polls in flight (default DefaultConcurrency; at least 1).
 	Concurrency int
 	// Clock stamps and ages reports. Default clock.Real.
 	Clock clock.Clock
@@ -102,8 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--worker-overload-waiting-requests %d: give 0 (no limit) or a positive count", c.Overload.WaitingRequests)
 	case c.Overload.TokenUsage < 0 || c.Overload.TokenUsage > 1:
 		return fmt.Errorf("--worker-overload-token-usage %v: give a fraction from 0 to 1 (0: no limit)", c.Overload.TokenUsage)
-	case c.Concurrency < 0:
-		return fmt.Errorf("load poll concurrency is %d: give a positive count, or 0 for %d", c.Concurrency, DefaultConcurrency)
+	case c.Concurrency < 1:
+		return fmt.Errorf("load poll concurrency is %d: give a positive count (default %d)", c.Concurrency, DefaultConcurrency)
 	}
 	return nil
 }
@@ -114,9 +114,6 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = min(DefaultTimeout, c.Interval)
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

@@ -95,7 +95,9 @@ func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
 	vllm.metrics.Store(str(vllmMetrics)) // no /v1/loads
 	reg, ws := register(t, sgl.url, vllm.url)
 	clk := clock.NewFakeAt(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	m, err := New(Config{Interval: time.Second, Clock: clk}, reg.Current)
+	cfg := DefaultConfig()
+	cfg.Interval, cfg.Clock = time.Second, clk
+	m, err := New(cfg, reg.Current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,9 @@ func TestSilentWorkerKeepsItsReportForABoundedAge(t *testing.T) {
 	e.loads.Store(str(mockLoads))
 	reg, ws := register(t, e.url)
 	clk := clock.NewFakeAt(time.Unix(0, 0))
-	m, err := New(Config{Interval: 10 * time.Second, Timeout: time.Second, Clock: clk}, reg.Current)
+	cfg := DefaultConfig()
+	cfg.Interval, cfg.Timeout, cfg.Clock = 10*time.Second, time.Second, clk
+	m, err := New(cfg, reg.Current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +163,9 @@ func TestSilentWorkerKeepsItsReportForABoundedAge(t *testing.T) {
 
 func TestDisabledMonitoringPollsOnlyWhenRequired(t *testing.T) {
 	required := atomic.Bool{}
-	m, err := New(Config{Interval: time.Second, Disable: true, Required: required.Load}, func() *worker.Snapshot { return &worker.Snapshot{} })
+	cfg := DefaultConfig()
+	cfg.Interval, cfg.Disable, cfg.Required = time.Second, true, required.Load
+	m, err := New(cfg, func() *worker.Snapshot { return &worker.Snapshot{} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +182,9 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	e := startEngine(t)
 	e.loads.Store(str(mockLoads))
 	reg, ws := register(t, e.url)
-	m, err := New(Config{Interval: time.Hour}, reg.Current)
+	cfg := DefaultConfig()
+	cfg.Interval = time.Hour
+	m, err := New(cfg, reg.Current)
 	if err != nil {
 		t.Fatal(err)
 	}
