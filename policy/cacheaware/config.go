@@ -26,7 +26,9 @@ type Config struct {
 	// above this, in [0, 1]. Default 0.3.
 	CacheThreshold float64
 	// BalanceAbsThreshold (--balance-abs-threshold): a holder is hot only when its in-flight
-	// count exceeds the fleet mean by more than this. Default 64.
+	// count exceeds the fleet mean by more than this, or by more than what the hit is worth
+	// (ratio/(1-ratio) requests for a match of that share of the prompt) if that is smaller.
+	// Default 64.
 	BalanceAbsThreshold int
 	// BalanceRelThreshold (--balance-rel-threshold): and exceeds this multiple of the fleet
 	// mean; at least 1. Default 1.5.
