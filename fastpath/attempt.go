@@ -107,11 +107,7 @@ func (a *attempt) pick(rt *policy.Route, l *leg) error {
 // dispatch takes l's in-flight hold as its request leaves for the worker: a unit of the
 // worker's count and, for the answering leg, of the routing key's (one per request).
 func (a *attempt) dispatch(l *leg) {
-	tokens := -1
-	if a.req.Tokens != nil {
-		tokens = len(a.req.Tokens)
-	}
-	l.w.NoteDispatch(tokens)
+	l.w.NoteDispatch(policy.DispatchTokens(a.req))
 	l.w.InFlight.Add(1)
 	l.inFlight = true
 	if l == &a.main && a.keys != nil {

@@ -29,7 +29,8 @@ const (
 // DefaultThroughput, above every real report, so it took dozens of requests before the next
 // report. With one rate, a worker reporting zero running and zero throughput is simply idle,
 // and between two reports each request sent to a worker costs it the same, so picks spread.
-// queued_tokens and in_flight_tokens (the work sent since the last report) are the spec's.
+// queued_tokens and in_flight_tokens (the work sent since the last report) are the spec's,
+// but for the size of a request sent without token ids (DispatchTokens).
 //
 // The zero value is not valid; start from DefaultWaitConfig.
 type WaitConfig struct {
@@ -109,6 +110,26 @@ func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerS
 	}
 	inFlight := float64(known) + float64(unknown)*mean
 	return (queued+inFlight)/tokensPerSec + s.cfg.KVPressureWeight*r.KVOccupancy(), false
+}
+
+// BytesPerToken is the routing text's bytes per token assumed for a request without token
+// ids: about what BPE tokenizers average on English text, and what the mock engines count.
+const BytesPerToken = 4
+
+// DispatchTokens returns the token count the gateway credits to the worker it sends req to
+// (worker.NoteDispatch): the request's token ids when it carries them, else its routing text's
+// length over BytesPerToken, else -1 (unknown, credited at MeanPrefillTokens). The spec
+// credits every request without token ids at the mean, so a prompt 30 times longer than the
+// rest counted as one more request and least_load kept queueing behind it (issue 13,
+// docs/differences.md).
+func DispatchTokens(req *Request) int {
+	switch {
+	case req.Tokens != nil:
+		return len(req.Tokens)
+	case len(req.Text) > 0:
+		return max(1, len(req.Text)/BytesPerToken)
+	}
+	return -1
 }
 
 // NoHotLimit disables Lowest's in-flight filter.

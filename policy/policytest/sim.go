@@ -1,6 +1,7 @@
 package policytest
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -111,7 +112,7 @@ func (r SimResult) TTFTQuantile(q float64) time.Duration {
 
 // Simulate routes trace with p over ws (one simulated engine per worker, cfg.Engines[i] for
 // ws[i]) on a synthetic clock and returns what it measured. It does what the gateway does
-// around a pick: NoteDispatch (token count unknown, as for an HTTP text request) and the
+// around a pick: NoteDispatch (policy.DispatchTokens: the routing text's size) and the
 // in-flight count, up at the pick and down when the last token is out; and every ReportEvery
 // it publishes each engine's load report as the load monitor would (running requests, output
 // tokens per second over the last second, KV usage; no waiting queue, as Engine explains).
@@ -188,7 +189,7 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 				panic("policytest.Simulate: pick failed: " + err.Error())
 			}
 			e := engines[idx[out.Worker]]
-			out.Worker.NoteDispatch(-1)
+			out.Worker.NoteDispatch(policy.DispatchTokens(&pr))
 			out.Worker.InFlight.Add(1)
 			s := &simSeq{req: r}
 			if r.Group >= 0 && e.e.CacheGroups > 0 && e.cacheHas(r.Group) {
@@ -357,25 +358,40 @@ func (e *simEngine) cacheAdd(g int) {
 
 // SharedPrefix returns a generator of loadgen's shared-prefix workload (SGLang bench_serving's
 // generated-shared-prefix) for PoissonTrace: groups × questions prompts, each a group's
-// prefixTokens-token system prompt and a questionTokens-token question, one character per
-// token in the routing text, chosen uniformly at random.
+// prefixTokens-token system prompt and a questionTokens-token question, policy.BytesPerToken
+// bytes per token in the routing text (as the mock engines count), chosen uniformly at random.
 func SharedPrefix(groups, questions, prefixTokens, questionTokens, outputTokens int) func(*rand.Rand) SimRequest {
 	texts := make([][]byte, groups*questions)
 	return func(rng *rand.Rand) SimRequest {
 		g, q := rng.IntN(groups), rng.IntN(questions)
 		t := texts[g*questions+q]
 		if t == nil {
-			t = make([]byte, 0, prefixTokens+questionTokens)
-			for len(t) < prefixTokens {
+			prefix, total := prefixTokens*policy.BytesPerToken, (prefixTokens+questionTokens)*policy.BytesPerToken
+			t = make([]byte, 0, total)
+			for len(t) < prefix {
 				t = fmt.Appendf(t, "system prompt of group %d. ", g)
 			}
-			t = t[:prefixTokens]
-			for len(t) < prefixTokens+questionTokens {
+			t = t[:prefix]
+			for len(t) < total {
 				t = fmt.Appendf(t, "question %d of group %d? ", q, g)
 			}
-			t = t[:prefixTokens+questionTokens]
+			t = t[:total]
 			texts[g*questions+q] = t
 		}
 		return SimRequest{Group: g, PrefixTokens: prefixTokens, PromptTokens: prefixTokens + questionTokens, OutputTokens: outputTokens, Text: t}
+	}
+}
+
+// MixedSizes wraps gen so that one request in every (on average) of 1/share is times longer,
+// with no shared prefix (bench_serving-style bimodal prompt lengths).
+func MixedSizes(gen func(*rand.Rand) SimRequest, share float64, times int) func(*rand.Rand) SimRequest {
+	return func(rng *rand.Rand) SimRequest {
+		r := gen(rng)
+		if rng.Float64() < share {
+			r.Group, r.PrefixTokens = -1, 0
+			r.PromptTokens *= times
+			r.Text = bytes.Repeat(r.Text, times)
+		}
+		return r
 	}
 }
