@@ -22,10 +22,11 @@ type Fleet struct {
 }
 
 // NewFleet registers n Ready workers serving model (empty: unknown model) and closes the
-// registry when the test ends.
+// registry when the test ends. The registry takes any number of workers (the policies'
+// benchmarks run 4,096, past --max-workers' default).
 func NewFleet(tb testing.TB, n int, model string) *Fleet {
 	tb.Helper()
-	reg, err := worker.NewRegistry(worker.Config{QueueSize: 64, Logger: slog.New(slog.DiscardHandler)})
+	reg, err := worker.NewRegistry(worker.Config{QueueSize: 64, MaxWorkers: max(n, worker.DefaultMaxWorkers), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
