@@ -145,14 +145,6 @@ var NoHotLimit = math.Inf(1)
 // mean prefill size over the fleet rate), and when none of them reports, the fewest in-flight
 // requests win. One pass, reading each worker's atomics once.
 func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, tokensPerSec float64, rnd Rand, hotAbove float64) *worker.Worker {
-	w, _ := s.LowestWait(req, ws, tokensPerSec, rnd, hotAbove)
-	return w
-}
-
-// LowestWait is Lowest that also returns the chosen worker's expected wait in seconds (for a
-// worker without a report, the score the degradation rule gives it; when no worker reports,
-// its in-flight requests at the mean prefill size over the fleet rate).
-func (s *Scorer) LowestWait(req *Request, ws []*worker.Worker, tokensPerSec float64, rnd Rand, hotAbove float64) (*worker.Worker, float64) {
 	t := getTies()
 	defer putTies(t)
 	// The loop is ReportedWait written out: this is the O(n) part of least_load and
@@ -205,24 +197,24 @@ func (s *Scorer) LowestWait(req *Request, ws []*worker.Worker, tokensPerSec floa
 	}
 	switch {
 	case len(t.rep) == 0 && len(t.dark) == 0:
-		return nil, 0
+		return nil
 	case len(t.rep) == 0: // nobody reports: join the shortest queue
-		return ws[t.dark[pick(rnd, len(t.dark))]], float64(minDark) * mean * inv
+		return ws[t.dark[pick(rnd, len(t.dark))]]
 	case len(t.dark) == 0:
-		return ws[t.rep[pick(rnd, len(t.rep))]], bestRep
+		return ws[t.rep[pick(rnd, len(t.rep))]]
 	}
 	darkScore := bestRep + float64(minDark)*mean*inv
 	switch {
 	case darkScore < bestRep: // only with a negative in-flight count, which is a bug elsewhere
-		return ws[t.dark[pick(rnd, len(t.dark))]], darkScore
+		return ws[t.dark[pick(rnd, len(t.dark))]]
 	case darkScore > bestRep:
-		return ws[t.rep[pick(rnd, len(t.rep))]], bestRep
+		return ws[t.rep[pick(rnd, len(t.rep))]]
 	}
 	k := pick(rnd, len(t.rep)+len(t.dark))
 	if k < len(t.rep) {
-		return ws[t.rep[k]], bestRep
+		return ws[t.rep[k]]
 	}
-	return ws[t.dark[k-len(t.rep)]], bestRep
+	return ws[t.dark[k-len(t.rep)]]
 }
 
 func pick(rnd Rand, n int) int {
