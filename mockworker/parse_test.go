@@ -47,6 +47,16 @@ func TestParseGenRequest(t *testing.T) {
 			want: genRequest{promptTokens: 3, inputIDs: 3, prompt: []byte{}}},
 		{name: "generate neither", kind: kindGenerate, body: `{"sampling_params":{}}`, errHas: "input_ids"},
 		{name: "generate bad max_new_tokens", kind: kindGenerate, body: `{"text":"x","sampling_params":{"max_new_tokens":-1}}`, errHas: "max_new_tokens"},
+		// Duplicate keys: the last wins at every level, as Python's json module reads them.
+		{name: "duplicates: last stream, messages, content, max_tokens", kind: kindChat,
+			body: `{"stream":false,"messages":[{"content":"first"}],"max_tokens":1,"stream":true,"messages":[{"content":"no","content":"last"}],"max_tokens":3,"stream_options":{"include_usage":false,"include_usage":true}}`,
+			want: genRequest{stream: true, includeUsage: true, maxTokens: 3, promptTokens: 1, prompt: []byte("last")}},
+		{name: "duplicates: last prompt", kind: kindCompletion, body: `{"prompt":"aaaaaaaaaaaa","prompt":"b"}`,
+			want: genRequest{promptTokens: 1, prompt: []byte("b")}},
+		{name: "duplicates: last text, rid and max_new_tokens", kind: kindGenerate,
+			body: `{"text":"x","rid":"r-1","sampling_params":{"max_new_tokens":9,"max_new_tokens":2},"text":"yz","rid":"r-2"}`,
+			want: genRequest{maxTokens: 2, promptTokens: 1, prompt: []byte("yz"), rid: "r-2"}},
+		{name: "duplicates: a later mistyped stream fails", kind: kindChat, body: `{"messages":[{"content":"x"}],"stream":true,"stream":"yes"}`, errHas: "stream"},
 		{name: "utf8 counts bytes", kind: kindGenerate, body: `{"text":"héllo"}`,
 			want: genRequest{promptTokens: 2, prompt: []byte("héllo")}},
 	}

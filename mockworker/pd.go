@@ -145,10 +145,10 @@ func parsePDFields(v *fastjson.Value, d Dialect, role Role) (pdFields, error) {
 }
 
 func (f *pdFields) readSGLang(v *fastjson.Value, role Role) error {
-	room := v.Get("bootstrap_room")
+	room := member(v, "bootstrap_room")
 	if room == nil || room.Type() == fastjson.TypeNull {
 		hint := ""
-		if v.Get("kv_transfer_params") != nil {
+		if member(v, "kv_transfer_params") != nil {
 			hint = " (kv_transfer_params is vLLM's protocol; this worker speaks sglang's)"
 		}
 		return fmt.Errorf("%s worker got a request without bootstrap_room: the gateway must add bootstrap_host, bootstrap_port and bootstrap_room%s", role, hint)
@@ -158,12 +158,12 @@ func (f *pdFields) readSGLang(v *fastjson.Value, role Role) error {
 		return fmt.Errorf("%s worker: bootstrap_room must be an integer in 0..2^63-1, got %s", role, clip(room.String()))
 	}
 	f.room = n
-	host := v.Get("bootstrap_host")
+	host := member(v, "bootstrap_host")
 	if host == nil || host.Type() != fastjson.TypeString || len(host.GetStringBytes()) == 0 {
 		return fmt.Errorf("%s worker got a request without bootstrap_host (a string: the prefill worker's host)", role)
 	}
 	f.host = string(host.GetStringBytes())
-	port := v.Get("bootstrap_port")
+	port := member(v, "bootstrap_port")
 	if port == nil {
 		return fmt.Errorf("%s worker got a request without bootstrap_port (an integer, or null for the default port)", role)
 	}
@@ -178,10 +178,10 @@ func (f *pdFields) readSGLang(v *fastjson.Value, role Role) error {
 }
 
 func (f *pdFields) readVLLM(v *fastjson.Value, role Role) error {
-	kv := v.Get("kv_transfer_params")
+	kv := member(v, "kv_transfer_params")
 	if kv == nil || kv.Type() == fastjson.TypeNull {
 		hint := ""
-		if v.Get("bootstrap_room") != nil {
+		if member(v, "bootstrap_room") != nil {
 			hint = " (bootstrap_room is SGLang's protocol; this worker speaks vllm's)"
 		}
 		return fmt.Errorf("%s worker got a request without kv_transfer_params%s", role, hint)
@@ -189,7 +189,7 @@ func (f *pdFields) readVLLM(v *fastjson.Value, role Role) error {
 	if kv.Type() != fastjson.TypeObject {
 		return errors.New("kv_transfer_params must be an object")
 	}
-	remoteDecode, remotePrefill := kv.GetBool("do_remote_decode"), kv.GetBool("do_remote_prefill")
+	remoteDecode, remotePrefill := boolOf(member(kv, "do_remote_decode")), boolOf(member(kv, "do_remote_prefill"))
 	if role == RolePrefill {
 		if remotePrefill {
 			return errors.New("prefill worker got kv_transfer_params.do_remote_prefill true: that request belongs on a decode worker")
@@ -206,7 +206,7 @@ func (f *pdFields) readVLLM(v *fastjson.Value, role Role) error {
 		return errors.New("decode worker needs kv_transfer_params.do_remote_prefill true (the object the prefill returned)")
 	}
 	str := func(key string) (string, error) {
-		s := kv.Get(key)
+		s := member(kv, key)
 		if s == nil || s.Type() != fastjson.TypeString || len(s.GetStringBytes()) == 0 {
 			return "", fmt.Errorf("decode worker needs kv_transfer_params.%s (a non-empty string, as the prefill returned it)", key)
 		}
@@ -222,14 +222,14 @@ func (f *pdFields) readVLLM(v *fastjson.Value, role Role) error {
 	if f.xferID, err = str("remote_request_id"); err != nil {
 		return err
 	}
-	p := kv.Get("remote_port")
+	p := member(kv, "remote_port")
 	if p == nil {
 		return errors.New("decode worker needs kv_transfer_params.remote_port (an integer)")
 	}
 	if f.remotePort, err = p.Int(); err != nil || f.remotePort < 1 || f.remotePort > 65535 {
 		return fmt.Errorf("decode worker: kv_transfer_params.remote_port must be an integer in 1..65535, got %s", clip(p.String()))
 	}
-	ids := kv.Get("remote_block_ids")
+	ids := member(kv, "remote_block_ids")
 	if ids == nil || ids.Type() != fastjson.TypeArray {
 		return errors.New("decode worker needs kv_transfer_params.remote_block_ids (an array of integers)")
 	}
@@ -322,7 +322,7 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 		if req.stream {
 			return req, nil, errors.New(`prefill worker got "stream": true: vLLM's prefill request is not streamed`)
 		}
-		if so := v.Get("stream_options"); so != nil && so.Type() != fastjson.TypeNull {
+		if so := member(v, "stream_options"); so != nil && so.Type() != fastjson.TypeNull {
 			// vLLM refuses stream_options on a request that does not stream; its proxy drops them.
 			return req, nil, errors.New("prefill worker got stream_options with stream false: vLLM rejects that; drop stream_options from the prefill request")
 		}

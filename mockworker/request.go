@@ -69,7 +69,7 @@ func (r *genRequest) read(v *fastjson.Value) error {
 	if v.Type() != fastjson.TypeObject {
 		return errNotObject
 	}
-	if s := v.Get("stream"); s != nil && s.Type() != fastjson.TypeNull {
+	if s := member(v, "stream"); s != nil && s.Type() != fastjson.TypeNull {
 		b, err := s.Bool()
 		if err != nil {
 			return errBadStreamField
@@ -93,12 +93,12 @@ func (r *genRequest) read(v *fastjson.Value) error {
 }
 
 func (r *genRequest) readChat(v *fastjson.Value) error {
-	msgs := v.GetArray("messages")
+	msgs := arrayOf(member(v, "messages"))
 	if len(msgs) == 0 {
 		return errNoMessages
 	}
 	for _, m := range msgs {
-		c := m.Get("content")
+		c := member(m, "content")
 		if c == nil {
 			continue
 		}
@@ -107,7 +107,7 @@ func (r *genRequest) readChat(v *fastjson.Value) error {
 			r.prompt = append(r.prompt, c.GetStringBytes()...)
 		case fastjson.TypeArray:
 			for _, part := range c.GetArray() {
-				r.prompt = append(r.prompt, part.GetStringBytes("text")...)
+				r.prompt = append(r.prompt, stringOf(member(part, "text"))...)
 			}
 		}
 	}
@@ -119,7 +119,7 @@ func (r *genRequest) readChat(v *fastjson.Value) error {
 }
 
 func (r *genRequest) readCompletion(v *fastjson.Value) error {
-	p := v.Get("prompt")
+	p := member(v, "prompt")
 	if p == nil || !r.readTextOrIDs(p) {
 		return errNoPrompt
 	}
@@ -129,19 +129,19 @@ func (r *genRequest) readCompletion(v *fastjson.Value) error {
 
 func (r *genRequest) readGenerate(v *fastjson.Value) error {
 	found := false
-	if t := v.Get("text"); t != nil && t.Type() != fastjson.TypeNull {
+	if t := member(v, "text"); t != nil && t.Type() != fastjson.TypeNull {
 		found = r.readTextOrIDs(t)
 	}
-	if ids := v.Get("input_ids"); ids != nil && ids.Type() != fastjson.TypeNull {
+	if ids := member(v, "input_ids"); ids != nil && ids.Type() != fastjson.TypeNull {
 		found = r.readTextOrIDs(ids) || found
 	}
 	if !found {
 		return errNoText
 	}
-	if rid := v.GetStringBytes("rid"); len(rid) > 0 {
+	if rid := stringOf(member(v, "rid")); len(rid) > 0 {
 		r.rid = string(rid)
 	}
-	if sp := v.Get("sampling_params"); sp != nil {
+	if sp := member(v, "sampling_params"); sp != nil {
 		return r.readMaxTokens(sp, "max_new_tokens")
 	}
 	return nil
@@ -185,14 +185,14 @@ func (r *genRequest) addID(v *fastjson.Value) {
 }
 
 func (r *genRequest) readOpenAIOptions(v *fastjson.Value) {
-	if so := v.Get("stream_options"); so != nil {
-		r.includeUsage = so.GetBool("include_usage")
+	if so := member(v, "stream_options"); so != nil {
+		r.includeUsage = boolOf(member(so, "include_usage"))
 	}
 }
 
 // readMaxTokens sets maxTokens from v[key] when present and not null.
 func (r *genRequest) readMaxTokens(v *fastjson.Value, key string) error {
-	m := v.Get(key)
+	m := member(v, key)
 	if m == nil || m.Type() == fastjson.TypeNull {
 		return nil
 	}
@@ -203,3 +203,37 @@ func (r *genRequest) readMaxTokens(v *fastjson.Value, key string) error {
 	r.maxTokens = n
 	return nil
 }
+
+// member returns the member key of the object v, or nil. When the object repeats the key,
+// the last occurrence wins, as Python's json module (and so SGLang and vLLM) reads it and as
+// the gateway's extractor does; fastjson's own Get returns the first.
+func member(v *fastjson.Value, key string) *fastjson.Value {
+	o, err := v.Object()
+	if err != nil {
+		return nil
+	}
+	var last *fastjson.Value
+	o.Visit(func(k []byte, m *fastjson.Value) {
+		if string(k) == key {
+			last = m
+		}
+	})
+	return last
+}
+
+// arrayOf, stringOf and boolOf are v's value when it has that type, else the zero value.
+func arrayOf(v *fastjson.Value) []*fastjson.Value {
+	if v == nil || v.Type() != fastjson.TypeArray {
+		return nil
+	}
+	return v.GetArray()
+}
+
+func stringOf(v *fastjson.Value) []byte {
+	if v == nil || v.Type() != fastjson.TypeString {
+		return nil
+	}
+	return v.GetStringBytes()
+}
+
+func boolOf(v *fastjson.Value) bool { return v != nil && v.Type() == fastjson.TypeTrue }

@@ -304,3 +304,51 @@ func TestWorkerCapAndNoGoroutinePerWorker(t *testing.T) {
 		t.Fatalf("chat with %d workers: %d %s", n, r.Status, r.Body)
 	}
 }
+
+// TestDuplicateJSONKeysLastWinsInGatewayAndMocks: a body that repeats "stream" and
+// "max_tokens" is read the same way by the gateway and the mock engine, the last occurrence
+// winning as in Python's json module (SGLang, vLLM). Before, the mocks took the first: the
+// gateway relayed a stream the engine answered as one JSON body.
+func TestDuplicateJSONKeysLastWinsInGatewayAndMocks(t *testing.T) {
+	m := StartMocks(t, 1, "--output-tokens", "50")
+	g := StartGateway(t, "--worker-urls", m.URLs[0])
+	body := `{"model":"mock-model","stream":false,"max_tokens":1,"messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":3}`
+	resp, br := Stream(t, g.URL+"/v1/chat/completions", body)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d content-type %q: the engine did not take the last \"stream\"", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var content []string
+	for {
+		ev, err := ReadEvent(br)
+		if err != nil {
+			t.Fatalf("after %d events: %v", len(content), err)
+		}
+		if ev == "[DONE]" {
+			break
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(ev), &chunk) == nil && len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+			content = append(content, chunk.Choices[0].Delta.Content)
+		}
+	}
+	if len(content) != 3 {
+		t.Fatalf("%d content events, want 3 (the last max_tokens): %q", len(content), content)
+	}
+	// Non-streamed, the usage says which max_tokens the engine took.
+	r := MustDo(t, "POST", g.URL+"/v1/chat/completions", `{"model":"mock-model","max_tokens":1,"messages":[{"role":"user","content":"hello"}],"max_tokens":4}`, nil)
+	var answer struct {
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &answer) != nil || answer.Usage.CompletionTokens != 4 {
+		t.Fatalf("non-streamed: %d %s: want 4 completion tokens (the last max_tokens)", r.Status, r.Body)
+	}
+}
