@@ -39,6 +39,12 @@ type Config struct {
 	// peers whose certificate the CA signed. All three or none. Without them the mesh is
 	// plaintext and unauthenticated, as in the spec's product, and Start logs a warning.
 	TLSCert, TLSKey, TLSCA string
+	// AllowInsecure lets a plaintext mesh import peers' workers although the worker API is
+	// protected by --api-key (--mesh-allow-insecure). Default false: see RefusesPeerWorkers.
+	AllowInsecure bool
+	// WorkerAPIProtected says the gateway's worker API needs --api-key. It has no flag: the
+	// gateway sets it from --api-key.
+	WorkerAPIProtected bool
 	// TombstoneHorizon is how long this router keeps the tombstones of the workers it removed
 	// before collecting them (default DefaultTombstoneHorizon, an hour). It has no flag: the
 	// spec has none, and safety does not depend on it.
@@ -128,6 +134,14 @@ func (c *Config) AdvertiseAddr() string {
 
 // ListenAddr is the IP:port the listener binds.
 func (c *Config) ListenAddr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.Port)) }
+
+// RefusesPeerWorkers reports whether peers' worker publications are refused: the mesh is
+// plaintext, so anyone who reaches the mesh port could publish workers, and the worker API
+// is protected by --api-key, which such publications would bypass (issue 17). The spec's
+// product imports them; --mesh-allow-insecure keeps that behaviour.
+func (c *Config) RefusesPeerWorkers() bool {
+	return c.WorkerAPIProtected && !c.TLSEnabled() && !c.AllowInsecure
+}
 
 // TLSEnabled reports whether mutual TLS is configured.
 func (c *Config) TLSEnabled() bool { return c.TLSCert != "" }

@@ -21,3 +21,23 @@ func FuzzParsePeerURL(f *testing.F) {
 		}
 	})
 }
+
+func TestRefusesPeerWorkersOnlyOnAPlaintextMeshWithAKey(t *testing.T) {
+	for _, c := range []struct {
+		protected, tls, allow, want bool
+	}{
+		{protected: true, want: true},
+		{protected: true, tls: true},
+		{protected: true, allow: true},
+		{},
+		{allow: true},
+	} {
+		cfg := Config{WorkerAPIProtected: c.protected, AllowInsecure: c.allow}
+		if c.tls {
+			cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = "c", "k", "ca"
+		}
+		if got := cfg.RefusesPeerWorkers(); got != c.want {
+			t.Errorf("%+v: RefusesPeerWorkers() = %v", c, got)
+		}
+	}
+}

@@ -107,6 +107,10 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 	}()
 	if deps.Registry != nil {
 		m.ws = NewWorkerSync(node, deps.Registry, log)
+		if cfg.RefusesPeerWorkers() {
+			m.ws.refuseImports = true
+			log.Warn("the mesh is plaintext and --api-key protects the worker API: peers' workers are not imported (they would bypass the key); set --mesh-tls-cert, --mesh-tls-key and --mesh-tls-ca, or --mesh-allow-insecure")
+		}
 		m.ws.Reconcile(ctx) // publish this router's workers before the first round
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); m.ws.Run(ctx) }()

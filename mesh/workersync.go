@@ -58,9 +58,13 @@ type WorkerSync struct {
 	interval time.Duration
 
 	kick chan struct{}
+	// refuseImports: peers' workers are not imported (Config.RefusesPeerWorkers); this
+	// router still publishes its own.
+	refuseImports bool
 
 	mu       sync.Mutex
 	imported map[string]bool // URLs this adapter added to the registry
+	refused  map[string]bool // URLs not imported because of refuseImports, logged once each
 	healthy  map[string]bool // the owner's last published health of each import
 }
 
@@ -69,7 +73,7 @@ func NewWorkerSync(node *Node, reg Registry, log *slog.Logger) *WorkerSync {
 	if log == nil {
 		log = slog.Default()
 	}
-	ws := &WorkerSync{node: node, reg: reg, log: log, interval: DefaultReconcileInterval, kick: make(chan struct{}, 1), imported: map[string]bool{}, healthy: map[string]bool{}}
+	ws := &WorkerSync{node: node, reg: reg, log: log, interval: DefaultReconcileInterval, kick: make(chan struct{}, 1), imported: map[string]bool{}, refused: map[string]bool{}, healthy: map[string]bool{}}
 	node.OnChange(ws.Kick)
 	reg.Subscribe(func(*worker.Snapshot) { ws.Kick() })
 	return ws
@@ -170,6 +174,8 @@ func (ws *WorkerSync) Reconcile(ctx context.Context) {
 		p := want[url]
 		w := snap.ByURL(url)
 		switch {
+		case w == nil && ws.refuseImports:
+			ws.refuse(url, p.owner)
 		case w == nil:
 			ws.importWorker(ctx, p.v)
 		case imported[url]:
@@ -230,6 +236,17 @@ func (ws *WorkerSync) importWorker(ctx context.Context, v workerValue) {
 	ws.healthy[spec.URL] = v.Healthy
 	ws.mu.Unlock()
 	ws.log.Info("imported worker from mesh peer", "url", spec.URL)
+}
+
+// refuse logs, once per URL, a peer's worker that is not imported.
+func (ws *WorkerSync) refuse(url, owner string) {
+	ws.mu.Lock()
+	seen := ws.refused[url]
+	ws.refused[url] = true
+	ws.mu.Unlock()
+	if !seen {
+		ws.log.Warn("refused a peer's worker: the mesh is plaintext and --api-key is set", "url", url, "owner", owner)
+	}
 }
 
 func (ws *WorkerSync) nudge(w *worker.Worker, healthy bool) {

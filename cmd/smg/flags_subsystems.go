@@ -98,6 +98,7 @@ func registerMeshFlags(fs *cli.FlagSet, cfg *mesh.Config) {
 	fs.String("mesh-tls-cert", &cfg.TLSCert, cfg.TLSCert, "PEM certificate this router presents on the mesh port (mutual TLS)")
 	fs.String("mesh-tls-key", &cfg.TLSKey, cfg.TLSKey, "PEM private key of --mesh-tls-cert")
 	fs.String("mesh-tls-ca", &cfg.TLSCA, cfg.TLSCA, "PEM CA bundle that signs every mesh router's certificate; peers it did not sign are refused")
+	fs.Bool("mesh-allow-insecure", &cfg.AllowInsecure, cfg.AllowInsecure, "Import peers' workers over a plaintext mesh even when --api-key protects the worker API")
 }
 
 // registerPolicyFlags registers every policy flag of the spec into cfg, and

@@ -94,6 +94,7 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if err := o.breaker.Validate(); err != nil {
 		return err
 	}
+	o.mesh.WorkerAPIProtected = o.gateway.APIKey != ""
 	if o.mesh.Enable {
 		if err := o.mesh.Validate(); err != nil {
 			return err

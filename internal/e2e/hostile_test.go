@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -350,5 +351,51 @@ func TestDuplicateJSONKeysLastWinsInGatewayAndMocks(t *testing.T) {
 	}
 	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &answer) != nil || answer.Usage.CompletionTokens != 4 {
 		t.Fatalf("non-streamed: %d %s: want 4 completion tokens (the last max_tokens)", r.Status, r.Body)
+	}
+}
+
+// workersWithKey lists the worker URLs of a gateway whose worker API needs key.
+func workersWithKey(t *testing.T, g *Gateway, key string) []string {
+	t.Helper()
+	r := MustDo(t, "GET", g.URL+"/workers", "", map[string]string{"Authorization": "Bearer " + key})
+	var l workerList
+	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &l) != nil {
+		t.Fatalf("GET /workers: %d %s", r.Status, r.Body)
+	}
+	var urls []string
+	for _, w := range l.Workers {
+		urls = append(urls, w.URL)
+	}
+	return urls
+}
+
+// TestPlaintextMeshCannotBypassTheAPIKey: a router that joins a plaintext mesh without any
+// key publishes a worker; a peer protected by --api-key refuses the publication (it would
+// bypass the key), while a peer with --mesh-allow-insecure imports it as the spec's product
+// does.
+func TestPlaintextMeshCannotBypassTheAPIKey(t *testing.T) {
+	const key = "sk-mesh-5eb63bbbe0"
+	m := StartMocks(t, 1)
+	intruder := startMeshRouter(t, meshRouterConfig{name: "intruder", host: "127.0.0.1"})
+	guarded := startMeshRouter(t, meshRouterConfig{name: "guarded", host: "127.0.0.1", peers: []string{intruder.meshAddr}, extra: []string{"--api-key", key}})
+	open := startMeshRouter(t, meshRouterConfig{name: "insecure-ok", host: "127.0.0.1", peers: []string{intruder.meshAddr}, extra: []string{"--api-key", key, "--mesh-allow-insecure"}})
+	logStatusOnFailure(t, intruder)
+	within(t, meshSettle, "the intruder sees both routers ALIVE", func() bool { return intruder.sees("ALIVE", guarded, open) })
+
+	intruder.addWorker(m.URLs[0])
+	within(t, meshSettle, "the --mesh-allow-insecure router imports the intruder's worker", func() bool {
+		return slices.Contains(workersWithKey(t, open.Gateway, key), m.URLs[0])
+	})
+	within(t, meshSettle, "the guarded router logs the refusal", func() bool {
+		return strings.Contains(guarded.Output(), "refused a peer's worker") && strings.Contains(guarded.Output(), m.URLs[0])
+	})
+	if urls := workersWithKey(t, guarded.Gateway, key); len(urls) != 0 {
+		t.Fatalf("the guarded router imported %v", urls)
+	}
+	if r := MustDo(t, "POST", guarded.URL+"/v1/chat/completions", chat, nil); r.Status != 404 || !strings.Contains(r.Body, "model_not_found") {
+		t.Fatalf("the guarded router routed through the intruder's worker: %d %s", r.Status, r.Body)
+	}
+	if !strings.Contains(guarded.Output(), "--mesh-allow-insecure") {
+		t.Fatal("the guarded router did not say at start-up how to accept peers' workers")
 	}
 }
