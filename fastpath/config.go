@@ -42,6 +42,12 @@ type Config struct {
 	// MaxHeaderSize bounds a request's header block in bytes (--max-header-size, default
 	// 64 KiB); larger ones get 431. It is the size of each client connection's read buffer.
 	MaxHeaderSize int
+	// FirstByteTimeout bounds how long a worker may take to start its answer (its status
+	// line), per try (--first-byte-timeout-secs; 0, the default: only RequestTimeout). A
+	// worker that does not start in time is cut, counted as a fault by its breaker, and the
+	// request is retried elsewhere. A non-streamed answer starts only when it is complete,
+	// so for a non-streamed request it bounds the whole answer.
+	FirstByteTimeout time.Duration
 	// RequestTimeout bounds a generation request from its admission to the end of its
 	// answer, every retry and backoff pause included (--request-timeout-secs). Default 1800 s.
 	RequestTimeout time.Duration
@@ -133,6 +139,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxHeaderSize < 0 || (c.MaxHeaderSize > 0 && c.MaxHeaderSize < 1024) {
 		return fmt.Errorf("--max-header-size %d: must be at least 1024 bytes", c.MaxHeaderSize)
+	}
+	if c.FirstByteTimeout < 0 {
+		return fmt.Errorf("--first-byte-timeout-secs: must be positive, or 0 for none")
 	}
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("--request-timeout-secs: must be positive")

@@ -224,3 +224,41 @@ func TestChunkedLimitHoldsWithALargePooledBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstByteTimeoutRetriesElsewhere: a worker that does not start its answer within
+// --first-byte-timeout-secs is cut and the request is served by another worker.
+func TestFirstByteTimeoutRetriesElsewhere(t *testing.T) {
+	slow, fast := newFakeWorker(t, "slow", 200), newFakeWorker(t, "fast", 200)
+	slow.delay = 5 * time.Second
+	g := newGateway(t, "round_robin", Config{FirstByteTimeout: 200 * time.Millisecond}, slow, fast)
+	for range 2 { // round robin: one of the two requests is first sent to the slow worker
+		r := g.do("POST", "/v1/chat/completions", chatBody)
+		if r.StatusCode() != 200 || string(r.Header.Peek("X-Mock-Worker-Id")) != "fast" {
+			t.Fatalf("%d from %q: %s", r.StatusCode(), r.Header.Peek("X-Mock-Worker-Id"), r.Body())
+		}
+	}
+	testutil.Eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestFirstByteTimeoutDoesNotCutAStream: once a stream has started, its body may take longer
+// than the first-byte timeout (fasthttp reads it under the deadline of its headers, which the
+// gateway moves to the request's own).
+func TestFirstByteTimeoutDoesNotCutAStream(t *testing.T) {
+	fw := newFakeWorker(t, "a", 200)
+	g := newGateway(t, "round_robin", Config{FirstByteTimeout: 300 * time.Millisecond}, fw)
+	conn, br := openStream(t, g)
+	defer conn.Close()
+	fw.events <- `{"n":1}`
+	if got := readEvent(t, br); got != "data: {\"n\":1}\n\n" {
+		t.Fatalf("first event %q", got)
+	}
+	time.Sleep(900 * time.Millisecond) // three first-byte timeouts
+	fw.events <- `{"n":2}`
+	if got := readEvent(t, br); got != "data: {\"n\":2}\n\n" {
+		t.Fatalf("an event after the first-byte timeout: %q", got)
+	}
+	close(fw.events)
+	if got := readEvent(t, br); got != "data: [DONE]\n\n" {
+		t.Fatalf("last event %q", got)
+	}
+}

@@ -218,7 +218,11 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 	if w.Auth != nil {
 		req.Header.SetBytesV("Authorization", w.Auth)
 	}
-	deadline := a.tryDeadline(x.fields.Stream, time.Now())
+	now := time.Now()
+	deadline := a.tryDeadline(x.fields.Stream, now)
+	if fbt := s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {
+		deadline = now.Add(fbt)
+	}
 	a.dispatch(&a.main)
 
 	if !x.fields.Stream {
@@ -231,6 +235,11 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 	err := w.Client.DoDeadline(req, &rl.resp, deadline)
 	status := rl.resp.StatusCode()
 	if err == nil && status < 300 {
+		if deadline != a.deadline {
+			// The first-byte timeout bounded the wait for the headers; the body may take
+			// what is left of the request's time.
+			worker.ExtendReadDeadline(&rl.resp, a.deadline)
+		}
 		rl.s, rl.leg, rl.route, rl.start = s, a.handOff(), route, ctx.Time()
 		rl.resp.Header.CopyTo(&ctx.Response.Header)
 		s.finishHeaders(ctx, w, reqID)

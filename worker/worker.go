@@ -207,13 +207,12 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: false,
 		DisablePathNormalizing:        true,
-		Dial: func(addr string) (net.Conn, error) {
-			return workerDialer.DialTimeout(addr, opts.DialTimeout)
-		},
 	}
-	if opts.Dial != nil {
-		w.Client.Dial = opts.Dial
+	dial := opts.Dial
+	if dial == nil {
+		dial = func(addr string) (net.Conn, error) { return workerDialer.DialTimeout(addr, opts.DialTimeout) }
 	}
+	w.Client.Dial = wrapDial(dial)
 	return w
 }
 

@@ -53,6 +53,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Int("max-request-body-memory", &g.MaxBodyMemory, fastpath.DefaultMaxBodyMemory, "Bytes of request bodies the gateway holds at once; past it requests get 503 (at least --max-payload-size)")
 	fs.Int("max-header-size", &g.MaxHeaderSize, fastpath.DefaultMaxHeaderSize, "Largest request header block in bytes; larger ones get 431 (each client connection holds a read buffer this large)")
 	fs.Duration("request-timeout-secs", &g.RequestTimeout, fastpath.DefaultRequestTimeout, "Time a worker has to finish a request, in seconds")
+	fs.Duration("first-byte-timeout-secs", &g.FirstByteTimeout, 0, "Time a worker has to start its answer, per try, before the request is retried elsewhere and the worker's breaker counts a fault (0: none); a non-streamed answer starts when complete")
 	fs.String("api-key", &g.APIKey, "", "Bearer token the worker API (/workers) requires; empty leaves it open (also --api-key-file, or $SMG_API_KEY)")
 	fs.String("api-key-file", &o.apiKeyFile, "", "File holding --api-key on one line; unlike the flag, process listings do not show it")
 	fs.Duration("shutdown-grace-period-secs", &o.shutdownGrace, 180*time.Second, "On SIGTERM, how long in-flight requests may take to finish before exit")

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -397,5 +400,124 @@ func TestPlaintextMeshCannotBypassTheAPIKey(t *testing.T) {
 	}
 	if !strings.Contains(guarded.Output(), "--mesh-allow-insecure") {
 		t.Fatal("the guarded router did not say at start-up how to accept peers' workers")
+	}
+}
+
+// TestAbandonedRequestsToABlackHoleWorkerEnd: four clients wait on a worker that never
+// answers and give up. With --first-byte-timeout-secs the gateway cuts the upstream request
+// at that timeout and the worker's in-flight count goes back to 0; before, it stayed held
+// until --request-timeout-secs (1800 s). The gateway does not notice the clients leaving
+// while it waits for the worker: the timeout is what ends the wait (docs/reliability.md).
+func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
+	m := StartMocks(t, 1)
+	if r := MustDo(t, "POST", m.URLs[0]+"/admin/config", `{"delay_ms":600000}`, nil); r.Status != 200 {
+		t.Fatalf("admin/config: %d %s", r.Status, r.Body)
+	}
+	g := StartGateway(t, "--worker-urls", m.URLs[0], "--first-byte-timeout-secs", "2", "--disable-retries")
+	series := fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, m.URLs[0])
+	impatient := &http.Client{Timeout: 500 * time.Millisecond}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(chatStream))
+			if resp, err := impatient.Do(req); err == nil {
+				resp.Body.Close()
+				t.Errorf("the black hole answered: %d", resp.StatusCode)
+			}
+		}()
+	}
+	testutil.Eventually(t, "4 requests in flight on the black hole", func() bool {
+		v, _ := Metric(t, g.MetricsURL, series)
+		return v == 4
+	})
+	wg.Wait() // the 4 clients gave up
+	testutil.Eventually(t, "in-flight back to 0 after the first-byte timeout", func() bool {
+		v, ok := Metric(t, g.MetricsURL, series)
+		return ok && v == 0
+	})
+}
+
+// TestStoppedWorkerStopsGettingWorkBeforeHealthChecksNotice: under cache_aware, a worker
+// that is SIGSTOPped while it holds the requests' prefix attracted every request until the
+// health checker marked it. With --first-byte-timeout-secs each request it holds is cut and
+// retried on the other worker, the cuts open its breaker, and from then on it gets no work,
+// while the health checker (60 s interval) still lists it healthy.
+func TestStoppedWorkerStopsGettingWorkBeforeHealthChecksNotice(t *testing.T) {
+	m1, m2 := StartMocks(t, 1), StartMocks(t, 1)
+	g := StartGateway(t, "--policy", "cache_aware", "--worker-urls", m1.URLs[0], m2.URLs[0],
+		"--first-byte-timeout-secs", "2", "--cb-failure-threshold", "3", "--cb-timeout-duration-secs", "600")
+	body := `{"model":"mock-model","messages":[{"role":"user","content":"the same long prefix for every request of this test"}]}`
+	r := MustDo(t, "POST", g.URL+"/v1/chat/completions", body, nil)
+	if r.Status != 200 {
+		t.Fatalf("warm-up: %d %s", r.Status, r.Body)
+	}
+	holder := r.Header.Get("X-Smg-Routed-Worker-Id")
+	stopped, other := m1, m2
+	if holder == m2.URLs[0] {
+		stopped, other = m2, m1
+	}
+	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stopped.Signal(syscall.SIGCONT) })
+
+	send := func(n int) []*Response {
+		out := make([]*Response, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() { defer wg.Done(); out[i], _ = Do("POST", g.URL+"/v1/chat/completions", body, nil) }()
+		}
+		wg.Wait()
+		return out
+	}
+	// 16 requests at once: those sent to the stopped worker are cut at the first-byte timeout
+	// and served by the other one.
+	for i, r := range send(16) {
+		if r == nil || r.Status != 200 || r.Header.Get("X-Smg-Routed-Worker-Id") != other.URLs[0] {
+			t.Fatalf("request %d while the worker is stopped: %+v", i, r)
+		}
+	}
+	if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, stopped.URLs[0])); v != 1 {
+		t.Fatalf("the stopped worker's breaker is %v, want 1 (open)", v)
+	}
+	// From now on the stopped worker gets nothing: no new request is in flight on it.
+	series := fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, stopped.URLs[0])
+	testutil.Eventually(t, "nothing in flight on the stopped worker", func() bool {
+		v, _ := Metric(t, g.MetricsURL, series)
+		return v == 0
+	})
+	for i, r := range send(16) {
+		if r == nil || r.Status != 200 || r.Header.Get("X-Smg-Routed-Worker-Id") != other.URLs[0] {
+			t.Fatalf("request %d after the breaker opened: %+v", i, r)
+		}
+	}
+	if v, _ := Metric(t, g.MetricsURL, series); v != 0 {
+		t.Fatalf("%v requests in flight on the stopped worker after its breaker opened", v)
+	}
+	// The health checker has not marked it: the gateway stopped sending it work on its own.
+	var listed struct {
+		Workers []struct {
+			URL       string `json:"url"`
+			IsHealthy bool   `json:"is_healthy"`
+			Status    string `json:"status"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(MustDo(t, "GET", g.URL+"/workers", "", nil).Body), &listed); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range listed.Workers {
+		if w.URL == stopped.URLs[0] {
+			found = true
+			if w.Status != "ready" {
+				t.Fatalf("the health checker marked the stopped worker %s already; the test proves nothing", w.Status)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the stopped worker left the registry")
 	}
 }
