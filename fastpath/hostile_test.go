@@ -230,7 +230,7 @@ func TestChunkedLimitHoldsWithALargePooledBuffer(t *testing.T) {
 func TestFirstByteTimeoutRetriesElsewhere(t *testing.T) {
 	slow, fast := newFakeWorker(t, "slow", 200), newFakeWorker(t, "fast", 200)
 	slow.delay = 5 * time.Second
-	g := newGateway(t, "round_robin", Config{FirstByteTimeout: 200 * time.Millisecond}, slow, fast)
+	g := newGateway(t, "round_robin", Config{FirstByteTimeout: 200 * time.Millisecond, Retry: DefaultRetryConfig()}, slow, fast)
 	for range 2 { // round robin: one of the two requests is first sent to the slow worker
 		r := g.do("POST", "/v1/chat/completions", chatBody)
 		if r.StatusCode() != 200 || string(r.Header.Peek("X-Mock-Worker-Id")) != "fast" {

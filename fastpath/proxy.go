@@ -31,6 +31,7 @@ type exchange struct {
 	tokens  []uint32
 	reqID   []byte
 	hops    []byte // X-SMG-Hop with this gateway added, when the request had one
+	up      upstreamBody
 	exclude [4]*worker.Worker
 	// pdBody is the buffer of PD body rewrites; pdOrig holds the client's original body (which
 	// fields point into) once a rewrite has been swapped into the request (swapBody).
@@ -48,6 +49,7 @@ func (s *Server) putExchange(x *exchange) {
 	x.tokens = x.tokens[:0]
 	x.reqID = x.reqID[:0]
 	x.hops = x.hops[:0]
+	x.up = upstreamBody{}
 	if x.pdBody == nil { // swapped into the request: the original body is the next buffer
 		x.pdBody, x.pdOrig = x.pdOrig, nil
 	}
@@ -73,7 +75,8 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 		return
 	}
 
-	if err := extract.Extract(ctx.PostBody(), er, &x.fields); err != nil {
+	x.up.body = ctx.PostBody()
+	if err := extract.Extract(x.up.body, er, &x.fields); err != nil {
 		s.fail(ctx, route, errInvalidRequest, err.Error())
 		return
 	}
@@ -175,6 +178,9 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, x *exchange, rt *policy.Rout
 			a.served(rt, w)
 			return
 		}
+		if errors.Is(err, errClientLeft) {
+			return
+		}
 		// The attempt failed before the client saw a byte: try another worker, if the budget,
 		// the deadline, the client and the route table allow.
 		if wait, ok := a.retry(w, time.Now()); ok && pause(ctx, wait) {
@@ -226,12 +232,14 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 	a.dispatch(&a.main)
 
 	if !x.fields.Stream {
+		sendWatched(ctx, x, &ctx.Response)
 		err := w.Client.DoDeadline(req, &ctx.Response, deadline)
 		return s.answered(ctx, a, route, reqID, ctx.Response.StatusCode(), err)
 	}
 
 	rl := s.relays.Get().(*relay)
 	rl.resp.StreamBody = true
+	sendWatched(ctx, x, &rl.resp)
 	err := w.Client.DoDeadline(req, &rl.resp, deadline)
 	status := rl.resp.StatusCode()
 	if err == nil && status < 300 {
@@ -260,6 +268,11 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 // or the transport error err) and delivers it, unless it is worth another worker.
 func (s *Server) answered(ctx *fasthttp.RequestCtx, a *attempt, route int, reqID []byte, status int, err error) error {
 	w := a.main.w
+	if errors.Is(err, worker.ErrClientLeft) {
+		a.main.abandon() // not the worker's fault
+		ctx.SetConnectionClose()
+		return errClientLeft
+	}
 	a.main.settle(status, err)
 	if a.retryable(status, err) {
 		if err == nil {

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"errors"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -11,7 +13,13 @@ import (
 // the connection a fasthttp.Response was read from (Response.RemoteAddr, set as the round
 // trip starts) and move its read deadline: fasthttp reads a streamed answer's body under the
 // deadline of its headers, which a first-byte timeout makes short (ExtendReadDeadline).
-type conn struct{ net.Conn }
+type conn struct {
+	net.Conn
+	// client, while set, is the client of the round trip waiting for its first byte
+	// (WatchClient); deadline is the read deadline the round trip set.
+	client   net.Conn
+	deadline time.Time
+}
 
 func (c *conn) RemoteAddr() net.Addr { return c }
 
@@ -25,7 +33,7 @@ func wrapDial(dial fasthttp.DialFunc) fasthttp.DialFunc {
 		if err != nil {
 			return nil, err
 		}
-		return &conn{c}, nil
+		return &conn{Conn: c}, nil
 	}
 }
 
@@ -35,4 +43,70 @@ func wrapDial(dial fasthttp.DialFunc) fasthttp.DialFunc {
 func ExtendReadDeadline(resp *fasthttp.Response, t time.Time) bool {
 	c, ok := resp.RemoteAddr().(*conn)
 	return ok && c.SetReadDeadline(t) == nil
+}
+
+// ErrClientLeft ends a round trip whose client went away while the worker had not started
+// its answer (WatchClient).
+var ErrClientLeft = errors.New("the client closed its connection before the worker answered")
+
+// watchInterval is how often a round trip waiting for the worker's first byte checks that
+// its client is still there: the longest an abandoned request keeps its worker busy.
+const watchInterval = 250 * time.Millisecond
+
+// WatchClient makes the round trip under way on the connection resp is being read from give
+// up, with ErrClientLeft, when client closes its connection before the worker's first byte
+// arrives: the worker's connection is then closed, so the engine sees the request cancelled,
+// and the gateway frees what the request holds at once instead of at its deadline (issue
+// 17). It must be called on the goroutine making the round trip, after it took its
+// connection (fasthttp calls a request's body writer then); it does nothing for a response
+// that is not read from a worker's connection.
+func WatchClient(resp *fasthttp.Response, client net.Conn) {
+	if _, watchable := client.(syscall.Conn); !watchable {
+		return // an in-memory or TLS connection: clientGone could not tell
+	}
+	if c, ok := resp.RemoteAddr().(*conn); ok {
+		c.client = client
+	}
+}
+
+// SetReadDeadline records the deadline the round trip set, which Read restores once the
+// first byte has arrived.
+func (c *conn) SetReadDeadline(t time.Time) error {
+	c.deadline = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *conn) SetDeadline(t time.Time) error {
+	c.deadline = t
+	return c.Conn.SetDeadline(t)
+}
+
+// Read reads the worker's answer. While a client is watched and nothing has arrived, it
+// waits in slices of watchInterval and checks between them that the client is still there.
+func (c *conn) Read(p []byte) (int, error) {
+	if c.client == nil {
+		return c.Conn.Read(p)
+	}
+	defer func() { c.client = nil }()
+	for {
+		slice := time.Now().Add(watchInterval)
+		if !c.deadline.IsZero() && !slice.Before(c.deadline) {
+			// The round trip's own deadline comes first: the last wait.
+			return c.Conn.Read(p)
+		}
+		if err := c.Conn.SetReadDeadline(slice); err != nil {
+			return 0, err
+		}
+		n, err := c.Conn.Read(p)
+		var ne net.Error
+		if n > 0 || !errors.As(err, &ne) || !ne.Timeout() {
+			if rerr := c.Conn.SetReadDeadline(c.deadline); err == nil {
+				err = rerr
+			}
+			return n, err
+		}
+		if clientGone(c.client) {
+			return 0, ErrClientLeft
+		}
+	}
 }

@@ -403,25 +403,25 @@ func TestPlaintextMeshCannotBypassTheAPIKey(t *testing.T) {
 	}
 }
 
-// TestAbandonedRequestsToABlackHoleWorkerEnd: four clients wait on a worker that never
-// answers and give up. With --first-byte-timeout-secs the gateway cuts the upstream request
-// at that timeout and the worker's in-flight count goes back to 0; before, it stayed held
-// until --request-timeout-secs (1800 s). The gateway does not notice the clients leaving
-// while it waits for the worker: the timeout is what ends the wait (docs/reliability.md).
+// TestAbandonedRequestsToABlackHoleWorkerEnd: four clients (two streamed, two not) wait on a
+// worker that never answers and give up. The gateway notices each client leaving while it
+// waits for the worker's first byte, closes the worker's connection and frees the request:
+// the worker's in-flight count goes back to 0. Before, it stayed held until
+// --request-timeout-secs (1800 s by default).
 func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
 	m := StartMocks(t, 1)
 	if r := MustDo(t, "POST", m.URLs[0]+"/admin/config", `{"delay_ms":600000}`, nil); r.Status != 200 {
 		t.Fatalf("admin/config: %d %s", r.Status, r.Body)
 	}
-	g := StartGateway(t, "--worker-urls", m.URLs[0], "--first-byte-timeout-secs", "2", "--disable-retries")
+	g := StartGateway(t, "--worker-urls", m.URLs[0])
 	series := fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, m.URLs[0])
 	impatient := &http.Client{Timeout: 500 * time.Millisecond}
 	var wg sync.WaitGroup
-	for range 4 {
+	for _, body := range []string{chat, chat, chatStream, chatStream} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(chatStream))
+			req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(body))
 			if resp, err := impatient.Do(req); err == nil {
 				resp.Body.Close()
 				t.Errorf("the black hole answered: %d", resp.StatusCode)
@@ -433,10 +433,14 @@ func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
 		return v == 4
 	})
 	wg.Wait() // the 4 clients gave up
-	testutil.Eventually(t, "in-flight back to 0 after the first-byte timeout", func() bool {
+	testutil.Eventually(t, "in-flight back to 0 once the clients left", func() bool {
 		v, ok := Metric(t, g.MetricsURL, series)
 		return ok && v == 0
 	})
+	// The worker was not blamed: its breaker is closed and it is still healthy.
+	if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, m.URLs[0])); v != 0 {
+		t.Fatalf("the worker's breaker is %v after clients left it, want 0 (closed)", v)
+	}
 }
 
 // TestStoppedWorkerStopsGettingWorkBeforeHealthChecksNotice: under cache_aware, a worker

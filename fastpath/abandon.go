@@ -1,0 +1,55 @@
+package fastpath
+
+import (
+	"errors"
+	"io"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/worker"
+)
+
+// A client that leaves before its worker has started answering (issue 17): the gateway used
+// to wait for the worker until the request's deadline (1800 s by default), holding the
+// worker's in-flight count and connection for nobody. Now the worker's connection watches
+// the client while it waits for the first byte (worker.WatchClient): when the client has
+// gone, the round trip ends with worker.ErrClientLeft, the worker's connection is closed (the
+// engine sees the request cancelled), and the attempt is abandoned, not retried, and not
+// counted against the worker.
+
+// errClientLeft is forward's answer for a request whose client left: there is nobody to
+// retry or answer for.
+var errClientLeft = errors.New("the client left before the worker answered")
+
+// upstreamBody is the request body as it is sent to a worker: fasthttp writes it (WriteTo)
+// on the round trip's goroutine once the worker's connection is taken and resp knows it,
+// which is when the connection learns which client to watch.
+type upstreamBody struct {
+	body   []byte
+	resp   *fasthttp.Response
+	client *fasthttp.RequestCtx
+}
+
+// sendWatched makes req's body x.up's, so that the round trip reading into resp watches
+// ctx's client. In PD mode it does nothing: the decode leg's body is a rewrite the exchange
+// swapped into the request (swapBody), which must stay there.
+func sendWatched(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) {
+	if x.pdOrig != nil {
+		return
+	}
+	x.up.resp, x.up.client = resp, ctx
+	ctx.Request.SetBodyStream(&x.up, len(x.up.body))
+}
+
+// WriteTo implements fasthttp.BodyWriterTo.
+func (b *upstreamBody) WriteTo(w io.Writer) (int64, error) {
+	worker.WatchClient(b.resp, b.client.Conn())
+	n, err := w.Write(b.body)
+	return int64(n), err
+}
+
+func (b *upstreamBody) SupportsBodyWriteTo() bool { return true }
+
+// Read is never called (fasthttp uses WriteTo); it is there to make upstreamBody a body
+// stream.
+func (b *upstreamBody) Read([]byte) (int, error) { return 0, io.EOF }
