@@ -7,8 +7,15 @@
 // handler goroutine without allocating in steady state: a pooled exchange holds the extracted
 // fields (fastpath/extract) and the policy.Request built from them; the route table is one
 // atomic load (policy.Router.Current); the chosen worker's pooled HostClient forwards the
-// client's own request object, body bytes unchanged, with only the Host, X-Request-Id and
-// (for workers with an API key) Authorization headers rewritten.
+// client's own request object, body bytes unchanged, with only the Host, X-Request-Id,
+// X-SMG-Hop (loops.go: a request that comes back is refused) and (for workers with an API
+// key) Authorization headers rewritten. The body was read by Handle, into a pooled buffer
+// that grows as bytes arrive under a memory budget shared by all requests (body.go), never
+// sized from the declared Content-Length.
+//
+// While the gateway waits for the worker's first byte, the worker's connection checks that
+// the client is still there (abandon.go): a client that leaves ends the round trip, closing
+// the worker's connection, instead of holding the worker until the request's deadline.
 //
 // A non-streamed answer is read whole into the client's response object and written back by
 // fasthttp. A streamed answer (the body says "stream": true) is relayed: the upstream body
