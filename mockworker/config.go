@@ -123,6 +123,11 @@ type Config struct {
 	DecodePerReq time.Duration
 	// TimeScale runs the model this many times faster than the wall clock (tests). Default 1.
 	TimeScale float64
+	// DecodeFactors makes a heterogeneous fleet: worker i's decode part of a step
+	// (DecodeBase + DecodePerReq × sequences) lasts DecodeFactors[i] times as long, as on a
+	// slower accelerator; prefill is unchanged. {6: 2, 7: 2} gives two of eight workers a
+	// decode step twice as slow. A worker without an entry uses 1. Default none.
+	DecodeFactors map[int]float64
 	// Seed makes the random choices (AdminConfig.FailureRate) repeatable. Default 0.
 	Seed uint64
 
@@ -249,6 +254,14 @@ func (c Config) Validate() error {
 	}
 	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 0) {
 		errs = append(errs, fmt.Errorf("time scale %v: use a positive factor (10 runs the model 10× faster)", c.TimeScale))
+	}
+	for i, f := range c.DecodeFactors {
+		if i < 0 || i >= c.Count {
+			errs = append(errs, fmt.Errorf("decode factor for worker %d (--decode-factors): the fleet has workers 0..%d; name one of them", i, c.Count-1))
+		}
+		if !(f > 0) || math.IsInf(f, 0) {
+			errs = append(errs, fmt.Errorf("decode factor %v for worker %d (--decode-factors): use a positive factor (2 = a decode step twice as slow)", f, i))
+		}
 	}
 	if c.Role != RoleUnified && c.Role != RolePrefill && c.Role != RoleDecode {
 		errs = append(errs, fmt.Errorf("role %q (--role): use \"\" (unified), %q or %q", c.Role, RolePrefill, RoleDecode))

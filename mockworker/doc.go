@@ -12,7 +12,7 @@
 // cmd/mockworker wraps this library (flags named after the Config fields: --host, --port,
 // --count, --model, --dialect, --mode, --output-tokens, --token-interval-ms, --kv-tokens,
 // --block-size, --max-running, --prefill-tps, --chunked-prefill-size, --decode-base-ms,
-// --decode-per-req-ms, --time-scale, --seed, --server, --event-loops, --worker-id-prefix,
+// --decode-per-req-ms, --decode-factors, --time-scale, --seed, --server, --event-loops, --worker-id-prefix,
 // --role, --bootstrap-port, --kv-engine-id, --kv-transfer-timeout-ms).
 // It prints one line per worker once listening (a PD role adds ", role R, bootstrap port P"):
 //
@@ -45,6 +45,9 @@
 //     ended in model time however late the goroutine woke), so the pacing does not drift.
 //     TimeScale (--time-scale) runs model time that many times faster than the wall clock.
 //     The engine itself is a pure state machine over model time, tested on a fake clock.
+//   - DecodeFactors (--decode-factors 6=2,7=2) makes a heterogeneous fleet: worker i's
+//     DecodeBase and DecodePerReq are multiplied by its factor (a slower accelerator's
+//     decode step); prefill is unchanged.
 //
 // # Routes
 //

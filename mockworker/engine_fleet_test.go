@@ -344,3 +344,17 @@ func TestSlowTTFTHoldsNonStreamedAnswers(t *testing.T) {
 		})
 	}
 }
+
+// Each engine of a started fleet gets its own worker's decode factor.
+func TestFleetAppliesDecodeFactors(t *testing.T) {
+	f := startFleet(t, Config{Mode: ModeEngine, Count: 3, DecodeFactors: map[int]float64{2: 2}})
+	for i, w := range f.Workers() {
+		want := DefaultDecodeBase
+		if i == 2 {
+			want = 2 * DefaultDecodeBase
+		}
+		if got := w.engine.eng.p.decodeBase; got != want {
+			t.Errorf("worker %d: decode base %v, want %v", i, got, want)
+		}
+	}
+}

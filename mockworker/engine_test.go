@@ -447,3 +447,44 @@ func TestEngineLateCallerDoesNotDrift(t *testing.T) {
 		t.Fatalf("next step: %d tokens, ends %v; want both, %v", len(out), end3, end2+13*ms)
 	}
 }
+
+// A worker's DecodeFactors entry stretches the decode part of its steps, not the prefill.
+func TestDecodeFactorsSlowDecodeOnly(t *testing.T) {
+	cfg := Config{Count: 8, PrefillTPS: 1000, DecodeBase: 10 * ms, DecodePerReq: 1 * ms, DecodeFactors: map[int]float64{6: 2, 7: 2}}.withDefaults()
+	for i := range cfg.Count {
+		p := cfg.engineParams(i)
+		e := newEngine(p)
+		s := textSeq(p, strings.Repeat("abcd", 1000), 3) // 1000 prompt tokens: 1 s of prefill
+		if err := e.submit(s, 0); err != nil {
+			t.Fatal(err)
+		}
+		times, _ := runUntilIdle(t, e, 0)
+		// A step producing one token: 10 ms + 1 ms, × 2 on workers 6 and 7.
+		step := 11 * ms
+		if i >= 6 {
+			step = 22 * ms
+		}
+		want := []time.Duration{1000*ms + step, 1000*ms + 2*step, 1000*ms + 3*step}
+		if got := times[s]; !equalDurations(got, want) {
+			t.Errorf("worker %d: token times %v, want %v", i, got, want)
+		}
+	}
+}
+
+func TestDecodeFactorsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		factors map[int]float64
+		bad     bool
+	}{
+		{map[int]float64{0: 2, 3: 0.5}, false},
+		{map[int]float64{4: 2}, true},  // no worker 4 in a fleet of 4
+		{map[int]float64{-1: 2}, true}, // no worker -1
+		{map[int]float64{1: 0}, true},
+		{map[int]float64{1: -2}, true},
+	} {
+		err := Config{Count: 4, DecodeFactors: tc.factors}.Validate()
+		if (err != nil) != tc.bad || (err != nil && !strings.Contains(err.Error(), "--decode-factors")) {
+			t.Errorf("factors %v: error %v, want bad=%v naming --decode-factors", tc.factors, err, tc.bad)
+		}
+	}
+}

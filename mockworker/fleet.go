@@ -76,7 +76,7 @@ func Start(cfg Config) (*Fleet, error) {
 	}
 	if cfg.Mode == ModeEngine {
 		for _, w := range f.workers {
-			w.engine = newEngineDriver(w, cfg.engineParams(), cfg.TimeScale, f.done)
+			w.engine = newEngineDriver(w, cfg.engineParams(w.index), cfg.TimeScale, f.done)
 			f.engines.Go(w.engine.run)
 		}
 	}

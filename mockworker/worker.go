@@ -66,16 +66,21 @@ func newWorker(index int, addr string, cfg *Config, born int64) *Worker {
 	return w
 }
 
-// engineParams derives the engine model's parameters from the configuration.
-func (c *Config) engineParams() engineParams {
+// engineParams derives worker index's engine model parameters from the configuration: the
+// fleet's, with the worker's DecodeFactors entry applied to the decode times.
+func (c *Config) engineParams(index int) engineParams {
+	decode := 1.0
+	if f, ok := c.DecodeFactors[index]; ok {
+		decode = f
+	}
 	return engineParams{
 		maxRunning:   c.MaxRunning,
 		kvTokens:     c.KVTokens,
 		blockSize:    c.BlockSize,
 		prefillTPS:   c.PrefillTPS,
 		prefillChunk: c.PrefillChunk,
-		decodeBase:   c.DecodeBase,
-		decodePerReq: c.DecodePerReq,
+		decodeBase:   time.Duration(float64(c.DecodeBase) * decode),
+		decodePerReq: time.Duration(float64(c.DecodePerReq) * decode),
 	}
 }
 

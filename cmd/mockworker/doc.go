@@ -2,6 +2,7 @@
 //
 //	mockworker --host 127.0.0.1 --port 18000 --count 4 --model M --dialect sglang
 //	mockworker --port 0 --count 3 --mode engine --time-scale 10 --seed 1
+//	mockworker --port 0 --count 8 --mode engine --decode-factors 6=2,7=2   # workers 6, 7 decode twice as slowly
 //	mockworker --host 127.0.0.11 --port 18000 --role prefill --bootstrap-port 8998
 //	mockworker --host 127.0.0.12 --port 18000 --role decode --kv-transfer-timeout-ms 10000
 //

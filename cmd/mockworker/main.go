@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +89,11 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	fs.Float64Var(&decodeBaseMS, "decode-base-ms", ms(mockworker.DefaultDecodeBase), "engine: fixed time of a step, ms")
 	fs.Float64Var(&decodePerReqMS, "decode-per-req-ms", ms(mockworker.DefaultDecodePerReq), "engine: time a step adds per sequence in the batch, ms")
 	fs.Float64Var(&cfg.TimeScale, "time-scale", mockworker.DefaultTimeScale, "engine: run the model this many times faster than real time")
+	fs.Func("decode-factors", "engine: a heterogeneous fleet, `i=f,...`: worker i's decode step (decode-base and decode-per-req) lasts f times as long, e.g. 6=2,7=2 makes workers 6 and 7 decode twice as slowly (prefill unchanged)", func(v string) error {
+		factors, err := parseDecodeFactors(v)
+		cfg.DecodeFactors = factors
+		return err
+	})
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random choices (admin failure_rate)")
 	fs.StringVar(&role, "role", "", `prefill-decode role: "" (unified), prefill or decode`)
 	fs.IntVar(&cfg.BootstrapPort, "bootstrap-port", mockworker.DefaultBootstrapPort, "prefill: port of the fleet's KV rendezvous (0: a free port); decode: the port asked when bootstrap_port is null")
@@ -144,6 +150,27 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 		return cfg, fmt.Errorf("invalid --port %d with --count %d: the last port passes 65535", cfg.Port, cfg.Count)
 	}
 	return cfg, cfg.Validate()
+}
+
+// parseDecodeFactors parses --decode-factors: comma-separated worker=factor pairs.
+func parseDecodeFactors(v string) (map[int]float64, error) {
+	factors := map[int]float64{}
+	for _, pair := range strings.Split(v, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		index, factor, ok := strings.Cut(pair, "=")
+		i, errI := strconv.Atoi(strings.TrimSpace(index))
+		f, errF := strconv.ParseFloat(strings.TrimSpace(factor), 64)
+		if !ok || errI != nil || errF != nil {
+			return nil, fmt.Errorf("%q is not worker=factor: write e.g. 6=2,7=2", pair)
+		}
+		if _, dup := factors[i]; dup {
+			return nil, fmt.Errorf("worker %d appears twice: give each worker one factor", i)
+		}
+		factors[i] = f
+	}
+	return factors, nil
 }
 
 // ms renders a duration as the float milliseconds the flags take.

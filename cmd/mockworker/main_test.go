@@ -111,6 +111,10 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--bootstrap-port", "70000"}, "--bootstrap-port"},
 		{[]string{"--kv-transfer-timeout-ms", "0"}, "--kv-transfer-timeout-ms"},
 		{[]string{"--kv-engine-id", `a"b`}, "--kv-engine-id"},
+		{[]string{"--decode-factors", "6:2"}, "-decode-factors"},
+		{[]string{"--decode-factors", "1=2,1=3", "--count", "2"}, "-decode-factors"},
+		{[]string{"--decode-factors", "5=2", "--count", "2"}, "--decode-factors"},
+		{[]string{"--decode-factors", "0=0"}, "--decode-factors"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"stray"}, "stray"},
 	} {
@@ -118,6 +122,19 @@ func TestFlagErrors(t *testing.T) {
 		if code := run(tc.args, &stdout, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), tc.flag) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", tc.args, code, stderr.String(), tc.flag)
 		}
+	}
+}
+
+func TestDecodeFactorsFlag(t *testing.T) {
+	cfg, err := parseFlags([]string{"--count", "8", "--mode", "engine", "--decode-factors", "6=2, 7=2.5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.DecodeFactors) != 2 || cfg.DecodeFactors[6] != 2 || cfg.DecodeFactors[7] != 2.5 {
+		t.Fatalf("DecodeFactors = %v, want map[6:2 7:2.5]", cfg.DecodeFactors)
+	}
+	if cfg, err = parseFlags([]string{"--count", "8"}, io.Discard); err != nil || cfg.DecodeFactors != nil {
+		t.Fatalf("without the flag: %v, %v; want no factors", cfg.DecodeFactors, err)
 	}
 }
 
