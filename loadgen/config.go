@@ -35,6 +35,10 @@ const (
 	WorkloadMultiTurn WorkloadKind = "multi-turn"
 	// WorkloadRaw sends one fixed tiny chat request: for measuring proxy overhead.
 	WorkloadRaw WorkloadKind = "raw"
+	// WorkloadMixedSize sends distinct prompts of two sizes, most short and a few many times
+	// longer (bimodal), with no shared prefix: a long prompt ties up an engine's prefill, so
+	// where a request lands matters more for its latency than which cache holds what.
+	WorkloadMixedSize WorkloadKind = "mixed-size"
 )
 
 // ArrivalKind is the inter-arrival distribution of the open loop.
@@ -86,6 +90,16 @@ type MultiTurnConfig struct {
 	ThinkTime       time.Duration `json:"think_time_ns"`     // pause after an answer before the next round; default 0
 }
 
+// MixedSizeConfig shapes WorkloadMixedSize. Exactly round(NumPrompts × LongFraction) prompts
+// are long, at positions drawn from the seed; every prompt is its own random text.
+type MixedSizeConfig struct {
+	NumPrompts   int     `json:"num_prompts"`   // distinct prompts, cycled; default 4096
+	ShortLen     int     `json:"short_len"`     // prompt tokens of a short prompt; default 256
+	LongLen      int     `json:"long_len"`      // prompt tokens of a long prompt; default 7680 (30 × ShortLen's default)
+	LongFraction float64 `json:"long_fraction"` // share of long prompts, in (0, 1]; default 0.1
+	OutputLen    int     `json:"output_len"`    // max_tokens; default 32
+}
+
 // RawConfig shapes WorkloadRaw.
 type RawConfig struct {
 	OutputTokens int `json:"output_tokens"` // max_tokens of the fixed request; default 8
@@ -118,14 +132,15 @@ type Config struct {
 	// SessionHeader, when set, names a header that carries each request's session, so that
 	// a gateway can keep sessions sticky (e.g. "X-SMG-Routing-Key"): multi-turn sends the
 	// conversation ("user-3-0": user 3's first conversation), shared-prefix the prefix group
-	// ("group-7"), random the prompt ("prompt-42") and raw "raw".
+	// ("group-7"), random and mixed-size the prompt ("prompt-42") and raw "raw".
 	SessionHeader string `json:"session_header,omitempty"`
 
-	// Workload: random (default), shared-prefix, multi-turn or raw.
+	// Workload: random (default), shared-prefix, multi-turn, mixed-size or raw.
 	Workload     WorkloadKind       `json:"workload"`
 	Random       RandomConfig       `json:"random"`
 	SharedPrefix SharedPrefixConfig `json:"shared_prefix"`
 	MultiTurn    MultiTurnConfig    `json:"multi_turn"`
+	MixedSize    MixedSizeConfig    `json:"mixed_size"`
 	Raw          RawConfig          `json:"raw"`
 
 	// RequestRate > 0 runs an open loop at that many requests per second; 0 (default) runs a
@@ -137,8 +152,8 @@ type Config struct {
 	// the number of clients, each with its own keep-alive connection; 0 means 1.
 	MaxConcurrency int `json:"max_concurrency"`
 	// NumRequests stops the run after this many measured requests. Default when Duration is
-	// zero: the workload's natural size (random: NumPrompts; shared-prefix: groups × prompts;
-	// multi-turn: users × rounds; raw: 1000). With Duration set, 0 means no count limit.
+	// zero: the workload's natural size (random, mixed-size: NumPrompts; shared-prefix:
+	// groups × prompts; multi-turn: users × rounds; raw: 1000). With Duration set, 0 means no count limit.
 	NumRequests int `json:"num_requests"`
 	// Duration stops issuing new requests after this long; requests in flight finish.
 	Duration time.Duration `json:"duration_ns"`
@@ -211,6 +226,11 @@ func (c *Config) applyStaticDefaults() {
 	setDefault(&c.MultiTurn.Rounds, 4)
 	setDefault(&c.MultiTurn.TurnLen, 128)
 	setDefault(&c.MultiTurn.OutputLen, 128)
+	setDefault(&c.MixedSize.NumPrompts, 4096)
+	setDefault(&c.MixedSize.ShortLen, 256)
+	setDefault(&c.MixedSize.LongLen, 7680)
+	setDefault(&c.MixedSize.LongFraction, 0.1)
+	setDefault(&c.MixedSize.OutputLen, 32)
 	setDefault(&c.Raw.OutputTokens, 8)
 }
 
@@ -228,6 +248,8 @@ func (c *Config) naturalSize() int {
 		return c.SharedPrefix.NumGroups * c.SharedPrefix.PromptsPerGroup
 	case WorkloadMultiTurn:
 		return c.MultiTurn.Users * c.MultiTurn.Rounds
+	case WorkloadMixedSize:
+		return c.MixedSize.NumPrompts
 	case WorkloadRaw:
 		return defaultRawRequests
 	default:

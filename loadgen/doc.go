@@ -16,13 +16,15 @@
 //
 // random (bench_serving's random dataset), shared-prefix (its generated-shared-prefix),
 // multi-turn (users × rounds; each turn carries the whole conversation so far, including the
-// server's previous answers) and raw (one tiny fixed chat request, for measuring proxy
-// overhead). Prompt text, lengths, order and open-loop arrival gaps are deterministic in
+// server's previous answers), mixed-size (distinct prompts of two sizes: by default 10% of
+// them 7,680 tokens, 30× the others' 256, so a few requests cost an engine 30× the prefill;
+// no shared prefix, so where a request lands matters more than cache affinity) and raw (one
+// tiny fixed chat request, for measuring proxy overhead). Prompt text, lengths, order and open-loop arrival gaps are deterministic in
 // Config.Seed; only the server's answers and timing vary between runs. Prompts are words from
 // a small vocabulary of single-token English words, so a prompt of n words is about n tokens.
 //
 // Every item has a session: its conversation (multi-turn), prefix group (shared-prefix) or
-// prompt (random). With Config.SessionHeader set (e.g. "X-SMG-Routing-Key"), requests carry
+// prompt (random, mixed-size). With Config.SessionHeader set (e.g. "X-SMG-Routing-Key"), requests carry
 // it, so sticky routing can be benchmarked; Config.Headers adds fixed headers.
 //
 // # Prefill-decode disaggregation (PD)

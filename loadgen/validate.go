@@ -38,9 +38,9 @@ func (c Config) Validate() error {
 		bad("Endpoint (--endpoint) %q is unknown: use chat, completions or generate", c.Endpoint)
 	}
 	switch c.Workload {
-	case WorkloadRandom, WorkloadSharedPrefix, WorkloadMultiTurn, WorkloadRaw:
+	case WorkloadRandom, WorkloadSharedPrefix, WorkloadMultiTurn, WorkloadMixedSize, WorkloadRaw:
 	default:
-		bad("Workload (--workload) %q is unknown: use random, shared-prefix, multi-turn or raw", c.Workload)
+		bad("Workload (--workload) %q is unknown: use random, shared-prefix, multi-turn, mixed-size or raw", c.Workload)
 	}
 	for name := range c.Headers {
 		if !validHeaderName(name) {
@@ -95,6 +95,10 @@ func (c Config) Validate() error {
 		{"MultiTurn.Rounds (--mt-rounds)", c.MultiTurn.Rounds},
 		{"MultiTurn.TurnLen (--mt-turn-len)", c.MultiTurn.TurnLen},
 		{"MultiTurn.OutputLen (--mt-output-len)", c.MultiTurn.OutputLen},
+		{"MixedSize.NumPrompts (--ms-num-prompts)", c.MixedSize.NumPrompts},
+		{"MixedSize.ShortLen (--ms-short-len)", c.MixedSize.ShortLen},
+		{"MixedSize.LongLen (--ms-long-len)", c.MixedSize.LongLen},
+		{"MixedSize.OutputLen (--ms-output-len)", c.MixedSize.OutputLen},
 		{"Raw.OutputTokens (--output-tokens)", c.Raw.OutputTokens},
 	}
 	for _, f := range lengths {
@@ -109,6 +113,12 @@ func (c Config) Validate() error {
 	}
 	if c.Random.RangeRatio < 0 || c.Random.RangeRatio > 1 || math.IsNaN(c.Random.RangeRatio) {
 		bad("Random.RangeRatio (--random-range-ratio) %v must be in [0, 1]: 1 fixes the lengths, 0 draws them from [1, len]", c.Random.RangeRatio)
+	}
+	if !(c.MixedSize.LongFraction > 0 && c.MixedSize.LongFraction <= 1) {
+		bad("MixedSize.LongFraction (--ms-long-fraction) %v must be in (0, 1]: the share of long prompts, e.g. 0.1 (use the random workload for one size)", c.MixedSize.LongFraction)
+	}
+	if c.Workload == WorkloadMixedSize && c.MixedSize.NumPrompts > 1<<16 {
+		bad("MixedSize.NumPrompts (--ms-num-prompts) %d is too many: keep it under %d (prompts are built before the run)", c.MixedSize.NumPrompts, 1<<16)
 	}
 	if c.SharedPrefix.NumGroups*c.SharedPrefix.PromptsPerGroup > 1<<20 {
 		bad("SharedPrefix groups × prompts per group = %d is too many: keep it under %d", c.SharedPrefix.NumGroups*c.SharedPrefix.PromptsPerGroup, 1<<20)

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -45,6 +46,8 @@ func newSource(c *Config) (source, error) {
 		return &staticSource{items: sharedPrefixItems(b, c.SharedPrefix, c.Seed)}, nil
 	case WorkloadMultiTurn:
 		return newMultiTurnSource(b, c.MultiTurn, c.Seed), nil
+	case WorkloadMixedSize:
+		return &staticSource{items: mixedSizeItems(b, c.MixedSize, c.Seed)}, nil
 	case WorkloadRaw:
 		return &staticSource{items: rawItems(b, c.Raw)}, nil
 	}
@@ -71,7 +74,9 @@ const (
 	streamRandomText
 	streamSharedPrefixText
 	streamSharedPrefixOrder
-	streamMultiTurnBase // + user<<32 | generation
+	streamMixedSizeText
+	streamMixedSizeOrder
+	streamMultiTurnBase // + user<<32 | generation: keep it last
 )
 
 // randomItems is bench_serving's random dataset: lengths uniform in [len*ratio, len], or
@@ -109,6 +114,28 @@ func sharedPrefixItems(b bodyBuilder, sc SharedPrefixConfig, seed int64) []*item
 	}
 	order := rand.New(rand.NewPCG(uint64(seed), streamSharedPrefixOrder))
 	order.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+	return items
+}
+
+// mixedSizeItems is the bimodal workload: NumPrompts distinct prompts, round(NumPrompts ×
+// LongFraction) of them LongLen words at seeded positions, the rest ShortLen words.
+func mixedSizeItems(b bodyBuilder, mc MixedSizeConfig, seed int64) []*item {
+	long := make([]bool, mc.NumPrompts)
+	for i := range min(mc.NumPrompts, int(math.Round(float64(mc.NumPrompts)*mc.LongFraction))) {
+		long[i] = true
+	}
+	order := rand.New(rand.NewPCG(uint64(seed), streamMixedSizeOrder))
+	order.Shuffle(len(long), func(i, j int) { long[i], long[j] = long[j], long[i] })
+	text := newPrompt(seed, streamMixedSizeText)
+	items := make([]*item, mc.NumPrompts)
+	for i, isLong := range long {
+		n := mc.ShortLen
+		if isLong {
+			n = mc.LongLen
+		}
+		msgs := []message{{role: "user", content: text.words(n)}}
+		items[i] = &item{body: b.build(msgs, mc.OutputLen), promptTokens: n, maxTokens: mc.OutputLen, session: "prompt-" + strconv.Itoa(i)}
+	}
 	return items
 }
 

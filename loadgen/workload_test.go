@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,6 +14,7 @@ func workloadConfig(kind WorkloadKind, seed int64) Config {
 	c.Random = RandomConfig{InputLen: 50, OutputLen: 20, RangeRatio: 0.25, NumPrompts: 40}
 	c.SharedPrefix = SharedPrefixConfig{NumGroups: 3, PromptsPerGroup: 4, SystemPromptLen: 30, QuestionLen: 5, OutputLen: 9}
 	c.MultiTurn = MultiTurnConfig{Users: 3, Rounds: 3, SystemPromptLen: 4, TurnLen: 6, OutputLen: 5}
+	c.MixedSize = MixedSizeConfig{NumPrompts: 50, ShortLen: 6, LongLen: 180, LongFraction: 0.1, OutputLen: 7}
 	c.applyDefaults()
 	return c
 }
@@ -32,7 +34,7 @@ func staticBodies(t *testing.T, c Config) [][]byte {
 }
 
 func TestStaticWorkloadsAreDeterministicInSeed(t *testing.T) {
-	for _, kind := range []WorkloadKind{WorkloadRandom, WorkloadSharedPrefix} {
+	for _, kind := range []WorkloadKind{WorkloadRandom, WorkloadSharedPrefix, WorkloadMixedSize} {
 		a := staticBodies(t, workloadConfig(kind, 1))
 		b := staticBodies(t, workloadConfig(kind, 1))
 		c := staticBodies(t, workloadConfig(kind, 2))
@@ -131,6 +133,102 @@ func TestSharedPrefixWorkload(t *testing.T) {
 	}
 	if inOrder {
 		t.Fatal("items are in group order: the seeded shuffle did nothing")
+	}
+}
+
+// mixedSizeLong returns which of the workload's prompts are long, checking every item's shape.
+func mixedSizeLong(t *testing.T, c Config) []bool {
+	t.Helper()
+	src, err := newSource(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := c.MixedSize
+	items := src.(*staticSource).items
+	if len(items) != mc.NumPrompts {
+		t.Fatalf("%d items, want NumPrompts %d", len(items), mc.NumPrompts)
+	}
+	long := make([]bool, len(items))
+	sessions, openings := map[string]bool{}, map[string]bool{}
+	for i, it := range items {
+		body := decodeBody(t, it.body)
+		words := strings.Fields(body.Messages[0].Content)
+		if len(body.Messages) != 1 || body.Messages[0].Role != "user" || body.MaxTokens != mc.OutputLen || it.maxTokens != mc.OutputLen ||
+			len(words) != it.promptTokens || (len(words) != mc.ShortLen && len(words) != mc.LongLen) {
+			t.Fatalf("item %d: %d words (item says %d), max_tokens %d: want one user message of %d or %d words, max_tokens %d",
+				i, len(words), it.promptTokens, body.MaxTokens, mc.ShortLen, mc.LongLen, mc.OutputLen)
+		}
+		long[i] = len(words) == mc.LongLen
+		sessions[it.session] = true
+		openings[strings.Join(words[:6], " ")] = true
+	}
+	// Every prompt is its own text: no shared prefix for a cache to exploit.
+	if len(sessions) != len(items) || len(openings) != len(items) {
+		t.Fatalf("%d sessions and %d distinct openings for %d prompts: want every prompt distinct", len(sessions), len(openings), len(items))
+	}
+	return long
+}
+
+func TestMixedSizeWorkload(t *testing.T) {
+	c := workloadConfig(WorkloadMixedSize, 4)
+	long := mixedSizeLong(t, c)
+	count := func(long []bool) (n int) {
+		for _, l := range long {
+			if l {
+				n++
+			}
+		}
+		return n
+	}
+	// Exactly round(50 × 0.1) = 5 long prompts (180 words, 30× the 6-word short ones).
+	if n := count(long); n != 5 {
+		t.Fatalf("%d long prompts, want exactly 5", n)
+	}
+	// The seed places them: another seed puts them elsewhere, the same seed in the same places.
+	if other := mixedSizeLong(t, workloadConfig(WorkloadMixedSize, 5)); slices.Equal(long, other) {
+		t.Fatal("seeds 4 and 5 put the long prompts at the same positions")
+	}
+	if again := mixedSizeLong(t, workloadConfig(WorkloadMixedSize, 4)); !slices.Equal(long, again) {
+		t.Fatal("seed 4 put the long prompts elsewhere on a second build")
+	}
+	// The fraction rounds to the nearest count: 0.25 of 50 is 12.5 → 13; 1 makes every prompt long.
+	c.MixedSize.LongFraction = 0.25
+	if n := count(mixedSizeLong(t, c)); n != 13 {
+		t.Fatalf("fraction 0.25: %d long prompts, want 13", n)
+	}
+	c.MixedSize.LongFraction = 1
+	if n := count(mixedSizeLong(t, c)); n != 50 {
+		t.Fatalf("fraction 1: %d long prompts, want 50", n)
+	}
+}
+
+func TestMixedSizeDefaultsAndValidation(t *testing.T) {
+	c := DefaultConfig()
+	if m := c.MixedSize; m != (MixedSizeConfig{NumPrompts: 4096, ShortLen: 256, LongLen: 7680, LongFraction: 0.1, OutputLen: 32}) {
+		t.Fatalf("defaults %+v", m)
+	}
+	c.BaseURL, c.Model, c.Workload = "http://127.0.0.1:1/v1", "m", WorkloadMixedSize
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if c.applyDefaults(); c.NumRequests != 4096 {
+		t.Fatalf("natural size %d, want NumPrompts 4096", c.NumRequests)
+	}
+	for _, tc := range []struct {
+		edit func(*MixedSizeConfig)
+		flag string
+	}{
+		{func(m *MixedSizeConfig) { m.LongFraction = 1.5 }, "--ms-long-fraction"},
+		{func(m *MixedSizeConfig) { m.LongFraction = -0.1 }, "--ms-long-fraction"},
+		{func(m *MixedSizeConfig) { m.ShortLen = -1 }, "--ms-short-len"},
+		{func(m *MixedSizeConfig) { m.LongLen = maxPromptTokens + 1 }, "--ms-long-len"},
+		{func(m *MixedSizeConfig) { m.NumPrompts = 1 << 17 }, "--ms-num-prompts"},
+	} {
+		bad := c
+		tc.edit(&bad.MixedSize)
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%+v: error %v, want one naming %s", bad.MixedSize, err, tc.flag)
+		}
 	}
 }
 

@@ -43,7 +43,7 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 	})
 	fs.StringVar(&c.SessionHeader, "session-header", "", "header carrying each request's session (conversation, prefix group, prompt), e.g. X-SMG-Routing-Key")
 
-	fs.Var(enumFlag[loadgen.WorkloadKind]{&c.Workload, []string{"random", "shared-prefix", "multi-turn", "raw"}}, "workload", "`random|shared-prefix|multi-turn|raw`")
+	fs.Var(enumFlag[loadgen.WorkloadKind]{&c.Workload, []string{"random", "shared-prefix", "multi-turn", "mixed-size", "raw"}}, "workload", "`random|shared-prefix|multi-turn|mixed-size|raw`")
 	fs.Float64Var(&c.RequestRate, "request-rate", 0, "open loop at this many requests/s; 0 = closed loop of --max-concurrency clients")
 	fs.Var(enumFlag[loadgen.ArrivalKind]{&c.Arrival, []string{"poisson", "constant"}}, "arrival", "open-loop arrivals: `poisson|constant`")
 	fs.IntVar(&c.MaxConcurrency, "max-concurrency", 0, "cap on requests in flight (open loop; 0 = none) or number of clients (closed loop; 0 = 1)")
@@ -71,6 +71,12 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 	fs.IntVar(&c.MultiTurn.TurnLen, "mt-turn-len", c.MultiTurn.TurnLen, "multi-turn: tokens per user turn")
 	fs.IntVar(&c.MultiTurn.OutputLen, "mt-output-len", c.MultiTurn.OutputLen, "multi-turn: output tokens per answer")
 	fs.DurationVar(&c.MultiTurn.ThinkTime, "think-time", 0, "multi-turn: pause between an answer and the next turn")
+
+	fs.IntVar(&c.MixedSize.NumPrompts, "ms-num-prompts", c.MixedSize.NumPrompts, "mixed-size: distinct prompts, cycled")
+	fs.IntVar(&c.MixedSize.ShortLen, "ms-short-len", c.MixedSize.ShortLen, "mixed-size: tokens of a short prompt")
+	fs.IntVar(&c.MixedSize.LongLen, "ms-long-len", c.MixedSize.LongLen, "mixed-size: tokens of a long prompt")
+	fs.Float64Var(&c.MixedSize.LongFraction, "ms-long-fraction", c.MixedSize.LongFraction, "mixed-size: share of long prompts, in (0, 1] (exactly round(num-prompts × fraction), at seeded positions)")
+	fs.IntVar(&c.MixedSize.OutputLen, "ms-output-len", c.MixedSize.OutputLen, "mixed-size: output tokens")
 
 	fs.IntVar(&c.Raw.OutputTokens, "output-tokens", c.Raw.OutputTokens, "raw: max_tokens of the fixed request")
 
