@@ -20,13 +20,14 @@ test:
 	$(GO) test -race -timeout 20m ./...
 
 ## bench: the regression gate (docs/benchmarks.md): overhead against direct, a bare fasthttp
-## proxy, nginx and HAProxy; hot-path allocs/op; routing quality per policy; fails on regression
+## proxy, nginx and HAProxy; hot-path allocs/op; the routing-quality A/B table (capacity at
+## saturation and TTFT at 70% load per policy and workload, plots in bin/bench-quality.html); fails on regression
 bench: build
-	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --out $(BIN)/bench.json
+	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --out $(BIN)/bench.json --quality-html $(BIN)/bench-quality.html
 
-## bench-smoke: the shortened gate CI runs (2 s overhead runs, two policies, small micro cases)
+## bench-smoke: the shortened gate CI runs (2 s overhead runs, small micro cases, a 70%-load herding check)
 bench-smoke: build
-	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --smoke --out $(BIN)/bench-smoke.json
+	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --smoke --out $(BIN)/bench-smoke.json --quality-html $(BIN)/bench-smoke-quality.html
 
 ## demo: a mock fleet and the gateway on loopback, a short load, a summary, then stop
 demo: build

@@ -70,22 +70,53 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	if got := c.WallRate(); got != 156 {
-		t.Errorf("default wall rate %g, want 39 × 4 = 156", got)
+	if len(c.Policies) != 7 || c.Policies[0] != "round_robin" || len(c.LoadPolicies) != 3 || c.Repeats != 3 || c.LoadFraction != 0.7 {
+		t.Errorf("defaults: policies %v, load policies %v, repeats %d, fraction %g; want the issue's seven, three load-aware, 3, 0.7",
+			c.Policies, c.LoadPolicies, c.Repeats, c.LoadFraction)
 	}
-	if len(c.Policies) != 6 {
-		t.Errorf("default policies %v, want the issue's six", c.Policies)
+	if got := strings.Join(QualityCaseNames(), ","); got != "shared-prefix,multi-turn,mixed-size,heterogeneous" || len(c.Cases) != 4 {
+		t.Errorf("cases %s (%d configured), want the four of issue 13", got, len(c.Cases))
 	}
-	bad := QualityConfig{Workers: 1, TimeScale: -1, KVTokens: 100}
+	bad := QualityConfig{Workers: 1, SatDuration: time.Millisecond, LoadFraction: 1.5, Repeats: -1,
+		Policies: []string{"random"}, Cases: []QualityCase{{Name: "a b"}, {Name: "x", SatTimeScale: 1, LoadTimeScale: 1, SatClients: 1, Loadgen: []string{"--workload", "raw"}}}}
 	bad.fillDefaults()
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("bad config validated")
 	}
-	for _, hint := range []string{"at least 2", "must be positive", "raise --quality-kv-tokens"} {
+	for _, hint := range []string{"at least 2", "at least 1s each", "load in (0, 1]", "use positive values",
+		"include round_robin in the saturation policies or give --quality-capacity", `quality case "a b"`, "give positive time scales"} {
 		if !strings.Contains(err.Error(), hint) {
 			t.Errorf("error %q lacks %q", err, hint)
 		}
+	}
+	negative := QualityConfig{Capacity: -2}
+	negative.fillDefaults()
+	if err := negative.Validate(); err == nil || !strings.Contains(err.Error(), "use 0 (measure round robin's)") {
+		t.Errorf("negative capacity: %v", err)
+	}
+	// Without saturation rows a given capacity is enough.
+	ok := QualityConfig{Policies: []string{}, Capacity: 56}
+	ok.fillDefaults()
+	if err := ok.Validate(); err != nil || len(ok.Policies) != 0 {
+		t.Errorf("load rows at a given capacity: %v (policies %v)", err, ok.Policies)
+	}
+}
+
+func TestSelectQualityCases(t *testing.T) {
+	all, err := SelectQualityCases(nil)
+	if err != nil || len(all) != 4 {
+		t.Fatalf("all cases: %d, %v", len(all), err)
+	}
+	two, err := SelectQualityCases([]string{"heterogeneous", "shared-prefix"})
+	if err != nil || len(two) != 2 || two[0].Name != "heterogeneous" || two[1].Name != "shared-prefix" {
+		t.Fatalf("two cases: %+v, %v", two, err)
+	}
+	if got := strings.Join(two[0].Mock, " "); got != "--decode-factors 6=2,7=2" {
+		t.Errorf("heterogeneous mock flags %q: want two slow decoders", got)
+	}
+	if _, err := SelectQualityCases([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "use shared-prefix, multi-turn") {
+		t.Errorf("unknown case: %v", err)
 	}
 }
 

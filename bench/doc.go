@@ -25,9 +25,14 @@
 //   - Micro: `go test -bench -benchmem` over the hot-path benchmarks (HotPathSuites), parsed
 //     by ParseBenchOutput; CheckAllocs fails on any non-zero allocs/op.
 //   - Quality: engine-mode mocks (continuous batching, prefix-cached KV, time-scaled) behind
-//     the gateway, the shared-prefix workload at a fixed open-loop rate, one fresh fleet and
-//     gateway per policy: cache hit rate, output throughput and TTFT, and cache_aware's ratios
-//     to round_robin beside SGLang's published ones.
+//     the gateway, one fresh fleet and gateway per row, per case (shared-prefix, multi-turn,
+//     mixed-size, and a heterogeneous fleet whose workers 6 and 7 decode twice as slowly):
+//     every policy saturated in a closed loop (capacity = completed requests per second of
+//     model time, cache hit rate, TTFT, TPOT, busiest worker's share), then round robin and
+//     the load-aware policies at 70% of round robin's measured capacity in an open loop,
+//     three times; ratios to round robin, cache_aware beside SGLang's published ones, and
+//     WriteQualityHTML's offline bar charts. Each row records the CPU its processes and the
+//     whole machine used, so a row limited by the machine rather than the engines shows.
 //
 // Report.Metrics flattens a run into named values; a Baseline (bench/baseline.json,
 // bench/baseline-smoke.json) gates some of them, each with a direction and a relative

@@ -92,7 +92,7 @@ func TestCommittedBaselines(t *testing.T) {
 				"overhead.json.cpu_ratio.smg-cache_aware/bare",
 				"overhead.json.cpu_ratio.smg-cache_aware/nginx",
 				"overhead.sse.cpu_ratio.smg-cache_aware/nginx",
-				"quality.cache_hit_ratio.cache_aware/round_robin",
+				"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin",
 			} {
 				if !gated[m] {
 					t.Errorf("%s is not gated", m)

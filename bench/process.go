@@ -155,20 +155,27 @@ func waitHTTP(url string, d time.Duration) error {
 // runLoadgen runs loadgen with args on core, waits for it and reads the JSON result it wrote
 // to out (args must include --output out).
 func runLoadgen(core int, bin, out string, args ...string) (*loadgen.Result, error) {
+	r, _, err := runLoadgenCPU(core, bin, out, args...)
+	return r, err
+}
+
+// runLoadgenCPU is runLoadgen that also returns the CPU seconds (user + system) loadgen used.
+func runLoadgenCPU(core int, bin, out string, args ...string) (*loadgen.Result, float64, error) {
 	lg, err := start(core, bin, args...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := lg.wait(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	cpu := (lg.cmd.ProcessState.UserTime() + lg.cmd.ProcessState.SystemTime()).Seconds()
 	b, err := os.ReadFile(out)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var r loadgen.Result
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("cannot read loadgen result %s: %w", out, err)
+		return nil, 0, fmt.Errorf("cannot read loadgen result %s: %w", out, err)
 	}
-	return &r, nil
+	return &r, cpu, nil
 }

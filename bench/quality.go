@@ -3,60 +3,181 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/smg-go/smg/loadgen"
 )
 
-// QualityConfig configures the routing-quality suite: a fleet of engine-mode mocks (continuous
-// batching, prefix-cached KV, time-scaled) behind the gateway, the shared-prefix workload at a
-// fixed open-loop rate, one fresh fleet and gateway per policy. Zero values take the defaults,
-// which docs/benchmarks.md derives ("Routing quality: the setup").
-type QualityConfig struct {
-	Bin Binaries
-	// Policies measured, in table order. Default cache_aware, prefix_hash, round_robin,
-	// random, least_load, power_of_two.
-	Policies []string
-	// Workers is the fleet size. Default 8.
-	Workers int
-	// TimeScale runs the engine model this many times faster than the wall clock. Default 4.
-	TimeScale float64
-	// KVTokens is each mock's KV-cache capacity in tokens. Default 65,536: about two fifths
-	// of the workload's distinct shared prefixes (64 × ~2,590 tokens) fit in one worker, all
-	// of them in the fleet.
-	KVTokens int
-	// ModelRate is the fleet's arrival rate in requests per second of model time; loadgen
-	// sends ModelRate × TimeScale per wall-clock second. Default 39: 70% of the 56 requests/s
-	// the fleet served under round robin at saturation (the calibration in docs/benchmarks.md).
-	ModelRate float64
-	// Duration of each measured run (wall clock). Default 25 s.
-	Duration time.Duration
-	// WarmupSeconds of arrivals are sent before measuring, so the caches are past their cold
-	// start. Default 4.
-	WarmupSeconds float64
-	// MaxConcurrency caps requests in flight, so an overloaded policy queues at the client
-	// instead of spiralling in connections (docs/benchmarks-loadgen.md). Default 1,024.
-	MaxConcurrency int
-	// The shared-prefix workload (loadgen's gsp flags). Defaults 64 groups of 16 questions,
-	// 2,048-word system prompts and 128-word questions (SGLang's bench_serving defaults; the mock
-	// counts about 1.26 tokens per word), 32 output tokens (bench_serving: 256; fewer keep the
-	// SSE events within what 2 shared cores relay while the engines stay prefill-bound).
-	Groups, PromptsPerGroup, SystemPromptLen, QuestionLen, OutputLen int
-	// Seed of the workload (prompts, order, arrivals). Default 1.
-	Seed int64
-	// WorkDir receives the loadgen results. Default a temporary directory, removed afterwards.
-	WorkDir string
+// The routing-quality suite (docs/benchmarks.md §3): engine-mode mocks (continuous batching,
+// prefix-cached KV, time-scaled) behind the gateway, one fresh fleet and gateway per row.
+// Per case (a workload on a fleet), first the saturation rows: every policy in a closed loop
+// with enough clients to keep every engine busy, capacity = completed requests per second of
+// model time. Then the load rows: LoadFraction (70%) of round robin's measured capacity
+// offered in an open loop to round robin and the load-aware policies, Repeats times.
+
+// QualityCase is one workload on one fleet shape.
+type QualityCase struct {
+	// Name is the case's key in metric names and tables: shared-prefix, multi-turn,
+	// mixed-size, heterogeneous.
+	Name string `json:"name"`
+	// About says in a line what the case exercises, for the table.
+	About string `json:"about"`
+	// Loadgen selects and shapes the workload: --workload and its flags.
+	Loadgen []string `json:"loadgen"`
+	// Mock are extra mockworker flags (the heterogeneous fleet's --decode-factors).
+	Mock []string `json:"mock,omitempty"`
+	// SatTimeScale and LoadTimeScale are the engines' time scales in the saturation and the
+	// load rows. Saturation runs each policy as fast as the engines allow, so its wall-clock
+	// request rate is the policy's capacity × the time scale: a lower scale there keeps the
+	// fastest policy's rate within what the 2-core machine relays (docs/benchmarks.md §3, "Is
+	// the machine the limit?"); the load rows run at a known rate and use a higher scale for
+	// more requests per wall-clock second (tighter percentiles).
+	SatTimeScale  float64 `json:"sat_time_scale"`
+	LoadTimeScale float64 `json:"load_time_scale"`
+	// SatClients is the saturation rows' closed-loop client count: enough that every engine
+	// keeps a queue under the best policy.
+	SatClients int `json:"sat_clients"`
 }
 
-// DefaultQualityPolicies are the policies of the routing-quality table.
-var DefaultQualityPolicies = []string{"cache_aware", "prefix_hash", "round_robin", "random", "least_load", "power_of_two"}
+// The cases' workloads. Words are loadgen's; the mock counts about 1.26 tokens per word.
+var (
+	// sharedPrefixArgs is SGLang bench_serving's generated-shared-prefix with its defaults
+	// (64 groups of 16 questions, 2,048-word system prompts, 128-word questions) and 32 output
+	// tokens instead of 256, so the SSE events stay within what 2 shared cores relay while
+	// the engines stay prefill-bound.
+	sharedPrefixArgs = []string{"--workload", "shared-prefix", "--gsp-num-groups", "64", "--gsp-prompts-per-group", "16",
+		"--gsp-system-prompt-len", "2048", "--gsp-question-len", "128", "--gsp-output-len", "32"}
+	// multiTurnArgs: 512 users, each conversation 6 rounds of 128-word turns after a 512-word
+	// system prompt of its own, 32 output tokens per answer, no think time; each turn resends
+	// the whole conversation, so the previous turn's worker holds all but the new turn.
+	multiTurnArgs = []string{"--workload", "multi-turn", "--mt-users", "512", "--mt-rounds", "6",
+		"--mt-system-prompt-len", "512", "--mt-turn-len", "128", "--mt-output-len", "32"}
+	// mixedSizeArgs: loadgen's mixed-size defaults, 4,096 distinct prompts, 10% of them 7,680
+	// words (30× the others' 256), 32 output tokens; no shared prefix.
+	mixedSizeArgs = []string{"--workload", "mixed-size", "--ms-num-prompts", "4096", "--ms-short-len", "256",
+		"--ms-long-len", "7680", "--ms-long-fraction", "0.1", "--ms-output-len", "32"}
+	// heterogeneousArgs: one size of distinct prompts (128 words) with 64 output tokens, so
+	// decoding is most of an engine's work (about 60% at the batch sizes of these runs) and
+	// the slow decoders' handicap shows.
+	heterogeneousArgs = []string{"--workload", "random", "--random-input-len", "128", "--random-output-len", "64",
+		"--random-range-ratio", "1", "--random-num-prompts", "4096"}
+)
+
+// DefaultQualityCases are the suite's cases, in table order.
+func DefaultQualityCases() []QualityCase {
+	return []QualityCase{
+		{Name: "shared-prefix", About: "64 groups × 16 questions sharing 2,048-word system prompts (SGLang bench_serving's generated-shared-prefix); 32 output tokens",
+			Loadgen: sharedPrefixArgs, SatTimeScale: 2, LoadTimeScale: 4, SatClients: 384},
+		{Name: "multi-turn", About: "512 conversations of 6 rounds (512-word system prompt, 128-word turns, 32-token answers); each turn resends the conversation",
+			Loadgen: multiTurnArgs, SatTimeScale: 2, LoadTimeScale: 4, SatClients: 384},
+		{Name: "mixed-size", About: "distinct prompts, 90% of 256 words and 10% of 7,680 (30×); 32 output tokens; nothing to share",
+			Loadgen: mixedSizeArgs, SatTimeScale: 2, LoadTimeScale: 4, SatClients: 384},
+		// Decoding streams 4-8 times more tokens per second of model time than the other cases
+		// (the engines' batch decode is fast): time scale 1 keeps the relayed events within
+		// what the machine relays.
+		{Name: "heterogeneous", About: "workers 6 and 7 decode twice as slowly (mockworker --decode-factors 6=2,7=2); distinct 128-word prompts, 64 output tokens",
+			Loadgen: heterogeneousArgs, Mock: []string{"--decode-factors", "6=2,7=2"}, SatTimeScale: 1, LoadTimeScale: 1, SatClients: 384},
+	}
+}
+
+// QualityCaseNames are the names of DefaultQualityCases, in order.
+func QualityCaseNames() []string {
+	var names []string
+	for _, c := range DefaultQualityCases() {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// QualityConfig configures the suite. Zero values take the defaults, which
+// docs/benchmarks.md §3 derives.
+type QualityConfig struct {
+	Bin Binaries `json:"-"`
+	// Cases measured, in order. Default DefaultQualityCases.
+	Cases []QualityCase `json:"cases"`
+	// Policies of the saturation rows, in table order. Default the seven of issue 13. Without
+	// round_robin among them Capacity must be set.
+	Policies []string `json:"policies"`
+	// LoadPolicies of the load rows, besides round_robin (always measured first: the
+	// reference). Default least_load, power_of_two, cache_aware.
+	LoadPolicies []string `json:"load_policies"`
+	// Workers is the fleet size. Default 8.
+	Workers int `json:"workers"`
+	// KVTokens is each mock's KV-cache capacity in tokens. Default 65,536: a fifth to two
+	// fifths of a case's distinct prefixes fit in one worker, all of them in the fleet.
+	KVTokens int `json:"kv_tokens"`
+	// SatDuration is each saturation row's measured closed loop (wall clock). Default 8 s.
+	SatDuration time.Duration `json:"sat_duration_ns"`
+	// SatRampFraction of SatDuration is left out of the capacity: the closed loop starts on
+	// idle engines (loadgen's warm-up drains before measuring) and takes a moment to fill
+	// the queues. Default 0.25.
+	SatRampFraction float64 `json:"sat_ramp_fraction"`
+	// LoadDuration is each load row's measured open loop (wall clock). Default 10 s.
+	LoadDuration time.Duration `json:"load_duration_ns"`
+	// LoadFraction of round robin's capacity is offered in the load rows. Default 0.7.
+	LoadFraction float64 `json:"load_fraction"`
+	// Repeats of the load rows (each a fresh fleet per policy). Default 3.
+	Repeats int `json:"repeats"`
+	// Capacity, when positive, is round robin's capacity (requests/s of model time) the load
+	// rows take LoadFraction of, instead of a saturation row's: the smoke, which runs no
+	// saturation rows, gives the calibrated figure. Default 0 (measure).
+	Capacity float64 `json:"capacity_override,omitempty"`
+	// WarmupSeconds of requests (model time at the load rate; the saturation rows send one
+	// request per client) are sent before measuring, so the caches are past their cold start.
+	// Default 16 s of model time.
+	WarmupSeconds float64 `json:"warmup_model_s"`
+	// LoadReportSeconds is the gateway's --load-monitor-interval in model time (the flag gets
+	// it ÷ the time scale), so the load-aware policies see reports as often in every row.
+	// Default 4 (1 s of wall clock at time scale 4).
+	LoadReportSeconds float64 `json:"load_report_model_s"`
+	// MaxWallEvents is the SSE events per wall-clock second a row may relay (the answers'
+	// tokens, through the gateway and loadgen): a saturation row that relayed more is measured
+	// again at a lower time scale, and a load row whose rate would pass it runs at a lower
+	// scale than its case's. Default 8,000 (docs/benchmarks.md §3, "Is the machine the limit?").
+	MaxWallEvents float64 `json:"max_wall_events"`
+	// MaxConcurrency caps requests in flight in the load rows, so an overloaded policy queues
+	// at the client instead of spiralling in connections (docs/benchmarks-loadgen.md).
+	// Default 1,024.
+	MaxConcurrency int `json:"max_concurrency"`
+	// Seed of the workloads (prompts, order, arrivals). Default 1.
+	Seed int64 `json:"seed"`
+	// WorkDir receives the loadgen results. Default a temporary directory, removed afterwards.
+	WorkDir string `json:"-"`
+	// Logf reports progress (one line per row); nil is silent.
+	Logf func(format string, args ...any) `json:"-"`
+}
+
+// DefaultQualityPolicies are the saturation rows' policies, in table order.
+var DefaultQualityPolicies = []string{"round_robin", "random", "cache_aware", "prefix_hash", "least_load", "power_of_two", "consistent_hashing"}
+
+// DefaultLoadPolicies are the load rows' policies besides round robin: the load-aware ones.
+var DefaultLoadPolicies = []string{"least_load", "power_of_two", "cache_aware"}
+
+// referencePolicy is what every ratio divides by.
+const referencePolicy = "round_robin"
 
 func (c *QualityConfig) fillDefaults() {
-	if len(c.Policies) == 0 {
+	if c.Cases == nil {
+		c.Cases = DefaultQualityCases()
+	}
+	if c.Policies == nil {
 		c.Policies = DefaultQualityPolicies
 	}
+	if c.LoadPolicies == nil {
+		c.LoadPolicies = DefaultLoadPolicies
+	}
 	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	deff := func(v *float64, d float64) {
 		if *v == 0 {
 			*v = d
 		}
@@ -64,22 +185,17 @@ func (c *QualityConfig) fillDefaults() {
 	def(&c.Workers, 8)
 	def(&c.KVTokens, 65536)
 	def(&c.MaxConcurrency, 1024)
-	def(&c.Groups, 64)
-	def(&c.PromptsPerGroup, 16)
-	def(&c.SystemPromptLen, 2048)
-	def(&c.QuestionLen, 128)
-	def(&c.OutputLen, 32)
-	if c.TimeScale == 0 {
-		c.TimeScale = 4
+	def(&c.Repeats, 3)
+	deff(&c.SatRampFraction, 0.25)
+	deff(&c.LoadFraction, 0.7)
+	deff(&c.WarmupSeconds, 16)
+	deff(&c.LoadReportSeconds, 4)
+	deff(&c.MaxWallEvents, 8000)
+	if c.SatDuration == 0 {
+		c.SatDuration = 8 * time.Second
 	}
-	if c.ModelRate == 0 {
-		c.ModelRate = 39
-	}
-	if c.Duration == 0 {
-		c.Duration = 25 * time.Second
-	}
-	if c.WarmupSeconds == 0 {
-		c.WarmupSeconds = 4
+	if c.LoadDuration == 0 {
+		c.LoadDuration = 10 * time.Second
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
@@ -92,64 +208,137 @@ func (c *QualityConfig) Validate() error {
 	if c.Workers < 2 {
 		errs = append(errs, fmt.Errorf("quality workers %d: use at least 2, routing needs a choice", c.Workers))
 	}
-	if c.TimeScale <= 0 || c.ModelRate <= 0 {
-		errs = append(errs, fmt.Errorf("quality time scale %g, model rate %g: both must be positive", c.TimeScale, c.ModelRate))
+	if c.SatDuration < time.Second || c.LoadDuration < time.Second {
+		errs = append(errs, fmt.Errorf("quality durations %v (saturation), %v (load): use at least 1s each", c.SatDuration, c.LoadDuration))
 	}
-	if c.Duration < time.Second || c.WarmupSeconds < 0 {
-		errs = append(errs, fmt.Errorf("quality duration %v, warm-up %gs: use a duration of at least 1s and a warm-up ≥ 0", c.Duration, c.WarmupSeconds))
+	if !(c.SatRampFraction > 0 && c.SatRampFraction < 1) || !(c.LoadFraction > 0 && c.LoadFraction <= 1) {
+		errs = append(errs, fmt.Errorf("quality ramp fraction %g, load fraction %g: use a ramp in (0, 1) and a load in (0, 1]", c.SatRampFraction, c.LoadFraction))
 	}
-	if c.Groups < 1 || c.PromptsPerGroup < 1 || c.SystemPromptLen < 1 || c.QuestionLen < 1 || c.OutputLen < 1 {
-		errs = append(errs, errors.New("quality workload: groups, prompts per group, system prompt, question and output lengths must all be ≥ 1"))
+	if c.Repeats < 1 || c.KVTokens < 1 || c.MaxConcurrency < 1 || c.WarmupSeconds < 0 || !(c.LoadReportSeconds > 0) || !(c.MaxWallEvents > 0) {
+		errs = append(errs, fmt.Errorf("quality repeats %d, kv tokens %d, max concurrency %d, warm-up %gs, load report interval %gs, event budget %g/s: use positive values (warm-up may be 0)",
+			c.Repeats, c.KVTokens, c.MaxConcurrency, c.WarmupSeconds, c.LoadReportSeconds, c.MaxWallEvents))
 	}
-	// A request the KV cache can never hold is rejected by the mock with 400 (mockworker/doc.go).
-	if need := 2 * (c.SystemPromptLen + c.QuestionLen + c.OutputLen); c.KVTokens < need {
-		errs = append(errs, fmt.Errorf("quality kv tokens %d: a request needs about %d (prompt + output, at ~2 mock tokens per loadgen word); raise --quality-kv-tokens", c.KVTokens, need))
+	if c.Capacity < 0 {
+		errs = append(errs, fmt.Errorf("quality capacity %g: use 0 (measure round robin's) or a positive rate", c.Capacity))
 	}
-	if c.MaxConcurrency < 1 {
-		errs = append(errs, fmt.Errorf("quality max concurrency %d: use at least 1", c.MaxConcurrency))
+	if c.Capacity == 0 && len(c.LoadPolicies) > 0 && !slices.Contains(c.Policies, referencePolicy) {
+		errs = append(errs, errors.New("the load rows need round robin's capacity: include round_robin in the saturation policies or give --quality-capacity"))
+	}
+	seen := map[string]bool{}
+	for _, k := range c.Cases {
+		if k.Name == "" || seen[k.Name] || strings.ContainsAny(k.Name, " ./") {
+			errs = append(errs, fmt.Errorf("quality case %q: give every case a distinct name without spaces, dots or slashes", k.Name))
+		}
+		seen[k.Name] = true
+		if !(k.SatTimeScale > 0) || !(k.LoadTimeScale > 0) || k.SatClients < 1 || len(k.Loadgen) == 0 {
+			errs = append(errs, fmt.Errorf("quality case %s: time scales %g and %g, %d clients, loadgen %v: give positive time scales and clients and a workload",
+				k.Name, k.SatTimeScale, k.LoadTimeScale, k.SatClients, k.Loadgen))
+		}
+	}
+	if len(c.Cases) == 0 {
+		errs = append(errs, errors.New("no quality case to run: name at least one"))
 	}
 	return errors.Join(errs...)
 }
 
-// WallRate is the open-loop arrival rate loadgen is given, requests per wall-clock second.
-func (c *QualityConfig) WallRate() float64 { return c.ModelRate * c.TimeScale }
+// SelectQualityCases returns the default cases named in names (all of them when names is
+// empty), in the given order, or an error naming an unknown one.
+func SelectQualityCases(names []string) ([]QualityCase, error) {
+	all := DefaultQualityCases()
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []QualityCase
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(c QualityCase) bool { return c.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown quality case %q: use %s", n, strings.Join(QualityCaseNames(), ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
 
-// QualityRow is one policy's run.
+// Row kinds.
+const (
+	KindSaturation = "saturation"
+	KindLoad       = "load"
+)
+
+// QualityRow is one run: a policy on a fresh fleet and gateway. Rates and latencies are in
+// model time (wall clock × the row's time scale).
 type QualityRow struct {
-	Policy       string  `json:"policy"`
-	CacheHitRate float64 `json:"cache_hit_rate"`
-	// OutputThroughput is generated tokens per second of model time (the wall-clock figure
-	// divided by the time scale), comparable with a real engine's.
-	OutputThroughput float64 `json:"output_throughput_model"`
-	RequestRate      float64 `json:"requests_per_s_model"`
-	// TTFT in model-time milliseconds (wall-clock × time scale).
-	TTFTP50MS float64 `json:"ttft_p50_ms_model"`
-	TTFTP99MS float64 `json:"ttft_p99_ms_model"`
-	Completed int64   `json:"completed"`
-	Failed    int64   `json:"failed"`
-	// BusiestShare is the busiest worker's share of the requests, × the fleet size: 1 is
+	Case   string `json:"case"`
+	Policy string `json:"policy"`
+	Kind   string `json:"kind"`
+	// Repeat is the load row's repeat, from 1; 0 for saturation rows.
+	Repeat    int     `json:"repeat,omitempty"`
+	TimeScale float64 `json:"time_scale"`
+	// Clients (saturation) or OfferedRate (load, requests/s of model time).
+	Clients     int     `json:"clients,omitempty"`
+	OfferedRate float64 `json:"offered_rate_model,omitempty"`
+	// Capacity is the completed requests per second of model time: at saturation over the
+	// closed loop's steady part (after the ramp), under load over the whole run.
+	Capacity         float64 `json:"requests_per_s_model"`
+	OutputThroughput float64 `json:"output_tokens_per_s_model"`
+	CacheHitRate     float64 `json:"cache_hit_rate"`
+	TTFTP50MS        float64 `json:"ttft_p50_ms_model"`
+	TTFTP99MS        float64 `json:"ttft_p99_ms_model"`
+	TPOTP50MS        float64 `json:"tpot_p50_ms_model"`
+	// BusiestShare is the busiest worker's requests × the fleet size ÷ all requests: 1 is
 	// perfectly even, Workers means one worker took everything.
 	BusiestShare float64 `json:"busiest_share"`
+	Completed    int64   `json:"completed"`
+	Failed       int64   `json:"failed"`
+	// The machine check: CPU the row's own processes (mocks, gateway, loadgen) used per
+	// wall-clock second of the loadgen run, the whole machine's busy cores over the same
+	// time (other users included), and (load rows) how late loadgen's open loop started
+	// requests against its schedule, wall-clock ms.
+	// EventsPerRequest is the SSE events of an answer (content events, usage, [DONE]);
+	// WallEvents() = Capacity × TimeScale × EventsPerRequest is what the row relayed.
+	EventsPerRequest float64 `json:"events_per_request"`
+	// Rejected are earlier attempts of a saturation row at higher time scales, whose event
+	// rate passed QualityConfig.MaxWallEvents (the machine may have been the limit).
+	Rejected        []RejectedScale `json:"rejected_time_scales,omitempty"`
+	CPUCores        float64         `json:"cpu_cores"`
+	CPUMocks        float64         `json:"cpu_cores_mocks"`
+	CPUGateway      float64         `json:"cpu_cores_gateway"`
+	CPULoadgen      float64         `json:"cpu_cores_loadgen"`
+	MachineBusy     float64         `json:"machine_busy_cores"`
+	ArrivalLagP99MS float64         `json:"arrival_lag_p99_ms,omitempty"`
+}
+
+// RejectedScale is a saturation attempt measured again at a lower time scale.
+type RejectedScale struct {
+	TimeScale  float64 `json:"time_scale"`
+	Capacity   float64 `json:"requests_per_s_model"`
+	WallEvents float64 `json:"events_per_s_wall"`
+}
+
+// wallEvents is the SSE events per wall-clock second the row relayed.
+func (row *QualityRow) wallEvents() float64 {
+	return row.Capacity * row.TimeScale * row.EventsPerRequest
+}
+
+// QualityCaseResult is one case's rows.
+type QualityCaseResult struct {
+	Case QualityCase `json:"case"`
+	// Capacity is round robin's saturation capacity (or QualityConfig.Capacity), requests/s
+	// of model time; LoadRate = LoadFraction × Capacity is what the load rows were offered.
+	Capacity   float64      `json:"round_robin_capacity_model"`
+	LoadRate   float64      `json:"load_rate_model"`
+	Saturation []QualityRow `json:"saturation"`
+	Load       []QualityRow `json:"load"`
 }
 
 // QualityResult is the suite's outcome.
 type QualityResult struct {
-	Config QualityConfig `json:"config"`
-	Rows   []QualityRow  `json:"rows"`
-}
-
-// Row returns the row of policy, or nil.
-func (r *QualityResult) Row(policy string) *QualityRow {
-	for i := range r.Rows {
-		if r.Rows[i].Policy == policy {
-			return &r.Rows[i]
-		}
-	}
-	return nil
+	Config QualityConfig       `json:"config"`
+	Cases  []QualityCaseResult `json:"cases"`
 }
 
 // Quality runs the suite, unpinned (the engines' pacing needs both cores more than the
-// measurement needs attribution).
+// measurement needs attribution). It returns what it measured so far with any error.
 func Quality(cfg QualityConfig) (*QualityResult, error) {
 	cfg.fillDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -164,61 +353,231 @@ func Quality(cfg QualityConfig) (*QualityResult, error) {
 		cfg.WorkDir = d
 	}
 	res := &QualityResult{Config: cfg}
-	for _, policy := range cfg.Policies {
-		row, err := cfg.run(policy)
-		if err != nil {
-			return res, fmt.Errorf("routing quality, %s: %w", policy, err)
+	for _, k := range cfg.Cases {
+		cr := QualityCaseResult{Case: k, Capacity: cfg.Capacity}
+		res.Cases = append(res.Cases, cr)
+		cur := &res.Cases[len(res.Cases)-1]
+		for _, policy := range cfg.Policies {
+			row, err := cfg.saturation(k, policy)
+			cur.Saturation = append(cur.Saturation, row)
+			if err != nil {
+				return res, fmt.Errorf("routing quality, %s, %s at saturation: %w", k.Name, policy, err)
+			}
+			if policy == referencePolicy && cfg.Capacity == 0 {
+				cur.Capacity = row.Capacity
+			}
 		}
-		res.Rows = append(res.Rows, row)
+		if len(cfg.LoadPolicies) == 0 {
+			continue
+		}
+		if !(cur.Capacity > 0) {
+			return res, fmt.Errorf("routing quality, %s: round robin completed nothing at saturation; no load rate to offer", k.Name)
+		}
+		cur.LoadRate = cfg.LoadFraction * cur.Capacity
+		policies := append([]string{referencePolicy}, slices.DeleteFunc(slices.Clone(cfg.LoadPolicies), func(p string) bool { return p == referencePolicy })...)
+		var eventsPerRequest float64
+		if rr := findRow(cur.Saturation, referencePolicy, 0); rr != nil {
+			eventsPerRequest = rr.EventsPerRequest
+		}
+		for rep := 1; rep <= cfg.Repeats; rep++ {
+			for _, policy := range policies {
+				row, err := cfg.load(k, policy, rep, cur.LoadRate, eventsPerRequest)
+				cur.Load = append(cur.Load, row)
+				if err != nil {
+					return res, fmt.Errorf("routing quality, %s, %s at %.0f%% load (repeat %d): %w", k.Name, policy, cfg.LoadFraction*100, rep, err)
+				}
+			}
+		}
 	}
 	return res, nil
 }
 
-// run measures one policy on a fresh fleet, so no policy inherits another's warm caches.
-func (cfg *QualityConfig) run(policy string) (QualityRow, error) {
-	row := QualityRow{Policy: policy}
-	mocks, err := start(-1, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
-		"--model", "mock-model", "--mode", "engine", "--time-scale", strconv.FormatFloat(cfg.TimeScale, 'f', -1, 64),
-		"--kv-tokens", strconv.Itoa(cfg.KVTokens), "--seed", strconv.FormatInt(cfg.Seed, 10))
+func (cfg *QualityConfig) logf(format string, args ...any) {
+	if cfg.Logf != nil {
+		cfg.Logf(format, args...)
+	}
+}
+
+// saturation measures one policy's capacity in a closed loop. A row that relayed more than
+// the event budget allows is measured again at the time scale that fits it (at most twice):
+// its first figure may be the machine's limit rather than the engines'.
+func (cfg *QualityConfig) saturation(k QualityCase, policy string) (QualityRow, error) {
+	scale := k.SatTimeScale
+	var rejected []RejectedScale
+	for attempt := 0; ; attempt++ {
+		row := QualityRow{Case: k.Name, Policy: policy, Kind: KindSaturation, TimeScale: scale, Clients: k.SatClients, Rejected: rejected}
+		name := fmt.Sprintf("%s-sat-%s-%d", k.Name, policy, attempt)
+		args := []string{"--max-concurrency", strconv.Itoa(k.SatClients), "--warmup", strconv.Itoa(k.SatClients)}
+		err := cfg.measure(&row, k, name, args, cfg.SatDuration)
+		events := row.wallEvents()
+		cfg.logf("smgbench: quality %s %-18s saturation at time scale %.3g: %.1f req/s (model), hit %.3f, TTFT p99 %.0f ms, %.0f events/s wall, %s",
+			k.Name, policy, scale, row.Capacity, row.CacheHitRate, row.TTFTP99MS, events, row.cpuNote())
+		next := fitScale(scale, events, cfg.MaxWallEvents)
+		if err != nil || attempt == 2 || next == scale {
+			return row, err
+		}
+		rejected = append(rejected, RejectedScale{TimeScale: scale, Capacity: row.Capacity, WallEvents: events})
+		scale = next
+	}
+}
+
+// fitScale is the time scale at which a row that relayed events SSE events per wall-clock
+// second at scale would relay budget: scale itself when events is within 15% of the budget,
+// else scale × budget / events, rounded down to two significant digits.
+func fitScale(scale, events, budget float64) float64 {
+	if !(events > budget*1.15) {
+		return scale
+	}
+	next := scale * budget / events
+	p := math.Pow(10, math.Floor(math.Log10(next))-1)
+	return math.Floor(next/p) * p
+}
+
+// load measures one policy at a fixed open-loop rate (requests/s of model time), at the
+// case's time scale or, when the rate would pass the event budget there, the scale that fits
+// it (eventsPerRequest: round robin's at saturation; 0 when unknown keeps the case's scale).
+func (cfg *QualityConfig) load(k QualityCase, policy string, repeat int, rate, eventsPerRequest float64) (QualityRow, error) {
+	scale := fitScale(k.LoadTimeScale, rate*k.LoadTimeScale*eventsPerRequest, cfg.MaxWallEvents)
+	row := QualityRow{Case: k.Name, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: scale, OfferedRate: rate}
+	wall := rate * scale
+	name := fmt.Sprintf("%s-load%d-%s", k.Name, repeat, policy)
+	args := []string{"--request-rate", strconv.FormatFloat(wall, 'f', 2, 64), "--max-concurrency", strconv.Itoa(cfg.MaxConcurrency),
+		"--warmup", strconv.Itoa(int(rate * cfg.WarmupSeconds))}
+	err := cfg.measure(&row, k, name, args, cfg.LoadDuration)
+	cfg.logf("smgbench: quality %s %-18s %.0f%% load, repeat %d, time scale %.3g: TTFT p50 %.0f p99 %.0f ms (model), %.1f of %.1f req/s, %s, arrival lag p99 %.1f ms",
+		k.Name, policy, cfg.LoadFraction*100, repeat, scale, row.TTFTP50MS, row.TTFTP99MS, row.Capacity, rate, row.cpuNote(), row.ArrivalLagP99MS)
+	return row, err
+}
+
+// measure runs one row on a fresh fleet and gateway, so no row inherits another's warm caches
+// or load history: loadgen with the case's workload and args (loop shape, warm-up) for d.
+func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, args []string, d time.Duration) error {
+	scale := strconv.FormatFloat(row.TimeScale, 'f', -1, 64)
+	mockArgs := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
+		"--model", "mock-model", "--mode", "engine", "--time-scale", scale,
+		"--kv-tokens", strconv.Itoa(cfg.KVTokens), "--seed", strconv.FormatInt(cfg.Seed, 10)}, k.Mock...)
+	mocks, err := start(-1, cfg.Bin.MockWorker, mockArgs...)
 	if err != nil {
-		return row, err
+		return err
 	}
 	defer mocks.stop()
 	urls, err := mocks.waitOutput(listenLine, cfg.Workers, 10*time.Second)
 	if err != nil {
-		return row, err
+		return err
 	}
-	// Loads are polled every wall-clock second (TimeScale seconds of model time) instead of
-	// the default 10 s, so the load-aware policies see the engines at the pace they change.
-	gw, base, err := launchSMG(-1, cfg.Bin.SMG, policy, workerURLArgs(urls), "--load-monitor-interval", "1")
+	interval := strconv.FormatFloat(cfg.LoadReportSeconds/row.TimeScale, 'f', -1, 64)
+	gw, base, err := launchSMG(-1, cfg.Bin.SMG, row.Policy, workerURLArgs(urls), "--load-monitor-interval", interval)
 	if err != nil {
-		return row, err
+		return err
 	}
 	defer gw.stop()
-	out := filepath.Join(cfg.WorkDir, policy+".json")
-	rate := cfg.WallRate()
-	r, err := runLoadgen(-1, cfg.Bin.LoadGen, out, "run", "--base-url", base+"/v1", "--model", "mock-model",
-		"--workload", "shared-prefix", "--stream=true", "--request-rate", strconv.FormatFloat(rate, 'f', 2, 64),
-		"--max-concurrency", strconv.Itoa(cfg.MaxConcurrency), "--duration", cfg.Duration.String(),
-		"--warmup", strconv.Itoa(int(rate*cfg.WarmupSeconds)), "--seed", strconv.FormatInt(cfg.Seed, 10),
-		"--gsp-num-groups", strconv.Itoa(cfg.Groups), "--gsp-prompts-per-group", strconv.Itoa(cfg.PromptsPerGroup),
-		"--gsp-system-prompt-len", strconv.Itoa(cfg.SystemPromptLen), "--gsp-question-len", strconv.Itoa(cfg.QuestionLen),
-		"--gsp-output-len", strconv.Itoa(cfg.OutputLen), "--progress", "off", "--output", out)
+
+	out := filepath.Join(cfg.WorkDir, name+".json")
+	lgArgs := append([]string{"run", "--base-url", base + "/v1", "--model", "mock-model", "--stream=true",
+		"--duration", d.String(), "--seed", strconv.FormatInt(cfg.Seed, 10), "--progress", "off", "--output", out}, k.Loadgen...)
+	lgArgs = append(lgArgs, args...)
+	mock0, err := mocks.cpuSeconds()
 	if err != nil {
-		return row, err
+		return err
+	}
+	gw0, err := gw.cpuSeconds()
+	if err != nil {
+		return err
+	}
+	busy0, err := machineBusySeconds()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	r, lgCPU, err := runLoadgenCPU(-1, cfg.Bin.LoadGen, out, lgArgs...)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(t0).Seconds()
+	mock1, err := mocks.cpuSeconds()
+	if err != nil {
+		return err
+	}
+	gw1, err := gw.cpuSeconds()
+	if err != nil {
+		return err
+	}
+	busy1, err := machineBusySeconds()
+	if err != nil {
+		return err
+	}
+	row.CPUMocks, row.CPUGateway, row.CPULoadgen = (mock1-mock0)/wall, (gw1-gw0)/wall, lgCPU/wall
+	row.CPUCores = row.CPUMocks + row.CPUGateway + row.CPULoadgen
+	row.MachineBusy = (busy1 - busy0) / wall
+	row.fill(r, cfg.Workers, d.Seconds(), cfg.SatRampFraction)
+	// A request the full KV cache cannot admit yet is queued, not failed, so any failure is
+	// unexpected; more than 1% would bias the figures and fails the row.
+	if r.Failed*100 > r.Completed {
+		return fmt.Errorf("%d of %d requests failed (%v)", r.Failed, r.Completed+r.Failed, r.ErrorExamples)
+	}
+	return nil
+}
+
+// cpuNote is the row's machine check in words, for the progress log.
+func (row *QualityRow) cpuNote() string {
+	return fmt.Sprintf("%.2f cores (mocks %.2f, smg %.2f, loadgen %.2f; machine busy %.2f)", row.CPUCores, row.CPUMocks, row.CPUGateway, row.CPULoadgen, row.MachineBusy)
+}
+
+// fill sets the row's figures from loadgen's result: rates and latencies converted to model
+// time. A saturation row's capacity counts the completions of its steady part only (the
+// timeline after rampFraction of the measured duration, up to its end).
+func (row *QualityRow) fill(r *loadgen.Result, workers int, durationS, rampFraction float64) {
+	s := row.TimeScale
+	row.Completed, row.Failed = r.Completed, r.Failed
+	if r.Completed > 0 {
+		// Content events (one per token), the usage event and [DONE].
+		row.EventsPerRequest = float64(r.TotalOutputTokens)/float64(r.Completed) + 2
 	}
 	row.CacheHitRate = r.CacheHitRate
-	row.OutputThroughput = r.OutputThroughput / cfg.TimeScale
-	row.RequestRate = r.RequestThroughput / cfg.TimeScale
-	row.TTFTP50MS, row.TTFTP99MS = r.TTFT.Median*cfg.TimeScale, r.TTFT.P99*cfg.TimeScale
-	row.Completed, row.Failed = r.Completed, r.Failed
-	row.BusiestShare = busiestShare(r.Workers, cfg.Workers)
-	// A few failures (a request the full KV cache cannot admit yet is queued, not failed, so
-	// any failure is unexpected) would bias the figures: more than 1% fails the run.
-	if r.Failed*100 > r.Completed {
-		return row, fmt.Errorf("%d of %d requests failed (%v)", r.Failed, r.Completed+r.Failed, r.ErrorExamples)
+	row.TTFTP50MS, row.TTFTP99MS = r.TTFT.Median*s, r.TTFT.P99*s
+	row.TPOTP50MS = r.TPOT.Median * s
+	row.BusiestShare = busiestShare(r.Workers, workers)
+	row.ArrivalLagP99MS = r.ArrivalLag.P99
+	row.Capacity = r.RequestThroughput / s
+	row.OutputThroughput = r.OutputThroughput / s
+	if row.Kind == KindSaturation {
+		if rate, tokens, ok := steadyRates(r.Timeline, durationS*rampFraction, durationS); ok {
+			row.Capacity, row.OutputThroughput = rate/s, tokens/s
+		}
 	}
-	return row, nil
+}
+
+// steadyRates are the completions and output tokens per second over the timeline buckets
+// that lie wholly within [from, to) seconds; ok is false when none does.
+func steadyRates(tl []loadgen.TimelinePoint, from, to float64) (requests, tokens float64, ok bool) {
+	var n int64
+	var tok, width float64
+	for i, p := range tl {
+		end := to
+		if i+1 < len(tl) {
+			end = tl[i+1].StartS
+		} else if w := bucketWidth(tl); w > 0 {
+			end = p.StartS + w
+		}
+		if p.StartS < from-1e-9 || end > to+1e-9 {
+			continue
+		}
+		n += p.Completed
+		tok += p.OutputThroughput * (end - p.StartS)
+		width += end - p.StartS
+	}
+	if width <= 0 {
+		return 0, 0, false
+	}
+	return float64(n) / width, tok / width, true
+}
+
+// bucketWidth is the timeline's bucket width (the gap between its first two points).
+func bucketWidth(tl []loadgen.TimelinePoint) float64 {
+	if len(tl) < 2 {
+		return 0
+	}
+	return tl[1].StartS - tl[0].StartS
 }
 
 // busiestShare is max(requests per worker) × workers / total.
@@ -232,4 +591,30 @@ func busiestShare(perWorker map[string]int64, workers int) float64 {
 		return 0
 	}
 	return float64(most) * float64(workers) / float64(total)
+}
+
+// machineBusySeconds is the CPU time all processors have spent busy since boot (every
+// /proc/stat "cpu" field but idle and iowait), in seconds.
+func machineBusySeconds() (float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("unexpected /proc/stat first line %q", line)
+	}
+	var busy float64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest times are already in user
+			continue
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/stat field %q", v)
+		}
+		busy += x
+	}
+	return busy / clockTicks, nil
 }

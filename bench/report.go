@@ -5,13 +5,6 @@ import (
 	"strings"
 )
 
-// SGLang's published result for its cache-aware router against round robin (the SGLang v0.4
-// release blog, "Cache-Aware Load Balancer"): up to 1.9× throughput and 3.8× cache hit rate.
-const (
-	SGLangThroughputRatio = 1.9
-	SGLangHitRateRatio    = 3.8
-)
-
 // Report is everything one smgbench run measured; any suite may be absent.
 type Report struct {
 	Overhead *OverheadResult `json:"overhead,omitempty"`
@@ -61,24 +54,8 @@ func (r *Report) Metrics() map[string]float64 {
 			}
 		}
 	}
-	if q := r.Quality; q != nil {
-		rr := q.Row("round_robin")
-		for _, policy := range []string{"cache_aware", "prefix_hash"} {
-			p := q.Row(policy)
-			if p == nil || rr == nil {
-				continue
-			}
-			suffix := "." + policy + "/round_robin"
-			ratio := func(name string, a, b float64) {
-				if b > 0 {
-					m["quality."+name+suffix] = a / b
-				}
-			}
-			ratio("cache_hit_ratio", p.CacheHitRate, rr.CacheHitRate)
-			ratio("output_throughput_ratio", p.OutputThroughput, rr.OutputThroughput)
-			ratio("ttft_p50_ratio", p.TTFTP50MS, rr.TTFTP50MS)
-			ratio("ttft_p99_ratio", p.TTFTP99MS, rr.TTFTP99MS)
-		}
+	if r.Quality != nil {
+		r.Quality.metrics(m)
 	}
 	if len(r.Micro) > 0 {
 		most := 0.0
@@ -230,17 +207,8 @@ func (r *Report) Table() string {
 		}
 		sb.WriteString("\n")
 	}
-	if q := r.Quality; q != nil {
-		sb.WriteString(q.Table())
-		sb.WriteString("\n")
-		ms := r.Metrics()
-		if hit, ok := ms["quality.cache_hit_ratio.cache_aware/round_robin"]; ok {
-			fmt.Fprintf(&sb, "| cache_aware / round_robin | ours | SGLang (published, up to) |\n|---|---|---|\n")
-			fmt.Fprintf(&sb, "| cache hit rate | %.2f× | %.1f× |\n", hit, SGLangHitRateRatio)
-			fmt.Fprintf(&sb, "| output throughput | %.2f× | %.1f× |\n", ms["quality.output_throughput_ratio.cache_aware/round_robin"], SGLangThroughputRatio)
-			fmt.Fprintf(&sb, "| TTFT p50 (lower is better) | %.2f× | – |\n", ms["quality.ttft_p50_ratio.cache_aware/round_robin"])
-			fmt.Fprintf(&sb, "| TTFT p99 (lower is better) | %.2f× | – |\n\n", ms["quality.ttft_p99_ratio.cache_aware/round_robin"])
-		}
+	if r.Quality != nil {
+		sb.WriteString(r.Quality.Table())
 	}
 	return sb.String()
 }
@@ -326,23 +294,6 @@ func peerRatios(ms []Measurement, x *Measurement, cost func(*Measurement) float6
 		}
 	}
 	return out
-}
-
-// Table renders the per-policy rows as Markdown.
-func (q *QualityResult) Table() string {
-	c := q.Config
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "## 3. Routing quality (engine-mode mocks)\n\n%d workers, KV %d tokens each, time scale %g×; shared-prefix: %d groups × %d questions, "+
-		"%d-word system prompts, %d-word questions, %d output tokens, streamed; open loop (Poisson) at %g req/s of model time "+
-		"(%.0f req/s wall), %v per policy after %gs of warm-up, a fresh fleet and gateway per policy. Throughput and TTFT in model time.\n\n",
-		c.Workers, c.KVTokens, c.TimeScale, c.Groups, c.PromptsPerGroup, c.SystemPromptLen, c.QuestionLen, c.OutputLen,
-		c.ModelRate, c.WallRate(), c.Duration, c.WarmupSeconds)
-	sb.WriteString("| policy | cache hit rate | output tok/s | req/s | TTFT p50 ms | TTFT p99 ms | busiest worker × fair share | completed | failed |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range q.Rows {
-		fmt.Fprintf(&sb, "| %s | %.3f | %.0f | %.1f | %.0f | %.0f | %.2f | %d | %d |\n", r.Policy, r.CacheHitRate, r.OutputThroughput, r.RequestRate,
-			r.TTFTP50MS, r.TTFTP99MS, r.BusiestShare, r.Completed, r.Failed)
-	}
-	return sb.String()
 }
 
 // MetricsList renders the metrics, one per line, sorted: the names a baseline can gate.

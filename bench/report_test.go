@@ -47,35 +47,28 @@ func fullReport() *Report {
 					{Key: "smg-round_robin", Name: "smg PD (round_robin)", RPS: 400, TTFTP50MS: 3, CPUPerRequestUS: 480, CPUPerEventUS: 15},
 				},
 			}},
-		Micro: []MicroResult{{Package: "p", Name: "BenchmarkA", HasAllocs: true}},
-		Quality: &QualityResult{Config: QualityConfig{TimeScale: 4, ModelRate: 39}, Rows: []QualityRow{
-			{Policy: "cache_aware", CacheHitRate: 0.9, OutputThroughput: 1200, TTFTP50MS: 20, TTFTP99MS: 800},
-			{Policy: "prefix_hash", CacheHitRate: 0.6, OutputThroughput: 1200, TTFTP50MS: 50, TTFTP99MS: 400},
-			{Policy: "round_robin", CacheHitRate: 0.3, OutputThroughput: 1000, TTFTP50MS: 200, TTFTP99MS: 400},
-		}},
+		Micro:   []MicroResult{{Package: "p", Name: "BenchmarkA", HasAllocs: true}},
+		Quality: qualityFixture(),
 	}
 }
 
 func TestReportMetrics(t *testing.T) {
 	m := fullReport().Metrics()
 	want := map[string]float64{
-		"overhead.json.cpu_us_per_request.smg-cache_aware":        30,
-		"overhead.json.cpu_us_per_request.nginx":                  40,
-		"overhead.json.cpu_ratio.smg-cache_aware/bare":            1.2,
-		"overhead.json.cpu_ratio.smg-cache_aware/nginx":           0.75,
-		"overhead.json.cpu_ratio.smg-cache_aware/haproxy":         0.8,
-		"overhead.json.cpu_ratio.smg-round_robin/bare":            1.08,
-		"overhead.json.rps_ratio.smg-cache_aware/direct":          0.5,
-		"overhead.sse.cpu_us_per_event.bare":                      16,
-		"overhead.sse.cpu_ratio.smg-cache_aware/bare":             0.75,
-		"overhead.sse.cpu_ratio.smg-cache_aware/nginx":            0.5,
-		"overhead.sse.cpu_ratio.smg-cache_aware/haproxy":          0.6,
-		"quality.cache_hit_ratio.cache_aware/round_robin":         3,
-		"quality.output_throughput_ratio.cache_aware/round_robin": 1.2,
-		"quality.ttft_p50_ratio.cache_aware/round_robin":          0.1,
-		"quality.ttft_p99_ratio.cache_aware/round_robin":          2,
-		"quality.cache_hit_ratio.prefix_hash/round_robin":         2,
-		"micro.max_allocs_per_op":                                 0,
+		"overhead.json.cpu_us_per_request.smg-cache_aware":                     30,
+		"overhead.json.cpu_us_per_request.nginx":                               40,
+		"overhead.json.cpu_ratio.smg-cache_aware/bare":                         1.2,
+		"overhead.json.cpu_ratio.smg-cache_aware/nginx":                        0.75,
+		"overhead.json.cpu_ratio.smg-cache_aware/haproxy":                      0.8,
+		"overhead.json.cpu_ratio.smg-round_robin/bare":                         1.08,
+		"overhead.json.rps_ratio.smg-cache_aware/direct":                       0.5,
+		"overhead.sse.cpu_us_per_event.bare":                                   16,
+		"overhead.sse.cpu_ratio.smg-cache_aware/bare":                          0.75,
+		"overhead.sse.cpu_ratio.smg-cache_aware/nginx":                         0.5,
+		"overhead.sse.cpu_ratio.smg-cache_aware/haproxy":                       0.6,
+		"quality.shared-prefix.sat.capacity_ratio.cache_aware/round_robin":     2.5,
+		"quality.shared-prefix.load.ttft_p99_ratio_max.least_load/round_robin": 2,
+		"micro.max_allocs_per_op":                                              0,
 	}
 	for k, v := range want {
 		got, ok := m[k]
@@ -121,7 +114,7 @@ func TestReportTable(t *testing.T) {
 		"| smg (cache_aware) | 20000 | 1.000 | 3.000 | +0.500 | +1.000 | 30.0 | 0.300 | 1.20 | 0.75 | 0.80 |",
 		"| smg (cache_aware) | 800 | 1.500 | +0.500 |",
 		"## 2. Micro", "| p | BenchmarkA | 0.0 | 0 | 0 |",
-		"## 3. Routing quality", "| cache hit rate | 3.00× | 3.8× |", "| output throughput | 1.20× | 1.9× |",
+		"## 3. Routing quality", "| cache hit rate | 4.00× | 3.8× |", "| capacity (requests/s) | 2.50× | 1.9× |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)

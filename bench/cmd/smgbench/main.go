@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,9 @@ type options struct {
 	overhead                             bench.OverheadConfig
 	quality                              bench.QualityConfig
 	policies, qualityPolicies            string
+	qualityCases, qualityLoadPolicies    string
+	qualityHTML                          string
+	qualitySatScale, qualityLoadScale    float64
 	microBenchTime                       string
 }
 
@@ -34,7 +38,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the JSON report to this file")
 	flag.StringVar(&o.baseline, "baseline", "", "baseline to gate against (default bench/baseline.json, or bench/baseline-smoke.json with --smoke; \"none\" disables the gate)")
 	flag.StringVar(&o.suites, "suites", "overhead,micro,quality", "comma-separated suites to run: overhead, micro, quality")
-	flag.BoolVar(&o.smoke, "smoke", false, "shortened runs for CI: three rounds of 2 s overhead runs of smg (cache_aware) and the references (the least disturbed kept), the micro gate on the small cases, two policies of routing quality")
+	flag.BoolVar(&o.smoke, "smoke", false, "shortened runs for CI: three rounds of 2 s overhead runs of smg (cache_aware) and the references (the least disturbed kept), the micro gate on the small cases, one 6 s routing-quality row each of round_robin, least_load and cache_aware at 70% of the calibrated shared-prefix capacity")
 	flag.BoolVar(&o.installPeers, "install-peers", true, "apt-get install nginx-light and haproxy when missing and running as root")
 	flag.BoolVar(&o.printMetrics, "print-metrics", true, "print every metric name and value after the table (the names a baseline can gate)")
 	flag.StringVar(&o.goCmd, "go", "go", "go command for the micro suite")
@@ -49,11 +53,18 @@ func main() {
 	flag.DurationVar(&o.overhead.PacedDuration, "paced-duration", 0, "length of each paced SSE run, after one warm-up stream per connection (default 4s)")
 	flag.StringVar(&o.policies, "policies", "", "gateway policies of the overhead suite (default cache_aware,round_robin; smoke cache_aware)")
 	flag.StringVar(&o.microBenchTime, "micro-benchtime", "", "go test -benchtime of the micro suite (default 5000x, smoke 1000x)")
-	flag.StringVar(&o.qualityPolicies, "quality-policies", "", "policies of the routing-quality suite (default the six of the issue; smoke cache_aware,round_robin)")
-	flag.DurationVar(&o.quality.Duration, "quality-duration", 0, "length of each routing-quality run (default 25s, smoke 6s)")
-	flag.Float64Var(&o.quality.ModelRate, "quality-rate", 0, "routing-quality arrival rate, requests/s of model time (default 39: ~70% of round robin's capacity)")
-	flag.Float64Var(&o.quality.TimeScale, "quality-time-scale", 0, "engine time scale (default 4)")
+	flag.StringVar(&o.qualityCases, "quality-cases", "", "routing-quality cases, comma-separated: "+strings.Join(bench.QualityCaseNames(), ", ")+" (default all; smoke shared-prefix)")
+	flag.StringVar(&o.qualityPolicies, "quality-policies", "", "policies of the saturation rows (default the seven of issue 13; smoke none); \"none\" skips them (then give --quality-capacity)")
+	flag.StringVar(&o.qualityLoadPolicies, "quality-load-policies", "", "policies of the load rows besides round_robin (default least_load,power_of_two,cache_aware; smoke least_load,cache_aware); \"none\" skips the load rows")
+	flag.DurationVar(&o.quality.SatDuration, "quality-sat-duration", 0, "length of each saturation row (default 8s)")
+	flag.DurationVar(&o.quality.LoadDuration, "quality-load-duration", 0, "length of each load row (default 10s, smoke 6s)")
+	flag.IntVar(&o.quality.Repeats, "quality-repeats", 0, "repeats of the load rows (default 3, smoke 1)")
+	flag.Float64Var(&o.quality.LoadFraction, "quality-load-fraction", 0, "load rows' rate as a fraction of round robin's capacity (default 0.7)")
+	flag.Float64Var(&o.quality.Capacity, "quality-capacity", 0, "round robin's capacity, requests/s of model time, for the load rows instead of measuring it (smoke: the calibrated shared-prefix figure)")
+	flag.Float64Var(&o.qualitySatScale, "quality-sat-time-scale", 0, "engine time scale of every case's saturation rows (default each case's)")
+	flag.Float64Var(&o.qualityLoadScale, "quality-load-time-scale", 0, "engine time scale of every case's load rows (default each case's)")
 	flag.IntVar(&o.quality.KVTokens, "quality-kv-tokens", 0, "KV-cache tokens per mock engine (default 65536)")
+	flag.StringVar(&o.qualityHTML, "quality-html", "", "write the routing-quality plots (offline HTML, inline SVG) to this file")
 	flag.Parse()
 	os.Exit(run(&o))
 }
@@ -137,15 +148,10 @@ func run(o *options) int {
 		}
 	}
 	if suites["quality"] {
-		cfg := o.quality
-		cfg.Bin = bin
-		cfg.Policies = splitList(o.qualityPolicies)
-		if o.smoke {
-			cfg.Duration = orDuration(cfg.Duration, 6*time.Second)
-			cfg.WarmupSeconds = 3
-			if len(cfg.Policies) == 0 {
-				cfg.Policies = []string{"cache_aware", "round_robin"}
-			}
+		cfg, err := qualityConfig(o, bin, logf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "smgbench:", err)
+			return 2
 		}
 		logf("smgbench: routing-quality suite…")
 		res, err := bench.Quality(cfg)
@@ -153,6 +159,11 @@ func run(o *options) int {
 			failures = append(failures, err)
 		}
 		rep.Quality = res
+		if o.qualityHTML != "" && res != nil {
+			if err := writeQualityHTML(o.qualityHTML, res); err != nil {
+				failures = append(failures, err)
+			}
+		}
 	}
 
 	fmt.Print(rep.Table())
@@ -191,6 +202,73 @@ func run(o *options) int {
 		fmt.Println("smgbench: PASS")
 	}
 	return code
+}
+
+// smokeCapacity is round robin's shared-prefix capacity (requests/s of model time) the
+// smoke's load rows take 70% of, calibrated by full runs (docs/benchmarks.md §3).
+const smokeCapacity = 56
+
+// qualityConfig maps the quality flags, and the smoke's shortened defaults, onto the suite.
+func qualityConfig(o *options, bin bench.Binaries, logf func(string, ...any)) (bench.QualityConfig, error) {
+	cfg := o.quality
+	cfg.Bin, cfg.Logf = bin, logf
+	names := splitList(o.qualityCases)
+	if o.smoke && len(names) == 0 {
+		names = []string{"shared-prefix"}
+	}
+	cases, err := bench.SelectQualityCases(names)
+	if err != nil {
+		return cfg, err
+	}
+	for i := range cases {
+		if o.qualitySatScale > 0 {
+			cases[i].SatTimeScale = o.qualitySatScale
+		}
+		if o.qualityLoadScale > 0 {
+			cases[i].LoadTimeScale = o.qualityLoadScale
+		}
+	}
+	cfg.Cases = cases
+	cfg.Policies = policyList(o.qualityPolicies)
+	cfg.LoadPolicies = policyList(o.qualityLoadPolicies)
+	if o.smoke {
+		// One short herding check: round robin, least_load and cache_aware at 70% of the
+		// calibrated capacity, no saturation rows (they would take minutes).
+		if cfg.Policies == nil {
+			cfg.Policies = []string{}
+		}
+		if cfg.LoadPolicies == nil {
+			cfg.LoadPolicies = []string{"least_load", "cache_aware"}
+		}
+		if cfg.Capacity == 0 && !slices.Contains(cfg.Policies, "round_robin") {
+			cfg.Capacity = smokeCapacity
+		}
+		cfg.LoadDuration = orDuration(cfg.LoadDuration, 6*time.Second)
+		if cfg.Repeats == 0 {
+			cfg.Repeats = 1
+		}
+	}
+	return cfg, nil
+}
+
+// policyList parses a policy list flag: "" is nil (the default), "none" an empty list.
+func policyList(s string) []string {
+	if strings.TrimSpace(s) == "none" {
+		return []string{}
+	}
+	return splitList(s)
+}
+
+func writeQualityHTML(path string, q *bench.QualityResult) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("cannot write the quality plots: %w", err)
+	}
+	if err := bench.WriteQualityHTML(f, q); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot write the quality plots: %w", err)
+	}
+	return f.Close()
 }
 
 func splitList(s string) []string {

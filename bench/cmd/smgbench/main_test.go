@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/smg-go/smg/bench"
+)
+
+func TestQualityConfigSmoke(t *testing.T) {
+	cfg, err := qualityConfig(&options{smoke: true}, bench.Binaries{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Cases) != 1 || cfg.Cases[0].Name != "shared-prefix" || cfg.Policies == nil || len(cfg.Policies) != 0 ||
+		strings.Join(cfg.LoadPolicies, ",") != "least_load,cache_aware" || cfg.Capacity != smokeCapacity || cfg.Repeats != 1 {
+		t.Errorf("smoke: cases %d (%v), saturation %v, load %v, capacity %g, repeats %d; want shared-prefix load rows only at the calibrated capacity",
+			len(cfg.Cases), cfg.Cases, cfg.Policies, cfg.LoadPolicies, cfg.Capacity, cfg.Repeats)
+	}
+}
+
+func TestQualityConfigFlags(t *testing.T) {
+	o := &options{qualityCases: "heterogeneous, mixed-size", qualityPolicies: "round_robin,random", qualityLoadPolicies: "none", qualitySatScale: 3}
+	cfg, err := qualityConfig(o, bench.Binaries{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Cases) != 2 || cfg.Cases[0].Name != "heterogeneous" || cfg.Cases[1].SatTimeScale != 3 || cfg.Cases[1].LoadTimeScale != 4 ||
+		strings.Join(cfg.Policies, ",") != "round_robin,random" || cfg.LoadPolicies == nil || len(cfg.LoadPolicies) != 0 || cfg.Capacity != 0 {
+		t.Errorf("flags mapped to cases %v, policies %v, load policies %v, capacity %g", cfg.Cases, cfg.Policies, cfg.LoadPolicies, cfg.Capacity)
+	}
+	if _, err := qualityConfig(&options{qualityCases: "bogus"}, bench.Binaries{}, nil); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("unknown case: %v", err)
+	}
+}

@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// SGLang's published result for its cache-aware router against round robin (the SGLang v0.4
+// release blog, "Cache-Aware Load Balancer"): up to 1.9× throughput and 3.8× cache hit rate.
+const (
+	SGLangThroughputRatio = 1.9
+	SGLangHitRateRatio    = 3.8
+)
+
+// ratio is a / b, and false when b is not positive (no ratio to report).
+func ratio(a, b float64) (float64, bool) {
+	if !(b > 0) {
+		return 0, false
+	}
+	return a / b, true
+}
+
+// find returns the row of policy (and repeat, for load rows), or nil.
+func findRow(rows []QualityRow, policy string, repeat int) *QualityRow {
+	for i := range rows {
+		if rows[i].Policy == policy && rows[i].Repeat == repeat {
+			return &rows[i]
+		}
+	}
+	return nil
+}
+
+// loadPolicies returns the load rows' policies in first-seen order, and the repeats seen.
+func loadPolicies(rows []QualityRow) (policies []string, repeats int) {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if !seen[r.Policy] {
+			seen[r.Policy] = true
+			policies = append(policies, r.Policy)
+		}
+		repeats = max(repeats, r.Repeat)
+	}
+	return policies, repeats
+}
+
+// metrics adds the suite's named values to m (docs/benchmarks.md, "The gate"). Per case c and
+// policy p, against round robin measured the same way in the same run:
+//
+//	quality.<c>.sat.capacity.<p>                               requests/s of model time
+//	quality.<c>.sat.capacity_ratio.<p>/round_robin
+//	quality.<c>.sat.cache_hit_ratio.<p>/round_robin
+//	quality.<c>.sat.ttft_p99_ratio.<p>/round_robin
+//	quality.<c>.sat.busiest_share.<p>
+//	quality.<c>.load.ttft_p99_ratio.<p>/round_robin.r<k>      repeat k against repeat k
+//	quality.<c>.load.ttft_p99_ratio_max.<p>/round_robin       the worst repeat
+//	quality.<c>.load.ttft_p50_ratio_max.<p>/round_robin
+//	quality.<c>.load.cache_hit_ratio_min.<p>/round_robin
+//	quality.<c>.load.throughput_ratio_min.<p>/round_robin      completed requests/s
+//
+// and quality.max_cpu_cores, the most CPU any row's own processes used (the machine check).
+func (q *QualityResult) metrics(m map[string]float64) {
+	most := 0.0
+	for _, c := range q.Cases {
+		pre := "quality." + c.Case.Name + "."
+		rr := findRow(c.Saturation, referencePolicy, 0)
+		for i := range c.Saturation {
+			p := &c.Saturation[i]
+			most = max(most, p.CPUCores)
+			m[pre+"sat.capacity."+p.Policy] = p.Capacity
+			m[pre+"sat.busiest_share."+p.Policy] = p.BusiestShare
+			if rr == nil || p.Policy == referencePolicy {
+				continue
+			}
+			suffix := "." + p.Policy + "/" + referencePolicy
+			for _, x := range []struct {
+				name string
+				a, b float64
+			}{
+				{"capacity_ratio", p.Capacity, rr.Capacity},
+				{"cache_hit_ratio", p.CacheHitRate, rr.CacheHitRate},
+				{"ttft_p99_ratio", p.TTFTP99MS, rr.TTFTP99MS},
+			} {
+				if v, ok := ratio(x.a, x.b); ok {
+					m[pre+"sat."+x.name+suffix] = v
+				}
+			}
+		}
+		policies, repeats := loadPolicies(c.Load)
+		for _, r := range c.Load {
+			most = max(most, r.CPUCores)
+		}
+		for _, policy := range policies {
+			if policy == referencePolicy {
+				continue
+			}
+			suffix := "." + policy + "/" + referencePolicy
+			type agg struct {
+				name  string
+				worst func(a, b float64) float64
+				of    func(*QualityRow) float64
+				v     float64
+				n     int
+			}
+			hi := func(a, b float64) float64 { return max(a, b) }
+			lo := func(a, b float64) float64 { return min(a, b) }
+			aggs := []*agg{
+				{name: "ttft_p99_ratio_max", worst: hi, of: func(r *QualityRow) float64 { return r.TTFTP99MS }},
+				{name: "ttft_p50_ratio_max", worst: hi, of: func(r *QualityRow) float64 { return r.TTFTP50MS }},
+				{name: "cache_hit_ratio_min", worst: lo, of: func(r *QualityRow) float64 { return r.CacheHitRate }},
+				{name: "throughput_ratio_min", worst: lo, of: func(r *QualityRow) float64 { return r.Capacity }},
+			}
+			for rep := 1; rep <= repeats; rep++ {
+				p, ref := findRow(c.Load, policy, rep), findRow(c.Load, referencePolicy, rep)
+				if p == nil || ref == nil {
+					continue
+				}
+				if v, ok := ratio(p.TTFTP99MS, ref.TTFTP99MS); ok {
+					m[fmt.Sprintf("%sload.ttft_p99_ratio%s.r%d", pre, suffix, rep)] = v
+				}
+				for _, a := range aggs {
+					if v, ok := ratio(a.of(p), a.of(ref)); ok {
+						if a.n == 0 {
+							a.v = v
+						}
+						a.v = a.worst(a.v, v)
+						a.n++
+					}
+				}
+			}
+			for _, a := range aggs {
+				if a.n > 0 {
+					m[pre+"load."+a.name+suffix] = a.v
+				}
+			}
+		}
+	}
+	if len(q.Cases) > 0 {
+		m["quality.max_cpu_cores"] = most
+	}
+}
+
+// Table renders the suite as Markdown: per case the saturation rows, the load rows and their
+// ratios to round robin; then cache_aware beside SGLang's published ratios.
+func (q *QualityResult) Table() string {
+	c := q.Config
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "## 3. Routing quality (engine-mode mocks)\n\n%d engine-mode mock workers (KV %d tokens each) behind smg, a fresh fleet and gateway per row; "+
+		"rates, TTFT and TPOT in model time (wall clock × the row's time scale); the gateway polls loads every %g s of model time. "+
+		"Saturation: a closed loop, capacity = completed requests per second over the last %.0f%% of each %v run. "+
+		"Load: an open loop (Poisson) at %.0f%% of round robin's capacity, %v per row, %d repeat(s), each after %g s (model) of warm-up. "+
+		"CPU: cores the row's mocks, gateway and loadgen used (the whole machine's busy cores in brackets).\n\n",
+		c.Workers, c.KVTokens, c.LoadReportSeconds, (1-c.SatRampFraction)*100, c.SatDuration, c.LoadFraction*100, c.LoadDuration, c.Repeats, c.WarmupSeconds)
+	m := map[string]float64{}
+	q.metrics(m)
+	for _, cr := range q.Cases {
+		fmt.Fprintf(&sb, "### %s\n\n%s.\n\n", cr.Case.Name, cr.Case.About)
+		if len(cr.Saturation) > 0 {
+			sb.WriteString(saturationTable(cr))
+		}
+		if len(cr.Load) > 0 {
+			sb.WriteString(loadTable(cr, c.LoadFraction))
+		}
+	}
+	if hit, ok := m["quality.shared-prefix.sat.cache_hit_ratio.cache_aware/round_robin"]; ok {
+		sb.WriteString("| cache_aware / round_robin, shared-prefix at saturation | ours | SGLang (published, up to) |\n|---|---|---|\n")
+		fmt.Fprintf(&sb, "| capacity (requests/s) | %.2f× | %.1f× |\n", m["quality.shared-prefix.sat.capacity_ratio.cache_aware/round_robin"], SGLangThroughputRatio)
+		fmt.Fprintf(&sb, "| cache hit rate | %.2f× | %.1f× |\n\n", hit, SGLangHitRateRatio)
+	}
+	return sb.String()
+}
+
+// saturationTable renders a case's saturation rows with their ratios to round robin.
+func saturationTable(cr QualityCaseResult) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Saturation (closed loop, %d clients):\n\n", cr.Saturation[0].Clients)
+	sb.WriteString("| policy | capacity req/s | × RR | cache hit rate | × RR | TTFT p50 ms | TTFT p99 ms | × RR | TPOT p50 ms | busiest worker × fair share | completed | failed | time scale | events/s wall | CPU cores |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	rr := findRow(cr.Saturation, referencePolicy, 0)
+	var notes []string
+	for _, r := range cr.Saturation {
+		capX, hitX, p99X := "–", "–", "–"
+		if rr != nil && r.Policy != referencePolicy {
+			capX, hitX, p99X = times(r.Capacity, rr.Capacity), times(r.CacheHitRate, rr.CacheHitRate), times(r.TTFTP99MS, rr.TTFTP99MS)
+		}
+		fmt.Fprintf(&sb, "| %s | %.1f | %s | %.3f | %s | %.0f | %.0f | %s | %.1f | %.2f | %d | %d | %g | %.0f | %.2f (%.2f) |\n",
+			r.Policy, r.Capacity, capX, r.CacheHitRate, hitX, r.TTFTP50MS, r.TTFTP99MS, p99X, r.TPOTP50MS, r.BusiestShare, r.Completed, r.Failed,
+			r.TimeScale, r.wallEvents(), r.CPUCores, r.MachineBusy)
+		for _, x := range r.Rejected {
+			notes = append(notes, fmt.Sprintf("%s first measured %.1f req/s at time scale %g (%.0f events/s wall, over the budget)", r.Policy, x.Capacity, x.TimeScale, x.WallEvents))
+		}
+	}
+	if len(notes) > 0 {
+		sb.WriteString("\nMeasured again at a lower time scale: " + strings.Join(notes, "; ") + ".\n")
+	}
+	sb.WriteString("\n")
+	return sb.String()
+}
+
+// loadTable renders a case's load rows: per policy its repeats side by side, each TTFT p99
+// against round robin's of the same repeat, and the worst.
+func loadTable(cr QualityCaseResult, fraction float64) string {
+	var sb strings.Builder
+	policies, repeats := loadPolicies(cr.Load)
+	first := cr.Load[0]
+	fmt.Fprintf(&sb, "At %.0f%% of round robin's capacity (%.1f of %.1f req/s of model time; %.0f req/s wall at time scale %g), %d repeat(s):\n\n",
+		fraction*100, cr.LoadRate, cr.Capacity, cr.LoadRate*first.TimeScale, first.TimeScale, repeats)
+	sb.WriteString("| policy | TTFT p99 ms per repeat | × RR per repeat | worst × RR | TTFT p50 ms per repeat | cache hit rate | completed req/s | busiest worker × fair share | CPU cores | arrival lag p99 ms |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, policy := range policies {
+		var p99s, xs, p50s, hits, rates, busiest, cpus, lags []string
+		worst := 0.0
+		for rep := 1; rep <= repeats; rep++ {
+			r := findRow(cr.Load, policy, rep)
+			if r == nil {
+				continue
+			}
+			p99s = append(p99s, fmt.Sprintf("%.0f", r.TTFTP99MS))
+			p50s = append(p50s, fmt.Sprintf("%.0f", r.TTFTP50MS))
+			hits = append(hits, fmt.Sprintf("%.3f", r.CacheHitRate))
+			rates = append(rates, fmt.Sprintf("%.1f", r.Capacity))
+			busiest = append(busiest, fmt.Sprintf("%.2f", r.BusiestShare))
+			cpus = append(cpus, fmt.Sprintf("%.2f (%.2f)", r.CPUCores, r.MachineBusy))
+			lags = append(lags, fmt.Sprintf("%.1f", r.ArrivalLagP99MS))
+			if ref := findRow(cr.Load, referencePolicy, rep); ref != nil && policy != referencePolicy {
+				if v, ok := ratio(r.TTFTP99MS, ref.TTFTP99MS); ok {
+					xs = append(xs, fmt.Sprintf("%.2f", v))
+					worst = max(worst, v)
+				}
+			}
+		}
+		worstS := "–"
+		if len(xs) > 0 {
+			worstS = fmt.Sprintf("**%.2f**", worst)
+		} else {
+			xs = []string{"–"}
+		}
+		j := func(v []string) string { return strings.Join(v, ", ") }
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", policy, j(p99s), j(xs), worstS, j(p50s), j(hits), j(rates), j(busiest), j(cpus), j(lags))
+	}
+	sb.WriteString("\n")
+	return sb.String()
+}
+
+// times renders a / b as "1.23×", or "–" without a ratio.
+func times(a, b float64) string {
+	if v, ok := ratio(a, b); ok {
+		return fmt.Sprintf("%.2f×", v)
+	}
+	return "–"
+}

@@ -1,0 +1,233 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/smg-go/smg/loadgen"
+)
+
+// qualityFixture is a suite result with round numbers, so the expected ratios are exact: a
+// shared-prefix case with saturation rows and two repeats of load rows, and a mixed-size case
+// with load rows only (as the smoke runs).
+func qualityFixture() *QualityResult {
+	sat := func(policy string, capacity, hit, p50, p99 float64) QualityRow {
+		return QualityRow{Case: "shared-prefix", Policy: policy, Kind: KindSaturation, TimeScale: 1, Clients: 512,
+			Capacity: capacity, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, TPOTP50MS: 20, BusiestShare: 1.25, Completed: 1000, CPUCores: 0.5, MachineBusy: 1.1}
+	}
+	load := func(kase, policy string, repeat int, p50, p99, hit, rate float64) QualityRow {
+		return QualityRow{Case: kase, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: 4, OfferedRate: 35,
+			Capacity: rate, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, BusiestShare: 1, Completed: 2000, CPUCores: 0.25, MachineBusy: 0.75, ArrivalLagP99MS: 1.5}
+	}
+	cases := DefaultQualityCases()
+	caSat := sat("cache_aware", 125, 1, 100, 1000)
+	caSat.TimeScale, caSat.EventsPerRequest = 0.5, 34
+	caSat.Rejected = []RejectedScale{{TimeScale: 1, Capacity: 100, WallEvents: 3400}}
+	return &QualityResult{
+		Config: QualityConfig{Workers: 8, KVTokens: 65536, SatDuration: 12e9, LoadDuration: 12e9, SatRampFraction: 0.25, LoadFraction: 0.7,
+			Repeats: 2, WarmupSeconds: 16, LoadReportSeconds: 4},
+		Cases: []QualityCaseResult{
+			{Case: cases[0], Capacity: 50, LoadRate: 35,
+				Saturation: []QualityRow{
+					sat("round_robin", 50, 0.25, 1000, 2000),
+					caSat,
+					sat("least_load", 40, 0.25, 1200, 4000),
+				},
+				Load: []QualityRow{
+					load("shared-prefix", "round_robin", 1, 200, 400, 0.25, 35),
+					load("shared-prefix", "least_load", 1, 300, 800, 0.25, 35),
+					load("shared-prefix", "cache_aware", 1, 20, 200, 1, 35),
+					load("shared-prefix", "round_robin", 2, 200, 500, 0.3, 35),
+					load("shared-prefix", "least_load", 2, 100, 250, 0.3, 28),
+					load("shared-prefix", "cache_aware", 2, 40, 600, 0.9, 35),
+				}},
+			{Case: cases[2], Capacity: 100, LoadRate: 70,
+				Load: []QualityRow{
+					load("mixed-size", "round_robin", 1, 100, 1000, 0, 70),
+					load("mixed-size", "least_load", 1, 100, 500, 0, 70),
+				}},
+		},
+	}
+}
+
+func TestQualityMetrics(t *testing.T) {
+	m := map[string]float64{}
+	qualityFixture().metrics(m)
+	want := map[string]float64{
+		"quality.shared-prefix.sat.capacity.round_robin":                         50,
+		"quality.shared-prefix.sat.capacity.cache_aware":                         125,
+		"quality.shared-prefix.sat.capacity_ratio.cache_aware/round_robin":       2.5,
+		"quality.shared-prefix.sat.cache_hit_ratio.cache_aware/round_robin":      4,
+		"quality.shared-prefix.sat.ttft_p99_ratio.cache_aware/round_robin":       0.5,
+		"quality.shared-prefix.sat.capacity_ratio.least_load/round_robin":        0.8,
+		"quality.shared-prefix.sat.busiest_share.least_load":                     1.25,
+		"quality.shared-prefix.load.ttft_p99_ratio.least_load/round_robin.r1":    2,
+		"quality.shared-prefix.load.ttft_p99_ratio.least_load/round_robin.r2":    0.5,
+		"quality.shared-prefix.load.ttft_p99_ratio_max.least_load/round_robin":   2,
+		"quality.shared-prefix.load.ttft_p99_ratio.cache_aware/round_robin.r1":   0.5,
+		"quality.shared-prefix.load.ttft_p99_ratio.cache_aware/round_robin.r2":   1.2,
+		"quality.shared-prefix.load.ttft_p99_ratio_max.cache_aware/round_robin":  1.2,
+		"quality.shared-prefix.load.ttft_p50_ratio_max.cache_aware/round_robin":  0.2,
+		"quality.shared-prefix.load.ttft_p50_ratio_max.least_load/round_robin":   1.5,
+		"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin": 3,
+		"quality.shared-prefix.load.throughput_ratio_min.least_load/round_robin": 0.8,
+		"quality.mixed-size.load.ttft_p99_ratio_max.least_load/round_robin":      0.5,
+		"quality.max_cpu_cores": 0.5,
+	}
+	for k, v := range want {
+		got, ok := m[k]
+		if !ok {
+			t.Errorf("metric %s missing", k)
+		} else if math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %g, want %g", k, got, v)
+		}
+	}
+	for k := range m {
+		switch {
+		case strings.Contains(k, "round_robin/round_robin"):
+			t.Errorf("metric %s: round robin is not divided by itself", k)
+		case strings.Contains(k, "mixed-size.sat."):
+			t.Errorf("metric %s: the mixed-size case ran no saturation rows", k)
+		case strings.HasPrefix(k, "quality.mixed-size.load.cache_hit_ratio"):
+			t.Errorf("metric %s: round robin's hit rate is 0, there is no ratio", k)
+		}
+	}
+	// Without round robin's rows there is nothing to divide by, and no ratio is made up.
+	q := qualityFixture()
+	q.Cases[0].Saturation = q.Cases[0].Saturation[1:]
+	q.Cases[0].Load = q.Cases[0].Load[1:2]
+	m = map[string]float64{}
+	q.metrics(m)
+	for k := range m {
+		if strings.HasPrefix(k, "quality.shared-prefix.") && strings.Contains(k, "/round_robin") {
+			t.Errorf("metric %s without round robin's row", k)
+		}
+	}
+}
+
+func TestQualityTable(t *testing.T) {
+	table := qualityFixture().Table()
+	for _, want := range []string{
+		"## 3. Routing quality", "### shared-prefix", "### mixed-size",
+		"Saturation (closed loop, 512 clients):",
+		"| cache_aware | 125.0 | 2.50× | 1.000 | 4.00× | 100 | 1000 | 0.50× | 20.0 | 1.25 | 1000 | 0 | 0.5 | 2125 | 0.50 (1.10) |",
+		"Measured again at a lower time scale: cache_aware first measured 100.0 req/s at time scale 1 (3400 events/s wall, over the budget).",
+		"| round_robin | 50.0 | – | 0.250 | – |",
+		"At 70% of round robin's capacity (35.0 of 50.0 req/s of model time; 140 req/s wall at time scale 4), 2 repeat(s):",
+		"| least_load | 800, 250 | 2.00, 0.50 | **2.00** | 300, 100 | 0.250, 0.300 | 35.0, 28.0 |",
+		"| cache_aware | 200, 600 | 0.50, 1.20 | **1.20** |",
+		"| round_robin | 400, 500 | – | – |",
+		"| least_load | 500 | 0.50 | **0.50** |",
+		"| capacity (requests/s) | 2.50× | 1.9× |", "| cache hit rate | 4.00× | 3.8× |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Index(table, "### shared-prefix") > strings.Index(table, "### mixed-size") {
+		t.Error("cases out of order")
+	}
+}
+
+func TestSteadyRates(t *testing.T) {
+	// 1 s buckets of a 12 s closed loop: a ramp, a steady 100 requests/s, a drain after 12 s.
+	var tl []loadgen.TimelinePoint
+	for i, n := range []int64{10, 60, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 40, 5} {
+		tl = append(tl, loadgen.TimelinePoint{StartS: float64(i), Completed: n, OutputThroughput: float64(n) * 32})
+	}
+	req, tok, ok := steadyRates(tl, 3, 12)
+	if !ok || req != 100 || tok != 3200 {
+		t.Errorf("steadyRates = %g, %g, %v; want 100 requests/s and 3200 tokens/s over [3, 12)", req, tok, ok)
+	}
+	// The whole run, ramp and drain excluded by nothing but the window: [0, 12).
+	if req, _, _ := steadyRates(tl, 0, 12); math.Abs(req-1070.0/12) > 1e-9 {
+		t.Errorf("steadyRates over [0, 12) = %g, want %g", req, 1070.0/12)
+	}
+	if _, _, ok := steadyRates(tl[:2], 3, 12); ok {
+		t.Error("a timeline with no bucket inside the window reported a rate")
+	}
+}
+
+func TestQualityRowFill(t *testing.T) {
+	r := &loadgen.Result{Completed: 900, Failed: 1, CacheHitRate: 0.5, RequestThroughput: 80, OutputThroughput: 2560, TotalOutputTokens: 28800,
+		TTFT: loadgen.Summary{Median: 10, P99: 50}, TPOT: loadgen.Summary{Median: 5}, ArrivalLag: loadgen.Summary{P99: 2},
+		Workers: map[string]int64{"a": 600, "b": 300}}
+	for i := range 12 {
+		r.Timeline = append(r.Timeline, loadgen.TimelinePoint{StartS: float64(i), Completed: 100, OutputThroughput: 3200})
+	}
+	load := QualityRow{Kind: KindLoad, TimeScale: 4}
+	load.fill(r, 2, 12, 0.25)
+	if load.Capacity != 20 || load.OutputThroughput != 640 || load.TTFTP50MS != 40 || load.TTFTP99MS != 200 || load.TPOTP50MS != 20 ||
+		load.BusiestShare != 600*2.0/900 || load.ArrivalLagP99MS != 2 || load.Completed != 900 || load.Failed != 1 || load.CacheHitRate != 0.5 ||
+		load.EventsPerRequest != 34 || load.wallEvents() != 20*4*34 {
+		t.Errorf("load row %+v: want wall figures × / ÷ the time scale 4", load)
+	}
+	// A saturation row's capacity is the timeline's steady part: 100/s wall = 25/s of model time.
+	sat := QualityRow{Kind: KindSaturation, TimeScale: 4}
+	sat.fill(r, 2, 12, 0.25)
+	if sat.Capacity != 25 || sat.OutputThroughput != 800 {
+		t.Errorf("saturation row capacity %g, output %g: want 25 and 800 from the timeline", sat.Capacity, sat.OutputThroughput)
+	}
+}
+
+func TestWriteQualityHTML(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteQualityHTML(&buf, qualityFixture()); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	// shared-prefix: capacity, saturation TTFT p99, load TTFT p99; mixed-size: load only.
+	if n := strings.Count(html, "<svg "); n != 4 {
+		t.Errorf("%d charts, want 4", n)
+	}
+	if n := strings.Count(html, "<rect "); n != 3+3+6+2 {
+		t.Errorf("%d bars, want 14 (3 + 3 saturation, 6 + 2 load)", n)
+	}
+	for _, want := range []string{
+		"<h2>shared-prefix</h2>", "<h2>mixed-size</h2>", "Capacity at saturation (requests/s of model time)",
+		"TTFT p99 at 70% of round robin&#39;s capacity", "■ repeat 1", "■ repeat 2", `fill="#9d9d9d"`, ">125<", "cache_aware, capacity: 125",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	// Offline: no script, nothing fetched (the SVG namespace is a name, not a fetch).
+	if strings.Contains(html, "<script") || strings.Count(html, "http") != strings.Count(html, `xmlns="http://www.w3.org/2000/svg"`) {
+		t.Error("the page runs a script or refers to the network")
+	}
+}
+
+func TestFitScale(t *testing.T) {
+	for _, tc := range []struct{ scale, events, budget, want float64 }{
+		{2, 4000, 8000, 2},       // within the budget
+		{2, 9000, 8000, 2},       // within 15% of it
+		{2, 29000, 8000, 0.55},   // 0.5517… rounded down to two digits
+		{1, 100000, 8000, 0.08},  // 0.08 exactly
+		{4, 10000, 8000, 3.2},    // 3.2
+		{0.5, 27680, 8000, 0.14}, // 0.1445… → 0.14
+	} {
+		if got := fitScale(tc.scale, tc.events, tc.budget); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("fitScale(%g, %g, %g) = %g, want %g", tc.scale, tc.events, tc.budget, got, tc.want)
+		}
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for _, tc := range []struct{ in, want float64 }{{0, 1}, {0.03, 0.05}, {1, 1}, {1.2, 2}, {3, 5}, {7, 10}, {56, 100}, {123, 200}, {2000, 2000}} {
+		if got := niceCeil(tc.in); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("niceCeil(%g) = %g, want %g", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestMachineBusySeconds(t *testing.T) {
+	s, err := machineBusySeconds()
+	if err != nil {
+		t.Skipf("no /proc/stat here: %v", err)
+	}
+	if !(s > 0) {
+		t.Errorf("machine busy %g s since boot: the CPU fields were not read", s)
+	}
+}
