@@ -98,6 +98,12 @@ func TestCommittedBaselines(t *testing.T) {
 					t.Errorf("%s is not gated", m)
 				}
 			}
+			if name == "baseline-smoke.json" && !gated["quality.shared-prefix.load.ttft_p50_ratio_max.least_load/round_robin"] {
+				t.Error("the smoke's herding check (least_load against round robin at 70% load) is not gated")
+			}
+			if name == "baseline.json" && !gated["quality.shared-prefix.sat.capacity_ratio.cache_aware/round_robin"] {
+				t.Error("cache_aware's capacity at saturation (issue 13's 1.9x) is not gated")
+			}
 		})
 	}
 }
@@ -113,5 +119,23 @@ func TestLoadBaselineErrors(t *testing.T) {
 	}
 	if _, err := LoadBaseline(p); err == nil || !strings.Contains(err.Error(), "sideways") {
 		t.Errorf("bad direction: %v", err)
+	}
+}
+
+// TestQualityRegressionIsNamed: a routing-quality ratio past its committed gate fails the run
+// with the metric's name, as make bench reports it.
+func TestQualityRegressionIsNamed(t *testing.T) {
+	b, err := LoadBaseline("baseline.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := fullReport().Metrics()
+	const metric = "quality.shared-prefix.sat.capacity_ratio.cache_aware/round_robin"
+	if _, err := b.Check(m); err != nil && strings.Contains(err.Error(), metric) {
+		t.Fatalf("the fixture's 2.5x already fails: %v", err)
+	}
+	m[metric] = 1.5
+	if _, err := b.Check(m); err == nil || !strings.Contains(err.Error(), "regression: "+metric+" = 1.500") {
+		t.Errorf("capacity ratio 1.5 against the 1.9 gate: %v, want a regression naming %s", err, metric)
 	}
 }
