@@ -221,10 +221,13 @@ func (b *StickyBuilder) Build(g Group) Picker {
 	return &stickyPicker{inner: b.inner.Build(g), workers: g.Workers, b: b}
 }
 
+// MaintainWeakly implements Maintainer.
+func (b *StickyBuilder) MaintainWeakly() func(now time.Time) bool { return Weakly(b) }
+
 // Maintain evicts idle sessions and maintains the wrapped policy.
 func (b *StickyBuilder) Maintain(now time.Time) {
 	b.pinner.Maintain(now)
-	if m, ok := b.inner.(Maintainer); ok {
+	if m, ok := b.inner.(interface{ Maintain(now time.Time) }); ok {
 		m.Maintain(now)
 	}
 }

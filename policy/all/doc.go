@@ -1,11 +1,15 @@
-// Package all is the table from policy names to their builders: the one place that knows
-// every policy, so that the gateway (and per-model policy labels) can name any of them.
+// Package all is the table of policies: the one place that knows every policy, so that the
+// gateway (and per-model policy labels) can name any of them. A line of the table is a
+// policy's Descriptor and how to build it from Config; everything else about a policy (it
+// reads load reports, reads the routing key itself, routes only some PD legs, has background
+// work) is an ability its Builder has, found by type assertion (policy.LoadReader,
+// policy.KeyReader, policy.LegRestricted, policy.Maintainer), so that no list of names must
+// be kept in step with the table.
 //
 // It also holds every policy setting of the spec (Config, Validate; cmd/smg registers their
-// flags), the rule that
-// refuses bucket outside PD mode (CheckPolicy), the sticky-sessions wrapping of
-// --routing-key-override, and the maintenance loop that runs the policies' background work
-// off the hot path (Maintenance).
+// flags), the rule that refuses a PD-only policy such as bucket outside PD mode (CheckPolicy,
+// PDPolicies), the sticky-sessions wrapping of --routing-key-override, and the maintenance
+// loop that runs the policies' background work off the hot path (Maintenance).
 //
 // # Concurrency
 //

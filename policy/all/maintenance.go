@@ -4,12 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/smg-go/smg/policy"
-	"github.com/smg-go/smg/policy/bucket"
-	"github.com/smg-go/smg/policy/cacheaware"
-	"github.com/smg-go/smg/policy/manual"
 )
 
 // MaintenanceInterval is how often Run calls Maintain; each policy instance decides from the
@@ -34,34 +30,20 @@ var DefaultMaintenance = NewMaintenance()
 // NewMaintenance returns an empty Maintenance.
 func NewMaintenance() *Maintenance { return &Maintenance{} }
 
-// Track registers b's background work, if it has any.
+// Track registers b's background work, if it has any (policy.Maintainer).
 func (m *Maintenance) Track(b policy.Builder) {
-	switch b := b.(type) {
-	case *cacheaware.Builder:
-		track(m, b)
-	case *manual.Builder:
-		track(m, b)
-	case *bucket.Builder:
-		track(m, b)
-	case *policy.StickyBuilder:
-		track(m, b)
-	}
-}
-
-func track[T any, P interface {
-	*T
-	policy.Maintainer
-}](m *Maintenance, b P) {
-	wp := weak.Make((*T)(b))
-	m.mu.Lock()
-	m.entries = append(m.entries, func(now time.Time) bool {
-		x := wp.Value()
-		if x == nil {
-			return false
+	mb, ok := b.(policy.Maintainer)
+	if !ok {
+		if _, half := b.(interface{ Maintain(time.Time) }); half {
+			// A programming error that would otherwise fail silently (no eviction): every test
+			// that builds the policy finds it.
+			panic("policy " + b.Name() + " has Maintain but not MaintainWeakly: implement it as `return policy.Weakly(b)`")
 		}
-		P(x).Maintain(now)
-		return true
-	})
+		return
+	}
+	work := mb.MaintainWeakly()
+	m.mu.Lock()
+	m.entries = append(m.entries, work)
 	m.mu.Unlock()
 }
 

@@ -15,6 +15,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "bucket"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Timing of the spec.
 const (
 	// AdjustInterval is how often boundaries are re-checked.
@@ -323,3 +327,10 @@ func shareBounds(sizes []int64, n int) []int64 {
 	up[n-1] = math.MaxInt64
 	return up
 }
+
+// RoutesLeg makes the policy a policy.LegRestricted: its buckets are prefill lengths, so it
+// routes only the prefill leg of PD disaggregation.
+func (*Builder) RoutesLeg(leg policy.Leg) bool { return leg == policy.LegPrefill }
+
+// MaintainWeakly implements policy.Maintainer.
+func (b *Builder) MaintainWeakly() func(now time.Time) bool { return policy.Weakly(b) }

@@ -15,6 +15,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "cache_aware"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Branches of smg_cache_aware_policy_branch_total.
 const (
 	BranchTreeMatch            = "tree_match"
@@ -346,3 +350,9 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 	}
 	return radix.Tenant(w.Index), true
 }
+
+// ReadsLoad marks the policy as a policy.LoadReader: its picks read load reports.
+func (*Builder) ReadsLoad() {}
+
+// MaintainWeakly implements policy.Maintainer.
+func (b *Builder) MaintainWeakly() func(now time.Time) bool { return policy.Weakly(b) }

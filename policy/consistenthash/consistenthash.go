@@ -9,6 +9,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "consistent_hashing"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Branches of smg_consistent_hashing_policy_branch_total.
 const (
 	BranchTargetWorkerHit  = "target_worker_hit"
@@ -120,3 +124,7 @@ func (p *picker) key(req *policy.Request) []byte {
 	}
 	return nil
 }
+
+// ReadsRoutingKey marks the policy as a policy.KeyReader: it reads the rid and routing key
+// itself, so --routing-key-override adds no sticky sessions around it.
+func (*Builder) ReadsRoutingKey() {}

@@ -8,6 +8,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "least_load"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Config configures least_load: the expected-wait tuning of the --least-load-* flags.
 type Config struct {
 	policy.WaitConfig
@@ -57,3 +61,6 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	}
 	return policy.Result{}, policy.ErrNoAvailableWorkers
 }
+
+// ReadsLoad marks the policy as a policy.LoadReader: its picks read load reports.
+func (*Builder) ReadsLoad() {}

@@ -12,6 +12,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "manual"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Config configures manual.
 type Config struct {
 	// AssignmentMode (--assignment-mode) places keys without a usable pin: random (default),
@@ -82,3 +86,10 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	}
 	return p.pinner.PickUnkeyed(req, p.workers)
 }
+
+// ReadsRoutingKey marks the policy as a policy.KeyReader: it reads the rid and routing key
+// itself, so --routing-key-override adds no sticky sessions around it.
+func (*Builder) ReadsRoutingKey() {}
+
+// MaintainWeakly implements policy.Maintainer.
+func (b *Builder) MaintainWeakly() func(now time.Time) bool { return policy.Weakly(b) }

@@ -12,6 +12,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "passthrough"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Builder builds passthrough pickers.
 type Builder struct {
 	Logger *slog.Logger
@@ -49,3 +53,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	}
 	return policy.Result{}, policy.ErrNoAvailableWorkers
 }
+
+// RoutesLeg makes the policy a policy.LegRestricted: it forwards to the worker the client
+// named, which a PD leg, choosing among its workers, cannot do.
+func (*Builder) RoutesLeg(leg policy.Leg) bool { return leg == policy.LegRegular }

@@ -12,6 +12,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "power_of_two"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Values of --power-of-two-load-metric.
 const (
 	MetricExpectedWait  = "expected_wait"
@@ -197,3 +201,6 @@ func (p *picker) leastRequests(req *policy.Request) *worker.Worker {
 type scratch struct{ ws []*worker.Worker }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// ReadsLoad marks the policy as a policy.LoadReader: its picks read load reports.
+func (*Builder) ReadsLoad() {}

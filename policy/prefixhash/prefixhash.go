@@ -13,6 +13,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "prefix_hash"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Defaults of the spec.
 const (
 	DefaultPrefixTokenCount    = 256

@@ -7,6 +7,10 @@ import "github.com/smg-go/smg/policy"
 // Name is the policy's --policy name.
 const Name = "random"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // Builder builds random pickers. Rand defaults to policy.RuntimeRand.
 type Builder struct {
 	Rand policy.Rand

@@ -17,6 +17,10 @@ import (
 // Name is the policy's --policy name.
 const Name = "round_robin"
 
+// Descriptor describes the policy to policy/all's table; its abilities are the methods of
+// Builder below.
+var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+
 // MaxSets bounds the number of candidate sets whose cursors are kept (spec: at most 4,096).
 const MaxSets = 4096
 

@@ -1,0 +1,103 @@
+package all
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/bucket"
+	"github.com/smg-go/smg/policy/cacheaware"
+	"github.com/smg-go/smg/policy/consistenthash"
+	"github.com/smg-go/smg/policy/leastload"
+	"github.com/smg-go/smg/policy/manual"
+	"github.com/smg-go/smg/policy/passthrough"
+	"github.com/smg-go/smg/policy/poweroftwo"
+)
+
+// TestAbilitiesAreTheSpecsFacts: the facts the table used to keep as lists of names now come
+// from the policies' Builders, and say the same (spec: Load Signals, PD and EPD Legs).
+func TestAbilitiesAreTheSpecsFacts(t *testing.T) {
+	var loads, keys, maintained []string
+	legs := map[string][]policy.Leg{}
+	for _, e := range table {
+		if policy.Can[policy.LoadReader](e.Descriptor) {
+			loads = append(loads, e.Name)
+		}
+		if policy.Can[policy.KeyReader](e.Descriptor) {
+			keys = append(keys, e.Name)
+		}
+		if policy.Can[policy.Maintainer](e.Descriptor) {
+			maintained = append(maintained, e.Name)
+		}
+		for _, l := range []policy.Leg{policy.LegRegular, policy.LegPrefill, policy.LegDecode} {
+			if e.RoutesLeg(l) {
+				legs[e.Name] = append(legs[e.Name], l)
+			}
+		}
+	}
+	for _, c := range []struct {
+		what      string
+		got, want []string
+	}{
+		{"load readers", loads, []string{cacheaware.Name, leastload.Name, poweroftwo.Name}},
+		{"routing-key readers", keys, []string{consistenthash.Name, manual.Name}},
+		{"maintained", maintained, []string{bucket.Name, cacheaware.Name, manual.Name}},
+	} {
+		slices.Sort(c.got)
+		if !slices.Equal(c.got, c.want) {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	if got := legs[bucket.Name]; !slices.Equal(got, []policy.Leg{policy.LegPrefill}) {
+		t.Errorf("bucket routes %v, want the prefill leg only", got)
+	}
+	if got := legs[passthrough.Name]; !slices.Equal(got, []policy.Leg{policy.LegRegular}) {
+		t.Errorf("passthrough routes %v, want the regular leg only", got)
+	}
+	if got := legs[leastload.Name]; len(got) != 3 {
+		t.Errorf("least_load routes %v, want every leg", got)
+	}
+}
+
+// eleventh is a policy the table does not know: one package's worth of abilities.
+type eleventh struct{ maintained []time.Time }
+
+func (*eleventh) Name() string                           { return "eleventh" }
+func (*eleventh) Build(policy.Group) policy.Picker       { return nil }
+func (*eleventh) ReadsLoad()                             {}
+func (*eleventh) RoutesLeg(l policy.Leg) bool            { return l == policy.LegDecode }
+func (b *eleventh) Maintain(now time.Time)               { b.maintained = append(b.maintained, now) }
+func (b *eleventh) MaintainWeakly() func(time.Time) bool { return policy.Weakly(b) }
+
+// TestAnEleventhPolicyIsOneTableLine: adding a line is all it takes for every check to know
+// the new policy's abilities: load polling, PD legs, maintenance.
+func TestAnEleventhPolicyIsOneTableLine(t *testing.T) {
+	saved := table
+	t.Cleanup(func() { table = saved })
+	built := &eleventh{}
+	table = append(slices.Clone(table), entry{policy.Descriptor{Name: "eleventh", Prototype: (*eleventh)(nil)},
+		func(*Config, bool) (policy.Builder, error) { return built, nil }})
+
+	if !LoadAware("eleventh") || !slices.Contains(Names(), "eleventh") {
+		t.Fatal("the new policy is not known as load-aware")
+	}
+	if err := CheckPolicy("eleventh", false); err == nil {
+		t.Fatal("a decode-only policy was accepted outside PD mode")
+	}
+	if _, err := PDPolicies("round_robin", "", "eleventh"); err != nil {
+		t.Fatalf("the decode leg refused a decode policy: %v", err)
+	}
+	if _, err := PDPolicies("round_robin", "eleventh", ""); err == nil {
+		t.Fatal("the prefill leg accepted a decode-only policy")
+	}
+	m := NewMaintenance()
+	b, err := NewBuilderFunc(Config{Maintenance: m, PDMode: true})("eleventh", true)
+	if err != nil || b != policy.Builder(built) {
+		t.Fatalf("built %v, %v", b, err)
+	}
+	m.Maintain(time.Unix(1, 0))
+	if len(built.maintained) != 1 {
+		t.Fatalf("maintained %d times, want 1", len(built.maintained))
+	}
+}
