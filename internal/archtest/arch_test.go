@@ -77,6 +77,10 @@ var parts = map[string][]string{
 	"worker":   {"worker/breaker"},
 }
 
+// shared lists the helper packages every member of a family may import: the consistent-hash
+// ring serves consistent_hashing and prefix_hash alike.
+var shared = map[string][]string{"policy": {"policy/ring"}}
+
 // tables are the packages that assemble a family: policy/all is the name → builder table of
 // every policy/<name>.
 var tables = map[string]string{"policy/all": "policy"}
@@ -91,6 +95,11 @@ func family(from, to string) bool {
 	}
 	for _, p := range parts[from] {
 		if under(to, p) {
+			return true
+		}
+	}
+	for _, h := range shared[top(from)] {
+		if under(to, h) && !under(from, h) {
 			return true
 		}
 	}
@@ -242,6 +251,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"policy", "policy/cacheaware", false},
 		{"policy/cacheaware", "policy/leastload", false},
 		{"policy/all", "policy/cacheaware", true},
+		{"policy/prefixhash", "policy/ring", true},
+		{"policy/ring", "policy/prefixhash", false},
 		{"worker/health", "worker/loadmon", false},
 		{"worker", "worker/health", false},
 		{"worker", "worker/breaker", true},

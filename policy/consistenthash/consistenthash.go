@@ -3,6 +3,7 @@ package consistenthash
 import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/ring"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -35,7 +36,7 @@ type Config struct {
 type Builder struct {
 	cfg      Config
 	rnd      policy.Rand
-	rings    *policy.RingBuilder
+	rings    *ring.Builder
 	branches branchCounters
 }
 
@@ -54,7 +55,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	c := func(branch string) *metrics.Counter {
 		return cfg.Metrics.GetOrCreateCounter(`smg_consistent_hashing_policy_branch_total{branch="` + branch + `"}`)
 	}
-	return &Builder{cfg: cfg, rnd: rnd, rings: policy.NewRingBuilder(), branches: branchCounters{
+	return &Builder{cfg: cfg, rnd: rnd, rings: ring.NewBuilder(), branches: branchCounters{
 		targetHit: c(BranchTargetWorkerHit), targetMiss: c(BranchTargetWorkerMiss),
 		keyHit: c(BranchRoutingKeyHit), random: c(BranchRandomFallback), none: c(BranchNoHealthyWorkers),
 	}}
@@ -76,7 +77,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 
 type picker struct {
 	workers  []*worker.Worker
-	ring     *policy.Ring
+	ring     *ring.Ring
 	override bool
 	rnd      policy.Rand
 	br       *branchCounters
@@ -97,7 +98,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 		return policy.Result{Worker: w}, nil
 	}
 	if key := p.key(req); key != nil {
-		if w := p.ring.Lookup(req, policy.HashBytes(key)); w != nil {
+		if w := p.ring.Lookup(req, ring.HashBytes(key)); w != nil {
 			p.br.keyHit.Inc()
 			return policy.Result{Worker: w}, nil
 		}

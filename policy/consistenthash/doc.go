@@ -15,7 +15,7 @@
 // # Concurrency
 //
 // Rings are built in Build, on the registry's writer goroutine, and are immutable; the Builder's
-// RingBuilder (which makes rebuilds incremental) is touched only there. Picks only read.
+// ring.Builder (which makes rebuilds incremental) is touched only there. Picks only read.
 //
 // # Ownership
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/ring"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -97,7 +98,7 @@ func ValidateBoundaries(bs []int) error {
 type Builder struct {
 	cfg   Config
 	rnd   policy.Rand
-	rings *policy.RingBuilder
+	rings *ring.Builder
 	br    branchCounters
 }
 
@@ -116,7 +117,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	c := func(branch string) *metrics.Counter {
 		return cfg.Metrics.GetOrCreateCounter(`smg_prefix_hash_policy_branch_total{branch="` + branch + `"}`)
 	}
-	return &Builder{cfg: cfg, rnd: rnd, rings: policy.NewRingBuilder(), br: branchCounters{
+	return &Builder{cfg: cfg, rnd: rnd, rings: ring.NewBuilder(), br: branchCounters{
 		hit: c(BranchRingHit), walk: c(BranchLoadBalanceWalk), fallback: c(BranchFallbackLeastLoad),
 		noKey: c(BranchNoRoutingKey), none: c(BranchNoHealthyWorkers),
 	}}
@@ -140,7 +141,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 type picker struct {
 	cfg     *Config
 	workers []*worker.Worker
-	ring    *policy.Ring
+	ring    *ring.Ring
 	mean    *policy.FleetMean
 	rnd     policy.Rand
 	br      *branchCounters
@@ -203,7 +204,7 @@ func (p *picker) leastLoaded(req *policy.Request, branch *metrics.Counter) (poli
 // keyHashes writes the hashes to try into hs, deepest head first, and returns how many.
 func (p *picker) keyHashes(req *policy.Request, hs *[MaxCacheBoundaries + 1]uint64) int {
 	if policy.ValidRoutingKey(req.RoutingKey) {
-		hs[0] = policy.HashBytes(req.RoutingKey)
+		hs[0] = ring.HashBytes(req.RoutingKey)
 		return 1
 	}
 	bs := p.cfg.CacheBoundaries
@@ -212,12 +213,12 @@ func (p *picker) keyHashes(req *policy.Request, hs *[MaxCacheBoundaries + 1]uint
 		n := 0
 		for i := len(bs) - 1; i >= 0; i-- {
 			if len(ts) >= bs[i] {
-				hs[n] = policy.HashTokens(ts[:bs[i]])
+				hs[n] = ring.HashTokens(ts[:bs[i]])
 				n++
 			}
 		}
 		if n == 0 {
-			hs[0] = policy.HashTokens(ts[:min(len(ts), p.cfg.PrefixTokenCount)])
+			hs[0] = ring.HashTokens(ts[:min(len(ts), p.cfg.PrefixTokenCount)])
 			n = 1
 		}
 		return n
@@ -230,12 +231,12 @@ func (p *picker) keyHashes(req *policy.Request, hs *[MaxCacheBoundaries + 1]uint
 			var cuts [MaxCacheBoundaries]int
 			reached := charCuts(text, bs, &cuts)
 			for i := reached - 1; i >= 0; i-- {
-				hs[n] = policy.HashBytes(text[:cuts[i]])
+				hs[n] = ring.HashBytes(text[:cuts[i]])
 				n++
 			}
 		}
 		if n == 0 {
-			hs[0] = policy.HashBytes(text[:cutChars(text, p.cfg.PrefixTokenCount*CharsPerToken)])
+			hs[0] = ring.HashBytes(text[:cutChars(text, p.cfg.PrefixTokenCount*CharsPerToken)])
 			n = 1
 		}
 		return n

@@ -1,4 +1,4 @@
-package policy_test
+package ring_test
 
 import (
 	"fmt"
@@ -8,18 +8,19 @@ import (
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/policy/ring"
 	"github.com/smg-go/smg/worker"
 )
 
 const ringKeys = 100_000
 
-func owners(r *policy.Ring, keys int) []*worker.Worker {
+func owners(r *ring.Ring, keys int) []*worker.Worker {
 	out := make([]*worker.Worker, keys)
 	req := &policy.Request{}
 	var buf []byte
 	for i := range out {
 		buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(i), 10)
-		out[i] = r.Lookup(req, policy.HashBytes(buf))
+		out[i] = r.Lookup(req, ring.HashBytes(buf))
 	}
 	return out
 }
@@ -30,8 +31,8 @@ func TestRingMovesAboutOneNthOnScale(t *testing.T) {
 	for _, n := range []int{3, 8, 20} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			f := policytest.NewFleet(t, n+1, "m")
-			small := policy.NewRing(f.Workers[:n])
-			big := policy.NewRing(f.Workers)
+			small := ring.New(f.Workers[:n])
+			big := ring.New(f.Workers)
 			added := f.Workers[n]
 			before, after := owners(small, ringKeys), owners(big, ringKeys)
 			moved := 0
@@ -52,7 +53,7 @@ func TestRingMovesAboutOneNthOnScale(t *testing.T) {
 			}
 			// Scale down: removing a worker moves exactly its keys, and nothing else.
 			removed := f.Workers[0]
-			down := owners(policy.NewRing(f.Workers[1:]), ringKeys)
+			down := owners(ring.New(f.Workers[1:]), ringKeys)
 			movedDown := 0
 			for i := range after {
 				if after[i] != down[i] {
@@ -73,7 +74,7 @@ func TestRingSpreadsKeysEvenly(t *testing.T) {
 	const n = 10
 	f := policytest.NewFleet(t, n, "m")
 	counts := map[*worker.Worker]int{}
-	for _, w := range owners(policy.NewRing(f.Workers), ringKeys) {
+	for _, w := range owners(ring.New(f.Workers), ringKeys) {
 		counts[w]++
 	}
 	for _, w := range f.Workers {
@@ -86,7 +87,7 @@ func TestRingSpreadsKeysEvenly(t *testing.T) {
 
 func TestRingSkipsUnusableWorkersClockwise(t *testing.T) {
 	f := policytest.NewFleet(t, 4, "m")
-	r := policy.NewRing(f.Workers)
+	r := ring.New(f.Workers)
 	all := owners(r, 2000)
 	f.SetStatus(f.Workers[1], worker.StatusNotReady)
 	down := owners(r, 2000)
@@ -111,7 +112,7 @@ func TestRingSkipsUnusableWorkersClockwise(t *testing.T) {
 	if w := r.Lookup(&policy.Request{}, 12345); w != nil {
 		t.Fatalf("lookup with no usable worker returned %s", w.URL)
 	}
-	if w := policy.NewRing(nil).Lookup(&policy.Request{}, 1); w != nil {
+	if w := ring.New(nil).Lookup(&policy.Request{}, 1); w != nil {
 		t.Fatal("empty ring returned a worker")
 	}
 }
@@ -119,8 +120,8 @@ func TestRingSkipsUnusableWorkersClockwise(t *testing.T) {
 // TestRingLookupMatchesBinarySearch checks the jump table against a plain search of the points.
 func TestRingLookupMatchesBinarySearch(t *testing.T) {
 	f := policytest.NewFleet(t, 7, "m")
-	r := policy.NewRing(f.Workers)
-	ref := policy.RingReference(r)
+	r := ring.New(f.Workers)
+	ref := ring.RingReference(r)
 	req := &policy.Request{}
 	for i := range uint64(50_000) {
 		h := i * 0x9e3779b97f4a7c15
@@ -141,12 +142,12 @@ func BenchmarkRingBuild(b *testing.B) {
 			f := policytest.NewFleet(b, n, "m")
 			b.ReportAllocs()
 			for b.Loop() {
-				policy.NewRing(f.Workers)
+				ring.New(f.Workers)
 			}
 		})
 		b.Run(fmt.Sprintf("workers=%d/one-changed", n), func(b *testing.B) {
 			f := policytest.NewFleet(b, n+1, "m")
-			rb := policy.NewRingBuilder()
+			rb := ring.NewBuilder()
 			sets := [2][]*worker.Worker{f.Workers[:n], f.Workers[1:]}
 			b.ReportAllocs()
 			i := 0
@@ -162,11 +163,11 @@ func BenchmarkRingBuild(b *testing.B) {
 func TestRingBuilderMatchesFreshBuild(t *testing.T) {
 	f := policytest.NewFleet(t, 12, "m")
 	w := f.Workers
-	rb := policy.NewRingBuilder()
+	rb := ring.NewBuilder()
 	for i, set := range [][]*worker.Worker{
 		w[:5], w[:5], w[2:9], {w[11], w[0], w[3]}, w, nil, w[4:6],
 	} {
-		got, want := owners(rb.Build(set), 5000), owners(policy.NewRing(set), 5000)
+		got, want := owners(rb.Build(set), 5000), owners(ring.New(set), 5000)
 		for k := range got {
 			if got[k] != want[k] {
 				t.Fatalf("set %d key %d: incremental %v, fresh %v", i, k, got[k], want[k])

@@ -1,4 +1,4 @@
-package policy
+package ring
 
 import (
 	"math/bits"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 	"github.com/zeebo/xxh3"
 )
@@ -14,8 +15,8 @@ import (
 // Consistent Hashing, 150 virtual nodes per worker).
 const VirtualNodes = 150
 
-// MaxRingWorkers bounds the workers of one ring: a point keeps its owner in its low 16 bits.
-const MaxRingWorkers = 1 << ownerBits
+// MaxWorkers bounds the workers of one ring: a point keeps its owner in its low 16 bits.
+const MaxWorkers = 1 << ownerBits
 
 const (
 	ownerBits = 16
@@ -39,25 +40,25 @@ type Ring struct {
 	shift uint
 }
 
-// RingBuilder builds successive rings of one policy instance. It remembers the last ring, so a
+// Builder builds successive rings of one policy instance. It remembers the last ring, so a
 // rebuild after a registry change keeps the sorted points of the workers that stay and sorts
 // only the new workers' points: about 15 ms instead of 100 ms for a full build at 4,096 workers
-// (614,400 points) on the development machine. Not safe for concurrent use: a Builder owns one and calls it from Build.
-type RingBuilder struct {
+// (614,400 points) on the development machine. Not safe for concurrent use: a policy's Builder owns one and calls it from its Build.
+type Builder struct {
 	prev *Ring
 }
 
-// NewRingBuilder returns a RingBuilder with no previous ring.
-func NewRingBuilder() *RingBuilder { return &RingBuilder{} }
+// NewBuilder returns a Builder with no previous ring.
+func NewBuilder() *Builder { return &Builder{} }
 
-// NewRing builds the ring of ws from scratch.
-func NewRing(ws []*worker.Worker) *Ring { return NewRingBuilder().Build(ws) }
+// New builds the ring of ws from scratch.
+func New(ws []*worker.Worker) *Ring { return NewBuilder().Build(ws) }
 
-// Build returns the ring of ws (at most MaxRingWorkers; extra workers are left off). When ws
+// Build returns the ring of ws (at most MaxWorkers; extra workers are left off). When ws
 // is the previous ring's worker list, the previous ring is returned as is.
-func (b *RingBuilder) Build(ws []*worker.Worker) *Ring {
-	if len(ws) > MaxRingWorkers {
-		ws = ws[:MaxRingWorkers]
+func (b *Builder) Build(ws []*worker.Worker) *Ring {
+	if len(ws) > MaxWorkers {
+		ws = ws[:MaxWorkers]
 	}
 	if b.prev != nil && slices.Equal(b.prev.workers, ws) {
 		return b.prev
@@ -139,7 +140,7 @@ func (r *Ring) index() {
 func (r *Ring) Workers() []*worker.Worker { return r.workers }
 
 // Lookup returns the first worker clockwise from h that req may use, or nil when none may.
-func (r *Ring) Lookup(req *Request, h uint64) *worker.Worker {
+func (r *Ring) Lookup(req *policy.Request, h uint64) *worker.Worker {
 	n := len(r.points)
 	if n == 0 {
 		return nil
