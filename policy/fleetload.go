@@ -126,6 +126,9 @@ func (c *fleetCache) refresh(compute func([]*worker.Worker, float64) float64, ar
 	return v
 }
 
+// NoHotLimit disables the in-flight filter of LeastInFlight and score.Scorer.Lowest.
+var NoHotLimit = math.Inf(1)
+
 // LeastInFlight returns a usable worker of ws with the fewest in-flight requests, ties broken
 // uniformly at random, skipping workers whose count exceeds above (NoHotLimit keeps all);
 // nil when none qualifies.

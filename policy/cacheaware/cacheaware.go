@@ -8,6 +8,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/radix"
 	"github.com/smg-go/smg/worker"
 )
@@ -31,7 +32,7 @@ const (
 type Builder struct {
 	cfg    Config
 	rnd    policy.Rand
-	scorer *policy.Scorer
+	scorer *score.Scorer
 
 	text   *radix.TextTree
 	tokens *radix.TokenTree
@@ -78,7 +79,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 		return cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_policy_branch_total{branch="` + branch + `"}`)
 	}
 	return &Builder{
-		cfg: cfg, rnd: rnd, scorer: policy.NewScorer(policy.DefaultWaitConfig()),
+		cfg: cfg, rnd: rnd, scorer: score.New(score.DefaultConfig()),
 		text: text, tokens: tokens,
 		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback), firstHealthy: c(BranchFirstHealthyFallback)},
 	}

@@ -24,7 +24,7 @@
 //  3. When a retry moves a request, the gateway's Record call inserts the prefix for the worker
 //     that finally served it.
 //
-// The expected wait is policy.Scorer with least_load's default tuning; the fleet mean is a
+// The expected wait is score.Scorer with least_load's default tuning; the fleet mean is a
 // policy.FleetMean, so a hit costs O(prefix) plus the scoring of at most eight holders, and
 // only misses and spills score the whole fleet.
 //

@@ -2,6 +2,7 @@ package leastload
 
 import (
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -14,18 +15,18 @@ var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
 
 // Config configures least_load: the expected-wait tuning of the --least-load-* flags.
 type Config struct {
-	policy.WaitConfig
+	score.Config
 }
 
 // DefaultConfig returns the spec's defaults.
-func DefaultConfig() Config { return Config{WaitConfig: policy.DefaultWaitConfig()} }
+func DefaultConfig() Config { return Config{Config: score.DefaultConfig()} }
 
 // Validate reports a flag out of range.
-func (c Config) Validate() error { return c.WaitConfig.Validate() }
+func (c Config) Validate() error { return c.Config.Validate() }
 
 // Builder builds least_load pickers. It keeps no state across snapshots.
 type Builder struct {
-	scorer *policy.Scorer
+	scorer *score.Scorer
 	rnd    policy.Rand
 }
 
@@ -34,7 +35,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	if rnd == nil {
 		rnd = policy.RuntimeRand{}
 	}
-	return &Builder{scorer: policy.NewScorer(cfg.WaitConfig), rnd: rnd}
+	return &Builder{scorer: score.New(cfg.Config), rnd: rnd}
 }
 
 // Name implements policy.Builder.
@@ -47,7 +48,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 
 type picker struct {
 	workers []*worker.Worker
-	scorer  *policy.Scorer
+	scorer  *score.Scorer
 	rate    *policy.FleetRate
 	rnd     policy.Rand
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -33,7 +34,7 @@ func pickOne(t *testing.T, p policy.Picker, req *policy.Request) *worker.Worker 
 func TestScoreFormula(t *testing.T) {
 	f := policytest.NewFleet(t, 1, "m")
 	w := f.Workers[0]
-	s := policy.NewScorer(policy.DefaultWaitConfig())
+	s := score.New(score.DefaultConfig())
 	cases := []struct {
 		name     string
 		rep      policytest.Report

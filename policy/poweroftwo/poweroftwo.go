@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -49,7 +50,7 @@ func (c Config) Validate() error {
 // Builder builds power_of_two pickers; it keeps no state across snapshots.
 type Builder struct {
 	cfg    Config
-	scorer *policy.Scorer
+	scorer *score.Scorer
 	rnd    policy.Rand
 }
 
@@ -60,7 +61,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	if rnd == nil {
 		rnd = policy.RuntimeRand{}
 	}
-	return &Builder{cfg: cfg, scorer: policy.NewScorer(policy.DefaultWaitConfig()), rnd: rnd}
+	return &Builder{cfg: cfg, scorer: score.New(score.DefaultConfig()), rnd: rnd}
 }
 
 // Name implements policy.Builder.
@@ -74,7 +75,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 type picker struct {
 	workers []*worker.Worker
 	metric  string
-	scorer  *policy.Scorer
+	scorer  *score.Scorer
 	rate    *policy.FleetRate // of the whole group, though a pick scores two workers
 	rnd     policy.Rand
 }

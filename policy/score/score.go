@@ -1,10 +1,11 @@
-package policy
+package score
 
 import (
 	"fmt"
 	"math"
 	"sync"
 
+	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -16,12 +17,12 @@ const (
 	DefaultMeanPrefillTokens = 1024   // --least-load-mean-prefill-tokens
 )
 
-// WaitConfig tunes the expected-wait score, the spec's formula with one deliberate change
+// Config tunes the expected-wait score, the spec's formula with one deliberate change
 // (docs/differences.md, issue 13):
 //
 //	score = (queued_tokens + in_flight_tokens) / fleet_rate + KVPressureWeight * k / (1 - k)
 //
-// fleet_rate is one rate for the whole group (FleetRate: the mean generation throughput its
+// fleet_rate is one rate for the whole group (policy.FleetRate: the mean generation throughput its
 // workers report, DefaultThroughput when none reports one) where the spec divides by each
 // worker's own report. A continuous-batching engine's gen_throughput grows with its batch, so
 // dividing by it made a busy worker look cheap and kept it winning between two reports; and
@@ -32,12 +33,12 @@ const (
 // queued_tokens and in_flight_tokens (the work sent since the last report) are the spec's,
 // but for the size of a request sent without token ids (DispatchTokens).
 //
-// The zero value is not valid; start from DefaultWaitConfig.
-type WaitConfig struct {
+// The zero value is not valid; start from DefaultConfig.
+type Config struct {
 	// KVPressureWeight weighs the KV-pressure term, in seconds; 0 removes it. Default 0.15.
 	KVPressureWeight float64
 	// DefaultThroughput is the tokens/s assumed when no worker of the group reports a
-	// generation throughput (FleetRate's fallback). Default 2000.
+	// generation throughput (policy.FleetRate's fallback). Default 2000.
 	DefaultThroughput float64
 	// MeanPrefillTokens is the token count assumed for a request whose count is unknown (a
 	// dispatch without token ids, or a queue depth reported without tokens). Default 1024.
@@ -48,9 +49,9 @@ type WaitConfig struct {
 	MaxWaitingRequests int
 }
 
-// DefaultWaitConfig returns the spec's defaults.
-func DefaultWaitConfig() WaitConfig {
-	return WaitConfig{
+// DefaultConfig returns the spec's defaults.
+func DefaultConfig() Config {
+	return Config{
 		KVPressureWeight:  DefaultKVPressureWeight,
 		DefaultThroughput: DefaultThroughput,
 		MeanPrefillTokens: DefaultMeanPrefillTokens,
@@ -58,7 +59,7 @@ func DefaultWaitConfig() WaitConfig {
 }
 
 // Validate reports the first field out of range, naming its flag.
-func (c WaitConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case math.IsNaN(c.KVPressureWeight) || math.IsInf(c.KVPressureWeight, 0) || c.KVPressureWeight < 0:
 		return fmt.Errorf("--least-load-kv-pressure-weight is %v: give a number of seconds >= 0 (default %v; 0 removes the KV-pressure term)",
@@ -79,19 +80,19 @@ func (c WaitConfig) Validate() error {
 // Scorer computes expected waits from the live atomics and load reports of workers. It is
 // immutable, so one Scorer serves any number of concurrent picks.
 type Scorer struct {
-	cfg WaitConfig
+	cfg Config
 }
 
 // NewScorer returns a Scorer for cfg, which must be valid.
-func NewScorer(cfg WaitConfig) *Scorer { return &Scorer{cfg: cfg} }
+func New(cfg Config) *Scorer { return &Scorer{cfg: cfg} }
 
 // Config returns the scorer's configuration.
-func (s *Scorer) Config() WaitConfig { return s.cfg }
+func (s *Scorer) Config() Config { return s.cfg }
 
 // NewFleetRate returns the tracker of ws's fleet rate, the tokens/s every pick over ws (or a
 // subset of it) passes to Lowest; it falls back to the configured DefaultThroughput.
-func (s *Scorer) NewFleetRate(ws []*worker.Worker) *FleetRate {
-	return NewFleetRate(ws, s.cfg.DefaultThroughput)
+func (s *Scorer) NewFleetRate(ws []*worker.Worker) *policy.FleetRate {
+	return policy.NewFleetRate(ws, s.cfg.DefaultThroughput)
 }
 
 // ReportedWait returns w's expected wait from its load report r (non-nil) at the fleet rate
@@ -112,39 +113,16 @@ func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerS
 	return (queued+inFlight)/tokensPerSec + s.cfg.KVPressureWeight*r.KVOccupancy(), false
 }
 
-// BytesPerToken is the routing text's bytes per token assumed for a request without token
-// ids: about what BPE tokenizers average on English text, and what the mock engines count.
-const BytesPerToken = 4
-
-// DispatchTokens returns the token count the gateway credits to the worker it sends req to
-// (worker.NoteDispatch): the request's token ids when it carries them, else its routing text's
-// length over BytesPerToken, else -1 (unknown, credited at MeanPrefillTokens). The spec
-// credits every request without token ids at the mean, so a prompt 30 times longer than the
-// rest counted as one more request and least_load kept queueing behind it (issue 13,
-// docs/differences.md).
-func DispatchTokens(req *Request) int {
-	switch {
-	case req.Tokens != nil:
-		return len(req.Tokens)
-	case len(req.Text) > 0:
-		return max(1, len(req.Text)/BytesPerToken)
-	}
-	return -1
-}
-
-// NoHotLimit disables Lowest's in-flight filter.
-var NoHotLimit = math.Inf(1)
-
 // Lowest returns the usable worker of ws with the lowest expected wait at the fleet rate
-// tokensPerSec (FleetRate.TokensPerSecond of the group ws belongs to), skipping workers whose
-// in-flight count exceeds hotAbove (pass NoHotLimit to keep all), or nil when none
+// tokensPerSec (policy.FleetRate.TokensPerSecond of the group ws belongs to), skipping workers whose
+// in-flight count exceeds hotAbove (pass policy.NoHotLimit to keep all), or nil when none
 // qualifies. Exact ties are broken uniformly at random with rnd.
 //
 // The spec's graceful degradation is applied over the workers considered: a worker without a
 // load report scores as the best reporting worker plus its own in-flight requests (each at the
 // mean prefill size over the fleet rate), and when none of them reports, the fewest in-flight
 // requests win. One pass, reading each worker's atomics once.
-func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, tokensPerSec float64, rnd Rand, hotAbove float64) *worker.Worker {
+func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec float64, rnd policy.Rand, hotAbove float64) *worker.Worker {
 	t := getTies()
 	defer putTies(t)
 	// The loop is ReportedWait written out: this is the O(n) part of least_load and
@@ -217,7 +195,7 @@ func (s *Scorer) Lowest(req *Request, ws []*worker.Worker, tokensPerSec float64,
 	return ws[t.dark[k-len(t.rep)]]
 }
 
-func pick(rnd Rand, n int) int {
+func pick(rnd policy.Rand, n int) int {
 	if n == 1 {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package policy_test
+package score_test
 
 import (
 	"math"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -16,11 +17,11 @@ import (
 func TestLowestAgreesWithReportedWait(t *testing.T) {
 	f := policytest.NewFleet(t, 12, "m")
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, cfg := range []policy.WaitConfig{
-		policy.DefaultWaitConfig(),
+	for _, cfg := range []score.Config{
+		score.DefaultConfig(),
 		{KVPressureWeight: 2, DefaultThroughput: 500, MeanPrefillTokens: 64, MaxWaitingRequests: 6},
 	} {
-		s := policy.NewScorer(cfg)
+		s := score.New(cfg)
 		for round := range 300 {
 			for _, w := range f.Workers {
 				w.SetLoad(nil)
@@ -58,7 +59,7 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 
 // referenceRate is the fleet rate: the mean of the positive reported throughputs, else the
 // configured default.
-func referenceRate(s *policy.Scorer, ws []*worker.Worker) float64 {
+func referenceRate(s *score.Scorer, ws []*worker.Worker) float64 {
 	sum, n := 0.0, 0
 	for _, w := range ws {
 		if r := w.Load(); r != nil && r.GenThroughput > 0 {
@@ -72,9 +73,9 @@ func referenceRate(s *policy.Scorer, ws []*worker.Worker) float64 {
 	return sum / float64(n)
 }
 
-// reference scores every worker by the rules of the score (WaitConfig's formula and the
+// reference scores every worker by the rules of the score (Config's formula and the
 // spec's degradation), slowly and plainly.
-func reference(s *policy.Scorer, ws []*worker.Worker, rate float64) (*worker.Worker, float64) {
+func reference(s *score.Scorer, ws []*worker.Worker, rate float64) (*worker.Worker, float64) {
 	var best *worker.Worker
 	bestScore := math.Inf(1)
 	for _, w := range ws {
@@ -85,7 +86,7 @@ func reference(s *policy.Scorer, ws []*worker.Worker, rate float64) (*worker.Wor
 	return best, bestScore
 }
 
-func scoreOf(s *policy.Scorer, ws []*worker.Worker, w *worker.Worker, rate float64) float64 {
+func scoreOf(s *score.Scorer, ws []*worker.Worker, w *worker.Worker, rate float64) float64 {
 	anyReport := false
 	bestRep := math.Inf(1)
 	for _, x := range ws {
@@ -110,22 +111,4 @@ func scoreOf(s *policy.Scorer, ws []*worker.Worker, w *worker.Worker, rate float
 		return float64(w.InFlight.Load()) // dark fleet: fewest in flight
 	}
 	return bestRep + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/rate
-}
-
-func TestDispatchTokens(t *testing.T) {
-	cases := []struct {
-		req  policy.Request
-		want int
-	}{
-		{policy.Request{Tokens: []uint32{1, 2, 3}, Text: make([]byte, 400)}, 3}, // token ids win
-		{policy.Request{Tokens: []uint32{}}, 0},                                 // an empty id list is known
-		{policy.Request{Text: make([]byte, 11_004)}, 2751},                      // bytes / 4
-		{policy.Request{Text: []byte("hi")}, 1},                                 // never 0 for a text
-		{policy.Request{}, -1},                                                  // unknown: the mean
-	}
-	for i, c := range cases {
-		if got := policy.DispatchTokens(&c.req); got != c.want {
-			t.Errorf("case %d: DispatchTokens = %d, want %d", i, got, c.want)
-		}
-	}
 }

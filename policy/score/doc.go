@@ -1,0 +1,11 @@
+// Package score is the expected-wait score that least_load, power_of_two and cache_aware's
+// load-balancing fallback rank workers by (spec: Least Load; the fleet-rate change is in
+// docs/differences.md): Config and its defaults, Scorer.ReportedWait (the reference formula)
+// and Scorer.Lowest (the hand-inlined selection the pickers run, checked against it in
+// score_test.go), with ties broken uniformly at random.
+//
+// # Concurrency and ownership
+//
+// A Scorer is immutable and safe for concurrent use; Lowest reads the workers' atomics live
+// and allocates nothing in steady state (its tie buffers are pooled).
+package score
