@@ -10,10 +10,10 @@ import (
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/mesh"
-	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/policy/poweroftwo"
 	"github.com/smg-go/smg/policy/prefixhash"
+	"github.com/smg-go/smg/policy/sticky"
 	"github.com/smg-go/smg/worker/health"
 	"github.com/smg-go/smg/worker/loadmon"
 )
@@ -169,10 +169,10 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 		"prefix_hash: and above the mean plus this many requests; 0 makes the check purely relative")
 
 	mn := &cfg.Manual
-	fs.Func("assignment-mode", mn.AssignmentMode, "one of "+strings.Join(policy.AssignmentModes, ", "),
-		"manual and --routing-key-override: how a key without a usable pin gets a worker ("+strings.Join(policy.AssignmentModes, ", ")+")",
+	fs.Func("assignment-mode", mn.AssignmentMode, "one of "+strings.Join(sticky.AssignmentModes, ", "),
+		"manual and --routing-key-override: how a key without a usable pin gets a worker ("+strings.Join(sticky.AssignmentModes, ", ")+")",
 		func(v string) error {
-			if err := policy.ValidateAssignmentMode(v); err != nil {
+			if err := sticky.ValidateAssignmentMode(v); err != nil {
 				return errors.New("not a valid choice")
 			}
 			mn.AssignmentMode = v

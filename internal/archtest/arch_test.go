@@ -78,8 +78,9 @@ var parts = map[string][]string{
 }
 
 // shared lists the helper packages every member of a family may import: the consistent-hash
-// ring serves consistent_hashing and prefix_hash alike, the expected-wait score three policies.
-var shared = map[string][]string{"policy": {"policy/ring", "policy/score"}}
+// ring serves consistent_hashing and prefix_hash alike, the expected-wait score three policies,
+// the pins of sticky sessions manual and the sticky wrapper.
+var shared = map[string][]string{"policy": {"policy/ring", "policy/score", "policy/sticky"}}
 
 // tables are the packages that assemble a family: policy/all is the name → builder table of
 // every policy/<name>.

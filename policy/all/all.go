@@ -21,6 +21,7 @@ import (
 	"github.com/smg-go/smg/policy/prefixhash"
 	"github.com/smg-go/smg/policy/random"
 	"github.com/smg-go/smg/policy/roundrobin"
+	"github.com/smg-go/smg/policy/sticky"
 )
 
 // DefaultPolicy is --policy's default (spec: cache_aware is the production default).
@@ -188,7 +189,7 @@ func NewBuilderFunc(cfg Config) policy.NewBuilderFunc {
 		if _, readsKey := b.(policy.KeyReader); cfg.RoutingKeyOverride && !readsKey {
 			sc := cfg.Sticky
 			sc.Metrics, sc.KeyLoads = cfg.Metrics, cfg.KeyLoads
-			b = policy.NewStickyBuilder(b, sc, cfg.Rand, cfg.Clock.Now())
+			b = sticky.NewStickyBuilder(b, sc, cfg.Rand, cfg.Clock.Now())
 		}
 		cfg.Maintenance.Track(b)
 		return b, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/smg-go/smg/policy/manual"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/prefixhash"
+	"github.com/smg-go/smg/policy/sticky"
 )
 
 func TestEveryPolicyBuildsAndPicks(t *testing.T) {
@@ -84,7 +85,7 @@ func TestStickyWrapping(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := b.(*policy.StickyBuilder); ok != wrapped {
+		if _, ok := b.(*sticky.StickyBuilder); ok != wrapped {
 			t.Errorf("%s: sticky wrapper %v, want %v", name, ok, wrapped)
 		}
 		if b.Name() != name {

@@ -12,6 +12,7 @@ import (
 	"github.com/smg-go/smg/policy/manual"
 	"github.com/smg-go/smg/policy/poweroftwo"
 	"github.com/smg-go/smg/policy/prefixhash"
+	"github.com/smg-go/smg/policy/sticky"
 )
 
 // Config carries what policies need to be built: every policy's CLI-tuned settings and the
@@ -27,7 +28,7 @@ type Config struct {
 	// Sticky configures --routing-key-override's pins; its assignment mode defaults to
 	// delegate (the policy underneath places each session's first request) unless
 	// --assignment-mode is given.
-	Sticky policy.StickyConfig
+	Sticky sticky.StickyConfig
 
 	// RoutingKeyOverride (--routing-key-override) turns on sticky sessions keyed by the
 	// body's rid (turn and retry suffixes stripped) or the routing-key headers.
@@ -36,7 +37,7 @@ type Config struct {
 	PDMode bool
 	// KeyLoads is the gateway's per-session in-flight count (policy.StickyKeyHash at dispatch,
 	// Add +1 and -1); with it, sticky sessions bypass a session's worker once the session has
-	// policy.StickyInFlightCap requests in flight. Nil: no cap.
+	// sticky.StickyInFlightCap requests in flight. Nil: no cap.
 	KeyLoads *policy.KeyLoads
 
 	// Logger defaults to slog.Default().
@@ -62,7 +63,7 @@ func DefaultConfig() Config {
 		PowerOfTwo: poweroftwo.DefaultConfig(),
 		PrefixHash: prefixhash.DefaultConfig(),
 		Manual:     manual.DefaultConfig(),
-		Sticky:     policy.DefaultStickyConfig(),
+		Sticky:     sticky.DefaultStickyConfig(),
 	}
 }
 
@@ -71,7 +72,7 @@ func (c *Config) Validate() error {
 	d := c.withDefaults()
 	errs := []error{
 		d.CacheAware.Validate(), d.LeastLoad.Validate(), d.PowerOfTwo.Validate(),
-		d.PrefixHash.Validate(), d.Manual.Validate(), policy.ValidateAssignmentMode(d.Sticky.AssignmentMode),
+		d.PrefixHash.Validate(), d.Manual.Validate(), sticky.ValidateAssignmentMode(d.Sticky.AssignmentMode),
 	}
 	return errors.Join(errs...)
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/policy/sticky"
 )
 
 func TestPickAllocatesNothing(t *testing.T) {
 	f := policytest.NewFleet(t, 16, "m")
-	for _, mode := range policy.AssignmentModes {
+	for _, mode := range sticky.AssignmentModes {
 		b, _ := newBuilder(t, mode)
 		p := b.Build(f.Group("m"))
 		for _, req := range []*policy.Request{keyed("pinned-key"), {}} {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/policy/sticky"
 )
 
 // BenchmarkPick routes 4,096 pinned keys in turn (the steady state: every key is a hit).
@@ -14,7 +15,7 @@ func BenchmarkPick(b *testing.B) {
 	for _, n := range []int{8, 64, 512, 4096} {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			f := policytest.NewFleet(b, n, "m")
-			bl, _ := newBuilder(b, policy.AssignRandom)
+			bl, _ := newBuilder(b, sticky.AssignRandom)
 			p := bl.Build(f.Group("m"))
 			reqs := make([]policy.Request, 4096)
 			for i := range reqs {

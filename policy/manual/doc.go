@@ -8,7 +8,7 @@
 //
 // # Concurrency
 //
-// The pins live in a policy.PinTable owned by the Builder and shared by all its Pickers: 64
+// The pins live in a sticky.PinTable owned by the Builder and shared by all its Pickers: 64
 // independently locked shards keyed by the key's hash. Idle eviction runs in Maintain, off the
 // hot path, driven by policy/all's maintenance loop.
 //

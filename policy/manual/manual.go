@@ -6,6 +6,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/sticky"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -32,38 +33,38 @@ type Config struct {
 
 // DefaultConfig returns the spec's defaults.
 func DefaultConfig() Config {
-	return Config{AssignmentMode: policy.AssignRandom, MaxIdle: policy.DefaultMaxIdle}
+	return Config{AssignmentMode: sticky.AssignRandom, MaxIdle: sticky.DefaultMaxIdle}
 }
 
 // Validate reports a setting out of range.
 func (c Config) Validate() error {
 	if c.MaxIdle < 0 {
-		return fmt.Errorf("--max-idle-secs is %v: give a number of seconds >= 0 (default %d)", c.MaxIdle.Seconds(), int(policy.DefaultMaxIdle/time.Second))
+		return fmt.Errorf("--max-idle-secs is %v: give a number of seconds >= 0 (default %d)", c.MaxIdle.Seconds(), int(sticky.DefaultMaxIdle/time.Second))
 	}
-	return policy.ValidateAssignmentMode(c.AssignmentMode)
+	return sticky.ValidateAssignmentMode(c.AssignmentMode)
 }
 
 // Builder owns the pins of one model; they survive snapshots.
 type Builder struct {
 	cfg    Config
-	pinner *policy.Pinner
+	pinner *sticky.Pinner
 }
 
 // New returns a Builder; cfg must be valid, rnd nil selects policy.RuntimeRand, and now
 // starts the coarse clock of idle eviction.
 func New(cfg Config, rnd policy.Rand, now time.Time) *Builder {
-	pc := policy.PinnerConfig{AssignmentMode: cfg.AssignmentMode, MaxIdle: cfg.MaxIdle, Metrics: cfg.Metrics}
-	if pc.AssignmentMode == policy.AssignDelegate {
-		pc.AssignmentMode = policy.AssignMinLoad // nothing to delegate to
+	pc := sticky.PinnerConfig{AssignmentMode: cfg.AssignmentMode, MaxIdle: cfg.MaxIdle, Metrics: cfg.Metrics}
+	if pc.AssignmentMode == sticky.AssignDelegate {
+		pc.AssignmentMode = sticky.AssignMinLoad // nothing to delegate to
 	}
-	return &Builder{cfg: cfg, pinner: policy.NewPinner(pc, rnd, now)}
+	return &Builder{cfg: cfg, pinner: sticky.NewPinner(pc, rnd, now)}
 }
 
 // Name implements policy.Builder.
 func (*Builder) Name() string { return Name }
 
 // Pins returns the pin table, for tests and the admin API.
-func (b *Builder) Pins() *policy.PinTable { return b.pinner.Table() }
+func (b *Builder) Pins() *sticky.PinTable { return b.pinner.Table() }
 
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
@@ -76,7 +77,7 @@ func (b *Builder) Maintain(now time.Time) { b.pinner.Maintain(now) }
 
 type picker struct {
 	workers  []*worker.Worker
-	pinner   *policy.Pinner
+	pinner   *sticky.Pinner
 	override bool
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/policy/sticky"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -43,7 +44,7 @@ func branch(set *metrics.Set, b string) uint64 {
 
 func TestSameKeySameWorker(t *testing.T) {
 	f := policytest.NewFleet(t, 4, "m")
-	b, set := newBuilder(t, policy.AssignRandom)
+	b, set := newBuilder(t, sticky.AssignRandom)
 	p := b.Build(f.Group("m"))
 	first := pick(t, p, keyed("user-1"))
 	for range 10 {
@@ -51,8 +52,8 @@ func TestSameKeySameWorker(t *testing.T) {
 			t.Fatalf("key moved from %s to %s", first.URL, got.URL)
 		}
 	}
-	if branch(set, policy.BranchVacant) != 1 || branch(set, policy.BranchOccupiedHit) != 10 {
-		t.Fatalf("vacant %d, occupied_hit %d; want 1, 10", branch(set, policy.BranchVacant), branch(set, policy.BranchOccupiedHit))
+	if branch(set, sticky.BranchVacant) != 1 || branch(set, sticky.BranchOccupiedHit) != 10 {
+		t.Fatalf("vacant %d, occupied_hit %d; want 1, 10", branch(set, sticky.BranchVacant), branch(set, sticky.BranchOccupiedHit))
 	}
 	if got := set.GetOrCreateGauge(`smg_manual_policy_cache_entries`, nil).Get(); got != 1 {
 		t.Fatalf("cache entries gauge = %v, want 1", got)
@@ -61,7 +62,7 @@ func TestSameKeySameWorker(t *testing.T) {
 
 func TestAddingWorkersNeverMovesAPinnedKey(t *testing.T) {
 	f := policytest.NewFleet(t, 3, "m")
-	b, _ := newBuilder(t, policy.AssignRandom)
+	b, _ := newBuilder(t, sticky.AssignRandom)
 	p := b.Build(f.Group("m"))
 	before := map[string]*worker.Worker{}
 	for i := range 300 {
@@ -81,7 +82,7 @@ func TestAddingWorkersNeverMovesAPinnedKey(t *testing.T) {
 
 func TestFailoverAndBack(t *testing.T) {
 	f := policytest.NewFleet(t, 3, "m")
-	b, set := newBuilder(t, policy.AssignRandom)
+	b, set := newBuilder(t, sticky.AssignRandom)
 	p := b.Build(f.Group("m"))
 	home := pick(t, p, keyed("conv"))
 	f.SetStatus(home, worker.StatusNotReady)
@@ -89,7 +90,7 @@ func TestFailoverAndBack(t *testing.T) {
 	if away == home {
 		t.Fatal("served by the unavailable worker")
 	}
-	if branch(set, policy.BranchOccupiedMiss) != 1 {
+	if branch(set, sticky.BranchOccupiedMiss) != 1 {
 		t.Fatal("failover not counted as occupied_miss")
 	}
 	for range 5 {
@@ -121,36 +122,36 @@ func TestFailoverAndBack(t *testing.T) {
 
 func TestIdleKeysAreEvicted(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	b, set := newBuilder(t, policy.AssignRandom)
+	b, set := newBuilder(t, sticky.AssignRandom)
 	p := b.Build(f.Group("m"))
 	pick(t, p, keyed("old"))
-	b.Maintain(t0.Add(policy.DefaultMaxIdle - time.Minute))
+	b.Maintain(t0.Add(sticky.DefaultMaxIdle - time.Minute))
 	pick(t, p, keyed("fresh")) // used at the advanced clock
 	if b.Pins().Len() != 2 {
 		t.Fatalf("%d pins, want 2", b.Pins().Len())
 	}
-	b.Maintain(t0.Add(policy.DefaultMaxIdle + 2*time.Minute))
+	b.Maintain(t0.Add(sticky.DefaultMaxIdle + 2*time.Minute))
 	if b.Pins().Len() != 1 {
 		t.Fatalf("after max idle %d pins remain, want 1 (the fresh key)", b.Pins().Len())
 	}
-	vacant := branch(set, policy.BranchVacant)
+	vacant := branch(set, sticky.BranchVacant)
 	pick(t, p, keyed("old"))
-	if branch(set, policy.BranchVacant) != vacant+1 {
+	if branch(set, sticky.BranchVacant) != vacant+1 {
 		t.Fatal("an evicted key was not treated as new")
 	}
 }
 
 func TestUnkeyedRequestsAreSpreadNotPinned(t *testing.T) {
 	f := policytest.NewFleet(t, 4, "m")
-	b, set := newBuilder(t, policy.AssignRandom)
+	b, set := newBuilder(t, sticky.AssignRandom)
 	counts := policytest.Counts(t, b.Build(f.Group("m")), &policy.Request{}, 40_000)
 	for _, w := range f.Workers {
 		if math.Abs(float64(counts[w])-10_000) > 450 { // sd ≈ 87
 			t.Fatalf("%s: %d of 40000", w.URL, counts[w])
 		}
 	}
-	if b.Pins().Len() != 0 || branch(set, policy.BranchNoRoutingID) != 40_000 {
-		t.Fatalf("pins %d, no_routing_id %d", b.Pins().Len(), branch(set, policy.BranchNoRoutingID))
+	if b.Pins().Len() != 0 || branch(set, sticky.BranchNoRoutingID) != 40_000 {
+		t.Fatalf("pins %d, no_routing_id %d", b.Pins().Len(), branch(set, sticky.BranchNoRoutingID))
 	}
 }
 
@@ -160,7 +161,7 @@ func TestAssignmentModes(t *testing.T) {
 		f.Workers[0].InFlight.Store(3)
 		f.Workers[1].InFlight.Store(0)
 		f.Workers[2].InFlight.Store(5)
-		for _, mode := range []string{policy.AssignMinLoad, policy.AssignDelegate} {
+		for _, mode := range []string{sticky.AssignMinLoad, sticky.AssignDelegate} {
 			b, _ := newBuilder(t, mode)
 			if got := pick(t, b.Build(f.Group("m")), keyed("k")); got != f.Workers[1] {
 				t.Fatalf("%s placed the key on %s, want the least loaded", mode, got.URL)
@@ -169,7 +170,7 @@ func TestAssignmentModes(t *testing.T) {
 	})
 	t.Run("min_group", func(t *testing.T) {
 		f := policytest.NewFleet(t, 4, "m")
-		b, _ := newBuilder(t, policy.AssignMinGroup)
+		b, _ := newBuilder(t, sticky.AssignMinGroup)
 		p := b.Build(f.Group("m"))
 		counts := map[*worker.Worker]int{}
 		for i := range 400 {
@@ -181,7 +182,7 @@ func TestAssignmentModes(t *testing.T) {
 			}
 		}
 		// The counts follow idle eviction: with every key evicted, all counts are zero.
-		b.Maintain(t0.Add(policy.DefaultMaxIdle + 2*time.Minute))
+		b.Maintain(t0.Add(sticky.DefaultMaxIdle + 2*time.Minute))
 		for _, w := range f.Workers {
 			if n := b.pinner.Table().CountPins(w); n != 0 {
 				t.Fatalf("%d pins left on %s", n, w.URL)
@@ -205,20 +206,20 @@ func TestRidKeyWithOverride(t *testing.T) {
 
 func TestNoAvailableWorkers(t *testing.T) {
 	f := policytest.NewFleet(t, 2, "m")
-	b, set := newBuilder(t, policy.AssignRandom)
+	b, set := newBuilder(t, sticky.AssignRandom)
 	p := b.Build(f.Group("m"))
 	for _, req := range []*policy.Request{{RoutingKey: []byte("k"), Exclude: f.Workers}, {Exclude: f.Workers}} {
 		if _, err := p.Pick(req); !errors.Is(err, policy.ErrNoAvailableWorkers) {
 			t.Fatalf("err = %v", err)
 		}
 	}
-	if branch(set, policy.BranchNoHealthyWorkers) != 2 {
+	if branch(set, sticky.BranchNoHealthyWorkers) != 2 {
 		t.Fatal("no_healthy_workers not counted")
 	}
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{AssignmentMode: "sticky"}, {AssignmentMode: policy.AssignRandom, MaxIdle: -time.Second}} {
+	for _, c := range []Config{{AssignmentMode: "sticky"}, {AssignmentMode: sticky.AssignRandom, MaxIdle: -time.Second}} {
 		if c.Validate() == nil {
 			t.Errorf("accepted %+v", c)
 		}

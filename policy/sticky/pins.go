@@ -1,4 +1,4 @@
-package policy
+package sticky
 
 import (
 	"sync"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 	"github.com/zeebo/xxh3"
 )
@@ -105,7 +106,7 @@ const (
 )
 
 // Lookup returns the first usable worker pinned to key, refreshing its last use.
-func (t *PinTable) Lookup(req *Request, key []byte) (*worker.Worker, PinState) {
+func (t *PinTable) Lookup(req *policy.Request, key []byte) (*worker.Worker, PinState) {
 	h := xxh3.Hash(key)
 	s := &t.shards[h%pinShards]
 	s.mu.Lock()

@@ -1,8 +1,9 @@
-package policy
+package sticky
 
 import (
 	"sync/atomic"
 
+	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -68,7 +69,7 @@ func (k *KeyCounts) Get(w *worker.Worker) int64 {
 }
 
 // Least returns the usable worker of ws with the fewest keys, ties broken uniformly at random.
-func (k *KeyCounts) Least(req *Request, ws []*worker.Worker, rnd Rand) *worker.Worker {
+func (k *KeyCounts) Least(req *policy.Request, ws []*worker.Worker, rnd policy.Rand) *worker.Worker {
 	var best *worker.Worker
 	var least int64
 	ties := 0

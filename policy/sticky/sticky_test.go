@@ -1,4 +1,4 @@
-package policy_test
+package sticky_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/roundrobin"
+	"github.com/smg-go/smg/policy/sticky"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -37,9 +38,9 @@ func TestStickySessionsOnTopOfAPolicy(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := policytest.NewFleet(t, 4, "m")
 	inner := &recordingBuilder{Builder: roundrobin.New()}
-	cfg := policy.DefaultStickyConfig()
+	cfg := sticky.DefaultStickyConfig()
 	cfg.Metrics = metrics.NewSet()
-	sb := policy.NewStickyBuilder(inner, cfg, policytest.NewRand(1), t0)
+	sb := sticky.NewStickyBuilder(inner, cfg, policytest.NewRand(1), t0)
 	if sb.Name() != roundrobin.Name {
 		t.Fatalf("name %q: the sticky wrapper must report the real policy", sb.Name())
 	}
@@ -110,7 +111,7 @@ func TestStickySessionsOnTopOfAPolicy(t *testing.T) {
 func TestStickyKeyStrandedByUnavailableWorkerMovesAndReturns(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := policytest.NewFleet(t, 3, "m")
-	sb := policy.NewStickyBuilder(roundrobin.New(), policy.DefaultStickyConfig(), nil, t0)
+	sb := sticky.NewStickyBuilder(roundrobin.New(), sticky.DefaultStickyConfig(), nil, t0)
 	p := sb.Build(f.Group("m"))
 	req := &policy.Request{Rid: []byte("conv_t1")}
 	home, _ := p.Pick(req)
@@ -130,10 +131,10 @@ func TestStickyInFlightCapRespills(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := policytest.NewFleet(t, 3, "m")
 	loads := policy.NewKeyLoads()
-	cfg := policy.DefaultStickyConfig()
+	cfg := sticky.DefaultStickyConfig()
 	cfg.KeyLoads = loads
 	cfg.Metrics = metrics.NewSet()
-	p := policy.NewStickyBuilder(roundrobin.New(), cfg, policytest.NewRand(1), t0).Build(f.Group("m"))
+	p := sticky.NewStickyBuilder(roundrobin.New(), cfg, policytest.NewRand(1), t0).Build(f.Group("m"))
 	req := &policy.Request{Rid: []byte("conv_t1")}
 	h, ok := policy.StickyKeyHash(req, true)
 	if !ok {

@@ -1,10 +1,11 @@
-package policy
+package sticky
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 	"github.com/zeebo/xxh3"
 )
@@ -42,7 +43,7 @@ type Pinner struct {
 	table  *PinTable
 	counts *KeyCounts
 	mode   string
-	rnd    Rand
+	rnd    policy.Rand
 	br     pinBranches
 }
 
@@ -52,9 +53,9 @@ type pinBranches struct {
 
 // NewPinner returns a Pinner; cfg.AssignmentMode must be valid and rnd nil selects
 // RuntimeRand. now starts the table's coarse clock.
-func NewPinner(cfg PinnerConfig, rnd Rand, now time.Time) *Pinner {
+func NewPinner(cfg PinnerConfig, rnd policy.Rand, now time.Time) *Pinner {
 	if rnd == nil {
-		rnd = RuntimeRand{}
+		rnd = policy.RuntimeRand{}
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
@@ -90,11 +91,11 @@ func (p *Pinner) Maintain(now time.Time) {
 
 // PickKeyed routes a request that carries key: its pin when usable, else a new assignment
 // (from delegate when the mode is delegate and delegate is non-nil), which is pinned.
-func (p *Pinner) PickKeyed(req *Request, key []byte, ws []*worker.Worker, delegate Picker) (Result, error) {
+func (p *Pinner) PickKeyed(req *policy.Request, key []byte, ws []*worker.Worker, delegate policy.Picker) (policy.Result, error) {
 	w, state := p.table.Lookup(req, key)
 	if state == PinHit {
 		p.br.hit.Inc()
-		return Result{Worker: w}, nil
+		return policy.Result{Worker: w}, nil
 	}
 	res, err := p.Assign(req, ws, delegate)
 	if err != nil {
@@ -116,7 +117,7 @@ func (p *Pinner) PickKeyed(req *Request, key []byte, ws []*worker.Worker, delega
 
 // PickUnkeyed serves a request without a key by the assignment mode, pinning nothing (the
 // manual policy's no_routing_id branch).
-func (p *Pinner) PickUnkeyed(req *Request, ws []*worker.Worker) (Result, error) {
+func (p *Pinner) PickUnkeyed(req *policy.Request, ws []*worker.Worker) (policy.Result, error) {
 	res, err := p.Assign(req, ws, nil)
 	if err != nil {
 		p.br.none.Inc()
@@ -127,25 +128,25 @@ func (p *Pinner) PickUnkeyed(req *Request, ws []*worker.Worker) (Result, error) 
 }
 
 // Assign chooses a worker for a key that has no usable pin.
-func (p *Pinner) Assign(req *Request, ws []*worker.Worker, delegate Picker) (Result, error) {
+func (p *Pinner) Assign(req *policy.Request, ws []*worker.Worker, delegate policy.Picker) (policy.Result, error) {
 	var w *worker.Worker
 	switch p.mode {
 	case AssignDelegate:
 		if delegate != nil {
 			return delegate.Pick(req)
 		}
-		w = LeastInFlight(req, ws, p.rnd, NoHotLimit)
+		w = policy.LeastInFlight(req, ws, p.rnd, policy.NoHotLimit)
 	case AssignMinLoad:
-		w = LeastInFlight(req, ws, p.rnd, NoHotLimit)
+		w = policy.LeastInFlight(req, ws, p.rnd, policy.NoHotLimit)
 	case AssignMinGroup:
 		w = p.counts.Least(req, ws, p.rnd)
 	default:
-		w = PickRandomUsable(req, ws, p.rnd)
+		w = policy.PickRandomUsable(req, ws, p.rnd)
 	}
 	if w == nil {
-		return Result{}, ErrNoAvailableWorkers
+		return policy.Result{}, policy.ErrNoAvailableWorkers
 	}
-	return Result{Worker: w}, nil
+	return policy.Result{Worker: w}, nil
 }
 
 // StickyInFlightCap is how many of a session's own requests may be in flight before the next
@@ -163,7 +164,7 @@ type StickyConfig struct {
 	// KeyLoads, when set, is the gateway's per-session in-flight count (it must Add at
 	// dispatch and completion); a pinned session with InFlightCap requests in flight is then
 	// reassigned. Nil disables the cap.
-	KeyLoads *KeyLoads
+	KeyLoads *policy.KeyLoads
 	// InFlightCap is the cap; 0 selects StickyInFlightCap.
 	InFlightCap int
 }
@@ -180,16 +181,16 @@ func DefaultStickyConfig() StickyConfig {
 // mode (by default the wrapped policy) and pinned. Requests without a key go to the wrapped
 // policy untouched. smg_routing_key_source_total counts keyed requests by source.
 type StickyBuilder struct {
-	inner    Builder
+	inner    policy.Builder
 	pinner   *Pinner
 	source   [2]*metrics.Counter // rid, header
-	loads    *KeyLoads
+	loads    *policy.KeyLoads
 	cap      int32
 	respills *metrics.Counter
 }
 
 // NewStickyBuilder wraps inner; cfg.AssignmentMode must be valid.
-func NewStickyBuilder(inner Builder, cfg StickyConfig, rnd Rand, now time.Time) *StickyBuilder {
+func NewStickyBuilder(inner policy.Builder, cfg StickyConfig, rnd policy.Rand, now time.Time) *StickyBuilder {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
 	}
@@ -200,8 +201,8 @@ func NewStickyBuilder(inner Builder, cfg StickyConfig, rnd Rand, now time.Time) 
 		inner:  inner,
 		pinner: NewPinner(cfg.PinnerConfig, rnd, now),
 		source: [2]*metrics.Counter{
-			cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="` + KeySourceRid + `"}`),
-			cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="` + KeySourceHeader + `"}`),
+			cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="` + policy.KeySourceRid + `"}`),
+			cfg.Metrics.GetOrCreateCounter(`smg_routing_key_source_total{source="` + policy.KeySourceHeader + `"}`),
 		},
 		loads:    cfg.KeyLoads,
 		cap:      int32(cfg.InFlightCap),
@@ -213,16 +214,16 @@ func NewStickyBuilder(inner Builder, cfg StickyConfig, rnd Rand, now time.Time) 
 func (b *StickyBuilder) Name() string { return b.inner.Name() }
 
 // Inner returns the wrapped builder.
-func (b *StickyBuilder) Inner() Builder { return b.inner }
+func (b *StickyBuilder) Inner() policy.Builder { return b.inner }
 
 // Build implements Builder.
-func (b *StickyBuilder) Build(g Group) Picker {
+func (b *StickyBuilder) Build(g policy.Group) policy.Picker {
 	b.pinner.Track(g.Workers)
 	return &stickyPicker{inner: b.inner.Build(g), workers: g.Workers, b: b}
 }
 
 // MaintainWeakly implements Maintainer.
-func (b *StickyBuilder) MaintainWeakly() func(now time.Time) bool { return Weakly(b) }
+func (b *StickyBuilder) MaintainWeakly() func(now time.Time) bool { return policy.Weakly(b) }
 
 // Maintain evicts idle sessions and maintains the wrapped policy.
 func (b *StickyBuilder) Maintain(now time.Time) {
@@ -233,17 +234,17 @@ func (b *StickyBuilder) Maintain(now time.Time) {
 }
 
 type stickyPicker struct {
-	inner   Picker
+	inner   policy.Picker
 	workers []*worker.Worker
 	b       *StickyBuilder
 }
 
-func (p *stickyPicker) Pick(req *Request) (Result, error) {
-	key, source := StickyKey(req, true)
+func (p *stickyPicker) Pick(req *policy.Request) (policy.Result, error) {
+	key, source := policy.StickyKey(req, true)
 	if key == nil {
 		return p.inner.Pick(req)
 	}
-	if source == KeySourceRid {
+	if source == policy.KeySourceRid {
 		p.b.source[0].Inc()
 	} else {
 		p.b.source[1].Inc()
@@ -258,7 +259,7 @@ func (p *stickyPicker) Pick(req *Request) (Result, error) {
 // mode picks a worker for this request, and the pin moves only when that is a strict
 // improvement (another worker, usable), so fleet-wide pressure cannot walk a session off its
 // prefix holder, which a prefix-affine policy would pick again anyway.
-func (p *stickyPicker) respill(req *Request, key []byte) (Result, error) {
+func (p *stickyPicker) respill(req *policy.Request, key []byte) (policy.Result, error) {
 	pinned, state := p.b.pinner.table.Lookup(req, key)
 	res, err := p.b.pinner.Assign(req, p.workers, p.inner)
 	if err != nil {
@@ -276,8 +277,8 @@ func (p *stickyPicker) respill(req *Request, key []byte) (Result, error) {
 }
 
 // Record forwards to the wrapped picker, so cache_aware still learns where requests ran.
-func (p *stickyPicker) Record(req *Request, served *worker.Worker) {
-	if r, ok := p.inner.(Recorder); ok {
+func (p *stickyPicker) Record(req *policy.Request, served *worker.Worker) {
+	if r, ok := p.inner.(policy.Recorder); ok {
 		r.Record(req, served)
 	}
 }
