@@ -12,7 +12,6 @@ import (
 	"github.com/smg-go/smg/mesh/wire"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/cacheaware"
-	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/radix"
 	"github.com/smg-go/smg/worker"
 )
@@ -47,7 +46,7 @@ func newTreeRouter(t testing.TB, rotate int) *treeRouter {
 	}
 	cfg := cacheaware.DefaultConfig()
 	cfg.Metrics = metrics.NewSet()
-	b := cacheaware.New(cfg, policytest.NewRand(uint64(rotate)+1))
+	b := cacheaware.New(cfg, testutil.NewRand(uint64(rotate)+1))
 	r := &treeRouter{reg: reg, builder: b}
 	r.trees = &RadixTrees{
 		Lookup: func(model string) (*radix.TextTree, *radix.TokenTree) {

@@ -6,7 +6,6 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/passthrough"
-	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/random"
 	"github.com/smg-go/smg/policy/roundrobin"
 	"github.com/smg-go/smg/worker"
@@ -60,7 +59,7 @@ func TestRoundRobinSkipsExcludedAndReportsNone(t *testing.T) {
 
 func TestRandomIsUniform(t *testing.T) {
 	reg, ws := fleet(t, 4)
-	p := random.New(policytest.NewRand(1)).Build(group(reg))
+	p := random.New(testutil.NewRand(1)).Build(group(reg))
 	var req policy.Request
 	counts := map[*worker.Worker]int{}
 	const n = 100_000

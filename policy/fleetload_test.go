@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/worker"
@@ -40,7 +41,7 @@ func TestLeastInFlight(t *testing.T) {
 		w.InFlight.Store([]int64{3, 1, 1, 2}[i])
 	}
 	counts := map[*worker.Worker]int{}
-	rnd := policytest.NewRand(5)
+	rnd := testutil.NewRand(5)
 	for range 10_000 {
 		counts[policy.LeastInFlight(&policy.Request{}, f.Workers, rnd, policy.NoHotLimit)]++
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/random"
@@ -16,7 +17,7 @@ import (
 func TestDistributions(t *testing.T) {
 	const n, picks = 5, 100_000
 	f := policytest.NewFleet(t, n, "m")
-	nb := NewBuilderFunc(Config{Rand: policytest.NewRand(2024), Maintenance: NewMaintenance()})
+	nb := NewBuilderFunc(Config{Rand: testutil.NewRand(2024), Maintenance: NewMaintenance()})
 	for _, name := range []string{roundrobin.Name, random.Name} {
 		b, err := nb(name, true)
 		if err != nil {

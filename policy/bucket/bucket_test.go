@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/worker"
@@ -21,7 +22,7 @@ func setup(t testing.TB, n int, cfg Config) (*policytest.Fleet, *Builder, policy
 		t.Fatal(err)
 	}
 	f := policytest.NewFleet(t, n, "m")
-	b := New(cfg, policytest.NewRand(1))
+	b := New(cfg, testutil.NewRand(1))
 	p := b.Build(f.Group("m"))
 	b.Maintain(t0)
 	return f, b, p

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/radix"
@@ -22,7 +23,7 @@ func newBuilder(t testing.TB, cfg Config) (*Builder, *metrics.Set) {
 		t.Fatal(err)
 	}
 	cfg.Metrics = metrics.NewSet()
-	return New(cfg, policytest.NewRand(7)), cfg.Metrics
+	return New(cfg, testutil.NewRand(7)), cfg.Metrics
 }
 
 func pick(t *testing.T, p policy.Picker, req *policy.Request) *worker.Worker {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/worker"
@@ -24,7 +25,7 @@ func pick(t *testing.T, p policy.Picker, req *policy.Request) *worker.Worker {
 func TestTargetWorker(t *testing.T) {
 	f := policytest.NewFleet(t, 3, "m")
 	set := metrics.NewSet()
-	p := New(Config{Metrics: set}, policytest.NewRand(1)).Build(f.Group("m"))
+	p := New(Config{Metrics: set}, testutil.NewRand(1)).Build(f.Group("m"))
 	if got := pick(t, p, &policy.Request{TargetWorker: []byte("1"), RoutingKey: []byte("k")}); got != f.Workers[1] {
 		t.Fatalf("target 1 went to %s, want %s", got.URL, f.Workers[1].URL)
 	}
@@ -51,8 +52,8 @@ func TestTargetWorker(t *testing.T) {
 
 func TestKeyPriority(t *testing.T) {
 	f := policytest.NewFleet(t, 16, "m")
-	plain := New(Config{}, policytest.NewRand(1)).Build(f.Group("m"))
-	override := New(Config{RoutingKeyOverride: true}, policytest.NewRand(1)).Build(f.Group("m"))
+	plain := New(Config{}, testutil.NewRand(1)).Build(f.Group("m"))
+	override := New(Config{RoutingKeyOverride: true}, testutil.NewRand(1)).Build(f.Group("m"))
 	// Each request below must go where its winning key alone goes.
 	cases := []struct {
 		name string
@@ -83,7 +84,7 @@ func TestSameKeySameWorkerAndRandomFallback(t *testing.T) {
 	const n = 8
 	f := policytest.NewFleet(t, n, "m")
 	set := metrics.NewSet()
-	p := New(Config{Metrics: set}, policytest.NewRand(3)).Build(f.Group("m"))
+	p := New(Config{Metrics: set}, testutil.NewRand(3)).Build(f.Group("m"))
 	seen := map[*worker.Worker]bool{}
 	for k := range 200 {
 		req := &policy.Request{RoutingKey: fmt.Appendf(nil, "session-%d", k)}

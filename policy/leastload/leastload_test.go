@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/score"
@@ -19,7 +20,7 @@ func newPicker(t testing.TB, f *policytest.Fleet, cfg Config, seed uint64) polic
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return New(cfg, policytest.NewRand(seed)).Build(f.Group("m"))
+	return New(cfg, testutil.NewRand(seed)).Build(f.Group("m"))
 }
 
 func pickOne(t *testing.T, p policy.Picker, req *policy.Request) *worker.Worker {

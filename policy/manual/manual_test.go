@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/sticky"
@@ -24,7 +25,7 @@ func newBuilder(t testing.TB, mode string) (*Builder, *metrics.Set) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return New(cfg, policytest.NewRand(1), t0), cfg.Metrics
+	return New(cfg, testutil.NewRand(1), t0), cfg.Metrics
 }
 
 func pick(t *testing.T, p policy.Picker, req *policy.Request) *worker.Worker {
@@ -195,7 +196,7 @@ func TestRidKeyWithOverride(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	cfg := DefaultConfig()
 	cfg.RoutingKeyOverride = true
-	p := New(cfg, policytest.NewRand(3), t0).Build(f.Group("m"))
+	p := New(cfg, testutil.NewRand(3), t0).Build(f.Group("m"))
 	first := pick(t, p, &policy.Request{Rid: []byte("chat42_t1")})
 	for _, rid := range []string{"chat42_t2", "chat42_t3_r1", "chat42"} {
 		if got := pick(t, p, &policy.Request{Rid: []byte(rid), RoutingKey: []byte("other")}); got != first {

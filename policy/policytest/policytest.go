@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
@@ -122,10 +120,6 @@ func SetReport(w *worker.Worker, r Report, at time.Time) {
 		GenThroughput:   r.Throughput,
 	})
 }
-
-// NewRand is testutil.NewRand, the seeded random source of every test, here beside the
-// other policy test helpers: a *rand.Rand is a policy.Rand. Not safe for concurrent use.
-func NewRand(seed uint64) *rand.Rand { return testutil.NewRand(seed) }
 
 // Counts picks n times with req and counts the chosen workers; a pick error fails the test.
 func Counts(tb testing.TB, p policy.Picker, req *policy.Request, n int) map[*worker.Worker]int {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/worker"
@@ -17,7 +18,7 @@ func build(t testing.TB, f *policytest.Fleet, metric string, seed uint64) policy
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return New(cfg, policytest.NewRand(seed)).Build(f.Group("m"))
+	return New(cfg, testutil.NewRand(seed)).Build(f.Group("m"))
 }
 
 func TestUniformOverIdleFleet(t *testing.T) {
@@ -131,7 +132,7 @@ func TestSampleTwoIsUniformOverUsablePairs(t *testing.T) {
 	f := policytest.NewFleet(t, 6, "m")
 	f.SetStatus(f.Workers[1], worker.StatusNotReady)
 	f.SetStatus(f.Workers[4], worker.StatusNotReady)
-	rnd := policytest.NewRand(9)
+	rnd := testutil.NewRand(9)
 	pairs := map[[2]*worker.Worker]int{}
 	const draws = 60_000
 	for range draws {

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/worker"
@@ -19,7 +20,7 @@ func build(t testing.TB, f *policytest.Fleet, cfg Config) (policy.Picker, *metri
 		t.Fatal(err)
 	}
 	cfg.Metrics = metrics.NewSet()
-	return New(cfg, policytest.NewRand(1)).Build(f.Group("m")), cfg.Metrics
+	return New(cfg, testutil.NewRand(1)).Build(f.Group("m")), cfg.Metrics
 }
 
 func pick(t *testing.T, p policy.Picker, req *policy.Request) *worker.Worker {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/score"
@@ -42,7 +43,7 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 			if want := referenceRate(s, f.Workers); rate != want {
 				t.Fatalf("round %d: fleet rate %v, want %v", round, rate, want)
 			}
-			got := s.Lowest(&policy.Request{}, f.Workers, rate, policytest.NewRand(uint64(round)), policy.NoHotLimit)
+			got := s.Lowest(&policy.Request{}, f.Workers, rate, testutil.NewRand(uint64(round)), policy.NoHotLimit)
 			want, wantScore := reference(s, f.Workers, rate)
 			if got == nil || want == nil {
 				if got != want {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/roundrobin"
@@ -40,7 +41,7 @@ func TestStickySessionsOnTopOfAPolicy(t *testing.T) {
 	inner := &recordingBuilder{Builder: roundrobin.New()}
 	cfg := sticky.DefaultStickyConfig()
 	cfg.Metrics = metrics.NewSet()
-	sb := sticky.NewStickyBuilder(inner, cfg, policytest.NewRand(1), t0)
+	sb := sticky.NewStickyBuilder(inner, cfg, testutil.NewRand(1), t0)
 	if sb.Name() != roundrobin.Name {
 		t.Fatalf("name %q: the sticky wrapper must report the real policy", sb.Name())
 	}
@@ -134,7 +135,7 @@ func TestStickyInFlightCapRespills(t *testing.T) {
 	cfg := sticky.DefaultStickyConfig()
 	cfg.KeyLoads = loads
 	cfg.Metrics = metrics.NewSet()
-	p := sticky.NewStickyBuilder(roundrobin.New(), cfg, policytest.NewRand(1), t0).Build(f.Group("m"))
+	p := sticky.NewStickyBuilder(roundrobin.New(), cfg, testutil.NewRand(1), t0).Build(f.Group("m"))
 	req := &policy.Request{Rid: []byte("conv_t1")}
 	h, ok := policy.StickyKeyHash(req, true)
 	if !ok {
