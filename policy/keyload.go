@@ -10,7 +10,7 @@ import (
 const keyLoadSlots = 1 << 16
 
 // KeyLoads counts the gateway's in-flight requests per routing key, the per-key load signal
-// sticky sessions cap (a session with StickyInFlightCap of its own requests in flight is
+// sticky sessions cap (a session with sticky.DefaultInFlightCap of its own requests in flight is
 // bypassed rather than stacked onto its worker).
 //
 // Keys are counted in a fixed table of atomic counters indexed by the key's hash, so counting

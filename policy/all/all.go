@@ -189,7 +189,7 @@ func NewBuilderFunc(cfg Config) policy.NewBuilderFunc {
 		if _, readsKey := b.(policy.KeyReader); cfg.RoutingKeyOverride && !readsKey {
 			sc := cfg.Sticky
 			sc.Metrics, sc.KeyLoads = cfg.Metrics, cfg.KeyLoads
-			b = sticky.NewStickyBuilder(b, sc, cfg.Rand, cfg.Clock.Now())
+			b = sticky.NewBuilder(b, sc, cfg.Rand, cfg.Clock.Now())
 		}
 		cfg.Maintenance.Track(b)
 		return b, nil

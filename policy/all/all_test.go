@@ -85,7 +85,7 @@ func TestStickyWrapping(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := b.(*sticky.StickyBuilder); ok != wrapped {
+		if _, ok := b.(*sticky.Builder); ok != wrapped {
 			t.Errorf("%s: sticky wrapper %v, want %v", name, ok, wrapped)
 		}
 		if b.Name() != name {

@@ -28,7 +28,7 @@ type Config struct {
 	// Sticky configures --routing-key-override's pins; its assignment mode defaults to
 	// delegate (the policy underneath places each session's first request) unless
 	// --assignment-mode is given.
-	Sticky sticky.StickyConfig
+	Sticky sticky.Config
 
 	// RoutingKeyOverride (--routing-key-override) turns on sticky sessions keyed by the
 	// body's rid (turn and retry suffixes stripped) or the routing-key headers.
@@ -37,7 +37,7 @@ type Config struct {
 	PDMode bool
 	// KeyLoads is the gateway's per-session in-flight count (policy.StickyKeyHash at dispatch,
 	// Add +1 and -1); with it, sticky sessions bypass a session's worker once the session has
-	// sticky.StickyInFlightCap requests in flight. Nil: no cap.
+	// sticky.DefaultInFlightCap requests in flight. Nil: no cap.
 	KeyLoads *policy.KeyLoads
 
 	// Logger defaults to slog.Default().
@@ -63,7 +63,7 @@ func DefaultConfig() Config {
 		PowerOfTwo: poweroftwo.DefaultConfig(),
 		PrefixHash: prefixhash.DefaultConfig(),
 		Manual:     manual.DefaultConfig(),
-		Sticky:     sticky.DefaultStickyConfig(),
+		Sticky:     sticky.DefaultConfig(),
 	}
 }
 

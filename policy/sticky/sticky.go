@@ -149,38 +149,38 @@ func (p *Pinner) Assign(req *policy.Request, ws []*worker.Worker, delegate polic
 	return policy.Result{Worker: w}, nil
 }
 
-// StickyInFlightCap is how many of a session's own requests may be in flight before the next
+// DefaultInFlightCap is how many of a session's own requests may be in flight before the next
 // one bypasses the session's worker (the spec product's value): one conversation must not stack
 // onto its worker while the rest of the fleet idles.
-const StickyInFlightCap = 2
+const DefaultInFlightCap = 2
 
 // BranchCapRespill is the smg_manual_policy_branch_total branch of a request that bypassed
-// its session's worker because the session had StickyInFlightCap requests in flight there.
+// its session's worker because the session had DefaultInFlightCap requests in flight there.
 const BranchCapRespill = "cap_respill"
 
-// StickyConfig configures sticky sessions (--routing-key-override) on top of any policy.
-type StickyConfig struct {
+// Config configures sticky sessions (--routing-key-override) on top of any policy.
+type Config struct {
 	PinnerConfig
 	// KeyLoads, when set, is the gateway's per-session in-flight count (it must Add at
 	// dispatch and completion); a pinned session with InFlightCap requests in flight is then
 	// reassigned. Nil disables the cap.
 	KeyLoads *policy.KeyLoads
-	// InFlightCap is the cap; 0 selects StickyInFlightCap.
+	// InFlightCap is the cap; 0 selects DefaultInFlightCap.
 	InFlightCap int
 }
 
-// DefaultStickyConfig: the underlying policy decides where a session starts (delegate), keys
+// DefaultConfig: the underlying policy decides where a session starts (delegate), keys
 // idle for DefaultMaxIdle are forgotten.
-func DefaultStickyConfig() StickyConfig {
-	return StickyConfig{PinnerConfig: PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle}}
+func DefaultConfig() Config {
+	return Config{PinnerConfig: PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle}}
 }
 
-// StickyBuilder wraps a policy with sticky sessions: a request whose body rid (lineage
+// Builder wraps a policy with sticky sessions: a request whose body rid (lineage
 // stripped) or routing-key header names a session goes to that session's worker; the first
 // request of a session, and one whose worker became unavailable, is placed by the assignment
 // mode (by default the wrapped policy) and pinned. Requests without a key go to the wrapped
 // policy untouched. smg_routing_key_source_total counts keyed requests by source.
-type StickyBuilder struct {
+type Builder struct {
 	inner    policy.Builder
 	pinner   *Pinner
 	source   [2]*metrics.Counter // rid, header
@@ -189,15 +189,15 @@ type StickyBuilder struct {
 	respills *metrics.Counter
 }
 
-// NewStickyBuilder wraps inner; cfg.AssignmentMode must be valid.
-func NewStickyBuilder(inner policy.Builder, cfg StickyConfig, rnd policy.Rand, now time.Time) *StickyBuilder {
+// NewBuilder wraps inner; cfg.AssignmentMode must be valid.
+func NewBuilder(inner policy.Builder, cfg Config, rnd policy.Rand, now time.Time) *Builder {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
 	}
 	if cfg.InFlightCap <= 0 {
-		cfg.InFlightCap = StickyInFlightCap
+		cfg.InFlightCap = DefaultInFlightCap
 	}
-	return &StickyBuilder{
+	return &Builder{
 		inner:  inner,
 		pinner: NewPinner(cfg.PinnerConfig, rnd, now),
 		source: [2]*metrics.Counter{
@@ -211,22 +211,22 @@ func NewStickyBuilder(inner policy.Builder, cfg StickyConfig, rnd policy.Rand, n
 }
 
 // Name is the wrapped policy's name: metrics and the admin API show the real policy.
-func (b *StickyBuilder) Name() string { return b.inner.Name() }
+func (b *Builder) Name() string { return b.inner.Name() }
 
 // Inner returns the wrapped builder.
-func (b *StickyBuilder) Inner() policy.Builder { return b.inner }
+func (b *Builder) Inner() policy.Builder { return b.inner }
 
 // Build implements Builder.
-func (b *StickyBuilder) Build(g policy.Group) policy.Picker {
+func (b *Builder) Build(g policy.Group) policy.Picker {
 	b.pinner.Track(g.Workers)
 	return &stickyPicker{inner: b.inner.Build(g), workers: g.Workers, b: b}
 }
 
 // MaintainWeakly implements Maintainer.
-func (b *StickyBuilder) MaintainWeakly() func(now time.Time) bool { return policy.Weakly(b) }
+func (b *Builder) MaintainWeakly() func(now time.Time) bool { return policy.Weakly(b) }
 
 // Maintain evicts idle sessions and maintains the wrapped policy.
-func (b *StickyBuilder) Maintain(now time.Time) {
+func (b *Builder) Maintain(now time.Time) {
 	b.pinner.Maintain(now)
 	if m, ok := b.inner.(interface{ Maintain(now time.Time) }); ok {
 		m.Maintain(now)
@@ -236,7 +236,7 @@ func (b *StickyBuilder) Maintain(now time.Time) {
 type stickyPicker struct {
 	inner   policy.Picker
 	workers []*worker.Worker
-	b       *StickyBuilder
+	b       *Builder
 }
 
 func (p *stickyPicker) Pick(req *policy.Request) (policy.Result, error) {

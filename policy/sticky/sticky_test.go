@@ -39,9 +39,9 @@ func TestStickySessionsOnTopOfAPolicy(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := policytest.NewFleet(t, 4, "m")
 	inner := &recordingBuilder{Builder: roundrobin.New()}
-	cfg := sticky.DefaultStickyConfig()
+	cfg := sticky.DefaultConfig()
 	cfg.Metrics = metrics.NewSet()
-	sb := sticky.NewStickyBuilder(inner, cfg, testutil.NewRand(1), t0)
+	sb := sticky.NewBuilder(inner, cfg, testutil.NewRand(1), t0)
 	if sb.Name() != roundrobin.Name {
 		t.Fatalf("name %q: the sticky wrapper must report the real policy", sb.Name())
 	}
@@ -112,7 +112,7 @@ func TestStickySessionsOnTopOfAPolicy(t *testing.T) {
 func TestStickyKeyStrandedByUnavailableWorkerMovesAndReturns(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := policytest.NewFleet(t, 3, "m")
-	sb := sticky.NewStickyBuilder(roundrobin.New(), sticky.DefaultStickyConfig(), nil, t0)
+	sb := sticky.NewBuilder(roundrobin.New(), sticky.DefaultConfig(), nil, t0)
 	p := sb.Build(f.Group("m"))
 	req := &policy.Request{Rid: []byte("conv_t1")}
 	home, _ := p.Pick(req)
@@ -132,10 +132,10 @@ func TestStickyInFlightCapRespills(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := policytest.NewFleet(t, 3, "m")
 	loads := policy.NewKeyLoads()
-	cfg := sticky.DefaultStickyConfig()
+	cfg := sticky.DefaultConfig()
 	cfg.KeyLoads = loads
 	cfg.Metrics = metrics.NewSet()
-	p := sticky.NewStickyBuilder(roundrobin.New(), cfg, testutil.NewRand(1), t0).Build(f.Group("m"))
+	p := sticky.NewBuilder(roundrobin.New(), cfg, testutil.NewRand(1), t0).Build(f.Group("m"))
 	req := &policy.Request{Rid: []byte("conv_t1")}
 	h, ok := policy.StickyKeyHash(req, true)
 	if !ok {
