@@ -1,0 +1,335 @@
+package evloop
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// Client connection states.
+const (
+	stateIdle   = iota // waiting for (the rest of) a request
+	stateBusy          // an exchange is running
+	stateClosed        // closed; recycled once no goroutine holds its exchange
+)
+
+// Timer kinds of a client connection.
+const (
+	timerRead = iota // a request has started arriving and must be complete by then
+	timerIdle        // keep-alive connection without a request
+)
+
+// ErrClientGone ends an exchange whose client closed its connection or reset it.
+var ErrClientGone = errors.New("the client closed the connection")
+
+const (
+	initialIn   = 4 << 10
+	baseEvents  = unix.EPOLLIN | unix.EPOLLRDHUP
+	readEvents  = unix.EPOLLIN
+	writeEvents = unix.EPOLLOUT
+)
+
+// clientConn is one client connection, owned by its loop.
+type clientConn struct {
+	l          *loop
+	fd         int
+	in         []byte // received, unparsed or being served
+	reqLen     int    // bytes of in the running exchange's request occupies
+	out        []byte // to send
+	sent       int    // bytes of out already sent
+	state      uint8
+	events     uint32
+	readPaused bool
+	dirty      bool
+	closeAfter bool // close once out is sent (no keep-alive, refused request, draining)
+	continued  bool // "100 Continue" was sent for the request being read
+	resuming   bool // queued to parse a pipelined request
+	t          timer
+	scratch    []byte // decoded chunked request body
+	x          Exchange
+}
+
+func (l *loop) open(fd int) {
+	var c *clientConn
+	if n := len(l.free); n > 0 {
+		c, l.free = l.free[n-1], l.free[:n-1]
+	} else {
+		c = &clientConn{l: l}
+		c.t = timer{idx: -1, owner: c}
+		c.x.init(c)
+	}
+	c.fd, c.state, c.events = fd, stateIdle, baseEvents
+	if err := l.add(fd, baseEvents, c); err != nil {
+		_ = unix.Close(fd)
+		l.s.conns.Add(-1)
+		l.free = append(l.free, c)
+		return
+	}
+	l.conns++
+	l.timers.arm(&c.t, l.now+int64(l.s.cfg.IdleTimeout), timerIdle)
+}
+
+func (c *clientConn) onEvent(ev uint32) {
+	if c.state == stateClosed {
+		return
+	}
+	if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		c.close(ErrClientGone)
+		return
+	}
+	if ev&writeEvents != 0 {
+		c.flush()
+	}
+	if ev&(readEvents|unix.EPOLLRDHUP) != 0 && c.state != stateClosed {
+		if c.readPaused { // only EPOLLRDHUP is watched: the client hung up
+			c.close(ErrClientGone)
+			return
+		}
+		c.read()
+	}
+}
+
+func (c *clientConn) onTimer(kind uint8) {
+	switch kind {
+	case timerIdle:
+		if c.state == stateIdle {
+			c.close(nil)
+		}
+	case timerRead:
+		if c.state == stateIdle {
+			c.reject(&ParseError{408, "timed out reading the request"})
+		}
+	}
+}
+
+// read reads once: the socket was reported readable, so one read takes what is there and
+// the next epoll_wait says when there is more (no read until EAGAIN).
+func (c *clientConn) read() {
+	cfg := &c.l.s.cfg
+	if len(c.in) == cap(c.in) {
+		if c.state == stateBusy {
+			// A pipelined request fills the buffer while the exchange runs: stop reading
+			// until it ends, watching only for a hang-up.
+			c.readPaused = true
+			c.setEvents()
+			return
+		}
+		limit := cfg.MaxHeaderSize + cfg.MaxBodySize + 4096
+		if cap(c.in) >= limit {
+			c.reject(errBodyTooLarge)
+			return
+		}
+		c.in = grow(c.in, min(max(2*cap(c.in), initialIn), limit))
+	}
+	n, err := unix.Read(c.fd, c.in[len(c.in):cap(c.in)])
+	if err != nil {
+		if err == unix.EAGAIN || err == unix.EINTR {
+			return
+		}
+		c.close(ErrClientGone)
+		return
+	}
+	if n == 0 {
+		c.close(ErrClientGone)
+		return
+	}
+	c.in = c.in[:len(c.in)+n]
+	if c.state == stateIdle {
+		c.parse()
+	}
+}
+
+// grow returns b with capacity n, its bytes kept.
+func grow(b []byte, n int) []byte {
+	nb := make([]byte, len(b), n)
+	copy(nb, b)
+	return nb
+}
+
+// parse starts an exchange when c.in holds a whole request.
+func (c *clientConn) parse() {
+	cfg := &c.l.s.cfg
+	x := &c.x
+	n, err := parseRequest(c.in, &x.req, &c.scratch, cfg.MaxHeaderSize, cfg.MaxBodySize)
+	if err != nil {
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			pe = errBadRequestLine
+		}
+		c.reject(pe)
+		return
+	}
+	if n == 0 {
+		if x.req.expectContinue && !c.continued && x.req.nhdr > 0 {
+			c.continued = true
+			c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
+			c.markDirty()
+		}
+		if c.t.kind != timerRead || !c.t.armed() {
+			c.l.timers.arm(&c.t, c.l.now+int64(cfg.ReadTimeout), timerRead)
+		}
+		return
+	}
+	c.continued = false
+	c.l.timers.disarm(&c.t)
+	c.reqLen, c.state = n, stateBusy
+	if !x.req.keepAlive || c.l.drained {
+		c.closeAfter = true
+	}
+	x.begin()
+	cfg.Handler.Serve(x)
+}
+
+// reject answers a request the server refuses, through the handler, and closes after.
+func (c *clientConn) reject(pe *ParseError) {
+	c.l.timers.disarm(&c.t)
+	c.state, c.closeAfter = stateBusy, true
+	c.reqLen = len(c.in)
+	c.x.begin()
+	c.x.req = Request{}
+	c.l.s.cfg.Handler.Reject(&c.x, pe.Status, pe.Reason)
+	if c.x.phase != phaseDone { // the handler did not answer: close without one
+		c.x.phase = phaseDone
+		c.close(nil)
+	}
+}
+
+// exchangeDone readies the connection for its next request once an answer is complete.
+func (c *clientConn) exchangeDone() {
+	if c.state != stateBusy {
+		return
+	}
+	c.state = stateIdle
+	c.markDirty()
+	if c.closeAfter {
+		return // flush closes it once out is sent
+	}
+	rest := copy(c.in, c.in[c.reqLen:])
+	c.in, c.reqLen = c.in[:rest], 0
+	if c.readPaused {
+		c.readPaused = false
+		c.setEvents()
+	}
+	if rest > 0 && !c.resuming {
+		c.resuming = true
+		c.l.soon = append(c.l.soon, c)
+		return
+	}
+	c.l.timers.arm(&c.t, c.l.now+int64(c.l.s.cfg.IdleTimeout), timerIdle)
+}
+
+// runSoon parses a pipelined request once the previous exchange has ended.
+func (c *clientConn) runSoon() {
+	c.resuming = false
+	if c.state == stateIdle && len(c.in) > 0 {
+		c.parse()
+	}
+}
+
+func (c *clientConn) markDirty() {
+	if !c.dirty && c.state != stateClosed {
+		c.dirty = true
+		c.l.dirty = append(c.l.dirty, c)
+	}
+}
+
+// pending is how many bytes of output wait to be sent.
+func (c *clientConn) pending() int { return len(c.out) - c.sent }
+
+// flush writes the pending output once. What the socket does not take waits for EPOLLOUT;
+// past OutputLimit the worker's answer stops being read.
+func (c *clientConn) flush() {
+	if c.state == stateClosed {
+		return
+	}
+	if c.pending() > 0 {
+		n, err := unix.Write(c.fd, c.out[c.sent:])
+		if err != nil && err != unix.EAGAIN && err != unix.EINTR {
+			c.close(ErrClientGone)
+			return
+		}
+		if n > 0 {
+			c.sent += n
+		}
+	}
+	limit := c.l.s.cfg.OutputLimit
+	if c.pending() == 0 {
+		c.out, c.sent = c.out[:0], 0
+		if c.events&writeEvents != 0 {
+			c.setEvents()
+		}
+		if c.closeAfter && c.state == stateIdle {
+			c.close(nil)
+			return
+		}
+	} else {
+		if c.sent > len(c.out)/2 { // keep the buffer from creeping
+			n := copy(c.out, c.out[c.sent:])
+			c.out, c.sent = c.out[:n], 0
+		}
+		if c.events&writeEvents == 0 {
+			c.setEvents()
+		}
+		if c.pending() > limit {
+			c.x.pauseUpstream()
+		}
+	}
+	if c.pending() <= limit/2 {
+		c.x.resumeUpstream()
+	}
+	if s := c.x.detached; s != nil {
+		s.drained(c.pending())
+	}
+}
+
+// setEvents registers the events the connection's state calls for.
+func (c *clientConn) setEvents() {
+	ev := uint32(unix.EPOLLRDHUP)
+	if !c.readPaused {
+		ev |= readEvents
+	}
+	if c.pending() > 0 {
+		ev |= writeEvents
+	}
+	if ev != c.events {
+		c.events = ev
+		c.l.mod(c.fd, ev)
+	}
+}
+
+// close closes the connection; a running exchange learns that its client is gone.
+func (c *clientConn) close(err error) {
+	if c.state == stateClosed {
+		return
+	}
+	busy := c.state == stateBusy
+	c.state = stateClosed
+	c.l.timers.disarm(&c.t)
+	c.l.remove(c.fd)
+	c.fd = -1
+	c.l.conns--
+	c.l.s.conns.Add(-1)
+	if busy {
+		if err == nil {
+			err = ErrClientGone
+		}
+		c.x.abort(err)
+	}
+	if c.x.detached == nil {
+		c.recycle()
+	}
+}
+
+// recycle returns a closed connection to its loop's free list.
+func (c *clientConn) recycle() {
+	c.in, c.out, c.sent, c.reqLen = c.in[:0], c.out[:0], 0, 0
+	if cap(c.in) > 64<<10 {
+		c.in = nil
+	}
+	if cap(c.out) > 256<<10 {
+		c.out = nil
+	}
+	c.readPaused, c.closeAfter, c.continued, c.resuming = false, false, false, false
+	c.x.reset()
+	c.l.free = append(c.l.free, c)
+}

@@ -1,0 +1,47 @@
+// Package evloop is the gateway's generation data plane: HTTP/1.1 served from epoll event
+// loops, with the connections to the workers driven by the same loops.
+//
+// # Why an event loop
+//
+// Go's netpoller reads a socket until EAGAIN before it parks a goroutine, on the client and
+// on the worker side, and a goroutine-per-connection server pays a wake-up per read: per
+// proxied request the fasthttp data plane makes 4 reads and 2 writes where nginx makes 2 and
+// 2 (docs/benchmarks.md §1). A loop here waits for readiness first and then reads once: one
+// read per readiness event, one write per connection and wake-up, however many worker reads
+// fed it (flushes are coalesced per wake-up, never corked: the bytes go out before the loop
+// sleeps again).
+//
+// The loops are built on golang.org/x/sys/unix's epoll, not on gnet/v2's engine, for three
+// reasons found reading gnet v2.9.7: gnet cannot stop reading one connection (its read
+// handler always drains the socket into an unbounded buffer), so it cannot give a slow client
+// bounded buffering; its poller calls epoll_wait twice per wake-up (a non-blocking one that
+// returns 0 before the blocking one); and it has no timers per connection. The loop here is
+// a few hundred lines with all three.
+//
+// # Concurrency model
+//
+// Loops (Config.Loops, default GOMAXPROCS) each own an epoll instance, their client
+// connections, their pools of worker connections (per address), their timers (a heap) and
+// everything reachable from an Exchange. Accepted connections are dealt to the loops in turn;
+// a request's worker connection is taken from its own loop's pool, so one request never
+// crosses loops. Other goroutines talk to a loop only by posting tasks (a mutex-guarded
+// queue and an eventfd). Handler and Forwarder callbacks run on the loop and must not
+// block; a handler with blocking work detaches the exchange (Detach) and writes the answer
+// from its goroutine through a Stream.
+//
+// # Buffers
+//
+// A client connection owns its read buffer (the Request's views point into it until the
+// exchange ends) and its output buffer. A worker connection owns its read buffer; the bytes
+// of a relayed answer are framed into the client's output buffer as they are decoded. When a
+// client's unsent output passes Config.OutputLimit, its worker connection stops being read
+// (EPOLLIN off) until the client has taken half of it: memory per connection is bounded.
+//
+// # Exchanges
+//
+// The handler answers a request (Respond), or forwards it (Forward) with a Forwarder that
+// decides at the response head whether the answer is relayed as it arrives (a stream) or
+// held whole (so that it can be retried or replaced), and hears when the attempt ends. A
+// client that hangs up ends its exchange at once: the worker connection is closed, so the
+// engine sees the request cancelled, and the Forwarder gets ErrClientGone.
+package evloop

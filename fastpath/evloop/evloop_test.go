@@ -1,0 +1,267 @@
+package evloop
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// proxy is a minimal handler: /stream answers are relayed, everything else is held and
+// delivered; a failed attempt answers 502.
+type proxy struct {
+	addr   string
+	target Target
+	done   atomic.Int64
+	gone   atomic.Int64
+	fails  atomic.Int64
+}
+
+func (p *proxy) Serve(x *Exchange) {
+	x.Forward(p, &p.target, time.Now().Add(5*time.Second))
+}
+
+func (p *proxy) Reject(x *Exchange, status int, reason string) {
+	x.Respond(status, "text/plain", []byte(reason))
+}
+
+func (p *proxy) UpstreamHead(x *Exchange, status int) bool {
+	x.AddHeader("X-Proxied-By", []byte("evloop"))
+	return strings.HasPrefix(string(x.Req().Path()), "/stream") && status == 200
+}
+
+func (p *proxy) UpstreamDone(x *Exchange, err error) {
+	switch {
+	case err == ErrClientGone:
+		p.gone.Add(1)
+	case err != nil:
+		p.fails.Add(1)
+		if !x.Relayed() {
+			x.Respond(502, "text/plain", []byte(err.Error()))
+		}
+	default:
+		p.done.Add(1)
+		if !x.Relayed() {
+			x.DeliverHeld()
+		}
+	}
+}
+
+func (p *proxy) Wake(*Exchange) {}
+
+func startUpstream(t testing.TB, h http.Handler) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+func startProxy(t testing.TB, p *proxy, tweak func(*Config)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.target = Target{Addr: p.addr, RequestID: []byte("rid-1")}
+	cfg := Config{Handler: p, MaxBodySize: 1 << 20, Loops: 2, StreamFailureTail: []byte("data: broken\n\n")}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		_ = ln.Close()
+	})
+	return ln.Addr().String()
+}
+
+func TestProxyHeldRoundTrips(t *testing.T) {
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Seen-Request-Id", r.Header.Get("X-Request-Id"))
+		w.Header().Set("X-Seen-Host", r.Host)
+		fmt.Fprintf(w, "echo:%s", b)
+	}))
+	p := &proxy{addr: up}
+	addr := startProxy(t, p, nil)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	for i := range 20 {
+		resp, err := client.Post("http://"+addr+"/v1/x?q=1", "application/json", strings.NewReader(fmt.Sprint("body", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != fmt.Sprint("echo:body", i) {
+			t.Fatalf("got %d %q", resp.StatusCode, b)
+		}
+		if resp.Header.Get("X-Seen-Request-Id") != "rid-1" || resp.Header.Get("X-Proxied-By") != "evloop" || resp.Header.Get("X-Seen-Host") != up {
+			t.Fatalf("headers %v", resp.Header)
+		}
+	}
+	if p.done.Load() != 20 {
+		t.Fatalf("done %d", p.done.Load())
+	}
+}
+
+func TestProxyRelaysEventsAsTheyArrive(t *testing.T) {
+	next := make(chan string)
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		for ev := range next {
+			fmt.Fprintf(w, "data: %s\n\n", ev)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	p := &proxy{addr: up}
+	addr := startProxy(t, p, nil)
+	resp, err := http.Post("http://"+addr+"/stream", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" || len(resp.TransferEncoding) == 0 {
+		t.Fatalf("head %v %v", resp.Header, resp.TransferEncoding)
+	}
+	br := bufio.NewReader(resp.Body)
+	for i := range 5 {
+		ev := fmt.Sprint("event-", i)
+		next <- ev // the event must reach the client before the next one is produced
+		line, err := br.ReadString('\n')
+		if err != nil || line != "data: "+ev+"\n" {
+			t.Fatalf("event %d: %q %v", i, line, err)
+		}
+		_, _ = br.ReadString('\n')
+	}
+	close(next)
+	rest, err := io.ReadAll(br)
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("tail %q %v", rest, err)
+	}
+	eventually(t, func() bool { return p.done.Load() == 1 })
+}
+
+func TestClientHangUpCancelsTheWorkerRequest(t *testing.T) {
+	cancelled := make(chan struct{}, 1)
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		cancelled <- struct{}{}
+	}))
+	p := &proxy{addr: up}
+	addr := startProxy(t, p, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST /stream HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	br := bufio.NewReader(c)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Fatalf("%q %v", line, err)
+	}
+	_ = c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the worker's request was not cancelled")
+	}
+	eventually(t, func() bool { return p.gone.Load() == 1 })
+}
+
+func TestWorkerFailureMidStreamEndsWithTail(t *testing.T) {
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		fmt.Fprint(w, "data: one\n\ndata: par")
+		w.(http.Flusher).Flush()
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		_ = conn.Close()
+	}))
+	p := &proxy{addr: up}
+	addr := startProxy(t, p, nil)
+	resp, err := http.Post("http://"+addr+"/stream", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "data: one\n\ndata: par\n\ndata: broken\n\n" {
+		t.Fatalf("%q %v", b, err)
+	}
+	eventually(t, func() bool { return p.fails.Load() == 1 })
+}
+
+// TestSlowClientBoundsBuffering: a client that stops reading makes the proxy stop reading the
+// worker, so the worker's writes block instead of the proxy buffering the stream.
+func TestSlowClientBoundsBuffering(t *testing.T) {
+	var written atomic.Int64
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		chunk := []byte(strings.Repeat("x", 16<<10))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			written.Add(int64(len(chunk)))
+		}
+	}))
+	p := &proxy{addr: up}
+	addr := startProxy(t, p, func(c *Config) { c.OutputLimit = 64 << 10 })
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	fmt.Fprintf(c, "POST /stream HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	// An unbounded proxy takes everything the worker writes (gigabytes a second on
+	// loopback); a bounded one stalls the worker at its output limit plus the socket buffers
+	// on both sides (a few MiB with Linux's autotuning).
+	var last int64 = -1
+	for i := 0; i < 100; i++ {
+		time.Sleep(40 * time.Millisecond)
+		n := written.Load()
+		if n == last && n > 0 {
+			break
+		}
+		last = n
+	}
+	if n := written.Load(); n > 32<<20 {
+		t.Fatalf("the worker wrote %d bytes to a client that reads nothing", n)
+	}
+}
+
+func eventually(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

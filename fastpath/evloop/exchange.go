@@ -1,0 +1,744 @@
+package evloop
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Handler serves requests on the event loops. Its methods run on a loop and must not block.
+type Handler interface {
+	// Serve gets each request. It answers with Respond, forwards with Forward, waits with
+	// Sleep or hands the exchange to a goroutine with Detach.
+	Serve(x *Exchange)
+	// Reject answers a request the server refuses before Serve (status 400, 408, 413, 431,
+	// 501) with Respond; the connection closes after it.
+	Reject(x *Exchange, status int, reason string)
+}
+
+// Forwarder follows one forwarded request; its methods run on the exchange's loop.
+type Forwarder interface {
+	// UpstreamHead is called when the worker's response head arrived. true relays the answer
+	// to the client as it arrives (response headers added with AddHeader first); false reads
+	// it whole, for UpstreamDone to deliver (DeliverHeld), retry or replace.
+	UpstreamHead(x *Exchange, status int) bool
+	// UpstreamDone ends the attempt: err is nil when the answer is complete, ErrClientGone
+	// when the client left, else why the worker's answer failed (an *UpstreamError).
+	// Unless the answer was relayed (Relayed) or the client left, the exchange is again the
+	// handler's to answer, forward or sleep.
+	UpstreamDone(x *Exchange, err error)
+	// Wake is called when a Sleep ends.
+	Wake(x *Exchange)
+}
+
+// Target is where one attempt goes and what it changes in the client's request.
+type Target struct {
+	// Addr is the worker's host:port (connections are pooled per Addr).
+	Addr string
+	// Host is the Host header sent; Addr when empty.
+	Host string
+	// Auth replaces the client's Authorization header when set.
+	Auth []byte
+	// RequestID replaces the client's X-Request-Id header when set.
+	RequestID []byte
+	// Body replaces the client's body when set (the PD handover).
+	Body []byte
+}
+
+// UpstreamError is a failed attempt: the worker could not be reached, broke the connection,
+// answered malformed HTTP or did not answer in time.
+type UpstreamError struct {
+	Err error
+	// Dial: the connection could not be established; Timeout: the deadline passed.
+	Dial, timeout bool
+}
+
+func (e *UpstreamError) Error() string {
+	switch {
+	case e.Dial:
+		return "cannot connect: " + e.Err.Error()
+	case e.timeout:
+		return "timed out: " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the attempt ran out of time (after connecting).
+func (e *UpstreamError) Timeout() bool { return e.timeout }
+
+var (
+	errDeadline    = errors.New("the worker did not answer before the deadline")
+	errDialTimeout = errors.New("connect timed out")
+	errNoFreeConns = errors.New("no free connections to the worker (--max-connections-per-worker)")
+	errEOF         = errors.New("the worker closed the connection before the answer was complete")
+)
+
+// Exchange phases.
+const (
+	phaseDone     = iota // no exchange, or it has been answered
+	phaseServing         // the handler has it
+	phaseWaiting         // the request went out; waiting for the response head
+	phaseHolding         // reading an answer whole
+	phaseRelaying        // relaying an answer as it arrives
+	phaseSleeping        // Sleep
+	phaseDetached        // a goroutine writes the answer (Detach)
+)
+
+// Timer kinds of an exchange.
+const (
+	timerDeadline = iota
+	timerSleep
+)
+
+// Exchange is one request and its answer on a client connection. It is reused for the
+// connection's next request; its methods are for the loop's goroutine only.
+type Exchange struct {
+	c   *clientConn
+	req Request
+	// User is the handler's per-exchange state; it survives from request to request.
+	User any
+
+	phase      uint8
+	fw         Forwarder
+	up         *upstreamConn
+	target     Target
+	deadline   int64
+	fresh      bool // the upstream connection was opened for this attempt
+	retried    bool // already resent once after a reused connection turned out closed
+	head       respHead
+	dec        bodyDecoder
+	chunked    bool // the relayed answer goes to the client chunked
+	relayed    bool
+	lastTwo    [2]byte
+	upPaused   bool
+	held       []byte // the held answer's head as the worker sent it (x.head indexes it)
+	heldBody   []byte
+	heldStatus int
+	extra      []byte // response headers added by the handler
+	extraNames [8]span
+	nextra     int
+	fwd        []byte // the forwarded request's head
+	pendingErr error
+	t          timer
+	detached   *Stream
+}
+
+func (x *Exchange) init(c *clientConn) {
+	x.c = c
+	x.t = timer{idx: -1, owner: x}
+}
+
+// begin starts the exchange of a newly parsed request.
+func (x *Exchange) begin() {
+	x.phase, x.relayed, x.retried, x.pendingErr = phaseServing, false, false, nil
+	x.extra, x.nextra = x.extra[:0], 0
+	x.held, x.heldBody, x.heldStatus = x.held[:0], x.heldBody[:0], 0
+}
+
+func (x *Exchange) reset() {
+	x.begin()
+	x.phase, x.fw, x.up, x.target, x.detached = phaseDone, nil, nil, Target{}, nil
+	x.req = Request{}
+	if cap(x.heldBody) > 1<<20 {
+		x.heldBody = nil
+	}
+}
+
+// Req is the request being served.
+func (x *Exchange) Req() *Request { return &x.req }
+
+// Status is the worker's status of the current or last attempt (0 before its head).
+func (x *Exchange) Status() int { return x.head.status }
+
+// Relayed reports whether the worker's answer started reaching the client.
+func (x *Exchange) Relayed() bool { return x.relayed }
+
+// Loop is the index of the exchange's event loop.
+func (x *Exchange) Loop() int { return x.c.l.idx }
+
+// Now is the loop's clock reading of the current wake-up.
+func (x *Exchange) Now() time.Time { return epoch.Add(time.Duration(x.c.l.now)) }
+
+// AddHeader adds a response header to whatever answer the exchange sends; a worker's header
+// of the same name is replaced.
+func (x *Exchange) AddHeader(name string, value []byte) {
+	start := len(x.extra)
+	x.extra = append(x.extra, name...)
+	if x.nextra < len(x.extraNames) {
+		x.extraNames[x.nextra] = span{uint32(start), uint32(len(x.extra))}
+		x.nextra++
+	}
+	x.extra = append(x.extra, ": "...)
+	x.extra = append(x.extra, value...)
+	x.extra = append(x.extra, crlf...)
+}
+
+// ResetHeaders drops the headers added with AddHeader.
+func (x *Exchange) ResetHeaders() { x.extra, x.nextra = x.extra[:0], 0 }
+
+// gatewaySets reports whether the handler sets header name itself.
+func (x *Exchange) gatewaySets(name []byte) bool {
+	for i := range x.nextra {
+		if foldEqual(name, x.extraNames[i].of(x.extra)) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendTrailerHeaders ends a response head: the handler's headers, the connection's, CRLF.
+func (x *Exchange) appendTrailerHeaders(dst []byte) []byte {
+	dst = append(dst, x.extra...)
+	if x.c.closeAfter {
+		dst = append(dst, "Connection: close\r\n"...)
+	}
+	return append(dst, crlf...)
+}
+
+// Respond answers with a whole response made by the gateway.
+func (x *Exchange) Respond(status int, contentType string, body []byte) {
+	if x.phase != phaseServing {
+		return
+	}
+	c := x.c
+	c.out = appendStatusLine(c.out, status)
+	if contentType != "" {
+		c.out = append(c.out, "Content-Type: "...)
+		c.out = append(c.out, contentType...)
+		c.out = append(c.out, crlf...)
+	}
+	c.out = append(c.out, "Content-Length: "...)
+	c.out = strconv.AppendInt(c.out, int64(len(body)), 10)
+	c.out = append(c.out, crlf...)
+	c.out = x.appendTrailerHeaders(c.out)
+	c.out = append(c.out, body...)
+	x.end()
+}
+
+// HeldStatus and HeldBody are the held answer after UpstreamDone(nil).
+func (x *Exchange) HeldStatus() int { return x.heldStatus }
+
+// HeldBody is the held answer's body.
+func (x *Exchange) HeldBody() []byte { return x.heldBody }
+
+// DeliverHeld sends the held answer: the worker's status and headers, the handler's headers.
+func (x *Exchange) DeliverHeld() {
+	if x.phase != phaseServing {
+		return
+	}
+	c := x.c
+	c.out = x.appendAnswerHead(c.out, x.held)
+	c.out = append(c.out, "Content-Length: "...)
+	c.out = strconv.AppendInt(c.out, int64(len(x.heldBody)), 10)
+	c.out = append(c.out, crlf...)
+	c.out = x.appendTrailerHeaders(c.out)
+	c.out = append(c.out, x.heldBody...)
+	x.end()
+}
+
+// end completes the exchange: its answer is in the client's output.
+func (x *Exchange) end() {
+	x.phase = phaseDone
+	x.c.l.timers.disarm(&x.t)
+	x.c.exchangeDone()
+}
+
+// Sleep waits d on the loop, then calls the forwarder's Wake.
+func (x *Exchange) Sleep(fw Forwarder, d time.Duration) {
+	if x.phase != phaseServing {
+		return
+	}
+	x.fw, x.phase = fw, phaseSleeping
+	x.c.l.timers.arm(&x.t, x.c.l.now+int64(d), timerSleep)
+}
+
+func (x *Exchange) onTimer(kind uint8) {
+	switch {
+	case kind == timerSleep && x.phase == phaseSleeping:
+		x.phase = phaseServing
+		x.fw.Wake(x)
+	case kind == timerDeadline && (x.phase == phaseWaiting || x.phase == phaseHolding || x.phase == phaseRelaying):
+		x.upstreamFailed(&UpstreamError{Err: errDeadline, timeout: true})
+	}
+}
+
+// Forward sends the request to t and follows the answer with fw, until deadline.
+func (x *Exchange) Forward(fw Forwarder, t *Target, deadline time.Time) {
+	if x.phase != phaseServing {
+		return
+	}
+	x.fw, x.target = fw, *t
+	x.deadline = int64(deadline.Sub(epoch))
+	x.retried = false
+	x.c.l.timers.arm(&x.t, x.deadline, timerDeadline)
+	x.send(false)
+}
+
+// send writes the request to a pooled or new connection to the target.
+func (x *Exchange) send(fresh bool) {
+	l := x.c.l
+	x.phase, x.held, x.heldBody = phaseWaiting, x.held[:0], x.heldBody[:0]
+	up, isFresh, err := l.upstream(x.target.Addr, fresh)
+	if err != nil {
+		x.failSoon(err)
+		return
+	}
+	x.up, x.fresh = up, isFresh
+	up.x = x
+	x.fwd = x.appendForwardHead(x.fwd[:0])
+	body := x.target.Body
+	if body == nil {
+		body = x.req.body
+	}
+	up.send(x.fwd, body)
+}
+
+// failSoon fails the attempt after the current event: the handler is not re-entered from
+// the call it made.
+func (x *Exchange) failSoon(err error) {
+	x.pendingErr = err
+	x.c.l.soon = append(x.c.l.soon, x)
+}
+
+func (x *Exchange) runSoon() {
+	if err := x.pendingErr; err != nil && x.phase == phaseWaiting {
+		x.pendingErr = nil
+		x.upstreamFailed(err)
+	}
+}
+
+// appendForwardHead writes the request head for the worker: the client's request line and
+// headers without the hop-by-hop ones, with the target's Host, credentials and request id.
+func (x *Exchange) appendForwardHead(dst []byte) []byte {
+	r, t := &x.req, &x.target
+	dst = append(dst, r.Method()...)
+	dst = append(dst, ' ')
+	dst = append(dst, r.Target()...)
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	if t.Host != "" {
+		dst = append(dst, t.Host...)
+	} else {
+		dst = append(dst, t.Addr...)
+	}
+	dst = append(dst, crlf...)
+	for i := range r.nhdr {
+		name := r.headers[i].name.of(r.buf)
+		if skipForwarded(name, t) {
+			continue
+		}
+		dst = append(dst, name...)
+		dst = append(dst, ": "...)
+		dst = append(dst, r.headers[i].value.of(r.buf)...)
+		dst = append(dst, crlf...)
+	}
+	body := t.Body
+	if body == nil {
+		body = r.body
+	}
+	dst = append(dst, "Content-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, crlf...)
+	if t.RequestID != nil {
+		dst = append(dst, "X-Request-Id: "...)
+		dst = append(dst, t.RequestID...)
+		dst = append(dst, crlf...)
+	}
+	if t.Auth != nil {
+		dst = append(dst, "Authorization: "...)
+		dst = append(dst, t.Auth...)
+		dst = append(dst, crlf...)
+	}
+	return append(dst, crlf...)
+}
+
+// skipForwarded reports whether a client header stays behind: the connection's own, the
+// framing (the gateway sends its own Content-Length), and what the target replaces.
+func skipForwarded(name []byte, t *Target) bool {
+	switch len(name) {
+	case 2:
+		return equalFold(name, "te")
+	case 4:
+		return equalFold(name, "host")
+	case 6:
+		return equalFold(name, "expect")
+	case 7:
+		return equalFold(name, "upgrade") || equalFold(name, "trailer")
+	case 10:
+		return equalFold(name, "connection") || equalFold(name, "keep-alive")
+	case 12:
+		return t.RequestID != nil && equalFold(name, "x-request-id")
+	case 13:
+		return t.Auth != nil && equalFold(name, "authorization")
+	case 14:
+		return equalFold(name, "content-length")
+	case 16:
+		return equalFold(name, "proxy-connection")
+	case 17:
+		return equalFold(name, "transfer-encoding")
+	}
+	return false
+}
+
+// onUpstreamData handles what the worker sent: the response head, then the body.
+func (x *Exchange) onUpstreamData(up *upstreamConn) {
+	data := up.in
+	if x.phase == phaseWaiting {
+		n, err := parseResponseHead(data, &x.head)
+		for err == nil && n > 0 && x.head.status < 200 { // 1xx: interim, skip it
+			data = data[n:]
+			n, err = parseResponseHead(data, &x.head)
+		}
+		if err != nil {
+			x.upstreamFailed(&UpstreamError{Err: err})
+			return
+		}
+		if n == 0 {
+			if len(data) < len(up.in) { // drop the interim answers already parsed
+				up.in = up.in[:copy(up.in, data)]
+			}
+			return
+		}
+		x.startAnswer(data[:n])
+		if x.phase != phaseHolding && x.phase != phaseRelaying {
+			return
+		}
+		data = data[n:]
+	}
+	var done bool
+	var used int
+	var err error
+	switch x.phase {
+	case phaseHolding:
+		x.heldBody, used, done, err = x.dec.decode(data, x.heldBody)
+		if err == nil && len(x.heldBody) > x.c.l.s.cfg.MaxHeldBody {
+			err = errHeldTooLarge
+		}
+	case phaseRelaying:
+		c := x.c
+		if len(data) > 0 {
+			if x.chunked {
+				var mark int
+				c.out, mark = beginChunk(c.out)
+				start := len(c.out)
+				c.out, used, done, err = x.dec.decode(data, c.out)
+				x.noteTail(c.out[start:])
+				c.out = endChunk(c.out, mark)
+			} else {
+				start := len(c.out)
+				c.out, used, done, err = x.dec.decode(data, c.out)
+				x.noteTail(c.out[start:])
+			}
+			c.markDirty()
+		}
+	default:
+		return
+	}
+	up.in = up.in[:0]
+	if err != nil {
+		x.upstreamFailed(&UpstreamError{Err: err})
+		return
+	}
+	if done {
+		up.leftover = used < len(data)
+		x.upstreamComplete()
+	}
+}
+
+// noteTail remembers the last two bytes relayed (does the stream end between events?).
+func (x *Exchange) noteTail(b []byte) {
+	switch n := len(b); {
+	case n >= 2:
+		x.lastTwo = [2]byte{b[n-2], b[n-1]}
+	case n == 1:
+		x.lastTwo = [2]byte{x.lastTwo[1], b[0]}
+	}
+}
+
+// startAnswer asks the forwarder what to do with the answer whose head is head.
+func (x *Exchange) startAnswer(head []byte) {
+	h := &x.head
+	x.dec.init(h)
+	if x.fw.UpstreamHead(x, h.status) {
+		x.phase, x.relayed, x.lastTwo = phaseRelaying, true, [2]byte{}
+		c := x.c
+		c.out = x.appendAnswerHead(c.out, head)
+		switch x.dec.mode {
+		case bodyLength:
+			c.out = append(c.out, "Content-Length: "...)
+			c.out = strconv.AppendInt(c.out, int64(h.contentLength), 10)
+			c.out = append(c.out, crlf...)
+			x.chunked = false
+		case bodyNone:
+			x.chunked = false
+		default:
+			c.out = append(c.out, "Transfer-Encoding: chunked\r\n"...)
+			x.chunked = true
+		}
+		c.out = x.appendTrailerHeaders(c.out)
+		c.markDirty()
+		if x.dec.done() {
+			x.up.in = x.up.in[:0]
+			x.upstreamComplete()
+		}
+		return
+	}
+	x.phase, x.heldStatus = phaseHolding, h.status
+	x.held = append(x.held[:0], head...)
+	if x.dec.done() {
+		x.up.in = x.up.in[:0]
+		x.upstreamComplete()
+	}
+}
+
+// appendAnswerHead writes the worker's status line and its relayable headers.
+func (x *Exchange) appendAnswerHead(dst, head []byte) []byte {
+	h := &x.head
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = append(dst, h.reason.of(head)...)
+	dst = append(dst, crlf...)
+	for i := range h.nhdr {
+		name := h.headers[i].name.of(head)
+		if hopByHop(name) || x.gatewaySets(name) {
+			continue
+		}
+		dst = append(dst, name...)
+		dst = append(dst, ": "...)
+		dst = append(dst, h.headers[i].value.of(head)...)
+		dst = append(dst, crlf...)
+	}
+	return dst
+}
+
+// upstreamComplete ends an attempt whose answer has been read completely.
+func (x *Exchange) upstreamComplete() {
+	up := x.up
+	x.up = nil
+	x.c.l.timers.disarm(&x.t)
+	up.release(!x.head.close && x.dec.mode != bodyClose && !up.leftover)
+	x.resumeUpstreamFlag()
+	switch x.phase {
+	case phaseRelaying:
+		if x.chunked {
+			x.c.out = append(x.c.out, "0\r\n\r\n"...)
+		}
+		x.c.markDirty()
+		x.phase = phaseServing
+		x.fw.UpstreamDone(x, nil)
+		x.end()
+	case phaseHolding:
+		x.phase = phaseServing
+		x.fw.UpstreamDone(x, nil)
+	}
+}
+
+// upstreamFailed ends an attempt whose worker failed.
+func (x *Exchange) upstreamFailed(err error) {
+	up := x.up
+	x.up = nil
+	if up != nil {
+		up.close(nil)
+	}
+	x.resumeUpstreamFlag()
+	phase := x.phase
+	if (phase == phaseRelaying || phase == phaseHolding) && x.dec.mode == bodyClose && errors.Is(err, errEOF) {
+		// A body delimited by the connection's end is complete when the worker closes.
+		x.c.l.timers.disarm(&x.t)
+		x.phase = phaseServing
+		if phase == phaseRelaying {
+			x.c.out = append(x.c.out, "0\r\n\r\n"...)
+			x.c.markDirty()
+			x.fw.UpstreamDone(x, nil)
+			x.end()
+			return
+		}
+		x.fw.UpstreamDone(x, nil)
+		return
+	}
+	if phase == phaseWaiting && up != nil && !x.fresh && !x.retried && up.received == 0 {
+		// A pooled connection the worker had closed meanwhile: the request never reached
+		// it, so it goes again on a new connection.
+		x.retried = true
+		x.send(true)
+		return
+	}
+	x.c.l.timers.disarm(&x.t)
+	switch phase {
+	case phaseRelaying:
+		c := x.c
+		if x.chunked {
+			if tail := c.l.s.cfg.StreamFailureTail; len(tail) > 0 {
+				var mark int
+				c.out, mark = beginChunk(c.out)
+				if x.lastTwo != [2]byte{'\n', '\n'} {
+					c.out = append(c.out, "\n\n"...) // end the event the worker left unfinished
+				}
+				c.out = append(c.out, tail...)
+				c.out = endChunk(c.out, mark)
+			}
+			c.out = append(c.out, "0\r\n\r\n"...)
+		} else {
+			c.closeAfter = true
+		}
+		c.markDirty()
+		x.phase = phaseServing
+		x.fw.UpstreamDone(x, err)
+		x.end()
+	case phaseWaiting, phaseHolding:
+		x.phase = phaseServing
+		x.fw.UpstreamDone(x, err)
+	}
+}
+
+// abort ends the exchange because its client left.
+func (x *Exchange) abort(err error) {
+	switch x.phase {
+	case phaseWaiting, phaseHolding, phaseRelaying:
+		if x.up != nil {
+			x.up.close(nil) // the worker sees its request cancelled
+			x.up = nil
+		}
+		x.c.l.timers.disarm(&x.t)
+		x.phase = phaseDone
+		x.fw.UpstreamDone(x, err)
+	case phaseSleeping:
+		x.c.l.timers.disarm(&x.t)
+		x.phase = phaseDone
+		x.fw.UpstreamDone(x, err)
+	case phaseDetached:
+		x.detached.clientGone()
+	default:
+		x.phase = phaseDone
+	}
+}
+
+// pauseUpstream stops reading the worker while the client is this far behind.
+func (x *Exchange) pauseUpstream() {
+	if x.up != nil && !x.upPaused && x.phase == phaseRelaying {
+		x.upPaused = true
+		x.up.pauseReads(true)
+	}
+}
+
+func (x *Exchange) resumeUpstream() {
+	if x.upPaused {
+		x.upPaused = false
+		if x.up != nil {
+			x.up.pauseReads(false)
+		}
+	}
+}
+
+func (x *Exchange) resumeUpstreamFlag() { x.upPaused = false }
+
+// Detach hands the exchange to a goroutine, which writes the whole HTTP response (head
+// included) to the returned Stream and closes it. The request stays valid until Close.
+func (x *Exchange) Detach() *Stream {
+	if x.phase != phaseServing {
+		return nil
+	}
+	s := &Stream{x: x, l: x.c.l, limit: x.c.l.s.cfg.OutputLimit}
+	s.cond.L = &s.mu
+	x.phase, x.detached = phaseDetached, s
+	return s
+}
+
+// Stream is the answer of a detached exchange, written by a goroutine. Write blocks while
+// the client is more than the output limit behind.
+type Stream struct {
+	x      *Exchange
+	l      *loop
+	limit  int
+	mu     sync.Mutex
+	cond   sync.Cond
+	buf    []byte
+	behind int // what the client connection has not sent yet
+	posted bool
+	closed bool
+	keep   bool
+	gone   bool
+}
+
+// Write queues p for the client.
+func (s *Stream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.gone && len(s.buf)+s.behind > s.limit {
+		s.cond.Wait()
+	}
+	if s.gone {
+		return 0, ErrClientGone
+	}
+	s.buf = append(s.buf, p...)
+	s.postLocked()
+	return len(p), nil
+}
+
+// Close ends the answer; keepAlive false closes the connection after it.
+func (s *Stream) Close(keepAlive bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed, s.keep = true, keepAlive
+	s.postLocked()
+}
+
+func (s *Stream) postLocked() {
+	if !s.posted {
+		s.posted = true
+		s.l.post(s)
+	}
+}
+
+// run moves the written bytes to the client connection, on the loop.
+func (s *Stream) run() {
+	s.mu.Lock()
+	s.posted = false
+	closed, keep := s.closed, s.keep
+	buf := s.buf
+	s.buf = nil
+	s.mu.Unlock()
+	x := s.x
+	c := x.c
+	if c.state == stateClosed {
+		if closed {
+			x.detached = nil
+			c.recycle()
+		}
+		return
+	}
+	c.out = append(c.out, buf...)
+	c.markDirty()
+	s.mu.Lock()
+	if s.buf == nil {
+		s.buf = buf[:0]
+	}
+	s.behind = c.pending()
+	s.mu.Unlock()
+	if closed {
+		if !keep {
+			c.closeAfter = true
+		}
+		x.detached = nil
+		x.phase = phaseServing
+		x.end()
+	}
+}
+
+// drained tells the writer how far behind the client is.
+func (s *Stream) drained(pending int) {
+	s.mu.Lock()
+	s.behind = pending
+	if pending <= s.limit {
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
+}
+
+func (s *Stream) clientGone() {
+	s.mu.Lock()
+	s.gone = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}

@@ -1,0 +1,504 @@
+package evloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config configures the event loops.
+type Config struct {
+	// Loops is the number of event loops, each on its own goroutine. Default GOMAXPROCS.
+	Loops int
+	// MaxHeaderSize bounds a request head; a larger one gets 431. Default 64 KiB.
+	MaxHeaderSize int
+	// MaxBodySize bounds a request body; a larger one gets 413. Required.
+	MaxBodySize int
+	// ReadTimeout bounds reading one request. Default 60 s.
+	ReadTimeout time.Duration
+	// IdleTimeout closes keep-alive client connections idle this long. Default 120 s.
+	IdleTimeout time.Duration
+	// MaxConns caps client connections; past it a connection gets 503 and is closed.
+	// Default 65,536.
+	MaxConns int
+	// OutputLimit bounds what a client connection may have unsent: past it the worker's
+	// answer is no longer read until the client has taken half of it. Default 256 KiB.
+	OutputLimit int
+	// MaxHeldBody bounds an answer read whole before it is sent (Hold). Default 256 MiB.
+	MaxHeldBody int
+	// UpstreamMaxConns caps the connections to one worker address, over all loops
+	// (--max-connections-per-worker). Default 2048.
+	UpstreamMaxConns int
+	// UpstreamIdleTimeout closes idle connections to workers. Default 90 s.
+	UpstreamIdleTimeout time.Duration
+	// DialTimeout bounds connecting to a worker. Default 5 s.
+	DialTimeout time.Duration
+	// StreamFailureTail ends a relayed chunked answer whose worker failed mid-body (an SSE
+	// error event): the client gets a complete response instead of a cut connection.
+	StreamFailureTail []byte
+	// Handler serves the requests. Required.
+	Handler Handler
+	// ResolveAddr, when set, maps a Target.Addr to the address actually connected to (tests
+	// stand workers with made-up addresses on loopback ports).
+	ResolveAddr func(addr string) string
+	// OnPanic is told about a panic in a Handler or Forwarder callback (with the stack
+	// still unwinding: debug.Stack works); the connection concerned is closed.
+	OnPanic func(p any)
+}
+
+func (c *Config) fillDefaults() {
+	if c.Loops <= 0 {
+		c.Loops = runtime.GOMAXPROCS(0)
+	}
+	if c.MaxHeaderSize <= 0 {
+		c.MaxHeaderSize = 64 << 10
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 60 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 65536
+	}
+	if c.OutputLimit <= 0 {
+		c.OutputLimit = 256 << 10
+	}
+	if c.MaxHeldBody <= 0 {
+		c.MaxHeldBody = 256 << 20
+	}
+	if c.UpstreamMaxConns <= 0 {
+		c.UpstreamMaxConns = 2048
+	}
+	if c.UpstreamIdleTimeout <= 0 {
+		c.UpstreamIdleTimeout = 90 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+}
+
+// Validate reports a configuration the server cannot run with.
+func (c *Config) Validate() error {
+	switch {
+	case c.Handler == nil:
+		return errors.New("evloop: Config.Handler is required")
+	case c.MaxBodySize <= 0:
+		return errors.New("evloop: Config.MaxBodySize must be positive (--max-payload-size)")
+	}
+	return nil
+}
+
+// Server serves HTTP/1.1 on event loops.
+type Server struct {
+	cfg      Config
+	loops    []*loop
+	next     atomic.Uint32 // round-robin cursor of accepted connections
+	conns    atomic.Int64  // client connections open
+	lnfd     int
+	serving  chan struct{}
+	done     chan struct{}
+	draining atomic.Bool
+	stopOnce sync.Once
+	err      error
+	// upstreamConns counts connections per worker address over all loops.
+	upstreamMu    sync.Mutex
+	upstreamConns map[string]*atomic.Int32
+}
+
+// New returns a server; Serve starts it.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fillDefaults()
+	return &Server{cfg: cfg, lnfd: -1, serving: make(chan struct{}), done: make(chan struct{}), upstreamConns: map[string]*atomic.Int32{}}, nil
+}
+
+// Serve serves the connections of ln until Shutdown. The listener stays the caller's to
+// close; the loops accept from a duplicate of its socket.
+func (s *Server) Serve(ln net.Listener) error {
+	tl, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		return fmt.Errorf("evloop: cannot serve a %T: the event loops need a TCP listener", ln)
+	}
+	f, err := tl.File()
+	if err != nil {
+		return fmt.Errorf("evloop: cannot take the listener's socket: %w", err)
+	}
+	s.lnfd, err = unix.Dup(int(f.Fd()))
+	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("evloop: cannot duplicate the listener's socket: %w", err)
+	}
+	if err := unix.SetNonblock(s.lnfd, true); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for i := range s.cfg.Loops {
+		l, err := newLoop(s, i)
+		if err != nil {
+			for _, l := range s.loops {
+				l.closeFDs()
+			}
+			return err
+		}
+		s.loops = append(s.loops, l)
+	}
+	for _, l := range s.loops {
+		wg.Go(l.run)
+	}
+	close(s.serving)
+	wg.Wait()
+	_ = unix.Close(s.lnfd)
+	close(s.done)
+	return s.err
+}
+
+// Shutdown stops accepting connections, closes idle ones, lets every exchange in progress
+// finish (streams included) until ctx ends, then stops the loops.
+func (s *Server) Shutdown(ctx context.Context) error {
+	select {
+	case <-s.serving:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.draining.Store(true)
+	for _, l := range s.loops {
+		l.post(taskFunc(l.drain))
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+wait:
+	for s.conns.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		case <-tick.C:
+		}
+	}
+	s.stopOnce.Do(func() {
+		for _, l := range s.loops {
+			l.post(taskFunc(l.stop))
+		}
+	})
+	<-s.done
+	return err
+}
+
+// OpenConnections counts the client connections open.
+func (s *Server) OpenConnections() int64 { return s.conns.Load() }
+
+// Loops returns the number of event loops.
+func (s *Server) Loops() int { return s.cfg.Loops }
+
+// upstreamCount returns the shared connection count of a worker address.
+func (s *Server) upstreamCount(addr string) *atomic.Int32 {
+	s.upstreamMu.Lock()
+	defer s.upstreamMu.Unlock()
+	c := s.upstreamConns[addr]
+	if c == nil {
+		c = new(atomic.Int32)
+		s.upstreamConns[addr] = c
+	}
+	return c
+}
+
+// pollable is what a registered file descriptor belongs to.
+type pollable interface {
+	onEvent(events uint32)
+}
+
+// task is work posted to a loop from another goroutine.
+type task interface{ run() }
+
+type taskFunc func()
+
+func (f taskFunc) run() { f() }
+
+// soon is work a loop runs after the event at hand, so that callbacks never re-enter the
+// code that raised them.
+type soon interface{ runSoon() }
+
+// loop is one event loop: an epoll instance, the connections registered with it, their
+// timers, and the tasks other goroutines post to it. Everything but the task queue is
+// touched by the loop's goroutine only.
+type loop struct {
+	s      *Server
+	idx    int
+	epfd   int
+	evfd   int
+	events [128]unix.EpollEvent
+	fds    []pollable // by file descriptor
+	timers timerHeap
+	now    int64 // monotonic ns, refreshed once per wake-up
+	soon   []soon
+	dirty  []*clientConn // client connections with output to flush after this wake-up
+	pools  map[string]*hostPool
+	conns  int // client connections of this loop
+	free   []*clientConn
+	// sched is a lone goroutine's wake-up (a pending task): the eventfd is written once.
+	mu       sync.Mutex
+	tasks    []task
+	spare    []task
+	signaled atomic.Bool
+	stopping bool
+	drained  bool
+}
+
+var epoch = time.Now()
+
+func monotonic() int64 { return int64(time.Since(epoch)) }
+
+func newLoop(s *Server, idx int) (*loop, error) {
+	l := &loop{s: s, idx: idx, epfd: -1, evfd: -1, pools: map[string]*hostPool{}}
+	var err error
+	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)
+	}
+	if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		l.closeFDs()
+		return nil, fmt.Errorf("evloop: eventfd: %w", err)
+	}
+	if err := l.add(l.evfd, unix.EPOLLIN, wakeup{l}); err != nil {
+		l.closeFDs()
+		return nil, err
+	}
+	// Every loop accepts; EPOLLEXCLUSIVE wakes one of them per connection, which then deals
+	// the connection to the loops in turn.
+	if err := l.add(s.lnfd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, acceptor{l}); err != nil {
+		l.closeFDs()
+		return nil, err
+	}
+	l.now = monotonic()
+	return l, nil
+}
+
+func (l *loop) closeFDs() {
+	if l.evfd >= 0 {
+		_ = unix.Close(l.evfd)
+	}
+	if l.epfd >= 0 {
+		_ = unix.Close(l.epfd)
+	}
+}
+
+func (l *loop) add(fd int, events uint32, p pollable) error {
+	for fd >= len(l.fds) {
+		l.fds = append(l.fds, nil)
+	}
+	l.fds[fd] = p
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		l.fds[fd] = nil
+		return fmt.Errorf("evloop: epoll_ctl add: %w", err)
+	}
+	return nil
+}
+
+func (l *loop) mod(fd int, events uint32) {
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
+}
+
+// remove unregisters and closes fd.
+func (l *loop) remove(fd int) {
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	if fd < len(l.fds) {
+		l.fds[fd] = nil
+	}
+	_ = unix.Close(fd)
+}
+
+// post hands t to the loop from any goroutine.
+func (l *loop) post(t task) {
+	l.mu.Lock()
+	l.tasks = append(l.tasks, t)
+	l.mu.Unlock()
+	if l.signaled.CompareAndSwap(false, true) {
+		var one = [8]byte{1}
+		_, _ = unix.Write(l.evfd, one[:])
+	}
+}
+
+func (l *loop) run() {
+	for {
+		timeout := l.timers.waitMillis(l.now)
+		n, err := unix.EpollWait(l.epfd, l.events[:], timeout)
+		l.now = monotonic()
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			l.s.err = fmt.Errorf("evloop: epoll_wait: %w", err)
+			l.stop()
+		}
+		for i := range n {
+			ev := &l.events[i]
+			if fd := int(ev.Fd); fd < len(l.fds) && l.fds[fd] != nil {
+				l.dispatch(l.fds[fd], ev.Events)
+			}
+		}
+		l.timers.fire(l)
+		l.runSoon()
+		l.flush()
+		if l.stopping {
+			l.closeAll()
+			return
+		}
+	}
+}
+
+// dispatch hands an event to its connection. A panic in a handler callback costs that
+// connection, not the loop and every other connection on it.
+func (l *loop) dispatch(p pollable, events uint32) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.soon = l.soon[:0]
+			if f := l.s.cfg.OnPanic; f != nil {
+				f(r)
+			}
+			// The exchange is ended as if its client had left, so that its forwarder still
+			// settles what it holds; a second panic there is contained too.
+			func() {
+				defer func() { _ = recover() }()
+				switch c := p.(type) {
+				case *clientConn:
+					c.close(nil)
+				case *upstreamConn:
+					if x := c.x; x != nil {
+						x.c.close(nil)
+					}
+					c.close(nil)
+				}
+			}()
+		}
+	}()
+	p.onEvent(events)
+	l.runSoon()
+}
+
+func (l *loop) runSoon() {
+	for len(l.soon) > 0 {
+		s := l.soon[0]
+		copy(l.soon, l.soon[1:])
+		l.soon[len(l.soon)-1] = nil
+		l.soon = l.soon[:len(l.soon)-1]
+		s.runSoon()
+	}
+}
+
+// flush writes the output of every client connection that gained some in this wake-up: one
+// write per connection and wake-up, however many worker reads fed it.
+func (l *loop) flush() {
+	for i, c := range l.dirty {
+		c.dirty = false
+		c.flush()
+		l.dirty[i] = nil
+	}
+	l.dirty = l.dirty[:0]
+}
+
+func (l *loop) runTasks() {
+	l.signaled.Store(false)
+	l.mu.Lock()
+	tasks := l.tasks
+	l.tasks, l.spare = l.spare[:0], nil
+	l.mu.Unlock()
+	for i, t := range tasks {
+		t.run()
+		tasks[i] = nil
+		l.runSoon()
+	}
+	l.mu.Lock()
+	if l.spare == nil {
+		l.spare = tasks[:0]
+	}
+	l.mu.Unlock()
+}
+
+// wakeup is the loop's eventfd: other goroutines write it after posting a task.
+type wakeup struct{ l *loop }
+
+func (w wakeup) onEvent(uint32) {
+	var buf [8]byte
+	_, _ = unix.Read(w.l.evfd, buf[:])
+	w.l.runTasks()
+}
+
+// acceptor is the listening socket as one loop sees it.
+type acceptor struct{ l *loop }
+
+func (a acceptor) onEvent(uint32) {
+	l := a.l
+	fd, _, err := unix.Accept4(l.s.lnfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	if err != nil {
+		return // EAGAIN: another loop took it; EMFILE and the like: the next event retries
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	s := l.s
+	if s.conns.Add(1) > int64(s.cfg.MaxConns) || s.draining.Load() {
+		s.conns.Add(-1)
+		_, _ = unix.Write(fd, refusedAnswer)
+		_ = unix.Close(fd)
+		return
+	}
+	target := s.loops[int(s.next.Add(1))%len(s.loops)]
+	if target == l {
+		l.open(fd)
+		return
+	}
+	target.post(adoption{target, fd})
+}
+
+var refusedAnswer = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 56\r\nConnection: close\r\n\r\nThe gateway is at its connection limit or shutting down.")
+
+// adoption moves an accepted connection to the loop that serves it.
+type adoption struct {
+	l  *loop
+	fd int
+}
+
+func (a adoption) run() { a.l.open(a.fd) }
+
+// drain stops accepting and closes idle connections; busy ones close after their answer.
+func (l *loop) drain() {
+	if l.drained {
+		return
+	}
+	l.drained = true
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, l.s.lnfd, nil)
+	for _, p := range l.fds {
+		if c, ok := p.(*clientConn); ok && c.state == stateIdle && len(c.in) == 0 {
+			c.close(nil)
+		}
+	}
+}
+
+func (l *loop) stop() { l.stopping = true }
+
+// closeAll closes every connection when the loop stops.
+func (l *loop) closeAll() {
+	for _, p := range l.fds {
+		switch c := p.(type) {
+		case *clientConn:
+			c.close(ErrShutdown)
+		case *upstreamConn:
+			c.close(ErrShutdown)
+		}
+	}
+	l.runSoon()
+	l.closeFDs()
+}
+
+// ErrShutdown ends the exchanges still running when the server stops.
+var ErrShutdown = errors.New("the gateway is shutting down")

@@ -1,0 +1,314 @@
+package evloop
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// hostPool is one loop's connections to one worker address: the idle ones, newest last.
+type hostPool struct {
+	l     *loop
+	addr  string
+	sa    unix.Sockaddr
+	err   error // the address could not be resolved
+	idle  []*upstreamConn
+	count *atomic.Int32 // connections to addr over all loops
+}
+
+// Timer kinds of an upstream connection.
+const (
+	timerConnect = iota
+	timerUpIdle
+)
+
+// upstreamConn is one connection to a worker, owned by a loop.
+type upstreamConn struct {
+	pool       *hostPool
+	fd         int
+	in         []byte
+	out        []byte
+	sent       int
+	x          *Exchange // the attempt it carries; nil while idle
+	connecting bool
+	paused     bool
+	events     uint32
+	received   int  // bytes received for the current attempt
+	leftover   bool // bytes after the answer: the connection cannot be reused
+	closed     bool
+	t          timer
+}
+
+const upstreamIn = 64 << 10
+
+// upstream returns an idle connection to addr, or a new one (always new when fresh).
+func (l *loop) upstream(addr string, fresh bool) (*upstreamConn, bool, error) {
+	p := l.pools[addr]
+	if p == nil {
+		p = l.newPool(addr)
+	}
+	if p.err != nil {
+		return nil, false, &UpstreamError{Err: p.err, Dial: true}
+	}
+	if !fresh {
+		for n := len(p.idle); n > 0; n = len(p.idle) {
+			u := p.idle[n-1]
+			p.idle[n-1] = nil
+			p.idle = p.idle[:n-1]
+			if !u.closed {
+				l.timers.disarm(&u.t)
+				return u, false, nil
+			}
+		}
+	}
+	if p.count.Add(1) > int32(l.s.cfg.UpstreamMaxConns) {
+		p.count.Add(-1)
+		return nil, false, &UpstreamError{Err: errNoFreeConns}
+	}
+	u, err := l.dial(p)
+	if err != nil {
+		p.count.Add(-1)
+		return nil, false, &UpstreamError{Err: err, Dial: true}
+	}
+	return u, true, nil
+}
+
+// newPool resolves addr once per loop: an IP literal at once, a host name with the resolver
+// (which blocks this loop for the lookup, once).
+func (l *loop) newPool(addr string) *hostPool {
+	p := &hostPool{l: l, addr: addr, count: l.s.upstreamCount(addr)}
+	l.pools[addr] = p
+	if f := l.s.cfg.ResolveAddr; f != nil {
+		addr = f(addr)
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		host, port, serr := net.SplitHostPort(addr)
+		if serr != nil {
+			p.err = serr
+			return p
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.DialTimeout)
+		defer cancel()
+		ips, rerr := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		if rerr != nil || len(ips) == 0 {
+			p.err = rerr
+			if p.err == nil {
+				p.err = &net.DNSError{Err: "no addresses", Name: host}
+			}
+			return p
+		}
+		if ap, err = netip.ParseAddrPort(net.JoinHostPort(ips[0].Unmap().String(), port)); err != nil {
+			p.err = err
+			return p
+		}
+	}
+	if a := ap.Addr().Unmap(); a.Is4() {
+		p.sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
+	} else {
+		p.sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	}
+	return p
+}
+
+// dial starts a non-blocking connect; the request waits in out until it completes.
+func (l *loop) dial(p *hostPool) (*upstreamConn, error) {
+	domain := unix.AF_INET
+	if _, ok := p.sa.(*unix.SockaddrInet6); ok {
+		domain = unix.AF_INET6
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	u := &upstreamConn{pool: p, fd: fd}
+	u.t = timer{idx: -1, owner: u}
+	err = unix.Connect(fd, p.sa)
+	switch err {
+	case nil:
+		u.events = baseEvents
+	case unix.EINPROGRESS:
+		u.connecting, u.events = true, baseEvents|writeEvents
+		l.timers.arm(&u.t, l.now+int64(l.s.cfg.DialTimeout), timerConnect)
+	default:
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	if err := l.add(fd, u.events, u); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	if cap(u.in) == 0 {
+		u.in = make([]byte, 0, upstreamIn)
+	}
+	return u, nil
+}
+
+// send writes an attempt's request: head and body in one write when they fit a buffer copy.
+func (u *upstreamConn) send(head, body []byte) {
+	u.received, u.leftover = 0, false
+	u.out = append(u.out[:0], head...)
+	u.out = append(u.out, body...)
+	u.sent = 0
+	if !u.connecting {
+		u.flush()
+	}
+}
+
+func (u *upstreamConn) flush() {
+	if len(u.out) > u.sent {
+		n, err := unix.Write(u.fd, u.out[u.sent:])
+		if err != nil && err != unix.EAGAIN && err != unix.EINTR {
+			u.fail(&UpstreamError{Err: err})
+			return
+		}
+		if n > 0 {
+			u.sent += n
+		}
+	}
+	if len(u.out) == u.sent {
+		u.out, u.sent = u.out[:0], 0
+	}
+	u.setEvents()
+}
+
+func (u *upstreamConn) setEvents() {
+	ev := uint32(unix.EPOLLRDHUP)
+	if !u.paused {
+		ev |= readEvents
+	}
+	if u.connecting || len(u.out) > u.sent {
+		ev |= writeEvents
+	}
+	if ev != u.events {
+		u.events = ev
+		u.pool.l.mod(u.fd, ev)
+	}
+}
+
+func (u *upstreamConn) pauseReads(paused bool) {
+	if u.paused != paused && !u.closed {
+		u.paused = paused
+		u.setEvents()
+	}
+}
+
+func (u *upstreamConn) onEvent(ev uint32) {
+	if u.closed {
+		return
+	}
+	if u.connecting {
+		if ev&(writeEvents|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
+			return
+		}
+		u.connecting = false
+		u.pool.l.timers.disarm(&u.t)
+		if errno, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || errno != 0 {
+			if err == nil {
+				err = unix.Errno(errno)
+			}
+			u.fail(&UpstreamError{Err: err, Dial: true})
+			return
+		}
+		u.flush()
+		return
+	}
+	if ev&writeEvents != 0 {
+		u.flush()
+		if u.closed {
+			return
+		}
+	}
+	if ev&(readEvents|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		u.read()
+	}
+}
+
+func (u *upstreamConn) onTimer(kind uint8) {
+	switch kind {
+	case timerConnect:
+		if u.connecting {
+			u.fail(&UpstreamError{Err: errDialTimeout, Dial: true})
+		}
+	case timerUpIdle:
+		if u.x == nil {
+			u.close(nil)
+		}
+	}
+}
+
+// read reads once and hands the bytes to the attempt.
+func (u *upstreamConn) read() {
+	if u.x == nil {
+		// An idle connection is readable only when the worker closed it (or misbehaves).
+		var probe [64]byte
+		if n, err := unix.Read(u.fd, probe[:]); err == unix.EAGAIN && n <= 0 {
+			return
+		}
+		u.close(nil)
+		return
+	}
+	if len(u.in) == cap(u.in) {
+		u.in = grow(u.in, 2*cap(u.in))
+	}
+	n, err := unix.Read(u.fd, u.in[len(u.in):cap(u.in)])
+	if err != nil {
+		if err == unix.EAGAIN || err == unix.EINTR {
+			return
+		}
+		u.fail(&UpstreamError{Err: err})
+		return
+	}
+	if n == 0 {
+		u.fail(&UpstreamError{Err: errEOF})
+		return
+	}
+	u.received += n
+	u.in = u.in[:len(u.in)+n]
+	u.x.onUpstreamData(u)
+}
+
+// fail ends the connection's attempt with err, or closes an idle connection.
+func (u *upstreamConn) fail(err error) {
+	if x := u.x; x != nil && x.up == u {
+		x.upstreamFailed(err)
+		return
+	}
+	u.close(nil)
+}
+
+// release returns the connection to its pool after an answer, or closes it.
+func (u *upstreamConn) release(reusable bool) {
+	u.x = nil
+	if !reusable || u.closed || u.pool.l.drained {
+		u.close(nil)
+		return
+	}
+	if u.paused {
+		u.paused = false
+		u.setEvents()
+	}
+	u.in = u.in[:0]
+	p := u.pool
+	p.idle = append(p.idle, u)
+	l := p.l
+	l.timers.arm(&u.t, l.now+int64(l.s.cfg.UpstreamIdleTimeout), timerUpIdle)
+}
+
+// close closes the connection; an attempt it carried has been told by its caller.
+func (u *upstreamConn) close(error) {
+	if u.closed {
+		return
+	}
+	u.closed = true
+	u.x = nil
+	l := u.pool.l
+	l.timers.disarm(&u.t)
+	l.remove(u.fd)
+	u.fd = -1
+	u.pool.count.Add(-1)
+}
