@@ -46,6 +46,7 @@ type clientConn struct {
 	resuming   bool // queued to parse a pipelined request
 	t          timer
 	scratch    []byte // decoded chunked request body
+	reserved   int    // bytes of in taken from Config.Reserve
 	x          Exchange
 }
 
@@ -119,7 +120,19 @@ func (c *clientConn) read() {
 			c.reject(errBodyTooLarge)
 			return
 		}
-		c.in = grow(c.in, min(max(2*cap(c.in), initialIn), limit))
+		size := min(max(2*cap(c.in), initialIn), limit)
+		if need := c.x.req.need; need > cap(c.in) && c.state == stateIdle {
+			size = min(size, need) // the head declared the length: no more than that
+		}
+		if cfg.Reserve != nil && size > initialIn {
+			delta := size - max(cap(c.in), initialIn)
+			if !cfg.Reserve(delta) {
+				c.reject(errBodyMemory)
+				return
+			}
+			c.reserved += delta
+		}
+		c.in = grow(c.in, size)
 	}
 	n, err := unix.Read(c.fd, c.in[len(c.in):cap(c.in)])
 	if err != nil {
@@ -323,6 +336,10 @@ func (c *clientConn) close(err error) {
 // recycle returns a closed connection to its loop's free list.
 func (c *clientConn) recycle() {
 	c.in, c.out, c.sent, c.reqLen = c.in[:0], c.out[:0], 0, 0
+	if c.reserved > 0 {
+		c.l.s.cfg.Release(c.reserved)
+		c.reserved = 0
+	}
 	if cap(c.in) > 64<<10 {
 		c.in = nil
 	}

@@ -44,6 +44,9 @@ type Target struct {
 	RequestID []byte
 	// Body replaces the client's body when set (the PD handover).
 	Body []byte
+	// HeaderName, when set, is a header whose value HeaderValue replaces the client's.
+	HeaderName  string
+	HeaderValue []byte
 }
 
 // UpstreamError is a failed attempt: the worker could not be reached, broke the connection,
@@ -326,7 +329,7 @@ func (x *Exchange) appendForwardHead(dst []byte) []byte {
 	dst = append(dst, crlf...)
 	for i := range r.nhdr {
 		name := r.headers[i].name.of(r.buf)
-		if skipForwarded(name, t) {
+		if skipForwarded(name, t) || (t.HeaderName != "" && foldEqual(name, t.HeaderName)) {
 			continue
 		}
 		dst = append(dst, name...)
@@ -349,6 +352,12 @@ func (x *Exchange) appendForwardHead(dst []byte) []byte {
 	if t.Auth != nil {
 		dst = append(dst, "Authorization: "...)
 		dst = append(dst, t.Auth...)
+		dst = append(dst, crlf...)
+	}
+	if t.HeaderName != "" {
+		dst = append(dst, t.HeaderName...)
+		dst = append(dst, ": "...)
+		dst = append(dst, t.HeaderValue...)
 		dst = append(dst, crlf...)
 	}
 	return append(dst, crlf...)
@@ -639,7 +648,7 @@ func (x *Exchange) Detach() *Stream {
 	if x.phase != phaseServing {
 		return nil
 	}
-	s := &Stream{x: x, l: x.c.l, limit: x.c.l.s.cfg.OutputLimit}
+	s := &Stream{x: x, l: x.c.l, limit: x.c.l.s.cfg.OutputLimit, left: make(chan struct{})}
 	s.cond.L = &s.mu
 	x.phase, x.detached = phaseDetached, s
 	return s
@@ -659,7 +668,11 @@ type Stream struct {
 	closed bool
 	keep   bool
 	gone   bool
+	left   chan struct{} // closed when the client leaves
 }
+
+// Left is closed when the client has left: nothing written reaches it any more.
+func (s *Stream) Left() <-chan struct{} { return s.left }
 
 // Write queues p for the client.
 func (s *Stream) Write(p []byte) (int, error) {
@@ -738,6 +751,9 @@ func (s *Stream) drained(pending int) {
 
 func (s *Stream) clientGone() {
 	s.mu.Lock()
+	if !s.gone {
+		close(s.left)
+	}
 	s.gone = true
 	s.cond.Broadcast()
 	s.mu.Unlock()

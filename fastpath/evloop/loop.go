@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -46,6 +47,11 @@ type Config struct {
 	StreamFailureTail []byte
 	// Handler serves the requests. Required.
 	Handler Handler
+	// Reserve and Release, when set, account the memory of request buffers past their
+	// first 4 KiB against a budget shared with the caller: a request whose buffer cannot
+	// grow gets 503 (Handler.Reject) and its connection closes.
+	Reserve func(n int) bool
+	Release func(n int)
 	// ResolveAddr, when set, maps a Target.Addr to the address actually connected to (tests
 	// stand workers with made-up addresses on loopback ports).
 	ResolveAddr func(addr string) string
@@ -235,19 +241,26 @@ type soon interface{ runSoon() }
 // timers, and the tasks other goroutines post to it. Everything but the task queue is
 // touched by the loop's goroutine only.
 type loop struct {
-	s      *Server
-	idx    int
-	epfd   int
-	evfd   int
-	events [128]unix.EpollEvent
-	fds    []pollable // by file descriptor
-	timers timerHeap
-	now    int64 // monotonic ns, refreshed once per wake-up
-	soon   []soon
-	dirty  []*clientConn // client connections with output to flush after this wake-up
-	pools  map[string]*hostPool
-	conns  int // client connections of this loop
-	free   []*clientConn
+	s    *Server
+	idx  int
+	epfd int
+	evfd int
+	// poll is epfd as a file of Go's netpoller, where the loop parks (wait).
+	poll        *os.File
+	pollRaw     syscall.RawConn
+	parkedUntil time.Time
+	pollFn      func(uintptr) bool // l.pollOnce
+	polled      int
+	pollErr     error
+	events      [128]unix.EpollEvent
+	fds         []pollable // by file descriptor
+	timers      timerHeap
+	now         int64 // monotonic ns, refreshed once per wake-up
+	soon        []soon
+	dirty       []*clientConn // client connections with output to flush after this wake-up
+	pools       map[string]*hostPool
+	conns       int // client connections of this loop
+	free        []*clientConn
 	// sched is a lone goroutine's wake-up (a pending task): the eventfd is written once.
 	mu       sync.Mutex
 	tasks    []task
@@ -266,6 +279,17 @@ func newLoop(s *Server, idx int) (*loop, error) {
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)
+	}
+	// Non-blocking, so that os.NewFile registers it with Go's netpoller (wait).
+	if err := unix.SetNonblock(l.epfd, true); err != nil {
+		_ = unix.Close(l.epfd)
+		return nil, fmt.Errorf("evloop: epoll descriptor: %w", err)
+	}
+	l.poll = os.NewFile(uintptr(l.epfd), "evloop-epoll")
+	l.pollFn = l.pollOnce
+	if l.pollRaw, err = l.poll.SyscallConn(); err != nil {
+		_ = l.poll.Close()
+		return nil, fmt.Errorf("evloop: epoll descriptor: %w", err)
 	}
 	if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		l.closeFDs()
@@ -289,8 +313,8 @@ func (l *loop) closeFDs() {
 	if l.evfd >= 0 {
 		_ = unix.Close(l.evfd)
 	}
-	if l.epfd >= 0 {
-		_ = unix.Close(l.epfd)
+	if l.poll != nil {
+		_ = l.poll.Close() // closes epfd
 	}
 }
 
@@ -334,10 +358,9 @@ func (l *loop) post(t task) {
 
 func (l *loop) run() {
 	for {
-		timeout := l.timers.waitMillis(l.now)
-		n, err := unix.EpollWait(l.epfd, l.events[:], timeout)
+		n, err := l.wait()
 		l.now = monotonic()
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		if err != nil {
 			l.s.err = fmt.Errorf("evloop: epoll_wait: %w", err)
 			l.stop()
 		}
@@ -355,6 +378,43 @@ func (l *loop) run() {
 			return
 		}
 	}
+}
+
+// wait returns the loop's next events, waiting for them or for the next timer. The loop
+// never blocks in epoll_wait itself: a goroutine blocked in a system call has its P taken
+// away by the runtime's sysmon after 10 ms, which then wakes threads (futex) and polls
+// (nanosleep) thousands of times a second. Instead epoll_wait is called without a timeout,
+// and when it finds nothing the goroutine parks in Go's netpoller on the epoll descriptor
+// itself (an epoll instance is readable while it has events), with the next timer as the
+// read deadline.
+func (l *loop) wait() (int, error) {
+	n, err := unix.EpollWait(l.epfd, l.events[:], 0)
+	if n > 0 || (err != nil && err != unix.EINTR) {
+		return max(n, 0), err
+	}
+	var deadline time.Time
+	if len(l.timers) > 0 {
+		deadline = epoch.Add(time.Duration(l.timers[0].at))
+	}
+	if deadline != l.parkedUntil {
+		_ = l.poll.SetReadDeadline(deadline)
+		l.parkedUntil = deadline
+	}
+	l.polled, l.pollErr = 0, nil
+	rerr := l.pollRaw.Read(l.pollFn)
+	if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
+		return 0, rerr
+	}
+	if l.pollErr == unix.EINTR {
+		l.pollErr = nil
+	}
+	return max(l.polled, 0), l.pollErr
+}
+
+// pollOnce is the read function of wait's park (a method value made once: no allocation).
+func (l *loop) pollOnce(uintptr) bool {
+	l.polled, l.pollErr = unix.EpollWait(l.epfd, l.events[:], 0)
+	return l.polled > 0 || (l.pollErr != nil && l.pollErr != unix.EINTR)
 }
 
 // dispatch hands an event to its connection. A panic in a handler callback costs that

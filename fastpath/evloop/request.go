@@ -30,6 +30,8 @@ type Request struct {
 	expectContinue bool
 	chunked        bool
 	contentLength  int
+	// need is the request's whole size once its head says (Content-Length); 0 before.
+	need int
 }
 
 // Method is the request method.
@@ -82,6 +84,7 @@ var (
 	errBadLength      = &ParseError{400, "malformed or conflicting Content-Length"}
 	errBadChunk       = &ParseError{400, "malformed chunked body"}
 	errBadEncoding    = &ParseError{501, "unsupported Transfer-Encoding (only chunked)"}
+	errBodyMemory     = &ParseError{503, "request body memory exhausted"}
 )
 
 var (
@@ -164,6 +167,7 @@ func parseRequest(buf []byte, r *Request, scratch *[]byte, maxHead, maxBody int)
 	if r.contentLength > maxBody {
 		return 0, errBodyTooLarge
 	}
+	r.need = bodyStart + r.contentLength
 	if len(buf)-bodyStart < r.contentLength {
 		return 0, nil
 	}
