@@ -116,6 +116,30 @@ func (a *admission) admit() (apiError, bool) {
 	}
 }
 
+// Outcomes of tryAdmit.
+const (
+	admitted = iota
+	admitRefused
+	admitMustQueue
+)
+
+// tryAdmit is admit for a caller that cannot wait (an event loop): the request is admitted,
+// refused (the error to answer), or must queue, in which case nothing was taken (its rate
+// credit is handed back) and the caller hands it to a goroutine that calls admit.
+func (a *admission) tryAdmit() (apiError, int) {
+	if a.interval > 0 && !a.allowRate() {
+		return errRateLimited, admitRefused
+	}
+	if a.limit <= 0 || a.active.Add(1) <= a.limit {
+		return apiError{}, admitted
+	}
+	a.active.Add(-1)
+	if a.interval > 0 {
+		a.tat.Add(-a.interval)
+	}
+	return apiError{}, admitMustQueue
+}
+
 // release frees a slot and wakes one waiter, if any.
 func (a *admission) release() {
 	if a.limit <= 0 {

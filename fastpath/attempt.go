@@ -57,13 +57,30 @@ func (a *attempt) begin(s *Server, req *policy.Request) (apiError, bool) {
 	if e, ok := s.adm.admit(); !ok {
 		return e, false
 	}
+	a.start(s, req)
+	return apiError{}, true
+}
+
+// start readies an admitted request's attempt: its deadline and its routing key.
+func (a *attempt) start(s *Server, req *policy.Request) {
 	*a = attempt{s: s, req: req, admitted: true, deadline: time.Now().Add(s.cfg.RequestTimeout)}
 	if s.cfg.KeyLoads != nil {
 		if h, ok := policy.StickyKeyHash(req, s.cfg.RoutingKeyOverride); ok {
 			a.keys, a.key = s.cfg.KeyLoads, h
 		}
 	}
-	return apiError{}, true
+}
+
+// tryBegin is begin for a data plane that cannot wait (an event loop): the request is
+// admitted (then the caller must call end exactly once), refused (the error to answer), or
+// must queue for a slot: nothing is taken then, and the caller hands the request to a
+// goroutine that calls begin.
+func (a *attempt) tryBegin(s *Server, req *policy.Request) (apiError, int) {
+	e, st := s.adm.tryAdmit()
+	if st == admitted {
+		a.start(s, req)
+	}
+	return e, st
 }
 
 // end closes the request: what a leg still holds is abandoned (the request ended without an

@@ -51,7 +51,7 @@ func TestConnectionFloodIsRefusedClearly(t *testing.T) {
 		_, _ = io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 100\r\n\r\n{")
 		held = append(held, c)
 	}
-	testutil.Eventually(t, "the server serving both connections", func() bool { return g.srv.srv.GetOpenConnectionsCount() == 2 })
+	testutil.Eventually(t, "the server serving both connections", func() bool { return g.srv.openConnections() == 2 })
 	c, err := g.ln.Dial()
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,13 @@ type Config struct {
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// DataPlane serves the generation routes with fasthttp (DataPlaneFastHTTP, the default)
+	// or from event loops (DataPlaneEvloop) (--data-plane).
+	DataPlane string
+	// MaxConnsPerWorker caps the event loops' connections to one worker
+	// (--max-connections-per-worker; the fasthttp plane's is in worker.ClientOptions).
+	// Default 2048.
+	MaxConnsPerWorker int
 }
 
 // fillDefaults replaces zero values with defaults.
@@ -113,6 +120,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.DataPlane == "" {
+		c.DataPlane = DataPlaneFastHTTP
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()
@@ -145,6 +155,11 @@ func (c *Config) Validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("--request-timeout-secs: must be positive")
+	}
+	switch c.DataPlane {
+	case "", DataPlaneFastHTTP, DataPlaneEvloop:
+	default:
+		return fmt.Errorf("--data-plane %q: must be %s or %s", c.DataPlane, DataPlaneFastHTTP, DataPlaneEvloop)
 	}
 	if err := c.Retry.Validate(); err != nil {
 		return err

@@ -44,13 +44,16 @@ func writeError(ctx *fasthttp.RequestCtx, e apiError, message string) {
 	resp.SetStatusCode(e.status)
 	resp.Header.SetContentType("application/json")
 	resp.Header.Set(headerErrorCode, e.code)
-	b := make([]byte, 0, 96+len(message))
-	b = append(b, `{"error":{"message":`...)
-	b = jsonx.AppendString(b, message)
-	b = append(b, `,"type":"`...)
-	b = append(b, e.typ...)
-	b = append(b, `","code":"`...)
-	b = append(b, e.code...)
-	b = append(b, `","param":null}}`...)
-	resp.SetBodyRaw(b)
+	resp.SetBodyRaw(appendErrorBody(make([]byte, 0, 96+len(message)), e, message))
+}
+
+// appendErrorBody appends e's OpenAI envelope with message to dst.
+func appendErrorBody(dst []byte, e apiError, message string) []byte {
+	dst = append(dst, `{"error":{"message":`...)
+	dst = jsonx.AppendString(dst, message)
+	dst = append(dst, `,"type":"`...)
+	dst = append(dst, e.typ...)
+	dst = append(dst, `","code":"`...)
+	dst = append(dst, e.code...)
+	return append(dst, `","param":null}}`...)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -18,12 +19,44 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
+// testPlane is the data plane the package's tests run against: fasthttp unless the
+// environment says SMG_TEST_DATA_PLANE=evloop (the event loops need real sockets, so the
+// gateway and the fake workers then listen on loopback instead of in memory).
+var testPlane = func() string {
+	if p := os.Getenv("SMG_TEST_DATA_PLANE"); p != "" {
+		return p
+	}
+	return DataPlaneFastHTTP
+}()
+
+// dialListener is a listener a test can dial: in memory, or a loopback TCP listener.
+type dialListener interface {
+	net.Listener
+	Dial() (net.Conn, error)
+}
+
+type tcpListener struct{ *net.TCPListener }
+
+func (l tcpListener) Dial() (net.Conn, error) { return net.Dial("tcp", l.Addr().String()) }
+
+// newTestListener returns a listener for the test's data plane.
+func newTestListener(t testing.TB) dialListener {
+	if testPlane == DataPlaneEvloop {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tcpListener{ln.(*net.TCPListener)}
+	}
+	return fasthttputil.NewInmemoryListener()
+}
+
 // fakeWorker is an in-memory engine: a fasthttp server on an InmemoryListener that answers
 // chat completions with a fixed JSON body or, for "stream":true, with SSE events paced by
 // the test through the events channel.
 type fakeWorker struct {
 	name   string
-	ln     *fasthttputil.InmemoryListener
+	ln     dialListener
 	srv    *fasthttp.Server
 	events chan string // each value is sent as one SSE event; closing ends the stream
 	served chan struct{}
@@ -36,7 +69,7 @@ type fakeWorker struct {
 var okBody = []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 
 func newFakeWorker(t testing.TB, name string, status int) *fakeWorker {
-	fw := &fakeWorker{name: name, ln: fasthttputil.NewInmemoryListener(), events: make(chan string), served: make(chan struct{}, 1024), closed: make(chan struct{}, 16)}
+	fw := &fakeWorker{name: name, ln: newTestListener(t), events: make(chan string), served: make(chan struct{}, 1024), closed: make(chan struct{}, 16)}
 	fw.srv = &fasthttp.Server{ReadBufferSize: 128 << 10, Handler: func(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("X-Mock-Worker-Id", fw.name)
 		ctx.Response.Header.SetBytesV("X-Seen-Request-Id", ctx.Request.Header.Peek("X-Request-Id"))
@@ -95,7 +128,7 @@ type gateway struct {
 	t      testing.TB
 	reg    *worker.Registry
 	srv    *Server
-	ln     *fasthttputil.InmemoryListener
+	ln     dialListener
 	client *fasthttp.HostClient
 	fakes  map[string]*fakeWorker // by worker host:port
 }
@@ -139,16 +172,29 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 		t.Fatal(err)
 	}
 	g.reg.Subscribe(router.Update)
+	if cfg.DataPlane == "" {
+		cfg.DataPlane = testPlane
+	}
 	g.srv, err = New(cfg, g.reg, router)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.srv.DiscoverModels = nil
+	g.srv.resolveUpstream = g.resolve
 	addWorkers()
-	g.ln = fasthttputil.NewInmemoryListener()
+	g.ln = newTestListener(t)
 	go func() { _ = g.srv.Serve(g.ln) }()
 	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()); _ = g.ln.Close() })
 	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
+}
+
+// resolve maps a fake worker's made-up address to where it listens (the event loops connect
+// by address; the fasthttp plane dials through the registry's Dial instead).
+func (g *gateway) resolve(addr string) string {
+	if f := g.fakes[addr]; f != nil {
+		return f.ln.Addr().String()
+	}
+	return "127.0.0.1:1" // nothing listens: connection refused
 }
 
 func (g *gateway) addWorker(url, model string) *worker.Worker {

@@ -14,6 +14,17 @@ import (
 // where it can (clientLeft: a real socket); elsewhere (in-memory connections, TLS) it sleeps.
 func pause(ctx *fasthttp.RequestCtx, d time.Duration) bool {
 	end := time.Now().Add(d)
+	if b, ok := ctx.Conn().(*bridgeConn); ok { // a request the event loops handed over
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-b.st.Left():
+			ctx.SetConnectionClose()
+			return false
+		case <-t.C:
+			return true
+		}
+	}
 	if left, watched := clientLeft(ctx, end); left {
 		ctx.SetConnectionClose()
 		return false

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
@@ -20,7 +19,7 @@ import (
 // pdFake is an in-memory PD engine that records the bodies it receives and answers with
 // whatever answer returns.
 type pdFake struct {
-	ln     *fasthttputil.InmemoryListener
+	ln     dialListener
 	srv    *fasthttp.Server
 	mu     sync.Mutex
 	bodies []map[string]any
@@ -28,7 +27,7 @@ type pdFake struct {
 }
 
 func newPDFake(t testing.TB, answer func(map[string]any, *fasthttp.RequestCtx)) *pdFake {
-	f := &pdFake{ln: fasthttputil.NewInmemoryListener(), answer: answer}
+	f := &pdFake{ln: newTestListener(t), answer: answer}
 	f.srv = &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 		if answer == nil { // allocation-free: a fixed answer, nothing recorded
 			ctx.SetContentType("application/json")

@@ -80,7 +80,7 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 		s.fail(ctx, route, errInvalidRequest, err.Error())
 		return
 	}
-	s.fillRequest(ctx, x)
+	s.fillRequest(&ctx.Request.Header, x)
 
 	tab := s.router.Current()
 	var rt, prefill *policy.Route
@@ -125,9 +125,11 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 	}
 }
 
+// headerSource reads a request header: fasthttp's request header, or an event loop's request.
+type headerSource interface{ Peek(key string) []byte }
+
 // fillRequest builds the policy's view of the request from the extracted fields and headers.
-func (s *Server) fillRequest(ctx *fasthttp.RequestCtx, x *exchange) {
-	h := &ctx.Request.Header
+func (s *Server) fillRequest(h headerSource, x *exchange) {
 	r := &x.req
 	r.Model = x.fields.Model
 	r.Text = x.fields.Text

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker/breaker"
@@ -345,7 +344,7 @@ func FuzzParseRoutingTokens(f *testing.F) {
 
 func TestWorkerDeathMidStreamEndsWithAnErrorEvent(t *testing.T) {
 	g := newGateway(t, "round_robin", Config{})
-	ln := fasthttputil.NewInmemoryListener()
+	ln := newTestListener(t)
 	defer ln.Close()
 	go func() { // a worker that sends one event and dies
 		c, err := ln.Accept()

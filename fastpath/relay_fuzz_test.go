@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/smg-go/smg/internal/testutil"
 )
@@ -26,7 +25,7 @@ type rawStreamWorker struct {
 
 func newRawStreamWorker(t testing.TB) (*rawStreamWorker, *fakeWorker) {
 	rw := &rawStreamWorker{}
-	fw := &fakeWorker{name: "raw", ln: fasthttputil.NewInmemoryListener()}
+	fw := &fakeWorker{name: "raw", ln: newTestListener(t)}
 	fw.srv = &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 		v, ok := rw.cases.Load(string(ctx.Request.Header.Peek("X-Fuzz-Case")))
 		if !ok {

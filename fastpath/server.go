@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/fastpath/extract"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -21,18 +22,22 @@ import (
 
 // Server is the gateway's HTTP front end.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	reg      *worker.Registry
-	router   *policy.Router
-	srv      *fasthttp.Server
-	m        *httpMetrics
-	adm      *admission
-	bodies   bodyBudget
-	hopID    []byte                      // this gateway's id in X-SMG-Hop (loops.go)
-	listen   atomic.Pointer[net.TCPAddr] // the address Serve listens on
-	draining atomic.Bool
-	started  time.Time
+	cfg    Config
+	log    *slog.Logger
+	reg    *worker.Registry
+	router *policy.Router
+	srv    *fasthttp.Server
+	loops  *evloop.Server // the event loops of DataPlaneEvloop; nil with fasthttp
+	// resolveUpstream maps worker addresses for the event loops (tests); nil: none.
+	resolveUpstream func(string) string
+	loopsReady      chan struct{} // closed once Serve has built s.loops
+	m               *httpMetrics
+	adm             *admission
+	bodies          bodyBudget
+	hopID           []byte                      // this gateway's id in X-SMG-Hop (loops.go)
+	listen          atomic.Pointer[net.TCPAddr] // the address Serve listens on
+	draining        atomic.Bool
+	started         time.Time
 
 	meshStatus atomic.Pointer[func() []byte]
 	// logDecisions is set when the logger takes debug records: every routing decision is then
@@ -93,6 +98,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		HeaderReceived:        s.headerReceived,
 		Logger:                fasthttpLogger{cfg.Logger},
 	}
+	s.loopsReady = make(chan struct{})
 	return s, nil
 }
 
@@ -111,16 +117,35 @@ func (s *Server) Addr() string {
 	return net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port))
 }
 
-// Serve serves connections from ln until Shutdown.
+// Serve serves connections from ln until Shutdown. With DataPlaneEvloop, ln must be a TCP
+// listener.
 func (s *Server) Serve(ln net.Listener) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.listen.Store(a)
+	}
+	if s.cfg.DataPlane == DataPlaneEvloop {
+		loops, err := s.startLoops()
+		if err != nil {
+			return err
+		}
+		s.loops = loops
+		close(s.loopsReady)
+		return loops.Serve(ln)
 	}
 	err := s.srv.Serve(ln)
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
 	return err
+}
+
+// openConnections counts the client connections being served.
+func (s *Server) openConnections() int {
+	if s.cfg.DataPlane == DataPlaneEvloop {
+		<-s.loopsReady
+		return int(s.loops.OpenConnections())
+	}
+	return int(s.srv.GetOpenConnectionsCount())
 }
 
 // Drain makes readiness answer 503 "draining" so load balancers stop sending; requests keep
@@ -134,6 +159,14 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // streams included, to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Drain()
+	if s.cfg.DataPlane == DataPlaneEvloop {
+		select {
+		case <-s.loopsReady:
+			return s.loops.Shutdown(ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return s.srv.ShutdownWithContext(ctx)
 }
 

@@ -209,6 +209,7 @@ func serve(o options, log *slog.Logger) error {
 	g.Metrics, g.Logger = set, log
 	g.KeyLoads, g.RoutingKeyOverride = pc.KeyLoads, pc.RoutingKeyOverride
 	g.InitialStatus = o.health.InitialStatus
+	g.MaxConnsPerWorker = o.maxConnsPerWorker
 	g.ValidateSpec = func(s *worker.Spec) error {
 		if o.pd.enabled && s.WorkerType != worker.TypePrefill && s.WorkerType != worker.TypeDecode {
 			return fmt.Errorf("the gateway runs in PD mode (--pd-disaggregation): register the worker with \"worker_type\": \"prefill\" or \"decode\"")

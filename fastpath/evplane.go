@@ -1,0 +1,422 @@
+package fastpath
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/fastpath/evloop"
+	"github.com/smg-go/smg/fastpath/extract"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// Data planes (--data-plane).
+const (
+	// DataPlaneFastHTTP serves every route with fasthttp, a goroutine per connection.
+	DataPlaneFastHTTP = "fasthttp"
+	// DataPlaneEvloop serves the regular generation routes from event loops (fastpath/evloop)
+	// and hands every other request to the fasthttp handler on a goroutine.
+	DataPlaneEvloop = "evloop"
+)
+
+// loopPlane is the gateway's evloop.Handler. Regular (non-PD) generation requests to plain
+// HTTP workers run on the loop, with no goroutine and no allocation in steady state; every
+// other request (the worker API, probes, /v1/models, PD, a request that must queue for
+// admission, a worker behind TLS) is bridged: detached to a goroutine that runs the fasthttp
+// handler and streams its answer back through the loop.
+type loopPlane struct{ s *Server }
+
+// startLoops builds the event-loop server.
+func (s *Server) startLoops() (*evloop.Server, error) {
+	return evloop.New(evloop.Config{
+		MaxBodySize:       s.cfg.MaxPayloadSize,
+		MaxHeaderSize:     s.cfg.MaxHeaderSize,
+		Reserve:           s.bodies.reserve,
+		Release:           s.bodies.release,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxConns:          s.cfg.MaxConnections,
+		UpstreamMaxConns:  s.cfg.MaxConnsPerWorker,
+		StreamFailureTail: []byte(streamFailureEvent),
+		Handler:           loopPlane{s},
+		ResolveAddr:       s.resolveUpstream,
+		OnPanic: func(p any) {
+			s.log.Error("Panic while serving a request", "panic", p, "stack", string(debug.Stack()))
+		},
+	})
+}
+
+// streamFailureEvent ends a stream whose worker broke mid-answer (the fasthttp relay's tail).
+const streamFailureEvent = `data: {"error":{"message":"the worker's stream broke before the answer was complete","type":"server_error","code":"worker_stream_failed","param":null}}` + "\n\ndata: [DONE]\n\n"
+
+// loopExchange is a generation request's state on the loop: the shared exchange scratch
+// (its attempt holds admission, picks, in-flight holds, breaker permits and the retry budget,
+// as on the fasthttp plane) and where the request is. It lives in evloop.Exchange.User,
+// reused from request to request.
+type loopExchange struct {
+	s       *Server
+	x       exchange
+	route   int
+	rt      *policy.Route
+	begun   bool // x.attempt.begin ran: end must run exactly once
+	start   time.Time
+	target  evloop.Target
+	lastErr error
+	failed  *worker.Worker // the worker of the last failed attempt, while a retry pauses
+	body    []byte         // error envelopes
+}
+
+func (p loopPlane) Serve(ex *evloop.Exchange) {
+	s := p.s
+	r := ex.Req()
+	var route int
+	var er extract.Route
+	switch string(r.Path()) {
+	case "/v1/chat/completions":
+		route, er = routeChat, extract.RouteChat
+	case "/v1/completions":
+		route, er = routeCompletions, extract.RouteCompletions
+	case "/generate":
+		route, er = routeGenerate, extract.RouteGenerate
+	default:
+		p.bridge(ex)
+		return
+	}
+	if string(r.Method()) != "POST" {
+		p.bridge(ex)
+		return
+	}
+	le, _ := ex.User.(*loopExchange)
+	if le == nil {
+		le = &loopExchange{s: s}
+		ex.User = le
+	}
+	le.start, le.route = ex.Now(), route
+	x := &le.x
+	if !le.checkHop(ex) {
+		return
+	}
+	if err := extract.Extract(r.Body(), er, &x.fields); err != nil {
+		le.fail(ex, errInvalidRequest, err.Error())
+		return
+	}
+	s.fillRequest(r, x)
+	tab := s.router.Current()
+	if tab.PD {
+		le.reset()
+		p.bridge(ex)
+		return
+	}
+	rt, ok := tab.Lookup(x.fields.Model)
+	if !ok {
+		le.fail(ex, errModelNotFound, "model '"+string(x.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
+		return
+	}
+	a := &x.attempt
+	switch e, st := a.tryBegin(s, &x.req); st {
+	case admitRefused:
+		le.fail(ex, e, "the gateway is at --max-concurrent-requests or --rate-limit-tokens-per-second; retry later")
+		return
+	case admitMustQueue:
+		le.reset()
+		p.bridge(ex) // the fasthttp handler waits in the admission queue on its goroutine
+		return
+	}
+	le.begun = true
+	if id := r.Header(headerRequestID); len(id) > 0 {
+		x.reqID = append(x.reqID[:0], id...)
+	} else {
+		x.reqID = appendRequestID(append(x.reqID[:0], requestIDPrefixes[route]...))
+	}
+	le.rt = rt
+	if err := a.pick(rt, &a.main); err != nil {
+		le.failPick(ex, err)
+		return
+	}
+	le.send(ex)
+}
+
+// checkHop is the fasthttp plane's checkHop (loops.go) over the loop's request: it refuses a
+// request that went through this gateway already and readies X-SMG-Hop with the gateway's id.
+func (le *loopExchange) checkHop(ex *evloop.Exchange) bool {
+	s, x := le.s, &le.x
+	seen := ex.Req().Header(headerHop)
+	switch {
+	case len(seen) == 0:
+		x.hops = append(x.hops[:0], s.hopID...)
+	case len(seen) > maxHopHeader || hopListHas(seen, s.hopID):
+		le.fail(ex, errLoop, "the request came back to the gateway that forwarded it (X-SMG-Hop): a worker URL points at a gateway; remove it with DELETE /workers/{id}")
+		return false
+	default:
+		x.hops = append(append(append(x.hops[:0], seen...), ", "...), s.hopID...)
+	}
+	return true
+}
+
+// send forwards the request to the attempt's picked worker.
+func (le *loopExchange) send(ex *evloop.Exchange) {
+	x := &le.x
+	a := &x.attempt
+	w := a.main.w
+	if w.Client.IsTLS {
+		// The loops speak plain HTTP/1.1 only: a worker behind TLS is served by fasthttp,
+		// which admits and picks the request anew.
+		le.end()
+		le.reset()
+		loopPlane{le.s}.bridge(ex)
+		return
+	}
+	deadline := a.tryDeadline(x.fields.Stream, ex.Now())
+	a.dispatch(&a.main)
+	le.target = evloop.Target{Addr: w.Host, Auth: w.Auth, RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops}
+	ex.Forward(le, &le.target, deadline)
+}
+
+// UpstreamHead relays a successful stream as it arrives; any other answer is held whole, so
+// that a retryable one can go to another worker.
+func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
+	if !le.x.fields.Stream || status >= 300 {
+		return false
+	}
+	le.addHeaders(ex)
+	return true
+}
+
+func (le *loopExchange) addHeaders(ex *evloop.Exchange) {
+	ex.ResetHeaders()
+	ex.AddHeader(headerRoutedWorker, le.x.attempt.main.w.URLBytes())
+	ex.AddHeader(headerRequestID, le.x.reqID)
+}
+
+// UpstreamDone settles the attempt's leg with the worker's answer and then delivers the
+// answer, retries elsewhere or answers the failure, as the fasthttp plane's dispatch does.
+func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
+	a := &le.x.attempt
+	switch {
+	case errors.Is(err, evloop.ErrClientGone) || errors.Is(err, evloop.ErrShutdown):
+		// The client left: the leg still held is abandoned (end), like the fasthttp relay's
+		// close with an error; a relayed answer counts as the worker's error class.
+		status := 499 // nginx's "client closed request": no answer was complete
+		if w := a.main.w; w != nil && ex.Relayed() {
+			status = ex.Status()
+			w.Upstream[worker.OutcomeError].Inc()
+		}
+		le.finish(status)
+	case ex.Relayed():
+		w := a.main.w
+		if err != nil { // the stream broke on the worker's side: a fault
+			a.main.settle(0, err)
+		} else {
+			a.main.settle(ex.Status(), nil)
+			a.served(le.rt, w)
+		}
+		le.finish(ex.Status())
+	default:
+		status := 0
+		if err == nil {
+			status = ex.HeldStatus()
+		}
+		w := a.main.w
+		a.main.settle(status, err)
+		if !a.retryable(status, err) {
+			le.deliverHeld(ex, w)
+			return
+		}
+		if err == nil {
+			err = errRetryableStatus
+		}
+		le.lastErr = err
+		if pause, ok := a.retry(w, ex.Now()); ok {
+			le.failed = w
+			ex.Sleep(le, pause)
+			return
+		}
+		le.deliverFailure(ex, w, err)
+	}
+}
+
+// Wake re-picks after a retry's backoff.
+func (le *loopExchange) Wake(ex *evloop.Exchange) {
+	s, a, failed := le.s, &le.x.attempt, le.failed
+	if r, ok := s.router.Current().Lookup(le.x.fields.Model); ok && a.pick(r, &a.main) == nil {
+		s.log.Debug("Retrying on another worker", "failed", failed.URL, "next", a.main.w.URL, "attempt", a.failures+1, "error", le.lastErr)
+		le.rt = r
+		le.send(ex)
+		return
+	}
+	le.deliverFailure(ex, failed, le.lastErr)
+}
+
+// deliverHeld sends the worker w's held answer with the gateway's headers.
+func (le *loopExchange) deliverHeld(ex *evloop.Exchange, w *worker.Worker) {
+	status := ex.HeldStatus()
+	ex.ResetHeaders()
+	ex.AddHeader(headerRoutedWorker, w.URLBytes())
+	ex.AddHeader(headerRequestID, le.x.reqID)
+	ex.DeliverHeld()
+	if status < 300 {
+		le.x.attempt.served(le.rt, w)
+	}
+	le.finish(status)
+}
+
+// deliverFailure answers for the last failed attempt (on w): the worker's own error answer
+// if it gave one, else the gateway's envelope for the transport error.
+func (le *loopExchange) deliverFailure(ex *evloop.Exchange, w *worker.Worker, err error) {
+	if errors.Is(err, errRetryableStatus) {
+		le.deliverHeld(ex, w)
+		return
+	}
+	le.s.log.Debug("Upstream request failed", "worker", w.URL, "error", err)
+	var ue *evloop.UpstreamError
+	if errors.As(err, &ue) && ue.Timeout() {
+		le.fail(ex, errUpstreamTimeout, "worker "+w.URL+" did not answer within --request-timeout-secs")
+		return
+	}
+	le.fail(ex, errUpstreamUnreachable, "worker "+w.URL+" is unreachable: "+err.Error())
+}
+
+func (le *loopExchange) failPick(ex *evloop.Exchange, err error) {
+	switch {
+	case errors.Is(err, policy.ErrInvalidTargetWorker):
+		le.fail(ex, errTargetWorker, err.Error())
+	case errors.Is(err, policy.ErrNoAvailableWorkers):
+		le.fail(ex, errNoWorkers, "no available workers for this request; all workers are unhealthy, draining or gone")
+	default:
+		le.fail(ex, errNoWorkers, err.Error())
+	}
+}
+
+// fail answers a gateway-made error in the OpenAI envelope.
+func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
+	ex.ResetHeaders()
+	ex.AddHeader(headerErrorCode, []byte(e.code))
+	le.body = appendErrorBody(le.body[:0], e, msg)
+	ex.Respond(e.status, "application/json", le.body)
+	le.finish(e.status)
+}
+
+// finish counts the request, ends its attempt (what a leg still holds is abandoned, the
+// admission slot freed) and readies the state for the connection's next request.
+func (le *loopExchange) finish(status int) {
+	le.s.m.observe(le.route, status, le.start)
+	le.end()
+	le.reset()
+}
+
+func (le *loopExchange) end() {
+	if le.begun {
+		le.x.attempt.end()
+		le.begun = false
+	}
+}
+
+func (le *loopExchange) reset() {
+	x := &le.x
+	x.req.Reset()
+	x.fields.Reset()
+	x.tokens = x.tokens[:0]
+	le.rt, le.lastErr, le.failed = nil, nil, nil
+	le.target = evloop.Target{}
+	if cap(le.body) > 4096 {
+		le.body = nil
+	}
+}
+
+// Reject answers a request the loops refuse before routing, in the gateway's envelope.
+func (p loopPlane) Reject(ex *evloop.Exchange, status int, reason string) {
+	le := &loopExchange{s: p.s, route: routeOther, start: ex.Now()}
+	switch status {
+	case fasthttp.StatusRequestHeaderFieldsTooLarge:
+		le.fail(ex, errHeaderTooLarge, fmt.Sprintf("request header block exceeds --max-header-size (%d bytes)", p.s.cfg.MaxHeaderSize))
+	case fasthttp.StatusServiceUnavailable:
+		le.fail(ex, errBodyMemory, "the gateway is reading too many request bodies at once (--max-request-body-memory); retry later")
+	case fasthttp.StatusRequestEntityTooLarge:
+		le.fail(ex, errPayloadTooLarge, fmt.Sprintf("request body exceeds --max-payload-size (%d bytes)", p.s.cfg.MaxPayloadSize))
+	case fasthttp.StatusRequestTimeout:
+		le.fail(ex, errReadTimeout, "timed out reading the request")
+	default:
+		le.fail(ex, apiError{status, "invalid_request_error", "invalid_request"}, "malformed HTTP request: "+reason)
+	}
+}
+
+// bridge serves a request with the fasthttp handler on a goroutine; its answer streams back
+// through the loop (a relayed stream keeps its flushes and its backpressure).
+func (p loopPlane) bridge(ex *evloop.Exchange) {
+	st := ex.Detach()
+	if st == nil {
+		return
+	}
+	r := ex.Req()
+	ctx := new(fasthttp.RequestCtx)
+	ctx.Init2(&bridgeConn{st: st}, fasthttpLogger{p.s.log}, true)
+	req := &ctx.Request
+	req.Header.SetMethodBytes(r.Method())
+	req.SetRequestURIBytes(r.Target())
+	r.VisitHeaders(func(name, value []byte) {
+		switch {
+		case equalFoldASCII(name, "Host"):
+			req.Header.SetHostBytes(value)
+		case equalFoldASCII(name, "Content-Length"), equalFoldASCII(name, "Transfer-Encoding"):
+		default:
+			req.Header.AddBytesKV(name, value)
+		}
+	})
+	req.SetBody(r.Body())
+	keepAlive := r.KeepAlive()
+	go func() {
+		s := p.s
+		s.Handle(ctx)
+		ctx.Response.SkipBody = string(ctx.Method()) == "HEAD"
+		if !keepAlive {
+			ctx.Response.SetConnectionClose()
+		}
+		bw := bufio.NewWriterSize(st, 4096)
+		err := ctx.Response.Write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		st.Close(err == nil && !ctx.Response.ConnectionClose())
+	}()
+}
+
+// bridgeConn is the connection a bridged request's fasthttp handler sees: it reads and writes
+// nothing (the loop does), and tells a retry's pause when the client left (pause.go).
+type bridgeConn struct{ st *evloop.Stream }
+
+var bridgeAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+
+func (*bridgeConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (*bridgeConn) Write(p []byte) (int, error)      { return 0, errors.New("bridged connection") }
+func (*bridgeConn) Close() error                     { return nil }
+func (*bridgeConn) LocalAddr() net.Addr              { return bridgeAddr }
+func (*bridgeConn) RemoteAddr() net.Addr             { return bridgeAddr }
+func (*bridgeConn) SetDeadline(time.Time) error      { return nil }
+func (*bridgeConn) SetReadDeadline(time.Time) error  { return nil }
+func (*bridgeConn) SetWriteDeadline(time.Time) error { return nil }
+
+func equalFoldASCII(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c, d := b[i], s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
+}
