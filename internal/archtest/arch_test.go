@@ -72,7 +72,7 @@ var layers = map[string][]string{
 // parts lists the sub-packages a package is built from and may import: helpers of its own
 // (mesh/wire), not members of a plugin family (policy does not import policy/<name>).
 var parts = map[string][]string{
-	"fastpath": {"fastpath/disagg", "fastpath/extract"},
+	"fastpath": {"fastpath/disagg", "fastpath/evloop", "fastpath/extract"},
 	"mesh":     {"mesh/wire"},
 	"worker":   {"worker/breaker"},
 }
