@@ -527,7 +527,7 @@ func (x *Exchange) upstreamComplete() {
 	x.up = nil
 	x.c.l.timers.disarm(&x.t)
 	up.release(!x.head.close && x.dec.mode != bodyClose && !up.leftover)
-	x.resumeUpstreamFlag()
+	x.upPaused = false // the worker connection is released: nothing left to resume
 	switch x.phase {
 	case phaseRelaying:
 		if x.chunked {
@@ -548,9 +548,9 @@ func (x *Exchange) upstreamFailed(err error) {
 	up := x.up
 	x.up = nil
 	if up != nil {
-		up.close(nil)
+		up.close()
 	}
-	x.resumeUpstreamFlag()
+	x.upPaused = false // the worker connection is released: nothing left to resume
 	phase := x.phase
 	if (phase == phaseRelaying || phase == phaseHolding) && x.dec.mode == bodyClose && errors.Is(err, errEOF) {
 		// A body delimited by the connection's end is complete when the worker closes.
@@ -606,7 +606,7 @@ func (x *Exchange) abort(err error) {
 	switch x.phase {
 	case phaseWaiting, phaseHolding, phaseRelaying:
 		if x.up != nil {
-			x.up.close(nil) // the worker sees its request cancelled
+			x.up.close() // the worker sees its request cancelled
 			x.up = nil
 		}
 		x.c.l.timers.disarm(&x.t)
@@ -639,8 +639,6 @@ func (x *Exchange) resumeUpstream() {
 		}
 	}
 }
-
-func (x *Exchange) resumeUpstreamFlag() { x.upPaused = false }
 
 // Detach hands the exchange to a goroutine, which writes the whole HTTP response (head
 // included) to the returned Stream and closes it. The request stays valid until Close.

@@ -437,7 +437,7 @@ func (l *loop) dispatch(p pollable, events uint32) {
 					if x := c.x; x != nil {
 						x.c.close(nil)
 					}
-					c.close(nil)
+					c.close()
 				}
 			}()
 		}
@@ -553,7 +553,7 @@ func (l *loop) closeAll() {
 		case *clientConn:
 			c.close(ErrShutdown)
 		case *upstreamConn:
-			c.close(ErrShutdown)
+			c.close()
 		}
 	}
 	l.runSoon()

@@ -154,17 +154,28 @@ func (u *upstreamConn) send(head, body []byte) {
 	u.out = append(u.out[:0], head...)
 	u.out = append(u.out, body...)
 	u.sent = 0
-	if !u.connecting {
-		u.flush()
+	if u.connecting {
+		return
+	}
+	// A failed write is reported after the current event (failSoon), not from inside the
+	// handler's Forward call.
+	if err := u.write(); err != nil {
+		u.x.failSoon(err)
 	}
 }
 
+// flush writes pending output on a writable event.
 func (u *upstreamConn) flush() {
+	if err := u.write(); err != nil {
+		u.fail(err)
+	}
+}
+
+func (u *upstreamConn) write() error {
 	if len(u.out) > u.sent {
 		n, err := unix.Write(u.fd, u.out[u.sent:])
 		if err != nil && err != unix.EAGAIN && err != unix.EINTR {
-			u.fail(&UpstreamError{Err: err})
-			return
+			return &UpstreamError{Err: err}
 		}
 		if n > 0 {
 			u.sent += n
@@ -174,6 +185,7 @@ func (u *upstreamConn) flush() {
 		u.out, u.sent = u.out[:0], 0
 	}
 	u.setEvents()
+	return nil
 }
 
 func (u *upstreamConn) setEvents() {
@@ -236,7 +248,7 @@ func (u *upstreamConn) onTimer(kind uint8) {
 		}
 	case timerUpIdle:
 		if u.x == nil {
-			u.close(nil)
+			u.close()
 		}
 	}
 }
@@ -249,7 +261,7 @@ func (u *upstreamConn) read() {
 		if n, err := unix.Read(u.fd, probe[:]); err == unix.EAGAIN && n <= 0 {
 			return
 		}
-		u.close(nil)
+		u.close()
 		return
 	}
 	if len(u.in) == cap(u.in) {
@@ -278,14 +290,14 @@ func (u *upstreamConn) fail(err error) {
 		x.upstreamFailed(err)
 		return
 	}
-	u.close(nil)
+	u.close()
 }
 
 // release returns the connection to its pool after an answer, or closes it.
 func (u *upstreamConn) release(reusable bool) {
 	u.x = nil
 	if !reusable || u.closed || u.pool.l.drained {
-		u.close(nil)
+		u.close()
 		return
 	}
 	if u.paused {
@@ -300,7 +312,7 @@ func (u *upstreamConn) release(reusable bool) {
 }
 
 // close closes the connection; an attempt it carried has been told by its caller.
-func (u *upstreamConn) close(error) {
+func (u *upstreamConn) close() {
 	if u.closed {
 		return
 	}
