@@ -173,9 +173,19 @@ func (le *loopExchange) send(ex *evloop.Exchange) {
 		loopPlane{le.s}.bridge(ex)
 		return
 	}
-	deadline := a.tryDeadline(x.fields.Stream, ex.Now())
-	a.dispatch(&a.main)
+	now := ex.Now()
+	deadline := a.tryDeadline(x.fields.Stream, now)
 	le.target = evloop.Target{Addr: w.Host, Auth: w.Auth, RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops}
+	// --first-byte-timeout-secs, as on the fasthttp plane: it bounds a non-streamed answer
+	// whole (it starts only when complete) and a stream's head.
+	if fbt := le.s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {
+		if x.fields.Stream {
+			le.target.HeadBy = now.Add(fbt)
+		} else {
+			deadline = now.Add(fbt)
+		}
+	}
+	a.dispatch(&a.main)
 	ex.Forward(le, &le.target, deadline)
 }
 

@@ -47,6 +47,10 @@ type Target struct {
 	// HeaderName, when set, is a header whose value HeaderValue replaces the client's.
 	HeaderName  string
 	HeaderValue []byte
+	// HeadBy, when set (and before the deadline), bounds the wait for the worker's response
+	// head; a relayed answer then has until Forward's deadline for its body, a held one must
+	// be complete by HeadBy.
+	HeadBy time.Time
 }
 
 // UpstreamError is a failed attempt: the worker could not be reached, broke the connection,
@@ -276,7 +280,11 @@ func (x *Exchange) Forward(fw Forwarder, t *Target, deadline time.Time) {
 	x.fw, x.target = fw, *t
 	x.deadline = int64(deadline.Sub(epoch))
 	x.retried = false
-	x.c.l.timers.arm(&x.t, x.deadline, timerDeadline)
+	first := x.deadline
+	if !t.HeadBy.IsZero() {
+		first = min(first, int64(t.HeadBy.Sub(epoch)))
+	}
+	x.c.l.timers.arm(&x.t, first, timerDeadline)
 	x.send(false)
 }
 
@@ -472,6 +480,9 @@ func (x *Exchange) startAnswer(head []byte) {
 	x.dec.init(h)
 	if x.fw.UpstreamHead(x, h.status) {
 		x.phase, x.relayed, x.lastTwo = phaseRelaying, true, [2]byte{}
+		if !x.target.HeadBy.IsZero() { // the head came in time: the body has the deadline
+			x.c.l.timers.arm(&x.t, x.deadline, timerDeadline)
+		}
 		c := x.c
 		c.out = x.appendAnswerHead(c.out, head)
 		switch x.dec.mode {
