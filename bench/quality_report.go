@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -53,6 +54,7 @@ func loadPolicies(rows []QualityRow) (policies []string, repeats int) {
 //	quality.<c>.sat.busiest_share.<p>
 //	quality.<c>.load.ttft_p99_ratio.<p>/round_robin.r<k>      repeat k against repeat k
 //	quality.<c>.load.ttft_p99_ratio_max.<p>/round_robin       the worst repeat
+//	quality.<c>.load.ttft_p99_ratio_median.<p>/round_robin    the median repeat (robust to one stall)
 //	quality.<c>.load.ttft_p50_ratio_max.<p>/round_robin
 //	quality.<c>.load.cache_hit_ratio_min.<p>/round_robin
 //	quality.<c>.load.throughput_ratio_min.<p>/round_robin      completed requests/s
@@ -109,6 +111,7 @@ func (q *QualityResult) metrics(m map[string]float64) {
 				{name: "cache_hit_ratio_min", worst: lo, of: func(r *QualityRow) float64 { return r.CacheHitRate }},
 				{name: "throughput_ratio_min", worst: lo, of: func(r *QualityRow) float64 { return r.Capacity }},
 			}
+			var p99s []float64
 			for rep := 1; rep <= repeats; rep++ {
 				p, ref := findRow(c.Load, policy, rep), findRow(c.Load, referencePolicy, rep)
 				if p == nil || ref == nil {
@@ -116,6 +119,7 @@ func (q *QualityResult) metrics(m map[string]float64) {
 				}
 				if v, ok := ratio(p.TTFTP99MS, ref.TTFTP99MS); ok {
 					m[fmt.Sprintf("%sload.ttft_p99_ratio%s.r%d", pre, suffix, rep)] = v
+					p99s = append(p99s, v)
 				}
 				for _, a := range aggs {
 					if v, ok := ratio(a.of(p), a.of(ref)); ok {
@@ -131,6 +135,9 @@ func (q *QualityResult) metrics(m map[string]float64) {
 				if a.n > 0 {
 					m[pre+"load."+a.name+suffix] = a.v
 				}
+			}
+			if len(p99s) > 0 {
+				m[pre+"load.ttft_p99_ratio_median"+suffix] = median(p99s)
 			}
 		}
 	}
@@ -204,10 +211,11 @@ func loadTable(cr QualityCaseResult, fraction float64) string {
 	first := cr.Load[0]
 	fmt.Fprintf(&sb, "At %.0f%% of round robin's capacity (%.1f of %.1f req/s of model time; %.0f req/s wall at time scale %g), %d repeat(s):\n\n",
 		fraction*100, cr.LoadRate, cr.Capacity, cr.LoadRate*first.TimeScale, first.TimeScale, repeats)
-	sb.WriteString("| policy | TTFT p99 ms per repeat | × RR per repeat | worst × RR | TTFT p50 ms per repeat | cache hit rate | completed req/s | busiest worker × fair share | CPU cores | arrival lag p99 ms |\n" +
-		"|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| policy | TTFT p99 ms per repeat | × RR per repeat | worst × RR | median × RR | TTFT p50 ms per repeat | cache hit rate | completed req/s | busiest worker × fair share | CPU cores | arrival lag p99 ms |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, policy := range policies {
 		var p99s, xs, p50s, hits, rates, busiest, cpus, lags []string
+		var vs []float64
 		worst := 0.0
 		for rep := 1; rep <= repeats; rep++ {
 			r := findRow(cr.Load, policy, rep)
@@ -224,21 +232,33 @@ func loadTable(cr QualityCaseResult, fraction float64) string {
 			if ref := findRow(cr.Load, referencePolicy, rep); ref != nil && policy != referencePolicy {
 				if v, ok := ratio(r.TTFTP99MS, ref.TTFTP99MS); ok {
 					xs = append(xs, fmt.Sprintf("%.2f", v))
+					vs = append(vs, v)
 					worst = max(worst, v)
 				}
 			}
 		}
-		worstS := "–"
+		worstS, medianS := "–", "–"
 		if len(xs) > 0 {
-			worstS = fmt.Sprintf("**%.2f**", worst)
+			worstS, medianS = fmt.Sprintf("**%.2f**", worst), fmt.Sprintf("%.2f", median(vs))
 		} else {
 			xs = []string{"–"}
 		}
 		j := func(v []string) string { return strings.Join(v, ", ") }
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", policy, j(p99s), j(xs), worstS, j(p50s), j(hits), j(rates), j(busiest), j(cpus), j(lags))
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", policy, j(p99s), j(xs), worstS, medianS, j(p50s), j(hits), j(rates), j(busiest), j(cpus), j(lags))
 	}
 	sb.WriteString("\n")
 	return sb.String()
+}
+
+// median is the middle value of xs (the mean of the middle two for an even count); xs is
+// sorted in place.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 // times renders a / b as "1.23×", or "–" without a ratio.
