@@ -42,11 +42,15 @@ func qualityFixture() *QualityResult {
 					load("shared-prefix", "round_robin", 2, 200, 500, 0.3, 35),
 					load("shared-prefix", "least_load", 2, 100, 250, 0.3, 28),
 					load("shared-prefix", "cache_aware", 2, 40, 600, 0.9, 35),
+					load("shared-prefix", "power_of_two", 1, 200, 400, 0.25, 35),
+					load("shared-prefix", "power_of_two", 2, 200, 500, 0.3, 35),
 				}},
 			{Case: cases[2], Capacity: 100, LoadRate: 70,
 				Load: []QualityRow{
 					load("mixed-size", "round_robin", 1, 100, 1000, 0, 70),
 					load("mixed-size", "least_load", 1, 100, 500, 0, 70),
+					load("mixed-size", "power_of_two", 1, 100, 700, 0, 70),
+					load("mixed-size", "cache_aware", 1, 100, 1500, 0, 70),
 				}},
 		},
 	}
@@ -182,8 +186,8 @@ func TestWriteQualityHTML(t *testing.T) {
 	if n := strings.Count(html, "<svg "); n != 4 {
 		t.Errorf("%d charts, want 4", n)
 	}
-	if n := strings.Count(html, "<rect "); n != 3+3+6+2 {
-		t.Errorf("%d bars, want 14 (3 + 3 saturation, 6 + 2 load)", n)
+	if n := strings.Count(html, "<rect "); n != 3+3+8+4 {
+		t.Errorf("%d bars, want 18 (3 + 3 saturation, 8 + 4 load)", n)
 	}
 	for _, want := range []string{
 		"<h2>shared-prefix</h2>", "<h2>mixed-size</h2>", "Capacity at saturation (requests/s of model time)",
