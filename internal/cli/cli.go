@@ -26,32 +26,48 @@ type Flag struct {
 	Default string
 	// Group orders flags into sections in help and documentation.
 	Group string
+	// Metavar names the flag's value in help (--port N); each constructor sets one from the
+	// flag's type, and WithMetavar replaces it with a more telling one (--port PORT).
+	Metavar string
+	// Negations are names that turn a boolean flag off (--no-remove-unhealthy-workers).
+	Negations []string
 
 	kind     kind
 	set      func(string) error
 	setGroup func([]string) error // kindGroup: one call per occurrence
 	valid    string               // example of a valid value, for error messages
 	seen     bool
+	refusal  string // non-empty: a spec flag the command refuses, and what to run instead
+}
+
+// WithMetavar sets the name help shows for the flag's value, such as PORT or URL.
+func (f *Flag) WithMetavar(m string) *Flag {
+	f.Metavar = m
+	return f
 }
 
 // FlagSet is a set of flags for one command.
 type FlagSet struct {
 	Command string
-	flags   []*Flag
-	byName  map[string]*Flag
-	group   string
+	// UnknownHint, when set, may explain an unknown flag better than a did-you-mean: it gets
+	// the name without dashes and returns a message, or "" to fall back to the suggestions.
+	UnknownHint func(name string) string
+	flags       []*Flag
+	byName      map[string]*Flag
+	negations   map[string]*Flag
+	group       string
 }
 
 // NewFlagSet returns an empty FlagSet; command names the command in error messages.
 func NewFlagSet(command string) *FlagSet {
-	return &FlagSet{Command: command, byName: map[string]*Flag{}}
+	return &FlagSet{Command: command, byName: map[string]*Flag{}, negations: map[string]*Flag{}}
 }
 
 // Group sets the section that flags registered from now on belong to.
 func (fs *FlagSet) Group(name string) { fs.group = name }
 
 func (fs *FlagSet) add(f *Flag) *Flag {
-	if _, dup := fs.byName[f.Name]; dup {
+	if fs.taken(f.Name) {
 		panic("cli: flag --" + f.Name + " registered twice")
 	}
 	f.Group = fs.group
@@ -66,11 +82,49 @@ func (fs *FlagSet) Alias(alias, name string) {
 	if f == nil {
 		panic("cli: alias of unknown flag --" + name)
 	}
-	if _, dup := fs.byName[alias]; dup {
+	if fs.taken(alias) {
 		panic("cli: alias --" + alias + " already registered")
 	}
 	f.Aliases = append(f.Aliases, alias)
 	fs.byName[alias] = f
+}
+
+// Negation makes --negation turn the boolean flag --name off, as the spec's Python launcher
+// spells it (--no-remove-unhealthy-workers).
+func (fs *FlagSet) Negation(negation, name string) {
+	f := fs.byName[name]
+	if f == nil || f.kind != kindBool {
+		panic("cli: negation of unknown or non-boolean flag --" + name)
+	}
+	if fs.taken(negation) {
+		panic("cli: negation --" + negation + " already registered")
+	}
+	f.Negations = append(f.Negations, negation)
+	fs.negations[negation] = f
+}
+
+// Refuse registers a flag of the spec that the command does not take: given, it fails the
+// parse with "--name: " + why, which should say what to run instead. Refused flags are left
+// out of help, documentation and did-you-mean suggestions.
+func (fs *FlagSet) Refuse(name, why string) {
+	if fs.taken(name) {
+		panic("cli: flag --" + name + " registered twice")
+	}
+	fs.byName[name] = &Flag{Name: name, refusal: why}
+}
+
+// Lookup returns the flag called name (or one of its aliases), or nil.
+func (fs *FlagSet) Lookup(name string) *Flag {
+	if f := fs.byName[name]; f != nil && f.refusal == "" {
+		return f
+	}
+	return nil
+}
+
+func (fs *FlagSet) taken(name string) bool {
+	_, a := fs.byName[name]
+	_, b := fs.negations[name]
+	return a || b
 }
 
 // String registers a string flag.
@@ -80,7 +134,7 @@ func (fs *FlagSet) String(name string, p *string, def, usage string) *Flag {
 	if def == "" {
 		shown = ""
 	}
-	return fs.add(&Flag{Name: name, Usage: usage, Default: shown, valid: "text", set: func(v string) error {
+	return fs.add(&Flag{Name: name, Usage: usage, Default: shown, Metavar: "TEXT", valid: "text", set: func(v string) error {
 		*p = v
 		return nil
 	}})
@@ -89,7 +143,7 @@ func (fs *FlagSet) String(name string, p *string, def, usage string) *Flag {
 // Int registers an integer flag.
 func (fs *FlagSet) Int(name string, p *int, def int, usage string) *Flag {
 	*p = def
-	return fs.add(&Flag{Name: name, Usage: usage, Default: strconv.Itoa(def), valid: "an integer such as " + strconv.Itoa(def), set: func(v string) error {
+	return fs.add(&Flag{Name: name, Usage: usage, Default: strconv.Itoa(def), Metavar: "N", valid: "an integer such as " + strconv.Itoa(def), set: func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return fmt.Errorf("not an integer")
@@ -103,7 +157,7 @@ func (fs *FlagSet) Int(name string, p *int, def int, usage string) *Flag {
 func (fs *FlagSet) Float(name string, p *float64, def float64, usage string) *Flag {
 	*p = def
 	d := strconv.FormatFloat(def, 'g', -1, 64)
-	return fs.add(&Flag{Name: name, Usage: usage, Default: d, valid: "a number such as " + d, set: func(v string) error {
+	return fs.add(&Flag{Name: name, Usage: usage, Default: d, Metavar: "NUM", valid: "a number such as " + d, set: func(v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return fmt.Errorf("not a number")
@@ -118,7 +172,7 @@ func (fs *FlagSet) Float(name string, p *float64, def float64, usage string) *Fl
 func (fs *FlagSet) Duration(name string, p *time.Duration, def time.Duration, usage string) *Flag {
 	*p = def
 	d := strconv.FormatFloat(def.Seconds(), 'g', -1, 64)
-	return fs.add(&Flag{Name: name, Usage: usage, Default: d, valid: "a number of seconds such as " + d, set: func(v string) error {
+	return fs.add(&Flag{Name: name, Usage: usage, Default: d, Metavar: "SECS", valid: "a number of seconds such as " + d, set: func(v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 {
 			return fmt.Errorf("not a non-negative number of seconds")
@@ -144,7 +198,7 @@ func (fs *FlagSet) Bool(name string, p *bool, def bool, usage string) *Flag {
 // StringList registers a list flag: every word after it up to the next flag is appended, and
 // the flag may repeat.
 func (fs *FlagSet) StringList(name string, p *[]string, usage string) *Flag {
-	return fs.add(&Flag{Name: name, Usage: usage, kind: kindList, valid: "one or more values", set: func(v string) error {
+	return fs.add(&Flag{Name: name, Usage: usage, kind: kindList, Metavar: "VALUE", valid: "one or more values", set: func(v string) error {
 		*p = append(*p, v)
 		return nil
 	}})
@@ -155,7 +209,7 @@ func (fs *FlagSet) StringList(name string, p *[]string, usage string) *Flag {
 // StringList, the words of one occurrence stay together. set checks and stores one group;
 // valid describes a correct occurrence for error messages.
 func (fs *FlagSet) Occurrences(name string, minWords, maxWords int, valid, usage string, set func([]string) error) *Flag {
-	return fs.add(&Flag{Name: name, Usage: usage, kind: kindGroup, valid: valid, setGroup: func(words []string) error {
+	return fs.add(&Flag{Name: name, Usage: usage, kind: kindGroup, Metavar: valid, valid: valid, setGroup: func(words []string) error {
 		if len(words) < minWords || len(words) > maxWords {
 			return fmt.Errorf("flag --%s takes %s, got %d value(s) %q", name, valid, len(words), words)
 		}
@@ -166,7 +220,7 @@ func (fs *FlagSet) Occurrences(name string, minWords, maxWords int, valid, usage
 // Enum registers a string flag restricted to choices.
 func (fs *FlagSet) Enum(name string, p *string, def string, choices []string, usage string) *Flag {
 	*p = def
-	return fs.add(&Flag{Name: name, Usage: usage + " (" + strings.Join(choices, ", ") + ")", Default: def,
+	return fs.add(&Flag{Name: name, Usage: usage + " (" + strings.Join(choices, ", ") + ")", Default: def, Metavar: "NAME",
 		valid: "one of " + strings.Join(choices, ", "), set: func(v string) error {
 			for _, c := range choices {
 				if v == c {
@@ -180,7 +234,7 @@ func (fs *FlagSet) Enum(name string, p *string, def string, choices []string, us
 
 // Func registers a value flag parsed by set.
 func (fs *FlagSet) Func(name, def, valid, usage string, set func(string) error) *Flag {
-	return fs.add(&Flag{Name: name, Usage: usage, Default: def, valid: valid, set: set})
+	return fs.add(&Flag{Name: name, Usage: usage, Default: def, Metavar: "VALUE", valid: valid, set: set})
 }
 
 // IsSet reports whether the command line named the flag.
@@ -201,9 +255,20 @@ func (fs *FlagSet) Parse(args []string) error {
 			return fmt.Errorf("unexpected argument %q: flags start with --; run '%s --help'", arg, fs.Command)
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if f := fs.negations[name]; f != nil {
+			if hasValue {
+				return fmt.Errorf("flag --%s takes no value: give --%s=%s instead", name, f.Name, value)
+			}
+			f.seen = true
+			_ = f.set("false")
+			continue
+		}
 		f := fs.byName[name]
 		if f == nil {
 			return fs.unknown(name)
+		}
+		if f.refusal != "" {
+			return fmt.Errorf("--%s: %s", name, f.refusal)
 		}
 		f.seen = true
 		switch f.kind {
@@ -274,8 +339,28 @@ func (fs *FlagSet) bad(f *Flag, name, value string, err error) error {
 }
 
 func (fs *FlagSet) unknown(name string) error {
+	if fs.UnknownHint != nil {
+		if hint := fs.UnknownHint(name); hint != "" {
+			return fmt.Errorf("unknown flag --%s: %s", name, hint)
+		}
+	}
+	var names []string
+	for n, f := range fs.byName {
+		if f.refusal == "" {
+			names = append(names, n)
+		}
+	}
+	for n := range fs.negations {
+		names = append(names, n)
+	}
+	return UnknownFlagError(fs.Command, name, names)
+}
+
+// UnknownFlagError is the error for an unknown --name of command: it suggests up to five
+// of the known names that look like it, and says how to list them all.
+func UnknownFlagError(command, name string, known []string) error {
 	var close []string
-	for n := range fs.byName {
+	for _, n := range known {
 		if strings.Contains(n, name) || strings.Contains(name, n) || editDistance(n, name) <= 2 {
 			close = append(close, "--"+n)
 		}
@@ -285,7 +370,7 @@ func (fs *FlagSet) unknown(name string) error {
 	if len(close) > 0 && len(close) <= 5 {
 		msg += "; did you mean " + strings.Join(close, " or ") + "?"
 	}
-	return fmt.Errorf("%s (run '%s --help' to list flags)", msg, fs.Command)
+	return fmt.Errorf("%s (run '%s --help' to list flags)", msg, command)
 }
 
 func editDistance(a, b string) int {
@@ -308,6 +393,10 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// helpColumn is the width of the names column of Help; longer names put their description
+// on the next line, aligned with the others.
+const helpColumn = 40
+
 // Help renders the flags for --help, grouped.
 func (fs *FlagSet) Help() string {
 	var sb strings.Builder
@@ -323,19 +412,24 @@ func (fs *FlagSet) Help() string {
 		for _, a := range f.Aliases {
 			names += ", --" + a
 		}
+		for _, n := range f.Negations {
+			names += ", --" + n
+		}
 		switch f.kind {
 		case kindList:
-			names += " V..."
-		case kindGroup:
-			names += " " + f.valid
-		case kindValue:
-			names += " V"
+			names += " " + f.Metavar + "..."
+		case kindGroup, kindValue:
+			names += " " + f.Metavar
 		}
 		def := ""
-		if f.Default != "" && f.kind != kindList {
+		if f.Default != "" && f.kind != kindList && !(f.kind == kindBool && f.Default == "false") {
 			def = " (default " + f.Default + ")"
 		}
-		fmt.Fprintf(&sb, "  %-40s %s%s\n", names, f.Usage, def)
+		if len(names) > helpColumn {
+			fmt.Fprintf(&sb, "  %s\n  %-*s %s%s\n", names, helpColumn, "", f.Usage, def)
+			continue
+		}
+		fmt.Fprintf(&sb, "  %-*s %s%s\n", helpColumn, names, f.Usage, def)
 	}
 	return sb.String()
 }
@@ -348,6 +442,9 @@ func (fs *FlagSet) Markdown() string {
 		names := "`--" + f.Name + "`"
 		for _, a := range f.Aliases {
 			names += ", `--" + a + "`"
+		}
+		for _, n := range f.Negations {
+			names += ", `--" + n + "`"
 		}
 		def := f.Default
 		if def != "" {

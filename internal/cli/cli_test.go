@@ -131,3 +131,67 @@ func TestOccurrencesKeepEachGroupTogether(t *testing.T) {
 		}
 	}
 }
+
+func TestNegationRefusalAndHint(t *testing.T) {
+	var remove bool
+	fs := NewFlagSet("smg launch")
+	fs.Bool("remove-unhealthy-workers", &remove, true, "remove failed workers")
+	fs.Negation("no-remove-unhealthy-workers", "remove-unhealthy-workers")
+	fs.Refuse("data-parallel-size", "smg serve's flag; start the engines yourself")
+	fs.UnknownHint = func(name string) string {
+		if name == "router-x" {
+			return "use --x"
+		}
+		return ""
+	}
+	if err := fs.Parse([]string{"--no-remove-unhealthy-workers"}); err != nil || remove || !fs.IsSet("remove-unhealthy-workers") {
+		t.Fatalf("negation: err %v remove %v", err, remove)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--no-remove-unhealthy-workers=true", "takes no value: give --remove-unhealthy-workers=true instead"},
+		{"--data-parallel-size 2", "--data-parallel-size: smg serve's flag; start the engines yourself"},
+		{"--router-x 1", "unknown flag --router-x: use --x"},
+		{"--data-parallel", "unknown flag --data-parallel (run"}, // refused flags are never suggested
+	} {
+		if err := fs.Parse(strings.Fields(tc.args)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if fs.Lookup("data-parallel-size") != nil || fs.Lookup("remove-unhealthy-workers") == nil {
+		t.Fatal("Lookup must skip refused flags")
+	}
+	help, md := fs.Help(), fs.Markdown()
+	if strings.Contains(help+md, "data-parallel-size") || !strings.Contains(help, "--no-remove-unhealthy-workers") {
+		t.Fatalf("help must list the negation and hide the refused flag:\n%s\n%s", help, md)
+	}
+}
+
+func TestHelpLayout(t *testing.T) {
+	var o opts
+	fs := newSet(&o)
+	fs.Flags()[1].WithMetavar("PORT")
+	var long string
+	fs.String("a-rather-long-flag-name-for-the-column", &long, "x", "long one")
+	fs.Alias("another-long-name", "a-rather-long-flag-name-for-the-column")
+	help := fs.Help()
+	for _, want := range []string{
+		"--port PORT ", "--host TEXT ", "--ratio NUM ", "--request-timeout-secs SECS ", "--worker-urls, --worker-url VALUE... ", "--policy NAME ",
+		// A names column wider than the column puts the description on the next line.
+		"  --a-rather-long-flag-name-for-the-column, --another-long-name TEXT\n" + strings.Repeat(" ", 2+helpColumn+1) + "long one (default x)\n",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+	lines := strings.Split(help, "\n")
+	for i, line := range lines {
+		if strings.Contains(line, " V ") || strings.HasSuffix(line, " V") || strings.Contains(line, "(default false)") {
+			t.Errorf("bare V or noise in %q", line)
+		}
+		// A names line either fits the column or stands alone, its description below.
+		if strings.HasPrefix(line, "  --") && len(line) > 2+helpColumn && line[2+helpColumn] != ' ' &&
+			(i+1 == len(lines) || !strings.HasPrefix(lines[i+1], strings.Repeat(" ", 2+helpColumn+1))) {
+			t.Errorf("names spill into the description column: %q", line)
+		}
+	}
+}
