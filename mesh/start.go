@@ -177,6 +177,7 @@ func (m *Mesh) Close() {
 		m.cancel()
 		m.tr.Close()
 		m.wg.Wait()
+		m.log.Info("mesh stopped", "name", m.cfg.ServerName)
 	})
 }
 

@@ -190,6 +190,7 @@ func TestCanonicalURL(t *testing.T) {
 		{"http://[::1]:9", "http://[::1]:9", ""},
 		{"", "", "empty"},
 		{"ftp://w1:1", "", "scheme"},
+		{"grpc://w1:50051", "", "gRPC workers are not supported yet; serve the engine over HTTP"},
 		{"http://w1:99999", "", "port"},
 		{"http://w1:1/v1", "", "only scheme://host:port"},
 		{"http://:80", "", "no host"},

@@ -136,6 +136,9 @@ func CanonicalURL(raw string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w %q: %v; give http://host:port", ErrInvalidURL, raw, err)
 	}
+	if u.Scheme == "grpc" || u.Scheme == "grpcs" {
+		return "", fmt.Errorf("%w %q: gRPC workers are not supported yet; serve the engine over HTTP (SGLang and vLLM both do) and give http://host:port", ErrInvalidURL, raw)
+	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return "", fmt.Errorf("%w %q: scheme %q is not supported; use http:// or https://", ErrInvalidURL, raw, u.Scheme)
 	}

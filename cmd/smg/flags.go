@@ -39,6 +39,11 @@ type options struct {
 	shutdownGrace     time.Duration
 	maxConnsPerWorker int
 	maxWorkers        int
+	// modelPath, enableIGW and maxBufferedRequestBytes are spec flags accepted so that SMG
+	// command lines run unchanged; compat.go says what each does here.
+	modelPath               string
+	enableIGW               bool
+	maxBufferedRequestBytes int
 }
 
 // newFlagSet registers every flag of `smg launch` on o.
@@ -47,16 +52,17 @@ func newFlagSet(o *options) *cli.FlagSet {
 	g := &o.gateway
 
 	fs.Group("Server")
-	fs.String("host", &g.Host, fastpath.DefaultHost, "Address the gateway listens on")
-	fs.Int("port", &g.Port, fastpath.DefaultPort, "Port the gateway listens on")
-	fs.Int("max-payload-size", &g.MaxPayloadSize, fastpath.DefaultMaxPayloadSize, "Largest request body in bytes; larger bodies get 413")
+	fs.String("host", &g.Host, fastpath.DefaultHost, "Address the gateway listens on").WithMetavar("ADDR")
+	fs.Int("port", &g.Port, fastpath.DefaultPort, "Port the gateway listens on").WithMetavar("PORT")
+	fs.Int("max-payload-size", &g.MaxPayloadSize, fastpath.DefaultMaxPayloadSize, "Largest request body in bytes; larger bodies get 413").WithMetavar("BYTES")
+	fs.Int("max-buffered-request-bytes", &o.maxBufferedRequestBytes, 1<<20, "Accepted for SMG command lines; SMG-Go buffers and parses every body up to --max-payload-size, so every request stays retryable (never streamed unparsed)").WithMetavar("BYTES")
 	fs.Int("max-request-body-memory", &g.MaxBodyMemory, fastpath.DefaultMaxBodyMemory, "Bytes of request bodies the gateway holds at once; past it requests get 503 (at least --max-payload-size)")
 	fs.Int("max-header-size", &g.MaxHeaderSize, fastpath.DefaultMaxHeaderSize, "Largest request header block in bytes; larger ones get 431 (each client connection holds a read buffer this large)")
 	fs.Duration("request-timeout-secs", &g.RequestTimeout, fastpath.DefaultRequestTimeout, "Time a worker has to finish a request, in seconds")
 	fs.Duration("first-byte-timeout-secs", &g.FirstByteTimeout, 0, "Time a worker has to start its answer, per try, before the request is retried elsewhere and the worker's breaker counts a fault (0: none); a non-streamed answer starts when complete")
-	fs.String("api-key", &g.APIKey, "", "Bearer token the worker API (/workers) requires; empty leaves it open (also --api-key-file, or $SMG_API_KEY)")
-	fs.String("api-key-file", &o.apiKeyFile, "", "File holding --api-key on one line; unlike the flag, process listings do not show it")
-	fs.Enum("data-plane", &g.DataPlane, fastpath.DataPlaneFastHTTP, []string{fastpath.DataPlaneFastHTTP, fastpath.DataPlaneEvloop}, "What serves the generation routes: fasthttp (a goroutine per connection) or evloop (epoll event loops, one per core; see docs/benchmarks.md)")
+	fs.String("api-key", &g.APIKey, "", "Bearer token the worker API (/workers) requires; empty leaves it open (also --api-key-file, or $SMG_API_KEY)").WithMetavar("KEY")
+	fs.String("api-key-file", &o.apiKeyFile, "", "File holding --api-key on one line; unlike the flag, process listings do not show it").WithMetavar("FILE")
+	fs.Enum("data-plane", &g.DataPlane, fastpath.DataPlaneFastHTTP, []string{fastpath.DataPlaneFastHTTP, fastpath.DataPlaneEvloop}, "What serves the generation routes: fasthttp (a goroutine per connection) or evloop (epoll event loops, one per core; see docs/benchmarks.md)").WithMetavar("PLANE")
 	fs.Duration("shutdown-grace-period-secs", &o.shutdownGrace, 180*time.Second, "On SIGTERM, how long in-flight requests may take to finish before exit")
 
 	fs.Duration("drain-settle-secs", &g.DrainSettle, fastpath.DefaultDrainSettle, "How long a removed worker (and the gateway itself on SIGTERM) keeps serving what it has before it leaves; 0 leaves at once")
@@ -90,13 +96,15 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Bool("disable-retries", &r.Disabled, false, "Never retry: deliver the first worker's answer or failure")
 
 	fs.Group("Workers and routing")
-	fs.StringList("worker-urls", &o.workerURLs, "Worker base URLs, space-separated (http://host:port)")
+	fs.StringList("worker-urls", &o.workerURLs, "Worker base URLs, space-separated (http://host:port)").WithMetavar("URL")
 	fs.Alias("worker-url", "worker-urls")
-	fs.String("policy", &o.policy, all.DefaultPolicy, "Load-balancing policy: "+strings.Join(all.Names(), ", "))
+	fs.String("model-path", &o.modelPath, "", "The spec's tokenizer source for gRPC workers; accepted and ignored: SMG-Go routes HTTP workers on text and loads no tokenizer").WithMetavar("PATH")
+	fs.String("policy", &o.policy, all.DefaultPolicy, "Load-balancing policy: "+strings.Join(all.Names(), ", ")).WithMetavar("POLICY")
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, 2048, "Connections the gateway may open to one worker")
 	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
 
 	registerPolicyFlags(fs, &o.policies, &g.RoutingKeyHeaders)
+	fs.Func("cache-index", "tree", "tree", "cache_aware's prefix index: tree, the radix trees (the spec's hash placement map, hash, is not implemented)", cacheIndex).WithMetavar("INDEX")
 
 	fs.Group("PD disaggregation")
 	registerPDFlags(fs, &o.pd)
@@ -106,16 +114,18 @@ func newFlagSet(o *options) *cli.FlagSet {
 
 	fs.Group("Service discovery (Kubernetes)")
 	registerDiscoveryFlags(fs, &o.disc)
+	fs.Bool("enable-igw", &o.enableIGW, false, "IGW mode: per-model routing (always on here) and no two-worker minimum for a power_of_two PD leg; --service-discovery turns it on")
 
 	fs.Group("High availability (mesh)")
 	registerMeshFlags(fs, &o.mesh)
 
 	fs.Group("Observability")
-	fs.String("prometheus-host", &o.prometheusHost, "0.0.0.0", "Address of the Prometheus /metrics and /debug/pprof/ listener")
-	fs.Int("prometheus-port", &o.prometheusPort, 29000, "Port of the Prometheus /metrics and /debug/pprof/ listener")
+	fs.String("prometheus-host", &o.prometheusHost, "0.0.0.0", "Address of the Prometheus /metrics and /debug/pprof/ listener").WithMetavar("ADDR")
+	fs.Int("prometheus-port", &o.prometheusPort, 29000, "Port of the Prometheus /metrics and /debug/pprof/ listener").WithMetavar("PORT")
 	fs.Bool("disable-pprof", &o.disablePprof, false, "Do not serve /debug/pprof/ on the Prometheus port")
 	fs.Enum("log-level", &o.logLevel, "info", []string{"debug", "info", "warn", "error"}, "Log level")
 	fs.Bool("log-json", &o.logJSON, false, "Log JSON lines instead of text")
+	refuseSpecFlags(fs)
 	return fs
 }
 

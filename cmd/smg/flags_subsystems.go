@@ -39,6 +39,7 @@ func registerHealthFlags(fs *cli.FlagSet, cfg *health.Config) {
 	fs.Bool("remove-unhealthy-workers", &cfg.RemoveUnhealthy, cfg.RemoveUnhealthy,
 		"Remove workers that become failed (on by default with --service-discovery)")
 	fs.Alias("worker-auto-recovery", "remove-unhealthy-workers")
+	fs.Negation("no-remove-unhealthy-workers", "remove-unhealthy-workers") // the Python launcher's spelling
 	fs.Bool("disable-health-check", &cfg.Disable, cfg.Disable,
 		"Do not probe workers; they are ready as soon as they are registered")
 }
@@ -64,22 +65,24 @@ func registerLoadFlags(fs *cli.FlagSet, cfg *loadmon.Config) {
 func registerDiscoveryFlags(fs *cli.FlagSet, cfg *discovery.Config) {
 	*cfg = discovery.DefaultConfig()
 	fs.Bool("service-discovery", &cfg.Enabled, cfg.Enabled, "Discover workers from Kubernetes pods")
-	fs.StringList("selector", &cfg.Selector, "Label selector of worker pods, key=value pairs that must all match")
-	fs.String("service-discovery-namespace", &cfg.Namespace, cfg.Namespace, "Namespace to watch (default: all namespaces)")
-	fs.Int("service-discovery-port", &cfg.Port, cfg.Port, "Worker port of pods without the smg.ai/worker-ports annotation")
+	fs.StringList("selector", &cfg.Selector, "Label selector of worker pods, key=value pairs that must all match").WithMetavar("KEY=VALUE")
+	fs.String("service-discovery-namespace", &cfg.Namespace, cfg.Namespace, "Namespace to watch (default: all namespaces)").WithMetavar("NAMESPACE")
+	fs.Int("service-discovery-port", &cfg.Port, cfg.Port, "Worker port of pods without the smg.ai/worker-ports annotation").WithMetavar("PORT")
 	fs.String("model-id-from", &cfg.ModelIDFrom, cfg.ModelIDFrom, "Take discovered workers' model id from namespace, label:<key> or annotation:<key>")
-	fs.StringList("model-alias", &cfg.ModelAliases, "Extra client-facing model name, alias=canonical (repeatable)")
+	fs.StringList("model-alias", &cfg.ModelAliases, "Extra client-facing model name, alias=canonical (repeatable)").WithMetavar("ALIAS=MODEL")
 	fs.Int("job-queue-capacity", &cfg.JobQueueCapacity, cfg.JobQueueCapacity, "Maximum pending control-plane jobs; a reconcile pass waits while the queue is full")
 	fs.Int("job-queue-concurrency", &cfg.JobQueueConcurrency, cfg.JobQueueConcurrency, "Maximum control-plane jobs run at once")
 	fs.Duration("worker-startup-delay", &cfg.WorkerStartupDelay, cfg.WorkerStartupDelay, "Seconds to wait after a worker is submitted before its first startup probe")
 	fs.Duration("worker-startup-check-interval", &cfg.WorkerStartupCheckInterval, cfg.WorkerStartupCheckInterval, "Seconds between startup probes while registration waits for the engine")
 	fs.Duration("worker-startup-timeout-secs", &cfg.WorkerStartupTimeout, cfg.WorkerStartupTimeout, "How long registration waits for the engine before the job fails")
-	fs.StringList("prefill-selector", &cfg.PrefillSelector, "Label selector of prefill pods (PD mode)")
-	fs.StringList("decode-selector", &cfg.DecodeSelector, "Label selector of decode pods (PD mode)")
-	fs.StringList("encode-selector", &cfg.EncodeSelector, "Label selector of encode pods (EPD mode)")
+	fs.StringList("prefill-selector", &cfg.PrefillSelector, "Label selector of prefill pods (PD mode)").WithMetavar("KEY=VALUE")
+	fs.StringList("decode-selector", &cfg.DecodeSelector, "Label selector of decode pods (PD mode)").WithMetavar("KEY=VALUE")
+	// EPD mode does not exist yet: whoever lands it registers --encode-selector again as a
+	// StringList into cfg.EncodeSelector, which the pod mapping already reads.
+	fs.Refuse("encode-selector", "EPD mode (encode workers) is not implemented yet; run PD mode with --prefill-selector and --decode-selector")
 	fs.String("kv-connector-annotation", &cfg.KVConnectorAnnotation, cfg.KVConnectorAnnotation, "Pod annotation that names the vLLM KV connector")
 	fs.String("kv-engine-id-annotation", &cfg.KVEngineIDAnnotation, cfg.KVEngineIDAnnotation, "Pod annotation that lists the vLLM KV engine ids")
-	fs.StringList("router-selector", &cfg.RouterSelector, "Label selector of peer gateway pods for the mesh (needs --enable-mesh)")
+	fs.StringList("router-selector", &cfg.RouterSelector, "Label selector of peer gateway pods for the mesh (needs --enable-mesh)").WithMetavar("KEY=VALUE")
 }
 
 // registerMeshFlags registers the mesh flags into cfg.
@@ -87,17 +90,17 @@ func registerMeshFlags(fs *cli.FlagSet, cfg *mesh.Config) {
 	*cfg = mesh.DefaultConfig()
 	fs.Group("Mesh (high availability)")
 	fs.Bool("enable-mesh", &cfg.Enable, cfg.Enable, "Start the mesh listener and join the cluster")
-	fs.String("mesh-server-name", &cfg.ServerName, cfg.ServerName,
-		"Node name, unique within the cluster; non-empty, without ':' (default Mesh_ plus 4 random alphanumerics)")
-	fs.Flags()[len(fs.Flags())-1].Default = "Mesh_XXXX" // the default is random: the help shows its shape
-	fs.String("mesh-host", &cfg.Host, cfg.Host, "Bind IP address of the mesh listener")
+	f := fs.String("mesh-server-name", &cfg.ServerName, cfg.ServerName,
+		"Node name, unique within the cluster; non-empty, without ':'").WithMetavar("NAME")
+	f.Default = "Mesh_ and 4 random alphanumerics" // the default is random: the help shows its shape
+	fs.String("mesh-host", &cfg.Host, cfg.Host, "Bind IP address of the mesh listener").WithMetavar("IP")
 	fs.String("mesh-advertise-host", &cfg.AdvertiseHost, cfg.AdvertiseHost,
-		"IP address peers dial (default --mesh-host; required when --mesh-host is unspecified such as 0.0.0.0)")
-	fs.Int("mesh-port", &cfg.Port, cfg.Port, "Mesh port, for binding and advertising; 0 is rejected")
-	fs.StringList("mesh-peer-urls", &cfg.PeerURLs, "Bootstrap peers as IP:port; every entry is dialled until first contact")
-	fs.String("mesh-tls-cert", &cfg.TLSCert, cfg.TLSCert, "PEM certificate this router presents on the mesh port (mutual TLS)")
-	fs.String("mesh-tls-key", &cfg.TLSKey, cfg.TLSKey, "PEM private key of --mesh-tls-cert")
-	fs.String("mesh-tls-ca", &cfg.TLSCA, cfg.TLSCA, "PEM CA bundle that signs every mesh router's certificate; peers it did not sign are refused")
+		"IP address peers dial (default --mesh-host; required when --mesh-host is unspecified such as 0.0.0.0)").WithMetavar("IP")
+	fs.Int("mesh-port", &cfg.Port, cfg.Port, "Mesh port, for binding and advertising; 0 is rejected").WithMetavar("PORT")
+	fs.StringList("mesh-peer-urls", &cfg.PeerURLs, "Bootstrap peers as IP:port; every entry is dialled until first contact").WithMetavar("IP:PORT")
+	fs.String("mesh-tls-cert", &cfg.TLSCert, cfg.TLSCert, "PEM certificate this router presents on the mesh port (mutual TLS)").WithMetavar("FILE")
+	fs.String("mesh-tls-key", &cfg.TLSKey, cfg.TLSKey, "PEM private key of --mesh-tls-cert").WithMetavar("FILE")
+	fs.String("mesh-tls-ca", &cfg.TLSCA, cfg.TLSCA, "PEM CA bundle that signs every mesh router's certificate; peers it did not sign are refused").WithMetavar("FILE")
 	fs.Bool("mesh-allow-insecure", &cfg.AllowInsecure, cfg.AllowInsecure, "Import peers' workers over a plaintext mesh even when --api-key protects the worker API")
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,8 +39,17 @@ func main() {
 
 // run is main without the process: it returns the exit code (2 for a bad command line).
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "launch" {
-		args = args[1:]
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "launch":
+			args = args[1:]
+		case "serve":
+			fmt.Fprintf(stderr, "smg: %s\n", serveRefusal)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "smg: unknown command %q: run 'smg launch [flags]' (or 'smg --help')\n", args[0])
+			return 2
+		}
 	}
 	var o options
 	fs := newFlagSet(&o)
@@ -61,10 +71,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
 	}
-	// With discovery, failed workers are removed unless the user said otherwise (spec).
-	if o.disc.Enabled && !fs.IsSet("remove-unhealthy-workers") {
-		o.health.RemoveUnhealthy = true
-	}
 	if err := o.validate(fs); err != nil {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
@@ -79,6 +85,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func (o *options) validate(fs *cli.FlagSet) error {
+	// --service-discovery turns on IGW mode (spec: service-discovery.md, IGW mode).
+	o.enableIGW = o.enableIGW || o.disc.Enabled
+	// With discovery, failed workers are removed unless the user said otherwise (spec).
+	if o.disc.Enabled && !fs.IsSet("remove-unhealthy-workers") {
+		o.health.RemoveUnhealthy = true
+	}
 	if err := all.CheckPolicy(o.policy, o.pd.enabled); err != nil {
 		return fmt.Errorf("--policy: %w", err)
 	}
@@ -128,6 +140,9 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if o.maxWorkers <= 0 {
 		return fmt.Errorf("--max-workers %d: must be at least 1", o.maxWorkers)
 	}
+	if o.maxBufferedRequestBytes < 0 {
+		return fmt.Errorf("--max-buffered-request-bytes %d: must be 0 or more", o.maxBufferedRequestBytes)
+	}
 	if o.maxConnsPerWorker <= 0 {
 		return fmt.Errorf("--max-connections-per-worker %d: must be at least 1", o.maxConnsPerWorker)
 	}
@@ -146,6 +161,7 @@ func newLogger(w io.Writer, level string, asJSON bool) *slog.Logger {
 
 // serve wires the gateway, runs it until SIGTERM or SIGINT, then drains.
 func serve(o options, log *slog.Logger) error {
+	logCompatNotes(&o, log)
 	set := metrics.NewSet()
 	reg, err := worker.NewRegistry(worker.Config{
 		Metrics: set, Logger: log,
@@ -222,6 +238,11 @@ func serve(o options, log *slog.Logger) error {
 	}
 	addStaticWorkers(reg, o.staticSpecs(), o.health.InitialStatus, log)
 
+	// stopBackground stops the mesh and the watchers, last started first, before the final
+	// "Gateway stopped" line: nothing of the gateway logs after it. (Both stops are
+	// idempotent; the defers cover the early returns.)
+	var stopBackground []func()
+
 	// The mesh starts after the static workers are registered, so that a restarted router
 	// does not tombstone a worker it published before the restart (mesh/doc.go).
 	var m *mesh.Mesh
@@ -234,6 +255,7 @@ func serve(o options, log *slog.Logger) error {
 			return fmt.Errorf("cannot start the mesh (--enable-mesh): %w", err)
 		}
 		defer m.Close()
+		stopBackground = append(stopBackground, m.Close)
 		observer.m.Store(m)
 		srv.SetMeshStatus(m.StatusJSON)
 	}
@@ -257,6 +279,7 @@ func serve(o options, log *slog.Logger) error {
 		// without service discovery", and the gateway keeps serving its static workers.
 		if d, err := k8s.Start(ctx, dc, reg, opts); err == nil {
 			defer d.Stop()
+			stopBackground = append(stopBackground, d.Stop)
 		}
 	}
 
@@ -305,6 +328,9 @@ func serve(o options, log *slog.Logger) error {
 		return err
 	}
 	_ = promSrv.Close()
+	for i := len(stopBackground) - 1; i >= 0; i-- {
+		stopBackground[i]()
+	}
 	log.Info("Gateway stopped")
 	return nil
 }

@@ -37,9 +37,9 @@ func registerPDFlags(fs *cli.FlagSet, o *pdOptions) {
 		o.prefill = append(o.prefill, spec)
 		return nil
 	})
-	fs.StringList("decode", &o.decode, "Decode worker URLs; the flag may repeat")
-	fs.String("prefill-policy", &o.prefillPolicy, "", "Policy of the prefill leg (default: --policy); bucket fits here")
-	fs.String("decode-policy", &o.decodePolicy, "", "Policy of the decode leg (default: --policy); not bucket or passthrough")
+	fs.StringList("decode", &o.decode, "Decode worker URLs; the flag may repeat").WithMetavar("URL")
+	fs.String("prefill-policy", &o.prefillPolicy, "", "Policy of the prefill leg (default: --policy); bucket fits here").WithMetavar("POLICY")
+	fs.String("decode-policy", &o.decodePolicy, "", "Policy of the decode leg (default: --policy); not bucket or passthrough").WithMetavar("POLICY")
 	fs.String("kv-connector", &o.kvConnector, "", "vLLM KV connector (NixlConnector, MooncakeConnector) of the --prefill and --decode workers; empty: SGLang's bootstrap protocol")
 }
 
@@ -66,8 +66,8 @@ func (o *options) validatePD(fs *cli.FlagSet) error {
 	if o.disc.Enabled && len(o.disc.PrefillSelector) == 0 && len(o.disc.DecodeSelector) == 0 {
 		return fmt.Errorf("--pd-disaggregation with --service-discovery needs --prefill-selector and/or --decode-selector")
 	}
-	// Outside discovery (IGW) mode a leg given power_of_two needs two workers to compare.
-	if !o.disc.Enabled {
+	// Outside IGW mode a leg given power_of_two needs two workers to compare (spec).
+	if !o.enableIGW {
 		if pd.prefillPolicy == poweroftwo.Name && len(pd.prefill) < 2 {
 			return fmt.Errorf("--prefill-policy power_of_two needs at least two --prefill workers (got %d): add one, or choose another policy", len(pd.prefill))
 		}

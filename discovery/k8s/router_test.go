@@ -65,8 +65,8 @@ func TestRouterDiscoveryMembership(t *testing.T) {
 	if len(reg.Current().Workers) != 0 {
 		t.Fatal("router pods were registered as workers")
 	}
-	if !strings.Contains(logs.String(), "Starting K8s router watcher | selector: 'app=smg'") {
-		t.Error("log lacks the router watcher line")
+	if !strings.Contains(logs.String(), `msg="Router node discovery enabled" selector="app=smg"`) {
+		t.Errorf("log lacks the spec's router discovery line:\n%s", logs.String())
 	}
 }
 
@@ -83,7 +83,7 @@ func TestRouterDiscoveryNeedsMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Stop()
-	if out := logs.String(); !strings.Contains(out, discovery.LogRouterMeshDisabled) || strings.Contains(out, "Starting K8s router watcher") {
+	if out := logs.String(); !strings.Contains(out, "Router selector configured but mesh is not enabled") || strings.Contains(out, "Router node discovery enabled") {
 		t.Fatalf("log:\n%s", out)
 	}
 }

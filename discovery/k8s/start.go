@@ -30,6 +30,7 @@ type Discovery struct {
 	// Reconciler is the worker reconciler (tests read its queue and ownership).
 	Reconciler *discovery.Reconciler
 	cancel     context.CancelFunc
+	log        *slog.Logger
 	wg         sync.WaitGroup
 	once       sync.Once
 }
@@ -40,6 +41,7 @@ func (d *Discovery) Stop() {
 		d.cancel()
 		d.wg.Wait()
 		d.Reconciler.Close()
+		d.log.Info("Service discovery stopped")
 	})
 }
 
@@ -77,7 +79,7 @@ func Start(ctx context.Context, cfg discovery.Config, reg discovery.Registry, op
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
-	d := &Discovery{cancel: cancel}
+	d := &Discovery{cancel: cancel, log: log}
 	podInformer := newPodInformer(client, cfg.Namespace, sel)
 	d.Reconciler, err = discovery.NewReconciler(cfg, reg, func() []discovery.Pod { return podsOf(podInformer.GetStore().List()) })
 	if err != nil {
@@ -158,7 +160,8 @@ func (d *Discovery) startRouterDiscovery(ctx context.Context, client kubernetes.
 		log.Warn("K8s router watcher error (auto-retrying with backoff)", "error", err)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
-	log.Info(fmt.Sprintf("Starting K8s router watcher | selector: '%s'", sel))
+	// The spec's troubleshooting table tells operators to look for this line.
+	log.Info("Router node discovery enabled", "selector", sel.String())
 	d.wg.Add(1)
 	go func() { defer d.wg.Done(); inf.RunWithContext(ctx) }()
 }

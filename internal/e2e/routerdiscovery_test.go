@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,26 @@ func TestRouterDiscoveryJoinsTheMesh(t *testing.T) {
 		})
 	}
 	t.Logf("routers joined through router discovery in %v", time.Since(start).Round(time.Millisecond))
+	if out := gws[0].Output(); !strings.Contains(out, `msg="Router node discovery enabled" selector="app=smg-router"`) {
+		t.Errorf("router-a never logged the spec's router discovery line:\n%s", out)
+	}
+	// On SIGTERM the mesh and the watchers stop before the last line, "Gateway stopped":
+	// nothing logs after it.
+	if err := gws[0].Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := gws[0].Wait(60 * time.Second); code != 0 {
+		t.Fatalf("router-a exit %d:\n%s", code, gws[0].Output())
+	}
+	out := strings.TrimRight(gws[0].Output(), "\n")
+	if last := out[strings.LastIndexByte(out, '\n')+1:]; !strings.Contains(last, `msg="Gateway stopped"`) {
+		t.Fatalf("the last line is %q, not \"Gateway stopped\":\n%s", last, out)
+	}
+	for _, stopped := range []string{`msg="mesh stopped"`, `msg="Service discovery stopped"`} {
+		if !strings.Contains(out, stopped) {
+			t.Errorf("router-a never logged %s before \"Gateway stopped\":\n%s", stopped, out)
+		}
+	}
 }
 
 // aliveIn reports whether the /mesh/status body lists member name as ALIVE.

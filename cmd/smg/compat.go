@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+
+	"github.com/smg-go/smg/discovery"
+	"github.com/smg-go/smg/internal/cli"
+)
+
+// The spec product's command lines that SMG-Go refuses say what to run instead (issue 18);
+// the flags it accepts without the spec's effect are listed in docs/differences.md.
+
+// serveRefusal answers `smg serve`: the spec's serve launches engines beside the gateway.
+const serveRefusal = "smg serve launches SGLang engines beside the gateway, and SMG-Go launches no engines. " +
+	"Start the engines yourself (python -m sglang.launch_server --model-path MODEL --port 8000, one per GPU or data-parallel rank) " +
+	"and run 'smg launch --worker-urls http://HOST:8000 ...'; serve's --router-* flags are launch's flags without the prefix " +
+	"(--router-policy is --policy, --router-enable-mesh is --enable-mesh)"
+
+// refuseSpecFlags registers the spec flags `smg launch` refuses, and explains serve's
+// --router-* spellings.
+func refuseSpecFlags(fs *cli.FlagSet) {
+	fs.Refuse("data-parallel-size", "this is smg serve's flag (the engine ranks it launches), and SMG-Go launches no engines: "+
+		"start one engine per rank yourself and list each with --worker-urls")
+	fs.UnknownHint = func(name string) string {
+		if rest, ok := strings.CutPrefix(name, "router-"); ok && fs.Lookup(rest) != nil {
+			return "the --router- prefix is smg serve's spelling, which SMG-Go does not run; smg launch takes --" + rest
+		}
+		return ""
+	}
+}
+
+// cacheIndex parses --cache-index: only the radix trees exist.
+func cacheIndex(v string) error {
+	switch v {
+	case "tree":
+		return nil
+	case "hash":
+		return errors.New("the hash placement index is not implemented: cache_aware keeps its radix trees (leave the flag out); " +
+			"for boundary-aligned head hashing use --policy prefix_hash with --cache-boundaries")
+	}
+	return errors.New("not a cache index")
+}
+
+// logCompatNotes says at start-up what accepted spec flags do not do here, and why a flag
+// has no effect.
+func logCompatNotes(o *options, log *slog.Logger) {
+	if o.modelPath != "" {
+		log.Info("Ignoring --model-path: SMG-Go loads no tokenizer; HTTP workers are routed on the request text", "model_path", o.modelPath)
+	}
+	// Without discovery k8s.Start never runs, so the spec's warning is logged here.
+	if on, msg := o.disc.RouterDiscoveryEnabled(); !on && msg == discovery.LogRouterNeedsDiscover {
+		log.Warn(msg)
+	}
+}
