@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/loadgen"
 )
 
@@ -29,11 +30,12 @@ func newCompareFlags(stderr io.Writer) compareFlags {
 func compareCommand(args []string, stdout, stderr io.Writer) int {
 	flags := newCompareFlags(stderr)
 	fs, limit := flags.set, flags.limit
-	files, err := parseInterleaved(fs, args)
+	files, err := cli.ParseStd(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "loadgen compare: %v\n", err)
 		return exitUsage
 	}
 	if len(files) != 2 {
@@ -64,20 +66,4 @@ func compareCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "REGRESSION %s (limit %s)\n", r, *limit)
 	}
 	return exitFail
-}
-
-// parseInterleaved parses flags that may come before, between or after positional
-// arguments, and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
 }

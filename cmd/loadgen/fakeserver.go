@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/loadgen/loadgentest"
 )
 
@@ -24,14 +25,16 @@ func fakeServerCommand(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&opts.TokenDelay, "token-delay", 0, "pause between streamed tokens")
 	fs.IntVar(&opts.FailEvery, "fail-every", 0, "answer every n-th request with 503 (0: never)")
 	fs.IntVar(&opts.CacheBlock, "cache-block", 16, "prefix cache block size in words")
-	if err := fs.Parse(args); err != nil {
+	rest, err := cli.ParseStd(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "loadgen fakeserver: %v\n", err)
 		return exitUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "loadgen fakeserver: unexpected argument %q\n", fs.Arg(0))
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "loadgen fakeserver: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
 	ln, err := net.Listen("tcp", *listen)

@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/smg-go/smg/internal/cli"
 )
 
 // FuzzParseRun feeds arbitrary command lines (NUL-separated arguments) to the run command's
@@ -43,7 +45,7 @@ func FuzzParseInterleaved(f *testing.F) {
 		args := strings.Split(line, "\x00")
 		var stderr strings.Builder
 		fs := newCompareFlags(&stderr)
-		files, err := parseInterleaved(fs.set, args)
+		files, err := cli.ParseStd(fs.set, args)
 		if err != nil {
 			return
 		}

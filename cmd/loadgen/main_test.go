@@ -197,3 +197,25 @@ func TestAPIKeyFromEnvironmentIsSentButNeverPrinted(t *testing.T) {
 		t.Fatalf("help output leaks the key or lacks the flag:\n%s", stderr.String())
 	}
 }
+
+// TestFlagErrorsAreOneLineWithTheFix: a bad command line gets one line that names the flag
+// and says how to fix it (did-you-mean, a valid value), exit 2, and no usage dump.
+func TestFlagErrorsAreOneLineWithTheFix(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--duraton", "5s"}, "loadgen: unknown flag --duraton; did you mean --duration? (run 'loadgen run --help' to list flags)"},
+		{[]string{"--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--duration", "5"}, `loadgen: invalid value "5" for --duration: give a duration with its unit, such as 5s, 1m30s or 500ms`},
+		{[]string{"run", "--model", "m", "--num-requests", "ten"}, `loadgen: invalid value "ten" for --num-requests: give an integer such as 0`},
+		{[]string{"compare", "a.json", "b.json", "--max-regresion", "5%"}, "loadgen compare: unknown flag --max-regresion; did you mean --max-regression?"},
+		{[]string{"report", "r.json", "--htm", "x.html"}, "loadgen report: unknown flag --htm; did you mean --html?"},
+		{[]string{"fakeserver", "--token-delay", "1"}, `loadgen fakeserver: invalid value "1" for --token-delay: give a duration`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := dispatch(tc.args, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and the one line %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}

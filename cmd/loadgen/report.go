@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/loadgen"
 )
 
@@ -19,11 +20,12 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: loadgen report result.json [--html report.html]")
 		fs.PrintDefaults()
 	}
-	files, err := parseInterleaved(fs, args)
+	files, err := cli.ParseStd(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "loadgen report: %v\n", err)
 		return exitUsage
 	}
 	if len(files) != 1 {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/loadgen"
 )
 
@@ -142,15 +143,17 @@ func parseRun(args []string, stderr io.Writer) (cfg loadgen.Config, opts runOpti
 	fs.SetOutput(stderr)
 	output, html, progress := runFlags(fs, &cfg)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of loadgen itself to this file")
-	if err := fs.Parse(args); err != nil {
+	rest, err := cli.ParseStd(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, opts, exitOK, true
 		}
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return cfg, opts, exitUsage, true
 	}
 	opts = runOptions{output: *output, html: *html, progress: *progress, cpuProfile: *cpuProfile}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "loadgen: unexpected argument %q: flags only (did you mean \"loadgen compare\"?)\n", fs.Arg(0))
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "loadgen: unexpected argument %q: flags only (did you mean \"loadgen compare\"?)\n", rest[0])
 		return cfg, opts, exitUsage, true
 	}
 	if cfg.APIKey == "" {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/mockworker"
 )
 
@@ -99,11 +100,12 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	fs.IntVar(&cfg.BootstrapPort, "bootstrap-port", mockworker.DefaultBootstrapPort, "prefill: port of the fleet's KV rendezvous (0: a free port); decode: the port asked when bootstrap_port is null")
 	fs.StringVar(&cfg.KVEngineID, "kv-engine-id", "", "vLLM prefill: the remote_engine_id reported (default: the worker id; with --count > 1, <id>-<i>)")
 	fs.Float64Var(&kvTransferTimeoutMS, "kv-transfer-timeout-ms", ms(mockworker.DefaultKVTransferTimeout), "how long a decode waits for its prefill's KV and a prefill keeps an unclaimed one, ms")
-	if err := fs.Parse(args); err != nil {
+	rest, err := cli.ParseStd(fs, args)
+	if err != nil {
 		return cfg, err
 	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
+	if len(rest) > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q: every option is a flag (see -h)", rest[0])
 	}
 	cfg.Dialect = mockworker.Dialect(dialect)
 	cfg.Mode = mockworker.Mode(mode)

@@ -227,3 +227,22 @@ func TestRunPD(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagErrorsAreOneLineWithTheFix: the gateway's error quality, not the flag package's
+// error followed by the whole usage.
+func TestFlagErrorsAreOneLineWithTheFix(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dialekt", "vllm"}, "mockworker: unknown flag --dialekt; did you mean --dialect? (run 'mockworker --help' to list flags)"},
+		{[]string{"--count", "many"}, `mockworker: invalid value "many" for --count: give an integer such as 1`},
+		{[]string{"--token-interval-ms", "5ms"}, `mockworker: invalid value "5ms" for --token-interval-ms: give a number such as 0`},
+		{[]string{"--port"}, "mockworker: flag --port needs a value: an integer such as 0"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, &stdout, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), tc.want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and the one line %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
