@@ -40,6 +40,15 @@ type timelineAcc struct {
 	sumE2E, sumTTFT   float64
 }
 
+// add counts o's completions in a too.
+func (a *timelineAcc) add(o timelineAcc) {
+	a.completed += o.completed
+	a.failed += o.failed
+	a.outputTokens += o.outputTokens
+	a.sumE2E += o.sumE2E
+	a.sumTTFT += o.sumTTFT
+}
+
 func newRecorder(interval time.Duration) recorder {
 	return recorder{
 		interval:  interval,
@@ -153,12 +162,7 @@ func (r *recorder) merge(o *recorder) {
 		}
 	}
 	for i, t := range o.timeline {
-		slot := r.bucket(time.Duration(i) * r.interval)
-		slot.completed += t.completed
-		slot.failed += t.failed
-		slot.outputTokens += t.outputTokens
-		slot.sumE2E += t.sumE2E
-		slot.sumTTFT += t.sumTTFT
+		r.bucket(time.Duration(i) * r.interval).add(t)
 	}
 }
 

@@ -91,3 +91,24 @@ func TestTimelineRatesUseTheCoveredPartOfTheLastInterval(t *testing.T) {
 		t.Fatalf("half interval %+v", points[1])
 	}
 }
+
+// TestTimelineFoldsATrailingSliver: a last bucket covering less than half an interval is
+// not scaled up to a rate of its own (2 completions in 0.1 s would read 20 req/s in a run
+// of 10 req/s); it joins the interval before it.
+func TestTimelineFoldsATrailingSliver(t *testing.T) {
+	acc := []timelineAcc{{completed: 10, outputTokens: 100, sumE2E: 50}, {completed: 10, outputTokens: 100, sumE2E: 50}, {completed: 2, outputTokens: 20, sumE2E: 10, failed: 1}}
+	points := timeline(acc, time.Second, 2100*time.Millisecond)
+	if len(points) != 2 {
+		t.Fatalf("%d points, want the sliver folded into 2: %+v", len(points), points)
+	}
+	last := points[1]
+	if last.StartS != 1 || last.Completed != 12 || last.Failed != 1 || roundTo(last.RequestThroughput) != roundTo(12/1.1) || roundTo(last.OutputThroughput) != roundTo(120/1.1) || last.MeanE2EMS != 5 {
+		t.Fatalf("folded point %+v", last)
+	}
+	// An interval with no completion at the end dilutes nothing: the last point covers at
+	// most one interval.
+	points = timeline(acc[:1], time.Second, 3*time.Second)
+	if points[0].RequestThroughput != 10 {
+		t.Fatalf("last point over more than an interval: %+v", points[0])
+	}
+}

@@ -32,7 +32,7 @@ const (
 	chartHeight = 220.0
 	chartLeft   = 56.0
 	chartRight  = 12.0
-	chartTop    = 12.0
+	chartTop    = 28.0 // the legend row sits above the plot, never on a line
 	chartBottom = 34.0
 	plotWidth   = chartWidth - chartLeft - chartRight
 	plotHeight  = chartHeight - chartTop - chartBottom

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +90,42 @@ func TestHTMLReportOfAFailedRun(t *testing.T) {
 	html := buf.String()
 	if strings.Contains(html, "<svg") || !strings.Contains(html, "connection refused &lt;x&gt;") {
 		t.Fatalf("report of a run without samples:\n%s", html)
+	}
+}
+
+// TestLegendNeverCoversALine: the legend row is above the plot area, so a series at its
+// peak (drawn at the plot's top edge) passes below the legend text.
+func TestLegendNeverCoversALine(t *testing.T) {
+	r := &Result{Timeline: []TimelinePoint{
+		{StartS: 0, MeanE2EMS: 50, MeanTTFTMS: 10, RequestThroughput: 5},
+		{StartS: 1, MeanE2EMS: 90, MeanTTFTMS: 90, RequestThroughput: 9}, // both lines at the top
+	}}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	legends := regexp.MustCompile(`<text class="legend" x="[0-9.]+" y="([0-9.]+)"`).FindAllStringSubmatch(html, -1)
+	lines := regexp.MustCompile(`<polyline [^>]*points="([^"]+)"`).FindAllStringSubmatch(html, -1)
+	if len(legends) == 0 || len(lines) == 0 {
+		t.Fatalf("no legend or line:\n%s", html)
+	}
+	const legendFont = 12 // .legend font-size: the text's baseline is its bottom
+	topmost := chartHeight
+	for _, l := range lines {
+		for _, pt := range strings.Fields(l[1]) {
+			_, y, _ := strings.Cut(pt, ",")
+			v, _ := strconv.ParseFloat(y, 64)
+			topmost = min(topmost, v)
+		}
+	}
+	for _, l := range legends {
+		y, _ := strconv.ParseFloat(l[1], 64)
+		if y+legendFont/4 >= topmost { // descenders reach about a quarter of the font size below
+			t.Errorf("legend baseline at y=%v reaches the line at y=%v", y, topmost)
+		}
+	}
+	if topmost != chartTop {
+		t.Errorf("the peak is drawn at y=%v, want the plot's top %v", topmost, chartTop)
 	}
 }
