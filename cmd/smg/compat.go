@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"log/slog"
 	"strings"
 
@@ -29,18 +28,6 @@ func refuseSpecFlags(fs *cli.FlagSet) {
 		}
 		return ""
 	}
-}
-
-// cacheIndex parses --cache-index: only the radix trees exist.
-func cacheIndex(v string) error {
-	switch v {
-	case "tree":
-		return nil
-	case "hash":
-		return errors.New("the hash placement index is not implemented: cache_aware keeps its radix trees (leave the flag out); " +
-			"for boundary-aligned head hashing use --policy prefix_hash with --cache-boundaries")
-	}
-	return errors.New("not a cache index")
 }
 
 // logCompatNotes says at start-up what accepted spec flags do not do here, and why a flag

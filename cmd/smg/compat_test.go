@@ -21,11 +21,12 @@ func parseLine(t *testing.T, line string) (options, error) {
 // TestSpecFlagsAccepted: the spec's flags that used to be unknown parse, with the effect
 // README and docs/differences.md describe.
 func TestSpecFlagsAccepted(t *testing.T) {
-	o, err := parseLine(t, "--model-path meta-llama/Llama-3.1-8B-Instruct --max-buffered-request-bytes 0 --no-remove-unhealthy-workers --cache-index tree --worker-urls http://w:8000")
+	o, err := parseLine(t, "--model-path meta-llama/Llama-3.1-8B-Instruct --max-buffered-request-bytes 0 --no-remove-unhealthy-workers --cache-index hash --cache-boundaries 2048,8192 --cache-ttl-secs 60 --worker-urls http://w:8000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.modelPath != "meta-llama/Llama-3.1-8B-Instruct" || o.maxBufferedRequestBytes != 0 || o.health.RemoveUnhealthy || o.enableIGW {
+	if ca := o.policies.CacheAware; o.modelPath != "meta-llama/Llama-3.1-8B-Instruct" || o.maxBufferedRequestBytes != 0 || o.health.RemoveUnhealthy || o.enableIGW ||
+		ca.CacheIndex != "hash" || len(ca.CacheBoundaries) != 2 || ca.CacheTTL.Seconds() != 60 {
 		t.Fatalf("%+v", o)
 	}
 	// --service-discovery turns on IGW mode, and --enable-igw lifts the two-worker minimum of
@@ -67,7 +68,8 @@ func TestSpecFormsRefusedWithWhatToRun(t *testing.T) {
 		{"--router-enable-mesh", "smg launch takes --enable-mesh"},
 		{"--data-parallel-size 2", "--data-parallel-size: this is smg serve's flag"},
 		{"--encode-selector app=e", "--encode-selector: EPD mode (encode workers) is not implemented yet"},
-		{"--cache-index hash", "the hash placement index is not implemented: cache_aware keeps its radix trees"},
+		{"--cache-index hash", "--cache-index hash needs --cache-boundaries"},
+		{"--cache-index lsh", `invalid value "lsh" for --cache-index`},
 		{"--worker-urls grpc://w1:50051", "gRPC workers are not supported yet; serve the engine over HTTP"},
 		{"--max-buffered-request-bytes -1", "--max-buffered-request-bytes -1: must be 0 or more"},
 	} {

@@ -104,7 +104,6 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
 
 	registerPolicyFlags(fs, &o.policies, &g.RoutingKeyHeaders)
-	fs.Func("cache-index", "tree", "tree", "cache_aware's prefix index: tree, the radix trees (the spec's hash placement map, hash, is not implemented)", cacheIndex).WithMetavar("INDEX")
 
 	fs.Group("PD disaggregation")
 	registerPDFlags(fs, &o.pd)

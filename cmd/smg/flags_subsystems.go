@@ -11,6 +11,7 @@ import (
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/policy/cacheaware"
 	"github.com/smg-go/smg/policy/poweroftwo"
 	"github.com/smg-go/smg/policy/prefixhash"
 	"github.com/smg-go/smg/policy/sticky"
@@ -135,6 +136,10 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 		})
 	fs.Int("block-size", &ca.BlockSize, ca.BlockSize,
 		"cache_aware: token tree page size; set it to the engines' KV page size")
+	fs.Enum("cache-index", &ca.CacheIndex, ca.CacheIndex, []string{cacheaware.IndexTree, cacheaware.IndexHash},
+		"cache_aware's prefix index: the radix trees, or a placement map of token-id heads cut at --cache-boundaries (requests without token ids are load-balanced)").WithMetavar("INDEX")
+	fs.Duration("cache-ttl-secs", &ca.CacheTTL, ca.CacheTTL,
+		"--cache-index hash: how long a worker stays a holder of a head it was sent")
 
 	ll := &cfg.LeastLoad
 	fs.Float("least-load-kv-pressure-weight", &ll.KVPressureWeight, ll.KVPressureWeight,
@@ -158,12 +163,12 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 	fs.Int("prefix-token-count", &ph.PrefixTokenCount, ph.PrefixTokenCount,
 		"prefix_hash: leading tokens hashed (4 characters per token for text)")
 	fs.Func("cache-boundaries", boundaries(ph.CacheBoundaries), "ascending token positions such as 2048,8192",
-		"prefix_hash: hash the request head up to the deepest of these token positions it reaches", func(v string) error {
+		"prefix_hash and --cache-index hash: cut the request head at these token positions", func(v string) error {
 			bs, err := parseBoundaries(v)
 			if err != nil {
 				return err
 			}
-			ph.CacheBoundaries = bs
+			ph.CacheBoundaries, ca.CacheBoundaries = bs, bs
 			return nil
 		})
 	fs.Float("prefix-hash-load-factor", &ph.LoadFactor, ph.LoadFactor,

@@ -40,3 +40,21 @@ func TestPickAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestHashIndexPickAllocatesNothing: a pick in hash mode, hit or miss, allocates nothing.
+func TestHashIndexPickAllocatesNothing(t *testing.T) {
+	f := policytest.NewFleet(t, 16, "m")
+	b, _ := newBuilder(t, hashConfig())
+	p := b.Build(f.Group("m"))
+	req := head(1, 3000, 3000, 0)
+	if _, err := p.Pick(req); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(500, func() {
+		if _, err := p.Pick(req); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("hash-mode Pick allocates %v times per call, want 0", n)
+	}
+}

@@ -38,6 +38,12 @@ type Builder struct {
 	tokens *radix.TokenTree
 	clock  atomic.Int64 // logical LRU clock: one tick per insert
 
+	// placements is the hash placement index (--cache-index hash), nil in tree mode; its
+	// holders are stamped with now, a coarse clock Maintain advances every second, so the
+	// hot path reads no wall clock.
+	placements *placementIndex
+	now        atomic.Int64
+
 	br branches
 
 	// model is the model the instance routes, set at the first Build (the observer needs it).
@@ -55,7 +61,7 @@ type branches struct {
 }
 
 type treeGauges struct {
-	chars, tokens, textTenants, tokenTenants *metrics.Gauge
+	chars, tokens, textTenants, tokenTenants, placements *metrics.Gauge
 }
 
 // New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand. The
@@ -78,11 +84,16 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	c := func(branch string) *metrics.Counter {
 		return cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_policy_branch_total{branch="` + branch + `"}`)
 	}
-	return &Builder{
+	b := &Builder{
 		cfg: cfg, rnd: rnd, scorer: score.New(score.DefaultConfig()),
 		text: text, tokens: tokens,
 		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback), firstHealthy: c(BranchFirstHealthyFallback)},
 	}
+	if cfg.CacheIndex == IndexHash {
+		b.placements = newPlacementIndex()
+		b.now.Store(time.Now().UnixNano())
+	}
+	return b
 }
 
 // Name implements policy.Builder.
@@ -149,10 +160,17 @@ func (b *Builder) purgeDeparted(g policy.Group) {
 func (b *Builder) Maintain(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.now.Store(now.UnixNano())
 	if b.cfg.EvictionInterval <= 0 || now.Sub(b.lastEvict) < b.cfg.EvictionInterval {
 		return
 	}
 	b.lastEvict = now
+	if b.placements != nil {
+		b.placements.sweep(now.UnixNano() - int64(b.cfg.CacheTTL))
+		if b.gauges != nil {
+			b.gauges.placements.Set(float64(b.placements.entries.Load()))
+		}
+	}
 	if b.text.Size() > b.cfg.MaxTreeSize {
 		b.text.Evict(b.cfg.MaxTreeSize)
 	}
@@ -185,6 +203,7 @@ func newTreeGauges(set *metrics.Set, model string) *treeGauges {
 		tokens:       set.GetOrCreateGauge(`smg_cache_tree_tokens{model="`+escape(model)+`"}`, nil),
 		textTenants:  set.GetOrCreateGauge(`smg_cache_tree_tenants{model="`+escape(model)+`",tree="string"}`, nil),
 		tokenTenants: set.GetOrCreateGauge(`smg_cache_tree_tenants{model="`+escape(model)+`",tree="token"}`, nil),
+		placements:   set.GetOrCreateGauge(`smg_cache_placement_entries{model="`+escape(model)+`"}`, nil),
 	}
 }
 
@@ -219,6 +238,8 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	defer c.release()
 	b := p.b
 	switch {
+	case b.placements != nil:
+		c.chosen = p.pickByPlacement(req, c)
 	case len(req.Tokens) >= b.cfg.BlockSize:
 		// Whole pages only: engines reuse KV cache in pages.
 		n := len(req.Tokens) / b.cfg.BlockSize * b.cfg.BlockSize
@@ -235,7 +256,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	if c.chosen == nil {
 		return policy.Result{}, policy.ErrNoAvailableWorkers
 	}
-	if b.cfg.Observer != nil && c.pageSize > 0 {
+	if b.cfg.Observer != nil && c.pageSize > 0 { // trees only: the mesh does not sync placements
 		b.observe(req, c.chosen)
 	}
 	return policy.Result{Worker: c.chosen}, nil
@@ -259,6 +280,9 @@ func (b *Builder) observe(req *policy.Request, w *worker.Worker) {
 func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 	b := p.b
 	switch {
+	case b.placements != nil:
+		b.recordPlacement(req, served)
+		return
 	case len(req.Tokens) >= b.cfg.BlockSize:
 		n := len(req.Tokens) / b.cfg.BlockSize * b.cfg.BlockSize
 		b.tokens.Insert(req.Tokens[:n], radix.Tenant(served.Index), b.clock.Add(1))
@@ -270,6 +294,32 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 	if b.cfg.Observer != nil {
 		b.observe(req, served)
 	}
+}
+
+// decide applies the spill gate to the usable holders of a prefix (tree or placement): the
+// lowest expected wait among those not hot takes the request (tree_match); when every holder
+// is hot, or none is usable, the lowest expected wait that is not hot does, or the lowest of
+// all when everyone is (spill). A holder is hot past the fleet mean by the smaller of
+// --balance-abs-threshold and what the hit is worth (hitWorth of the matched share, ratio).
+func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate, ratio float64) *worker.Worker {
+	b := p.b
+	mean := p.mean.Mean()
+	hot := max(b.cfg.BalanceRelThreshold*mean, mean+min(float64(b.cfg.BalanceAbsThreshold), hitWorth(ratio)))
+	var w *worker.Worker
+	if len(cands) > 0 {
+		w = b.scorer.Lowest(req, cands, rate, b.rnd, hot)
+	}
+	if w != nil {
+		b.br.match.Inc()
+		return w
+	}
+	if w = b.scorer.Lowest(req, p.workers, rate, b.rnd, hot); w == nil {
+		w = b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit)
+	}
+	if w != nil {
+		b.br.spill.Inc()
+	}
+	return w
 }
 
 // chooser runs the decision inside the tree's descent. Pooled: a Chooser handed to the tree
@@ -323,23 +373,7 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 				}
 			}
 		}
-		mean := p.mean.Mean()
-		hot := max(b.cfg.BalanceRelThreshold*mean, mean+min(float64(b.cfg.BalanceAbsThreshold), hitWorth(ratio)))
-		if n > 0 {
-			w = b.scorer.Lowest(req, c.cands[:n], rate, b.rnd, hot)
-		}
-		if w != nil {
-			b.br.match.Inc()
-		} else {
-			// Every holder is hot (or none is available): spill to the lowest expected
-			// wait that is not hot, or to the lowest of all when everyone is.
-			if w = b.scorer.Lowest(req, p.workers, rate, b.rnd, hot); w == nil {
-				w = b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit)
-			}
-			if w != nil {
-				b.br.spill.Inc()
-			}
-		}
+		w = p.decide(req, c.cands[:n], rate, ratio)
 	} else {
 		if w = b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
 			b.br.miss.Inc()

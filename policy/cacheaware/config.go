@@ -18,6 +18,13 @@ const (
 	DefaultEvictionInterval    = radix.DefaultEvictionInterval // 120 s
 	DefaultMaxTreeSize         = radix.DefaultMaxTreeSize      // 67,108,864
 	DefaultBlockSize           = 16
+	DefaultCacheTTL            = 180 * time.Second
+)
+
+// The prefix indexes of --cache-index.
+const (
+	IndexTree = "tree" // the radix trees (default)
+	IndexHash = "hash" // the TTL'd placement map at CacheBoundaries (placement.go)
 )
 
 // Config configures cache_aware.
@@ -42,6 +49,15 @@ type Config struct {
 	// BlockSize (--block-size): the token tree's page, in tokens; only whole pages match.
 	// Default 16.
 	BlockSize int
+	// CacheIndex (--cache-index): IndexTree or IndexHash; empty is IndexTree. Default
+	// IndexTree.
+	CacheIndex string
+	// CacheBoundaries (--cache-boundaries): the ascending token positions at which hash mode
+	// cuts a request's head; required by IndexHash, at most 16.
+	CacheBoundaries []int
+	// CacheTTL (--cache-ttl-secs): how long hash mode remembers that a worker was sent a
+	// head. Default 180 s.
+	CacheTTL time.Duration
 	// Metrics receives smg_cache_aware_policy_branch_total and the tree gauges. Nil: a
 	// private set.
 	Metrics *metrics.Set
@@ -59,6 +75,8 @@ func DefaultConfig() Config {
 		EvictionInterval:    DefaultEvictionInterval,
 		MaxTreeSize:         DefaultMaxTreeSize,
 		BlockSize:           DefaultBlockSize,
+		CacheIndex:          IndexTree,
+		CacheTTL:            DefaultCacheTTL,
 	}
 }
 
@@ -74,6 +92,8 @@ func BuiltinConfig() Config {
 		EvictionInterval:    30 * time.Second,
 		MaxTreeSize:         10_000,
 		BlockSize:           DefaultBlockSize,
+		CacheIndex:          IndexTree,
+		CacheTTL:            DefaultCacheTTL,
 	}
 }
 
@@ -92,6 +112,19 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-tree-size is %d: give a positive number of characters (default %d)", c.MaxTreeSize, DefaultMaxTreeSize)
 	case c.BlockSize < 1:
 		return fmt.Errorf("--block-size is %d: give the engines' KV page size in tokens, >= 1 (default %d)", c.BlockSize, DefaultBlockSize)
+	case c.CacheIndex != "" && c.CacheIndex != IndexTree && c.CacheIndex != IndexHash:
+		return fmt.Errorf("--cache-index is %q: give %s (the radix trees) or %s (the placement map at --cache-boundaries)", c.CacheIndex, IndexTree, IndexHash)
+	case c.CacheIndex == IndexHash && len(c.CacheBoundaries) == 0:
+		return fmt.Errorf("--cache-index hash needs --cache-boundaries, the token positions where heads are cut, such as 2048,8192")
+	case len(c.CacheBoundaries) > maxBoundaries:
+		return fmt.Errorf("--cache-boundaries has %d positions: give at most %d", len(c.CacheBoundaries), maxBoundaries)
+	case c.CacheIndex == IndexHash && c.CacheTTL <= 0:
+		return fmt.Errorf("--cache-ttl-secs is %v: give a positive number of seconds (default %v)", c.CacheTTL.Seconds(), DefaultCacheTTL.Seconds())
+	}
+	for i, b := range c.CacheBoundaries {
+		if b < 1 || i > 0 && b <= c.CacheBoundaries[i-1] {
+			return fmt.Errorf("--cache-boundaries %v: give positive, strictly ascending token positions", c.CacheBoundaries)
+		}
 	}
 	return nil
 }

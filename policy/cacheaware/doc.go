@@ -24,6 +24,13 @@
 //  3. When a retry moves a request, the gateway's Record call inserts the prefix for the worker
 //     that finally served it.
 //
+// With --cache-index hash a placement map replaces the trees (placement.go): a request's
+// token ids are hashed up to each --cache-boundaries position they reach, the deepest head
+// with a holder sent it within --cache-ttl-secs gives the candidates for the same spill gate,
+// and the chosen worker becomes a holder at every boundary (three holders a head at most).
+// Requests without token ids, or shorter than the first boundary, are load-balanced and not
+// recorded; the mesh does not synchronize the map (spec).
+//
 // The expected wait is score.Scorer with least_load's default tuning; the fleet mean is a
 // policy.FleetMean, so a hit costs O(prefix) plus the scoring of at most eight holders, and
 // only misses and spills score the whole fleet.
