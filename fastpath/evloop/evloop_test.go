@@ -16,15 +16,20 @@ import (
 // proxy is a minimal handler: /stream answers are relayed, everything else is held and
 // delivered; a failed attempt answers 502.
 type proxy struct {
-	addr   string
-	target Target
-	done   atomic.Int64
-	gone   atomic.Int64
-	fails  atomic.Int64
+	addr     string
+	target   Target
+	deadline time.Duration // per attempt; default 5 s
+	done     atomic.Int64
+	gone     atomic.Int64
+	fails    atomic.Int64
 }
 
 func (p *proxy) Serve(x *Exchange) {
-	x.Forward(p, &p.target, time.Now().Add(5*time.Second))
+	d := p.deadline
+	if d == 0 {
+		d = 5 * time.Second
+	}
+	x.Forward(p, &p.target, time.Now().Add(d))
 }
 
 func (p *proxy) Reject(x *Exchange, status int, reason string) {
@@ -252,6 +257,51 @@ func TestSlowClientBoundsBuffering(t *testing.T) {
 	}
 	if n := written.Load(); n > 32<<20 {
 		t.Fatalf("the worker wrote %d bytes to a client that reads nothing", n)
+	}
+}
+
+// TestDeadlineOnAPooledConnection: a worker that answers once on a keep-alive connection and
+// then never again has its second request cut at the attempt's deadline (a pooled
+// connection's failure is not resent silently, with no deadline left).
+func TestDeadlineOnAPooledConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			if i == 0 {
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			} // later requests: read, never answered
+		}
+	}()
+	p := &proxy{addr: ln.Addr().String(), deadline: 200 * time.Millisecond}
+	addr := startProxy(t, p, func(c *Config) { c.Loops = 1 })
+	client := &http.Client{Timeout: 20 * time.Second}
+	for i, want := range []int{200, 502} {
+		resp, err := client.Post("http://"+addr+"/x", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	if p.fails.Load() != 1 {
+		t.Fatalf("%d failed attempts, want 1", p.fails.Load())
 	}
 }
 

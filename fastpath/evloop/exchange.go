@@ -113,8 +113,6 @@ type Exchange struct {
 	up         *upstreamConn
 	target     Target
 	deadline   int64
-	fresh      bool // the upstream connection was opened for this attempt
-	retried    bool // already resent once after a reused connection turned out closed
 	head       respHead
 	dec        bodyDecoder
 	chunked    bool // the relayed answer goes to the client chunked
@@ -140,7 +138,7 @@ func (x *Exchange) init(c *clientConn) {
 
 // begin starts the exchange of a newly parsed request.
 func (x *Exchange) begin() {
-	x.phase, x.relayed, x.retried, x.pendingErr = phaseServing, false, false, nil
+	x.phase, x.relayed, x.pendingErr = phaseServing, false, nil
 	x.extra, x.nextra = x.extra[:0], 0
 	x.held, x.heldBody, x.heldStatus = x.held[:0], x.heldBody[:0], 0
 }
@@ -279,25 +277,24 @@ func (x *Exchange) Forward(fw Forwarder, t *Target, deadline time.Time) {
 	}
 	x.fw, x.target = fw, *t
 	x.deadline = int64(deadline.Sub(epoch))
-	x.retried = false
 	first := x.deadline
 	if !t.HeadBy.IsZero() {
 		first = min(first, int64(t.HeadBy.Sub(epoch)))
 	}
 	x.c.l.timers.arm(&x.t, first, timerDeadline)
-	x.send(false)
+	x.send()
 }
 
 // send writes the request to a pooled or new connection to the target.
-func (x *Exchange) send(fresh bool) {
+func (x *Exchange) send() {
 	l := x.c.l
 	x.phase, x.held, x.heldBody = phaseWaiting, x.held[:0], x.heldBody[:0]
-	up, isFresh, err := l.upstream(x.target.Addr, fresh)
+	up, err := l.upstream(x.target.Addr)
 	if err != nil {
 		x.failSoon(err)
 		return
 	}
-	x.up, x.fresh = up, isFresh
+	x.up = up
 	up.x = x
 	x.fwd = x.appendForwardHead(x.fwd[:0])
 	body := x.target.Body
@@ -577,13 +574,11 @@ func (x *Exchange) upstreamFailed(err error) {
 		x.fw.UpstreamDone(x, nil)
 		return
 	}
-	if phase == phaseWaiting && up != nil && !x.fresh && !x.retried && up.received == 0 {
-		// A pooled connection the worker had closed meanwhile: the request never reached
-		// it, so it goes again on a new connection.
-		x.retried = true
-		x.send(true)
-		return
-	}
+	// No silent resend on a new connection, even for a pooled connection that failed before
+	// any byte came back: the worker may have read the request (a worker that resets every
+	// request would get each one twice), and like fasthttp's client the attempt fails and
+	// the handler decides. An idle pooled connection the worker closes is seen (EOF while
+	// idle) and dropped before it is reused.
 	x.c.l.timers.disarm(&x.t)
 	switch phase {
 	case phaseRelaying:

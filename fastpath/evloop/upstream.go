@@ -36,7 +36,6 @@ type upstreamConn struct {
 	connecting bool
 	paused     bool
 	events     uint32
-	received   int  // bytes received for the current attempt
 	leftover   bool // bytes after the answer: the connection cannot be reused
 	closed     bool
 	t          timer
@@ -44,36 +43,34 @@ type upstreamConn struct {
 
 const upstreamIn = 64 << 10
 
-// upstream returns an idle connection to addr, or a new one (always new when fresh).
-func (l *loop) upstream(addr string, fresh bool) (*upstreamConn, bool, error) {
+// upstream returns an idle connection to addr, or a new one.
+func (l *loop) upstream(addr string) (*upstreamConn, error) {
 	p := l.pools[addr]
 	if p == nil {
 		p = l.newPool(addr)
 	}
 	if p.err != nil {
-		return nil, false, &UpstreamError{Err: p.err, Dial: true}
+		return nil, &UpstreamError{Err: p.err, Dial: true}
 	}
-	if !fresh {
-		for n := len(p.idle); n > 0; n = len(p.idle) {
-			u := p.idle[n-1]
-			p.idle[n-1] = nil
-			p.idle = p.idle[:n-1]
-			if !u.closed {
-				l.timers.disarm(&u.t)
-				return u, false, nil
-			}
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		u := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if !u.closed {
+			l.timers.disarm(&u.t)
+			return u, nil
 		}
 	}
 	if p.count.Add(1) > int32(l.s.cfg.UpstreamMaxConns) {
 		p.count.Add(-1)
-		return nil, false, &UpstreamError{Err: errNoFreeConns}
+		return nil, &UpstreamError{Err: errNoFreeConns}
 	}
 	u, err := l.dial(p)
 	if err != nil {
 		p.count.Add(-1)
-		return nil, false, &UpstreamError{Err: err, Dial: true}
+		return nil, &UpstreamError{Err: err, Dial: true}
 	}
-	return u, true, nil
+	return u, nil
 }
 
 // newPool resolves addr once per loop: an IP literal at once, a host name with the resolver
@@ -150,7 +147,7 @@ func (l *loop) dial(p *hostPool) (*upstreamConn, error) {
 
 // send writes an attempt's request: head and body in one write when they fit a buffer copy.
 func (u *upstreamConn) send(head, body []byte) {
-	u.received, u.leftover = 0, false
+	u.leftover = false
 	u.out = append(u.out[:0], head...)
 	u.out = append(u.out, body...)
 	u.sent = 0
@@ -279,7 +276,6 @@ func (u *upstreamConn) read() {
 		u.fail(&UpstreamError{Err: errEOF})
 		return
 	}
-	u.received += n
 	u.in = u.in[:len(u.in)+n]
 	u.x.onUpstreamData(u)
 }
