@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -28,7 +29,8 @@ type RouterConfig struct {
 	PD *PDPolicies
 	// NewBuilder creates policy instances (policy/all provides it).
 	NewBuilder NewBuilderFunc
-	// Metrics receives smg_worker_selection_total. Nil: a private set.
+	// Metrics receives smg_worker_selection_total and smg_router_picker_build_failures_total.
+	// Nil: a private set.
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -129,6 +131,9 @@ type Router struct {
 	// legs holds the writer-goroutine state of each leg in use: one leg outside PD mode,
 	// three in it.
 	legs []*legPolicies
+	// building names the policy whose picker is being built, for the report of a build that
+	// panics (writer goroutine only).
+	building string
 }
 
 // legPolicies is one leg's policy instances: one per model, kept until the model's last
@@ -209,7 +214,18 @@ func (r *Router) newModelPolicy(lp *legPolicies, model, name string) (*modelPoli
 
 // Update builds and publishes the table for s. Call it from the registry's writer goroutine
 // (Registry.Subscribe does).
+//
+// A picker build that panics (a bug in a policy) must not end the process, which serves
+// every other model: the table is then not published, so requests keep the previous one
+// until the next snapshot; the panic is logged and counted in
+// smg_router_picker_build_failures_total{policy}.
 func (r *Router) Update(s *worker.Snapshot) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.cfg.Metrics.GetOrCreateCounter(`smg_router_picker_build_failures_total{policy=` + promlabel.Quote(r.building) + `}`).Inc()
+			r.log.Error("Cannot build the route table; requests keep the previous one", "policy", r.building, "snapshot", s.Version, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
 	t := &Table{Snapshot: s, PD: r.cfg.PD != nil}
 	for _, lp := range r.legs {
 		t.legs[lp.leg] = r.buildLeg(lp, s)
@@ -236,16 +252,16 @@ func (r *Router) buildLeg(lp *legPolicies, s *worker.Snapshot) routeSet {
 			mp = r.policyForNewModel(lp, model, declared[0])
 			lp.models[model] = mp
 		}
-		rs.routes[model] = buildRoute(model, mp, s, append(declared, unknown...))
+		rs.routes[model] = r.buildRoute(model, mp, s, append(declared, unknown...))
 	}
 	for model := range lp.models {
 		if _, ok := rs.routes[model]; !ok {
 			delete(lp.models, model) // last worker gone: the model forgets its policy
 		}
 	}
-	rs.any = buildRoute("", lp.any, s, ws)
+	rs.any = r.buildRoute("", lp.any, s, ws)
 	if len(unknown) > 0 {
-		rs.unknown = buildRoute("", lp.unknown, s, unknown)
+		rs.unknown = r.buildRoute("", lp.unknown, s, unknown)
 	}
 	return rs
 }
@@ -282,7 +298,8 @@ func (r *Router) policyForNewModel(lp *legPolicies, model string, first *worker.
 	return mp
 }
 
-func buildRoute(model string, mp *modelPolicy, s *worker.Snapshot, ws []*worker.Worker) *Route {
+func (r *Router) buildRoute(model string, mp *modelPolicy, s *worker.Snapshot, ws []*worker.Worker) *Route {
+	r.building = mp.name
 	cands := make([]*worker.Worker, 0, len(ws))
 	for _, w := range ws {
 		if w.Ready() { // the breaker is checked live, per pick: it changes without a snapshot

@@ -2,8 +2,10 @@ package policy_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -123,5 +125,66 @@ func TestPDLegsRouteByWorkerTypeWithTheirPolicies(t *testing.T) {
 	set.WritePrometheus(&sb)
 	if !strings.Contains(sb.String(), `smg_worker_selection_total{worker_type="decode",connection_mode="http",model="m",policy="round_robin"} 3`) {
 		t.Fatalf("per-leg selection series missing:\n%s", sb.String())
+	}
+}
+
+// panicky builds pickers with round_robin until boom is set, then panics in Build.
+type panicky struct {
+	policy.Builder
+	boom *atomic.Bool
+}
+
+func (p panicky) Build(g policy.Group) policy.Picker {
+	if p.boom.Load() {
+		panic("picker build failed")
+	}
+	return p.Builder.Build(g)
+}
+
+// A picker build that panics on the registry's goroutine keeps the previous table, is logged
+// and counted, and the next snapshot whose build succeeds is published again.
+func TestPanickingPickerBuildKeepsThePreviousTable(t *testing.T) {
+	reg, ws := fleet(t, 2)
+	var boom atomic.Bool
+	set := metrics.NewSet()
+	logger, logs := testutil.Logger(slog.LevelInfo)
+	rr := all.NewBuilderFunc(all.Config{Logger: testutil.Quiet})
+	r, err := policy.NewRouter(policy.RouterConfig{
+		DefaultPolicy: "round_robin", Metrics: set, Logger: logger,
+		NewBuilder: func(name string, fromFlags bool) (policy.Builder, error) {
+			b, err := rr(name, fromFlags)
+			return panicky{b, &boom}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Subscribe(r.Update)
+	_, _ = reg.Remove(context.Background(), "barrier")
+	before := r.Current()
+	if rt, ok := before.Lookup([]byte("m")); !ok || len(rt.Candidates) != 2 {
+		t.Fatalf("route before the failure: %+v %v", rt, ok)
+	}
+
+	boom.Store(true)
+	_ = reg.SetStatus(ws[0].ID, worker.StatusNotReady)
+	_, _ = reg.Remove(context.Background(), "barrier") // the registry goroutine survived to answer
+	if r.Current() != before {
+		t.Fatal("a failed build replaced the table")
+	}
+	var out strings.Builder
+	set.WritePrometheus(&out)
+	if !strings.Contains(out.String(), `smg_router_picker_build_failures_total{policy="round_robin"} `) {
+		t.Fatalf("failure not counted:\n%s", out.String())
+	}
+	if !strings.Contains(logs.String(), "Cannot build the route table; requests keep the previous one") || !strings.Contains(logs.String(), "picker build failed") {
+		t.Fatalf("failure not logged: %s", logs.String())
+	}
+
+	boom.Store(false)
+	_ = reg.SetStatus(ws[1].ID, worker.StatusNotReady)
+	_, _ = reg.Remove(context.Background(), "barrier")
+	if rt, ok := r.Current().Lookup([]byte("m")); !ok || len(rt.Candidates) != 0 {
+		t.Fatalf("route after recovery: %+v %v", rt, ok)
 	}
 }
