@@ -195,14 +195,6 @@ func (r *Reconciler) ownedWorkers() ([]Registered, *worker.Snapshot) {
 	return out, snap
 }
 
-// Owns reports whether the worker with the given id was registered by this reconciler.
-func (r *Reconciler) Owns(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.owned[id]
-	return ok
-}
-
 func (r *Reconciler) own(id, url string) {
 	r.mu.Lock()
 	r.owned[id] = url

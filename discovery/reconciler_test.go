@@ -381,3 +381,11 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("disabled discovery validated its flags: %v", err)
 	}
 }
+
+// Owns reports whether the worker with the given id was registered by this reconciler.
+func (r *Reconciler) Owns(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.owned[id]
+	return ok
+}

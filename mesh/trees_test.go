@@ -65,7 +65,7 @@ func newTreeRouter(t testing.TB, rotate int) *treeRouter {
 func (r *treeRouter) route(t testing.TB, text string, publish bool) string {
 	t.Helper()
 	snap := r.reg.Current()
-	p := r.builder.Build(policy.Group{Model: "m", Workers: snap.ModelWorkers("m"), Snapshot: snap})
+	p := r.builder.Build(policy.Group{Model: "m", Workers: snap.Workers, Snapshot: snap}) // every worker serves m
 	res, err := p.Pick(&policy.Request{Text: []byte(text)})
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,27 @@ func TestRouterLookup(t *testing.T) {
 	}
 }
 
+// A worker whose model is unknown is offered for every model (the gateway cannot tell what it
+// serves), beside the workers that declare the model.
+func TestUnknownModelWorkersServeEveryModel(t *testing.T) {
+	reg, ws := fleet(t, 1)
+	spec := worker.Spec{URL: "http://anything:8000"}
+	if err := spec.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	anything, err := reg.Add(context.Background(), spec, worker.StatusReady)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := newRouter(t, reg, "round_robin").Current()
+	if rt, ok := tab.Lookup([]byte("m")); !ok || !slices.Equal(rt.Candidates, []*worker.Worker{ws[0], anything}) {
+		t.Fatalf("route m: %v %v", rt, ok)
+	}
+	if rt, ok := tab.Lookup([]byte("other")); !ok || !slices.Equal(rt.Candidates, []*worker.Worker{anything}) {
+		t.Fatalf("route of an undeclared model: %v %v", rt, ok)
+	}
+}
+
 func TestFirstWorkerLabelDecidesModelPolicy(t *testing.T) {
 	reg, _ := fleet(t, 2, map[string]string{"policy": "random"}, map[string]string{"policy": "passthrough"})
 	r := newRouter(t, reg, "round_robin")

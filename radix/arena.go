@@ -306,50 +306,6 @@ func (a *byteArena) setFree(off, n uint32, free bool) {
 	}
 }
 
-// runEnd returns the address just after the free run that contains addr.
-func (a *byteArena) runEnd(addr uint32) uint32 {
-	c := addr >> chunkShift
-	words := a.free[c]
-	base := addr &^ chunkMask
-	limit := uint32(len(a.chunks[c]))
-	i := addr & chunkMask
-	for i < limit {
-		w := i / 64
-		x := ^words[w] >> (i % 64)
-		if x != 0 {
-			return base + min(i+uint32(bits.TrailingZeros64(x)), limit)
-		}
-		i = (w + 1) * 64
-	}
-	return base + limit
-}
-
-// forEachRun calls fn with every maximal run of free bytes, in address order.
-func (a *byteArena) forEachRun(fn func(span)) {
-	for c, words := range a.free {
-		base := uint32(c) << chunkShift
-		for i := uint32(0); ; {
-			// Find the next free byte at or after i.
-			w := int(i / 64)
-			if w >= len(words) {
-				break
-			}
-			x := words[w] &^ (1<<(i%64) - 1)
-			for x == 0 && w+1 < len(words) {
-				w++
-				x = words[w]
-			}
-			if x == 0 {
-				break
-			}
-			start := base + uint32(w*64+bits.TrailingZeros64(x))
-			end := a.runEnd(start)
-			fn(span{start, end - start})
-			i = end - base
-		}
-	}
-}
-
 // capacityBytes is the memory held by chunks and their bitmaps.
 func (a *byteArena) capacityBytes() int64 {
 	var n int64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +42,7 @@ func TestAddIsPublishedBeforeAddReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := r.Current()
-	if s.ByID(w.ID) != w || s.ByURL("http://a:1") != w || len(s.ModelWorkers("m")) != 1 || s.ReadyCount() != 1 {
+	if s.ByID(w.ID) != w || s.ByURL("http://a:1") != w || !slices.Equal(s.Models(), []string{"m"}) || s.ReadyCount() != 1 {
 		t.Fatalf("snapshot after Add lacks the worker: %+v", s)
 	}
 	mu.Lock()
@@ -116,14 +117,15 @@ func TestAPIKeyIsWriteOnly(t *testing.T) {
 	}
 }
 
-func TestUnknownModelWorkersServeEveryModel(t *testing.T) {
+func TestSnapshotModelsAreTheDeclaredOnesSorted(t *testing.T) {
 	r := newTestRegistry(t)
 	ctx := context.Background()
-	_, _ = r.Add(ctx, mustSpec(t, "http://a:1", "m"), StatusReady)
+	_, _ = r.Add(ctx, mustSpec(t, "http://a:1", "m2"), StatusReady)
 	_, _ = r.Add(ctx, mustSpec(t, "http://b:1", ""), StatusReady)
-	s := r.Current()
-	if len(s.ModelWorkers("m")) != 2 || len(s.ModelWorkers("other")) != 1 || len(s.Models()) != 1 {
-		t.Fatalf("model groups: m=%d other=%d models=%v", len(s.ModelWorkers("m")), len(s.ModelWorkers("other")), s.Models())
+	_, _ = r.Add(ctx, mustSpec(t, "http://c:1", "m1"), StatusReady)
+	_, _ = r.Add(ctx, mustSpec(t, "http://d:1", "m2"), StatusReady)
+	if got := r.Current().Models(); !slices.Equal(got, []string{"m1", "m2"}) {
+		t.Fatalf("models %v, want [m1 m2]: a worker without a model declares none", got)
 	}
 }
 

@@ -12,9 +12,7 @@ type Snapshot struct {
 
 	byID     map[string]*Worker
 	byURL    map[string]*Worker
-	byModel  map[string][]*Worker
 	models   []string
-	anyModel []*Worker
 	maxIndex uint32
 	readyCnt int
 }
@@ -25,8 +23,8 @@ func newSnapshot(version uint64, workers []*Worker) *Snapshot {
 		Workers: workers,
 		byID:    make(map[string]*Worker, len(workers)),
 		byURL:   make(map[string]*Worker, len(workers)),
-		byModel: make(map[string][]*Worker),
 	}
+	declared := map[string]bool{}
 	for _, w := range workers {
 		s.byID[w.ID] = w
 		s.byURL[w.URL] = w
@@ -36,16 +34,12 @@ func newSnapshot(version uint64, workers []*Worker) *Snapshot {
 		if w.Ready() {
 			s.readyCnt++
 		}
-		if len(w.Models) == 0 {
-			s.anyModel = append(s.anyModel, w)
-			continue
-		}
 		for _, m := range w.Models {
-			s.byModel[m] = append(s.byModel[m], w)
+			if !declared[m] {
+				declared[m] = true
+				s.models = append(s.models, m)
+			}
 		}
-	}
-	for m := range s.byModel {
-		s.models = append(s.models, m)
 	}
 	sort.Strings(s.models)
 	return s
@@ -57,26 +51,9 @@ func (s *Snapshot) ByID(id string) *Worker { return s.byID[id] }
 // ByURL returns the worker with the given canonical URL, or nil.
 func (s *Snapshot) ByURL(url string) *Worker { return s.byURL[url] }
 
-// Models returns the sorted ids of the models some worker declares.
+// Models returns the sorted ids of the models some worker declares. (Which workers serve a
+// model is the route table's business: policy.Router groups them.)
 func (s *Snapshot) Models() []string { return s.models }
-
-// ModelWorkers returns the workers that declare model, followed by the workers whose model is
-// unknown: the gateway cannot tell what those serve, so it offers them for every model rather
-// than hide them. The result may be shared: callers must not modify it.
-func (s *Snapshot) ModelWorkers(model string) []*Worker {
-	declared := s.byModel[model]
-	if len(s.anyModel) == 0 {
-		return declared
-	}
-	if len(declared) == 0 {
-		return s.anyModel
-	}
-	out := make([]*Worker, 0, len(declared)+len(s.anyModel))
-	return append(append(out, declared...), s.anyModel...)
-}
-
-// UnknownModelWorkers returns the workers whose model is unknown.
-func (s *Snapshot) UnknownModelWorkers() []*Worker { return s.anyModel }
 
 // IndexBound is one more than the largest Worker.Index in the snapshot: arrays indexed by
 // Worker.Index need this length.

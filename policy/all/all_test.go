@@ -130,3 +130,10 @@ func TestZeroConfigWorks(t *testing.T) {
 		t.Fatalf("zero Config does not validate: %v", err)
 	}
 }
+
+// Len returns how many instances are tracked (collected ones count until the next round).
+func (m *Maintenance) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
+}

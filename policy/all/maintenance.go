@@ -47,13 +47,6 @@ func (m *Maintenance) Track(b policy.Builder) {
 	m.mu.Unlock()
 }
 
-// Len returns how many instances are tracked (collected ones count until the next round).
-func (m *Maintenance) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.entries)
-}
-
 // Maintain runs one round at now and forgets the instances that were collected.
 func (m *Maintenance) Maintain(now time.Time) {
 	m.round.Lock()

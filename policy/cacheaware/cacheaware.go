@@ -25,7 +25,6 @@ const (
 	BranchTreeMatch            = "tree_match"
 	BranchSpill                = "spill"
 	BranchExpectedWaitFallback = "expected_wait_fallback"
-	BranchFirstHealthyFallback = "first_healthy_fallback"
 )
 
 // Builder owns one model's trees, which survive snapshots.
@@ -57,7 +56,7 @@ type Builder struct {
 }
 
 type branches struct {
-	match, spill, miss, firstHealthy *metrics.Counter
+	match, spill, miss *metrics.Counter
 }
 
 type treeGauges struct {
@@ -87,7 +86,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	b := &Builder{
 		cfg: cfg, rnd: rnd, scorer: score.New(score.DefaultConfig()),
 		text: text, tokens: tokens,
-		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback), firstHealthy: c(BranchFirstHealthyFallback)},
+		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback)},
 	}
 	if cfg.CacheIndex == IndexHash {
 		b.placements = newPlacementIndex()

@@ -203,11 +203,3 @@ func (m *Monitor) fetch(w *worker.Worker, src string) (*worker.LoadReport, error
 	m.polls[src+"ok"].Inc()
 	return r, nil
 }
-
-// Preferred returns the route that last answered for w ("" before any), for tests and the
-// admin API.
-func (m *Monitor) Preferred(w *worker.Worker) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.prefer[w]
-}

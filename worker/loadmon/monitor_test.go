@@ -208,3 +208,10 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Preferred returns the route that last answered for w ("" before any), for the tests.
+func (m *Monitor) Preferred(w *worker.Worker) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.prefer[w]
+}
