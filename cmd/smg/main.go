@@ -162,26 +162,102 @@ func newLogger(w io.Writer, level string, asJSON bool) *slog.Logger {
 // serve wires the gateway, runs it until SIGTERM or SIGINT, then drains.
 func serve(o options, log *slog.Logger) error {
 	logCompatNotes(&o, log)
-	set := metrics.NewSet()
-	reg, err := worker.NewRegistry(worker.Config{
-		Metrics: set, Logger: log,
+	g, err := build(o, log)
+	defer g.close() // also when build failed half-way: what it started stops
+	if err != nil {
+		return err
+	}
+	if err := g.run(); err != nil {
+		return err
+	}
+	return g.drain()
+}
+
+// gateway is the wired gateway: build starts its parts, run serves until a signal, drain
+// stops serving, close stops the rest.
+type gateway struct {
+	o        options
+	log      *slog.Logger
+	set      *metrics.Set
+	reg      *worker.Registry
+	router   *policy.Router
+	policies all.Config
+	srv      *fastpath.Server
+	mesh     *mesh.Mesh // nil without --enable-mesh
+	observer meshObserver
+	ln       net.Listener
+	promLn   net.Listener
+	promSrv  *http.Server
+	// closers stop what build started; close runs them last added first.
+	closers []func()
+	// background are the mesh's and the watchers' stops (also among closers: they are
+	// idempotent): drain runs them, last started first, before the final "Gateway stopped"
+	// line, so that nothing of the gateway logs after it.
+	background []func()
+}
+
+func (g *gateway) onClose(f func()) { g.closers = append(g.closers, f) }
+
+// close stops what build started, in the reverse order.
+func (g *gateway) close() {
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		g.closers[i]()
+	}
+	g.closers = nil
+}
+
+// build wires the registry, router, background monitors, HTTP server, static workers, mesh
+// and discovery, and opens the listeners. The gateway it returns is never nil: on an error,
+// its close stops what was started.
+func build(o options, log *slog.Logger) (*gateway, error) {
+	g := &gateway{o: o, log: log, set: metrics.NewSet()}
+	var err error
+	g.reg, err = worker.NewRegistry(worker.Config{
+		Metrics: g.set, Logger: log,
 		Client:     worker.ClientOptions{MaxConns: o.maxConnsPerWorker},
 		MaxWorkers: o.maxWorkers,
 		Breaker:    o.breaker,
 	})
 	if err != nil {
-		return err
+		return g, err
 	}
-	defer reg.Close()
+	g.onClose(g.reg.Close)
+	if err := g.newRouter(); err != nil {
+		return g, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	g.onClose(stop)
+	if err := g.startMonitors(ctx); err != nil {
+		return g, err
+	}
+	if err := g.newServer(); err != nil {
+		return g, err
+	}
+	addStaticWorkers(g.reg, o.staticSpecs(), o.health.InitialStatus, log)
+	// The mesh starts after the static workers are registered, so that a restarted router
+	// does not tombstone a worker it published before the restart (mesh/doc.go).
+	if o.mesh.Enable {
+		if err := g.startMesh(ctx); err != nil {
+			return g, err
+		}
+	}
+	if o.disc.Enabled {
+		g.startDiscovery(ctx)
+	}
+	return g, g.listen()
+}
+
+// newRouter builds the route tables' router over the registry's snapshots.
+func (g *gateway) newRouter() error {
+	o := g.o
 	pc := o.policies
-	pc.Logger, pc.Metrics, pc.Maintenance = log, set, all.NewMaintenance()
+	pc.Logger, pc.Metrics, pc.Maintenance = g.log, g.set, all.NewMaintenance()
 	pc.PDMode = o.pd.enabled
 	if pc.RoutingKeyOverride {
 		pc.KeyLoads = policy.NewKeyLoads()
 	}
-	var observer meshObserver
 	if o.mesh.Enable {
-		pc.TreeObserver = &observer
+		pc.TreeObserver = &g.observer
 	}
 	var legs *policy.PDPolicies
 	if o.pd.enabled {
@@ -191,147 +267,172 @@ func serve(o options, log *slog.Logger) error {
 		DefaultPolicy: o.policy,
 		PD:            legs,
 		NewBuilder:    all.NewBuilderFunc(pc),
-		Metrics:       set, Logger: log,
+		Metrics:       g.set, Logger: g.log,
 	})
 	if err != nil {
 		return err
 	}
-	reg.Subscribe(router.Update)
+	g.router, g.policies = router, pc
+	g.reg.Subscribe(router.Update)
+	return nil
+}
 
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	go pc.Maintenance.Run(ctx)
-	lc := o.loadmon
-	lc.Metrics, lc.Logger = set, log
-	lc.Required = func() bool { return usesLoadAwarePolicy(router.Current()) }
-	monitor, err := loadmon.New(lc, reg.Current)
+// startMonitors starts the policies' maintenance, the load monitor and the health checker.
+func (g *gateway) startMonitors(ctx context.Context) error {
+	go g.policies.Maintenance.Run(ctx)
+	lc := g.o.loadmon
+	lc.Metrics, lc.Logger = g.set, g.log
+	lc.Required = func() bool { return usesLoadAwarePolicy(g.router.Current()) }
+	monitor, err := loadmon.New(lc, g.reg.Current)
 	if err != nil {
 		return err
 	}
 	go monitor.Run(ctx)
 
-	hc := o.health
-	hc.Metrics, hc.Logger = set, log
-	checker, err := health.New(hc, reg)
+	hc := g.o.health
+	hc.Metrics, hc.Logger = g.set, g.log
+	checker, err := health.New(hc, g.reg)
 	if err != nil {
 		return err
 	}
 	if err := checker.Start(ctx); err != nil {
 		return err
 	}
-	defer checker.Stop()
+	g.onClose(checker.Stop)
+	return nil
+}
 
-	g := o.gateway
-	g.Metrics, g.Logger = set, log
-	g.KeyLoads, g.RoutingKeyOverride = pc.KeyLoads, pc.RoutingKeyOverride
-	g.InitialStatus = o.health.InitialStatus
-	g.MaxConnsPerWorker = o.maxConnsPerWorker
-	g.ValidateSpec = func(s *worker.Spec) error {
+// newServer creates the HTTP front end.
+func (g *gateway) newServer() error {
+	o := g.o
+	gc := o.gateway
+	gc.Metrics, gc.Logger = g.set, g.log
+	gc.KeyLoads, gc.RoutingKeyOverride = g.policies.KeyLoads, g.policies.RoutingKeyOverride
+	gc.InitialStatus = o.health.InitialStatus
+	gc.MaxConnsPerWorker = o.maxConnsPerWorker
+	gc.ValidateSpec = func(s *worker.Spec) error {
 		if o.pd.enabled && s.WorkerType != worker.TypePrefill && s.WorkerType != worker.TypeDecode {
 			return fmt.Errorf("the gateway runs in PD mode (--pd-disaggregation): register the worker with \"worker_type\": \"prefill\" or \"decode\"")
 		}
 		return health.ValidateOverride(s.Health)
 	}
-	srv, err := fastpath.New(g, reg, router)
+	srv, err := fastpath.New(gc, g.reg, g.router)
+	g.srv = srv
+	return err
+}
+
+// startMesh joins the mesh (--enable-mesh).
+func (g *gateway) startMesh(ctx context.Context) error {
+	m, err := mesh.Start(ctx, g.o.mesh, mesh.Deps{
+		Registry: g.reg,
+		Trees:    &mesh.RadixTrees{Lookup: cacheAwareTrees(g.router), Snapshot: g.reg.Current},
+		Metrics:  g.set, Logger: g.log,
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot start the mesh (--enable-mesh): %w", err)
 	}
-	addStaticWorkers(reg, o.staticSpecs(), o.health.InitialStatus, log)
+	g.mesh = m
+	g.onClose(m.Close)
+	g.background = append(g.background, m.Close)
+	g.observer.m.Store(m)
+	g.srv.SetMeshStatus(m.StatusJSON)
+	return nil
+}
 
-	// stopBackground stops the mesh and the watchers, last started first, before the final
-	// "Gateway stopped" line: nothing of the gateway logs after it. (Both stops are
-	// idempotent; the defers cover the early returns.)
-	var stopBackground []func()
-
-	// The mesh starts after the static workers are registered, so that a restarted router
-	// does not tombstone a worker it published before the restart (mesh/doc.go).
-	var m *mesh.Mesh
-	if o.mesh.Enable {
-		if m, err = mesh.Start(ctx, o.mesh, mesh.Deps{
-			Registry: reg,
-			Trees:    &mesh.RadixTrees{Lookup: cacheAwareTrees(router), Snapshot: reg.Current},
-			Metrics:  set, Logger: log,
-		}); err != nil {
-			return fmt.Errorf("cannot start the mesh (--enable-mesh): %w", err)
-		}
-		defer m.Close()
-		stopBackground = append(stopBackground, m.Close)
-		observer.m.Store(m)
-		srv.SetMeshStatus(m.StatusJSON)
+// listen opens the gateway's and the metrics' listeners.
+func (g *gateway) listen() error {
+	o := g.o
+	var err error
+	if g.ln, err = net.Listen("tcp", g.srv.Addr()); err != nil {
+		return fmt.Errorf("cannot listen on %s (--host, --port): %w", g.srv.Addr(), err)
 	}
+	g.onClose(func() { _ = g.ln.Close() }) // drain closed it already unless run failed
+	if g.promLn, err = net.Listen("tcp", net.JoinHostPort(o.prometheusHost, strconv.Itoa(o.prometheusPort))); err != nil {
+		return fmt.Errorf("cannot listen on %s:%d (--prometheus-host, --prometheus-port): %w", o.prometheusHost, o.prometheusPort, err)
+	}
+	g.promSrv = &http.Server{Handler: observabilityMux(g.set, !o.disablePprof), ReadHeaderTimeout: 10 * time.Second}
+	g.onClose(func() { _ = g.promSrv.Close() })
+	return nil
+}
 
-	if o.disc.Enabled {
-		dc := o.disc
-		dc.Metrics, dc.Logger = set, log
-		var opts k8s.Options
-		if m != nil {
-			// Router discovery: every router pod that turns Ready is a mesh peer to contact;
-			// SWIM detects by itself when one goes away, so SUSPECTED and DOWN need no action.
-			opts.OnRouterChange = func(members []discovery.Member) {
-				for _, mb := range members {
-					if mb.Status == discovery.MemberAlive {
-						m.AddPeer(mb.Addr)
-					}
+// startDiscovery starts Kubernetes pod discovery and, with the mesh, router discovery.
+func (g *gateway) startDiscovery(ctx context.Context) {
+	dc := g.o.disc
+	dc.Metrics, dc.Logger = g.set, g.log
+	var opts k8s.Options
+	if m := g.mesh; m != nil {
+		// Router discovery: every router pod that turns Ready is a mesh peer to contact;
+		// SWIM detects by itself when one goes away, so SUSPECTED and DOWN need no action.
+		opts.OnRouterChange = func(members []discovery.Member) {
+			for _, mb := range members {
+				if mb.Status == discovery.MemberAlive {
+					m.AddPeer(mb.Addr)
 				}
 			}
 		}
-		// Without credentials Start logs "Failed to start service discovery" and "Continuing
-		// without service discovery", and the gateway keeps serving its static workers.
-		if d, err := k8s.Start(ctx, dc, reg, opts); err == nil {
-			defer d.Stop()
-			stopBackground = append(stopBackground, d.Stop)
+	}
+	d, err := k8s.Start(ctx, dc, g.reg, opts)
+	if err != nil {
+		// The spec's answer to a discovery that cannot start (no credentials, no API server):
+		// Start has logged "Failed to start service discovery" with err and "Continuing
+		// without service discovery", and the gateway serves its static workers.
+		return
+	}
+	g.onClose(d.Stop)
+	g.background = append(g.background, d.Stop)
+}
+
+// run serves until SIGTERM or SIGINT (nil) or until the server fails (its error).
+func (g *gateway) run() error {
+	go func() {
+		if err := g.promSrv.Serve(g.promLn); !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("The metrics server stopped", "address", g.promLn.Addr().String(), "error", err)
 		}
-	}
-
-	ln, err := net.Listen("tcp", srv.Addr())
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s (--host, --port): %w", srv.Addr(), err)
-	}
-	promLn, err := net.Listen("tcp", net.JoinHostPort(o.prometheusHost, strconv.Itoa(o.prometheusPort)))
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s:%d (--prometheus-host, --prometheus-port): %w", o.prometheusHost, o.prometheusPort, err)
-	}
-	promSrv := &http.Server{Handler: observabilityMux(set, !o.disablePprof), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = promSrv.Serve(promLn) }()
-
-	log.Info("SMG-Go gateway listening", "address", ln.Addr().String(), "policy", o.policy,
-		"workers", len(o.workerURLs)+len(o.pd.prefill)+len(o.pd.decode), "pd_disaggregation", o.pd.enabled, "metrics", promLn.Addr().String())
+	}()
+	o := g.o
+	g.log.Info("SMG-Go gateway listening", "address", g.ln.Addr().String(), "policy", o.policy,
+		"workers", len(o.workerURLs)+len(o.pd.prefill)+len(o.pd.decode), "pd_disaggregation", o.pd.enabled, "metrics", g.promLn.Addr().String())
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- g.srv.Serve(g.ln) }()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case err := <-errc:
 		return err
 	case s := <-sig:
-		log.Info("Signal received; draining", "signal", s.String(), "grace_period", o.shutdownGrace)
+		g.log.Info("Signal received; draining", "signal", s.String(), "grace_period", o.shutdownGrace)
+		return nil
 	}
-	if m != nil {
+}
+
+// drain leaves the mesh, makes readiness answer 503 draining, keeps serving while load
+// balancers notice, then stops accepting and lets the requests in flight finish within the
+// grace period.
+func (g *gateway) drain() error {
+	if g.mesh != nil {
 		leave, cancelLeave := context.WithTimeout(context.Background(), 5*time.Second)
-		m.Leave(leave) // peers learn LEAVING before this router drains
+		g.mesh.Leave(leave) // peers learn LEAVING before this router drains
 		cancelLeave()
 	}
-	// Readiness now answers 503 draining; keep serving while load balancers notice, then
-	// stop accepting and let the requests in flight finish within the grace period.
-	srv.Drain()
-	if settle := min(o.gateway.DrainSettle, o.shutdownGrace); settle > 0 {
+	g.srv.Drain()
+	if settle := min(g.o.gateway.DrainSettle, g.o.shutdownGrace); settle > 0 {
 		time.Sleep(settle)
 	}
-	grace, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	grace, cancel := context.WithTimeout(context.Background(), g.o.shutdownGrace)
 	defer cancel()
-	err = srv.Shutdown(grace)
+	err := g.srv.Shutdown(grace)
 	// fasthttp's Shutdown does nothing to a listener Serve has not registered yet (a signal
 	// right at start-up): closing it ourselves makes Serve return in every case.
-	_ = ln.Close()
+	_ = g.ln.Close()
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	_ = promSrv.Close()
-	for i := len(stopBackground) - 1; i >= 0; i-- {
-		stopBackground[i]()
+	_ = g.promSrv.Close()
+	for i := len(g.background) - 1; i >= 0; i-- {
+		g.background[i]()
 	}
-	log.Info("Gateway stopped")
+	g.log.Info("Gateway stopped")
 	return nil
 }
 
