@@ -17,7 +17,19 @@ func TestWorkerOwnershipRules(t *testing.T) {
 	wa := addWorker(t, a, "http://10.8.0.1:8000", "")
 	wb := addWorker(t, b, "http://10.8.0.1:8000", "")
 	only := addWorker(t, a, "http://10.8.0.2:8000", "")
-	testutil.Eventually(t, "C imports both URLs", func() bool { return c.hasWorker(wa.URL) && c.hasWorker(only.URL) && b.hasWorker(only.URL) })
+	// C must hold B's entry too, not only A's: otherwise A's tombstone can reach C first and
+	// C rightly drops the URL until B's entry arrives, which is not the rule under test.
+	hasEntry := func(r *router, key string) bool {
+		for _, e := range r.mesh.Node().Entries() {
+			if e.Key == key {
+				return true
+			}
+		}
+		return false
+	}
+	testutil.Eventually(t, "C imports both URLs", func() bool {
+		return c.hasWorker(wa.URL) && c.hasWorker(only.URL) && b.hasWorker(only.URL) && hasEntry(c, "worker:B:"+wb.URL)
+	})
 	if b.reg.Current().ByURL(wa.URL) != wb {
 		t.Fatal("B's own registration was replaced by A's copy")
 	}
@@ -26,14 +38,7 @@ func TestWorkerOwnershipRules(t *testing.T) {
 	if _, err := a.reg.Remove(context.Background(), wa.ID); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, "A's tombstone reaches C", func() bool {
-		for _, e := range c.mesh.Node().Entries() {
-			if e.Key == "worker:A:"+wa.URL {
-				return false
-			}
-		}
-		return true
-	})
+	testutil.Eventually(t, "A's tombstone reaches C", func() bool { return !hasEntry(c, "worker:A:"+wa.URL) })
 	if !c.hasWorker(wa.URL) || b.reg.Current().ByURL(wa.URL) != wb {
 		t.Fatal("a URL another owner still publishes was removed")
 	}
