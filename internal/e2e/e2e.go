@@ -126,15 +126,33 @@ func (p *Process) Wait(d time.Duration) int {
 	}
 }
 
-// FreePort returns a TCP port that was free on host a moment ago.
+// handedOut holds every port FreePort returned in this test process: the kernel may hand the
+// same free port to two listeners in a row (seen: one router got it for --port and
+// --mesh-port), and a port given to one process must not be given to the next.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a TCP port that was free on host a moment ago and that no earlier call in
+// this test process returned.
 func FreePort(t testing.TB, host string) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		handedOut.Lock()
+		seen := handedOut.ports[port]
+		handedOut.ports[port] = true
+		handedOut.Unlock()
+		if !seen {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Mocks is a running mockworker fleet.
