@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -30,6 +31,8 @@ type workerView struct {
 	IsHealthy  bool              `json:"is_healthy"`
 	Status     string            `json:"status"`
 	Load       int64             `json:"load"`
+	// RuntimeType is the spec product's field, shown when the registration gave it.
+	RuntimeType string `json:"runtime_type,omitempty"`
 }
 
 func viewOf(w *worker.Worker) workerView {
@@ -37,7 +40,7 @@ func viewOf(w *worker.Worker) workerView {
 	v := workerView{
 		ID: w.ID, URL: w.URL, Models: w.Models, WorkerType: spec.WorkerType, Labels: spec.Labels,
 		Priority: *spec.Priority, Cost: *spec.Cost, IsHealthy: w.Routable(), Status: w.Status().String(),
-		Load: w.InFlight.Load(),
+		Load: w.InFlight.Load(), RuntimeType: spec.RuntimeType,
 	}
 	if len(w.Models) > 0 {
 		v.ModelID = w.Models[0]
@@ -114,9 +117,13 @@ func (s *Server) serveWorker(ctx *fasthttp.RequestCtx, id string) {
 		writeJSON(ctx, fasthttp.StatusAccepted, map[string]string{
 			"status": "accepted", "worker_id": w.ID, "url": w.URL, "message": "Worker removal queued",
 		})
+	case ctx.IsPatch():
+		s.patchWorker(ctx, id)
+	case ctx.IsPut():
+		s.replaceWorker(ctx, id)
 	default:
-		writeAPIError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "use GET or DELETE on /workers/{id}")
-		ctx.Response.Header.Set("Allow", "GET, DELETE")
+		writeAPIError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "use GET, PATCH, PUT or DELETE on /workers/{id}")
+		ctx.Response.Header.Set("Allow", "GET, PATCH, PUT, DELETE")
 	}
 }
 
@@ -164,7 +171,10 @@ func (s *Server) listWorkers(ctx *fasthttp.RequestCtx) {
 		stats["total_load"] += int(v.Load)
 		byType[v.WorkerType]++
 	}
+	// The spec product's clients read <type>_count; <type>_workers are SMG-Go's older names,
+	// kept beside them for existing dashboards (docs/compatibility.md).
 	for t, n := range byType {
+		stats[t+"_count"] = n
 		stats[t+"_workers"] = n
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"workers": views, "total": len(views), "stats": stats})
@@ -179,13 +189,26 @@ func serves(w *worker.Worker, model string) bool {
 	return false
 }
 
-func (s *Server) addWorker(ctx *fasthttp.RequestCtx) {
-	var spec worker.Spec
-	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
+// decodeStrict decodes one JSON value from body into v, refusing unknown fields: a misspelt
+// field ("priorty") must not be dropped silently (docs/compatibility.md, worker specs).
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the JSON object")
+	}
+	return nil
+}
+
+// readSpec decodes and checks a worker spec (POST /workers, PUT /workers/{id}); it answers
+// the client itself and returns false when the spec is refused.
+func (s *Server) readSpec(ctx *fasthttp.RequestCtx, spec *worker.Spec) bool {
+	if err := decodeStrict(ctx.PostBody(), spec); err != nil {
 		writeAPIError(ctx, fasthttp.StatusBadRequest, "INVALID_REQUEST", "invalid worker spec: "+err.Error()+`; send {"url":"http://host:port", ...}`)
-		return
+		return false
 	}
 	if err := spec.Normalize(); err != nil {
 		code := "INVALID_REQUEST"
@@ -193,13 +216,146 @@ func (s *Server) addWorker(ctx *fasthttp.RequestCtx) {
 			code = "INVALID_URL"
 		}
 		writeAPIError(ctx, fasthttp.StatusBadRequest, code, err.Error())
-		return
+		return false
 	}
 	if s.cfg.ValidateSpec != nil {
-		if err := s.cfg.ValidateSpec(&spec); err != nil {
+		if err := s.cfg.ValidateSpec(spec); err != nil {
 			writeAPIError(ctx, fasthttp.StatusBadRequest, "INVALID_REQUEST", err.Error())
-			return
+			return false
 		}
+	}
+	return true
+}
+
+// workerPatch is the body of PATCH /workers/{id}: the fields given change, the others stay.
+// labels are merged into the worker's (a key given replaces its value); health overrides are
+// merged field by field. As in the spec product.
+type workerPatch struct {
+	Priority *int                   `json:"priority"`
+	Cost     *float64               `json:"cost"`
+	Labels   map[string]string      `json:"labels"`
+	APIKey   *string                `json:"api_key"`
+	Health   *worker.HealthOverride `json:"health"`
+}
+
+func (p *workerPatch) apply(spec worker.Spec) worker.Spec {
+	if p.Priority != nil {
+		spec.Priority = p.Priority
+	}
+	if p.Cost != nil {
+		spec.Cost = p.Cost
+	}
+	if len(p.Labels) > 0 && spec.Labels == nil {
+		spec.Labels = make(map[string]string, len(p.Labels))
+	}
+	for k, v := range p.Labels {
+		spec.Labels[k] = v
+	}
+	if p.APIKey != nil {
+		spec.APIKey = *p.APIKey
+	}
+	if h := p.Health; h != nil {
+		merged := worker.HealthOverride{}
+		if spec.Health != nil {
+			merged = *spec.Health
+		}
+		for _, f := range [...]struct{ dst, src **int }{
+			{&merged.IntervalSecs, &h.IntervalSecs}, {&merged.TimeoutSecs, &h.TimeoutSecs},
+			{&merged.FailureThreshold, &h.FailureThreshold}, {&merged.SuccessThreshold, &h.SuccessThreshold},
+		} {
+			if *f.src != nil {
+				*f.dst = *f.src
+			}
+		}
+		if h.Endpoint != nil {
+			merged.Endpoint = h.Endpoint
+		}
+		if h.Disable != nil {
+			merged.Disable = h.Disable
+		}
+		spec.Health = &merged
+	}
+	return spec
+}
+
+// patchWorker serves PATCH /workers/{id}: priority, cost, labels, api_key and health
+// overrides, applied by the registry's writer and visible in the next snapshot (202).
+func (s *Server) patchWorker(ctx *fasthttp.RequestCtx, id string) {
+	var p workerPatch
+	if err := decodeStrict(ctx.PostBody(), &p); err != nil {
+		writeAPIError(ctx, fasthttp.StatusBadRequest, "INVALID_REQUEST", "invalid worker update: "+err.Error()+
+			"; PATCH takes priority, cost, labels, api_key and health (use PUT for the whole spec)")
+		return
+	}
+	s.updateWorker(ctx, id, func(cur worker.Spec) (worker.Spec, error) {
+		next := p.apply(cur)
+		return next, s.validateUpdate(&next)
+	})
+}
+
+// replaceWorker serves PUT /workers/{id}: the whole spec, whose URL must be the worker's.
+// Fields left out take their defaults, as in a registration, except the models: a spec
+// that names none keeps the worker's (a registration would ask the worker, and what a live
+// worker serves cannot change under it).
+func (s *Server) replaceWorker(ctx *fasthttp.RequestCtx, id string) {
+	var spec worker.Spec
+	if !s.readSpec(ctx, &spec) {
+		return
+	}
+	s.updateWorker(ctx, id, func(cur worker.Spec) (worker.Spec, error) {
+		next := spec
+		if next.ModelID == "" && len(next.Models) == 0 {
+			next.ModelID, next.Models = cur.ModelID, cur.Models
+		}
+		return next, nil
+	})
+}
+
+func (s *Server) validateUpdate(spec *worker.Spec) error {
+	if err := spec.Normalize(); err != nil {
+		return err
+	}
+	if s.cfg.ValidateSpec != nil {
+		return s.cfg.ValidateSpec(spec)
+	}
+	return nil
+}
+
+// errInvalidUpdate marks an update the change function refused: the client's mistake.
+var errInvalidUpdate = errors.New("invalid worker update")
+
+func (s *Server) updateWorker(ctx *fasthttp.RequestCtx, id string, change func(worker.Spec) (worker.Spec, error)) {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := s.reg.Update(c, id, func(cur worker.Spec) (worker.Spec, error) {
+		next, err := change(cur)
+		if err != nil {
+			return next, fmt.Errorf("%w: %w", errInvalidUpdate, err)
+		}
+		return next, nil
+	})
+	switch {
+	case errors.Is(err, worker.ErrNotFound):
+		writeAPIError(ctx, fasthttp.StatusNotFound, "WORKER_NOT_FOUND", "no worker has id "+id)
+	case errors.Is(err, worker.ErrImmutable):
+		writeAPIError(ctx, fasthttp.StatusBadRequest, "IMMUTABLE_FIELD", err.Error())
+	case errors.Is(err, errInvalidUpdate):
+		writeAPIError(ctx, fasthttp.StatusBadRequest, "INVALID_REQUEST", strings.TrimPrefix(err.Error(), errInvalidUpdate.Error()+": "))
+	case err != nil && (errors.Is(err, worker.ErrClosed) || errors.Is(err, context.DeadlineExceeded)):
+		writeAPIError(ctx, fasthttp.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", err.Error())
+	case err != nil: // Normalize refused the merged spec
+		writeAPIError(ctx, fasthttp.StatusBadRequest, "INVALID_REQUEST", err.Error())
+	default:
+		writeJSON(ctx, fasthttp.StatusAccepted, map[string]string{
+			"status": "accepted", "worker_id": w.ID, "url": w.URL, "message": "Worker update applied",
+		})
+	}
+}
+
+func (s *Server) addWorker(ctx *fasthttp.RequestCtx) {
+	var spec worker.Spec
+	if !s.readSpec(ctx, &spec) {
+		return
 	}
 	if w := s.reg.Current().ByURL(spec.URL); w != nil {
 		writeAPIError(ctx, fasthttp.StatusConflict, "WORKER_ALREADY_EXISTS", "worker "+spec.URL+" is already registered as "+w.ID)

@@ -73,6 +73,7 @@ func newFakeWorker(t testing.TB, name string, status int) *fakeWorker {
 	fw.srv = &fasthttp.Server{ReadBufferSize: 128 << 10, Handler: func(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("X-Mock-Worker-Id", fw.name)
 		ctx.Response.Header.SetBytesV("X-Seen-Request-Id", ctx.Request.Header.Peek("X-Request-Id"))
+		ctx.Response.Header.SetBytesV("X-Seen-Authorization", ctx.Request.Header.Peek("Authorization"))
 		if string(ctx.Path()) == "/v1/models" {
 			ctx.SetBodyString(`{"object":"list","data":[{"id":"m1","object":"model"}]}`)
 			return

@@ -249,8 +249,8 @@ func (s *Server) newPrefillJob(ctx *fasthttp.RequestCtx, a *attempt, body []byte
 	ctx.Request.Header.CopyTo(&j.req.Header)
 	j.req.SetBody(body)
 	j.req.SetHost(w.Host)
-	if w.Auth != nil {
-		j.req.Header.SetBytesV("Authorization", w.Auth)
+	if auth := w.AuthHeader(); auth != nil {
+		j.req.Header.SetBytesV("Authorization", auth)
 	}
 	a.dispatch(&a.prefill)
 	j.leg = a.take(&a.prefill)

@@ -223,8 +223,8 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 	w := a.main.w
 	req := &ctx.Request
 	req.SetHost(w.Host)
-	if w.Auth != nil {
-		req.Header.SetBytesV("Authorization", w.Auth)
+	if auth := w.AuthHeader(); auth != nil {
+		req.Header.SetBytesV("Authorization", auth)
 	}
 	now := time.Now()
 	deadline := a.tryDeadline(x.fields.Stream, now)

@@ -124,8 +124,8 @@ func TestLoopbackWorkerSyncAndRejoin(t *testing.T) {
 
 	w := addWorker(t, a, "http://10.7.0.1:8000", "secret-key")
 	testutil.Eventually(t, "B and C import A's worker", func() bool { return b.hasWorker(w.URL) && c.hasWorker(w.URL) })
-	if got := b.reg.Current().ByURL(w.URL); got.Auth != nil || got.Spec().APIKey != "" || got.Models[0] != "m" {
-		t.Fatalf("imported worker carries %q / %q, models %v", got.Auth, got.Spec().APIKey, got.Models)
+	if got := b.reg.Current().ByURL(w.URL); got.AuthHeader() != nil || got.Spec().APIKey != "" || got.Models[0] != "m" {
+		t.Fatalf("imported worker carries %q / %q, models %v", got.AuthHeader(), got.Spec().APIKey, got.Models)
 	}
 	// B's own registration of a URL is never replaced, and a peer's delete of an import
 	// does not remove it on the owner.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -22,6 +23,10 @@ var (
 	ErrQueueFull     = errors.New("registry event queue full")
 	// ErrTooManyWorkers: the registry holds Config.MaxWorkers workers already.
 	ErrTooManyWorkers = errors.New("too many workers")
+	// ErrImmutable reports an update that would change what a live worker is: its URL, type,
+	// models or PD metadata. Those are read once at registration (by snapshots, pickers and
+	// the PD path); changing them takes a removal and a new registration.
+	ErrImmutable = errors.New("cannot change this field of a registered worker")
 )
 
 // DefaultMaxWorkers is Config.MaxWorkers' default (--max-workers).
@@ -88,6 +93,7 @@ const (
 	evRemove
 	evSetStatus
 	evSync
+	evUpdate
 )
 
 type event struct {
@@ -95,6 +101,7 @@ type event struct {
 	spec   Spec
 	id     string
 	status Status
+	change func(Spec) (Spec, error)
 	reply  chan result
 }
 
@@ -184,6 +191,20 @@ func (r *Registry) Add(ctx context.Context, spec Spec, status Status) (*Worker, 
 func (r *Registry) Remove(ctx context.Context, id string) (*Worker, error) {
 	reply := make(chan result, 1)
 	if err := r.submit(ctx, event{kind: evRemove, id: id, reply: reply}, true); err != nil {
+		return nil, err
+	}
+	return wait(ctx, reply)
+}
+
+// Update changes the settings of the worker with the given id and returns once the change is
+// published. change runs on the writer goroutine, so concurrent updates never lose one
+// another: it gets the worker's whole current spec, API key included, and returns the new
+// one, which is normalized and must keep the URL, type, models and PD labels (ErrImmutable
+// otherwise). The worker stays the same *Worker: its in-flight count, breaker and series
+// carry on, and requests in flight keep the settings they started with.
+func (r *Registry) Update(ctx context.Context, id string, change func(Spec) (Spec, error)) (*Worker, error) {
+	reply := make(chan result, 1)
+	if err := r.submit(ctx, event{kind: evUpdate, id: id, change: change, reply: reply}, true); err != nil {
 		return nil, err
 	}
 	return wait(ctx, reply)
@@ -328,8 +349,56 @@ func (r *Registry) apply(ev event) bool {
 			}
 		}
 		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+	case evUpdate:
+		for _, w := range r.workers {
+			if w.ID == ev.id {
+				err := r.update(w, ev.change)
+				r.reply(ev, w, err)
+				return err == nil
+			}
+		}
+		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
 	}
 	return false
+}
+
+// update applies one Update on the writer goroutine.
+func (r *Registry) update(w *Worker, change func(Spec) (Spec, error)) error {
+	cur := w.settings.Load()
+	old := cur.spec
+	old.Labels = cloneLabels(old.Labels)
+	old.Models = append(ModelList(nil), old.Models...)
+	next, err := change(old)
+	if err != nil {
+		return err
+	}
+	if err := next.Normalize(); err != nil {
+		return err
+	}
+	if err := sameIdentity(&cur.spec, &next); err != nil {
+		return err
+	}
+	w.settings.Store(newSettings(next, cur.revision+1))
+	r.log.Info("Updated worker", "worker_id", w.ID, "url", w.URL, "revision", cur.revision+1)
+	return nil
+}
+
+// sameIdentity checks that next keeps what a live worker cannot change.
+func sameIdentity(old, next *Spec) error {
+	switch {
+	case next.URL != old.URL:
+		return fmt.Errorf("%w: url %q differs from the worker's %q; to move a worker, DELETE it and POST the new URL", ErrImmutable, next.URL, old.URL)
+	case next.WorkerType != old.WorkerType:
+		return fmt.Errorf("%w: worker_type %q differs from the worker's %q; DELETE the worker and POST it again", ErrImmutable, next.WorkerType, old.WorkerType)
+	case !slices.Equal(next.AllModels(), old.AllModels()):
+		return fmt.Errorf("%w: models %v differ from the worker's %v; DELETE the worker and POST it again", ErrImmutable, next.AllModels(), old.AllModels())
+	}
+	for _, l := range [...]string{LabelBootstrapPort, LabelKVConnector} {
+		if next.Labels[l] != old.Labels[l] {
+			return fmt.Errorf("%w: label %s (%q) differs from the worker's %q; PD metadata is read at registration: DELETE the worker and POST it again", ErrImmutable, l, next.Labels[l], old.Labels[l])
+		}
+	}
+	return nil
 }
 
 func (r *Registry) allocIndex() uint32 {

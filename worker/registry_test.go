@@ -112,8 +112,8 @@ func TestAPIKeyIsWriteOnly(t *testing.T) {
 	if w.Spec().APIKey != "" {
 		t.Fatal("Spec() exposes the API key")
 	}
-	if string(w.Auth) != "Bearer secret" {
-		t.Fatalf("worker auth header %q", w.Auth)
+	if string(w.AuthHeader()) != "Bearer secret" {
+		t.Fatalf("worker auth header %q", w.AuthHeader())
 	}
 }
 

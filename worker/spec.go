@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -45,8 +46,10 @@ type Spec struct {
 	// (GET /v1/models); a worker whose model stays unknown serves requests for any model that
 	// no other worker claims.
 	ModelID string `json:"model_id,omitempty"`
-	// Models lists further model ids the worker serves (multi-model engines).
-	Models []string `json:"models,omitempty"`
+	// Models lists further model ids the worker serves (multi-model engines). Each element
+	// is a model id, or a model card {"id": ...} as the spec product's worker API takes them
+	// (the card's other fields are not used).
+	Models ModelList `json:"models,omitempty"`
 	// WorkerType is regular (default), prefill, decode or encode.
 	WorkerType string `json:"worker_type,omitempty"`
 	// Labels are free-form; the label "policy" selects a per-model policy.
@@ -59,6 +62,39 @@ type Spec struct {
 	APIKey string `json:"api_key,omitempty"`
 	// Health overrides the gateway's health-check settings for this worker.
 	Health *HealthOverride `json:"health,omitempty"`
+	// ConnectionMode is the spec product's field: "http" (or empty). SMG-Go speaks HTTP to
+	// workers; "grpc" is refused.
+	ConnectionMode string `json:"connection_mode,omitempty"`
+	// RuntimeType is the spec product's engine kind (sglang, vllm, trtllm, mlx, external,
+	// unspecified). Kept and shown; routing does not depend on it.
+	RuntimeType string `json:"runtime_type,omitempty"`
+}
+
+// ModelList is Spec.Models: model ids, decoded from ids or from model cards.
+type ModelList []string
+
+// UnmarshalJSON accepts an array whose elements are strings or objects with a string "id".
+func (m *ModelList) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf(`"models" must be an array of model ids or of {"id": ...} model cards`)
+	}
+	out := make(ModelList, 0, len(raw))
+	for i, e := range raw {
+		var id string
+		if err := json.Unmarshal(e, &id); err != nil {
+			var card struct {
+				ID *string `json:"id"`
+			}
+			if err := json.Unmarshal(e, &card); err != nil || card.ID == nil {
+				return fmt.Errorf(`"models[%d]" must be a model id or a model card with a string "id"`, i)
+			}
+			id = *card.ID
+		}
+		out = append(out, id)
+	}
+	*m = out
+	return nil
 }
 
 // HealthOverride holds the per-worker health-check settings of a Spec; nil fields inherit the
@@ -89,6 +125,18 @@ func (s *Spec) Normalize() error {
 	case TypeRegular, TypePrefill, TypeDecode, TypeEncode:
 	default:
 		return fmt.Errorf("invalid worker_type %q: use regular, prefill, decode or encode", s.WorkerType)
+	}
+	switch s.ConnectionMode {
+	case "", "http":
+	case "grpc":
+		return fmt.Errorf(`invalid connection_mode "grpc": SMG-Go speaks HTTP to workers; register the worker's HTTP server with "connection_mode": "http" or leave the field out`)
+	default:
+		return fmt.Errorf("invalid connection_mode %q: use http or leave it out", s.ConnectionMode)
+	}
+	switch s.RuntimeType {
+	case "", "sglang", "vllm", "trtllm", "mlx", "external", "unspecified":
+	default:
+		return fmt.Errorf("invalid runtime_type %q: use sglang, vllm, trtllm, mlx, external or unspecified", s.RuntimeType)
 	}
 	if v, ok := s.Labels[LabelBootstrapPort]; ok {
 		if n, err := parsePort(v); err != nil || n == 0 {

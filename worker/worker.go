@@ -100,8 +100,6 @@ type Worker struct {
 	Models []string
 	// Client is the worker's pooled HTTP/1.1 client: one per worker, keep-alive.
 	Client *fasthttp.HostClient
-	// Auth is the Authorization header value sent to the worker ("Bearer <api_key>"), or nil.
-	Auth []byte
 	// BootstrapHost and BootstrapPort say where a PD prefill worker's KV bootstrap server
 	// listens: the worker's host name, and its LabelBootstrapPort (0: none, the engine's
 	// default). KVConnector is its LabelKVConnector ("" for SGLang's protocol).
@@ -109,7 +107,11 @@ type Worker struct {
 	BootstrapPort int
 	KVConnector   string
 
-	spec Spec
+	// settings holds what PATCH and PUT /workers/{id} may change (the spec's priority, cost,
+	// labels, API key and health overrides): replaced whole by the registry's writer, read
+	// with one atomic load.
+	settings   atomic.Pointer[settings]
+	workerType string
 
 	// Upstream counts responses by outcome class; exported per worker.
 	Upstream [numOutcomes]*metrics.Counter
@@ -132,19 +134,46 @@ func (w *Worker) Routable() bool {
 	return w.Ready() && !w.overloaded.Load() && w.Breaker.AvailableNow()
 }
 
+// settings is one immutable version of a worker's changeable settings.
+type settings struct {
+	spec Spec
+	// auth is the Authorization header value sent to the worker ("Bearer <api_key>"), or nil.
+	auth []byte
+	// revision counts the updates applied to the worker: 0 at registration.
+	revision uint64
+}
+
+func newSettings(spec Spec, revision uint64) *settings {
+	st := &settings{spec: spec, revision: revision}
+	st.spec.Labels = cloneLabels(spec.Labels)
+	if spec.APIKey != "" {
+		st.auth = []byte("Bearer " + spec.APIKey)
+	}
+	return st
+}
+
 // Spec returns a copy of the worker's spec with the API key removed: the API key is write-only.
 func (w *Worker) Spec() Spec {
-	s := w.spec
+	s := w.settings.Load().spec
 	s.APIKey = ""
 	s.Labels = cloneLabels(s.Labels)
 	return s
 }
 
 // Label returns the value of one of the worker's labels.
-func (w *Worker) Label(key string) string { return w.spec.Labels[key] }
+func (w *Worker) Label(key string) string { return w.settings.Load().spec.Labels[key] }
 
 // Type returns the worker type (regular, prefill, decode, encode).
-func (w *Worker) Type() string { return w.spec.WorkerType }
+func (w *Worker) Type() string { return w.workerType }
+
+// AuthHeader is the Authorization header value to send to the worker ("Bearer <api_key>"),
+// or nil when it has no API key. Shared: callers must not modify it. It changes when PATCH
+// or PUT /workers/{id} rotates the key.
+func (w *Worker) AuthHeader() []byte { return w.settings.Load().auth }
+
+// Revision counts the updates (PATCH, PUT) applied to the worker since its registration:
+// holders of state derived from its settings (the health checker) compare it to refresh.
+func (w *Worker) Revision() uint64 { return w.settings.Load().revision }
 
 // URLBytes is URL as bytes, shared: callers must not modify it.
 func (w *Worker) URLBytes() []byte { return w.urlHeader }
@@ -184,20 +213,17 @@ var workerDialer = &fasthttp.TCPDialer{}
 func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 	scheme, host, _ := strings.Cut(spec.URL, "://")
 	w := &Worker{
-		ID:        newID(),
-		Index:     index,
-		URL:       spec.URL,
-		Host:      host,
-		Models:    spec.AllModels(),
-		spec:      spec,
-		urlHeader: []byte(spec.URL),
+		ID:         newID(),
+		Index:      index,
+		URL:        spec.URL,
+		Host:       host,
+		Models:     spec.AllModels(),
+		workerType: spec.WorkerType,
+		urlHeader:  []byte(spec.URL),
 	}
-	w.spec.Labels = cloneLabels(spec.Labels)
+	w.settings.Store(newSettings(spec, 0))
 	w.BootstrapHost, w.KVConnector = hostName(host), spec.Labels[LabelKVConnector]
 	w.BootstrapPort, _ = parsePort(spec.Labels[LabelBootstrapPort]) // validated by Normalize
-	if spec.APIKey != "" {
-		w.Auth = []byte("Bearer " + spec.APIKey)
-	}
 	w.Client = &fasthttp.HostClient{
 		Addr:                          host,
 		IsTLS:                         scheme == "https",

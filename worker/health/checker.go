@@ -60,6 +60,8 @@ type entry struct {
 	tracker Tracker
 	next    time.Time // when the worker is due for its next probe
 	series  *series
+	// revision is the worker's settings revision set was computed from.
+	revision uint64
 }
 
 // New validates cfg and returns a Checker over reg. Start runs it.
@@ -198,17 +200,27 @@ func (c *Checker) sync(snap *worker.Snapshot, now time.Time) {
 		}
 	}
 	for _, w := range snap.Workers {
-		if c.entries[w] != nil {
+		if e := c.entries[w]; e != nil {
+			if rev := w.Revision(); rev != e.revision {
+				// PATCH or PUT changed the worker's health overrides: the new settings apply
+				// from its next probe, which moves earlier if the new interval is shorter.
+				last := e.next.Add(-e.set.Interval)
+				e.revision, e.set = rev, c.cfg.For(w.Spec().Health)
+				e.uri = w.URL + e.set.Endpoint
+				if soon := last.Add(e.set.Interval); e.next.After(soon) {
+					e.next = soon
+				}
+			}
 			continue
 		}
-		spec := w.Spec()
-		set := c.cfg.For(spec.Health)
+		set := c.cfg.For(w.Spec().Health)
 		c.entries[w] = &entry{
-			w:      w,
-			set:    set,
-			uri:    w.URL + set.Endpoint,
-			next:   now,
-			series: newSeries(c.cfg.Metrics, w),
+			w:        w,
+			set:      set,
+			uri:      w.URL + set.Endpoint,
+			next:     now,
+			revision: w.Revision(),
+			series:   newSeries(c.cfg.Metrics, w),
 		}
 	}
 }

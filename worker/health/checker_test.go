@@ -391,3 +391,29 @@ func TestCheckerDefaultsRunOnTheRealClock(t *testing.T) {
 	c.Stop()
 	noLeak(t)
 }
+
+// TestCheckerAppliesUpdatedOverrides: PATCH /workers/{id} changes a worker's health overrides
+// and API key in place (worker.Registry.Update); the next probe uses them.
+func TestCheckerAppliesUpdatedOverrides(t *testing.T) {
+	h := newHarness(t, nil)
+	fw := newFakeWorker(t)
+	w := h.add(worker.Spec{URL: fw.url})
+	h.checker.RunRound(context.Background())
+	h.waitStatus(w, worker.StatusReady)
+
+	fw.path = "/ready" // the engine moved its probe route; only the override finds it now
+	if _, err := h.reg.Update(context.Background(), w.ID, func(s worker.Spec) (worker.Spec, error) {
+		s.Health = &worker.HealthOverride{Endpoint: ptr("/ready"), IntervalSecs: ptr(5), FailureThreshold: ptr(1)}
+		s.APIKey = "rotated"
+		return s, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.round(5 * time.Second) // the shorter interval brings the next probe forward
+	if fw.hits.Load() != 2 || fw.auth.Load() != "Bearer rotated" || w.Status() != worker.StatusReady {
+		t.Fatalf("after the update: %d probes, Authorization %q, status %v; want 2, the rotated key, ready", fw.hits.Load(), fw.auth.Load(), w.Status())
+	}
+	fw.healthy.Store(false)
+	h.round(5 * time.Second)
+	h.waitStatus(w, worker.StatusNotReady) // the override's threshold of 1
+}

@@ -20,8 +20,8 @@ func probe(e *entry) error {
 	// took 20,000 goroutines). A connection per probe interval costs nothing by comparison;
 	// a worker that serves requests has its pool anyway.
 	req.SetConnectionClose()
-	if len(e.w.Auth) > 0 {
-		req.Header.SetBytesV(fasthttp.HeaderAuthorization, e.w.Auth)
+	if auth := e.w.AuthHeader(); len(auth) > 0 {
+		req.Header.SetBytesV(fasthttp.HeaderAuthorization, auth)
 	}
 	if err := e.w.Client.DoTimeout(req, resp, e.set.Timeout); err != nil {
 		return fmt.Errorf("cannot probe %s: %w", e.uri, err)

@@ -173,8 +173,8 @@ func (m *Monitor) fetch(w *worker.Worker, src string) (*worker.LoadReport, error
 	}
 	req.SetRequestURI(w.URL + path)
 	req.Header.SetMethod(fasthttp.MethodGet)
-	if len(w.Auth) > 0 {
-		req.Header.SetBytesV(fasthttp.HeaderAuthorization, w.Auth)
+	if auth := w.AuthHeader(); len(auth) > 0 {
+		req.Header.SetBytesV(fasthttp.HeaderAuthorization, auth)
 	}
 	if err := w.Client.DoTimeout(req, resp, m.cfg.Timeout); err != nil {
 		m.polls[src+"error"].Inc()
