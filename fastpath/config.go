@@ -82,6 +82,9 @@ type Config struct {
 	// Retry is the retry policy. The zero value retries nothing (MaxRetries 0); the gateway
 	// starts from DefaultRetryConfig().
 	Retry RetryConfig
+	// FanOut bounds the admin routes that ask every worker (GET /get_loads, POST /flush_cache,
+	// GET /engine_metrics); zero fields take their defaults.
+	FanOut FanOutConfig
 	// Metrics receives the gateway's series. Nil: a private set.
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
@@ -124,6 +127,7 @@ func (c *Config) fillDefaults() {
 	if c.DataPlane == "" {
 		c.DataPlane = DataPlaneFastHTTP
 	}
+	c.FanOut.fillDefaults()
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()
 	}
@@ -165,6 +169,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Admission.Validate(); err != nil {
+		return err
+	}
+	if err := c.FanOut.Validate(); err != nil {
 		return err
 	}
 	for _, h := range c.RoutingKeyHeaders {

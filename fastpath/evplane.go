@@ -175,7 +175,7 @@ func (le *loopExchange) send(ex *evloop.Exchange) {
 	}
 	now := ex.Now()
 	deadline := a.tryDeadline(x.fields.Stream, now)
-	le.target = evloop.Target{Addr: w.Host, Auth: w.Auth, RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops}
+	le.target = evloop.Target{Addr: w.Host, Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops}
 	// --first-byte-timeout-secs, as on the fasthttp plane: it bounds a non-streamed answer
 	// whole (it starts only when complete) and a stream's head.
 	if fbt := le.s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {

@@ -40,6 +40,8 @@ type Server struct {
 	started         time.Time
 
 	meshStatus atomic.Pointer[func() []byte]
+	// adminCursor rotates the worker single-worker admin routes ask first.
+	adminCursor atomic.Uint64
 	// logDecisions is set when the logger takes debug records: every routing decision is then
 	// logged (spec: Observability). Decided once, so the hot path tests one bool.
 	logDecisions bool
@@ -195,6 +197,16 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 		s.serveWorkers(ctx)
 	case "/mesh/status":
 		s.serveMeshStatus(ctx)
+	case "/get_loads":
+		s.serveGetLoads(ctx)
+	case "/flush_cache":
+		s.serveFlushCache(ctx)
+	case "/get_model_info", "/get_server_info":
+		s.serveFromOneWorker(ctx, string(ctx.Path()))
+	case "/health_generate":
+		s.serveHealthGenerate(ctx)
+	case "/engine_metrics":
+		s.serveEngineMetrics(ctx)
 	default:
 		if id, ok := workerIDFromPath(ctx.Path()); ok {
 			s.serveWorker(ctx, id)

@@ -55,7 +55,8 @@
 // and echoes the request's x-request-id. Unknown paths answer 404, known paths with the wrong
 // method 405, both with the OpenAI error envelope {"error":{"message","type","param","code"}}.
 //
-//	GET  /health, /health_generate  200 (503 when unhealthy)
+//	GET  /health                    200 (503 when unhealthy)
+//	GET  /health_generate           the same (dialect sglang only: vLLM has no such route)
 //	GET  /v1/models                 {"object":"list","data":[{"id":M,"object":"model","created":T,"owned_by":"mockworker","max_model_len":K}]}
 //	GET  /model_info, /get_model_info  SGLang's {"model_path":M,"tokenizer_path":M,"is_generation":true,...}
 //	POST /v1/chat/completions       "messages"; "max_completion_tokens" or "max_tokens"
@@ -64,6 +65,14 @@
 //	GET  /v1/loads                  the load report below (dialect sglang only)
 //	GET  /metrics                   Prometheus text, the dialect's names (below)
 //	GET, POST /admin/config         runtime faults (below)
+//	GET  /get_server_info           SGLang's {"server_args":{...},"scheduler_info":{...},...}
+//	POST /flush_cache               200 "Cache flushed."
+//	POST /v1/embeddings, /v1/rerank, /rerank, /v1/classify, /classify, /v1/tokenize,
+//	     /tokenize, /v1/detokenize, /detokenize, /v1/responses, /v1/messages
+//	                                small answers of each API's shape carrying "mock_route"
+//	                                (the path served) and "model"; "stream": true on
+//	                                /v1/responses and /v1/messages answers a short SSE stream;
+//	                                x-mock-fault status=NNN applies (passthrough.go)
 //
 // Both dialects serve the three generation routes, streamed and not. A generation produces
 // the requested number of tokens, or Config.OutputTokens (default 16), and always stops for

@@ -191,7 +191,12 @@ func (w *Worker) handle(ex *exchange, dst []byte) reply {
 		return w.onlyPost(ex, dst, kindCompletion)
 	case "/generate":
 		return w.onlyPost(ex, dst, kindGenerate)
-	case "/health", "/health_generate":
+	case "/health_generate":
+		if w.cfg.Dialect != DialectSGLang {
+			break // vLLM has no such route
+		}
+		fallthrough
+	case "/health":
 		if !isGet(ex.method) {
 			return methodNotAllowed(dst)
 		}
@@ -226,6 +231,19 @@ func (w *Worker) handle(ex *exchange, dst []byte) reply {
 		return reply{status: 200, contentType: contentMetrics, body: b.Bytes()}
 	case "/admin/config":
 		return w.handleAdmin(ex, dst)
+	case "/get_server_info":
+		if !isGet(ex.method) {
+			return methodNotAllowed(dst)
+		}
+		return reply{status: 200, contentType: contentJSON, body: w.appendServerInfo(dst)}
+	case "/flush_cache":
+		if string(ex.method) != "POST" {
+			return methodNotAllowed(dst)
+		}
+		return reply{status: 200, contentType: contentText, body: append(dst, "Cache flushed.\n"...)}
+	}
+	if kind, ok := passthroughRoute(ex.path); ok {
+		return w.passthrough(ex, dst, kind)
 	}
 	return reply{status: 404, contentType: contentJSON,
 		body: appendErrorBody(dst, 404, "not_found_error", "no route "+string(ex.path)+" (mockworker)")}
