@@ -34,12 +34,24 @@ func TestPDRoundTripDoesNotAllocate(t *testing.T) {
 	assertRoundTripDoesNotAllocate(t, g)
 }
 
+// TestPassThroughRoundTripDoesNotAllocate is the same for every engine pass-through route.
+func TestPassThroughRoundTripDoesNotAllocate(t *testing.T) {
+	g := newGateway(t, "round_robin", Config{}, newFakeWorker(t, "a", 200), newFakeWorker(t, "b", 200))
+	for _, c := range passThroughBodies {
+		t.Run(c.path, func(t *testing.T) { assertRouteDoesNotAllocate(t, g, c.path, c.body) })
+	}
+}
+
 func assertRoundTripDoesNotAllocate(t *testing.T, g *gateway) {
+	assertRouteDoesNotAllocate(t, g, "/v1/chat/completions", `{"model":"m1","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"hello there"}]}`)
+}
+
+func assertRouteDoesNotAllocate(t *testing.T, g *gateway, path, body string) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod("POST")
-	req.SetRequestURI("http://gateway/v1/chat/completions")
-	req.SetBodyString(`{"model":"m1","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"hello there"}]}`)
+	req.SetRequestURI("http://gateway" + path)
+	req.SetBodyString(body)
 	roundTrip := func() {
 		if err := g.client.DoTimeout(req, resp, 5*time.Second); err != nil {
 			t.Fatal(err)

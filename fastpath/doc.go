@@ -17,6 +17,12 @@
 // the client is still there (abandon.go): a client that leaves ends the round trip, closing
 // the worker's connection, instead of holding the worker until the request's deadline.
 //
+// The engine pass-through routes (/v1/embeddings, /v1/rerank, /rerank, /v1/classify,
+// /v1/tokenize, /v1/detokenize, /v1/responses, /v1/messages) take the same path: their
+// routing text is extracted per route, and they are picked, admitted, retried, counted and
+// relayed exactly as generation is. /v1/responses is stateless: forwarded, never stored. In
+// PD mode they answer 501: a PD worker only takes generation with a KV handover.
+//
 // A non-streamed answer is read whole into the client's response object and written back by
 // fasthttp. A streamed answer (the body says "stream": true) is relayed: the upstream body
 // becomes the client response's body stream, which fasthttp copies chunk by chunk, flushing

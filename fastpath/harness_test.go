@@ -74,6 +74,7 @@ func newFakeWorker(t testing.TB, name string, status int) *fakeWorker {
 		ctx.Response.Header.Set("X-Mock-Worker-Id", fw.name)
 		ctx.Response.Header.SetBytesV("X-Seen-Request-Id", ctx.Request.Header.Peek("X-Request-Id"))
 		ctx.Response.Header.SetBytesV("X-Seen-Authorization", ctx.Request.Header.Peek("Authorization"))
+		ctx.Response.Header.SetBytesV("X-Seen-Path", ctx.Path())
 		if string(ctx.Path()) == "/v1/models" {
 			ctx.SetBodyString(`{"object":"list","data":[{"id":"m1","object":"model"}]}`)
 			return

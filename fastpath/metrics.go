@@ -14,6 +14,15 @@ const (
 	routeChat = iota
 	routeCompletions
 	routeGenerate
+	// The engine pass-through routes (server.go): forwarded like generation.
+	routeEmbeddings
+	routeRerank
+	routeRerankNative
+	routeClassify
+	routeTokenize
+	routeDetokenize
+	routeResponses
+	routeMessages
 	routeModels
 	routeWorkers
 	routeProbe
@@ -21,10 +30,16 @@ const (
 	numRoutes
 )
 
-var routePaths = [numRoutes]string{"/v1/chat/completions", "/v1/completions", "/generate", "/v1/models", "/workers", "/health", "other"}
+var routePaths = [numRoutes]string{"/v1/chat/completions", "/v1/completions", "/generate",
+	"/v1/embeddings", "/v1/rerank", "/rerank", "/v1/classify", "/v1/tokenize", "/v1/detokenize", "/v1/responses", "/v1/messages",
+	"/v1/models", "/workers", "/health", "other"}
+
+// passThrough reports the engine pass-through routes: forwarded like generation, not
+// through the PD handover.
+func passThrough(route int) bool { return route >= routeEmbeddings && route <= routeMessages }
 
 // Statuses with their own series; everything else is counted as "other".
-var countedStatuses = [...]int{200, 202, 400, 401, 404, 405, 409, 413, 429, 500, 502, 503, 504}
+var countedStatuses = [...]int{200, 202, 206, 400, 401, 404, 405, 409, 413, 429, 500, 501, 502, 503, 504}
 
 const numStatusSlots = len(countedStatuses) + 1
 

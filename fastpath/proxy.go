@@ -61,9 +61,12 @@ func (s *Server) putExchange(x *exchange) {
 }
 
 // requestIDPrefixes are the spec product's prefixes for generated request ids, by route.
-var requestIDPrefixes = [...]string{routeChat: "chatcmpl-", routeCompletions: "cmpl-", routeGenerate: "gnt-"}
+var requestIDPrefixes = [...]string{routeChat: "chatcmpl-", routeCompletions: "cmpl-", routeGenerate: "gnt-",
+	routeEmbeddings: "embd-", routeRerank: "rerank-", routeRerankNative: "rerank-", routeClassify: "classify-",
+	routeTokenize: "tok-", routeDetokenize: "detok-", routeResponses: "resp_", routeMessages: "msg_"}
 
-// generation serves the three generation routes: extract, pick, forward, relay.
+// generation serves the generation routes and the engine pass-through routes: extract,
+// pick, forward, relay.
 func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Route) {
 	if !ctx.IsPost() {
 		s.methodNotAllowed(ctx, route, "POST")
@@ -83,6 +86,10 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 	s.fillRequest(&ctx.Request.Header, x)
 
 	tab := s.router.Current()
+	if tab.PD && passThrough(route) {
+		s.fail(ctx, route, errPassThroughPD, string(ctx.Path())+" is not served in PD mode (--pd-disaggregation): prefill and decode workers only take generation requests with a KV handover")
+		return
+	}
 	var rt, prefill *policy.Route
 	var ok bool
 	if tab.PD {

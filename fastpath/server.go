@@ -187,6 +187,22 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 		s.generation(ctx, routeCompletions, extract.RouteCompletions)
 	case "/generate":
 		s.generation(ctx, routeGenerate, extract.RouteGenerate)
+	case "/v1/embeddings":
+		s.generation(ctx, routeEmbeddings, extract.RouteEmbeddings)
+	case "/v1/rerank":
+		s.generation(ctx, routeRerank, extract.RouteRerank)
+	case "/rerank":
+		s.generation(ctx, routeRerankNative, extract.RouteRerank)
+	case "/v1/classify":
+		s.generation(ctx, routeClassify, extract.RouteClassify)
+	case "/v1/tokenize":
+		s.generation(ctx, routeTokenize, extract.RouteTokenize)
+	case "/v1/detokenize":
+		s.generation(ctx, routeDetokenize, extract.RouteDetokenize)
+	case "/v1/responses":
+		s.generation(ctx, routeResponses, extract.RouteResponses)
+	case "/v1/messages":
+		s.generation(ctx, routeMessages, extract.RouteMessages)
 	case "/v1/models":
 		s.serveModels(ctx)
 	case "/health", "/liveness":

@@ -20,6 +20,13 @@ func TestExtractAllocs(t *testing.T) {
 				`{"role":"assistant","content":"c","reasoning_content":"r\u00e9"}]}`)},
 		realisticBody{"completions token batch", RouteCompletions, []byte(`{"prompt":[[1,2,3],[4,5]],"rid":["a","b"]}`)},
 		realisticBody{"generate text array", RouteGenerate, []byte(`{"text":["caf\u00e9","x"],"input_ids":null}`)},
+		realisticBody{"embeddings batch", RouteEmbeddings, []byte(`{"model":"e","input":["first doc","second doc"]}`)},
+		realisticBody{"rerank", RouteRerank, []byte(`{"query":"what is \u0078","documents":["a","b"]}`)},
+		realisticBody{"classify tokens", RouteClassify, []byte(`{"input":[[1,2],[3]]}`)},
+		realisticBody{"tokenize", RouteTokenize, []byte(`{"prompt":"hello world"}`)},
+		realisticBody{"detokenize", RouteDetokenize, []byte(`{"tokens":[101,102,103]}`)},
+		realisticBody{"responses items", RouteResponses, []byte(`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"role":"assistant","content":"b"}],"stream":true}`)},
+		realisticBody{"anthropic messages, system after", RouteMessages, []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"q\n"}]}],"system":[{"type":"text","text":"s1"},{"type":"text","text":"s2"}]}`)},
 	)
 	var f Fields
 	for _, b := range bodies {

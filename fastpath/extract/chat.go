@@ -1,6 +1,9 @@
 package extract
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // Nesting levels of the chat structure, for MaxDepth accounting of skipped values.
 const (
@@ -22,6 +25,13 @@ func (s *scanner) messages() error {
 	default:
 		return s.typeError("messages", wantArray)
 	}
+	return s.messageList()
+}
+
+// messageList reads, pos at '[', an array of message objects into Text (messages, and the
+// Responses API's input items).
+func (s *scanner) messageList() error {
+	f := s.f
 	s.pos++
 	more := s.peek() != ']'
 	if !more {
@@ -29,7 +39,7 @@ func (s *scanner) messages() error {
 	}
 	for i := 0; more; i++ {
 		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
-			return s.typeError("messages["+strconv.Itoa(i)+"]", wantObject)
+			return s.typeError(s.list+"["+strconv.Itoa(i)+"]", wantObject)
 		}
 		if err := s.message(i); err != nil {
 			return err
@@ -150,7 +160,7 @@ func (s *scanner) content(i int) error {
 		return s.scanLiteral("null")
 	case '[':
 	default:
-		return s.typeError("messages["+strconv.Itoa(i)+"].content", wantContent)
+		return s.typeError(s.list+"["+strconv.Itoa(i)+"].content", wantContent)
 	}
 	s.pos++
 	more := s.peek() != ']'
@@ -159,7 +169,7 @@ func (s *scanner) content(i int) error {
 	}
 	for j := 0; more; j++ {
 		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
-			return s.typeError("messages["+strconv.Itoa(i)+"].content["+strconv.Itoa(j)+"]", wantObject)
+			return s.typeError(s.list+"["+strconv.Itoa(i)+"].content["+strconv.Itoa(j)+"]", wantObject)
 		}
 		if err := s.part(i, j); err != nil {
 			return err
@@ -170,6 +180,99 @@ func (s *scanner) content(i int) error {
 		}
 	}
 	return nil
+}
+
+// textPart reports whether a content part's type carries routing text: "text" on every
+// route; on the Responses API also "input_text" and "output_text".
+func (s *scanner) textPart(r rawString) bool {
+	return s.equals(r, "text") || s.list == "input" && (s.equals(r, "input_text") || s.equals(r, "output_text"))
+}
+
+// partPath names the "text" of content part j of item i (i < 0: block j of the Anthropic
+// "system" array).
+func (s *scanner) partPath(i, j int) string {
+	if i < 0 {
+		return "system[" + strconv.Itoa(j) + "].text"
+	}
+	return s.list + "[" + strconv.Itoa(i) + "].content[" + strconv.Itoa(j) + "].text"
+}
+
+// system reads the Anthropic Messages "system": a string, null, or an array of content
+// blocks whose "text" blocks contribute, into sysBuf (joined to the messages' text when
+// the body is done, system first).
+func (s *scanner) system() error {
+	f := s.f
+	main := f.textBuf
+	f.textBuf = f.sysBuf[:0]
+	err := s.systemValue()
+	f.sysBuf, f.textBuf = f.textBuf, main
+	return err
+}
+
+func (s *scanner) systemValue() error {
+	switch s.buf[s.pos] {
+	case '"':
+		return s.appendStringPiece()
+	case 'n':
+		return s.scanLiteral("null")
+	case '[':
+	default:
+		return s.typeError("system", wantContent)
+	}
+	s.pos++
+	more := s.peek() != ']'
+	if !more {
+		s.pos++
+	}
+	for j := 0; more; j++ {
+		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
+			return s.typeError("system["+strconv.Itoa(j)+"]", wantObject)
+		}
+		if err := s.part(-1, j); err != nil {
+			return err
+		}
+		var err error
+		if more, err = s.next(']'); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// responsesInput reads the Responses API's "input": a string, null, or an array of input
+// items read like chat messages (their "content", a string or parts of type "input_text",
+// "output_text" or "text").
+func (s *scanner) responsesInput() error {
+	f := s.f
+	f.Text, f.textBuf = nil, f.textBuf[:0]
+	switch s.buf[s.pos] {
+	case '"':
+		return s.textString()
+	case 'n':
+		return s.scanLiteral("null")
+	case '[':
+		return s.messageList()
+	}
+	return s.typeError("input", wantInput)
+}
+
+// joinSystem puts the Anthropic system text before the messages' text, one space between.
+func (s *scanner) joinSystem() {
+	f := s.f
+	switch {
+	case len(f.sysBuf) == 0:
+	case len(f.Text) == 0:
+		f.Text = f.sysBuf
+	default:
+		// f.Text is f.textBuf (messages builds it there): append the system text and rotate
+		// it to the front in place, so that nothing is allocated.
+		n := len(f.textBuf)
+		f.textBuf = append(append(f.textBuf, f.sysBuf...), ' ')
+		slices.Reverse(f.textBuf[:n])
+		slices.Reverse(f.textBuf[n:])
+		slices.Reverse(f.textBuf)
+		f.Text = f.textBuf
+	}
 }
 
 // part reads one content part, pos at its '{'. A part is a text part when its "type" is
@@ -199,7 +302,7 @@ func (s *scanner) part(i, j int) error {
 			if err != nil {
 				return err
 			}
-			isText = s.equals(r, "text")
+			isText = s.textPart(r)
 		case isTextKey && s.buf[s.pos] == '"':
 			textAt = s.pos
 			if text, err = s.scanString(); err != nil {
@@ -229,7 +332,7 @@ func (s *scanner) part(i, j int) error {
 			at = s.pos - 1 // no "text" member: point at the part's closing brace
 		}
 		return &FieldError{
-			Path:   "messages[" + strconv.Itoa(i) + "].content[" + strconv.Itoa(j) + "].text",
+			Path:   s.partPath(i, j),
 			Want:   wantString,
 			Offset: at,
 		}

@@ -38,6 +38,19 @@
 //     Both are extracted when both are present; the gateway prefers non-empty token IDs
 //     (its routing_tokens), and leaves rejecting the combination to the worker.
 //
+// The engine pass-through routes take their routing text from the member that carries the
+// prompt, so that cache_aware and prefix_hash work on them too:
+//
+//   - /v1/embeddings and /v1/classify: "input", by the completions "prompt" rules.
+//   - /v1/tokenize: "prompt", by the same rules.
+//   - /v1/rerank (and /rerank): "query", a string.
+//   - /v1/detokenize: "tokens", token IDs into InputIDs, by the /generate "input_ids" rules.
+//   - /v1/responses: "input", a string, or input items read like chat messages, whose
+//     content parts of type "input_text", "output_text" or "text" contribute ("instructions"
+//     is not routing text).
+//   - /v1/messages (Anthropic): "system", a string or text blocks, then "messages" by the
+//     chat rules, joined with one space, the system text first whatever the member order.
+//
 // Token IDs are JSON integers from 0 to 4294967295 written without fraction or exponent.
 // Extract checks types only where routing reads a value; it does not require any member,
 // since the worker validates the request it serves.

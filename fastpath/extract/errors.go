@@ -91,6 +91,7 @@ const (
 	wantContent       = "a string, an array of content parts, or null"
 	wantPrompt        = "a string, an array of strings, an array of token IDs, or an array of token-ID arrays"
 	wantTokenIDArrays = "an array of token IDs (integers from 0 to 4294967295) or an array of such arrays"
+	wantInput         = "a string, an array of input items, or null"
 )
 
 // What the syntax errors expected, worded for the client.

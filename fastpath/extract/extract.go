@@ -11,11 +11,20 @@ package extract
 // the wrong type. Both messages are meant for the client's 400 response.
 func Extract(body []byte, route Route, f *Fields) error {
 	f.Reset()
-	if route < RouteChat || route > RouteGenerate {
+	if route < RouteChat || route >= numRoutes {
 		return ErrUnknownRoute
 	}
-	s := scanner{buf: body, f: f}
-	return s.object(route)
+	s := scanner{buf: body, f: f, list: "messages"}
+	if route == RouteResponses {
+		s.list = "input"
+	}
+	if err := s.object(route); err != nil {
+		return err
+	}
+	if route == RouteMessages {
+		s.joinSystem()
+	}
+	return nil
 }
 
 // The top-level members routing reads. A member's slot holds the type error of its last
@@ -29,6 +38,10 @@ const (
 	keyPrompt
 	keyText
 	keyInputIDs
+	keyQuery
+	keyTokens
+	keySystem
+	keyInput
 	numKeys
 )
 
@@ -43,12 +56,31 @@ func (s *scanner) topKey(r rawString, route Route) int {
 	case "rid":
 		return keyRid
 	case "messages":
-		if route == RouteChat {
+		if route == RouteChat || route == RouteMessages {
 			return keyMessages
 		}
 	case "prompt":
-		if route == RouteCompletions {
+		if route == RouteCompletions || route == RouteTokenize {
 			return keyPrompt
+		}
+	case "input":
+		switch route {
+		case RouteEmbeddings, RouteClassify:
+			return keyPrompt // the completions prompt's shapes, under another name
+		case RouteResponses:
+			return keyInput
+		}
+	case "query":
+		if route == RouteRerank {
+			return keyQuery
+		}
+	case "tokens":
+		if route == RouteDetokenize {
+			return keyTokens
+		}
+	case "system":
+		if route == RouteMessages {
+			return keySystem
 		}
 	case "text":
 		if route == RouteGenerate {
@@ -90,7 +122,15 @@ func (s *scanner) object(route Route) error {
 		case keyMessages:
 			err = s.messages()
 		case keyPrompt:
-			err = s.prompt()
+			err = s.prompt(promptName(route))
+		case keyQuery:
+			err = s.query()
+		case keyTokens:
+			err = s.detokenizeTokens()
+		case keySystem:
+			err = s.system()
+		case keyInput:
+			err = s.responsesInput()
 		case keyText:
 			err = s.generateText()
 		case keyInputIDs:
@@ -234,10 +274,45 @@ func (s *scanner) stringOrFirst(path string) (first rawString, ok bool, err erro
 	return first, ok, nil
 }
 
-// prompt reads the completions "prompt": a string; an array of strings, joined with ' '
-// as the SGLang Model Gateway joins them; token IDs; or a batch of token-ID arrays, of
-// which the first is kept.
-func (s *scanner) prompt() error {
+// promptName is the member that carries a prompt on route: "input" on embeddings and
+// classify, "prompt" elsewhere.
+func promptName(route Route) string {
+	if route == RouteEmbeddings || route == RouteClassify {
+		return "input"
+	}
+	return "prompt"
+}
+
+// query reads the rerank "query": a string, or null for absent.
+func (s *scanner) query() error {
+	f := s.f
+	f.Text, f.textBuf = nil, f.textBuf[:0]
+	switch s.buf[s.pos] {
+	case '"':
+		return s.textString()
+	case 'n':
+		return s.scanLiteral("null")
+	}
+	return s.typeError("query", wantString)
+}
+
+// detokenizeTokens reads the detokenize "tokens": token IDs, or a batch of which the first
+// is kept, as /generate "input_ids".
+func (s *scanner) detokenizeTokens() error {
+	s.f.InputIDs = s.f.InputIDs[:0]
+	switch s.buf[s.pos] {
+	case 'n':
+		return s.scanLiteral("null")
+	case '[':
+		return s.tokenIDs("tokens", wantTokenIDArrays)
+	}
+	return s.typeError("tokens", wantTokenIDArrays)
+}
+
+// prompt reads a completions-style prompt (the member name): a string; an array of strings,
+// joined with ' ' as the SGLang Model Gateway joins them; token IDs; or a batch of token-ID
+// arrays, of which the first is kept.
+func (s *scanner) prompt(name string) error {
 	f := s.f
 	f.Text, f.textBuf, f.InputIDs = nil, f.textBuf[:0], f.InputIDs[:0]
 	switch s.buf[s.pos] {
@@ -247,7 +322,7 @@ func (s *scanner) prompt() error {
 		return s.scanLiteral("null")
 	case '[':
 	default:
-		return s.typeError("prompt", wantPrompt)
+		return s.typeError(name, wantPrompt)
 	}
 	arrayStart := s.pos
 	s.pos++
@@ -256,12 +331,12 @@ func (s *scanner) prompt() error {
 		s.pos++
 		return nil
 	case c == '"':
-		return s.joinStrings()
+		return s.joinStrings(name)
 	case c >= '0' && c <= '9', c == '[':
 		s.pos = arrayStart
-		return s.tokenIDs("prompt", wantPrompt)
+		return s.tokenIDs(name, wantPrompt)
 	}
-	return s.typeError("prompt", wantPrompt)
+	return s.typeError(name, wantPrompt)
 }
 
 // textString reads the string at pos into Text: a view into the body when it needs no
@@ -282,11 +357,11 @@ func (s *scanner) textString() error {
 }
 
 // joinStrings reads the rest of an array of strings, pos at its first element, into Text.
-func (s *scanner) joinStrings() error {
+func (s *scanner) joinStrings(name string) error {
 	f := s.f
 	for more := true; more; {
 		if s.pos >= len(s.buf) || s.buf[s.pos] != '"' {
-			return s.typeError("prompt", wantPrompt)
+			return s.typeError(name, wantPrompt)
 		}
 		var err error
 		if f.textBuf, _, err = s.appendString(f.textBuf); err != nil {

@@ -168,7 +168,7 @@ func TestExtractErrors(t *testing.T) {
 
 func TestUnknownRoute(t *testing.T) {
 	var f Fields
-	for _, r := range []Route{0, RouteGenerate + 1} {
+	for _, r := range []Route{0, RouteMessages + 1} {
 		if err := Extract([]byte(`{}`), r, &f); !errors.Is(err, ErrUnknownRoute) {
 			t.Errorf("route %d: err = %v, want ErrUnknownRoute", r, err)
 		}

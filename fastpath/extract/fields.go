@@ -14,6 +14,23 @@ const (
 	RouteCompletions
 	// RouteGenerate is SGLang's native POST /generate: "text" and "input_ids".
 	RouteGenerate
+	// RouteEmbeddings is POST /v1/embeddings: "input", read like a completions "prompt".
+	RouteEmbeddings
+	// RouteRerank is POST /v1/rerank and /rerank: the routing text is "query".
+	RouteRerank
+	// RouteClassify is POST /v1/classify: "input", read like a completions "prompt".
+	RouteClassify
+	// RouteTokenize is POST /v1/tokenize: "prompt", read like a completions "prompt".
+	RouteTokenize
+	// RouteDetokenize is POST /v1/detokenize: the token IDs of "tokens".
+	RouteDetokenize
+	// RouteResponses is POST /v1/responses: "input", a string or input items read like chat
+	// messages.
+	RouteResponses
+	// RouteMessages is the Anthropic POST /v1/messages: "system", then "messages" read like
+	// chat messages.
+	RouteMessages
+	numRoutes
 )
 
 // String returns the path the route serves, for logs and test names.
@@ -25,6 +42,20 @@ func (r Route) String() string {
 		return "/v1/completions"
 	case RouteGenerate:
 		return "/generate"
+	case RouteEmbeddings:
+		return "/v1/embeddings"
+	case RouteRerank:
+		return "/v1/rerank"
+	case RouteClassify:
+		return "/v1/classify"
+	case RouteTokenize:
+		return "/v1/tokenize"
+	case RouteDetokenize:
+		return "/v1/detokenize"
+	case RouteResponses:
+		return "/v1/responses"
+	case RouteMessages:
+		return "/v1/messages"
 	}
 	return "unknown route"
 }
@@ -60,6 +91,7 @@ type Fields struct {
 	InputIDs []uint32
 
 	textBuf  []byte // Text when it is built or decoded rather than aliased
+	sysBuf   []byte // the Anthropic "system" text, joined before Text when the body is done
 	modelBuf []byte // Model when it needed decoding
 	ridBuf   []byte // Rid when it needed decoding
 	scratch  []byte // escaped member names and short strings, decoded to compare them
@@ -80,6 +112,7 @@ func (f *Fields) Reset() {
 	f.Text = nil
 	f.InputIDs = f.InputIDs[:0]
 	f.textBuf = f.textBuf[:0]
+	f.sysBuf = f.sysBuf[:0]
 	f.modelBuf = f.modelBuf[:0]
 	f.ridBuf = f.ridBuf[:0]
 	f.scratch = f.scratch[:0]

@@ -64,20 +64,39 @@ var fuzzSeeds = []string{
 	``,
 	`{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`,
 	`{"a":` + strings.Repeat(`{"b":`, 100) + `1` + strings.Repeat("}", 100) + `}`,
+	// The pass-through routes: embeddings, classify and tokenize prompts, rerank queries,
+	// detokenize tokens, Responses input and Anthropic messages with their system.
+	`{"model":"e","input":["a","b"],"encoding_format":"float"}`,
+	`{"input":[[1,2],[3]]}`,
+	`{"input":5}`,
+	`{"query":"what is x","documents":["x is 1","y"],"top_n":1}`,
+	`{"query":["no"]}`,
+	`{"tokens":[1,2,3]}`,
+	`{"tokens":"x"}`,
+	`{"input":"hello","instructions":"be brief","stream":true}`,
+	`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"x"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]},{"type":"function_call_output","call_id":"c","output":"42"}]}`,
+	`{"input":[{"content":[{"type":"input_text"}]}]}`,
+	`{"input":["str"]}`,
+	`{"messages":[{"role":"user","content":"hi"}],"system":"sys","max_tokens":8}`,
+	`{"system":[{"type":"text","text":"s1"},{"type":"text","text":"","cache_control":{"type":"ephemeral"}},{"type":"text","text":"s2"}],"messages":[{"role":"user","content":[{"type":"text","text":"q"},{"type":"tool_result","tool_use_id":"t","content":"r"}]}]}`,
+	`{"system":"only"}`,
+	`{"system":[{"type":"text"}]}`,
+	`{"system":5,"system":"later"}`,
+	`{"system":[1]}`,
 }
 
 func FuzzExtract(f *testing.F) {
 	for _, s := range fuzzSeeds {
-		f.Add([]byte(s), uint8(RouteChat))
-		f.Add([]byte(s), uint8(RouteCompletions))
-		f.Add([]byte(s), uint8(RouteGenerate))
+		for r := RouteChat; r < numRoutes; r++ {
+			f.Add([]byte(s), uint8(r))
+		}
 	}
 	for _, c := range realistic(f) {
 		f.Add(c.body, uint8(c.route))
 	}
 	var fields Fields
 	f.Fuzz(func(t *testing.T, body []byte, r uint8) {
-		route := Route(r%3 + 1)
+		route := Route(r%uint8(numRoutes-1) + 1)
 		checkAgainstReference(t, body, route, &fields)
 	})
 }

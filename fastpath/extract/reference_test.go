@@ -103,15 +103,74 @@ func reference(body []byte, route Route) (want, error) {
 	}
 	switch route {
 	case RouteChat:
-		w.Text, err = refChat(m["messages"])
+		w.Text, err = refChat(m["messages"], "text")
 	case RouteCompletions:
 		w.Text, w.InputIDs, err = refPrompt(m["prompt"])
 	case RouteGenerate:
 		if w.Text, err = refStringOrFirst(m["text"]); err == nil {
 			w.InputIDs, err = refTokenIDs(m["input_ids"])
 		}
+	case RouteEmbeddings, RouteClassify:
+		w.Text, w.InputIDs, err = refPrompt(m["input"])
+	case RouteTokenize:
+		w.Text, w.InputIDs, err = refPrompt(m["prompt"])
+	case RouteRerank:
+		switch x := m["query"].(type) {
+		case nil:
+		case string:
+			w.Text = x
+		default:
+			err = errRef
+		}
+	case RouteDetokenize:
+		w.InputIDs, err = refTokenIDs(m["tokens"])
+	case RouteResponses:
+		switch x := m["input"].(type) {
+		case nil:
+		case string:
+			w.Text = x
+		case []any:
+			w.Text, err = refChat(x, "text", "input_text", "output_text")
+		default:
+			err = errRef
+		}
+	case RouteMessages:
+		var sys, msgs string
+		if sys, err = refSystem(m["system"]); err == nil {
+			msgs, err = refChat(m["messages"], "text")
+		}
+		w.Text = strings.Join(slices.DeleteFunc([]string{sys, msgs}, func(s string) bool { return s == "" }), " ")
 	}
 	return w, err
+}
+
+// refSystem is the Anthropic "system": a string, or text blocks joined with one space.
+func refSystem(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return x, nil
+	case []any:
+		var pieces []string
+		for _, bv := range x {
+			block, ok := bv.(map[string]any)
+			if !ok {
+				return "", errRef
+			}
+			if t, _ := block["type"].(string); t != "text" {
+				continue
+			}
+			text, ok := block["text"].(string)
+			if !ok {
+				return "", errRef
+			}
+			pieces = append(pieces, text)
+		}
+		pieces = slices.DeleteFunc(pieces, func(s string) bool { return s == "" })
+		return strings.Join(pieces, " "), nil
+	}
+	return "", errRef
 }
 
 func refStringOrFirst(v any) (string, error) {
@@ -136,7 +195,9 @@ func refStringOrFirst(v any) (string, error) {
 	return "", errRef
 }
 
-func refChat(v any) (string, error) {
+// refChat is the chat rule over messages (or Responses input items); parts whose type is one
+// of textTypes contribute their text.
+func refChat(v any, textTypes ...string) (string, error) {
 	if v == nil {
 		return "", nil
 	}
@@ -160,7 +221,7 @@ func refChat(v any) (string, error) {
 				if !ok {
 					return "", errRef
 				}
-				if t, _ := part["type"].(string); t != "text" {
+				if t, _ := part["type"].(string); !slices.Contains(textTypes, t) {
 					continue
 				}
 				text, ok := part["text"].(string)

@@ -18,6 +18,9 @@ type scanner struct {
 	buf []byte
 	pos int
 	f   *Fields
+	// list names the array of messages in error paths: "messages", or "input" on the
+	// Responses API, whose input items are read like messages.
+	list string
 }
 
 // errExpected builds the SyntaxError for "expected X at i".
