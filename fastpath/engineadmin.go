@@ -243,17 +243,18 @@ func (s *Server) serveFlushCache(ctx *fasthttp.RequestCtx) {
 const oneWorkerTries = 3
 
 // healthyWorkers lists the routable workers that serve model (all of them when model is
-// empty), starting at a rotating offset so that successive calls spread over the fleet.
+// empty; a worker whose models are unknown serves any), starting at a rotating offset so
+// that successive calls spread over the fleet.
 func (s *Server) healthyWorkers(model string) []*worker.Worker {
-	snap := s.reg.Current()
-	ws := snap.Workers
-	if model != "" {
-		ws = snap.ModelWorkers(model)
-	}
+	ws := s.reg.Current().Workers
 	var out []*worker.Worker
 	start := int(s.adminCursor.Add(1))
 	for i := range ws {
-		if w := ws[(start+i)%len(ws)]; w.Routable() && w.Type() != worker.TypePrefill {
+		w := ws[(start+i)%len(ws)]
+		if model != "" && len(w.Models) > 0 && !serves(w, model) {
+			continue
+		}
+		if w.Routable() && w.Type() != worker.TypePrefill {
 			out = append(out, w)
 		}
 	}

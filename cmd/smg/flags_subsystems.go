@@ -52,6 +52,8 @@ func registerLoadFlags(fs *cli.FlagSet, cfg *loadmon.Config) {
 		"Seconds between polls of each worker's load (/v1/loads, else Prometheus /metrics)")
 	fs.Bool("disable-load-monitoring", &cfg.Disable, cfg.Disable,
 		"Stop polling worker loads unless a load-aware policy (cache_aware, least_load, power_of_two) or overload protection needs them")
+	fs.Bool("engine-metrics", &cfg.EngineMetrics, cfg.EngineMetrics,
+		"Poll each worker's Prometheus /metrics with the load monitor and re-export the engines' series on the metrics port, labelled worker=<url>")
 	fs.Bool("worker-overload-protection", &cfg.Overload.Enabled, cfg.Overload.Enabled,
 		"Veto workers whose load report passes the --worker-overload-* limits, under every policy")
 	fs.Int("worker-overload-waiting-requests", &cfg.Overload.WaitingRequests, cfg.Overload.WaitingRequests,

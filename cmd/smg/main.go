@@ -188,6 +188,8 @@ type gateway struct {
 	ln       net.Listener
 	promLn   net.Listener
 	promSrv  *http.Server
+	// monitor is the load monitor; the metrics handler writes its --engine-metrics series.
+	monitor *loadmon.Monitor
 	// closers stop what build started; close runs them last added first.
 	closers []func()
 	// background are the mesh's and the watchers' stops (also among closers: they are
@@ -284,6 +286,7 @@ func (g *gateway) startMonitors(ctx context.Context) error {
 	lc.Metrics, lc.Logger = g.set, g.log
 	lc.Required = func() bool { return usesLoadAwarePolicy(g.router.Current()) }
 	monitor, err := loadmon.New(lc, g.reg.Current)
+	g.monitor = monitor
 	if err != nil {
 		return err
 	}
@@ -350,7 +353,7 @@ func (g *gateway) listen() error {
 	if g.promLn, err = net.Listen("tcp", net.JoinHostPort(o.prometheusHost, strconv.Itoa(o.prometheusPort))); err != nil {
 		return fmt.Errorf("cannot listen on %s:%d (--prometheus-host, --prometheus-port): %w", o.prometheusHost, o.prometheusPort, err)
 	}
-	g.promSrv = &http.Server{Handler: observabilityMux(g.set, !o.disablePprof), ReadHeaderTimeout: 10 * time.Second}
+	g.promSrv = &http.Server{Handler: observabilityMux(g.set, g.monitor.WriteEngineMetrics, !o.disablePprof), ReadHeaderTimeout: 10 * time.Second}
 	g.onClose(func() { _ = g.promSrv.Close() })
 	return nil
 }
@@ -483,13 +486,15 @@ func addStaticWorkers(reg *worker.Registry, specs []worker.Spec, initial func(*w
 	}
 }
 
-// observabilityMux serves Prometheus metrics and, unless disabled, pprof.
-func observabilityMux(set *metrics.Set, withPprof bool) http.Handler {
+// observabilityMux serves Prometheus metrics (the gateway's, then the engines' re-exported
+// ones with --engine-metrics) and, unless disabled, pprof.
+func observabilityMux(set *metrics.Set, engines func(io.Writer), withPprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		set.WritePrometheus(w)
 		metrics.WriteProcessMetrics(w)
+		engines(w)
 	})
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -179,3 +179,26 @@ func TestWorkerAPIPatchAndPutOnALiveGateway(t *testing.T) {
 	}
 	testutil.Eventually(t, "update logged", func() bool { return strings.Contains(g.Output(), "Updated worker") })
 }
+
+func TestEngineMetricsFlagReExportsTheEnginesSeries(t *testing.T) {
+	m := StartMocks(t, 2)
+	g := StartGateway(t, "--engine-metrics", "--load-monitor-interval", "1", "--drain-settle-secs", "0", "--worker-urls", m.URLs[0], m.URLs[1])
+	series := func(u string) string { return `sglang:num_running_reqs{worker="` + u + `"` }
+	testutil.Eventually(t, "both engines' series on the gateway's metrics port", func() bool {
+		body := MustDo(t, "GET", g.MetricsURL, "", nil).Body
+		return strings.Contains(body, series(m.URLs[0])) && strings.Contains(body, series(m.URLs[1]))
+	})
+	var id string
+	for _, w := range listWorkers(t, g).Workers {
+		if w.URL == m.URLs[1] {
+			id = w.ID
+		}
+	}
+	if r := MustDo(t, "DELETE", g.URL+"/workers/"+id, "", nil); r.Status != 202 {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+	testutil.Eventually(t, "the removed worker's engine series gone", func() bool {
+		body := MustDo(t, "GET", g.MetricsURL, "", nil).Body
+		return !strings.Contains(body, `worker="`+m.URLs[1]+`"`) && strings.Contains(body, series(m.URLs[0]))
+	})
+}

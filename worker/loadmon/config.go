@@ -7,6 +7,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/internal/enginemetrics"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -21,6 +22,8 @@ const (
 	DefaultConcurrency = 32
 	// DefaultTimeout bounds one poll (capped at the interval).
 	DefaultTimeout = 5 * time.Second
+	// DefaultMaxEngineBody bounds the /metrics body kept per worker with --engine-metrics.
+	DefaultMaxEngineBody = 4 << 20
 )
 
 // Config configures a Monitor.
@@ -45,6 +48,16 @@ type Config struct {
 	Clock clock.Clock
 	// Overload is overload protection: workers whose report passes its limits are vetoed.
 	Overload OverloadConfig
+	// EngineMetrics (--engine-metrics) also polls each worker's Prometheus /metrics every
+	// round and keeps it for WriteEngineMetrics, which re-exports the engines' series on the
+	// gateway's metrics port with a worker label. Polling then runs even with Disable.
+	EngineMetrics bool
+	// MaxEngineSeries bounds the re-exported engine samples, all workers together; the rest
+	// are dropped and counted. Default 50,000; at least 1 with EngineMetrics.
+	MaxEngineSeries int
+	// MaxEngineBody bounds the /metrics body kept per worker, in bytes; a larger one is not
+	// kept (and counted as a failed poll). Default 4 MiB; at least 1 with EngineMetrics.
+	MaxEngineBody int
 	// Metrics receives smg_load_monitor_polls_total. Nil: a private set.
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
@@ -58,7 +71,10 @@ func DefaultConfig() Config {
 	return Config{
 		Interval:    DefaultInterval,
 		Concurrency: DefaultConcurrency,
-		Overload:    OverloadConfig{WaitingRequests: DefaultOverloadWaitingRequests, TokenUsage: DefaultOverloadTokenUsage},
+		// Used only with EngineMetrics.
+		MaxEngineSeries: enginemetrics.DefaultMaxSeries,
+		MaxEngineBody:   DefaultMaxEngineBody,
+		Overload:        OverloadConfig{WaitingRequests: DefaultOverloadWaitingRequests, TokenUsage: DefaultOverloadTokenUsage},
 	}
 }
 
@@ -102,6 +118,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--worker-overload-waiting-requests %d: give 0 (no limit) or a positive count", c.Overload.WaitingRequests)
 	case c.Overload.TokenUsage < 0 || c.Overload.TokenUsage > 1:
 		return fmt.Errorf("--worker-overload-token-usage %v: give a fraction from 0 to 1 (0: no limit)", c.Overload.TokenUsage)
+	case c.EngineMetrics && (c.MaxEngineSeries < 1 || c.MaxEngineBody < 1):
+		return fmt.Errorf("engine metrics bounds are %d series and %d bytes: give positive bounds (defaults %d and %d)", c.MaxEngineSeries, c.MaxEngineBody, enginemetrics.DefaultMaxSeries, DefaultMaxEngineBody)
 	case c.Concurrency < 1:
 		return fmt.Errorf("load poll concurrency is %d: give a positive count (default %d)", c.Concurrency, DefaultConcurrency)
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/enginemetrics"
 	"github.com/smg-go/smg/internal/promlabel"
 	"github.com/smg-go/smg/worker"
 	"github.com/valyala/fasthttp"
@@ -45,6 +47,10 @@ type Monitor struct {
 
 	parsers sync.Pool // *fastjson.Parser
 	polls   map[string]*metrics.Counter
+
+	// engine holds, with --engine-metrics, each worker's last /metrics body; guarded by mu.
+	engine        map[*worker.Worker][]byte
+	engineDropped *metrics.Counter
 }
 
 // New validates cfg and returns a Monitor over the snapshots current returns.
@@ -53,7 +59,15 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 		return nil, err
 	}
 	cfg.fillDefaults()
-	m := &Monitor{cfg: cfg, log: cfg.Logger, current: current, prefer: map[*worker.Worker]string{}, polls: map[string]*metrics.Counter{}}
+	m := &Monitor{cfg: cfg, log: cfg.Logger, current: current, prefer: map[*worker.Worker]string{}, polls: map[string]*metrics.Counter{},
+		engine: map[*worker.Worker][]byte{}}
+	if cfg.EngineMetrics {
+		m.engineDropped = cfg.Metrics.GetOrCreateCounter(`smg_engine_metrics_dropped_samples_total`)
+		for _, outcome := range []string{"ok", "error"} {
+			m.polls[sourceEngine+outcome] = cfg.Metrics.GetOrCreateCounter(
+				fmt.Sprintf(`smg_load_monitor_polls_total{source=%q,outcome=%q}`, sourceEngine, outcome))
+		}
+	}
 	for _, src := range []string{SourceLoads, SourceMetrics} {
 		for _, outcome := range []string{"ok", "error"} {
 			m.polls[src+outcome] = cfg.Metrics.GetOrCreateCounter(
@@ -79,7 +93,12 @@ func (m *Monitor) Run(ctx context.Context) {
 	}
 }
 
-func (m *Monitor) active() bool {
+func (m *Monitor) active() bool { return m.loadsWanted() || m.cfg.EngineMetrics }
+
+// loadsWanted reports whether load reports are polled: always, unless
+// --disable-load-monitoring, and then still when overload protection or a load-aware policy
+// needs them (spec: Passthrough).
+func (m *Monitor) loadsWanted() bool {
 	return !m.cfg.Disable || m.cfg.Overload.Enabled || (m.cfg.Required != nil && m.cfg.Required())
 }
 
@@ -90,6 +109,7 @@ func (m *Monitor) PollOnce(ctx context.Context) {
 	snap := m.current()
 	ws := snap.Workers
 	m.forget(ws)
+	loads := m.loadsWanted()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(m.cfg.Concurrency, len(ws)) {
@@ -101,7 +121,12 @@ func (m *Monitor) PollOnce(ctx context.Context) {
 				if i >= len(ws) || ctx.Err() != nil {
 					return
 				}
-				m.poll(ws[i])
+				if loads {
+					m.poll(ws[i])
+				}
+				if m.cfg.EngineMetrics {
+					m.pollEngine(ws[i])
+				}
 			}
 		}()
 	}
@@ -118,6 +143,11 @@ func (m *Monitor) forget(ws []*worker.Worker) {
 	for w := range m.prefer {
 		if !live[w] {
 			delete(m.prefer, w)
+		}
+	}
+	for w := range m.engine {
+		if !live[w] {
+			delete(m.engine, w)
 		}
 	}
 	m.mu.Unlock()
@@ -202,4 +232,75 @@ func (m *Monitor) fetch(w *worker.Worker, src string) (*worker.LoadReport, error
 	}
 	m.polls[src+"ok"].Inc()
 	return r, nil
+}
+
+// sourceEngine labels the --engine-metrics polls in smg_load_monitor_polls_total.
+const sourceEngine = "engine_metrics"
+
+// pollEngine fetches w's Prometheus /metrics for WriteEngineMetrics. A failed poll keeps
+// nothing: the worker's series disappear until it answers again, rather than freeze.
+func (m *Monitor) pollEngine(w *worker.Worker) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(w.URL + pathMetrics)
+	req.Header.SetMethod(fasthttp.MethodGet)
+	if auth := w.AuthHeader(); len(auth) > 0 {
+		req.Header.SetBytesV(fasthttp.HeaderAuthorization, auth)
+	}
+	var body []byte
+	err := w.Client.DoTimeout(req, resp, m.cfg.Timeout)
+	switch {
+	case err != nil:
+	case resp.StatusCode() != fasthttp.StatusOK:
+		err = fmt.Errorf("%s%s returned %d", w.URL, pathMetrics, resp.StatusCode())
+	case len(resp.Body()) > m.cfg.MaxEngineBody:
+		err = fmt.Errorf("%s%s answered %d bytes, more than the %d kept", w.URL, pathMetrics, len(resp.Body()), m.cfg.MaxEngineBody)
+	default:
+		body = append([]byte(nil), resp.Body()...)
+	}
+	if err != nil {
+		m.polls[sourceEngine+"error"].Inc()
+		m.log.Debug("Engine metrics poll failed", "worker", w.URL, "error", err)
+	} else {
+		m.polls[sourceEngine+"ok"].Inc()
+	}
+	m.mu.Lock()
+	if body != nil {
+		m.engine[w] = body
+	} else {
+		delete(m.engine, w)
+	}
+	m.mu.Unlock()
+}
+
+// WriteEngineMetrics writes, with --engine-metrics, the engines' own series from the last
+// poll of each worker still registered (a removed worker's series go with it), every sample
+// labelled worker="<url>", at most MaxEngineSeries samples (worker/enginemetrics). The
+// gateway's metrics handler calls it after its own series. Without --engine-metrics it
+// writes nothing.
+func (m *Monitor) WriteEngineMetrics(w io.Writer) {
+	if !m.cfg.EngineMetrics {
+		return
+	}
+	type kept struct {
+		url  string
+		body []byte
+	}
+	var bodies []kept
+	m.mu.Lock()
+	for _, wk := range m.current().Workers {
+		if body := m.engine[wk]; body != nil { // immutable once stored: parsed after unlocking
+			bodies = append(bodies, kept{wk.URL, body})
+		}
+	}
+	m.mu.Unlock()
+	merged := enginemetrics.Merger{MaxSeries: m.cfg.MaxEngineSeries}
+	for _, k := range bodies {
+		merged.Add(k.url, k.body)
+	}
+	if merged.Dropped > 0 {
+		m.engineDropped.Add(merged.Dropped)
+	}
+	_, _ = merged.WriteTo(w)
 }
