@@ -5,8 +5,8 @@
 // # Concurrency model
 //
 // The Registry has exactly one writer: a goroutine that drains a bounded event queue (add,
-// remove, status change) and, after every change, publishes a new immutable Snapshot through an
-// atomic.Pointer. Readers on the request hot path call Registry.Current (one atomic load) and never
+// remove, status change, settings update) and, after every change, publishes a new immutable
+// Snapshot through an atomic.Pointer. Readers on the request hot path call Registry.Current (one atomic load) and never
 // lock. Subscribers registered with Config.OnPublish run on the writer goroutine after each
 // publication, so derived state (the policy route table) is rebuilt by the same single writer and
 // never races with itself.
@@ -17,7 +17,11 @@
 // # Ownership
 //
 // A *Worker is shared by every snapshot that lists it and by requests still in flight after it
-// was removed; its fields other than the atomics are immutable after construction. Removing a
+// was removed; its fields other than the atomics are immutable after construction. What the
+// worker API may change (PATCH and PUT /workers/{id}: priority, cost, labels, API key, health
+// overrides) lives in one immutable settings value behind an atomic pointer, replaced whole
+// by the writer (Registry.Update) and published with the next snapshot; the URL, type, models
+// and PD metadata never change while the worker is registered. Removing a
 // worker closes nothing a request in flight still uses: its HostClient keeps serving the
 // requests already dispatched and idle connections are closed once those finish.
 package worker
