@@ -80,12 +80,28 @@ func BenchmarkPDRoundTrip(b *testing.B) {
 	benchRoundTrip(b, newPDGateway(b, []*pdFake{newPDFake(b, nil)}, []*pdFake{newPDFake(b, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"}))
 }
 
+// BenchmarkPassThroughRoundTrip is BenchmarkProxyRoundTrip for two pass-through routes, to
+// compare in one run: the Anthropic messages (system joined before the messages) and rerank.
+func BenchmarkPassThroughRoundTrip(b *testing.B) {
+	g := newGateway(b, "round_robin", Config{}, newFakeWorker(b, "a", 200), newFakeWorker(b, "b", 200))
+	b.Run("messages", func(b *testing.B) {
+		benchRouteRoundTrip(b, g, "/v1/messages", `{"model":"m1","system":"be brief","messages":[{"role":"user","content":"hello there"}]}`)
+	})
+	b.Run("rerank", func(b *testing.B) {
+		benchRouteRoundTrip(b, g, "/v1/rerank", `{"model":"m1","query":"hello there","documents":["a","b"]}`)
+	})
+}
+
 func benchRoundTrip(b *testing.B, g *gateway) {
+	benchRouteRoundTrip(b, g, "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hello there"}]}`)
+}
+
+func benchRouteRoundTrip(b *testing.B, g *gateway, path, body string) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod("POST")
-	req.SetRequestURI("http://gateway/v1/chat/completions")
-	req.SetBodyString(`{"model":"m1","messages":[{"role":"user","content":"hello there"}]}`)
+	req.SetRequestURI("http://gateway" + path)
+	req.SetBodyString(body)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := g.client.DoTimeout(req, resp, 5*time.Second); err != nil || resp.StatusCode() != 200 {
