@@ -86,6 +86,15 @@ func TestCheckAllocs(t *testing.T) {
 	if strings.Contains(err.Error(), "BenchmarkA") {
 		t.Errorf("error %q names the clean benchmark", err)
 	}
+	// A known allocation passes at its count and fails above it.
+	known := MicroResult{Package: "github.com/smg-go/smg/fastpath", Name: "BenchmarkProxyRoundTrip", AllocsPerOp: 1, HasAllocs: true}
+	if err := CheckAllocs([]MicroResult{known}); err != nil {
+		t.Fatalf("the known allocation failed the gate: %v", err)
+	}
+	known.AllocsPerOp = 2
+	if err := CheckAllocs([]MicroResult{known}); err == nil || !strings.Contains(err.Error(), "2 allocs/op, want 1") {
+		t.Fatalf("CheckAllocs over the known count = %v", err)
+	}
 }
 
 func TestHotPathSuitesCoverTheHotPath(t *testing.T) {
