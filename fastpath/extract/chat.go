@@ -150,8 +150,8 @@ func (s *scanner) message(i int) error {
 	return nil
 }
 
-// content reads a message's "content": a string, null, or an array of content parts whose
-// "text" parts contribute their text.
+// content reads the "content" of item i (i < 0: the Anthropic "system"): a string, null, or an
+// array of content parts whose "text" parts contribute their text.
 func (s *scanner) content(i int) error {
 	switch s.buf[s.pos] {
 	case '"':
@@ -160,7 +160,7 @@ func (s *scanner) content(i int) error {
 		return s.scanLiteral("null")
 	case '[':
 	default:
-		return s.typeError(s.list+"["+strconv.Itoa(i)+"].content", wantContent)
+		return s.typeError(s.contentPath(i), wantContent)
 	}
 	s.pos++
 	more := s.peek() != ']'
@@ -169,7 +169,7 @@ func (s *scanner) content(i int) error {
 	}
 	for j := 0; more; j++ {
 		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
-			return s.typeError(s.list+"["+strconv.Itoa(i)+"].content["+strconv.Itoa(j)+"]", wantObject)
+			return s.typeError(s.contentPath(i)+"["+strconv.Itoa(j)+"]", wantObject)
 		}
 		if err := s.part(i, j); err != nil {
 			return err
@@ -188,6 +188,15 @@ func (s *scanner) textPart(r rawString) bool {
 	return s.equals(r, "text") || s.list == "input" && (s.equals(r, "input_text") || s.equals(r, "output_text"))
 }
 
+// contentPath names the content of item i (i < 0: the Anthropic "system"); only error
+// messages build it.
+func (s *scanner) contentPath(i int) string {
+	if i < 0 {
+		return "system"
+	}
+	return s.list + "[" + strconv.Itoa(i) + "].content"
+}
+
 // partPath names the "text" of content part j of item i (i < 0: block j of the Anthropic
 // "system" array).
 func (s *scanner) partPath(i, j int) string {
@@ -204,39 +213,9 @@ func (s *scanner) system() error {
 	f := s.f
 	main := f.textBuf
 	f.textBuf = f.sysBuf[:0]
-	err := s.systemValue()
+	err := s.content(-1)
 	f.sysBuf, f.textBuf = f.textBuf, main
 	return err
-}
-
-func (s *scanner) systemValue() error {
-	switch s.buf[s.pos] {
-	case '"':
-		return s.appendStringPiece()
-	case 'n':
-		return s.scanLiteral("null")
-	case '[':
-	default:
-		return s.typeError("system", wantContent)
-	}
-	s.pos++
-	more := s.peek() != ']'
-	if !more {
-		s.pos++
-	}
-	for j := 0; more; j++ {
-		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
-			return s.typeError("system["+strconv.Itoa(j)+"]", wantObject)
-		}
-		if err := s.part(-1, j); err != nil {
-			return err
-		}
-		var err error
-		if more, err = s.next(']'); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // responsesInput reads the Responses API's "input": a string, null, or an array of input
