@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"sort"
@@ -126,6 +127,25 @@ func (b *Baseline) Check(metrics map[string]float64) ([]Verdict, error) {
 		vs = append(vs, v)
 	}
 	return vs, errors.Join(errs...)
+}
+
+// Confirmed merges a run's metrics with a confirmation run's: each gated metric takes the
+// value more favourable by its gate's direction (a missing value counts as no measurement),
+// so it fails the merged check only when both runs put it past its limit. Ungated metrics
+// keep the first run's value.
+func (b *Baseline) Confirmed(first, second map[string]float64) map[string]float64 {
+	merged := maps.Clone(first)
+	for _, g := range b.Gates {
+		v2, ok := second[g.Metric]
+		if !ok || math.IsNaN(v2) {
+			continue
+		}
+		v1, ok := merged[g.Metric]
+		if !ok || math.IsNaN(v1) || (g.Direction == LowerIsBetter && v2 < v1) || (g.Direction == HigherIsBetter && v2 > v1) {
+			merged[g.Metric] = v2
+		}
+	}
+	return merged
 }
 
 func why(s string) string {

@@ -52,6 +52,40 @@ func TestBaselineCheck(t *testing.T) {
 	}
 }
 
+// TestConfirmedFailsOnlyWhatRegressedTwice: the confirmation run can clear a disturbed first
+// run's metric, never hide one that regressed in both, and never worsen a metric.
+func TestConfirmedFailsOnlyWhatRegressedTwice(t *testing.T) {
+	b := &Baseline{Gates: []Gate{
+		{Metric: "cpu", Baseline: 1.0, Tolerance: 0.15, Direction: LowerIsBetter},
+		{Metric: "pd", Baseline: 2.3, Tolerance: 0.6, Direction: LowerIsBetter},
+		{Metric: "hit", Baseline: 3.0, Tolerance: 0.2, Direction: HigherIsBetter},
+		{Metric: "gone", Baseline: 1, Tolerance: 0.1, Direction: LowerIsBetter},
+	}}
+	first := map[string]float64{"cpu": 1.30, "pd": 3.95, "hit": 2.0, "gone": 1.0, "ungated": 7}
+	second := map[string]float64{"cpu": 1.25, "pd": 1.60, "hit": 3.1, "ungated": 8}
+	merged := b.Confirmed(first, second)
+	want := map[string]float64{"cpu": 1.25, "pd": 1.60, "hit": 3.1, "gone": 1.0, "ungated": 7}
+	for k, v := range want {
+		if merged[k] != v {
+			t.Errorf("%s = %v, want %v", k, merged[k], v)
+		}
+	}
+	_, err := b.Check(merged)
+	if err == nil || !strings.Contains(err.Error(), "regression: cpu ") {
+		t.Fatalf("cpu regressed in both runs and must fail: %v", err)
+	}
+	if strings.Contains(err.Error(), "pd") || strings.Contains(err.Error(), "hit") {
+		t.Errorf("a metric cleared by the confirmation run still failed: %v", err)
+	}
+	// A better first value stays: the confirmation cannot make a metric worse.
+	if got := b.Confirmed(map[string]float64{"pd": 1.5}, map[string]float64{"pd": 9})["pd"]; got != 1.5 {
+		t.Errorf("pd = %v after a worse confirmation, want 1.5", got)
+	}
+	if got := b.Confirmed(map[string]float64{"hit": math.NaN()}, map[string]float64{"hit": 3})["hit"]; got != 3 {
+		t.Errorf("hit = %v, want the confirmation's 3 over a NaN", got)
+	}
+}
+
 func TestBaselineValidate(t *testing.T) {
 	bad := &Baseline{Gates: []Gate{
 		{Metric: "", Baseline: 1, Direction: LowerIsBetter},

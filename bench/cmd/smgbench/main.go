@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ import (
 type options struct {
 	binDir, out, baseline, suites, goCmd string
 	smoke, installPeers, printMetrics    bool
+	confirm                              bool
 	overhead                             bench.OverheadConfig
 	quality                              bench.QualityConfig
 	policies, qualityPolicies            string
@@ -41,6 +43,7 @@ func main() {
 	flag.StringVar(&o.suites, "suites", "overhead,micro,quality", "comma-separated suites to run: overhead, micro, quality")
 	flag.BoolVar(&o.smoke, "smoke", false, "shortened runs for CI: three rounds of 2 s overhead runs of smg (cache_aware) and the references (the least disturbed kept), the micro gate on the small cases, one 6 s routing-quality row each of round_robin, least_load and cache_aware at 70% of the calibrated shared-prefix capacity")
 	flag.BoolVar(&o.installPeers, "install-peers", true, "apt-get install nginx-light and haproxy when missing and running as root")
+	flag.BoolVar(&o.confirm, "confirm", true, "when a gated overhead or quality metric regresses, measure that suite once more and fail only the metrics past their limit in both runs (timing ratios of short runs on shared machines see disturbed runs)")
 	flag.BoolVar(&o.printMetrics, "print-metrics", true, "print every metric name and value after the table (the names a baseline can gate)")
 	flag.StringVar(&o.goCmd, "go", "go", "go command for the micro suite")
 	flag.DurationVar(&o.overhead.Duration, "duration", 0, "length of each overhead run (default 3s, smoke 2s)")
@@ -100,8 +103,94 @@ func run(o *options) int {
 	}
 	bin := bench.BinariesIn(o.binDir)
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	rep := &bench.Report{}
-	var failures []error
+	rep, failures, usage := measure(o, suites, bin, logf)
+	if usage != 0 {
+		return usage
+	}
+
+	fmt.Print(rep.Table())
+	metrics := rep.Metrics()
+	if o.printMetrics {
+		fmt.Printf("Metrics:\n\n```\n%s```\n\n", bench.MetricsList(metrics))
+	}
+	if o.out != "" {
+		if err := writeJSON(o.out, rep); err != nil {
+			failures = append(failures, err)
+		}
+	}
+	var regressions []error
+	if baseline != nil {
+		verdicts, err := baseline.Check(metrics)
+		fmt.Printf("## Gate (%s)\n\n%s\n", baselinePath, bench.VerdictTable(verdicts))
+		if again := regressedSuites(verdicts); err != nil && o.confirm && len(again) > 0 {
+			// A timing ratio of one short run on a shared machine can land past its bound
+			// because another process ran at the wrong moment (CI once measured the PD row at
+			// 3.95 where quiet runs give 1.6-2.8). A regression is real when the suite's
+			// second measurement lands past the bound too.
+			logf("smgbench: %s regressed; measuring %s once more: a metric fails only when both runs put it past its limit", strings.Join(regressedMetrics(verdicts), ", "), strings.Join(slices.Sorted(maps.Keys(again)), ", "))
+			second, secondFailures, _ := measure(o, again, bin, logf)
+			failures = append(failures, secondFailures...)
+			fmt.Printf("## Confirmation run\n\n%s", second.Table())
+			if o.out != "" {
+				if err := writeJSON(strings.TrimSuffix(o.out, ".json")+"-confirm.json", second); err != nil {
+					failures = append(failures, err)
+				}
+			}
+			metrics = baseline.Confirmed(metrics, second.Metrics())
+			verdicts, err = baseline.Check(metrics)
+			fmt.Printf("## Gate after the confirmation run (each metric's more favourable value)\n\n%s\n", bench.VerdictTable(verdicts))
+		}
+		if err != nil {
+			regressions = append(regressions, err)
+		}
+	}
+	if rep.Micro != nil {
+		if err := bench.CheckAllocs(rep.Micro); err != nil {
+			regressions = append(regressions, err)
+		}
+	}
+	code := 0
+	if len(failures) > 0 {
+		fmt.Fprintln(os.Stderr, "smgbench:", errors.Join(failures...))
+		code = 1
+	}
+	if len(regressions) > 0 {
+		fmt.Fprintln(os.Stderr, "smgbench: FAIL:", errors.Join(regressions...))
+		return 3
+	}
+	if code == 0 {
+		fmt.Println("smgbench: PASS")
+	}
+	return code
+}
+
+// regressedMetrics names the metrics that failed their gate.
+func regressedMetrics(vs []bench.Verdict) []string {
+	var names []string
+	for _, v := range vs {
+		if v.Status == "REGRESSION" {
+			names = append(names, v.Gate.Metric)
+		}
+	}
+	return names
+}
+
+// regressedSuites is the set of timing suites (overhead, quality) whose gated metrics
+// regressed: the ones a confirmation run measures again. The micro suite's allocation counts
+// are deterministic and never re-measured.
+func regressedSuites(vs []bench.Verdict) map[string]bool {
+	suites := map[string]bool{}
+	for _, name := range regressedMetrics(vs) {
+		if suite, _, _ := strings.Cut(name, "."); suite == "overhead" || suite == "quality" {
+			suites[suite] = true
+		}
+	}
+	return suites
+}
+
+// measure runs the chosen suites once; usage is 2 for a flag combination it cannot run, else 0. The exit code is non-zero only for a usage error.
+func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(string, ...any)) (rep *bench.Report, failures []error, usage int) {
+	rep = &bench.Report{}
 
 	if suites["overhead"] {
 		cfg := o.overhead
@@ -154,7 +243,7 @@ func run(o *options) int {
 		cfg, err := qualityConfig(o, bin, logf)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "smgbench:", err)
-			return 2
+			return nil, nil, 2
 		}
 		logf("smgbench: routing-quality suite…")
 		res, err := bench.Quality(cfg)
@@ -169,42 +258,7 @@ func run(o *options) int {
 		}
 	}
 
-	fmt.Print(rep.Table())
-	metrics := rep.Metrics()
-	if o.printMetrics {
-		fmt.Printf("Metrics:\n\n```\n%s```\n\n", bench.MetricsList(metrics))
-	}
-	if o.out != "" {
-		if err := writeJSON(o.out, rep); err != nil {
-			failures = append(failures, err)
-		}
-	}
-	code := 0
-	if len(failures) > 0 {
-		fmt.Fprintln(os.Stderr, "smgbench:", errors.Join(failures...))
-		code = 1
-	}
-	var regressions []error
-	if baseline != nil {
-		verdicts, err := baseline.Check(metrics)
-		fmt.Printf("## Gate (%s)\n\n%s\n", baselinePath, bench.VerdictTable(verdicts))
-		if err != nil {
-			regressions = append(regressions, err)
-		}
-	}
-	if rep.Micro != nil {
-		if err := bench.CheckAllocs(rep.Micro); err != nil {
-			regressions = append(regressions, err)
-		}
-	}
-	if len(regressions) > 0 {
-		fmt.Fprintln(os.Stderr, "smgbench: FAIL:", errors.Join(regressions...))
-		return 3
-	}
-	if code == 0 {
-		fmt.Println("smgbench: PASS")
-	}
-	return code
+	return rep, failures, 0
 }
 
 // smokeCapacity is round robin's shared-prefix capacity (requests/s of model time) the

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,5 +33,21 @@ func TestQualityConfigFlags(t *testing.T) {
 	}
 	if _, err := qualityConfig(&options{qualityCases: "bogus"}, bench.Binaries{}, nil); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Errorf("unknown case: %v", err)
+	}
+}
+
+func TestRegressedSuitesAreTheTimingSuites(t *testing.T) {
+	verdicts := []bench.Verdict{
+		{Gate: bench.Gate{Metric: "overhead.pd.json.cpu_ratio.smg-round_robin/regular-smg-cache_aware"}, Status: "REGRESSION"},
+		{Gate: bench.Gate{Metric: "overhead.json.cpu_ratio.smg-cache_aware/bare"}, Status: "ok"},
+		{Gate: bench.Gate{Metric: "quality.shared-prefix.load.throughput_ratio_min.least_load/round_robin"}, Status: "skipped"},
+		{Gate: bench.Gate{Metric: "micro.allocs.BenchmarkPick"}, Status: "REGRESSION"},
+	}
+	if got := slices.Sorted(maps.Keys(regressedSuites(verdicts))); !slices.Equal(got, []string{"overhead"}) {
+		t.Errorf("suites to re-measure = %v, want [overhead] (micro allocs are deterministic, skipped and ok gates need nothing)", got)
+	}
+	verdicts[2].Status = "REGRESSION"
+	if got := slices.Sorted(maps.Keys(regressedSuites(verdicts))); !slices.Equal(got, []string{"overhead", "quality"}) {
+		t.Errorf("suites to re-measure = %v, want [overhead quality]", got)
 	}
 }
