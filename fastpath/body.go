@@ -147,8 +147,9 @@ func (s *Server) releaseBody(ctx *fasthttp.RequestCtx, bb *bodyBuf) {
 }
 
 // failBody answers a request whose body could not be read, and closes the connection: the
-// rest of the body may still be on its way.
+// rest of the body may still be on its way, so the close lingers (linger.go).
 func (s *Server) failBody(ctx *fasthttp.RequestCtx, err error) {
+	lingerOnClose(ctx.Conn())
 	var te interface{ Timeout() bool }
 	switch {
 	case errors.Is(err, errBodyLarge):

@@ -134,7 +134,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		close(s.loopsReady)
 		return loops.Serve(ln)
 	}
-	err := s.srv.Serve(ln)
+	err := s.srv.Serve(lingerListener{ln})
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -266,8 +266,10 @@ func (s *Server) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	switch {
 	case errors.As(err, &small):
+		lingerOnClose(ctx.Conn())
 		writeError(ctx, errHeaderTooLarge, fmt.Sprintf("request header block exceeds --max-header-size (%d bytes)", s.cfg.MaxHeaderSize))
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		lingerOnClose(ctx.Conn())
 		writeError(ctx, errPayloadTooLarge, fmt.Sprintf("request body exceeds --max-payload-size (%d bytes)", s.cfg.MaxPayloadSize))
 	default:
 		var te interface{ Timeout() bool }

@@ -129,6 +129,33 @@ func TestLargeHeadersPassAndHugeOnesGet431(t *testing.T) {
 	}
 }
 
+// TestRefusalSurvivesTheClientStillSending: a request refused before the gateway read all of
+// it (431 for the header block, 413 for the body) reaches an ordinary HTTP client as that
+// answer, not as "connection reset": the gateway drains the unread input before it closes. A
+// close with unread input makes the kernel send a reset, which fails the client's write of
+// the rest of its request and, with it, the request (this test's 70 KB-cookie case used to
+// fail now and then; with a body of megabytes behind the head it fails every time).
+func TestRefusalSurvivesTheClientStillSending(t *testing.T) {
+	m := StartMocks(t, 1)
+	g := StartGateway(t, "--worker-urls", m.URLs[0], "--max-payload-size", "100000")
+	body := `{"model":"m","prompt":"` + strings.Repeat("b", 6<<20) + `"}`
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"70 KB cookie", map[string]string{"Cookie": strings.Repeat("c", 70_000)}, 431},
+		{"6 MB body past --max-payload-size", nil, 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Do("POST", g.URL+"/v1/completions", body, tc.header)
+			if err != nil || r.Status != tc.want {
+				t.Fatalf("got %v, error %v; want %d", r, err, tc.want)
+			}
+		})
+	}
+}
+
 // rawExchange sends raw bytes on a new connection to the gateway and returns everything it
 // answers until it closes the connection or 2 s pass.
 func rawExchange(t *testing.T, gatewayURL, raw string) string {
