@@ -1,0 +1,442 @@
+package helmchart
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/smg-go/smg/discovery/k8s/k8stest"
+	"github.com/smg-go/smg/internal/e2e"
+	"github.com/smg-go/smg/internal/testutil"
+	"github.com/smg-go/smg/mockworker"
+)
+
+// chartCase is one values set: the objects it must render, the engine pods the gateway it
+// configures must discover before it is ready, and what else to check on that gateway.
+type chartCase struct {
+	name   string
+	values string // file in testdata
+	kinds  map[string]int
+	pods   []map[string]string // labels of the engine pods to create, one mock engine each
+	check  func(t *testing.T, g *chartGateway)
+}
+
+var cases = []chartCase{
+	{
+		name: "default", values: "default.yaml",
+		kinds: map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1},
+		pods:  []map[string]string{{"app": "sglang-worker"}, {"app": "sglang-worker"}},
+	},
+	{
+		name: "mesh", values: "mesh.yaml",
+		kinds: map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 2, "StatefulSet": 1, "PodDisruptionBudget": 1},
+		pods:  []map[string]string{{"app": "sglang-worker"}},
+		check: func(t *testing.T, g *chartGateway) {
+			// $(POD_NAME) and $(POD_IP) reached the mesh flags, and router discovery runs.
+			started := regexp.MustCompile(fmt.Sprintf(`msg="mesh started" name=%s .*advertise=127\.0\.0\.1:%d `, g.podName, g.meshPort))
+			if out := g.proc.Output(); !started.MatchString(out) || !strings.Contains(out, "Router node discovery enabled") {
+				t.Errorf("the mesh did not start as %s advertising its pod IP, with router discovery:\n%s", g.podName, out)
+			}
+		},
+	},
+	{
+		name: "pd", values: "pd.yaml",
+		kinds: map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1},
+		pods:  []map[string]string{{"app": "engine", "role": "prefill"}, {"app": "engine", "role": "decode"}},
+		check: func(t *testing.T, g *chartGateway) {
+			r := e2e.MustDo(t, "GET", g.url+"/workers", "", nil)
+			for _, role := range []string{`"prefill"`, `"decode"`} {
+				if !strings.Contains(r.Body, role) {
+					t.Errorf("GET /workers has no %s worker: %s", role, r.Body)
+				}
+			}
+		},
+	},
+	{
+		name: "full", values: "full.yaml",
+		kinds: map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Service": 1, "Deployment": 1,
+			"PodDisruptionBudget": 1, "ServiceMonitor": 1, "Secret": 1},
+		pods: []map[string]string{{"app": "full-engine", "tier": "gpu", "model": "llama-test"}},
+		check: func(t *testing.T, g *chartGateway) {
+			// The key of apiKey.value reached the gateway through the Secret and --api-key-file.
+			if r := e2e.MustDo(t, "GET", g.url+"/workers", "", nil); r.Status != 401 {
+				t.Errorf("GET /workers without the key: %d, want 401", r.Status)
+			}
+			r := e2e.MustDo(t, "GET", g.url+"/workers", "", map[string]string{"Authorization": "Bearer full-test-key"})
+			if r.Status != 200 || !strings.Contains(r.Body, "llama-test") {
+				t.Errorf("GET /workers with the key: %d %s, want 200 with the model id from the pod label", r.Status, r.Body)
+			}
+		},
+	},
+}
+
+// TestChartLints runs `helm lint --strict` with every values set of the tests. helm lint
+// reports a template's `fail` only as a log line, so that counts as a failure too.
+func TestChartLints(t *testing.T) {
+	for _, c := range cases {
+		out, stderr, err := helm("lint", "--strict", chartDir(), "--values", filepath.Join("testdata", c.values))
+		if err != nil {
+			t.Errorf("%s: %v", c.values, err)
+		} else if !strings.Contains(out, "1 chart(s) linted, 0 chart(s) failed") || strings.Contains(stderr, "fail") {
+			t.Errorf("%s: helm lint says:\n%s%s", c.values, out, stderr)
+		}
+	}
+}
+
+// TestChartRefusesBadValues: a misspelt or out-of-range value fails the render (the values
+// schema), as do combinations that cannot work (the chart's own checks), each with a message
+// that says what to change.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{`gateway.polcy="random"`}, "additional properties 'polcy' not allowed"},
+		{[]string{`gateway.logLevel="verbose"`}, "value must be one of"},
+		{[]string{`retries.maxRetries="three"`}, "/retries/maxRetries"},
+		{[]string{`mesh.enabled=true`, `discovery.enabled=false`}, "mesh.enabled needs discovery.enabled"},
+		{[]string{`mesh.enabled=true`, `discovery.namespace="elsewhere"`}, "router discovery watches discovery.namespace"},
+		{[]string{`apiKey.value="k"`, `apiKey.existingSecret="s"`}, "set existingSecret or value, not both"},
+	} {
+		args := []string{"template", "smg", chartDir()}
+		for _, s := range tc.sets {
+			args = append(args, "--set-json", s)
+		}
+		_, _, err := helm(args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err %v, want one saying %q", tc.sets, err, tc.want)
+		}
+	}
+}
+
+// TestChartServerSideDryRun renders each values set and applies every object to the real API
+// server with dryRun=All and strict field validation: schemas, defaults, selectors matching
+// pod templates, RBAC references, the ServiceMonitor against its CRD. Nothing is persisted.
+func TestChartServerSideDryRun(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ns := namespace(t)
+			objs := render(t, "smg", ns, []string{c.values})
+			if got := kindCounts(objs); !equalCounts(got, c.kinds) {
+				t.Fatalf("rendered %v, want %v", got, c.kinds)
+			}
+			for _, o := range objs {
+				if err := apply(o, true); err != nil {
+					t.Errorf("%s %s rejected by the API server: %v", o.GetKind(), o.GetName(), err)
+				}
+			}
+			for _, o := range objs {
+				if o.GetKind() == "Deployment" || o.GetKind() == "StatefulSet" {
+					_, err := api.Client.AppsV1().Deployments(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
+					_, err2 := api.Client.AppsV1().StatefulSets(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
+					if !apierrors.IsNotFound(err) || !apierrors.IsNotFound(err2) {
+						t.Errorf("the dry run persisted %s %s", o.GetKind(), o.GetName())
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestChartGatewayRuns runs the real smg with each values set's rendered container: its
+// arguments, its environment (the downward API filled in as a kubelet would), its Secret
+// volumes, and a token of the chart's ServiceAccount bound by the chart's RBAC. Each gateway
+// must discover its engine pods and answer /readiness 200: the flags exist, their values are
+// valid together, and the RBAC is enough for discovery.
+func TestChartGatewayRuns(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ns := namespace(t)
+			enginePods(t, ns, c.pods)
+			g, err := launch(t, ns, c.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testutil.Eventually(t, fmt.Sprintf("/readiness 200 with %d workers discovered", len(c.pods)), func() bool {
+				r, err := e2e.Do("GET", g.url+"/readiness", "", nil)
+				return err == nil && r.Status == 200 && strings.Contains(r.Body, fmt.Sprintf(`"healthy_workers":%d`, len(c.pods)))
+			})
+			if r := e2e.MustDo(t, "GET", g.url+"/liveness", "", nil); r.Status != 200 {
+				t.Errorf("/liveness: %d", r.Status)
+			}
+			if c.check != nil {
+				c.check(t, g)
+			}
+		})
+	}
+}
+
+// TestChartWithAMisspeltFlagFails proves the run above can fail: a chart that passes a flag
+// the binary does not know renders, lints and passes the API server's dry run, and only the
+// binary refuses it.
+func TestChartWithAMisspeltFlagFails(t *testing.T) {
+	ns := namespace(t)
+	bad := `extraArgs=["--polcy=random"]`
+	for _, o := range render(t, "smg", ns, []string{"default.yaml"}, bad) {
+		if err := apply(o, true); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	_, err := launch(t, ns, "default.yaml", bad)
+	if err == nil || !strings.Contains(err.Error(), "--polcy") {
+		t.Fatalf("the gateway started with --polcy (err %v), want it refused", err)
+	}
+}
+
+// chartGateway is a running smg configured by the chart.
+type chartGateway struct {
+	proc              *e2e.Process
+	url               string
+	podName           string
+	meshPort          int
+	httpPort, metrics int
+}
+
+// launch renders the chart for loopback (hosts 127.0.0.1, free ports; nothing else differs
+// from the values file), creates the ServiceAccount, RBAC and Secret objects for real, and
+// starts smg as the pod would run it. It returns once /liveness answers, or an error with the
+// gateway's output when it exits first.
+func launch(t *testing.T, ns, values string, sets ...string) (*chartGateway, error) {
+	t.Helper()
+	g := &chartGateway{httpPort: e2e.FreePort(t, "127.0.0.1"), metrics: e2e.FreePort(t, "127.0.0.1"), meshPort: e2e.FreePort(t, "127.0.0.1")}
+	g.url = "http://127.0.0.1:" + strconv.Itoa(g.httpPort)
+	loopback := []string{`gateway.host="127.0.0.1"`, `gateway.metricsHost="127.0.0.1"`, `mesh.host="127.0.0.1"`,
+		"gateway.port=" + strconv.Itoa(g.httpPort), "gateway.metricsPort=" + strconv.Itoa(g.metrics), "mesh.port=" + strconv.Itoa(g.meshPort)}
+	objs := render(t, "smg", ns, []string{values}, append(loopback, sets...)...)
+
+	secrets := map[string]map[string]string{}
+	var pod *corev1.PodSpec
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Secret":
+			if err := apply(o, false); err != nil {
+				t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+			if o.GetKind() == "Secret" {
+				data, _, _ := unstructured.NestedStringMap(o.Object, "stringData")
+				secrets[o.GetName()] = data
+			}
+		case "Deployment", "StatefulSet":
+			spec, ok, err := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+			if !ok || err != nil {
+				t.Fatalf("%s %s has no pod template: %v", o.GetKind(), o.GetName(), err)
+			}
+			pod = &corev1.PodSpec{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, pod); err != nil {
+				t.Fatal(err)
+			}
+			g.podName = o.GetName() + "-0" // a StatefulSet's first pod; any name for a Deployment
+		}
+	}
+	if pod == nil || len(pod.Containers) != 1 {
+		t.Fatalf("rendered no workload with one container")
+	}
+	c := pod.Containers[0]
+
+	// The pod's ServiceAccount, with what the chart's RBAC grants it and nothing more.
+	tok, err := api.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, pod.ServiceAccountName, &authv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of the pod's ServiceAccount %q: %v", pod.ServiceAccountName, err)
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	writeKubeconfig(t, kubeconfig, tok.Status.Token)
+
+	// Secret volumes become files under dir, and the arguments that name them follow.
+	mounts := map[string]string{}
+	for _, vm := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name != vm.Name || v.Secret == nil {
+				continue
+			}
+			data, ok := secrets[v.Secret.SecretName]
+			if !ok {
+				t.Fatalf("volume %s mounts Secret %s, which the chart did not render", v.Name, v.Secret.SecretName)
+			}
+			local := filepath.Join(dir, "mounts", vm.MountPath)
+			writeSecretVolume(t, local, data, v.Secret.Items)
+			mounts[vm.MountPath] = local
+		}
+	}
+
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		val := e.Value
+		if f := e.ValueFrom; f != nil && f.FieldRef != nil {
+			switch f.FieldRef.FieldPath {
+			case "metadata.name":
+				val = g.podName
+			case "status.podIP":
+				val = "127.0.0.1"
+			default:
+				t.Fatalf("env %s: the test does not fill field %s", e.Name, f.FieldRef.FieldPath)
+			}
+		} else if f != nil {
+			t.Fatalf("env %s: the test fills only values and field references", e.Name)
+		}
+		vars[e.Name] = val
+		env = append(env, e.Name+"="+val)
+	}
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		a = expandVars(a, vars)
+		for mountPath, local := range mounts {
+			a = strings.ReplaceAll(a, mountPath, local)
+		}
+		args[i] = a
+	}
+	if len(c.Command) != 0 {
+		t.Fatalf("the container sets command %v: the test runs the image's entrypoint (smg) with args only", c.Command)
+	}
+
+	g.proc = e2e.StartEnv(t, env, e2e.Build(t).SMG, args...)
+	for deadline := time.Now().Add(testutil.Patience); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if code := g.proc.Wait(0); code != -1 {
+			return nil, fmt.Errorf("smg %s exited with %d:\n%s", strings.Join(args, " "), code, g.proc.Output())
+		}
+		if r, err := e2e.Do("GET", g.url+"/liveness", "", nil); err == nil && r.Status == 200 {
+			return g, nil
+		}
+	}
+	return nil, fmt.Errorf("smg did not answer /liveness within %v:\n%s", testutil.Patience, g.proc.Output())
+}
+
+var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// expandVars replaces $(NAME) with the container's variable NAME, as the kubelet does in args;
+// a reference to an undefined variable stays as written, as there.
+func expandVars(s string, vars map[string]string) string {
+	return varRef.ReplaceAllStringFunc(s, func(ref string) string {
+		if v, ok := vars[ref[2:len(ref)-1]]; ok {
+			return v
+		}
+		return ref
+	})
+}
+
+func writeSecretVolume(t *testing.T, dir string, data map[string]string, items []corev1.KeyToPath) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	if len(items) == 0 {
+		for k, v := range data {
+			files[k] = v
+		}
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			t.Fatalf("Secret volume item %q: no such key in the Secret", it.Key)
+		}
+		files[it.Path] = v
+	}
+	for name, v := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writeKubeconfig(t *testing.T, path, token string) {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: api.Config.Host,
+		CertificateAuthority: api.Config.CAFile, CertificateAuthorityData: api.Config.CAData}
+	cfg.AuthInfos["gateway"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["gateway"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "gateway"}
+	cfg.CurrentContext = "gateway"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// enginePods starts one mock engine per label set and a Ready pod for each at 127.0.0.1,
+// pointing at it through smg.ai/worker-ports.
+func enginePods(t *testing.T, ns string, labels []map[string]string) {
+	t.Helper()
+	f, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: len(labels), EventLoops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	for i, a := range f.Addrs() {
+		_, p, _ := strings.Cut(a, ":")
+		spec := k8stest.PodSpec{Namespace: ns, Name: "engine-" + strconv.Itoa(i), Labels: labels[i],
+			Annotations: map[string]string{"smg.ai/worker-ports": p}}
+		if _, err := api.ReadyPod(ctx, spec, "127.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns, err := api.Namespace(ctx, "helm-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func kindCounts(objs []*unstructured.Unstructured) map[string]int {
+	out := map[string]int{}
+	for _, o := range objs {
+		out[o.GetKind()]++
+	}
+	return out
+}
+
+func equalCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRawManifestsAreTheChartsOutput: deploy/gateway-deployment.yaml and
+// deploy/mesh-statefulset.yaml are what hack/helm/manifests.sh renders from the chart now, so
+// `kubectl apply -f deploy/` and `helm install` deploy the same objects.
+func TestRawManifestsAreTheChartsOutput(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("bash", filepath.Join(repoRoot(), "hack", "helm", "manifests.sh"), dir)
+	cmd.Env = append(os.Environ(), "HELM="+helmBin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/helm/manifests.sh: %v\n%s", err, out)
+	}
+	for _, name := range []string{"gateway-deployment.yaml", "mesh-statefulset.yaml"} {
+		want, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("deploy/%s is not the chart's output: run hack/helm/manifests.sh", name)
+		}
+	}
+}
