@@ -134,8 +134,8 @@ func (c *clientConn) read() {
 		}
 		c.in = grow(c.in, size)
 	}
-	n, err := unix.Read(c.fd, c.in[len(c.in):cap(c.in)])
-	if err != nil {
+	n, err := rawRead(c.fd, c.in[len(c.in):cap(c.in)])
+	if err != 0 {
 		if err == unix.EAGAIN || err == unix.EINTR {
 			return
 		}
@@ -256,8 +256,8 @@ func (c *clientConn) flush() {
 		return
 	}
 	if c.pending() > 0 {
-		n, err := unix.Write(c.fd, c.out[c.sent:])
-		if err != nil && err != unix.EAGAIN && err != unix.EINTR {
+		n, err := rawWrite(c.fd, c.out[c.sent:])
+		if err != 0 && err != unix.EAGAIN && err != unix.EINTR {
 			c.close(ErrClientGone)
 			return
 		}

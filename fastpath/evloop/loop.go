@@ -251,7 +251,7 @@ type loop struct {
 	parkedUntil time.Time
 	pollFn      func(uintptr) bool // l.pollOnce
 	polled      int
-	pollErr     error
+	pollErr     unix.Errno
 	events      [128]unix.EpollEvent
 	fds         []pollable // by file descriptor
 	timers      timerHeap
@@ -324,7 +324,7 @@ func (l *loop) add(fd int, events uint32, p pollable) error {
 	}
 	l.fds[fd] = p
 	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := rawEpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != 0 {
 		l.fds[fd] = nil
 		return fmt.Errorf("evloop: epoll_ctl add: %w", err)
 	}
@@ -333,12 +333,12 @@ func (l *loop) add(fd int, events uint32, p pollable) error {
 
 func (l *loop) mod(fd int, events uint32) {
 	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
-	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
+	_ = rawEpollCtl(l.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
 }
 
 // remove unregisters and closes fd.
 func (l *loop) remove(fd int) {
-	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	_ = rawEpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	if fd < len(l.fds) {
 		l.fds[fd] = nil
 	}
@@ -352,7 +352,7 @@ func (l *loop) post(t task) {
 	l.mu.Unlock()
 	if l.signaled.CompareAndSwap(false, true) {
 		var one = [8]byte{1}
-		_, _ = unix.Write(l.evfd, one[:])
+		_, _ = rawWrite(l.evfd, one[:])
 	}
 }
 
@@ -388,9 +388,12 @@ func (l *loop) run() {
 // itself (an epoll instance is readable while it has events), with the next timer as the
 // read deadline.
 func (l *loop) wait() (int, error) {
-	n, err := unix.EpollWait(l.epfd, l.events[:], 0)
-	if n > 0 || (err != nil && err != unix.EINTR) {
-		return max(n, 0), err
+	n, errno := rawEpollPoll(l.epfd, l.events[:])
+	if n > 0 {
+		return n, nil
+	}
+	if errno != 0 && errno != unix.EINTR {
+		return 0, errno
 	}
 	var deadline time.Time
 	if len(l.timers) > 0 {
@@ -400,21 +403,21 @@ func (l *loop) wait() (int, error) {
 		_ = l.poll.SetReadDeadline(deadline)
 		l.parkedUntil = deadline
 	}
-	l.polled, l.pollErr = 0, nil
+	l.polled, l.pollErr = 0, 0
 	rerr := l.pollRaw.Read(l.pollFn)
 	if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
 		return 0, rerr
 	}
-	if l.pollErr == unix.EINTR {
-		l.pollErr = nil
+	if l.pollErr != 0 && l.pollErr != unix.EINTR {
+		return 0, l.pollErr
 	}
-	return max(l.polled, 0), l.pollErr
+	return l.polled, nil
 }
 
 // pollOnce is the read function of wait's park (a method value made once: no allocation).
 func (l *loop) pollOnce(uintptr) bool {
-	l.polled, l.pollErr = unix.EpollWait(l.epfd, l.events[:], 0)
-	return l.polled > 0 || (l.pollErr != nil && l.pollErr != unix.EINTR)
+	l.polled, l.pollErr = rawEpollPoll(l.epfd, l.events[:])
+	return l.polled > 0 || (l.pollErr != 0 && l.pollErr != unix.EINTR)
 }
 
 // dispatch hands an event to its connection. A panic in a handler callback costs that
@@ -490,7 +493,7 @@ type wakeup struct{ l *loop }
 
 func (w wakeup) onEvent(uint32) {
 	var buf [8]byte
-	_, _ = unix.Read(w.l.evfd, buf[:])
+	_, _ = rawRead(w.l.evfd, buf[:])
 	w.l.runTasks()
 }
 

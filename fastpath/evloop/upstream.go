@@ -170,8 +170,8 @@ func (u *upstreamConn) flush() {
 
 func (u *upstreamConn) write() error {
 	if len(u.out) > u.sent {
-		n, err := unix.Write(u.fd, u.out[u.sent:])
-		if err != nil && err != unix.EAGAIN && err != unix.EINTR {
+		n, err := rawWrite(u.fd, u.out[u.sent:])
+		if err != 0 && err != unix.EAGAIN && err != unix.EINTR {
 			return &UpstreamError{Err: err}
 		}
 		if n > 0 {
@@ -255,7 +255,7 @@ func (u *upstreamConn) read() {
 	if u.x == nil {
 		// An idle connection is readable only when the worker closed it (or misbehaves).
 		var probe [64]byte
-		if n, err := unix.Read(u.fd, probe[:]); err == unix.EAGAIN && n <= 0 {
+		if n, err := rawRead(u.fd, probe[:]); err == unix.EAGAIN && n <= 0 {
 			return
 		}
 		u.close()
@@ -264,8 +264,8 @@ func (u *upstreamConn) read() {
 	if len(u.in) == cap(u.in) {
 		u.in = grow(u.in, 2*cap(u.in))
 	}
-	n, err := unix.Read(u.fd, u.in[len(u.in):cap(u.in)])
-	if err != nil {
+	n, err := rawRead(u.fd, u.in[len(u.in):cap(u.in)])
+	if err != 0 {
 		if err == unix.EAGAIN || err == unix.EINTR {
 			return
 		}

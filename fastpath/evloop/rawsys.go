@@ -1,0 +1,64 @@
+package evloop
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The loops' per-request system calls (reads and writes of non-blocking sockets, epoll_wait
+// without a timeout) are made with RawSyscall, not Syscall: none of them can block, and
+// Syscall's entersyscall/exitsyscall pair costs more than the bookkeeping it buys. Above all,
+// entersyscall wakes the runtime's sysmon whenever sysmon sleeps because every P was idle,
+// which on a loop that parks between events is nearly every wake-up: sysmon then polls in
+// 20 µs nanosleeps until the loop parks again. Measured on paced SSE (256 streams, an event
+// every 20 ms per stream, one core): sysmon's nanosleep and futex calls and the context
+// switches they cause were about a sixth of the gateway's CPU (docs/benchmarks.md §1).
+//
+// Every call returns the raw errno (0 for success) rather than an error, so that nothing is
+// boxed on the hot path and callers compare with unix.EAGAIN as before.
+
+var zeroBuf byte
+
+// bufPtr is the address of p's first byte, or of a zero byte when p is empty (the kernel
+// must not be given a nil pointer with a zero length on every architecture).
+func bufPtr(p []byte) unsafe.Pointer {
+	if len(p) == 0 {
+		return unsafe.Pointer(&zeroBuf)
+	}
+	return unsafe.Pointer(&p[0])
+}
+
+// rawRead is read(2) on a non-blocking descriptor.
+func rawRead(fd int, p []byte) (int, unix.Errno) {
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(bufPtr(p)), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), 0
+}
+
+// rawWrite is write(2) on a non-blocking descriptor.
+func rawWrite(fd int, p []byte) (int, unix.Errno) {
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(bufPtr(p)), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), 0
+}
+
+// rawEpollPoll is epoll_pwait(2) with a zero timeout: it returns the events ready now and
+// never blocks (the loops park in Go's netpoller instead: loop.wait).
+func rawEpollPoll(epfd int, events []unix.EpollEvent) (int, unix.Errno) {
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), 0
+}
+
+// rawEpollCtl is epoll_ctl(2), which never blocks.
+func rawEpollCtl(epfd, op, fd int, ev *unix.EpollEvent) unix.Errno {
+	_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	return e
+}
