@@ -7,7 +7,7 @@ import (
 )
 
 func TestNginxConfig(t *testing.T) {
-	c := nginxConfig("/tmp/x", "127.0.0.1:8080", []string{"127.0.0.1:1", "127.0.0.1:2"})
+	c := nginxConfig("/tmp/x", "127.0.0.1:8080", []string{"127.0.0.1:1", "127.0.0.1:2"}, 1)
 	for _, want := range []string{
 		"daemon off;", "master_process off;", "worker_processes 1;", "pid /tmp/x/nginx.pid;",
 		"server 127.0.0.1:1;", "server 127.0.0.1:2;", "keepalive 64;", "listen 127.0.0.1:8080;",
@@ -23,7 +23,7 @@ func TestNginxConfig(t *testing.T) {
 }
 
 func TestHAProxyConfig(t *testing.T) {
-	c := haproxyConfig("127.0.0.1:8080", []string{"127.0.0.1:1", "127.0.0.1:2"})
+	c := haproxyConfig("127.0.0.1:8080", []string{"127.0.0.1:1", "127.0.0.1:2"}, 1)
 	for _, want := range []string{
 		"nbthread 1", "mode http", "option http-no-delay", "http-reuse always", "bind 127.0.0.1:8080",
 		"balance roundrobin", "server w0 127.0.0.1:1", "server w1 127.0.0.1:2",

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -67,6 +68,39 @@ type OverheadConfig struct {
 	// WorkDir receives the loadgen results and the peers' configurations. Default a
 	// temporary directory, removed afterwards.
 	WorkDir string
+
+	// The rows of issue 14's other targets, each with every proxy of the run:
+	//
+	// Open loop: loadgen sends OpenLoopRate non-streamed requests a second, evenly spaced
+	// (--arrival constant, at most 64 in flight), for OpenLoopDuration after Warmup
+	// requests; OpenLoopRounds rounds, the least proxy CPU kept. Defaults 2,000 req/s, 5 s,
+	// 2 rounds; OpenLoopRounds < 0 skips them.
+	OpenLoopRate     float64
+	OpenLoopDuration time.Duration
+	OpenLoopRounds   int
+	// Unloaded stream: one stream at a time of UnloadedTokens events PacedIntervalMS apart at
+	// the mock, for UnloadedDuration; a proxy's added TTFB is its TTFT p50 minus the direct
+	// run's. UnloadedRounds rounds, the lowest TTFT p50 kept. Defaults 4 tokens, 3 s, 2
+	// rounds; < 0 skips them.
+	UnloadedTokens   int
+	UnloadedDuration time.Duration
+	UnloadedRounds   int
+	// System calls: the JSON closed loop (and the paced SSE one when the paced rows run)
+	// again, with `perf stat -e raw_syscalls:sys_enter -p <proxy>` counting every system
+	// call of the proxy over the whole load, warm-up included; SyscallRounds rounds, the
+	// fewest calls kept. Default 1; < 0 skips them; without perf (Perf, default looked up on
+	// PATH) the rows say so.
+	SyscallRounds int
+	Perf          string
+	// Scaling: the JSON closed loop through each proxy on ProxyCore alone (GOMAXPROCS=1, one
+	// nginx worker, one HAProxy thread) and on ProxyCore and LoadCore together (GOMAXPROCS=2,
+	// so two event loops; two nginx workers; two HAProxy threads), the load generator and
+	// the mocks staying on LoadCore. ScalingRounds rounds, the least CPU kept. Default 1;
+	// < 0 skips them.
+	ScalingRounds int
+
+	// proxyAt overrides where the proxies run (the scaling rows); zero: ProxyCore alone.
+	proxyAt placement
 }
 
 func (c *OverheadConfig) fillDefaults() {
@@ -121,6 +155,33 @@ func (c *OverheadConfig) fillDefaults() {
 	if c.PDPolicy == "" {
 		c.PDPolicy = "round_robin"
 	}
+	if c.OpenLoopRate == 0 {
+		c.OpenLoopRate = 2000
+	}
+	if c.OpenLoopDuration == 0 {
+		c.OpenLoopDuration = 5 * time.Second
+	}
+	if c.OpenLoopRounds == 0 {
+		c.OpenLoopRounds = 2
+	}
+	if c.UnloadedTokens == 0 {
+		c.UnloadedTokens = 4
+	}
+	if c.UnloadedDuration == 0 {
+		c.UnloadedDuration = 3 * time.Second
+	}
+	if c.UnloadedRounds == 0 {
+		c.UnloadedRounds = 2
+	}
+	if c.SyscallRounds == 0 {
+		c.SyscallRounds = 1
+	}
+	if c.Perf == "" {
+		c.Perf, _ = exec.LookPath("perf")
+	}
+	if c.ScalingRounds == 0 {
+		c.ScalingRounds = 1
+	}
 }
 
 // Validate reports configuration errors after defaults are applied.
@@ -149,6 +210,12 @@ func (c *OverheadConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("paced duration %v: use at least 1s and two streams' length (%d tokens × %v ms = %v each)",
 				c.PacedDuration, c.StreamTokens, c.PacedIntervalMS, stream))
 		}
+	}
+	if c.OpenLoopRounds > 0 && (c.OpenLoopRate <= 0 || c.OpenLoopDuration < time.Second) {
+		errs = append(errs, fmt.Errorf("open loop at %v req/s for %v: use a positive rate and at least 1s", c.OpenLoopRate, c.OpenLoopDuration))
+	}
+	if c.UnloadedRounds > 0 && c.StreamTokens > 0 && (c.UnloadedTokens < 1 || c.UnloadedDuration < time.Second) {
+		errs = append(errs, fmt.Errorf("unloaded streams of %d tokens for %v: use at least 1 token and 1s", c.UnloadedTokens, c.UnloadedDuration))
 	}
 	return errors.Join(errs...)
 }
@@ -188,6 +255,13 @@ type Measurement struct {
 	// CPUPerEventUS is ProxyCPUS per SSE content event, µs (streamed runs; each stream also
 	// carries a usage event and [DONE], the same for every proxy).
 	CPUPerEventUS float64 `json:"proxy_cpu_us_per_event,omitempty"`
+	// Syscalls is the proxy's system calls over the run (system-call rows), per request
+	// (warm-up included, like the CPU) and per SSE content event.
+	Syscalls           int64   `json:"syscalls,omitempty"`
+	SyscallsPerRequest float64 `json:"syscalls_per_request,omitempty"`
+	SyscallsPerEvent   float64 `json:"syscalls_per_event,omitempty"`
+	// Cores the proxy had (scaling rows).
+	Cores int `json:"cores,omitempty"`
 }
 
 // OverheadResult is the suite's outcome: one non-streamed, one streamed and one paced
@@ -200,6 +274,19 @@ type OverheadResult struct {
 	SSEPaced []Measurement `json:"sse_paced,omitempty"`
 	// PD holds the prefill-decode rows; nil when skipped.
 	PD *PDOverhead `json:"pd,omitempty"`
+	// JSONOpen holds the open-loop rows (OverheadConfig.OpenLoopRate), SSEUnloaded the
+	// unloaded paced-stream rows, Syscalls the system-call rows and Scaling the 1- and
+	// 2-core rows (two per proxy); nil when skipped.
+	JSONOpen    []Measurement `json:"json_open,omitempty"`
+	SSEUnloaded []Measurement `json:"sse_unloaded,omitempty"`
+	Syscalls    *SyscallRows  `json:"syscalls,omitempty"`
+	Scaling     []Measurement `json:"scaling,omitempty"`
+}
+
+// SyscallRows are the system-call rows: the JSON closed loop, and the paced SSE one.
+type SyscallRows struct {
+	JSON     []Measurement `json:"json"`
+	SSEPaced []Measurement `json:"sse_paced,omitempty"`
 }
 
 // PDOverhead is the PD rows: key "direct" is loadgen straight to the prefill and decode
@@ -268,10 +355,29 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 			res.JSON = ms
 		}
 	}
-	if cfg.paced() {
-		ms, err := cfg.overheadPaced()
-		res.SSEPaced = ms
+	if cfg.OpenLoopRounds > 0 {
+		ms, err := cfg.measureRounds(runs, urls, cfg.openLoad(), cfg.OpenLoopRounds)
+		res.JSONOpen = ms
 		if err != nil {
+			errs = append(errs, fmt.Errorf("open loop: %w", err))
+		}
+	}
+	if cfg.SyscallRounds > 0 {
+		res.Syscalls = &SyscallRows{}
+		var err error
+		if res.Syscalls.JSON, err = cfg.measureSyscalls(urls, cfg.regularLoad(false)); err != nil {
+			errs = append(errs, fmt.Errorf("system calls: %w", err))
+		}
+	}
+	if cfg.ScalingRounds > 0 {
+		ms, err := cfg.overheadScaling(urls)
+		res.Scaling = ms
+		if err != nil {
+			errs = append(errs, fmt.Errorf("scaling: %w", err))
+		}
+	}
+	if cfg.paced() || cfg.unloaded() {
+		if err := cfg.overheadPaced(res); err != nil {
 			errs = append(errs, fmt.Errorf("paced SSE: %w", err))
 		}
 	}
@@ -306,7 +412,7 @@ func (cfg *OverheadConfig) measureRounds(runs []proxyUnderTest, urls []string, l
 				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
 				continue
 			}
-			if b, ok := best[p.key]; !ok || better(m, b) {
+			if b, ok := best[p.key]; !ok || l.better(m, b) {
 				best[p.key] = m
 			}
 		}
@@ -336,13 +442,14 @@ func (cfg *OverheadConfig) startMocks(intervalMS float64) (*proc, []string, erro
 	return mocks, urls, nil
 }
 
-// overheadPaced measures the paced SSE rows: a fleet of its own whose streams write a token
-// every PacedIntervalMS, loadgen straight to one mock and through each proxy but the bare
-// one, which buffers whole answers and so has no per-event cost to compare.
-func (cfg *OverheadConfig) overheadPaced() ([]Measurement, error) {
+// overheadPaced measures the rows of the paced fleet (its streams write a token every
+// PacedIntervalMS): the paced SSE rows and their system calls, and the unloaded stream rows,
+// loadgen straight to one mock and through each proxy but the bare one, which buffers whole
+// answers and so has no per-event cost or first byte to compare.
+func (cfg *OverheadConfig) overheadPaced(res *OverheadResult) error {
 	mocks, urls, err := cfg.startMocks(cfg.PacedIntervalMS)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer mocks.stop()
 	runs := []proxyUnderTest{directRun}
@@ -351,8 +458,73 @@ func (cfg *OverheadConfig) overheadPaced() ([]Measurement, error) {
 			runs = append(runs, p)
 		}
 	}
-	ms, err := cfg.measureRounds(runs, urls, cfg.pacedLoad(), cfg.PacedRounds)
-	return withSkippedBare(ms), err
+	var errs []error
+	if cfg.paced() {
+		ms, err := cfg.measureRounds(runs, urls, cfg.pacedLoad(), cfg.PacedRounds)
+		res.SSEPaced = withSkippedBare(ms)
+		errs = append(errs, err)
+		if cfg.SyscallRounds > 0 {
+			if res.Syscalls == nil {
+				res.Syscalls = &SyscallRows{}
+			}
+			ms, err := cfg.measureSyscalls(urls, cfg.pacedLoad())
+			res.Syscalls.SSEPaced = withSkippedBare(ms)
+			errs = append(errs, err)
+		}
+	}
+	if cfg.unloaded() {
+		ms, err := cfg.measureRounds(runs, urls, cfg.unloadedLoad(), cfg.UnloadedRounds)
+		res.SSEUnloaded = withSkippedBare(ms)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// unloaded reports whether the unloaded stream rows run.
+func (c *OverheadConfig) unloaded() bool { return c.UnloadedRounds > 0 && c.StreamTokens > 0 }
+
+// measureSyscalls runs load l through every proxy (the bare one but for JSON) with the
+// proxy's system calls counted, SyscallRounds times, the fewest kept.
+func (cfg *OverheadConfig) measureSyscalls(urls []string, l load) ([]Measurement, error) {
+	var runs []proxyUnderTest
+	for _, p := range cfg.proxies() {
+		if !l.stream || p.key != "bare" {
+			runs = append(runs, p)
+		}
+	}
+	if cfg.Perf == "" {
+		ms := make([]Measurement, len(runs))
+		for i, p := range runs {
+			ms[i] = Measurement{Key: p.key, Name: p.name, NotInstalled: "not measured: perf is not installed"}
+		}
+		return ms, nil
+	}
+	l.kind, l.countSyscalls = l.kind+"-syscalls", true
+	return cfg.measureRounds(runs, urls, l, cfg.SyscallRounds)
+}
+
+// overheadScaling measures the JSON closed loop through every proxy on one core, then on
+// two (ProxyCore and LoadCore), the first policy's smg rows only.
+func (cfg *OverheadConfig) overheadScaling(urls []string) ([]Measurement, error) {
+	var ms []Measurement
+	var errs []error
+	for _, cores := range []int{1, 2} {
+		c := *cfg
+		c.Policies = cfg.Policies[:1]
+		c.proxyAt = pinned(cfg.ProxyCore)
+		if cores == 2 {
+			c.proxyAt = placement{cpus: fmt.Sprintf("%d,%d", cfg.ProxyCore, cfg.LoadCore), procs: 2}
+		}
+		l := cfg.regularLoad(false)
+		l.kind = fmt.Sprintf("json-%dcore", cores)
+		got, err := c.measureRounds(c.proxies(), urls, l, cfg.ScalingRounds)
+		errs = append(errs, err)
+		for i := range got {
+			got[i].Cores = cores
+		}
+		ms = append(ms, got...)
+	}
+	return ms, errors.Join(errs...)
 }
 
 // bareSkipped is the paced table's bare-proxy row.
@@ -376,13 +548,42 @@ func withSkippedBare(ms []Measurement) []Measurement {
 	return out
 }
 
-// load is one kind of closed-loop run; kind names its metrics and result files.
+// load is one kind of run; kind names its result files.
 type load struct {
-	kind        string // "json", "sse", "sse_paced"
+	kind        string // "json", "sse", "sse_paced", "json_open", "sse_unloaded", …
 	stream      bool
-	connections int
+	connections int // closed loop: clients; open loop: the cap on requests in flight
 	duration    time.Duration
 	warmup      int
+	// rate > 0 makes an open loop of that many requests a second, evenly spaced.
+	rate float64
+	// tokens per stream; 0: StreamTokens.
+	tokens int
+	// byTTFT keeps the round with the lowest TTFT p50 (the unloaded rows), not the least CPU.
+	byTTFT bool
+	// countSyscalls counts the proxy's system calls over the run (perf stat).
+	countSyscalls bool
+}
+
+// better reports whether round a is a less disturbed measurement than round b: less proxy
+// CPU per request (fewer system calls for the system-call rows, a lower TTFT p50 for the
+// unloaded rows), or for the direct run (no proxy) more requests/s.
+func (l load) better(a, b Measurement) bool {
+	switch {
+	case l.byTTFT:
+		return a.TTFTP50MS < b.TTFTP50MS
+	case l.countSyscalls:
+		return a.Syscalls < b.Syscalls
+	}
+	return better(a, b)
+}
+
+// streamTokens is the events per stream of load l.
+func (cfg *OverheadConfig) streamTokens(l load) int {
+	if l.tokens > 0 {
+		return l.tokens
+	}
+	return cfg.StreamTokens
 }
 
 // loads are the regular runs: non-streamed, then streamed unless StreamTokens < 0.
@@ -404,6 +605,17 @@ func (cfg *OverheadConfig) regularLoad(stream bool) load {
 
 func (cfg *OverheadConfig) pacedLoad() load {
 	return load{kind: "sse_paced", stream: true, connections: cfg.PacedConnections, duration: cfg.PacedDuration, warmup: cfg.PacedWarmup}
+}
+
+// openLoad is the open loop: OpenLoopRate requests a second after the regular warm-up (a
+// closed loop of 64 clients).
+func (cfg *OverheadConfig) openLoad() load {
+	return load{kind: "json_open", connections: 64, duration: cfg.OpenLoopDuration, warmup: cfg.Warmup, rate: cfg.OpenLoopRate}
+}
+
+// unloadedLoad is one paced stream at a time, after a few warm-up streams.
+func (cfg *OverheadConfig) unloadedLoad() load {
+	return load{kind: "sse_unloaded", stream: true, connections: 1, duration: cfg.UnloadedDuration, warmup: 5, tokens: cfg.UnloadedTokens, byTTFT: true}
 }
 
 // pdLine is a PD mock's startup line: its URL and its rendezvous' bootstrap port.
@@ -516,7 +728,7 @@ func (cfg *OverheadConfig) proxies() []proxyUnderTest {
 		}
 	}
 	ps = append(ps, proxyUnderTest{"bare", "bare fasthttp proxy", func(urls []string) (*proc, string, error) {
-		p, err := start(cfg.ProxyCore, cfg.Bin.BareProxy, "--listen", "127.0.0.1:0", "--workers", strings.Join(urls, ","))
+		p, err := startAt(cfg.proxyPlacement(), cfg.Bin.BareProxy, "--listen", "127.0.0.1:0", "--workers", strings.Join(urls, ","))
 		if err != nil {
 			return nil, "", err
 		}
@@ -529,7 +741,7 @@ func (cfg *OverheadConfig) proxies() []proxyUnderTest {
 	}})
 	for _, peer := range []struct {
 		key   string
-		start func(program, workDir string, core, port int, workers []string) (*proc, error)
+		start func(program, workDir string, pl placement, port int, workers []string) (*proc, error)
 	}{{"nginx", startNginx}, {"haproxy", startHAProxy}} {
 		ps = append(ps, proxyUnderTest{peer.key, peer.key, func(urls []string) (*proc, string, error) {
 			program := cfg.Peers[peer.key]
@@ -540,7 +752,7 @@ func (cfg *OverheadConfig) proxies() []proxyUnderTest {
 			if err != nil {
 				return nil, "", err
 			}
-			p, err := peer.start(program, cfg.WorkDir, cfg.ProxyCore, port, hostPorts(urls))
+			p, err := peer.start(program, cfg.WorkDir, cfg.proxyPlacement(), port, hostPorts(urls))
 			if err != nil {
 				return nil, "", err
 			}
@@ -559,7 +771,15 @@ var errNotInstalled = errors.New("not installed")
 
 // startSMG launches the gateway on ProxyCore in front of urls.
 func (cfg *OverheadConfig) startSMG(policy string, urls []string, extra ...string) (*proc, string, error) {
-	return launchSMG(cfg.ProxyCore, cfg.Bin.SMG, policy, workerURLArgs(urls), extra...)
+	return launchSMGAt(cfg.proxyPlacement(), cfg.Bin.SMG, policy, workerURLArgs(urls), extra...)
+}
+
+// proxyPlacement is where the proxies run: ProxyCore alone unless the scaling rows say.
+func (cfg *OverheadConfig) proxyPlacement() placement {
+	if cfg.proxyAt.cpus != "" {
+		return cfg.proxyAt
+	}
+	return pinned(cfg.ProxyCore)
 }
 
 // workerURLArgs are smg's arguments for a regular fleet.
@@ -568,6 +788,11 @@ func workerURLArgs(urls []string) []string { return append([]string{"--worker-ur
 // launchSMG starts `smg launch` on core with the given policy and workers (workerArgs: e.g.
 // workerURLArgs, or the PD flags) and waits until it answers.
 func launchSMG(core int, bin, policy string, workerArgs []string, extra ...string) (*proc, string, error) {
+	return launchSMGAt(pinned(core), bin, policy, workerArgs, extra...)
+}
+
+// launchSMGAt is launchSMG where pl says.
+func launchSMGAt(pl placement, bin, policy string, workerArgs []string, extra ...string) (*proc, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -579,7 +804,7 @@ func launchSMG(core int, bin, policy string, workerArgs []string, extra ...strin
 	args := []string{"launch", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(prom), "--log-level", "warn", "--policy", policy}
 	args = append(append(args, extra...), workerArgs...)
-	p, err := start(core, bin, args...)
+	p, err := startAt(pl, bin, args...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -605,17 +830,25 @@ func (cfg *OverheadConfig) measureProxy(p proxyUnderTest, urls []string, l load)
 	return cfg.drive(m, "", baseURLArgs(base), pr, l)
 }
 
-// drive runs loadgen's closed loop l against target (loadgen's arguments naming where to
-// send: baseURLArgs, or PD mode's) and, when proxy is set, charges the proxy's CPU time
-// over the whole run (warm-up included) to the requests of the run. file prefixes the
-// result file's name.
+// drive runs loadgen's load l against target (loadgen's arguments naming where to send:
+// baseURLArgs, or PD mode's) and, when proxy is set, charges the proxy's CPU time (and with
+// l.countSyscalls its system calls) over the whole run, warm-up included, to the requests
+// of the run. file prefixes the result file's name.
 func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, proxy *proc, l load) (Measurement, error) {
-	kind, stream := l.kind, l.stream
+	kind, stream, tokens := l.kind, l.stream, cfg.streamTokens(l)
 	out := filepath.Join(cfg.WorkDir, file+m.Key+"-"+kind+".json")
 	var cpu0 float64
+	var counter *syscallCounter
 	if proxy != nil {
+		if l.countSyscalls {
+			var err error
+			if counter, err = countSyscalls(cfg.Perf, cfg.LoadCore, proxy, out+".perf"); err != nil {
+				return m, fmt.Errorf("%s (%s): %w", m.Name, kind, err)
+			}
+			defer counter.stop()
+		}
 		var err error
-		if cpu0, err = proxy.cpuSeconds(); err != nil {
+		if cpu0, err = proxy.cpuTime(); err != nil {
 			return m, err
 		}
 	}
@@ -623,8 +856,11 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 	args = append(args, "--model", "mock-model", "--workload", "raw",
 		"--stream="+strconv.FormatBool(stream), "--max-concurrency", strconv.Itoa(l.connections),
 		"--duration", l.duration.String(), "--warmup", strconv.Itoa(l.warmup), "--progress", "off", "--output", out)
+	if l.rate > 0 {
+		args = append(args, "--request-rate", strconv.FormatFloat(l.rate, 'f', -1, 64), "--arrival", "constant")
+	}
 	if stream {
-		args = append(args, "--output-tokens", strconv.Itoa(cfg.StreamTokens))
+		args = append(args, "--output-tokens", strconv.Itoa(tokens))
 	}
 	r, err := runLoadgen(cfg.LoadCore, cfg.Bin.LoadGen, out, args...)
 	if err != nil {
@@ -636,15 +872,27 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 		m.ITLP50MS, m.ITLP99MS = r.ITL.Median, r.ITL.P99
 	}
 	if proxy != nil {
-		cpu1, err := proxy.cpuSeconds()
+		cpu1, err := proxy.cpuTime()
 		if err != nil {
 			return m, err
 		}
 		m.ProxyCPUS = cpu1 - cpu0
-		if n := r.Completed + r.Failed + int64(l.warmup); n > 0 {
+		n := r.Completed + r.Failed + int64(l.warmup)
+		if n > 0 {
 			m.CPUPerRequestUS = m.ProxyCPUS / float64(n) * 1e6
 			if stream {
-				m.CPUPerEventUS = m.CPUPerRequestUS / float64(cfg.StreamTokens)
+				m.CPUPerEventUS = m.CPUPerRequestUS / float64(tokens)
+			}
+		}
+		if counter != nil {
+			if m.Syscalls, err = counter.stop(); err != nil {
+				return m, fmt.Errorf("%s (%s): %w", m.Name, kind, err)
+			}
+			if n > 0 {
+				m.SyscallsPerRequest = float64(m.Syscalls) / float64(n)
+				if stream {
+					m.SyscallsPerEvent = m.SyscallsPerRequest / float64(tokens)
+				}
 			}
 		}
 	}
@@ -652,4 +900,61 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 		return m, fmt.Errorf("%s (%s): %d requests failed (%v)", m.Name, kind, m.Failed, r.ErrorExamples)
 	}
 	return m, nil
+}
+
+// syscallCounter is `perf stat` counting a process's system calls (every thread, those it
+// starts included) until stopped.
+type syscallCounter struct {
+	p       *proc
+	out     string
+	count   int64
+	err     error
+	stopped bool
+}
+
+// countSyscalls attaches perf stat to proxy, on core, writing its count to out.
+func countSyscalls(perf string, core int, proxy *proc, out string) (*syscallCounter, error) {
+	p, err := start(core, perf, "stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-o", out,
+		"-p", strconv.Itoa(proxy.cmd.Process.Pid))
+	if err != nil {
+		return nil, err
+	}
+	// perf attaches to the threads within milliseconds; the load's warm-up covers the rest.
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-p.done:
+		return nil, fmt.Errorf("perf stat exited early (is raw_syscalls:sys_enter readable? perf_event_paranoid, tracefs):\n%s", tail(p.out.String()))
+	default:
+	}
+	return &syscallCounter{p: p, out: out}, nil
+}
+
+// stop ends the count and returns it (the first call reads it; later calls repeat it).
+func (c *syscallCounter) stop() (int64, error) {
+	if c.stopped {
+		return c.count, c.err
+	}
+	c.stopped = true
+	c.p.stop()
+	c.count, c.err = parsePerfCount(c.out)
+	return c.count, c.err
+}
+
+// parsePerfCount reads the count of `perf stat -x ,` output: "12345,,raw_syscalls:sys_enter,…".
+func parsePerfCount(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("perf stat wrote no count: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) >= 3 && strings.HasPrefix(f[2], "raw_syscalls:sys_enter") {
+			n, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("perf stat count %q: %w", f[0], err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("perf stat output without a raw_syscalls:sys_enter count:\n%s", tail(string(b)))
 }

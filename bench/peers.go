@@ -81,12 +81,17 @@ func hostPorts(urls []string) []string {
 // nginxConfig is a one-process nginx (master_process off, so the process we pin and measure is
 // the one doing the work) in the foreground, round robin over workers with upstream keep-alive,
 // and proxy_buffering off so SSE events are relayed as they arrive. Every path nginx writes is
-// under dir.
-func nginxConfig(dir, listen string, workers []string) string {
+// under dir. processes > 1 (the scaling rows) runs a master and that many worker processes,
+// whose CPU proc.cpuTime adds to the master's.
+func nginxConfig(dir, listen string, workers []string, processes int) string {
 	var sb strings.Builder
+	master := "off"
+	if processes > 1 {
+		master = "on"
+	}
 	fmt.Fprintf(&sb, `daemon off;
-master_process off;
-worker_processes 1;
+master_process %[2]s;
+worker_processes %[3]d;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
 events { worker_connections 8192; }
@@ -99,7 +104,7 @@ http {
     scgi_temp_path %[1]s/scgi;
     keepalive_requests 1000000;
     upstream workers {
-`, dir)
+`, dir, master, max(processes, 1))
 	for _, w := range workers {
 		fmt.Fprintf(&sb, "        server %s;\n", w)
 	}
@@ -120,13 +125,13 @@ http {
 	return sb.String()
 }
 
-// haproxyConfig is a one-thread HAProxy in HTTP mode, round robin, reusing idle server
+// haproxyConfig is a HAProxy of threads threads (one but in the scaling rows) in HTTP mode, round robin, reusing idle server
 // connections for any client (http-reuse always), with option http-no-delay so the first SSE
 // event is not held back by TCP corking (DESIGN.md §9 measured 207 ms without it).
-func haproxyConfig(listen string, workers []string) string {
+func haproxyConfig(listen string, workers []string, threads int) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `global
-    nbthread 1
+    nbthread %d
     maxconn 4096
 
 defaults
@@ -143,7 +148,7 @@ frontend fe
 
 backend workers
     balance roundrobin
-`, listen)
+`, max(threads, 1), listen)
 	for i, w := range workers {
 		fmt.Fprintf(&sb, "    server w%d %s\n", i, w)
 	}
@@ -151,27 +156,27 @@ backend workers
 }
 
 // startNginx writes the configuration into a fresh directory under workDir and starts nginx in
-// the foreground on core.
-func startNginx(program, workDir string, core, port int, workers []string) (*proc, error) {
+// the foreground where pl says, with one worker process per GOMAXPROCS of pl.
+func startNginx(program, workDir string, pl placement, port int, workers []string) (*proc, error) {
 	dir, err := os.MkdirTemp(workDir, "nginx-")
 	if err != nil {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "nginx.conf")
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	if err := os.WriteFile(conf, []byte(nginxConfig(dir, listen, workers)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(nginxConfig(dir, listen, workers, pl.procs)), 0o644); err != nil {
 		return nil, err
 	}
-	return start(core, program, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
+	return startAt(pl, program, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
 }
 
 // startHAProxy writes the configuration into workDir and starts HAProxy in the foreground
-// (-db) on core.
-func startHAProxy(program, workDir string, core, port int, workers []string) (*proc, error) {
+// (-db) where pl says, with one thread per GOMAXPROCS of pl.
+func startHAProxy(program, workDir string, pl placement, port int, workers []string) (*proc, error) {
 	conf := filepath.Join(workDir, "haproxy.cfg")
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	if err := os.WriteFile(conf, []byte(haproxyConfig(listen, workers)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(haproxyConfig(listen, workers, pl.procs)), 0o644); err != nil {
 		return nil, err
 	}
-	return start(core, program, "-db", "-f", conf)
+	return startAt(pl, program, "-db", "-f", conf)
 }

@@ -28,8 +28,9 @@ func (r *Report) Metrics() map[string]float64 {
 			{"json", o.JSON, func(x *Measurement) float64 { return x.CPUPerRequestUS }},
 			{"sse", o.SSE, func(x *Measurement) float64 { return x.CPUPerEventUS }},
 			{"sse_paced", o.SSEPaced, func(x *Measurement) float64 { return x.CPUPerEventUS }},
+			{"json_open", o.JSONOpen, func(x *Measurement) float64 { return x.CPUPerRequestUS }},
 		} {
-			unit := map[string]string{"json": "cpu_us_per_request", "sse": "cpu_us_per_event", "sse_paced": "cpu_us_per_event"}[kind.name]
+			unit := map[string]string{"json": "cpu_us_per_request", "sse": "cpu_us_per_event", "sse_paced": "cpu_us_per_event", "json_open": "cpu_us_per_request"}[kind.name]
 			direct := find(kind.ms, "direct")
 			for i := range kind.ms {
 				x := &kind.ms[i]
@@ -49,10 +50,19 @@ func (r *Report) Metrics() map[string]float64 {
 					m["overhead."+kind.name+".rps_ratio."+x.Key+"/direct"] = x.RPS / direct.RPS
 				}
 			}
-			if o.PD != nil && kind.name != "sse_paced" {
+			if o.PD != nil && (kind.name == "json" || kind.name == "sse") {
 				pdMetrics(m, kind.name, unit, o.PD.rows(kind.name), kind.ms, kind.cost)
 			}
 		}
+	}
+	if o := r.Overhead; o != nil {
+		latencyMetrics(m, "json_open", "p50", o.JSONOpen, func(x *Measurement) float64 { return x.P50MS })
+		latencyMetrics(m, "sse_unloaded", "ttft_p50", o.SSEUnloaded, func(x *Measurement) float64 { return x.TTFTP50MS })
+		if sc := o.Syscalls; sc != nil {
+			syscallMetrics(m, "json", "per_request", sc.JSON, func(x *Measurement) float64 { return x.SyscallsPerRequest })
+			syscallMetrics(m, "sse_paced", "per_event", sc.SSEPaced, func(x *Measurement) float64 { return x.SyscallsPerEvent })
+		}
+		scalingMetrics(m, o.Scaling)
 	}
 	if r.Quality != nil {
 		r.Quality.metrics(m)
@@ -65,6 +75,88 @@ func (r *Report) Metrics() map[string]float64 {
 		m["micro.max_allocs_per_op"] = most
 	}
 	return m
+}
+
+// latencyMetrics adds overhead.<kind>.added_<name>_ms.<key> (a proxy's latency over the
+// direct run's) and overhead.<kind>.<name>_ratio.<smg key>/<peer> (the whole latency through
+// smg over the peer's: ≤ 1 exactly when smg adds no more than the peer).
+func latencyMetrics(m map[string]float64, kind, name string, ms []Measurement, lat func(*Measurement) float64) {
+	direct := find(ms, "direct")
+	for i := range ms {
+		x := &ms[i]
+		if x.NotInstalled != "" || x.Key == "direct" {
+			continue
+		}
+		if direct != nil {
+			m["overhead."+kind+".added_"+name+"_ms."+x.Key] = lat(x) - lat(direct)
+		}
+		if !strings.HasPrefix(x.Key, "smg-") {
+			continue
+		}
+		for _, peer := range peerKeys {
+			if p := find(ms, peer); p != nil && lat(p) > 0 {
+				m["overhead."+kind+"."+name+"_ratio."+x.Key+"/"+peer] = lat(x) / lat(p)
+			}
+		}
+	}
+}
+
+// syscallMetrics adds overhead.syscalls.<kind>.<unit>.<key> and
+// overhead.syscalls.<kind>.ratio.<smg key>/<peer>.
+func syscallMetrics(m map[string]float64, kind, unit string, ms []Measurement, per func(*Measurement) float64) {
+	for i := range ms {
+		x := &ms[i]
+		if x.NotInstalled != "" || per(x) == 0 {
+			continue
+		}
+		m["overhead.syscalls."+kind+"."+unit+"."+x.Key] = per(x)
+		if !strings.HasPrefix(x.Key, "smg-") {
+			continue
+		}
+		for _, peer := range peerKeys {
+			if p := find(ms, peer); p != nil && per(p) > 0 {
+				m["overhead.syscalls."+kind+".ratio."+x.Key+"/"+peer] = per(x) / per(p)
+			}
+		}
+	}
+}
+
+// scalingRows pairs each proxy's 1-core and 2-core rows, in the order measured.
+func scalingRows(ms []Measurement) (keys []string, one, two map[string]*Measurement) {
+	one, two = map[string]*Measurement{}, map[string]*Measurement{}
+	for i := range ms {
+		x := &ms[i]
+		if x.NotInstalled != "" {
+			continue
+		}
+		if x.Cores == 1 {
+			if one[x.Key] == nil {
+				keys = append(keys, x.Key)
+			}
+			one[x.Key] = x
+		} else if x.Cores == 2 {
+			two[x.Key] = x
+		}
+	}
+	return keys, one, two
+}
+
+// scalingMetrics adds overhead.scaling.rps_ratio.<key> (requests/s on two cores over one)
+// and overhead.scaling.cpu_ratio.<key> (CPU per request on two cores over one).
+func scalingMetrics(m map[string]float64, ms []Measurement) {
+	keys, one, two := scalingRows(ms)
+	for _, k := range keys {
+		a, b := one[k], two[k]
+		if b == nil {
+			continue
+		}
+		if a.RPS > 0 {
+			m["overhead.scaling.rps_ratio."+k] = b.RPS / a.RPS
+		}
+		if a.CPUPerRequestUS > 0 {
+			m["overhead.scaling.cpu_ratio."+k] = b.CPUPerRequestUS / a.CPUPerRequestUS
+		}
+	}
 }
 
 // rows returns the PD measurements of kind "json" or "sse".
@@ -181,6 +273,23 @@ func (r *Report) Table() string {
 				c.StreamTokens, c.PacedIntervalMS, c.PacedIntervalMS, c.PacedConnections, c.PacedDuration, c.PacedWarmup, c.PacedRounds, c.PacedIntervalMS)
 			sb.WriteString(overheadSSETable(o.SSEPaced, true))
 		}
+		if len(o.JSONOpen) > 0 {
+			fmt.Fprintf(&sb, "\n### Open loop (%g req/s, evenly spaced, %v per run; %d round(s), the least proxy CPU kept)\n\n", c.OpenLoopRate, c.OpenLoopDuration, c.OpenLoopRounds)
+			sb.WriteString(overheadJSONTable(o.JSONOpen))
+		}
+		if len(o.SSEUnloaded) > 0 {
+			fmt.Fprintf(&sb, "\n### Unloaded paced stream (one stream at a time, %d events %g ms apart; %v per run, %d round(s), the lowest TTFT p50 kept)\n\n",
+				c.UnloadedTokens, c.PacedIntervalMS, c.UnloadedDuration, c.UnloadedRounds)
+			sb.WriteString(overheadSSETable(o.SSEUnloaded, true))
+		}
+		if sc := o.Syscalls; sc != nil {
+			sb.WriteString("\n### System calls (perf stat -e raw_syscalls:sys_enter on the proxy for the whole load, warm-up included)\n\n")
+			sb.WriteString(syscallTable(sc))
+		}
+		if len(o.Scaling) > 0 {
+			fmt.Fprintf(&sb, "\n### Scaling: one core against two (JSON closed loop, %d connections; the second core is the load core, shared with loadgen and the mocks)\n\n", c.Connections)
+			sb.WriteString(scalingTable(o.Scaling))
+		}
 		if pd := o.PD; pd != nil && (len(pd.JSON) > 0 || len(pd.SSE) > 0) {
 			fmt.Fprintf(&sb, "\n### PD disaggregation (SGLang bootstrap; 1 prefill + 1 decode mock; %d round(s))\n\n"+
 				"loadgen straight to both mocks (`--pd-prefill`, `--pd-decode`), then through `smg --pd-disaggregation --policy %s`. "+
@@ -273,6 +382,58 @@ func overheadSSETable(ms []Measurement, paced bool) string {
 		}
 		fmt.Fprintf(&sb, "| %s | %.0f | %.3f | %s |%s %.3f | %s | %s | %s |\n", x.Name, x.RPS, x.TTFTP50MS, added, itl, x.P99MS, perStream, perEvent,
 			strings.Join(peerRatios(ms, x, func(m *Measurement) float64 { return m.CPUPerEventUS }, peers...), " | "))
+	}
+	return sb.String()
+}
+
+// syscallTable renders the system-call rows: per JSON request and per paced SSE event.
+func syscallTable(sc *SyscallRows) string {
+	var sb strings.Builder
+	sb.WriteString("| proxy | calls / JSON request | vs nginx | calls / paced SSE event | vs nginx |\n|---|---|---|---|---|\n")
+	ratio := func(ms []Measurement, x *Measurement, per func(*Measurement) float64) string {
+		if p := find(ms, "nginx"); p != nil && per(p) > 0 && x != nil && per(x) > 0 && strings.HasPrefix(x.Key, "smg-") {
+			return fmt.Sprintf("%.2f", per(x)/per(p))
+		}
+		return "–"
+	}
+	cell := func(ms []Measurement, key string, per func(*Measurement) float64) (string, *Measurement) {
+		for i := range ms {
+			if ms[i].Key == key {
+				if ms[i].NotInstalled != "" {
+					return ms[i].NotInstalled, nil
+				}
+				return fmt.Sprintf("%.2f", per(&ms[i])), &ms[i]
+			}
+		}
+		return "–", nil
+	}
+	perReq := func(x *Measurement) float64 { return x.SyscallsPerRequest }
+	perEvent := func(x *Measurement) float64 { return x.SyscallsPerEvent }
+	for _, x := range sc.JSON {
+		j, jx := cell(sc.JSON, x.Key, perReq)
+		e, ex := cell(sc.SSEPaced, x.Key, perEvent)
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s |\n", x.Name, j, ratio(sc.JSON, jx, perReq), e, ratio(sc.SSEPaced, ex, perEvent))
+	}
+	return sb.String()
+}
+
+// scalingTable renders the scaling rows: each proxy on one core and on two.
+func scalingTable(ms []Measurement) string {
+	var sb strings.Builder
+	sb.WriteString("| proxy | req/s, 1 core | req/s, 2 cores | ×  | CPU µs/req, 1 core | CPU µs/req, 2 cores | × |\n|---|---|---|---|---|---|---|\n")
+	keys, one, two := scalingRows(ms)
+	for _, k := range keys {
+		a, b := one[k], two[k]
+		if b == nil {
+			fmt.Fprintf(&sb, "| %s | %.0f | – | – | %.1f | – | – |\n", a.Name, a.RPS, a.CPUPerRequestUS)
+			continue
+		}
+		fmt.Fprintf(&sb, "| %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.2f |\n", a.Name, a.RPS, b.RPS, b.RPS/a.RPS, a.CPUPerRequestUS, b.CPUPerRequestUS, b.CPUPerRequestUS/a.CPUPerRequestUS)
+	}
+	for _, x := range ms {
+		if x.NotInstalled != "" && x.Cores == 1 {
+			fmt.Fprintf(&sb, "| %s | %s | | | | | |\n", x.Name, x.NotInstalled)
+		}
 	}
 	return sb.String()
 }
