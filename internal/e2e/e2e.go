@@ -322,3 +322,16 @@ func Metric(t testing.TB, metricsURL, series string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// MeshMemberAlive reports whether a GET /mesh/status body lists member name as ALIVE.
+func MeshMemberAlive(body, name string) bool {
+	i := strings.Index(body, `"name":"`+name+`"`)
+	if i < 0 {
+		return false
+	}
+	rest := body[i:]
+	if j := strings.IndexByte(rest, '}'); j >= 0 {
+		rest = rest[:j]
+	}
+	return strings.Contains(rest, `"status":"ALIVE"`)
+}

@@ -40,7 +40,7 @@ func TestRouterDiscoveryJoinsTheMesh(t *testing.T) {
 		other := names[1-i]
 		testutil.Eventually(t, names[i]+" sees "+other+" ALIVE", func() bool {
 			r, err := Do(http.MethodGet, g.URL+"/mesh/status", "", nil)
-			return err == nil && r.Status == 200 && aliveIn(r.Body, other)
+			return err == nil && r.Status == 200 && MeshMemberAlive(r.Body, other)
 		})
 	}
 	t.Logf("routers joined through router discovery in %v", time.Since(start).Round(time.Millisecond))
@@ -64,17 +64,4 @@ func TestRouterDiscoveryJoinsTheMesh(t *testing.T) {
 			t.Errorf("router-a never logged %s before \"Gateway stopped\":\n%s", stopped, out)
 		}
 	}
-}
-
-// aliveIn reports whether the /mesh/status body lists member name as ALIVE.
-func aliveIn(body, name string) bool {
-	i := strings.Index(body, `"name":"`+name+`"`)
-	if i < 0 {
-		return false
-	}
-	rest := body[i:]
-	if j := strings.IndexByte(rest, '}'); j >= 0 {
-		rest = rest[:j]
-	}
-	return strings.Contains(rest, `"status":"ALIVE"`)
 }

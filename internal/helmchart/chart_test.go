@@ -48,7 +48,7 @@ var cases = []chartCase{
 		pods:  []map[string]string{{"app": "sglang-worker"}},
 		check: func(t *testing.T, g *chartGateway) {
 			// $(POD_NAME) and $(POD_IP) reached the mesh flags, and router discovery runs.
-			started := regexp.MustCompile(fmt.Sprintf(`msg="mesh started" name=%s .*advertise=127\.0\.0\.1:%d `, g.podName, g.meshPort))
+			started := regexp.MustCompile(fmt.Sprintf(`msg="mesh started" name=%s .*advertise=%s:%d `, g.podName, regexp.QuoteMeta(g.ip), g.meshPort))
 			if out := g.proc.Output(); !started.MatchString(out) || !strings.Contains(out, "Router node discovery enabled") {
 				t.Errorf("the mesh did not start as %s advertising its pod IP, with router discovery:\n%s", g.podName, out)
 			}
@@ -163,7 +163,7 @@ func TestChartGatewayRuns(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ns := namespace(t)
 			enginePods(t, ns, c.pods)
-			g, err := launch(t, ns, c.values)
+			g, err := launch(t, ns, firstPod, c.values)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,35 +192,76 @@ func TestChartWithAMisspeltFlagFails(t *testing.T) {
 			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	_, err := launch(t, ns, "default.yaml", bad)
+	_, err := launch(t, ns, firstPod, "default.yaml", bad)
 	if err == nil || !strings.Contains(err.Error(), "--polcy") {
 		t.Fatalf("the gateway started with --polcy (err %v), want it refused", err)
 	}
 }
 
-// chartGateway is a running smg configured by the chart.
-type chartGateway struct {
-	proc              *e2e.Process
-	url               string
-	podName           string
-	meshPort          int
-	httpPort, metrics int
+// TestChartMeshGatewaysJoin runs two gateways of the mesh values set as pods smg-0 and smg-1
+// (pod IPs 127.0.0.1 and 127.0.0.2) and gives the API server their pods with the rendered
+// template's labels and annotations: each must find the other through --router-selector and
+// the sglang.ai/mesh-port annotation, and list it ALIVE in /mesh/status.
+func TestChartMeshGatewaysJoin(t *testing.T) {
+	ns := namespace(t)
+	enginePods(t, ns, []map[string]string{{"app": "sglang-worker"}})
+	var gws []*chartGateway
+	for i, ip := range []string{"127.0.0.1", "127.0.0.2"} {
+		g, err := launch(t, ns, podIdentity{i, ip}, "mesh.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, g)
+		spec := k8stest.PodSpec{Namespace: ns, Name: g.podName, Labels: g.podLabels, Annotations: g.podAnnotations}
+		if _, err := api.ReadyPod(ctx, spec, ip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, g := range gws {
+		other := gws[1-i].podName
+		testutil.Eventually(t, g.podName+" lists "+other+" ALIVE in /mesh/status", func() bool {
+			r, err := e2e.Do("GET", g.url+"/mesh/status", "", nil)
+			return err == nil && r.Status == 200 && e2e.MeshMemberAlive(r.Body, other)
+		})
+	}
 }
 
-// launch renders the chart for loopback (hosts 127.0.0.1, free ports; nothing else differs
-// from the values file), creates the ServiceAccount, RBAC and Secret objects for real, and
-// starts smg as the pod would run it. It returns once /liveness answers, or an error with the
-// gateway's output when it exits first.
-func launch(t *testing.T, ns, values string, sets ...string) (*chartGateway, error) {
+// chartGateway is a running smg configured by the chart.
+type chartGateway struct {
+	proc *e2e.Process
+	url  string
+	// podName, podLabels and podAnnotations are those of the pod it plays: the workload's
+	// name with the ordinal, the pod template's metadata.
+	podName                   string
+	podLabels, podAnnotations map[string]string
+	ip                        string
+	meshPort                  int
+}
+
+// podIdentity is the pod a launched gateway plays: its ordinal in the workload (the name a
+// StatefulSet gives it) and its pod IP, a loopback address.
+type podIdentity struct {
+	ordinal int
+	ip      string
+}
+
+var firstPod = podIdentity{0, "127.0.0.1"}
+
+// launch renders the chart for loopback (every host the pod IP, free ports; nothing else
+// differs from the values file), creates the ServiceAccount, RBAC and Secret objects for real,
+// and starts smg as the pod would run it. It returns once /liveness answers, or an error with
+// the gateway's output when it exits first.
+func launch(t *testing.T, ns string, pod podIdentity, values string, sets ...string) (*chartGateway, error) {
 	t.Helper()
-	g := &chartGateway{httpPort: e2e.FreePort(t, "127.0.0.1"), metrics: e2e.FreePort(t, "127.0.0.1"), meshPort: e2e.FreePort(t, "127.0.0.1")}
-	g.url = "http://127.0.0.1:" + strconv.Itoa(g.httpPort)
-	loopback := []string{`gateway.host="127.0.0.1"`, `gateway.metricsHost="127.0.0.1"`, `mesh.host="127.0.0.1"`,
-		"gateway.port=" + strconv.Itoa(g.httpPort), "gateway.metricsPort=" + strconv.Itoa(g.metrics), "mesh.port=" + strconv.Itoa(g.meshPort)}
+	httpPort, metricsPort := e2e.FreePort(t, pod.ip), e2e.FreePort(t, pod.ip)
+	g := &chartGateway{ip: pod.ip, meshPort: e2e.FreePort(t, pod.ip), url: "http://" + pod.ip + ":" + strconv.Itoa(httpPort)}
+	host := strconv.Quote(pod.ip)
+	loopback := []string{"gateway.host=" + host, "gateway.metricsHost=" + host, "mesh.host=" + host,
+		"gateway.port=" + strconv.Itoa(httpPort), "gateway.metricsPort=" + strconv.Itoa(metricsPort), "mesh.port=" + strconv.Itoa(g.meshPort)}
 	objs := render(t, "smg", ns, []string{values}, append(loopback, sets...)...)
 
 	secrets := map[string]map[string]string{}
-	var pod *corev1.PodSpec
+	var spec *corev1.PodSpec
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Secret":
@@ -232,26 +273,27 @@ func launch(t *testing.T, ns, values string, sets ...string) (*chartGateway, err
 				secrets[o.GetName()] = data
 			}
 		case "Deployment", "StatefulSet":
-			spec, ok, err := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+			raw, ok, err := unstructured.NestedMap(o.Object, "spec", "template")
 			if !ok || err != nil {
 				t.Fatalf("%s %s has no pod template: %v", o.GetKind(), o.GetName(), err)
 			}
-			pod = &corev1.PodSpec{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, pod); err != nil {
+			var tmpl corev1.PodTemplateSpec
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tmpl); err != nil {
 				t.Fatal(err)
 			}
-			g.podName = o.GetName() + "-0" // a StatefulSet's first pod; any name for a Deployment
+			spec, g.podLabels, g.podAnnotations = &tmpl.Spec, tmpl.Labels, tmpl.Annotations
+			g.podName = o.GetName() + "-" + strconv.Itoa(pod.ordinal) // a StatefulSet's naming; any name for a Deployment
 		}
 	}
-	if pod == nil || len(pod.Containers) != 1 {
+	if spec == nil || len(spec.Containers) != 1 {
 		t.Fatalf("rendered no workload with one container")
 	}
-	c := pod.Containers[0]
+	c := spec.Containers[0]
 
 	// The pod's ServiceAccount, with what the chart's RBAC grants it and nothing more.
-	tok, err := api.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, pod.ServiceAccountName, &authv1.TokenRequest{}, metav1.CreateOptions{})
+	tok, err := api.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, spec.ServiceAccountName, &authv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("token of the pod's ServiceAccount %q: %v", pod.ServiceAccountName, err)
+		t.Fatalf("token of the pod's ServiceAccount %q: %v", spec.ServiceAccountName, err)
 	}
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -260,7 +302,7 @@ func launch(t *testing.T, ns, values string, sets ...string) (*chartGateway, err
 	// Secret volumes become files under dir, and the arguments that name them follow.
 	mounts := map[string]string{}
 	for _, vm := range c.VolumeMounts {
-		for _, v := range pod.Volumes {
+		for _, v := range spec.Volumes {
 			if v.Name != vm.Name || v.Secret == nil {
 				continue
 			}
@@ -283,7 +325,7 @@ func launch(t *testing.T, ns, values string, sets ...string) (*chartGateway, err
 			case "metadata.name":
 				val = g.podName
 			case "status.podIP":
-				val = "127.0.0.1"
+				val = pod.ip
 			default:
 				t.Fatalf("env %s: the test does not fill field %s", e.Name, f.FieldRef.FieldPath)
 			}
