@@ -1,6 +1,7 @@
 package helmchart
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,7 +34,11 @@ type chartCase struct {
 	values string // file in testdata
 	kinds  map[string]int
 	pods   []map[string]string // labels of the engine pods to create, one mock engine each
-	check  func(t *testing.T, g *chartGateway)
+	// static mock engines are started outside Kubernetes; staticSets gives their URLs to the
+	// run's render in place of the values file's placeholders.
+	static     int
+	staticSets func(urls []string) []string
+	check      func(t *testing.T, g *chartGateway)
 }
 
 var cases = []chartCase{
@@ -64,6 +69,25 @@ var cases = []chartCase{
 				if !strings.Contains(r.Body, role) {
 					t.Errorf("GET /workers has no %s worker: %s", role, r.Body)
 				}
+			}
+		},
+	},
+	{
+		name: "static", values: "static.yaml",
+		kinds:  map[string]int{"ServiceAccount": 1, "Service": 1, "Deployment": 1},
+		static: 2,
+		staticSets: func(urls []string) []string {
+			return []string{"gateway.workerUrls=" + jsonOf(urls)}
+		},
+	},
+	{
+		name: "pd-static", values: "pd-static.yaml",
+		kinds:  map[string]int{"ServiceAccount": 1, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1},
+		static: 3,
+		staticSets: func(urls []string) []string {
+			return []string{
+				`pd.prefill=[{"url":` + jsonOf(urls[0]) + `,"bootstrapPort":8998},{"url":` + jsonOf(urls[1]) + `,"bootstrapPort":"none"}]`,
+				"pd.decode=" + jsonOf(urls[2:]),
 			}
 		},
 	},
@@ -163,13 +187,18 @@ func TestChartGatewayRuns(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ns := namespace(t)
 			enginePods(t, ns, c.pods)
-			g, err := launch(t, ns, firstPod, c.values)
+			var sets []string
+			if c.static > 0 {
+				sets = c.staticSets(mockEngines(t, c.static).URLs())
+			}
+			g, err := launch(t, ns, firstPod, c.values, sets...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			testutil.Eventually(t, fmt.Sprintf("/readiness 200 with %d workers discovered", len(c.pods)), func() bool {
+			workers := len(c.pods) + c.static
+			testutil.Eventually(t, fmt.Sprintf("/readiness 200 with %d workers", workers), func() bool {
 				r, err := e2e.Do("GET", g.url+"/readiness", "", nil)
-				return err == nil && r.Status == 200 && strings.Contains(r.Body, fmt.Sprintf(`"healthy_workers":%d`, len(c.pods)))
+				return err == nil && r.Status == 200 && strings.Contains(r.Body, fmt.Sprintf(`"healthy_workers":%d`, workers))
 			})
 			if r := e2e.MustDo(t, "GET", g.url+"/liveness", "", nil); r.Status != 200 {
 				t.Errorf("/liveness: %d", r.Status)
@@ -178,6 +207,37 @@ func TestChartGatewayRuns(t *testing.T) {
 				c.check(t, g)
 			}
 		})
+	}
+}
+
+// TestChartFlagsExistInTheBinary reads every flag name the chart's argument table can pass
+// (templates/_helpers.tpl: `(list "name" value)` rows and literal `- --name` items) and finds
+// each in `smg launch --help`: a flag that no values set of these tests turns on (the mesh TLS
+// files, say) is checked too, by name.
+func TestChartFlagsExistInTheBinary(t *testing.T) {
+	tpl, err := os.ReadFile(filepath.Join(chartDir(), "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`\(list "([a-z0-9-]+)"|(?m)^- --([a-z0-9-]+)$`).FindAllStringSubmatch(string(tpl), -1) {
+		names = append(names, m[1]+m[2])
+	}
+	if len(names) < 60 { // the table has one row per flag: fewer means the pattern missed its shape
+		t.Fatalf("found %d flags in _helpers.tpl: %v", len(names), names)
+	}
+	help, err := exec.Command(e2e.Build(t).SMG, "launch", "--help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, m := range regexp.MustCompile(`--([a-z0-9-]+)`).FindAllStringSubmatch(string(help), -1) {
+		known[m[1]] = true
+	}
+	for _, n := range names {
+		if !known[n] {
+			t.Errorf("the chart passes --%s, which smg launch --help does not list", n)
+		}
 	}
 }
 
@@ -414,12 +474,10 @@ func writeKubeconfig(t *testing.T, path, token string) {
 // pointing at it through smg.ai/worker-ports.
 func enginePods(t *testing.T, ns string, labels []map[string]string) {
 	t.Helper()
-	f, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: len(labels), EventLoops: 1})
-	if err != nil {
-		t.Fatal(err)
+	if len(labels) == 0 {
+		return
 	}
-	t.Cleanup(func() { _ = f.Close() })
-	for i, a := range f.Addrs() {
+	for i, a := range mockEngines(t, len(labels)).Addrs() {
 		_, p, _ := strings.Cut(a, ":")
 		spec := k8stest.PodSpec{Namespace: ns, Name: "engine-" + strconv.Itoa(i), Labels: labels[i],
 			Annotations: map[string]string{"smg.ai/worker-ports": p}}
@@ -427,6 +485,25 @@ func enginePods(t *testing.T, ns string, labels []map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// mockEngines starts n mock engines on 127.0.0.1 for the test.
+func mockEngines(t *testing.T, n int) *mockworker.Fleet {
+	t.Helper()
+	f, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: n, EventLoops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+func jsonOf(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
 
 func namespace(t *testing.T) string {
