@@ -100,7 +100,7 @@ func TestFlushCacheIsPartialWhenAWorkerFails(t *testing.T) {
 	if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), `"workers_flushed":2`) {
 		t.Fatalf("all flushed: %d %s", resp.StatusCode(), resp.Body())
 	}
-	g.fakes["10.0.0.3:8000"] = vllmFake(t, &n)
+	g.setFake("10.0.0.3:8000", vllmFake(t, &n))
 	g.addWorker("http://10.0.0.3:8000", "m1")
 	resp = g.do("POST", "/flush_cache", "")
 	var body struct {

@@ -62,6 +62,7 @@ const streamFailureEvent = `data: {"error":{"message":"the worker's stream broke
 // reused from request to request.
 type loopExchange struct {
 	s       *Server
+	ex      *evloop.Exchange // the exchange whose User this is (fixed: both are reused together)
 	x       exchange
 	route   int
 	rt      *policy.Route
@@ -71,31 +72,20 @@ type loopExchange struct {
 	lastErr error
 	failed  *worker.Worker // the worker of the last failed attempt, while a retry pauses
 	body    []byte         // error envelopes
+	loopPD
 }
 
 func (p loopPlane) Serve(ex *evloop.Exchange) {
 	s := p.s
 	r := ex.Req()
-	var route int
-	var er extract.Route
-	switch string(r.Path()) {
-	case "/v1/chat/completions":
-		route, er = routeChat, extract.RouteChat
-	case "/v1/completions":
-		route, er = routeCompletions, extract.RouteCompletions
-	case "/generate":
-		route, er = routeGenerate, extract.RouteGenerate
-	default:
-		p.bridge(ex)
-		return
-	}
-	if string(r.Method()) != "POST" {
+	route, er, ok := loopRoute(r.Path())
+	if !ok || string(r.Method()) != "POST" {
 		p.bridge(ex)
 		return
 	}
 	le, _ := ex.User.(*loopExchange)
 	if le == nil {
-		le = &loopExchange{s: s}
+		le = &loopExchange{s: s, ex: ex}
 		ex.User = le
 	}
 	le.start, le.route = ex.Now(), route
@@ -109,12 +99,16 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 	}
 	s.fillRequest(r, x)
 	tab := s.router.Current()
-	if tab.PD {
-		le.reset()
-		p.bridge(ex)
+	if tab.PD && passThrough(route) {
+		le.fail(ex, errPassThroughPD, string(r.Path())+" is not served in PD mode (--pd-disaggregation): prefill and decode workers only take generation requests with a KV handover")
 		return
 	}
-	rt, ok := tab.Lookup(x.fields.Model)
+	var rt, prt *policy.Route
+	if tab.PD {
+		prt, rt, ok = lookupPD(tab, x.fields.Model)
+	} else {
+		rt, ok = tab.Lookup(x.fields.Model)
+	}
 	if !ok {
 		le.fail(ex, errModelNotFound, "model '"+string(x.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
 		return
@@ -136,11 +130,46 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 		x.reqID = appendRequestID(append(x.reqID[:0], requestIDPrefixes[route]...))
 	}
 	le.rt = rt
+	if tab.PD {
+		le.pd, le.prt = true, prt
+		le.sendPD(ex)
+		return
+	}
 	if err := a.pick(rt, &a.main); err != nil {
 		le.failPick(ex, err)
 		return
 	}
 	le.send(ex)
+}
+
+// loopRoute is the route of the paths served on the loops: the generation routes and the
+// engine pass-through routes (Handle's switch for them).
+func loopRoute(path []byte) (int, extract.Route, bool) {
+	switch string(path) {
+	case "/v1/chat/completions":
+		return routeChat, extract.RouteChat, true
+	case "/v1/completions":
+		return routeCompletions, extract.RouteCompletions, true
+	case "/generate":
+		return routeGenerate, extract.RouteGenerate, true
+	case "/v1/embeddings":
+		return routeEmbeddings, extract.RouteEmbeddings, true
+	case "/v1/rerank":
+		return routeRerank, extract.RouteRerank, true
+	case "/rerank":
+		return routeRerankNative, extract.RouteRerank, true
+	case "/v1/classify":
+		return routeClassify, extract.RouteClassify, true
+	case "/v1/tokenize":
+		return routeTokenize, extract.RouteTokenize, true
+	case "/v1/detokenize":
+		return routeDetokenize, extract.RouteDetokenize, true
+	case "/v1/responses":
+		return routeResponses, extract.RouteResponses, true
+	case "/v1/messages":
+		return routeMessages, extract.RouteMessages, true
+	}
+	return 0, 0, false
 }
 
 // checkHop is the fasthttp plane's checkHop (loops.go) over the loop's request: it refuses a
@@ -162,20 +191,31 @@ func (le *loopExchange) checkHop(ex *evloop.Exchange) bool {
 
 // send forwards the request to the attempt's picked worker.
 func (le *loopExchange) send(ex *evloop.Exchange) {
+	if le.x.attempt.main.w.Client.IsTLS {
+		// The loops speak plain HTTP/1.1 only: a worker behind TLS is served by fasthttp,
+		// which admits and picks the request anew.
+		le.toBridge(ex)
+		return
+	}
+	le.forwardMain(ex, nil)
+}
+
+// toBridge gives up what the request holds on the loop and hands it to the fasthttp handler.
+func (le *loopExchange) toBridge(ex *evloop.Exchange) {
+	le.end()
+	le.reset()
+	loopPlane{le.s}.bridge(ex)
+}
+
+// forwardMain forwards the request to the main leg's worker (the decode worker in PD mode),
+// with body instead of the client's when set.
+func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 	x := &le.x
 	a := &x.attempt
 	w := a.main.w
-	if w.Client.IsTLS {
-		// The loops speak plain HTTP/1.1 only: a worker behind TLS is served by fasthttp,
-		// which admits and picks the request anew.
-		le.end()
-		le.reset()
-		loopPlane{le.s}.bridge(ex)
-		return
-	}
 	now := ex.Now()
 	deadline := a.tryDeadline(x.fields.Stream, now)
-	le.target = evloop.Target{Addr: w.Host, Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops}
+	le.target = evloop.Target{Addr: w.Host, Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
 	// --first-byte-timeout-secs, as on the fasthttp plane: it bounds a non-streamed answer
 	// whole (it starts only when complete) and a stream's head.
 	if fbt := le.s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {
@@ -200,9 +240,17 @@ func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
 }
 
 func (le *loopExchange) addHeaders(ex *evloop.Exchange) {
+	le.answerHeaders(ex, le.x.attempt.main.w)
+}
+
+// answerHeaders sets the gateway's headers of an answer that worker w gave.
+func (le *loopExchange) answerHeaders(ex *evloop.Exchange, w *worker.Worker) {
 	ex.ResetHeaders()
-	ex.AddHeader(headerRoutedWorker, le.x.attempt.main.w.URLBytes())
+	ex.AddHeader(headerRoutedWorker, w.URLBytes())
 	ex.AddHeader(headerRequestID, le.x.reqID)
+	if le.pw != nil {
+		ex.AddHeader(headerPrefillWorker, le.pw.URLBytes())
+	}
 }
 
 // UpstreamDone settles the attempt's leg with the worker's answer and then delivers the
@@ -218,6 +266,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 			status = ex.Status()
 			w.Upstream[worker.OutcomeError].Inc()
 		}
+		le.dropPrefill(true) // the engine sees the prefill cancelled too
 		le.finish(status)
 	case ex.Relayed():
 		w := a.main.w
@@ -235,6 +284,21 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		}
 		w := a.main.w
 		a.main.settle(status, err)
+		if le.pf != nil && err == nil && status < 300 {
+			// SGLang PD: the decode answer cannot be right without its prefill.
+			if !le.pf.done {
+				le.awaiting = true
+				ex.Await(le)
+				return
+			}
+			if le.pf.failed() {
+				le.prefillFailed(ex)
+				return
+			}
+		}
+		// The decode answer decides (or there is no PD): a prefill still running for it is
+		// of no use any more.
+		le.dropPrefill(true)
 		if !a.retryable(status, err) {
 			le.deliverHeld(ex, w)
 			return
@@ -242,7 +306,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		if err == nil {
 			err = errRetryableStatus
 		}
-		le.lastErr = err
+		le.lastErr, le.prefillErr = err, false
 		if pause, ok := a.retry(w, ex.Now()); ok {
 			le.failed = w
 			ex.Sleep(le, pause)
@@ -254,6 +318,10 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 
 // Wake re-picks after a retry's backoff.
 func (le *loopExchange) Wake(ex *evloop.Exchange) {
+	if le.pd {
+		le.wakePD(ex)
+		return
+	}
 	s, a, failed := le.s, &le.x.attempt, le.failed
 	if r, ok := s.router.Current().Lookup(le.x.fields.Model); ok && a.pick(r, &a.main) == nil {
 		s.log.Debug("Retrying on another worker", "failed", failed.URL, "next", a.main.w.URL, "attempt", a.failures+1, "error", le.lastErr)
@@ -267,9 +335,7 @@ func (le *loopExchange) Wake(ex *evloop.Exchange) {
 // deliverHeld sends the worker w's held answer with the gateway's headers.
 func (le *loopExchange) deliverHeld(ex *evloop.Exchange, w *worker.Worker) {
 	status := ex.HeldStatus()
-	ex.ResetHeaders()
-	ex.AddHeader(headerRoutedWorker, w.URLBytes())
-	ex.AddHeader(headerRequestID, le.x.reqID)
+	le.answerHeaders(ex, w)
 	ex.DeliverHeld()
 	if status < 300 {
 		le.x.attempt.served(le.rt, w)
@@ -308,6 +374,9 @@ func (le *loopExchange) failPick(ex *evloop.Exchange, err error) {
 func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
 	ex.ResetHeaders()
 	ex.AddHeader(headerErrorCode, []byte(e.code))
+	if le.pw != nil {
+		ex.AddHeader(headerPrefillWorker, le.pw.URLBytes())
+	}
 	le.body = appendErrorBody(le.body[:0], e, msg)
 	ex.Respond(e.status, "application/json", le.body)
 	le.finish(e.status)
@@ -316,6 +385,7 @@ func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
 // finish counts the request, ends its attempt (what a leg still holds is abandoned, the
 // admission slot freed) and readies the state for the connection's next request.
 func (le *loopExchange) finish(status int) {
+	le.dropPrefill(false) // a prefill still running finishes alone (a relayed decode answer)
 	le.s.m.observe(le.route, status, le.start)
 	le.end()
 	le.reset()
@@ -335,6 +405,7 @@ func (le *loopExchange) reset() {
 	x.tokens = x.tokens[:0]
 	le.rt, le.lastErr, le.failed = nil, nil, nil
 	le.target = evloop.Target{}
+	le.loopPD.reset()
 	if cap(le.body) > 4096 {
 		le.body = nil
 	}

@@ -132,7 +132,13 @@ type gateway struct {
 	srv    *Server
 	ln     dialListener
 	client *fasthttp.HostClient
-	fakes  map[string]*fakeWorker // by worker host:port
+	fakes  map[string]*fakeWorker // by worker host:port; after start, setFake and fake only
+	// fakesMu guards fakes: the gateway dials and resolves from its own goroutines, and on
+	// loopback (evloop) nothing the race detector sees orders a test's later setFake after
+	// the dials of an earlier request.
+	fakesMu sync.Mutex
+	// others are the listeners of other fakes (PD) by worker host:port, for resolve.
+	others map[string]dialListener
 }
 
 func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorker) *gateway {
@@ -141,7 +147,7 @@ func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorke
 		g.fakes[fmt.Sprintf("10.0.0.%d:8000", i+1)] = f
 	}
 	g.start(cfg, policy.RouterConfig{DefaultPolicy: policyName}, func(addr string) (net.Conn, error) {
-		f := g.fakes[addr]
+		f := g.fake(addr)
 		if f == nil {
 			return nil, fmt.Errorf("dial %s: connection refused", addr)
 		}
@@ -193,10 +199,27 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 // resolve maps a fake worker's made-up address to where it listens (the event loops connect
 // by address; the fasthttp plane dials through the registry's Dial instead).
 func (g *gateway) resolve(addr string) string {
-	if f := g.fakes[addr]; f != nil {
+	if f := g.fake(addr); f != nil {
 		return f.ln.Addr().String()
 	}
+	if ln := g.others[addr]; ln != nil {
+		return ln.Addr().String()
+	}
 	return "127.0.0.1:1" // nothing listens: connection refused
+}
+
+// fake returns the fake worker at the made-up address addr, or nil.
+func (g *gateway) fake(addr string) *fakeWorker {
+	g.fakesMu.Lock()
+	defer g.fakesMu.Unlock()
+	return g.fakes[addr]
+}
+
+// setFake makes f the fake worker at the made-up address addr.
+func (g *gateway) setFake(addr string, f *fakeWorker) {
+	g.fakesMu.Lock()
+	defer g.fakesMu.Unlock()
+	g.fakes[addr] = f
 }
 
 func (g *gateway) addWorker(url, model string) *worker.Worker {

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -70,7 +74,7 @@ func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[str
 
 // newPDGatewayConfig is newPDGateway with the gateway configured by cfg.
 func newPDGatewayConfig(t testing.TB, cfg Config, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
-	g := &gateway{t: t}
+	g := &gateway{t: t, others: map[string]dialListener{}}
 	byAddr := map[string]*pdFake{}
 	dial := func(addr string) (net.Conn, error) {
 		f := byAddr[addr]
@@ -82,6 +86,7 @@ func newPDGatewayConfig(t testing.TB, cfg Config, prefill, decode []*pdFake, pre
 	add := func(addr, typ string, labels map[string]string, f *pdFake) {
 		if f != nil { // a nil fake is a worker nobody listens for
 			byAddr[addr] = f
+			g.others[addr] = f.ln
 		}
 		spec := worker.Spec{URL: "http://" + addr, ModelID: "m1", WorkerType: typ, Labels: labels}
 		if err := spec.Normalize(); err != nil {
@@ -352,4 +357,97 @@ func TestPDClientErrorIsNotRetried(t *testing.T) {
 	if resp.StatusCode() != 400 || len(p1.received())+len(p2.received()) != 1 {
 		t.Fatalf("got %d after %d prefill requests; a 400 is the client's and must not be retried", resp.StatusCode(), len(p1.received())+len(p2.received()))
 	}
+}
+
+// netHTTPPDFake is a PD engine on net/http over loopback, whose handler sees its request
+// cancelled (r.Context) when the gateway closes the connection. The event loops connect to
+// real sockets only: the fasthttp plane's tests use in-memory fakes.
+func netHTTPPDFake(t *testing.T, h http.HandlerFunc) *pdFake {
+	if testPlane != DataPlaneEvloop {
+		t.Skip("a cancelled PD leg is seen on loopback sockets: SMG_TEST_DATA_PLANE=evloop runs this test (the fasthttp plane lets a prefill run out, pd.go)")
+	}
+	ln := newTestListener(t)
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return &pdFake{ln: ln}
+}
+
+// hangingLeg answers nothing; it reports on started when its request arrived and on
+// cancelled when the gateway gave it up.
+func hangingLeg(started, cancelled chan<- string, name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // net/http watches the connection once the body is read
+		started <- name
+		<-r.Context().Done()
+		cancelled <- name
+	}
+}
+
+// TestPDClientHangUpCancelsBothLegs: a client that leaves while both legs run closes both
+// worker connections (the engines see the request cancelled) and frees both in-flight holds.
+func TestPDClientHangUpCancelsBothLegs(t *testing.T) {
+	started, cancelled := make(chan string, 2), make(chan string, 2)
+	p, d := netHTTPPDFake(t, hangingLeg(started, cancelled, "prefill")), netHTTPPDFake(t, hangingLeg(started, cancelled, "decode"))
+	g := newPDGateway(t, []*pdFake{p}, []*pdFake{d}, nil)
+	for _, stream := range []string{"false", "true"} {
+		c, err := g.ln.Dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"model":"m1","messages":[{"role":"user","content":"x"}],"stream":` + stream + `}`
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		for range 2 {
+			<-started
+		}
+		if n := g.inFlight(); n != 2 {
+			t.Fatalf("stream %s: %d in flight while both legs run, want 2", stream, n)
+		}
+		_ = c.Close()
+		got := map[string]bool{}
+		for range 2 {
+			select {
+			case leg := <-cancelled:
+				got[leg] = true
+			case <-time.After(5 * time.Second):
+				t.Fatalf("stream %s: cancelled legs %v, want prefill and decode", stream, got)
+			}
+		}
+		testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	}
+}
+
+// TestPDPrefillFailureCancelsTheWaitingDecode: a prefill that fails while its decode waits
+// (for KV that will never come) does not wait the decode out: the decode request is
+// cancelled and the request goes to another pair at once.
+func TestPDPrefillFailureCancelsTheWaitingDecode(t *testing.T) {
+	started, cancelled := make(chan string, 4), make(chan string, 4)
+	var decodes atomic.Int64
+	failing := netHTTPPDFake(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		http.Error(w, `{"error":{"message":"busy"}}`, 503)
+	})
+	ok := netHTTPPDFake(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		fmt.Fprint(w, `{}`)
+	})
+	d := netHTTPPDFake(t, func(w http.ResponseWriter, r *http.Request) {
+		if decodes.Add(1) == 1 { // the first pair's decode: its prefill failed
+			hangingLeg(started, cancelled, "decode")(w, r)
+			return
+		}
+		_, _ = io.ReadAll(r.Body)
+		fmt.Fprint(w, decodeAnswer)
+	})
+	g := newPDGateway(t, []*pdFake{failing, ok}, []*pdFake{d}, nil)
+	resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"x"}]}`)
+	if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") || string(resp.Header.Peek(headerPrefillWorker)) != "http://10.0.1.2:8000" {
+		t.Fatalf("got %d %s (prefill %s), want the second pair's answer", resp.StatusCode(), resp.Body(), resp.Header.Peek(headerPrefillWorker))
+	}
+	select { // without the cancel, the first decode would hang until the test ends
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first decode request was not cancelled")
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }

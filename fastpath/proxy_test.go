@@ -256,7 +256,7 @@ func TestReadinessLivenessModels(t *testing.T) {
 	if r := g.do("GET", "/readiness", ""); r.StatusCode() != 503 || !strings.Contains(string(r.Body()), `"status":"not ready"`) {
 		t.Fatalf("readiness without workers: %d %s", r.StatusCode(), r.Body())
 	}
-	g.fakes["10.0.0.1:8000"] = newFakeWorker(t, "a", 200)
+	g.setFake("10.0.0.1:8000", newFakeWorker(t, "a", 200))
 	g.addWorker("http://10.0.0.1:8000", "m1")
 	r := g.do("GET", "/readiness", "")
 	if r.StatusCode() != 200 || string(r.Body()) != `{"healthy_workers":1,"status":"ready","total_workers":1}` {
@@ -358,7 +358,7 @@ func TestWorkerDeathMidStreamEndsWithAnErrorEvent(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		c.Close()
 	}()
-	g.fakes["10.0.0.7:8000"] = &fakeWorker{ln: ln}
+	g.setFake("10.0.0.7:8000", &fakeWorker{ln: ln})
 	w := g.addWorker("http://10.0.0.7:8000", "m1")
 
 	conn, br := openStream(t, g)

@@ -146,7 +146,7 @@ func TestWorkerStatsCarryTheSpecProductsKeys(t *testing.T) {
 
 func TestAddWorkerTakesModelCards(t *testing.T) {
 	g := newGateway(t, "round_robin", Config{})
-	g.fakes["10.0.0.5:8000"] = newFakeWorker(t, "c", 200)
+	g.setFake("10.0.0.5:8000", newFakeWorker(t, "c", 200))
 	resp := g.do("POST", "/workers", `{"url":"http://10.0.0.5:8000","models":[{"id":"card-model","owned_by":"x"},"plain"],"connection_mode":"http","runtime_type":"vllm"}`)
 	if resp.StatusCode() != 202 {
 		t.Fatalf("POST: %d %s", resp.StatusCode(), resp.Body())

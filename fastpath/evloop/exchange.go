@@ -92,6 +92,7 @@ const (
 	phaseRelaying        // relaying an answer as it arrives
 	phaseSleeping        // Sleep
 	phaseDetached        // a goroutine writes the answer (Detach)
+	phaseAwaiting        // Await: the handler waits for something of its own (a Call)
 )
 
 // Timer kinds of an exchange.
@@ -129,6 +130,7 @@ type Exchange struct {
 	pendingErr error
 	t          timer
 	detached   *Stream
+	gen        uint64 // counts the connection's requests (begin)
 }
 
 func (x *Exchange) init(c *clientConn) {
@@ -138,6 +140,7 @@ func (x *Exchange) init(c *clientConn) {
 
 // begin starts the exchange of a newly parsed request.
 func (x *Exchange) begin() {
+	x.gen++
 	x.phase, x.relayed, x.pendingErr = phaseServing, false, nil
 	x.extra, x.nextra = x.extra[:0], 0
 	x.held, x.heldBody, x.heldStatus = x.held[:0], x.heldBody[:0], 0
@@ -235,12 +238,28 @@ func (x *Exchange) DeliverHeld() {
 		return
 	}
 	c := x.c
-	c.out = x.appendAnswerHead(c.out, x.held)
+	c.out = x.appendAnswerHead(c.out, &x.head, x.held)
 	c.out = append(c.out, "Content-Length: "...)
 	c.out = strconv.AppendInt(c.out, int64(len(x.heldBody)), 10)
 	c.out = append(c.out, crlf...)
 	c.out = x.appendTrailerHeaders(c.out)
 	c.out = append(c.out, x.heldBody...)
+	x.end()
+}
+
+// DeliverCall sends the answer of the ended Call c as the exchange's answer: the worker's
+// status and headers, the handler's headers, the body.
+func (x *Exchange) DeliverCall(c *Call) {
+	if x.phase != phaseServing || c.phase != callDone {
+		return
+	}
+	out := x.c.out
+	out = x.appendAnswerHead(out, &c.head, c.held)
+	out = append(out, "Content-Length: "...)
+	out = strconv.AppendInt(out, int64(len(c.body)), 10)
+	out = append(out, crlf...)
+	out = x.appendTrailerHeaders(out)
+	x.c.out = append(out, c.body...)
 	x.end()
 }
 
@@ -258,6 +277,41 @@ func (x *Exchange) Sleep(fw Forwarder, d time.Duration) {
 	}
 	x.fw, x.phase = fw, phaseSleeping
 	x.c.l.timers.arm(&x.t, x.c.l.now+int64(d), timerSleep)
+}
+
+// Await parks the exchange until the handler takes it back with Resume, when something it
+// started ends (a Call: the answer it waits for). A client that leaves meanwhile ends the
+// exchange with fw.UpstreamDone(x, ErrClientGone).
+func (x *Exchange) Await(fw Forwarder) {
+	if x.phase != phaseServing {
+		return
+	}
+	x.fw, x.phase = fw, phaseAwaiting
+}
+
+// Resume gives an awaiting exchange back to the handler, to answer, forward or sleep.
+func (x *Exchange) Resume() {
+	if x.phase == phaseAwaiting {
+		x.phase = phaseServing
+	}
+}
+
+// CancelForward ends the forward under way before any of its answer reached the client: the
+// worker connection is closed (the worker sees its request cancelled) and the exchange is
+// the handler's again; UpstreamDone is not called. It reports whether there was such a
+// forward (false once the answer is being relayed or the attempt has ended).
+func (x *Exchange) CancelForward() bool {
+	if x.phase != phaseWaiting && x.phase != phaseHolding {
+		return false
+	}
+	if x.up != nil {
+		x.up.close()
+		x.up = nil
+	}
+	x.upPaused, x.pendingErr = false, nil
+	x.c.l.timers.disarm(&x.t)
+	x.phase = phaseServing
+	return true
 }
 
 func (x *Exchange) onTimer(kind uint8) {
@@ -295,8 +349,8 @@ func (x *Exchange) send() {
 		return
 	}
 	x.up = up
-	up.x = x
-	x.fwd = x.appendForwardHead(x.fwd[:0])
+	up.owner = x
+	x.fwd = appendForwardHead(x.fwd[:0], &x.req, &x.target)
 	body := x.target.Body
 	if body == nil {
 		body = x.req.body
@@ -318,10 +372,9 @@ func (x *Exchange) runSoon() {
 	}
 }
 
-// appendForwardHead writes the request head for the worker: the client's request line and
+// appendForwardHead writes the head of r for the worker of t: the client's request line and
 // headers without the hop-by-hop ones, with the target's Host, credentials and request id.
-func (x *Exchange) appendForwardHead(dst []byte) []byte {
-	r, t := &x.req, &x.target
+func appendForwardHead(dst []byte, r *Request, t *Target) []byte {
 	dst = append(dst, r.Method()...)
 	dst = append(dst, ' ')
 	dst = append(dst, r.Target()...)
@@ -394,6 +447,15 @@ func skipForwarded(name []byte, t *Target) bool {
 		return equalFold(name, "transfer-encoding")
 	}
 	return false
+}
+
+// onUpstreamError fails the attempt that up carries.
+func (x *Exchange) onUpstreamError(up *upstreamConn, err error) {
+	if x.up != up {
+		up.close()
+		return
+	}
+	x.upstreamFailed(err)
 }
 
 // onUpstreamData handles what the worker sent: the response head, then the body.
@@ -481,7 +543,7 @@ func (x *Exchange) startAnswer(head []byte) {
 			x.c.l.timers.arm(&x.t, x.deadline, timerDeadline)
 		}
 		c := x.c
-		c.out = x.appendAnswerHead(c.out, head)
+		c.out = x.appendAnswerHead(c.out, &x.head, head)
 		switch x.dec.mode {
 		case bodyLength:
 			c.out = append(c.out, "Content-Length: "...)
@@ -510,9 +572,9 @@ func (x *Exchange) startAnswer(head []byte) {
 	}
 }
 
-// appendAnswerHead writes the worker's status line and its relayable headers.
-func (x *Exchange) appendAnswerHead(dst, head []byte) []byte {
-	h := &x.head
+// appendAnswerHead writes the status line and the relayable headers of the worker's answer
+// whose head h indexes.
+func (x *Exchange) appendAnswerHead(dst []byte, h *respHead, head []byte) []byte {
 	dst = append(dst, "HTTP/1.1 "...)
 	dst = append(dst, h.reason.of(head)...)
 	dst = append(dst, crlf...)
@@ -618,7 +680,7 @@ func (x *Exchange) abort(err error) {
 		x.c.l.timers.disarm(&x.t)
 		x.phase = phaseDone
 		x.fw.UpstreamDone(x, err)
-	case phaseSleeping:
+	case phaseSleeping, phaseAwaiting:
 		x.c.l.timers.disarm(&x.t)
 		x.phase = phaseDone
 		x.fw.UpstreamDone(x, err)

@@ -261,6 +261,10 @@ type loop struct {
 	pools       map[string]*hostPool
 	conns       int // client connections of this loop
 	free        []*clientConn
+	calls       []*Call // released calls, for reuse
+	// callX and callGen are the exchange and request of the Call whose CallDone runs.
+	callX   *Exchange
+	callGen uint64
 	// sched is a lone goroutine's wake-up (a pending task): the eventfd is written once.
 	mu       sync.Mutex
 	tasks    []task
@@ -433,12 +437,23 @@ func (l *loop) dispatch(p pollable, events uint32) {
 			// settles what it holds; a second panic there is contained too.
 			func() {
 				defer func() { _ = recover() }()
+				if x := l.callX; x != nil {
+					// CallDone panicked: the request that made the call is ended, if its
+					// connection still serves it.
+					l.callX = nil
+					if x.gen == l.callGen && x.c.state == stateBusy {
+						x.c.close(nil)
+					}
+				}
 				switch c := p.(type) {
 				case *clientConn:
 					c.close(nil)
 				case *upstreamConn:
-					if x := c.x; x != nil {
-						x.c.close(nil)
+					switch o := c.owner.(type) {
+					case *Exchange:
+						o.c.close(nil)
+					case *Call:
+						o.failed(&UpstreamError{Err: errPanicked})
 					}
 					c.close()
 				}
@@ -556,6 +571,9 @@ func (l *loop) closeAll() {
 		case *clientConn:
 			c.close(ErrShutdown)
 		case *upstreamConn:
+			if call, ok := c.owner.(*Call); ok {
+				call.failed(ErrShutdown) // its handler settles what the call holds
+			}
 			c.close()
 		}
 	}
@@ -563,5 +581,8 @@ func (l *loop) closeAll() {
 	l.closeFDs()
 }
 
-// ErrShutdown ends the exchanges still running when the server stops.
+// errPanicked fails a Call whose connection's event handler panicked.
+var errPanicked = errors.New("the gateway's handler panicked while reading the answer")
+
+// ErrShutdown ends the exchanges and calls still running when the server stops.
 var ErrShutdown = errors.New("the gateway is shutting down")

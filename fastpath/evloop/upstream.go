@@ -25,6 +25,16 @@ const (
 	timerUpIdle
 )
 
+// upstreamOwner is what a busy upstream connection carries: an exchange's forward or a Call.
+type upstreamOwner interface {
+	// onUpstreamData is told about the bytes read into u.in.
+	onUpstreamData(u *upstreamConn)
+	// onUpstreamError is told that u failed (the owner closes or drops it).
+	onUpstreamError(u *upstreamConn, err error)
+	// failSoon fails the attempt after the current event (see Exchange.failSoon).
+	failSoon(err error)
+}
+
 // upstreamConn is one connection to a worker, owned by a loop.
 type upstreamConn struct {
 	pool       *hostPool
@@ -32,7 +42,7 @@ type upstreamConn struct {
 	in         []byte
 	out        []byte
 	sent       int
-	x          *Exchange // the attempt it carries; nil while idle
+	owner      upstreamOwner // the exchange's forward or the Call it carries; nil while idle
 	connecting bool
 	paused     bool
 	events     uint32
@@ -157,7 +167,7 @@ func (u *upstreamConn) send(head, body []byte) {
 	// A failed write is reported after the current event (failSoon), not from inside the
 	// handler's Forward call.
 	if err := u.write(); err != nil {
-		u.x.failSoon(err)
+		u.owner.failSoon(err)
 	}
 }
 
@@ -244,7 +254,7 @@ func (u *upstreamConn) onTimer(kind uint8) {
 			u.fail(&UpstreamError{Err: errDialTimeout, Dial: true})
 		}
 	case timerUpIdle:
-		if u.x == nil {
+		if u.owner == nil {
 			u.close()
 		}
 	}
@@ -252,7 +262,7 @@ func (u *upstreamConn) onTimer(kind uint8) {
 
 // read reads once and hands the bytes to the attempt.
 func (u *upstreamConn) read() {
-	if u.x == nil {
+	if u.owner == nil {
 		// An idle connection is readable only when the worker closed it (or misbehaves).
 		var probe [64]byte
 		if n, err := rawRead(u.fd, probe[:]); err == unix.EAGAIN && n <= 0 {
@@ -277,13 +287,13 @@ func (u *upstreamConn) read() {
 		return
 	}
 	u.in = u.in[:len(u.in)+n]
-	u.x.onUpstreamData(u)
+	u.owner.onUpstreamData(u)
 }
 
 // fail ends the connection's attempt with err, or closes an idle connection.
 func (u *upstreamConn) fail(err error) {
-	if x := u.x; x != nil && x.up == u {
-		x.upstreamFailed(err)
+	if o := u.owner; o != nil {
+		o.onUpstreamError(u, err)
 		return
 	}
 	u.close()
@@ -291,7 +301,7 @@ func (u *upstreamConn) fail(err error) {
 
 // release returns the connection to its pool after an answer, or closes it.
 func (u *upstreamConn) release(reusable bool) {
-	u.x = nil
+	u.owner = nil
 	if !reusable || u.closed || u.pool.l.drained {
 		u.close()
 		return
@@ -313,7 +323,7 @@ func (u *upstreamConn) close() {
 		return
 	}
 	u.closed = true
-	u.x = nil
+	u.owner = nil
 	l := u.pool.l
 	l.timers.disarm(&u.t)
 	l.remove(u.fd)

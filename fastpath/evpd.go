@@ -1,0 +1,289 @@
+package fastpath
+
+import (
+	"errors"
+
+	"github.com/smg-go/smg/fastpath/disagg"
+	"github.com/smg-go/smg/fastpath/evloop"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// PD mode on the event loops: the same protocols as dispatchPD (pd.go), the same attempt, its
+// legs and retries, with the prefill leg as an evloop.Call beside (SGLang) or before (vLLM)
+// the exchange's forward to the decode worker, all on the client connection's loop.
+//
+//   - SGLang: the bootstrap body goes to the prefill worker (the Call) and to the decode
+//     worker (Forward) at once. A successful stream is relayed as it arrives while the
+//     prefill finishes alone, holding its worker's in-flight count until it does. A held
+//     decode answer that succeeded waits for its prefill (Await): a failed prefill makes
+//     the answer the prefill's. A prefill that fails while the decode answer has not
+//     started is not waited out: the decode request is cancelled (its engine would wait for
+//     KV that never comes) and the pair is retried.
+//   - vLLM: the prefill Call first (the exchange awaits it), then the decode Forward with the
+//     kv_transfer_params the prefill returned.
+//
+// A prefill that is of no use any more is cancelled (its connection closed, its leg
+// abandoned): the decode leg failed, or the client left. The fasthttp plane lets such a
+// prefill run out instead (its goroutine cannot be told).
+
+// loopPD is a loop exchange's PD state.
+type loopPD struct {
+	pd       bool
+	prt      *policy.Route  // the prefill route (the decode route is loopExchange.rt)
+	pw       *worker.Worker // the prefill worker of the current pair: X-Smg-Prefill-Worker-Id
+	dw       *worker.Worker // the decode worker of the current pair
+	pf       *loopPrefill   // the prefill call of the current pair, while the request cares
+	vllm     bool           // the current pair speaks vLLM's sequential handover
+	awaiting bool           // the exchange waits for pf (Await)
+	// prefillErr: the last failure, kept for a retry's pause, was the prefill's (its answer
+	// is pf's).
+	prefillErr bool
+	pdBody     []byte // the handover body of the current pair
+}
+
+func (p *loopPD) reset() {
+	p.pd, p.prt, p.pw, p.dw, p.pf, p.vllm, p.awaiting, p.prefillErr = false, nil, nil, nil, nil, false, false, false
+	if cap(p.pdBody) > maxPooledPDBody {
+		p.pdBody = nil
+	}
+	p.pdBody = p.pdBody[:0]
+}
+
+// loopPrefill is the prefill leg of a PD request on the loop: it lives in its evloop.Call's
+// User (reused with the call) and holds the leg taken from the attempt until the call ends.
+type loopPrefill struct {
+	call *evloop.Call
+	le   *loopExchange // the request that waits for this prefill; nil once it no longer cares
+	w    *worker.Worker
+	leg  leg
+	done bool
+	// status and err are the prefill's answer, once done.
+	status int
+	err    error
+}
+
+func (pf *loopPrefill) failed() bool { return pf.err != nil || pf.status >= 300 }
+
+// CallDone ends a prefill call: its leg is settled with the answer, and the request that
+// waits for it, if any, is told.
+func (p loopPlane) CallDone(c *evloop.Call, err error) {
+	pf := c.User.(*loopPrefill)
+	status := 0
+	if err == nil {
+		status = c.Status()
+	}
+	if errors.Is(err, evloop.ErrShutdown) {
+		pf.leg.abandon()
+	} else {
+		pf.leg.settle(status, err)
+	}
+	if err != nil {
+		p.s.log.Debug("Prefill request failed", "worker", pf.w.URL, "error", err)
+	}
+	pf.done, pf.status, pf.err = true, status, err
+	if pf.le == nil {
+		pf.release()
+		return
+	}
+	pf.le.prefillDone(pf)
+}
+
+func (pf *loopPrefill) release() {
+	c := pf.call
+	pf.call, pf.le, pf.w, pf.err = nil, nil, nil, nil
+	c.Release()
+}
+
+// dropPrefill unlinks the current pair's prefill from the request: a finished one is
+// released; one still running is cancelled (cancel) or left to finish alone.
+func (le *loopExchange) dropPrefill(cancel bool) {
+	pf := le.pf
+	if pf == nil {
+		return
+	}
+	le.pf, le.awaiting = nil, false
+	switch {
+	case pf.done:
+		pf.release()
+	case cancel:
+		pf.leg.abandon()
+		pf.release()
+	default:
+		pf.le = nil
+	}
+}
+
+// sendPD picks a pair and starts its handover.
+func (le *loopExchange) sendPD(ex *evloop.Exchange) {
+	a := &le.x.attempt
+	le.dropPrefill(true)
+	le.pw, le.dw = nil, nil
+	if le.prt == nil || le.rt == nil {
+		leg := "decode"
+		if le.prt == nil {
+			leg = "prefill"
+		}
+		le.fail(ex, errNoWorkers, "no "+leg+" worker serves model '"+string(le.x.fields.Model)+"'; PD mode needs a prefill and a decode worker for every model")
+		return
+	}
+	if err := a.pick(le.prt, &a.prefill); err != nil {
+		le.failPickLeg(ex, "prefill", err)
+		return
+	}
+	if err := a.pick(le.rt, &a.main); err != nil {
+		le.failPickLeg(ex, "decode", err)
+		return
+	}
+	pw, dw := a.prefill.w, a.main.w
+	if pw.Client.IsTLS || dw.Client.IsTLS {
+		le.toBridge(ex) // the loops speak plain HTTP/1.1 only
+		return
+	}
+	le.pw, le.dw, le.vllm = pw, dw, pw.KVConnector != ""
+	orig := ex.Req().Body() // x.fields point into it: it stays as it is
+	if le.vllm {
+		if le.route == routeGenerate {
+			le.fail(ex, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
+			return
+		}
+		body, err := disagg.AppendVLLMPrefill(le.pdBody[:0], orig, le.route == routeChat)
+		if err != nil {
+			le.fail(ex, errInternal, errBodyRewrite.Error())
+			return
+		}
+		le.pdBody = body
+		le.callPrefill(ex, body)
+		le.awaiting = true
+		ex.Await(le)
+		return
+	}
+	body, err := disagg.AppendBootstrap(le.pdBody[:0], orig, pw.BootstrapHost, pw.BootstrapPort, disagg.NewRoom())
+	if err != nil {
+		le.fail(ex, errInternal, errBodyRewrite.Error())
+		return
+	}
+	le.pdBody = body
+	le.callPrefill(ex, body)
+	le.forwardMain(ex, body)
+}
+
+// callPrefill dispatches the attempt's prefill leg with body and hands it to a Call.
+func (le *loopExchange) callPrefill(ex *evloop.Exchange, body []byte) {
+	x := &le.x
+	a := &x.attempt
+	w := a.prefill.w
+	t := evloop.Target{Addr: w.Host, Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
+	a.dispatch(&a.prefill)
+	c := ex.Call(loopPlane{le.s}, &t, a.tryDeadline(false, ex.Now()))
+	pf, _ := c.User.(*loopPrefill)
+	if pf == nil {
+		pf = new(loopPrefill)
+		c.User = pf
+	}
+	*pf = loopPrefill{call: c, le: le, w: w, leg: a.take(&a.prefill)}
+	le.pf = pf
+}
+
+// prefillDone is told that the current pair's prefill ended.
+func (le *loopExchange) prefillDone(pf *loopPrefill) {
+	ex := le.ex
+	if le.awaiting {
+		le.awaiting = false
+		ex.Resume()
+		switch {
+		case pf.failed():
+			le.prefillFailed(ex)
+		case le.vllm:
+			le.sendVLLMDecode(ex, pf)
+		default: // SGLang: the held decode answer is right
+			le.deliverHeld(ex, le.dw)
+		}
+		return
+	}
+	// SGLang, the decode answer not yet complete: a failed prefill is the answer, unless the
+	// decode answer is already being relayed (then it tells the client itself).
+	if pf.failed() && ex.CancelForward() {
+		le.x.attempt.main.abandon()
+		le.prefillFailed(ex)
+	}
+}
+
+// sendVLLMDecode forwards the decode request with the kv_transfer_params of the prefill's
+// answer.
+func (le *loopExchange) sendVLLMDecode(ex *evloop.Exchange, pf *loopPrefill) {
+	params, ok := disagg.KVTransferParams(pf.call.Body())
+	if !ok {
+		le.fail(ex, errUpstreamUnreachable, "prefill worker "+pf.w.URL+": "+errNoKVTransferParams.Error())
+		return
+	}
+	// The prefill's body was copied out when it was sent: its buffer takes the decode's.
+	body, err := disagg.AppendVLLMDecode(le.pdBody[:0], ex.Req().Body(), params)
+	le.dropPrefill(false) // done: released (params pointed into it)
+	if err != nil {
+		le.fail(ex, errInternal, errBodyRewrite.Error())
+		return
+	}
+	le.pdBody = body
+	le.forwardMain(ex, body)
+}
+
+// prefillFailed handles a failed prefill (le.pf, done) before the client saw a byte: another
+// pair if the failure is worth one and the budget and the deadline allow, else its answer.
+func (le *loopExchange) prefillFailed(ex *evloop.Exchange) {
+	pf := le.pf
+	a := &le.x.attempt
+	err := pf.err
+	if err == nil {
+		err = errRetryableStatus
+		if !retryableStatus(pf.status) {
+			le.deliverPrefillFailure(ex)
+			return
+		}
+	}
+	le.lastErr, le.prefillErr = err, true
+	if pause, ok := a.retry(pf.w, ex.Now()); ok {
+		le.failed = pf.w
+		ex.Sleep(le, pause)
+		return
+	}
+	le.deliverPrefillFailure(ex)
+}
+
+// deliverPrefillFailure answers with the failed prefill's own answer if it gave one, else the
+// gateway's envelope for its transport error.
+func (le *loopExchange) deliverPrefillFailure(ex *evloop.Exchange) {
+	pf := le.pf
+	if pf.err != nil {
+		le.deliverFailure(ex, pf.w, pf.err)
+		return
+	}
+	le.answerHeaders(ex, pf.w)
+	ex.DeliverCall(pf.call)
+	le.finish(pf.status)
+}
+
+// wakePD sends the request to a new pair after a retry's pause, or answers the last failure
+// when the route table no longer has both legs.
+func (le *loopExchange) wakePD(ex *evloop.Exchange) {
+	prt, drt, ok := lookupPD(le.s.router.Current(), le.x.fields.Model)
+	if ok && prt != nil && drt != nil {
+		le.s.log.Debug("Retrying a PD request on another pair", "failed", le.failed.URL, "attempt", le.x.attempt.failures+1, "error", le.lastErr)
+		le.prt, le.rt = prt, drt
+		le.sendPD(ex)
+		return
+	}
+	if le.prefillErr {
+		le.deliverPrefillFailure(ex)
+		return
+	}
+	le.deliverFailure(ex, le.failed, le.lastErr)
+}
+
+func (le *loopExchange) failPickLeg(ex *evloop.Exchange, leg string, err error) {
+	if errors.Is(err, policy.ErrNoAvailableWorkers) {
+		le.fail(ex, errNoWorkers, "no available "+leg+" workers for this request; all are unhealthy, draining or gone")
+		return
+	}
+	le.failPick(ex, err)
+}
