@@ -37,16 +37,17 @@
 // GOMAXPROCS, connections dealt to them in turn), and the worker connections of a request are
 // driven by the loop of its client connection: one read per readiness event instead of Go's
 // read-until-EAGAIN, one write per connection and wake-up, no goroutine per connection
-// (evplane.go). A regular generation request runs entirely on its loop without allocating:
-// the same extraction, the same attempt (pick, admission without waiting, in-flight holds,
-// breaker permits, retries with the backoff as a loop timer), its answer held whole or, for a
-// successful stream, relayed as it arrives with the worker's reads framed into the client's
-// output; a client that hangs up closes the worker connection at once. Everything else on the
-// evloop plane is bridged: the loop hands the request to a goroutine that runs the fasthttp
-// handler (Handle) and streams its answer back through the loop, with the loop's
-// backpressure. That covers the worker API, the probes, /v1/models, PD mode, a request that
-// must wait in the admission queue, and workers behind TLS. The default stays fasthttp until
-// the evloop plane serves PD natively too (docs/benchmarks.md §1, "Event-loop data plane").
+// (evplane.go). A generation or pass-through request runs entirely on its loop without
+// allocating: the same extraction, the same attempt (pick, admission without waiting, in-flight
+// holds, breaker permits, retries with the backoff as a loop timer), its answer held whole or,
+// for a successful stream, relayed as it arrives with the worker's reads framed into the
+// client's output; a client that hangs up closes the worker connection at once. PD runs on
+// the loop too (evpd.go): the prefill leg is an evloop.Call beside the decode forward
+// (SGLang) or before it (vLLM), and a client that leaves cancels both legs. Everything else on
+// the evloop plane is bridged: the loop hands the request to a goroutine that runs the
+// fasthttp handler (Handle) and streams its answer back through the loop, with the loop's
+// backpressure. That covers the worker API, the probes, /v1/models, the admin routes, a
+// request that must wait in the admission queue, and workers behind TLS.
 //
 // # One attempt path
 //

@@ -21,16 +21,18 @@ import (
 const (
 	// DataPlaneFastHTTP serves every route with fasthttp, a goroutine per connection.
 	DataPlaneFastHTTP = "fasthttp"
-	// DataPlaneEvloop serves the regular generation routes from event loops (fastpath/evloop)
-	// and hands every other request to the fasthttp handler on a goroutine.
+	// DataPlaneEvloop serves the generation and pass-through routes, PD included, from event
+	// loops (fastpath/evloop) and hands every other request to the fasthttp handler on a
+	// goroutine.
 	DataPlaneEvloop = "evloop"
 )
 
-// loopPlane is the gateway's evloop.Handler. Regular (non-PD) generation requests to plain
-// HTTP workers run on the loop, with no goroutine and no allocation in steady state; every
-// other request (the worker API, probes, /v1/models, PD, a request that must queue for
-// admission, a worker behind TLS) is bridged: detached to a goroutine that runs the fasthttp
-// handler and streams its answer back through the loop.
+// loopPlane is the gateway's evloop.Handler (and the CallHandler of PD prefill calls).
+// Generation and pass-through requests to plain HTTP workers run on the loop, PD included,
+// with no goroutine and no allocation in steady state; every other request (the worker API,
+// probes, /v1/models, the admin routes, a request that must queue for admission, a worker
+// behind TLS) is bridged: detached to a goroutine that runs the fasthttp handler and streams
+// its answer back through the loop.
 type loopPlane struct{ s *Server }
 
 // startLoops builds the event-loop server.

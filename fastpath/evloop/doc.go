@@ -54,4 +54,14 @@
 // held whole (so that it can be retried or replaced), and hears when the attempt ends. A
 // client that hangs up ends its exchange at once: the worker connection is closed, so the
 // engine sees the request cancelled, and the Forwarder gets ErrClientGone.
+//
+// # Calls
+//
+// A handler may send requests of its own beside the forward (Exchange.Call: a PD request's
+// prefill leg goes out with the decode request, or before it), each on a worker connection
+// of the same loop, its answer read whole and handed to a CallHandler. A call belongs to the
+// loop, not to the exchange: it may finish after the exchange has ended (a prefill that
+// outlives a relayed decode answer). An exchange can wait for one (Await, then Resume),
+// answer with one (DeliverCall), or give its forward up when one failed (CancelForward);
+// Release cancels a call still running (its connection closed).
 package evloop
