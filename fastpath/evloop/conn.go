@@ -2,6 +2,7 @@ package evloop
 
 import (
 	"errors"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,9 +16,20 @@ const (
 
 // Timer kinds of a client connection.
 const (
-	timerRead = iota // a request has started arriving and must be complete by then
-	timerIdle        // keep-alive connection without a request
+	timerRead   = iota // a request has started arriving and must be complete by then
+	timerIdle          // keep-alive connection without a request
+	timerLinger        // a refused connection's lingering close ends
 )
+
+// lingerTimeout bounds a lingering close. When the server refuses a request before reading all
+// of it (a head past MaxHeaderSize, a body past MaxBodySize, a malformed request), the client
+// may still be sending; closing a socket with unread input makes the kernel answer with a
+// reset, which can destroy the answer before the client read it. Like nginx's
+// lingering_close (and fastpath/linger.go on the fasthttp plane), such a connection is
+// half-closed once the answer is sent and its input discarded until the client closes its
+// side or lingerTimeout passes (a time bound, like nginx's lingering_time: a byte bound would
+// reset exactly the clients that send the most).
+const lingerTimeout = 2 * time.Second
 
 // ErrClientGone ends an exchange whose client closed its connection or reset it.
 var ErrClientGone = errors.New("the client closed the connection")
@@ -44,6 +56,8 @@ type clientConn struct {
 	closeAfter bool // close once out is sent (no keep-alive, refused request, draining)
 	continued  bool // "100 Continue" was sent for the request being read
 	resuming   bool // queued to parse a pipelined request
+	linger     bool // refused: close with a lingering close once the answer is sent
+	lingering  bool // half-closed, discarding input until the client closes or the timer
 	t          timer
 	scratch    []byte // decoded chunked request body
 	reserved   int    // bytes of in taken from Config.Reserve
@@ -81,6 +95,10 @@ func (c *clientConn) onEvent(ev uint32) {
 	if ev&writeEvents != 0 {
 		c.flush()
 	}
+	if c.lingering {
+		c.discard()
+		return
+	}
 	if ev&(readEvents|unix.EPOLLRDHUP) != 0 && c.state != stateClosed {
 		if c.readPaused { // only EPOLLRDHUP is watched: the client hung up
 			c.close(ErrClientGone)
@@ -100,6 +118,34 @@ func (c *clientConn) onTimer(kind uint8) {
 		if c.state == stateIdle {
 			c.reject(&ParseError{408, "timed out reading the request"})
 		}
+	case timerLinger:
+		c.close(nil)
+	}
+}
+
+// startLinger half-closes a refused connection whose answer is sent and discards what the
+// client still sends, for at most lingerTimeout.
+func (c *clientConn) startLinger() {
+	c.linger = false
+	if err := unix.Shutdown(c.fd, unix.SHUT_WR); err != nil {
+		c.close(nil)
+		return
+	}
+	c.lingering, c.readPaused = true, false
+	c.setEvents()
+	c.l.timers.arm(&c.t, c.l.now+int64(lingerTimeout), timerLinger)
+}
+
+// discard reads and drops what a lingering connection's client sends; its end (or an error)
+// closes the connection.
+func (c *clientConn) discard() {
+	var buf [4096]byte
+	n, err := unix.Read(c.fd, buf[:])
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return
+	}
+	if err != nil || n == 0 {
+		c.close(nil)
 	}
 }
 
@@ -196,7 +242,7 @@ func (c *clientConn) parse() {
 // reject answers a request the server refuses, through the handler, and closes after.
 func (c *clientConn) reject(pe *ParseError) {
 	c.l.timers.disarm(&c.t)
-	c.state, c.closeAfter = stateBusy, true
+	c.state, c.closeAfter, c.linger = stateBusy, true, true
 	c.reqLen = len(c.in)
 	c.x.begin()
 	c.x.req = Request{}
@@ -271,7 +317,11 @@ func (c *clientConn) flush() {
 		if c.events&writeEvents != 0 {
 			c.setEvents()
 		}
-		if c.closeAfter && c.state == stateIdle {
+		if c.closeAfter && c.state == stateIdle && !c.lingering {
+			if c.linger {
+				c.startLinger()
+				return
+			}
 			c.close(nil)
 			return
 		}
@@ -347,6 +397,7 @@ func (c *clientConn) recycle() {
 		c.out = nil
 	}
 	c.readPaused, c.closeAfter, c.continued, c.resuming = false, false, false, false
+	c.linger, c.lingering = false, false
 	c.x.reset()
 	c.l.free = append(c.l.free, c)
 }

@@ -315,3 +315,34 @@ func eventually(t testing.TB, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestRefusalLingersWhileTheClientSends: a request refused while its client is still sending
+// (a body past MaxBodySize) gets its 413, not a reset: the connection is half-closed and its
+// input drained before it closes.
+func TestRefusalLingersWhileTheClientSends(t *testing.T) {
+	p := &proxy{addr: "127.0.0.1:1"}
+	addr := startProxy(t, p, nil)
+	for i := range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := strings.Repeat("b", 6<<20)
+		sent := make(chan error, 1)
+		go func() {
+			_, err := fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			sent <- err
+		}()
+		if err := <-sent; err != nil {
+			t.Fatalf("round %d: sending the body: %v (the gateway reset the connection)", i, err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if resp.StatusCode != 413 {
+			t.Fatalf("round %d: status %d, want 413", i, resp.StatusCode)
+		}
+		_ = c.Close()
+	}
+}
