@@ -3,6 +3,7 @@ package fastpath
 import (
 	"io"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -24,7 +25,20 @@ func (l lingerListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lingerConn{Conn: c}, nil
+	lc := &lingerConn{Conn: c}
+	if _, ok := c.(syscall.Conn); ok {
+		// The client's socket stays reachable: a retry's pause and the wait for a worker's
+		// first byte watch it for a client that leaves (pause_unix.go, worker.WatchClient).
+		return lingerSyscallConn{lc}, nil
+	}
+	return lc, nil
+}
+
+// lingerSyscallConn is a lingerConn over a connection with a file descriptor.
+type lingerSyscallConn struct{ *lingerConn }
+
+func (c lingerSyscallConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
 }
 
 // lingerConn is a client connection; lingerOnClose is set by the error handler of the
@@ -36,7 +50,10 @@ type lingerConn struct {
 
 // lingerOnClose marks c, when it is a lingerConn, to drain its input before closing.
 func lingerOnClose(c net.Conn) {
-	if lc, ok := c.(*lingerConn); ok {
+	switch lc := c.(type) {
+	case *lingerConn:
+		lc.lingerOnClose = true
+	case lingerSyscallConn:
 		lc.lingerOnClose = true
 	}
 }
