@@ -13,6 +13,7 @@ import (
 
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/fastpath/extract"
+	"github.com/smg-go/smg/internal/http1"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
@@ -445,9 +446,9 @@ func (p loopPlane) bridge(ex *evloop.Exchange) {
 	req.SetRequestURIBytes(r.Target())
 	r.VisitHeaders(func(name, value []byte) {
 		switch {
-		case equalFoldASCII(name, "Host"):
+		case http1.FoldEqual(name, "Host"):
 			req.Header.SetHostBytes(value)
-		case equalFoldASCII(name, "Content-Length"), equalFoldASCII(name, "Transfer-Encoding"):
+		case http1.FoldEqual(name, "Content-Length"), http1.FoldEqual(name, "Transfer-Encoding"):
 		default:
 			req.Header.AddBytesKV(name, value)
 		}
@@ -484,22 +485,3 @@ func (*bridgeConn) RemoteAddr() net.Addr             { return bridgeAddr }
 func (*bridgeConn) SetDeadline(time.Time) error      { return nil }
 func (*bridgeConn) SetReadDeadline(time.Time) error  { return nil }
 func (*bridgeConn) SetWriteDeadline(time.Time) error { return nil }
-
-func equalFoldASCII(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c, d := b[i], s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
-			return false
-		}
-	}
-	return true
-}

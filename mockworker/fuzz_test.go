@@ -53,39 +53,6 @@ func FuzzParseGenRequest(f *testing.F) {
 	})
 }
 
-// FuzzParseHTTPRequest: the parser never panics, consumes no more than it was given, and a
-// request parses the same whether it arrives whole or with more bytes behind it.
-func FuzzParseHTTPRequest(f *testing.F) {
-	for _, s := range []string{
-		"GET /health HTTP/1.1\r\nHost: a\r\n\r\n",
-		"POST /generate HTTP/1.1\r\nContent-Length: 2\r\nX-Request-Id: r\r\n\r\n{}",
-		"POST /g HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;x\r\n{}\r\n0\r\nT: 1\r\n\r\n",
-		"POST /g HTTP/1.0\r\nConnection: keep-alive\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n",
-		"GET http://h/p?q HTTP/1.1\r\n\r\n",
-		"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		var req httpRequest
-		var scratch []byte
-		n, err := parseHTTPRequest(in, &req, &scratch)
-		if err != nil || n == 0 {
-			return
-		}
-		if n > len(in) {
-			t.Fatalf("consumed %d of %d bytes", n, len(in))
-		}
-		body := string(req.body)
-		var again httpRequest
-		var scratch2 []byte
-		n2, err := parseHTTPRequest(append(bytes.Clone(in[:n]), "GET / HTTP/1.1\r\n\r\n"...), &again, &scratch2)
-		if err != nil || n2 != n || string(again.body) != body || string(again.path) != string(req.path) {
-			t.Fatalf("reparse: n=%d/%d err=%v body %q/%q", n2, n, err, again.body, body)
-		}
-	})
-}
-
 // FuzzParseFault: any header value either fails or yields an in-range fault.
 func FuzzParseFault(f *testing.F) {
 	for _, s := range []string{"", "hang", "reset", "status=503", " status=429 ,hang", "abort-after=3, slow-ttft=20", "abort-after=-1", "slow-ttft=x", "status=99", "x=1", ",,"} {

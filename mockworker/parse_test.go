@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/smg-go/smg/internal/http1"
 )
 
 func TestParseGenRequest(t *testing.T) {
@@ -205,8 +207,8 @@ func TestParseHTTPRequest(t *testing.T) {
 		"GET / HTTP/1.1\r\nA: " + strings.Repeat("a", maxHeaderBytes) + "\r\n\r\n": 431,
 	} {
 		_, err := parseHTTPRequest([]byte(in), &req, &scratch)
-		pe, ok := err.(*parseError)
-		if !ok || pe.status != status {
+		pe, ok := err.(*http1.Error)
+		if !ok || pe.Status != status {
 			t.Errorf("%.40q: err = %v, want status %d", in, err, status)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/panjf2000/gnet/v2/pkg/logging"
+
+	"github.com/smg-go/smg/internal/http1"
 )
 
 // gnetServer serves every worker of a fleet from one set of gnet event loops. Connections are
@@ -122,9 +124,9 @@ func (s *gnetServer) drain(c gnet.Conn, st *gnetConn) gnet.Action {
 		}
 		n, err := parseHTTPRequest(buf, &req, &st.chunked)
 		if err != nil {
-			var pe *parseError
+			var pe *http1.Error
 			errors.As(err, &pe)
-			st.out = st.w.appendPlain(st.out, pe.status, pe.msg, nil)
+			st.out = st.w.appendPlain(st.out, pe.Status, pe.Reason, nil)
 			return gnet.Close
 		}
 		if n == 0 {

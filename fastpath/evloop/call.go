@@ -73,7 +73,7 @@ func (x *Exchange) Call(h CallHandler, t *Target, deadline time.Time) *Call {
 	c.out = appendForwardHead(c.out[:0], &x.req, t)
 	body := t.Body
 	if body == nil {
-		body = x.req.body
+		body = x.req.Body()
 	}
 	up.send(c.out, body)
 	return c

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/smg-go/smg/internal/http1"
 )
 
 // Client connection states.
@@ -116,7 +118,7 @@ func (c *clientConn) onTimer(kind uint8) {
 		}
 	case timerRead:
 		if c.state == stateIdle {
-			c.reject(&ParseError{408, "timed out reading the request"})
+			c.reject(&ParseError{Status: 408, Reason: "timed out reading the request"})
 		}
 	case timerLinger:
 		c.close(nil)
@@ -163,11 +165,11 @@ func (c *clientConn) read() {
 		}
 		limit := cfg.MaxHeaderSize + cfg.MaxBodySize + 4096
 		if cap(c.in) >= limit {
-			c.reject(errBodyTooLarge)
+			c.reject(http1.ErrBodyTooLarge)
 			return
 		}
 		size := min(max(2*cap(c.in), initialIn), limit)
-		if need := c.x.req.need; need > cap(c.in) && c.state == stateIdle {
+		if need := c.x.req.Need(); need > cap(c.in) && c.state == stateIdle {
 			size = min(size, need) // the head declared the length: no more than that
 		}
 		if cfg.Reserve != nil && size > initialIn {
@@ -209,17 +211,17 @@ func grow(b []byte, n int) []byte {
 func (c *clientConn) parse() {
 	cfg := &c.l.s.cfg
 	x := &c.x
-	n, err := parseRequest(c.in, &x.req, &c.scratch, cfg.MaxHeaderSize, cfg.MaxBodySize)
+	n, err := http1.ParseRequest(c.in, &x.req, &c.scratch, cfg.MaxHeaderSize, cfg.MaxBodySize)
 	if err != nil {
 		var pe *ParseError
 		if !errors.As(err, &pe) {
-			pe = errBadRequestLine
+			pe = http1.ErrBadRequestLine
 		}
 		c.reject(pe)
 		return
 	}
 	if n == 0 {
-		if x.req.expectContinue && !c.continued && x.req.nhdr > 0 {
+		if x.req.ExpectContinue() && !c.continued && x.req.NumHeaders() > 0 {
 			c.continued = true
 			c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
 			c.markDirty()
@@ -232,7 +234,7 @@ func (c *clientConn) parse() {
 	c.continued = false
 	c.l.timers.disarm(&c.t)
 	c.reqLen, c.state = n, stateBusy
-	if !x.req.keepAlive || c.l.drained {
+	if !x.req.KeepAlive() || c.l.drained {
 		c.closeAfter = true
 	}
 	x.begin()

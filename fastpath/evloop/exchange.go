@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/smg-go/smg/internal/http1"
 )
 
 // Handler serves requests on the event loops. Its methods run on a loop and must not block.
@@ -124,7 +126,7 @@ type Exchange struct {
 	heldBody   []byte
 	heldStatus int
 	extra      []byte // response headers added by the handler
-	extraNames [8]span
+	extraNames [8]http1.Span
 	nextra     int
 	fwd        []byte // the forwarded request's head
 	pendingErr error
@@ -176,7 +178,7 @@ func (x *Exchange) AddHeader(name string, value []byte) {
 	start := len(x.extra)
 	x.extra = append(x.extra, name...)
 	if x.nextra < len(x.extraNames) {
-		x.extraNames[x.nextra] = span{uint32(start), uint32(len(x.extra))}
+		x.extraNames[x.nextra] = http1.Span{Start: uint32(start), End: uint32(len(x.extra))}
 		x.nextra++
 	}
 	x.extra = append(x.extra, ": "...)
@@ -190,7 +192,7 @@ func (x *Exchange) ResetHeaders() { x.extra, x.nextra = x.extra[:0], 0 }
 // gatewaySets reports whether the handler sets header name itself.
 func (x *Exchange) gatewaySets(name []byte) bool {
 	for i := range x.nextra {
-		if foldEqual(name, x.extraNames[i].of(x.extra)) {
+		if http1.FoldEqual(name, x.extraNames[i].Of(x.extra)) {
 			return true
 		}
 	}
@@ -353,7 +355,7 @@ func (x *Exchange) send() {
 	x.fwd = appendForwardHead(x.fwd[:0], &x.req, &x.target)
 	body := x.target.Body
 	if body == nil {
-		body = x.req.body
+		body = x.req.Body()
 	}
 	up.send(x.fwd, body)
 }
@@ -385,19 +387,19 @@ func appendForwardHead(dst []byte, r *Request, t *Target) []byte {
 		dst = append(dst, t.Addr...)
 	}
 	dst = append(dst, crlf...)
-	for i := range r.nhdr {
-		name := r.headers[i].name.of(r.buf)
-		if skipForwarded(name, t) || (t.HeaderName != "" && foldEqual(name, t.HeaderName)) {
+	for i := range r.NumHeaders() {
+		name := r.HeaderName(i)
+		if skipForwarded(name, t) || (t.HeaderName != "" && http1.FoldEqual(name, t.HeaderName)) {
 			continue
 		}
 		dst = append(dst, name...)
 		dst = append(dst, ": "...)
-		dst = append(dst, r.headers[i].value.of(r.buf)...)
+		dst = append(dst, r.HeaderValue(i)...)
 		dst = append(dst, crlf...)
 	}
 	body := t.Body
 	if body == nil {
-		body = r.body
+		body = r.Body()
 	}
 	dst = append(dst, "Content-Length: "...)
 	dst = strconv.AppendInt(dst, int64(len(body)), 10)
@@ -426,25 +428,25 @@ func appendForwardHead(dst []byte, r *Request, t *Target) []byte {
 func skipForwarded(name []byte, t *Target) bool {
 	switch len(name) {
 	case 2:
-		return equalFold(name, "te")
+		return http1.EqualFold(name, "te")
 	case 4:
-		return equalFold(name, "host")
+		return http1.EqualFold(name, "host")
 	case 6:
-		return equalFold(name, "expect")
+		return http1.EqualFold(name, "expect")
 	case 7:
-		return equalFold(name, "upgrade") || equalFold(name, "trailer")
+		return http1.EqualFold(name, "upgrade") || http1.EqualFold(name, "trailer")
 	case 10:
-		return equalFold(name, "connection") || equalFold(name, "keep-alive")
+		return http1.EqualFold(name, "connection") || http1.EqualFold(name, "keep-alive")
 	case 12:
-		return t.RequestID != nil && equalFold(name, "x-request-id")
+		return t.RequestID != nil && http1.EqualFold(name, "x-request-id")
 	case 13:
-		return t.Auth != nil && equalFold(name, "authorization")
+		return t.Auth != nil && http1.EqualFold(name, "authorization")
 	case 14:
-		return equalFold(name, "content-length")
+		return http1.EqualFold(name, "content-length")
 	case 16:
-		return equalFold(name, "proxy-connection")
+		return http1.EqualFold(name, "proxy-connection")
 	case 17:
-		return equalFold(name, "transfer-encoding")
+		return http1.EqualFold(name, "transfer-encoding")
 	}
 	return false
 }
@@ -576,16 +578,16 @@ func (x *Exchange) startAnswer(head []byte) {
 // whose head h indexes.
 func (x *Exchange) appendAnswerHead(dst []byte, h *respHead, head []byte) []byte {
 	dst = append(dst, "HTTP/1.1 "...)
-	dst = append(dst, h.reason.of(head)...)
+	dst = append(dst, h.reason.Of(head)...)
 	dst = append(dst, crlf...)
 	for i := range h.nhdr {
-		name := h.headers[i].name.of(head)
+		name := h.headers[i].Name.Of(head)
 		if hopByHop(name) || x.gatewaySets(name) {
 			continue
 		}
 		dst = append(dst, name...)
 		dst = append(dst, ": "...)
-		dst = append(dst, h.headers[i].value.of(head)...)
+		dst = append(dst, h.headers[i].Value.Of(head)...)
 		dst = append(dst, crlf...)
 	}
 	return dst

@@ -5,71 +5,6 @@ import (
 	"testing"
 )
 
-func TestParseRequest(t *testing.T) {
-	for _, tc := range []struct {
-		name, in  string
-		n         int // 0: incomplete
-		status    int // error status, 0: none
-		path      string
-		body      string
-		keepAlive bool
-	}{
-		{"simple", "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}", -1, 0, "/v1/chat/completions", "{}", true},
-		{"query", "POST /generate?x=1 HTTP/1.1\r\nContent-Length: 0\r\n\r\n", -1, 0, "/generate", "", true},
-		{"absolute form", "POST http://gw:1/v1/completions HTTP/1.1\r\n\r\n", -1, 0, "/v1/completions", "", true},
-		{"http/1.0", "GET /health HTTP/1.0\r\n\r\n", -1, 0, "/health", "", false},
-		{"close", "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", -1, 0, "/", "", false},
-		{"chunked", "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n1;ext=1\r\n \r\n0\r\nTrailer: v\r\n\r\n", -1, 0, "/x", "{} ", true},
-		{"partial head", "POST /x HTTP/1.1\r\nContent-Len", 0, 0, "", "", false},
-		{"partial body", "POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\n{}", 0, 0, "", "", false},
-		{"bad line", "POST /x\r\n\r\n", 0, 400, "", "", false},
-		{"bad proto", "POST /x HTTP/2.0\r\n\r\n", 0, 400, "", "", false},
-		{"space before colon", "POST /x HTTP/1.1\r\nHost : a\r\n\r\n", 0, 400, "", "", false},
-		{"conflicting lengths", "POST /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 0, 400, "", "", false},
-		{"bad length", "POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 0, 400, "", "", false},
-		{"gzip encoding", "POST /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 0, 501, "", "", false},
-		{"body too large", "POST /x HTTP/1.1\r\nContent-Length: 999\r\n\r\n", 0, 413, "", "", false},
-		{"control in value", "POST /x HTTP/1.1\r\nX-A: a\x00b\r\n\r\n", 0, 400, "", "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var r Request
-			var scratch []byte
-			n, err := parseRequest([]byte(tc.in), &r, &scratch, 1024, 100)
-			if tc.status != 0 {
-				pe, ok := err.(*ParseError)
-				if !ok || pe.Status != tc.status {
-					t.Fatalf("err %v, want status %d", err, tc.status)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.n == 0 {
-				if n != 0 {
-					t.Fatalf("n %d for an incomplete request", n)
-				}
-				return
-			}
-			if n != len(tc.in) || string(r.Path()) != tc.path || string(r.Body()) != tc.body || r.KeepAlive() != tc.keepAlive {
-				t.Fatalf("n %d path %q body %q keepAlive %v", n, r.Path(), r.Body(), r.KeepAlive())
-			}
-		})
-	}
-}
-
-func TestRequestHeaderLookupIgnoresCase(t *testing.T) {
-	var r Request
-	var scratch []byte
-	in := "POST /x HTTP/1.1\r\nX-SMG-Routing-Key:  abc \r\nx-request-id: r1\r\n\r\n"
-	if _, err := parseRequest([]byte(in), &r, &scratch, 1024, 100); err != nil {
-		t.Fatal(err)
-	}
-	if string(r.Header("X-Smg-Routing-KEY")) != "abc" || string(r.Header("x-request-id")) != "r1" || r.Header("cookie") != nil {
-		t.Fatalf("%q %q", r.Header("x-smg-routing-key"), r.Header("x-request-id"))
-	}
-}
-
 func TestBodyDecoderFramings(t *testing.T) {
 	chunked := "5\r\nhello\r\n7;x=y\r\n, world\r\n0\r\nT: 1\r\n\r\n"
 	for _, tc := range []struct {
@@ -115,31 +50,6 @@ func TestRelayedChunkFraming(t *testing.T) {
 	if got := string(endChunk(dst, mark)); got != "000009\r\ndata: a\n\n\r\n" {
 		t.Fatalf("%q", got)
 	}
-}
-
-func FuzzParseRequest(f *testing.F) {
-	f.Add([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"))
-	f.Add([]byte("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"))
-	f.Add([]byte("GET http://h/x?y HTTP/1.0\r\nConnection: keep-alive\r\nExpect: 100-continue\r\n\r\n"))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		var r Request
-		var scratch []byte
-		n, err := parseRequest(in, &r, &scratch, 4096, 4096)
-		if err != nil || n == 0 {
-			return
-		}
-		if n > len(in) || len(r.Body()) > 4096 {
-			t.Fatalf("n %d of %d, body %d", n, len(in), len(r.Body()))
-		}
-		if !bytes.HasPrefix(r.Target(), r.Path()) || len(r.Method()) == 0 {
-			t.Fatalf("target %q path %q", r.Target(), r.Path())
-		}
-		r.VisitHeaders(func(name, value []byte) {
-			if len(name) == 0 || bytes.ContainsAny(value, "\r\n") {
-				t.Fatalf("header %q: %q", name, value)
-			}
-		})
-	})
 }
 
 func FuzzResponse(f *testing.F) {

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+
+	"github.com/smg-go/smg/internal/http1"
 )
 
 // respHead is a worker's parsed response head: offsets into the upstream read buffer.
 type respHead struct {
 	status        int
-	reason        span // the status line after "HTTP/1.x "
-	headers       [maxHeaders]headerField
+	reason        http1.Span // the status line after "HTTP/1.x "
+	headers       [http1.MaxHeaders]http1.Field
 	nhdr          int
 	contentLength int  // -1: none
 	chunked       bool // Transfer-Encoding: chunked
@@ -50,36 +52,36 @@ func parseResponseHead(buf []byte, h *respHead) (int, error) {
 	default:
 		return 0, errBadResponse
 	}
-	status, ok := parseDecimal(buf[9:12])
+	status, ok := http1.ParseDecimal(buf[9:12])
 	if !ok || status < 100 || status > 999 || (line > 12 && buf[12] != ' ') {
 		return 0, errBadResponse
 	}
-	h.status, h.reason = status, span{9, uint32(line)}
-	if err := parseHeaders(buf, line+2, end, &h.headers, &h.nhdr); err != nil {
+	h.status, h.reason = status, http1.Span{Start: 9, End: uint32(line)}
+	if err := http1.ParseHeaders(buf, line+2, end, &h.headers, &h.nhdr); err != nil {
 		return 0, errBadResponse
 	}
 	for i := range h.nhdr {
-		name, value := h.headers[i].name.of(buf), h.headers[i].value.of(buf)
+		name, value := h.headers[i].Name.Of(buf), h.headers[i].Value.Of(buf)
 		switch len(name) {
 		case 10:
-			if equalFold(name, "connection") {
-				if containsTokenFold(value, "close") {
+			if http1.EqualFold(name, "connection") {
+				if http1.ContainsTokenFold(value, "close") {
 					h.close = true
-				} else if containsTokenFold(value, "keep-alive") {
+				} else if http1.ContainsTokenFold(value, "keep-alive") {
 					h.close = false
 				}
 			}
 		case 14:
-			if equalFold(name, "content-length") {
-				n, ok := parseDecimal(value)
+			if http1.EqualFold(name, "content-length") {
+				n, ok := http1.ParseDecimal(value)
 				if !ok || (h.contentLength >= 0 && h.contentLength != n) {
 					return 0, errBadResponse
 				}
 				h.contentLength = n
 			}
 		case 17:
-			if equalFold(name, "transfer-encoding") {
-				if !equalFold(value, "chunked") {
+			if http1.EqualFold(name, "transfer-encoding") {
+				if !http1.EqualFold(value, "chunked") {
 					return 0, errBadResponse
 				}
 				h.chunked = true
@@ -94,23 +96,23 @@ func parseResponseHead(buf []byte, h *respHead) (int, error) {
 func hopByHop(name []byte) bool {
 	switch len(name) {
 	case 7:
-		if equalFold(name, "trailer") || equalFold(name, "upgrade") {
+		if http1.EqualFold(name, "trailer") || http1.EqualFold(name, "upgrade") {
 			return true
 		}
 	case 10:
-		if equalFold(name, "connection") || equalFold(name, "keep-alive") {
+		if http1.EqualFold(name, "connection") || http1.EqualFold(name, "keep-alive") {
 			return true
 		}
 	case 14:
-		if equalFold(name, "content-length") {
+		if http1.EqualFold(name, "content-length") {
 			return true
 		}
 	case 16:
-		if equalFold(name, "proxy-connection") {
+		if http1.EqualFold(name, "proxy-connection") {
 			return true
 		}
 	case 17:
-		if equalFold(name, "transfer-encoding") {
+		if http1.EqualFold(name, "transfer-encoding") {
 			return true
 		}
 	}
