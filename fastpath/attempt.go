@@ -3,6 +3,7 @@ package fastpath
 import (
 	"time"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/breaker"
@@ -127,6 +128,8 @@ func (a *attempt) dispatch(l *leg) {
 	l.w.NoteDispatch(policy.DispatchTokens(a.req))
 	l.w.InFlight.Add(1)
 	l.inFlight = true
+	l.sent = clock.Nanos()
+	l.w.NoteSent(l.sent)
 	if l == &a.main && a.keys != nil {
 		l.keys, l.key = a.keys, a.key
 		l.keys.Add(l.key, 1)
@@ -190,6 +193,7 @@ func (a *attempt) served(rt *policy.Route, w *worker.Worker) {
 // the answer after the data plane's handler returns (the relay of a streamed answer); end
 // then leaves both alone.
 func (a *attempt) handOff() leg {
+	a.main.firstByte()
 	l := a.take(&a.main)
 	if a.admitted {
 		l.slot, a.admitted = a.s.adm, false
@@ -217,6 +221,17 @@ type leg struct {
 	keys     *policy.KeyLoads // set when the leg counts against the request's routing key
 	key      uint64
 	slot     *admission // the request's admission slot, carried by a handed-off leg
+	// sent is when the request left for the worker (clock.Nanos), while it waits for the
+	// answer's first byte; 0 once the answer started (worker/stall reads the waits).
+	sent int64
+}
+
+// firstByte records that the worker's answer to the leg started (its status line arrived).
+func (l *leg) firstByte() {
+	if l.sent != 0 {
+		l.w.NoteFirstByte(l.sent, clock.Nanos())
+		l.sent = 0
+	}
 }
 
 // settle ends the leg with its worker's answer: the status, or the transport error err. The
@@ -226,6 +241,7 @@ func (l *leg) settle(status int, err error) {
 		l.end(breaker.Fault, worker.OutcomeError)
 		return
 	}
+	l.firstByte()
 	l.end(breaker.Classify(status, false), worker.OutcomeOf(status))
 }
 
@@ -246,6 +262,9 @@ func (l *leg) abandon() {
 }
 
 func (l *leg) release(o breaker.Outcome) {
+	if l.sent != 0 {
+		l.w.NoteNoFirstByte()
+	}
 	if l.inFlight {
 		l.w.InFlight.Add(-1)
 		if l.keys != nil {

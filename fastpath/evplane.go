@@ -235,6 +235,7 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 // UpstreamHead relays a successful stream as it arrives; any other answer is held whole, so
 // that a retryable one can go to another worker.
 func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
+	le.x.attempt.main.firstByte()
 	if !le.x.fields.Stream || status >= 300 {
 		return false
 	}

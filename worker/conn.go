@@ -19,6 +19,9 @@ type conn struct {
 	// (WatchClient); deadline is the read deadline the round trip set.
 	client   net.Conn
 	deadline time.Time
+	// w is the worker the connection leads to: a round trip waiting on a worker found
+	// unresponsive (StallUnresponsive) is cut. Nil in tests.
+	w *Worker
 }
 
 func (c *conn) RemoteAddr() net.Addr { return c }
@@ -27,13 +30,13 @@ func (c *conn) RemoteAddr() net.Addr { return c }
 func (c *conn) Network() string { return c.Conn.RemoteAddr().Network() }
 func (c *conn) String() string  { return c.Conn.RemoteAddr().String() }
 
-func wrapDial(dial fasthttp.DialFunc) fasthttp.DialFunc {
+func wrapDial(dial fasthttp.DialFunc, w *Worker) fasthttp.DialFunc {
 	return func(addr string) (net.Conn, error) {
 		c, err := dial(addr)
 		if err != nil {
 			return nil, err
 		}
-		return &conn{Conn: c}, nil
+		return &conn{Conn: c, w: w}, nil
 	}
 }
 
@@ -48,6 +51,11 @@ func ExtendReadDeadline(resp *fasthttp.Response, t time.Time) bool {
 // ErrClientLeft ends a round trip whose client went away while the worker had not started
 // its answer (WatchClient).
 var ErrClientLeft = errors.New("the client closed its connection before the worker answered")
+
+// ErrWorkerUnresponsive ends a round trip waiting for the first byte of a worker that stopped
+// answering (StallUnresponsive): the request is retried elsewhere, and the worker's breaker
+// counts a fault.
+var ErrWorkerUnresponsive = errors.New("the worker stopped answering (no first byte while requests waited, and a probe got no answer)")
 
 // watchInterval is how often a round trip waiting for the worker's first byte checks that
 // its client is still there: the longest an abandoned request keeps its worker busy.
@@ -82,7 +90,8 @@ func (c *conn) SetDeadline(t time.Time) error {
 }
 
 // Read reads the worker's answer. While a client is watched and nothing has arrived, it
-// waits in slices of watchInterval and checks between them that the client is still there.
+// waits in slices of watchInterval and checks between them that the client is still there
+// and that the worker has not been found unresponsive.
 func (c *conn) Read(p []byte) (int, error) {
 	if c.client == nil {
 		return c.Conn.Read(p)
@@ -107,6 +116,9 @@ func (c *conn) Read(p []byte) (int, error) {
 		}
 		if clientGone(c.client) {
 			return 0, ErrClientLeft
+		}
+		if c.w != nil && c.w.stall.Load() == StallUnresponsive {
+			return 0, ErrWorkerUnresponsive
 		}
 	}
 }

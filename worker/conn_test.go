@@ -62,3 +62,63 @@ func TestWatchedReadEndsWhenTheClientLeaves(t *testing.T) {
 		t.Fatalf("after the client left: %v, want ErrClientLeft", err)
 	}
 }
+
+// TestWatchedReadIsCutWhenTheWorkerIsUnresponsive: a round trip waiting for a worker's first
+// byte ends with ErrWorkerUnresponsive once worker/stall found the worker unresponsive, and
+// not while it is only silent (its waits go on).
+func TestWatchedReadIsCutWhenTheWorkerIsUnresponsive(t *testing.T) {
+	up, _ := tcpPair(t) // the worker side never writes
+	_, gatewaySide := tcpPair(t)
+	w := &Worker{}
+	c := &conn{Conn: up, w: w}
+	var resp fasthttp.Response
+	resp.ParseNetConn(c)
+
+	w.SetStallState(StallSilent)
+	WatchClient(&resp, gatewaySide)
+	if err := c.SetReadDeadline(time.Now().Add(3 * watchInterval)); err != nil {
+		t.Fatal(err)
+	}
+	var ne net.Error
+	if _, err := c.Read(make([]byte, 16)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("silent worker: %v, want the deadline's timeout", err)
+	}
+
+	w.SetStallState(StallUnresponsive)
+	WatchClient(&resp, gatewaySide)
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 16)); !errors.Is(err, ErrWorkerUnresponsive) {
+		t.Fatalf("unresponsive worker: %v, want ErrWorkerUnresponsive", err)
+	}
+}
+
+// TestFirstByteAccounting: silence counts from the last first byte while requests wait, is 0
+// when none waits, and a first byte clears a stall state and is counted for the typical time.
+func TestFirstByteAccounting(t *testing.T) {
+	w := &Worker{}
+	if w.Silence(100) != 0 {
+		t.Fatal("silence with nothing waiting")
+	}
+	w.NoteSent(1_000)
+	w.NoteSent(2_000) // a second request does not restart the silence
+	if got := w.Silence(5_000); got != 4_000 {
+		t.Fatalf("silence %v, want 4µs", got)
+	}
+	w.SetStallState(StallUnresponsive)
+	w.NoteFirstByte(2_000, 6_000)
+	if w.StallState() != StallNone || w.Silence(7_000) != 1_000 || w.Waiting() != 1 {
+		t.Fatalf("after a first byte: state %d silence %v waiting %d", w.StallState(), w.Silence(7_000), w.Waiting())
+	}
+	w.NoteNoFirstByte()
+	if w.Silence(9_000) != 0 {
+		t.Fatal("silence with nothing waiting any more")
+	}
+	if sum, n := w.TakeFirstByteTimes(); sum != 4_000 || n != 1 {
+		t.Fatalf("first-byte times %v/%d, want 4µs/1", sum, n)
+	}
+	if sum, n := w.TakeFirstByteTimes(); sum != 0 || n != 0 {
+		t.Fatal("TakeFirstByteTimes did not start anew")
+	}
+}

@@ -82,6 +82,8 @@ type Worker struct {
 	sinceReportUnknown  atomic.Int64
 	status              atomic.Uint32
 	overloaded          atomic.Bool
+	// stall is the worker's stall state (stall.go): not StallNone keeps new requests away.
+	stall atomic.Uint32
 	// Breaker is the worker's circuit breaker, read by policies through Routable and driven
 	// by the gateway: TryAcquire before a request, Record when it ends.
 	Breaker breaker.Breaker
@@ -118,6 +120,8 @@ type Worker struct {
 
 	urlHeader []byte
 	cbMetrics *breaker.Metrics
+	// firstByte is the request path's record of answers starting (stall.go).
+	firstByte firstByteState
 }
 
 // Status returns the worker's current status.
@@ -128,10 +132,11 @@ func (w *Worker) Status() Status { return Status(w.status.Load()) }
 func (w *Worker) Ready() bool { return w.Status() == StatusReady }
 
 // Routable reports whether the worker may receive a new request right now: Ready, not vetoed
-// by overload protection, and its circuit breaker not open (the spec's availability filter).
-// Policies call it on every candidate; with a closed breaker it costs three atomic loads.
+// by overload protection, not stalled (stall.go), and its circuit breaker not open (the
+// spec's availability filter). Policies call it on every candidate; with a closed breaker it
+// costs four atomic loads.
 func (w *Worker) Routable() bool {
-	return w.Ready() && !w.overloaded.Load() && w.Breaker.AvailableNow()
+	return w.Ready() && !w.overloaded.Load() && w.stall.Load() == StallNone && w.Breaker.AvailableNow()
 }
 
 // settings is one immutable version of a worker's changeable settings.
@@ -238,7 +243,7 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 	if dial == nil {
 		dial = func(addr string) (net.Conn, error) { return workerDialer.DialTimeout(addr, opts.DialTimeout) }
 	}
-	w.Client.Dial = wrapDial(dial)
+	w.Client.Dial = wrapDial(dial, w)
 	return w
 }
 

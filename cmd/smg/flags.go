@@ -15,6 +15,7 @@ import (
 	"github.com/smg-go/smg/worker/breaker"
 	"github.com/smg-go/smg/worker/health"
 	"github.com/smg-go/smg/worker/loadmon"
+	"github.com/smg-go/smg/worker/stall"
 )
 
 // options is everything `smg launch` reads from its command line.
@@ -26,6 +27,7 @@ type options struct {
 	mesh     mesh.Config
 	disc     discovery.Config
 	breaker  breaker.Config
+	stall    stall.Config
 	pd       pdOptions
 
 	apiKeyFile        string
@@ -75,6 +77,8 @@ func newFlagSet(o *options) *cli.FlagSet {
 
 	fs.Group("Health checks")
 	registerHealthFlags(fs, &o.health)
+	o.stall = stall.DefaultConfig()
+	fs.Duration("worker-stall-secs", &o.stall.MinSilence, o.stall.MinSilence, fmt.Sprintf("A worker whose waiting requests get no first byte for this long, and %dx the fleet's typical time to first byte, takes no new requests; if it does not answer a probe either, they are retried elsewhere (0: off; docs/reliability.md)", stall.DefaultFactor))
 
 	fs.Group("Circuit breaker")
 	b := &o.breaker

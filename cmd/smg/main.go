@@ -31,6 +31,7 @@ import (
 	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/health"
 	"github.com/smg-go/smg/worker/loadmon"
+	"github.com/smg-go/smg/worker/stall"
 )
 
 func main() {
@@ -101,6 +102,9 @@ func (o *options) validate(fs *cli.FlagSet) error {
 		return err
 	}
 	if err := o.health.Validate(); err != nil {
+		return err
+	}
+	if err := o.stall.Validate(); err != nil {
 		return err
 	}
 	if err := o.breaker.Validate(); err != nil {
@@ -302,6 +306,14 @@ func (g *gateway) startMonitors(ctx context.Context) error {
 		return err
 	}
 	g.onClose(checker.Stop)
+
+	sc := g.o.stall
+	sc.Metrics, sc.Logger = g.set, g.log
+	stalls, err := stall.New(sc, g.reg.Current)
+	if err != nil {
+		return err
+	}
+	go stalls.Run(ctx)
 	return nil
 }
 

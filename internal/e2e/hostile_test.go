@@ -489,21 +489,10 @@ func TestStoppedWorkerStopsGettingWorkBeforeHealthChecksNotice(t *testing.T) {
 	if holder == m2.URLs[0] {
 		stopped, other = m2, m1
 	}
-	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, stopped.Process)
 	t.Cleanup(func() { _ = stopped.Signal(syscall.SIGCONT) })
 
-	send := func(n int) []*Response {
-		out := make([]*Response, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() { defer wg.Done(); out[i], _ = Do("POST", g.URL+"/v1/chat/completions", body, nil) }()
-		}
-		wg.Wait()
-		return out
-	}
+	send := func(n int) []*Response { return sendAtOnce(g, body, n) }
 	// 16 requests at once: those sent to the stopped worker are cut at the first-byte timeout
 	// and served by the other one.
 	for i, r := range send(16) {
@@ -529,6 +518,44 @@ func TestStoppedWorkerStopsGettingWorkBeforeHealthChecksNotice(t *testing.T) {
 		t.Fatalf("%v requests in flight on the stopped worker after its breaker opened", v)
 	}
 	// The health checker has not marked it: the gateway stopped sending it work on its own.
+	if status, _ := listedWorker(t, g, stopped.URLs[0]); status != "ready" {
+		t.Fatalf("the health checker marked the stopped worker %s already; the test proves nothing", status)
+	}
+}
+
+// stopProcess sends SIGSTOP to p and waits until the kernel shows it stopped: the signal is
+// delivered asynchronously, and a worker still running for a moment answers a request.
+func stopProcess(t *testing.T, p *Process) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the process stopped", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
+		if err != nil {
+			t.Skipf("no /proc on this system: %v", err)
+		}
+		_, after, _ := strings.Cut(string(b[strings.LastIndexByte(string(b), ')'):]), " ")
+		return strings.HasPrefix(after, "T")
+	})
+}
+
+// sendAtOnce sends n copies of a chat request to g at once and returns the answers (nil for
+// a transport error).
+func sendAtOnce(g *Gateway, body string, n int) []*Response {
+	out := make([]*Response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); out[i], _ = Do("POST", g.URL+"/v1/chat/completions", body, nil) }()
+	}
+	wg.Wait()
+	return out
+}
+
+// listedWorker returns the status and is_healthy of the worker url in GET /workers.
+func listedWorker(t *testing.T, g *Gateway, url string) (string, bool) {
+	t.Helper()
 	var listed struct {
 		Workers []struct {
 			URL       string `json:"url"`
@@ -539,16 +566,106 @@ func TestStoppedWorkerStopsGettingWorkBeforeHealthChecksNotice(t *testing.T) {
 	if err := json.Unmarshal([]byte(MustDo(t, "GET", g.URL+"/workers", "", nil).Body), &listed); err != nil {
 		t.Fatal(err)
 	}
-	found := false
 	for _, w := range listed.Workers {
-		if w.URL == stopped.URLs[0] {
-			found = true
-			if w.Status != "ready" {
-				t.Fatalf("the health checker marked the stopped worker %s already; the test proves nothing", w.Status)
-			}
+		if w.URL == url {
+			return w.Status, w.IsHealthy
 		}
 	}
-	if !found {
-		t.Fatal("the stopped worker left the registry")
+	t.Fatalf("worker %s left the registry", url)
+	return "", false
+}
+
+// upstreamAnswers sums smg_router_upstream_responses_total of the worker url: every request
+// dispatched to it and settled (answered, failed or cut) counts once.
+func upstreamAnswers(t *testing.T, g *Gateway, url string) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, outcome := range []string{"2xx", "3xx", "4xx", "5xx", "error"} {
+		v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_router_upstream_responses_total{worker=%q,outcome=%q}`, url, outcome))
+		sum += v
+	}
+	return sum
+}
+
+// TestStoppedWorkerGetsNoWorkAtDefaultSettings (issue 17 item 5, without
+// --first-byte-timeout-secs): under cache_aware, the worker holding the requests' prefix is
+// SIGSTOPped and 16 clients send at once. The requests it attracted wait without a first
+// byte; worker/stall finds it silent (no new requests) and, its probe unanswered,
+// unresponsive: the waiting requests are cut and retried on the other worker, so every
+// client gets its answer from the other worker. The next 16 requests all avoid it, while the
+// health checker still lists it ready. With the breaker disabled too, the stall signal alone
+// keeps the work away; after SIGCONT the worker is routable again.
+func TestStoppedWorkerGetsNoWorkAtDefaultSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{{"defaults", nil}, {"breaker-disabled", []string{"--disable-circuit-breaker"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m1, m2 := StartMocks(t, 1), StartMocks(t, 1)
+			g := StartGateway(t, append([]string{"--policy", "cache_aware", "--worker-urls", m1.URLs[0], m2.URLs[0]}, tc.args...)...)
+			body := `{"model":"mock-model","messages":[{"role":"user","content":"the same long prefix for every request of this test"}]}`
+			r := MustDo(t, "POST", g.URL+"/v1/chat/completions", body, nil)
+			if r.Status != 200 {
+				t.Fatalf("warm-up: %d %s", r.Status, r.Body)
+			}
+			stopped, other := m1, m2
+			if r.Header.Get("X-Smg-Routed-Worker-Id") == m2.URLs[0] {
+				stopped, other = m2, m1
+			}
+			before := upstreamAnswers(t, g, stopped.URLs[0])
+			stopProcess(t, stopped.Process)
+			resumed := false
+			t.Cleanup(func() {
+				if !resumed {
+					_ = stopped.Signal(syscall.SIGCONT)
+				}
+			})
+
+			for i, r := range sendAtOnce(g, body, 16) {
+				if r == nil || r.Status != 200 || r.Header.Get("X-Smg-Routed-Worker-Id") != other.URLs[0] {
+					t.Fatalf("request %d while the worker is stopped: %+v", i, r)
+				}
+			}
+			active := fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, stopped.URLs[0])
+			if v, _ := Metric(t, g.MetricsURL, active); v != 0 {
+				t.Fatalf("%v requests still in flight on the stopped worker after every client got its answer", v)
+			}
+			cut := upstreamAnswers(t, g, stopped.URLs[0]) - before
+			if cut < 1 {
+				t.Fatal("no request went to the stopped worker: the test proves nothing")
+			}
+			if v, _ := Metric(t, g.MetricsURL, `smg_worker_stalls_total{state="unresponsive"}`); v != 1 {
+				t.Fatalf("smg_worker_stalls_total{state=\"unresponsive\"} = %v, want 1", v)
+			}
+			t.Logf("%v requests went to the stopped worker and were cut, then served by the other", cut)
+
+			// The signal has tripped: the next 16 requests all go to the other worker and the
+			// stopped one gets none.
+			for i, r := range sendAtOnce(g, body, 16) {
+				if r == nil || r.Status != 200 || r.Header.Get("X-Smg-Routed-Worker-Id") != other.URLs[0] {
+					t.Fatalf("request %d after the stall was found: %+v", i, r)
+				}
+			}
+			if got := upstreamAnswers(t, g, stopped.URLs[0]) - before; got != cut {
+				t.Fatalf("the stopped worker got %v more requests after the stall was found", got-cut)
+			}
+			if v, _ := Metric(t, g.MetricsURL, active); v != 0 {
+				t.Fatalf("%v requests in flight on the stopped worker", v)
+			}
+			if status, healthy := listedWorker(t, g, stopped.URLs[0]); status != "ready" || healthy {
+				t.Fatalf("stopped worker listed %s, is_healthy %v; want ready (the health checker has not noticed) and not healthy (no new work)", status, healthy)
+			}
+			if tc.args != nil {
+				// Resumed, it answers the next probe and takes work again.
+				if err := stopped.Signal(syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
+				resumed = true
+				testutil.Eventually(t, "the resumed worker is routable again", func() bool {
+					_, healthy := listedWorker(t, g, stopped.URLs[0])
+					return healthy
+				})
+			}
+		})
 	}
 }

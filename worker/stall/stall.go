@@ -1,0 +1,250 @@
+package stall
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/worker"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMinSilence is --worker-stall-secs: the shortest silence that makes a worker
+	// silent, whatever the fleet's typical time to first byte.
+	DefaultMinSilence = 2 * time.Second
+	// DefaultFactor is how many typical times to first byte a silence must also exceed.
+	DefaultFactor = 8
+	// DefaultInterval is the time between checks.
+	DefaultInterval = 250 * time.Millisecond
+	// DefaultProbeTimeout bounds a probe of a silent worker (as the health checker's default
+	// timeout).
+	DefaultProbeTimeout = 5 * time.Second
+	// DefaultAlpha is the weight of one interval's mean in the typical time to first byte.
+	DefaultAlpha = 0.1
+)
+
+// Config configures a Monitor. Start from DefaultConfig.
+type Config struct {
+	// MinSilence (--worker-stall-secs) is the shortest silence that makes a worker silent.
+	// 0 turns stall detection off. Default 2 s.
+	MinSilence time.Duration
+	// Factor: a silence must also exceed Factor times the fleet's typical time to first byte.
+	// At least 1. Default 8.
+	Factor float64
+	// Alpha is the weight of one interval's mean time to first byte in the typical one, in
+	// (0, 1]. Default 0.1.
+	Alpha float64
+	// Interval is the time between checks. Default 250 ms.
+	Interval time.Duration
+	// ProbeTimeout bounds a probe of a silent worker. Default 5 s.
+	ProbeTimeout time.Duration
+	// Probe asks a worker whether it answers at all. Nil: GET /health on its client, any HTTP
+	// answer within the timeout counts.
+	Probe func(ctx context.Context, w *worker.Worker, timeout time.Duration) bool
+	// Metrics receives smg_worker_stalls_total. Nil: a private set.
+	Metrics *metrics.Set
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults above.
+func DefaultConfig() Config {
+	return Config{MinSilence: DefaultMinSilence, Factor: DefaultFactor, Alpha: DefaultAlpha,
+		Interval: DefaultInterval, ProbeTimeout: DefaultProbeTimeout}
+}
+
+// Validate reports the first setting out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.MinSilence < 0:
+		return fmt.Errorf("--worker-stall-secs %v: give a positive number of seconds, or 0 to turn stall detection off (default %v)", c.MinSilence.Seconds(), DefaultMinSilence.Seconds())
+	case c.Factor < 1:
+		return fmt.Errorf("stall factor %v: give 1 or more (default %d)", c.Factor, DefaultFactor)
+	case c.Alpha <= 0 || c.Alpha > 1:
+		return fmt.Errorf("stall alpha %v: give a weight in (0, 1] (default %v)", c.Alpha, DefaultAlpha)
+	case c.Interval <= 0:
+		return fmt.Errorf("stall check interval %v: give a positive duration (default %v)", c.Interval, DefaultInterval)
+	case c.ProbeTimeout <= 0:
+		return fmt.Errorf("stall probe timeout %v: give a positive duration (default %v)", c.ProbeTimeout, DefaultProbeTimeout)
+	}
+	return nil
+}
+
+// Monitor marks the workers that stopped answering (see the package documentation).
+type Monitor struct {
+	cfg     Config
+	log     *slog.Logger
+	current func() *worker.Snapshot
+	// typical is the fleet's typical time to first byte, in nanoseconds; 0 until measured.
+	typical float64
+	probes  map[*worker.Worker]*probe
+	silent  *metrics.Counter
+	cut     *metrics.Counter
+	ctx     context.Context
+}
+
+// probe is the last probe of one worker.
+type probe struct {
+	started int64 // clock.Nanos
+	done    atomic.Bool
+	alive   atomic.Bool
+}
+
+// New returns a Monitor over the workers of the snapshots current returns.
+func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Probe == nil {
+		cfg.Probe = httpProbe
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Monitor{cfg: cfg, log: cfg.Logger, current: current, probes: map[*worker.Worker]*probe{},
+		silent: cfg.Metrics.GetOrCreateCounter(`smg_worker_stalls_total{state="silent"}`),
+		cut:    cfg.Metrics.GetOrCreateCounter(`smg_worker_stalls_total{state="unresponsive"}`),
+		ctx:    context.Background()}, nil
+}
+
+// Run checks every Interval until ctx is done. With MinSilence 0 it returns at once.
+func (m *Monitor) Run(ctx context.Context) {
+	if m.cfg.MinSilence == 0 {
+		return
+	}
+	m.ctx = ctx
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.Check(clock.Nanos())
+		}
+	}
+}
+
+// Typical is the fleet's typical time to first byte (0 until one was measured).
+func (m *Monitor) Typical() time.Duration { return time.Duration(m.typical) }
+
+// Threshold is the silence past which a worker is silent.
+func (m *Monitor) Threshold() time.Duration {
+	return max(m.cfg.MinSilence, time.Duration(m.cfg.Factor*m.typical))
+}
+
+// Check applies the rule at now (clock.Nanos). Run calls it every Interval; tests call it
+// directly.
+func (m *Monitor) Check(now int64) {
+	snap := m.current()
+	if snap == nil {
+		return
+	}
+	m.learn(snap)
+	limit := m.Threshold()
+	answering := 0
+	for _, w := range snap.Workers {
+		if w.Ready() && w.StallState() == worker.StallNone && w.Silence(now) <= limit {
+			answering++
+		}
+	}
+	for _, w := range snap.Workers {
+		m.checkWorker(w, now, limit, answering > 0)
+	}
+	for w := range m.probes {
+		if snap.ByID(w.ID) != w {
+			delete(m.probes, w)
+		}
+	}
+}
+
+// learn folds the times to first byte measured since the last check into the typical one.
+func (m *Monitor) learn(snap *worker.Snapshot) {
+	var sum time.Duration
+	var n int64
+	for _, w := range snap.Workers {
+		s, k := w.TakeFirstByteTimes()
+		sum, n = sum+s, n+k
+	}
+	if n == 0 {
+		return
+	}
+	mean := float64(sum) / float64(n)
+	if m.typical == 0 {
+		m.typical = mean
+	} else {
+		m.typical += m.cfg.Alpha * (mean - m.typical)
+	}
+}
+
+func (m *Monitor) checkWorker(w *worker.Worker, now int64, limit time.Duration, othersAnswer bool) {
+	silence := w.Silence(now)
+	p := m.probes[w]
+	switch w.StallState() {
+	case worker.StallNone:
+		if silence > limit && w.Ready() && othersAnswer && w.CompareAndSetStallState(worker.StallNone, worker.StallSilent) {
+			m.silent.Inc()
+			m.log.Warn("Worker stopped answering: no new requests until it does", "worker", w.URL,
+				"waiting", w.Waiting(), "silence", silence.Round(time.Millisecond), "threshold", limit.Round(time.Millisecond))
+			m.startProbe(w, now)
+		}
+		return
+	case worker.StallSilent:
+		if p != nil && p.done.Load() && !p.alive.Load() && w.CompareAndSetStallState(worker.StallSilent, worker.StallUnresponsive) {
+			m.cut.Inc()
+			m.log.Warn("Worker does not answer a probe either: cutting the requests waiting on it", "worker", w.URL,
+				"waiting", w.Waiting(), "silence", silence.Round(time.Millisecond))
+		} else if silence <= limit && w.CompareAndSetStallState(worker.StallSilent, worker.StallNone) {
+			m.log.Info("Worker answers again", "worker", w.URL)
+			return
+		}
+	case worker.StallUnresponsive:
+		if p != nil && p.done.Load() && p.alive.Load() && w.CompareAndSetStallState(worker.StallUnresponsive, worker.StallSilent) {
+			m.log.Info("Worker answers a probe again", "worker", w.URL)
+			if silence <= limit && w.CompareAndSetStallState(worker.StallSilent, worker.StallNone) {
+				m.log.Info("Worker answers again", "worker", w.URL)
+				return
+			}
+		}
+	}
+	// Still stalled: probe again once the last probe ended and MinSilence has passed since it
+	// started.
+	if p == nil || p.done.Load() && time.Duration(now-p.started) >= m.cfg.MinSilence {
+		m.startProbe(w, now)
+	}
+}
+
+func (m *Monitor) startProbe(w *worker.Worker, now int64) {
+	if p := m.probes[w]; p != nil && !p.done.Load() {
+		return
+	}
+	p := &probe{started: now}
+	m.probes[w] = p
+	go func() {
+		p.alive.Store(m.cfg.Probe(m.ctx, w, m.cfg.ProbeTimeout))
+		p.done.Store(true)
+	}()
+}
+
+// httpProbe asks for GET /health on w's client: any HTTP answer says the worker's server
+// reads and answers. A fresh connection is dialled when the pooled ones are busy with the
+// requests that wait.
+func httpProbe(_ context.Context, w *worker.Worker, timeout time.Duration) bool {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(fasthttp.MethodGet)
+	req.SetRequestURI("/health")
+	req.SetHost(w.Host)
+	return w.Client.DoTimeout(req, resp, timeout) == nil
+}
