@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,6 +89,8 @@ type Monitor struct {
 	silent  *metrics.Counter
 	cut     *metrics.Counter
 	ctx     context.Context
+	// probing counts the probes under way (tests wait for them).
+	probing sync.WaitGroup
 }
 
 // probe is the last probe of one worker.
@@ -230,7 +233,9 @@ func (m *Monitor) startProbe(w *worker.Worker, now int64) {
 	}
 	p := &probe{started: now}
 	m.probes[w] = p
+	m.probing.Add(1)
 	go func() {
+		defer m.probing.Done()
 		p.alive.Store(m.cfg.Probe(m.ctx, w, m.cfg.ProbeTimeout))
 		p.done.Store(true)
 	}()

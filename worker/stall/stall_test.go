@@ -85,10 +85,11 @@ func TestStoppedWorkerIsExcludedThenCut(t *testing.T) {
 	if stopped.StallState() != worker.StallSilent || stopped.Routable() || !other.Routable() {
 		t.Fatalf("after 2.1 s of silence: state %d, routable %v/%v", stopped.StallState(), stopped.Routable(), other.Routable())
 	}
-	testutil.Eventually(t, "the unanswered probe makes it unresponsive", func() bool {
-		m.Check(t0 + 2200*ms)
-		return stopped.StallState() == worker.StallUnresponsive
-	})
+	m.probing.Wait()
+	m.Check(t0 + 2200*ms)
+	if stopped.StallState() != worker.StallUnresponsive {
+		t.Fatalf("state %d after an unanswered probe, want unresponsive", stopped.StallState())
+	}
 	// Nothing waits any more (the cut requests went elsewhere): it stays out until it answers.
 	stopped.NoteNoFirstByte()
 	m.Check(t0 + 3000*ms)
@@ -97,10 +98,12 @@ func TestStoppedWorkerIsExcludedThenCut(t *testing.T) {
 	}
 	// It answers a probe (SIGCONT): routable again.
 	p.alive.Store(true)
-	testutil.Eventually(t, "a probe answered after MinSilence makes it routable", func() bool {
-		m.Check(t0 + 5000*ms)
-		return stopped.Routable()
-	})
+	m.Check(t0 + 4100*ms) // MinSilence after the last probe started: probe again
+	m.probing.Wait()
+	m.Check(t0 + 4200*ms)
+	if !stopped.Routable() {
+		t.Fatalf("state %d after an answered probe, want routable", stopped.StallState())
+	}
 	if p.calls.Load() < 2 {
 		t.Fatalf("%d probes, want a second one once MinSilence passed", p.calls.Load())
 	}
@@ -120,6 +123,7 @@ func TestLongPrefillIsExcludedButNotCut(t *testing.T) {
 	for i := int64(1); i <= 40; i++ { // 20 s of checks, the other worker answering
 		answer(other, t0+i*500*ms, 50*ms)
 		m.Check(t0 + i*500*ms)
+		m.probing.Wait()
 		if busy.StallState() == worker.StallUnresponsive {
 			t.Fatalf("cut at %v although its server answers probes", time.Duration(i*500*ms))
 		}
