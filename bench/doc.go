@@ -23,7 +23,7 @@
 //     mini load balancer's part) and through smg --pd-disaggregation, each smg PD request's
 //     CPU compared with the regular smg rows of the same run (OverheadConfig.PDRounds).
 //   - Micro: `go test -bench -benchmem` over the hot-path benchmarks (HotPathSuites), parsed
-//     by ParseBenchOutput; CheckAllocs fails on any non-zero allocs/op (but for the KnownAllocs it lists).
+//     by ParseBenchOutput; CheckAllocs fails on any non-zero allocs/op.
 //   - Quality: engine-mode mocks (continuous batching, prefix-cached KV, time-scaled) behind
 //     the gateway, one fresh fleet and gateway per row, per case (shared-prefix, multi-turn,
 //     mixed-size, and a heterogeneous fleet whose workers 6 and 7 decode twice as slowly):

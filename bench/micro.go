@@ -155,28 +155,15 @@ func trimProcs(name string) string {
 // errAllocs is wrapped by CheckAllocs.
 var errAllocs = errors.New("hot path allocates")
 
-// KnownAllocs are the hot-path benchmarks allowed a fixed allocation count, keyed by import
-// path and benchmark name, each with its reason. The fasthttp round trips make one: fasthttp
-// discards the rest of a streamed request body (Server.StreamRequestBody, which the gateway sets
-// so that a body's buffer grows as bytes arrive instead of from the declared Content-Length,
-// issue 17) with io.CopyN, whose io.LimitReader escapes (fastpath/alloc_test.go,
-// fasthttpStreamedBodyAllocs). The event-loop plane's round trip allocates nothing.
-var KnownAllocs = map[string]float64{
-	"github.com/smg-go/smg/fastpath BenchmarkProxyRoundTrip": 1,
-	"github.com/smg-go/smg/fastpath BenchmarkPDRoundTrip":    1,
-}
-
-// CheckAllocs returns an error naming every benchmark with missing allocs/op, or with more
-// than zero (KnownAllocs: more than its known count).
+// CheckAllocs returns an error naming every benchmark with non-zero or missing allocs/op.
 func CheckAllocs(rs []MicroResult) error {
 	var errs []error
 	for _, r := range rs {
-		want := KnownAllocs[r.Package+" "+r.Name]
 		switch {
 		case !r.HasAllocs:
 			errs = append(errs, fmt.Errorf("%w: %s %s reported no allocs/op (run with -benchmem)", errAllocs, r.Package, r.Name))
-		case r.AllocsPerOp > want:
-			errs = append(errs, fmt.Errorf("%w: %s %s: %g allocs/op, want %g", errAllocs, r.Package, r.Name, r.AllocsPerOp, want))
+		case r.AllocsPerOp != 0:
+			errs = append(errs, fmt.Errorf("%w: %s %s: %g allocs/op, want 0", errAllocs, r.Package, r.Name, r.AllocsPerOp))
 		}
 	}
 	return errors.Join(errs...)

@@ -86,14 +86,11 @@ func TestCheckAllocs(t *testing.T) {
 	if strings.Contains(err.Error(), "BenchmarkA") {
 		t.Errorf("error %q names the clean benchmark", err)
 	}
-	// A known allocation passes at its count and fails above it.
-	known := MicroResult{Package: "github.com/smg-go/smg/fastpath", Name: "BenchmarkProxyRoundTrip", AllocsPerOp: 1, HasAllocs: true}
-	if err := CheckAllocs([]MicroResult{known}); err != nil {
-		t.Fatalf("the known allocation failed the gate: %v", err)
-	}
-	known.AllocsPerOp = 2
-	if err := CheckAllocs([]MicroResult{known}); err == nil || !strings.Contains(err.Error(), "2 allocs/op, want 1") {
-		t.Fatalf("CheckAllocs over the known count = %v", err)
+	// No benchmark is exempt: the fasthttp round trip's one allocation (fasthttp's discard of
+	// a streamed body, issue 17) is gone (third_party/README.md) and would fail the gate again.
+	rt := MicroResult{Package: "github.com/smg-go/smg/fastpath", Name: "BenchmarkProxyRoundTrip", AllocsPerOp: 1, HasAllocs: true}
+	if err := CheckAllocs([]MicroResult{rt}); err == nil {
+		t.Fatal("one allocation per proxied round trip passed the gate")
 	}
 }
 

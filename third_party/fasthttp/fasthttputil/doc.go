@@ -1,0 +1,2 @@
+// Package fasthttputil provides utility functions for fasthttp.
+package fasthttputil
