@@ -99,39 +99,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// fillDefaults replaces the zero values that have no meaning of their own.
-func (c *Config) fillDefaults() {
-	d := DefaultConfig()
-	if c.Port == 0 {
-		c.Port = d.Port
-	}
-	if c.JobQueueCapacity == 0 {
-		c.JobQueueCapacity = d.JobQueueCapacity
-	}
-	if c.JobQueueConcurrency == 0 {
-		c.JobQueueConcurrency = d.JobQueueConcurrency
-	}
-	if c.WorkerStartupCheckInterval == 0 {
-		c.WorkerStartupCheckInterval = d.WorkerStartupCheckInterval
-	}
-	if c.WorkerStartupTimeout == 0 {
-		c.WorkerStartupTimeout = d.WorkerStartupTimeout
-	}
-	if c.KVConnectorAnnotation == "" {
-		c.KVConnectorAnnotation = d.KVConnectorAnnotation
-	}
-	if c.KVEngineIDAnnotation == "" {
-		c.KVEngineIDAnnotation = d.KVEngineIDAnnotation
-	}
-	if c.Debounce == 0 {
-		c.Debounce = d.Debounce
-	}
-	if c.Resync == 0 {
-		c.Resync = d.Resync
-	}
-	if c.ProbeTimeout == 0 {
-		c.ProbeTimeout = d.ProbeTimeout
-	}
+// fillDeps supplies the dependencies left nil: the real clock, a private metrics set, the
+// default logger. Settings are never filled: a Config starts from DefaultConfig.
+func (c *Config) fillDeps() {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -155,23 +125,29 @@ func (c *Config) Validate() error {
 	if len(c.Selector) == 0 && !c.pdMode() {
 		return fmt.Errorf("--service-discovery needs --selector key=value (or --prefill-selector / --decode-selector in PD mode)")
 	}
-	if c.Port < 0 || c.Port > 65535 {
+	if c.Port < 1 || c.Port > 65535 {
 		return fmt.Errorf("--service-discovery-port %d: give a port from 1 to 65535 (default %d)", c.Port, DefaultPort)
 	}
 	if _, err := c.aliases(); err != nil {
 		return err
 	}
 	switch {
-	case c.JobQueueCapacity < 0:
+	case c.JobQueueCapacity < 1:
 		return fmt.Errorf("--job-queue-capacity %d: give a positive count, at least the number of discovered workers (default %d)", c.JobQueueCapacity, DefaultJobQueueCapacity)
-	case c.JobQueueConcurrency < 0:
+	case c.JobQueueConcurrency < 1:
 		return fmt.Errorf("--job-queue-concurrency %d: give a positive count (default %d)", c.JobQueueConcurrency, DefaultJobQueueConcurrency)
-	case c.WorkerStartupDelay < 0, c.WorkerStartupCheckInterval < 0, c.WorkerStartupTimeout < 0, c.DrainSettle < 0:
-		return fmt.Errorf("--worker-startup-delay, --worker-startup-check-interval, --worker-startup-timeout-secs and --drain-settle-secs must not be negative")
+	case c.WorkerStartupDelay < 0 || c.DrainSettle < 0:
+		return fmt.Errorf("--worker-startup-delay and --drain-settle-secs must not be negative (0: none)")
+	case c.WorkerStartupCheckInterval <= 0:
+		return fmt.Errorf("--worker-startup-check-interval %v: give a positive number of seconds (default %v)", c.WorkerStartupCheckInterval.Seconds(), DefaultWorkerStartupCheckInterval.Seconds())
+	case c.WorkerStartupTimeout <= 0:
+		return fmt.Errorf("--worker-startup-timeout-secs %v: give a positive number of seconds (default %v)", c.WorkerStartupTimeout.Seconds(), DefaultWorkerStartupTimeout.Seconds())
+	case c.Debounce <= 0 || c.Resync <= 0 || c.ProbeTimeout <= 0:
+		return fmt.Errorf("discovery debounce %v, resync %v and probe timeout %v must be positive: start from discovery.DefaultConfig() (%v, %v, %v)", c.Debounce, c.Resync, c.ProbeTimeout, DefaultDebounce, DefaultResync, DefaultProbeTimeout)
 	}
 	for name, v := range map[string]string{"--kv-connector-annotation": c.KVConnectorAnnotation, "--kv-engine-id-annotation": c.KVEngineIDAnnotation} {
-		if v != "" && strings.TrimSpace(v) != v {
-			return fmt.Errorf("%s %q: remove the surrounding whitespace", name, v)
+		if v == "" || strings.TrimSpace(v) != v {
+			return fmt.Errorf("%s %q: give an annotation key without surrounding whitespace (defaults %s, %s)", name, v, DefaultKVConnectorAnnotation, DefaultKVEngineIDAnnotation)
 		}
 	}
 	if len(c.RouterSelector) > 0 {
@@ -189,15 +165,6 @@ func (c *Config) pdMode() bool {
 // Mapping builds the pod → worker mapping the flags describe.
 func (c *Config) Mapping() (*Mapping, error) {
 	m := &Mapping{Port: c.Port, KVConnectorAnnotation: c.KVConnectorAnnotation, KVEngineIDAnnotation: c.KVEngineIDAnnotation}
-	if m.Port == 0 {
-		m.Port = DefaultPort
-	}
-	if m.KVConnectorAnnotation == "" {
-		m.KVConnectorAnnotation = DefaultKVConnectorAnnotation
-	}
-	if m.KVEngineIDAnnotation == "" {
-		m.KVEngineIDAnnotation = DefaultKVEngineIDAnnotation
-	}
 	var err error
 	if m.Selector, err = ParseSelector(c.Selector); err != nil {
 		return nil, fmt.Errorf("--selector: %w", err)

@@ -47,7 +47,7 @@ func NewReconciler(cfg Config, reg Registry, pods PodSource) (*Reconciler, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.fillDefaults()
+	cfg.fillDeps()
 	m, err := cfg.Mapping()
 	if err != nil {
 		return nil, err
