@@ -43,6 +43,12 @@ type QualityCase struct {
 	// SatClients is the saturation rows' closed-loop client count: enough that every engine
 	// keeps a queue under the best policy.
 	SatClients int `json:"sat_clients"`
+	// SatNoStream asks for non-streamed answers in the saturation rows: one response per
+	// request instead of an SSE event per token, so the rows relay a few hundred responses per
+	// wall-clock second at a time scale that streamed tokens would need forty times as many
+	// events for. A case whose closed loop needs many seconds of model time to settle uses it
+	// (heterogeneous); its saturation rows then have no TTFT or TPOT.
+	SatNoStream bool `json:"sat_no_stream,omitempty"`
 }
 
 // The cases' workloads. Words are loadgen's; the mock counts about 1.26 tokens per word.
@@ -63,8 +69,8 @@ var (
 	mixedSizeArgs = []string{"--workload", "mixed-size", "--ms-num-prompts", "4096", "--ms-short-len", "256",
 		"--ms-long-len", "7680", "--ms-long-fraction", "0.1", "--ms-output-len", "32"}
 	// heterogeneousArgs: one size of distinct prompts (128 words) with 64 output tokens, so
-	// decoding is most of an engine's work (about 60% at the batch sizes of these runs) and
-	// the slow decoders' handicap shows.
+	// decoding is most of an engine's work (69% on a full batch of a fast engine, 82% of a
+	// slow one) and the slow decoders' handicap shows.
 	heterogeneousArgs = []string{"--workload", "random", "--random-input-len", "128", "--random-output-len", "64",
 		"--random-range-ratio", "1", "--random-num-prompts", "4096"}
 )
@@ -78,11 +84,17 @@ func DefaultQualityCases() []QualityCase {
 			Loadgen: multiTurnArgs, SatTimeScale: 2, LoadTimeScale: 4, SatClients: 384},
 		{Name: "mixed-size", About: "distinct prompts, 90% of 256 words and 10% of 7,680 (30×); 32 output tokens; nothing to share",
 			Loadgen: mixedSizeArgs, SatTimeScale: 2, LoadTimeScale: 4, SatClients: 384},
-		// Decoding streams 4-8 times more tokens per second of model time than the other cases
-		// (the engines' batch decode is fast): time scale 1 keeps the relayed events within
-		// what the machine relays.
-		{Name: "heterogeneous", About: "workers 6 and 7 decode twice as slowly (mockworker --decode-factors 6=2,7=2); distinct 128-word prompts, 64 output tokens",
-			Loadgen: heterogeneousArgs, Mock: []string{"--decode-factors", "6=2,7=2"}, SatTimeScale: 1, LoadTimeScale: 1, SatClients: 384},
+		// Round robin gives every engine an equal share, so on this fleet it sustains the fleet
+		// size × what one slow engine completes: that is its capacity, and what its closed
+		// loop converges to once the clients have piled up on the slow engines (a few seconds
+		// of model time). The engines batch at most 32 sequences (--max-running), so 384
+		// clients keep every engine's batch full under any policy and that convergence is
+		// short; the saturation rows are not streamed (SatNoStream), so time scale 4 gives
+		// them 32 s of model time in 8 s of wall clock. The load rows are streamed at time
+		// scale 1 (about 7,000 events per wall-clock second at 70%).
+		{Name: "heterogeneous", About: "workers 6 and 7 decode twice as slowly (mockworker --decode-factors 6=2,7=2), engines batch at most 32 sequences; distinct 128-word prompts, 64 output tokens; saturation rows not streamed",
+			Loadgen: heterogeneousArgs, Mock: []string{"--decode-factors", "6=2,7=2", "--max-running", "32"},
+			SatTimeScale: 4, LoadTimeScale: 1, SatClients: 384, SatNoStream: true},
 	}
 }
 
@@ -277,9 +289,17 @@ type QualityRow struct {
 	// Clients (saturation) or OfferedRate (load, requests/s of model time).
 	Clients     int     `json:"clients,omitempty"`
 	OfferedRate float64 `json:"offered_rate_model,omitempty"`
-	// Capacity is the completed requests per second of model time: at saturation over the
-	// closed loop's steady part (after the ramp), under load over the whole run.
-	Capacity         float64 `json:"requests_per_s_model"`
+	// NoStream: the row asked for non-streamed answers (QualityCase.SatNoStream); it has no
+	// TTFT or TPOT.
+	NoStream bool `json:"no_stream,omitempty"`
+	// Capacity is the completed requests per second of model time over the run's steady
+	// part: the timeline after the ramp (QualityConfig.SatRampFraction of the run), up to
+	// the end of the run. The drain of the requests still in flight at the end is left out:
+	// counted, it would lower a load row's rate by the share of the run an answer takes.
+	Capacity float64 `json:"requests_per_s_model"`
+	// SentRate (load rows) is the requests per second of model time the open loop started
+	// over the whole run: the offered rate, unless loadgen could not keep its schedule.
+	SentRate         float64 `json:"sent_per_s_model,omitempty"`
 	OutputThroughput float64 `json:"output_tokens_per_s_model"`
 	CacheHitRate     float64 `json:"cache_hit_rate"`
 	TTFTP50MS        float64 `json:"ttft_p50_ms_model"`
@@ -294,8 +314,9 @@ type QualityRow struct {
 	// wall-clock second of the loadgen run, the whole machine's busy cores over the same
 	// time (other users included), and (load rows) how late loadgen's open loop started
 	// requests against its schedule, wall-clock ms.
-	// EventsPerRequest is the SSE events of an answer (content events, usage, [DONE]);
-	// WallEvents() = Capacity × TimeScale × EventsPerRequest is what the row relayed.
+	// EventsPerRequest is the SSE events of a streamed answer (content events, usage,
+	// [DONE]); wallEvents() = Capacity × TimeScale × EventsPerRequest is what the row relayed
+	// (one response per request when not streamed).
 	EventsPerRequest float64 `json:"events_per_request"`
 	// Rejected are earlier attempts of a saturation row at higher time scales, whose event
 	// rate passed QualityConfig.MaxWallEvents (the machine may have been the limit).
@@ -317,6 +338,9 @@ type RejectedScale struct {
 
 // wallEvents is the SSE events per wall-clock second the row relayed.
 func (row *QualityRow) wallEvents() float64 {
+	if row.NoStream {
+		return row.Capacity * row.TimeScale
+	}
 	return row.Capacity * row.TimeScale * row.EventsPerRequest
 }
 
@@ -405,7 +429,7 @@ func (cfg *QualityConfig) saturation(k QualityCase, policy string) (QualityRow, 
 	scale := k.SatTimeScale
 	var rejected []RejectedScale
 	for attempt := 0; ; attempt++ {
-		row := QualityRow{Case: k.Name, Policy: policy, Kind: KindSaturation, TimeScale: scale, Clients: k.SatClients, Rejected: rejected}
+		row := QualityRow{Case: k.Name, Policy: policy, Kind: KindSaturation, TimeScale: scale, Clients: k.SatClients, NoStream: k.SatNoStream, Rejected: rejected}
 		name := fmt.Sprintf("%s-sat-%s-%d", k.Name, policy, attempt)
 		args := []string{"--max-concurrency", strconv.Itoa(k.SatClients), "--warmup", strconv.Itoa(k.SatClients)}
 		err := cfg.measure(&row, k, name, args, cfg.SatDuration)
@@ -444,8 +468,8 @@ func (cfg *QualityConfig) load(k QualityCase, policy string, repeat int, rate, e
 	args := []string{"--request-rate", strconv.FormatFloat(wall, 'f', 2, 64), "--max-concurrency", strconv.Itoa(cfg.MaxConcurrency),
 		"--warmup", strconv.Itoa(int(rate * cfg.WarmupSeconds))}
 	err := cfg.measure(&row, k, name, args, cfg.LoadDuration)
-	cfg.logf("smgbench: quality %s %-18s %.0f%% load, repeat %d, time scale %.3g: TTFT p50 %.0f p99 %.0f ms (model), %.1f of %.1f req/s, %s, arrival lag p99 %.1f ms",
-		k.Name, policy, cfg.LoadFraction*100, repeat, scale, row.TTFTP50MS, row.TTFTP99MS, row.Capacity, rate, row.cpuNote(), row.ArrivalLagP99MS)
+	cfg.logf("smgbench: quality %s %-18s %.0f%% load, repeat %d, time scale %.3g: TTFT p50 %.0f p99 %.0f ms (model), completed %.1f, sent %.1f of %.1f req/s, %s, arrival lag p99 %.1f ms",
+		k.Name, policy, cfg.LoadFraction*100, repeat, scale, row.TTFTP50MS, row.TTFTP99MS, row.Capacity, row.SentRate, rate, row.cpuNote(), row.ArrivalLagP99MS)
 	return row, err
 }
 
@@ -473,7 +497,7 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 	defer gw.stop()
 
 	out := filepath.Join(cfg.WorkDir, name+".json")
-	lgArgs := append([]string{"run", "--base-url", base + "/v1", "--model", "mock-model", "--stream=true",
+	lgArgs := append([]string{"run", "--base-url", base + "/v1", "--model", "mock-model", "--stream=" + strconv.FormatBool(!row.NoStream),
 		"--duration", d.String(), "--seed", strconv.FormatInt(cfg.Seed, 10), "--progress", "off", "--output", out}, k.Loadgen...)
 	lgArgs = append(lgArgs, args...)
 	mock0, err := mocks.cpuSeconds()
@@ -524,8 +548,10 @@ func (row *QualityRow) cpuNote() string {
 }
 
 // fill sets the row's figures from loadgen's result: rates and latencies converted to model
-// time. A saturation row's capacity counts the completions of its steady part only (the
-// timeline after rampFraction of the measured duration, up to its end).
+// time. The completed rate counts the run's steady part only: the timeline after
+// rampFraction of the measured duration, up to its end. A saturation row's closed loop
+// starts on idle engines and needs a moment to fill them; a load row's open loop starts on
+// drained engines, and its requests still in flight at the end (the drain) finish after it.
 func (row *QualityRow) fill(r *loadgen.Result, workers int, durationS, rampFraction float64) {
 	s := row.TimeScale
 	row.Completed, row.Failed = r.Completed, r.Failed
@@ -534,16 +560,19 @@ func (row *QualityRow) fill(r *loadgen.Result, workers int, durationS, rampFract
 		row.EventsPerRequest = float64(r.TotalOutputTokens)/float64(r.Completed) + 2
 	}
 	row.CacheHitRate = r.CacheHitRate
-	row.TTFTP50MS, row.TTFTP99MS = r.TTFT.Median*s, r.TTFT.P99*s
-	row.TPOTP50MS = r.TPOT.Median * s
+	if !row.NoStream { // a non-streamed answer has no first token of its own
+		row.TTFTP50MS, row.TTFTP99MS = r.TTFT.Median*s, r.TTFT.P99*s
+		row.TPOTP50MS = r.TPOT.Median * s
+	}
 	row.BusiestShare = busiestShare(r.Workers, workers)
 	row.ArrivalLagP99MS = r.ArrivalLag.P99
 	row.Capacity = r.RequestThroughput / s
 	row.OutputThroughput = r.OutputThroughput / s
-	if row.Kind == KindSaturation {
-		if rate, tokens, ok := steadyRates(r.Timeline, durationS*rampFraction, durationS); ok {
-			row.Capacity, row.OutputThroughput = rate/s, tokens/s
-		}
+	if rate, tokens, ok := steadyRates(r.Timeline, durationS*rampFraction, durationS); ok {
+		row.Capacity, row.OutputThroughput = rate/s, tokens/s
+	}
+	if row.Kind == KindLoad && durationS > 0 {
+		row.SentRate = float64(r.Completed+r.Failed) / durationS / s
 	}
 }
 

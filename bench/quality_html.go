@@ -106,9 +106,10 @@ func newQualityView(q *QualityResult) qualityView {
 				capacity.values, capacity.present = append(capacity.values, r.Capacity), append(capacity.present, true)
 				p99.values, p99.present = append(p99.values, r.TTFTP99MS), append(p99.present, true)
 			}
-			cv.Charts = append(cv.Charts,
-				newBarChart("Capacity at saturation (requests/s of model time)", names, []barSeries{capacity}, true),
-				newBarChart("TTFT p99 at saturation (ms of model time)", names, []barSeries{p99}, true))
+			cv.Charts = append(cv.Charts, newBarChart("Capacity at saturation (requests/s of model time)", names, []barSeries{capacity}, true))
+			if !cr.Case.SatNoStream { // non-streamed answers have no TTFT
+				cv.Charts = append(cv.Charts, newBarChart("TTFT p99 at saturation (ms of model time)", names, []barSeries{p99}, true))
+			}
 		}
 		if len(cr.Load) > 0 {
 			policies, repeats := loadPolicies(cr.Load)

@@ -154,7 +154,8 @@ func (q *QualityResult) Table() string {
 	fmt.Fprintf(&sb, "## 3. Routing quality (engine-mode mocks)\n\n%d engine-mode mock workers (KV %d tokens each) behind smg, a fresh fleet and gateway per row; "+
 		"rates, TTFT and TPOT in model time (wall clock × the row's time scale); the gateway polls loads every %g s of model time. "+
 		"Saturation: a closed loop, capacity = completed requests per second over the last %.0f%% of each %v run. "+
-		"Load: an open loop (Poisson) at %.0f%% of round robin's capacity, %v per row, %d repeat(s), each after %g s (model) of warm-up. "+
+		"Load: an open loop (Poisson) at %.0f%% of round robin's capacity, %v per row, %d repeat(s), each after %g s (model) of warm-up; "+
+		"completed requests per second over the same steady part of the run, sent = started over the whole run. "+
 		"CPU: cores the row's mocks, gateway and loadgen used (the whole machine's busy cores in brackets).\n\n",
 		c.Workers, c.KVTokens, c.LoadReportSeconds, (1-c.SatRampFraction)*100, c.SatDuration, c.LoadFraction*100, c.LoadDuration, c.Repeats, c.WarmupSeconds)
 	m := map[string]float64{}
@@ -189,8 +190,12 @@ func saturationTable(cr QualityCaseResult) string {
 		if rr != nil && r.Policy != referencePolicy {
 			capX, hitX, p99X = times(r.Capacity, rr.Capacity), times(r.CacheHitRate, rr.CacheHitRate), times(r.TTFTP99MS, rr.TTFTP99MS)
 		}
-		fmt.Fprintf(&sb, "| %s | %.1f | %s | %.3f | %s | %.0f | %.0f | %s | %.1f | %.2f | %d | %d | %g | %.0f | %.2f (%.2f) |\n",
-			r.Policy, r.Capacity, capX, r.CacheHitRate, hitX, r.TTFTP50MS, r.TTFTP99MS, p99X, r.TPOTP50MS, r.BusiestShare, r.Completed, r.Failed,
+		p50, p99, tpot := fmt.Sprintf("%.0f", r.TTFTP50MS), fmt.Sprintf("%.0f", r.TTFTP99MS), fmt.Sprintf("%.1f", r.TPOTP50MS)
+		if r.NoStream {
+			p50, p99, tpot = "–", "–", "–"
+		}
+		fmt.Fprintf(&sb, "| %s | %.1f | %s | %.3f | %s | %s | %s | %s | %s | %.2f | %d | %d | %g | %.0f | %.2f (%.2f) |\n",
+			r.Policy, r.Capacity, capX, r.CacheHitRate, hitX, p50, p99, p99X, tpot, r.BusiestShare, r.Completed, r.Failed,
 			r.TimeScale, r.wallEvents(), r.CPUCores, r.MachineBusy)
 		for _, x := range r.Rejected {
 			notes = append(notes, fmt.Sprintf("%s first measured %.1f req/s at time scale %g (%.0f events/s wall, over the budget)", r.Policy, x.Capacity, x.TimeScale, x.WallEvents))
@@ -198,6 +203,9 @@ func saturationTable(cr QualityCaseResult) string {
 	}
 	if len(notes) > 0 {
 		sb.WriteString("\nMeasured again at a lower time scale: " + strings.Join(notes, "; ") + ".\n")
+	}
+	if cr.Case.SatNoStream {
+		sb.WriteString("\nNot streamed (one response per request, counted as one event): no TTFT or TPOT at saturation.\n")
 	}
 	sb.WriteString("\n")
 	return sb.String()
@@ -211,7 +219,7 @@ func loadTable(cr QualityCaseResult, fraction float64) string {
 	first := cr.Load[0]
 	fmt.Fprintf(&sb, "At %.0f%% of round robin's capacity (%.1f of %.1f req/s of model time; %.0f req/s wall at time scale %g), %d repeat(s):\n\n",
 		fraction*100, cr.LoadRate, cr.Capacity, cr.LoadRate*first.TimeScale, first.TimeScale, repeats)
-	sb.WriteString("| policy | TTFT p99 ms per repeat | × RR per repeat | worst × RR | median × RR | TTFT p50 ms per repeat | cache hit rate | completed req/s | busiest worker × fair share | CPU cores | arrival lag p99 ms |\n" +
+	sb.WriteString("| policy | TTFT p99 ms per repeat | × RR per repeat | worst × RR | median × RR | TTFT p50 ms per repeat | cache hit rate | completed (sent) req/s | busiest worker × fair share | CPU cores | arrival lag p99 ms |\n" +
 		"|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, policy := range policies {
 		var p99s, xs, p50s, hits, rates, busiest, cpus, lags []string
@@ -225,7 +233,7 @@ func loadTable(cr QualityCaseResult, fraction float64) string {
 			p99s = append(p99s, fmt.Sprintf("%.0f", r.TTFTP99MS))
 			p50s = append(p50s, fmt.Sprintf("%.0f", r.TTFTP50MS))
 			hits = append(hits, fmt.Sprintf("%.3f", r.CacheHitRate))
-			rates = append(rates, fmt.Sprintf("%.1f", r.Capacity))
+			rates = append(rates, fmt.Sprintf("%.1f (%.1f)", r.Capacity, r.SentRate))
 			busiest = append(busiest, fmt.Sprintf("%.2f", r.BusiestShare))
 			cpus = append(cpus, fmt.Sprintf("%.2f (%.2f)", r.CPUCores, r.MachineBusy))
 			lags = append(lags, fmt.Sprintf("%.1f", r.ArrivalLagP99MS))

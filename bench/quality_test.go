@@ -19,7 +19,7 @@ func qualityFixture() *QualityResult {
 	}
 	load := func(kase, policy string, repeat int, p50, p99, hit, rate float64) QualityRow {
 		return QualityRow{Case: kase, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: 4, OfferedRate: 35,
-			Capacity: rate, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, BusiestShare: 1, Completed: 2000, CPUCores: 0.25, MachineBusy: 0.75, ArrivalLagP99MS: 1.5}
+			Capacity: rate, SentRate: 35, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, BusiestShare: 1, Completed: 2000, CPUCores: 0.25, MachineBusy: 0.75, ArrivalLagP99MS: 1.5}
 	}
 	cases := DefaultQualityCases()
 	caSat := sat("cache_aware", 125, 1, 100, 1000)
@@ -51,6 +51,11 @@ func qualityFixture() *QualityResult {
 					load("mixed-size", "least_load", 1, 100, 500, 0, 70),
 					load("mixed-size", "power_of_two", 1, 100, 700, 0, 70),
 					load("mixed-size", "cache_aware", 1, 100, 1500, 0, 70),
+				}},
+			{Case: cases[3], Capacity: 150,
+				Saturation: []QualityRow{
+					{Case: "heterogeneous", Policy: "round_robin", Kind: KindSaturation, TimeScale: 4, Clients: 384, NoStream: true, Capacity: 150, EventsPerRequest: 66},
+					{Case: "heterogeneous", Policy: "least_load", Kind: KindSaturation, TimeScale: 4, Clients: 384, NoStream: true, Capacity: 210, EventsPerRequest: 66},
 				}},
 		},
 	}
@@ -120,11 +125,14 @@ func TestQualityTable(t *testing.T) {
 		"Measured again at a lower time scale: cache_aware first measured 100.0 req/s at time scale 1 (3400 events/s wall, over the budget).",
 		"| round_robin | 50.0 | – | 0.250 | – |",
 		"At 70% of round robin's capacity (35.0 of 50.0 req/s of model time; 140 req/s wall at time scale 4), 2 repeat(s):",
-		"| least_load | 800, 250 | 2.00, 0.50 | **2.00** | 1.25 | 300, 100 | 0.250, 0.300 | 35.0, 28.0 |",
+		"| least_load | 800, 250 | 2.00, 0.50 | **2.00** | 1.25 | 300, 100 | 0.250, 0.300 | 35.0 (35.0), 28.0 (35.0) |",
 		"| cache_aware | 200, 600 | 0.50, 1.20 | **1.20** | 0.85 |",
 		"| round_robin | 400, 500 | – | – | – |",
 		"| least_load | 500 | 0.50 | **0.50** | 0.50 |",
 		"| capacity (requests/s) | 2.50× | 1.9× |", "| cache hit rate | 4.00× | 3.8× |",
+		// Not streamed: no TTFT or TPOT, one response a request.
+		"| least_load | 210.0 | 1.40× | 0.000 | – | – | – | – | – | 0.00 | 0 | 0 | 4 | 840 |",
+		"Not streamed (one response per request, counted as one event): no TTFT or TPOT at saturation.",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
@@ -155,24 +163,36 @@ func TestSteadyRates(t *testing.T) {
 }
 
 func TestQualityRowFill(t *testing.T) {
-	r := &loadgen.Result{Completed: 900, Failed: 1, CacheHitRate: 0.5, RequestThroughput: 80, OutputThroughput: 2560, TotalOutputTokens: 28800,
+	// 12 s of 100 completions/s wall, then 3 s of drain: the whole-run figure loadgen
+	// reports (completed ÷ 15 s) is below the rate the run sustained.
+	r := &loadgen.Result{Completed: 1300, Failed: 1, CacheHitRate: 0.5, RequestThroughput: 1300.0 / 15, OutputThroughput: 1300.0 * 32 / 15, TotalOutputTokens: 41600,
 		TTFT: loadgen.Summary{Median: 10, P99: 50}, TPOT: loadgen.Summary{Median: 5}, ArrivalLag: loadgen.Summary{P99: 2},
 		Workers: map[string]int64{"a": 600, "b": 300}}
-	for i := range 12 {
-		r.Timeline = append(r.Timeline, loadgen.TimelinePoint{StartS: float64(i), Completed: 100, OutputThroughput: 3200})
+	for i := range 15 {
+		n := int64(100)
+		if i >= 12 {
+			n = 100 / 3
+		}
+		r.Timeline = append(r.Timeline, loadgen.TimelinePoint{StartS: float64(i), Completed: n, OutputThroughput: float64(n) * 32})
 	}
 	load := QualityRow{Kind: KindLoad, TimeScale: 4}
 	load.fill(r, 2, 12, 0.25)
-	if load.Capacity != 20 || load.OutputThroughput != 640 || load.TTFTP50MS != 40 || load.TTFTP99MS != 200 || load.TPOTP50MS != 20 ||
-		load.BusiestShare != 600*2.0/900 || load.ArrivalLagP99MS != 2 || load.Completed != 900 || load.Failed != 1 || load.CacheHitRate != 0.5 ||
-		load.EventsPerRequest != 34 || load.wallEvents() != 20*4*34 {
-		t.Errorf("load row %+v: want wall figures × / ÷ the time scale 4", load)
+	if load.Capacity != 25 || load.OutputThroughput != 800 || load.SentRate != 1301.0/12/4 || load.TTFTP50MS != 40 || load.TTFTP99MS != 200 || load.TPOTP50MS != 20 ||
+		load.BusiestShare != 600*2.0/900 || load.ArrivalLagP99MS != 2 || load.Completed != 1300 || load.Failed != 1 || load.CacheHitRate != 0.5 ||
+		load.EventsPerRequest != 34 || load.wallEvents() != 25*4*34 {
+		t.Errorf("load row %+v: want the steady 100/s wall (drain left out) = 25/s of model time, sent %g, latencies × 4", load, 1301.0/12/4)
 	}
-	// A saturation row's capacity is the timeline's steady part: 100/s wall = 25/s of model time.
+	// A saturation row's capacity is the timeline's steady part too: 100/s wall = 25/s of model time.
 	sat := QualityRow{Kind: KindSaturation, TimeScale: 4}
 	sat.fill(r, 2, 12, 0.25)
-	if sat.Capacity != 25 || sat.OutputThroughput != 800 {
-		t.Errorf("saturation row capacity %g, output %g: want 25 and 800 from the timeline", sat.Capacity, sat.OutputThroughput)
+	if sat.Capacity != 25 || sat.OutputThroughput != 800 || sat.SentRate != 0 {
+		t.Errorf("saturation row capacity %g, output %g, sent %g: want 25 and 800 from the timeline, no sent rate", sat.Capacity, sat.OutputThroughput, sat.SentRate)
+	}
+	// Not streamed: no first token to time, and one response per request relayed.
+	flat := QualityRow{Kind: KindSaturation, TimeScale: 4, NoStream: true}
+	flat.fill(r, 2, 12, 0.25)
+	if flat.TTFTP50MS != 0 || flat.TTFTP99MS != 0 || flat.TPOTP50MS != 0 || flat.EventsPerRequest != 34 || flat.wallEvents() != 25*4 {
+		t.Errorf("non-streamed row %+v: want no TTFT/TPOT, 34 events a streamed answer would have, %d responses/s wall", flat, 25*4)
 	}
 }
 
@@ -182,12 +202,13 @@ func TestWriteQualityHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := buf.String()
-	// shared-prefix: capacity, saturation TTFT p99, load TTFT p99; mixed-size: load only.
-	if n := strings.Count(html, "<svg "); n != 4 {
-		t.Errorf("%d charts, want 4", n)
+	// shared-prefix: capacity, saturation TTFT p99, load TTFT p99; mixed-size: load only;
+	// heterogeneous: capacity only (not streamed at saturation: no TTFT chart).
+	if n := strings.Count(html, "<svg "); n != 5 {
+		t.Errorf("%d charts, want 5", n)
 	}
-	if n := strings.Count(html, "<rect "); n != 3+3+8+4 {
-		t.Errorf("%d bars, want 18 (3 + 3 saturation, 8 + 4 load)", n)
+	if n := strings.Count(html, "<rect "); n != 3+3+8+4+2 {
+		t.Errorf("%d bars, want 20 (3 + 3 saturation, 8 + 4 load, 2 heterogeneous capacity)", n)
 	}
 	for _, want := range []string{
 		"<h2>shared-prefix</h2>", "<h2>mixed-size</h2>", "Capacity at saturation (requests/s of model time)",
