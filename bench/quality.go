@@ -49,6 +49,11 @@ type QualityCase struct {
 	// events for. A case whose closed loop needs many seconds of model time to settle uses it
 	// (heterogeneous); its saturation rows then have no TTFT or TPOT.
 	SatNoStream bool `json:"sat_no_stream,omitempty"`
+	// SatSettle is wall-clock time a saturation row's closed loop runs before its measured
+	// SatDuration (and that duration's ramp), for a case whose loop takes longer to reach its
+	// steady state than the ramp allows: round robin's on the heterogeneous fleet, where the
+	// clients pile up on the slow engines over some 20 s of model time. Default 0.
+	SatSettle time.Duration `json:"sat_settle_ns,omitempty"`
 }
 
 // The cases' workloads. Words are loadgen's; the mock counts about 1.26 tokens per word.
@@ -87,14 +92,14 @@ func DefaultQualityCases() []QualityCase {
 		// Round robin gives every engine an equal share, so on this fleet it sustains the fleet
 		// size × what one slow engine completes: that is its capacity, and what its closed
 		// loop converges to once the clients have piled up on the slow engines (a few seconds
-		// of model time). The engines batch at most 32 sequences (--max-running), so 384
-		// clients keep every engine's batch full under any policy and that convergence is
+		// of model time: SatSettle). The engines batch at most 32 sequences (--max-running), so
+		// 384 clients keep every engine's batch full under any policy and that convergence is
 		// short; the saturation rows are not streamed (SatNoStream), so time scale 4 gives
-		// them 32 s of model time in 8 s of wall clock. The load rows are streamed at time
+		// them 56 s of model time in 14 s of wall clock. The load rows are streamed at time
 		// scale 1 (about 7,000 events per wall-clock second at 70%).
 		{Name: "heterogeneous", About: "workers 6 and 7 decode twice as slowly (mockworker --decode-factors 6=2,7=2), engines batch at most 32 sequences; distinct 128-word prompts, 64 output tokens; saturation rows not streamed",
 			Loadgen: heterogeneousArgs, Mock: []string{"--decode-factors", "6=2,7=2", "--max-running", "32"},
-			SatTimeScale: 4, LoadTimeScale: 1, SatClients: 384, SatNoStream: true},
+			SatTimeScale: 4, LoadTimeScale: 1, SatClients: 384, SatNoStream: true, SatSettle: 6 * time.Second},
 	}
 }
 
@@ -432,7 +437,7 @@ func (cfg *QualityConfig) saturation(k QualityCase, policy string) (QualityRow, 
 		row := QualityRow{Case: k.Name, Policy: policy, Kind: KindSaturation, TimeScale: scale, Clients: k.SatClients, NoStream: k.SatNoStream, Rejected: rejected}
 		name := fmt.Sprintf("%s-sat-%s-%d", k.Name, policy, attempt)
 		args := []string{"--max-concurrency", strconv.Itoa(k.SatClients), "--warmup", strconv.Itoa(k.SatClients)}
-		err := cfg.measure(&row, k, name, args, cfg.SatDuration)
+		err := cfg.measure(&row, k, name, args, k.SatSettle, cfg.SatDuration)
 		events := row.wallEvents()
 		cfg.logf("smgbench: quality %s %-18s saturation at time scale %.3g: %.1f req/s (model), hit %.3f, TTFT p99 %.0f ms, %.0f events/s wall, %s",
 			k.Name, policy, scale, row.Capacity, row.CacheHitRate, row.TTFTP99MS, events, row.cpuNote())
@@ -467,15 +472,16 @@ func (cfg *QualityConfig) load(k QualityCase, policy string, repeat int, rate, e
 	name := fmt.Sprintf("%s-load%d-%s", k.Name, repeat, policy)
 	args := []string{"--request-rate", strconv.FormatFloat(wall, 'f', 2, 64), "--max-concurrency", strconv.Itoa(cfg.MaxConcurrency),
 		"--warmup", strconv.Itoa(int(rate * cfg.WarmupSeconds))}
-	err := cfg.measure(&row, k, name, args, cfg.LoadDuration)
+	err := cfg.measure(&row, k, name, args, 0, cfg.LoadDuration)
 	cfg.logf("smgbench: quality %s %-18s %.0f%% load, repeat %d, time scale %.3g: TTFT p50 %.0f p99 %.0f ms (model), completed %.1f, sent %.1f of %.1f req/s, %s, arrival lag p99 %.1f ms",
 		k.Name, policy, cfg.LoadFraction*100, repeat, scale, row.TTFTP50MS, row.TTFTP99MS, row.Capacity, row.SentRate, rate, row.cpuNote(), row.ArrivalLagP99MS)
 	return row, err
 }
 
 // measure runs one row on a fresh fleet and gateway, so no row inherits another's warm caches
-// or load history: loadgen with the case's workload and args (loop shape, warm-up) for d.
-func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, args []string, d time.Duration) error {
+// or load history: loadgen with the case's workload and args (loop shape, warm-up) for
+// settle + d, measured over d after the settling time.
+func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, args []string, settle, d time.Duration) error {
 	scale := strconv.FormatFloat(row.TimeScale, 'f', -1, 64)
 	mockArgs := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
 		"--model", "mock-model", "--mode", "engine", "--time-scale", scale,
@@ -498,7 +504,7 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 
 	out := filepath.Join(cfg.WorkDir, name+".json")
 	lgArgs := append([]string{"run", "--base-url", base + "/v1", "--model", "mock-model", "--stream=" + strconv.FormatBool(!row.NoStream),
-		"--duration", d.String(), "--seed", strconv.FormatInt(cfg.Seed, 10), "--progress", "off", "--output", out}, k.Loadgen...)
+		"--duration", (settle + d).String(), "--seed", strconv.FormatInt(cfg.Seed, 10), "--progress", "off", "--output", out}, k.Loadgen...)
 	lgArgs = append(lgArgs, args...)
 	mock0, err := mocks.cpuSeconds()
 	if err != nil {
@@ -533,7 +539,7 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 	row.CPUMocks, row.CPUGateway, row.CPULoadgen = (mock1-mock0)/wall, (gw1-gw0)/wall, lgCPU/wall
 	row.CPUCores = row.CPUMocks + row.CPUGateway + row.CPULoadgen
 	row.MachineBusy = (busy1 - busy0) / wall
-	row.fill(r, cfg.Workers, d.Seconds(), cfg.SatRampFraction)
+	row.fill(r, cfg.Workers, settle.Seconds()+d.Seconds()*cfg.SatRampFraction, (settle + d).Seconds())
 	// A request the full KV cache cannot admit yet is queued, not failed, so any failure is
 	// unexpected; more than 1% would bias the figures and fails the row.
 	if r.Failed*100 > r.Completed {
@@ -548,11 +554,11 @@ func (row *QualityRow) cpuNote() string {
 }
 
 // fill sets the row's figures from loadgen's result: rates and latencies converted to model
-// time. The completed rate counts the run's steady part only: the timeline after
-// rampFraction of the measured duration, up to its end. A saturation row's closed loop
-// starts on idle engines and needs a moment to fill them; a load row's open loop starts on
-// drained engines, and its requests still in flight at the end (the drain) finish after it.
-func (row *QualityRow) fill(r *loadgen.Result, workers int, durationS, rampFraction float64) {
+// time. The completed rate counts the run's steady part only: the timeline from fromS to
+// the run's end at endS (wall-clock seconds). A saturation row's closed loop starts on idle
+// engines and needs a moment to fill them; a load row's open loop starts on drained engines,
+// and its requests still in flight at the end (the drain) finish after it.
+func (row *QualityRow) fill(r *loadgen.Result, workers int, fromS, endS float64) {
 	s := row.TimeScale
 	row.Completed, row.Failed = r.Completed, r.Failed
 	if r.Completed > 0 {
@@ -568,11 +574,11 @@ func (row *QualityRow) fill(r *loadgen.Result, workers int, durationS, rampFract
 	row.ArrivalLagP99MS = r.ArrivalLag.P99
 	row.Capacity = r.RequestThroughput / s
 	row.OutputThroughput = r.OutputThroughput / s
-	if rate, tokens, ok := steadyRates(r.Timeline, durationS*rampFraction, durationS); ok {
+	if rate, tokens, ok := steadyRates(r.Timeline, fromS, endS); ok {
 		row.Capacity, row.OutputThroughput = rate/s, tokens/s
 	}
-	if row.Kind == KindLoad && durationS > 0 {
-		row.SentRate = float64(r.Completed+r.Failed) / durationS / s
+	if row.Kind == KindLoad && endS > 0 {
+		row.SentRate = float64(r.Completed+r.Failed) / endS / s
 	}
 }
 

@@ -204,6 +204,9 @@ func saturationTable(cr QualityCaseResult) string {
 	if len(notes) > 0 {
 		sb.WriteString("\nMeasured again at a lower time scale: " + strings.Join(notes, "; ") + ".\n")
 	}
+	if cr.Case.SatSettle > 0 {
+		fmt.Fprintf(&sb, "\nEach closed loop ran %v before its measured run, to settle (its capacity counts only the measured run).\n", cr.Case.SatSettle)
+	}
 	if cr.Case.SatNoStream {
 		sb.WriteString("\nNot streamed (one response per request, counted as one event): no TTFT or TPOT at saturation.\n")
 	}

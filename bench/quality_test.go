@@ -133,6 +133,7 @@ func TestQualityTable(t *testing.T) {
 		// Not streamed: no TTFT or TPOT, one response a request.
 		"| least_load | 210.0 | 1.40× | 0.000 | – | – | – | – | – | 0.00 | 0 | 0 | 4 | 840 |",
 		"Not streamed (one response per request, counted as one event): no TTFT or TPOT at saturation.",
+		"Each closed loop ran 6s before its measured run, to settle",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
@@ -176,7 +177,7 @@ func TestQualityRowFill(t *testing.T) {
 		r.Timeline = append(r.Timeline, loadgen.TimelinePoint{StartS: float64(i), Completed: n, OutputThroughput: float64(n) * 32})
 	}
 	load := QualityRow{Kind: KindLoad, TimeScale: 4}
-	load.fill(r, 2, 12, 0.25)
+	load.fill(r, 2, 3, 12)
 	if load.Capacity != 25 || load.OutputThroughput != 800 || load.SentRate != 1301.0/12/4 || load.TTFTP50MS != 40 || load.TTFTP99MS != 200 || load.TPOTP50MS != 20 ||
 		load.BusiestShare != 600*2.0/900 || load.ArrivalLagP99MS != 2 || load.Completed != 1300 || load.Failed != 1 || load.CacheHitRate != 0.5 ||
 		load.EventsPerRequest != 34 || load.wallEvents() != 25*4*34 {
@@ -184,13 +185,13 @@ func TestQualityRowFill(t *testing.T) {
 	}
 	// A saturation row's capacity is the timeline's steady part too: 100/s wall = 25/s of model time.
 	sat := QualityRow{Kind: KindSaturation, TimeScale: 4}
-	sat.fill(r, 2, 12, 0.25)
+	sat.fill(r, 2, 3, 12)
 	if sat.Capacity != 25 || sat.OutputThroughput != 800 || sat.SentRate != 0 {
 		t.Errorf("saturation row capacity %g, output %g, sent %g: want 25 and 800 from the timeline, no sent rate", sat.Capacity, sat.OutputThroughput, sat.SentRate)
 	}
 	// Not streamed: no first token to time, and one response per request relayed.
 	flat := QualityRow{Kind: KindSaturation, TimeScale: 4, NoStream: true}
-	flat.fill(r, 2, 12, 0.25)
+	flat.fill(r, 2, 3, 12)
 	if flat.TTFTP50MS != 0 || flat.TTFTP99MS != 0 || flat.TPOTP50MS != 0 || flat.EventsPerRequest != 34 || flat.wallEvents() != 25*4 {
 		t.Errorf("non-streamed row %+v: want no TTFT/TPOT, 34 events a streamed answer would have, %d responses/s wall", flat, 25*4)
 	}
