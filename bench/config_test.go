@@ -112,8 +112,11 @@ func TestSelectQualityCases(t *testing.T) {
 	if err != nil || len(two) != 2 || two[0].Name != "heterogeneous" || two[1].Name != "shared-prefix" {
 		t.Fatalf("two cases: %+v, %v", two, err)
 	}
-	if got := strings.Join(two[0].Mock, " "); got != "--decode-factors 6=2,7=2" {
-		t.Errorf("heterogeneous mock flags %q: want two slow decoders", got)
+	if got := strings.Join(two[0].Mock, " "); got != "--decode-factors 6=2,7=2 --max-running 32" {
+		t.Errorf("heterogeneous mock flags %q: want two slow decoders and batches of at most 32", got)
+	}
+	if !two[0].SatNoStream || two[0].SatSettle <= 0 || two[1].SatNoStream || two[1].SatSettle != 0 {
+		t.Errorf("heterogeneous saturation rows not streamed and settled, shared-prefix's streamed at once: %+v, %+v", two[0], two[1])
 	}
 	if _, err := SelectQualityCases([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "use shared-prefix, multi-turn") {
 		t.Errorf("unknown case: %v", err)

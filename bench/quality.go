@@ -247,9 +247,9 @@ func (c *QualityConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("quality case %q: give every case a distinct name without spaces, dots or slashes", k.Name))
 		}
 		seen[k.Name] = true
-		if !(k.SatTimeScale > 0) || !(k.LoadTimeScale > 0) || k.SatClients < 1 || len(k.Loadgen) == 0 {
-			errs = append(errs, fmt.Errorf("quality case %s: time scales %g and %g, %d clients, loadgen %v: give positive time scales and clients and a workload",
-				k.Name, k.SatTimeScale, k.LoadTimeScale, k.SatClients, k.Loadgen))
+		if !(k.SatTimeScale > 0) || !(k.LoadTimeScale > 0) || k.SatClients < 1 || len(k.Loadgen) == 0 || k.SatSettle < 0 {
+			errs = append(errs, fmt.Errorf("quality case %s: time scales %g and %g, %d clients, loadgen %v, settling time %v: give positive time scales and clients, a workload and no negative settling time",
+				k.Name, k.SatTimeScale, k.LoadTimeScale, k.SatClients, k.Loadgen, k.SatSettle))
 		}
 	}
 	if len(c.Cases) == 0 {
