@@ -98,6 +98,8 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if err := o.policies.Validate(); err != nil {
 		return err
 	}
+	// The report age and poll timeout follow --load-monitor-interval.
+	o.loadmon = o.loadmon.WithInterval(o.loadmon.Interval)
 	if err := o.loadmon.Validate(); err != nil {
 		return err
 	}

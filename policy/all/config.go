@@ -72,7 +72,7 @@ func (c *Config) Validate() error {
 	d := c.withDefaults()
 	errs := []error{
 		d.CacheAware.Validate(), d.LeastLoad.Validate(), d.PowerOfTwo.Validate(),
-		d.PrefixHash.Validate(), d.Manual.Validate(), sticky.ValidateAssignmentMode(d.Sticky.AssignmentMode),
+		d.PrefixHash.Validate(), d.Manual.Validate(), d.Sticky.Validate(),
 	}
 	return errors.Join(errs...)
 }

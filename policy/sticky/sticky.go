@@ -165,14 +165,26 @@ type Config struct {
 	// dispatch and completion); a pinned session with InFlightCap requests in flight is then
 	// reassigned. Nil disables the cap.
 	KeyLoads *policy.KeyLoads
-	// InFlightCap is the cap; 0 selects DefaultInFlightCap.
+	// InFlightCap is the cap: at least 1. Default DefaultInFlightCap.
 	InFlightCap int
 }
 
 // DefaultConfig: the underlying policy decides where a session starts (delegate), keys
-// idle for DefaultMaxIdle are forgotten.
+// idle for DefaultMaxIdle are forgotten, a session may have DefaultInFlightCap requests in
+// flight on its worker.
 func DefaultConfig() Config {
-	return Config{PinnerConfig: PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle}}
+	return Config{PinnerConfig: PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle}, InFlightCap: DefaultInFlightCap}
+}
+
+// Validate reports an unknown assignment mode or a cap under 1.
+func (c Config) Validate() error {
+	if err := ValidateAssignmentMode(c.AssignmentMode); err != nil {
+		return err
+	}
+	if c.InFlightCap < 1 {
+		return fmt.Errorf("sticky session in-flight cap %d: give 1 or more (default %d); start from sticky.DefaultConfig()", c.InFlightCap, DefaultInFlightCap)
+	}
+	return nil
 }
 
 // Builder wraps a policy with sticky sessions: a request whose body rid (lineage
@@ -189,13 +201,10 @@ type Builder struct {
 	respills *metrics.Counter
 }
 
-// NewBuilder wraps inner; cfg.AssignmentMode must be valid.
+// NewBuilder wraps inner; cfg must pass Validate.
 func NewBuilder(inner policy.Builder, cfg Config, rnd policy.Rand, now time.Time) *Builder {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
-	}
-	if cfg.InFlightCap <= 0 {
-		cfg.InFlightCap = DefaultInFlightCap
 	}
 	return &Builder{
 		inner:  inner,

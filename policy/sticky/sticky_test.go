@@ -2,6 +2,7 @@ package sticky_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +162,25 @@ func TestStickyInFlightCapRespills(t *testing.T) {
 	}
 	if loads.Get(h) != 0 {
 		t.Fatal("counts do not balance")
+	}
+}
+
+// TestConfigValidateRefusesAZeroCap: the cap is explicit (DefaultConfig sets it), and a zero or
+// negative one is refused instead of meaning the default (issue 16).
+func TestConfigValidateRefusesAZeroCap(t *testing.T) {
+	cfg := sticky.DefaultConfig()
+	if cfg.InFlightCap != sticky.DefaultInFlightCap || cfg.Validate() != nil {
+		t.Fatalf("DefaultConfig: cap %d, %v", cfg.InFlightCap, cfg.Validate())
+	}
+	for _, c := range []int{0, -1} {
+		cfg.InFlightCap = c
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "give 1 or more") {
+			t.Errorf("cap %d: %v", c, err)
+		}
+	}
+	cfg = sticky.DefaultConfig()
+	cfg.AssignmentMode = "nope"
+	if cfg.Validate() == nil {
+		t.Error("unknown assignment mode accepted")
 	}
 }

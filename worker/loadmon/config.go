@@ -38,9 +38,9 @@ type Config struct {
 	Required func() bool
 	// MaxReportAge drops a worker's report once this long has passed since it was received
 	// and no newer one came: the worker falls back to the in-flight signal instead of routing
-	// on an old picture. Default StaleIntervals × Interval.
+	// on an old picture. Positive; WithInterval sets it to StaleIntervals × Interval.
 	MaxReportAge time.Duration
-	// Timeout bounds one poll. Default min(5 s, Interval).
+	// Timeout bounds one poll. Positive; WithInterval sets it to min(5 s, Interval).
 	Timeout time.Duration
 	// Concurrency bounds the polls in flight (default DefaultConcurrency; at least 1).
 	Concurrency int
@@ -64,18 +64,25 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the spec's defaults: polling every DefaultInterval, overload
-// protection off with its default limits. MaxReportAge and Timeout follow Interval unless
-// set (see Config).
+// DefaultConfig returns the spec's defaults: polling every DefaultInterval (reports kept
+// StaleIntervals intervals, polls bounded by DefaultTimeout), overload protection off with its
+// default limits.
 func DefaultConfig() Config {
 	return Config{
-		Interval:    DefaultInterval,
 		Concurrency: DefaultConcurrency,
 		// Used only with EngineMetrics.
 		MaxEngineSeries: enginemetrics.DefaultMaxSeries,
 		MaxEngineBody:   DefaultMaxEngineBody,
 		Overload:        OverloadConfig{WaitingRequests: DefaultOverloadWaitingRequests, TokenUsage: DefaultOverloadTokenUsage},
-	}
+	}.WithInterval(DefaultInterval)
+}
+
+// WithInterval returns c polling every d, with the settings that follow the interval set to
+// match: MaxReportAge StaleIntervals × d, Timeout min(DefaultTimeout, d). Change Interval
+// through it (cmd/smg does for --load-monitor-interval).
+func (c Config) WithInterval(d time.Duration) Config {
+	c.Interval, c.MaxReportAge, c.Timeout = d, StaleIntervals*d, min(DefaultTimeout, d)
+	return c
 }
 
 // OverloadConfig is overload protection (--worker-overload-*): a worker whose latest load
@@ -110,10 +117,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Interval <= 0:
 		return fmt.Errorf("--load-monitor-interval is %v s: give a positive number of seconds (default %v)", c.Interval.Seconds(), DefaultInterval.Seconds())
-	case c.MaxReportAge < 0:
-		return fmt.Errorf("load report max age is %v: give a positive duration, or 0 for %d intervals", c.MaxReportAge, StaleIntervals)
-	case c.Timeout < 0:
-		return fmt.Errorf("load poll timeout is %v: give a positive duration, or 0 for the default", c.Timeout)
+	case c.MaxReportAge <= 0:
+		return fmt.Errorf("load report max age is %v: give a positive duration (Config.WithInterval sets %d intervals)", c.MaxReportAge, StaleIntervals)
+	case c.Timeout <= 0:
+		return fmt.Errorf("load poll timeout is %v: give a positive duration (Config.WithInterval sets min(%v, the interval))", c.Timeout, DefaultTimeout)
 	case c.Overload.WaitingRequests < 0:
 		return fmt.Errorf("--worker-overload-waiting-requests %d: give 0 (no limit) or a positive count", c.Overload.WaitingRequests)
 	case c.Overload.TokenUsage < 0 || c.Overload.TokenUsage > 1:
@@ -127,12 +134,6 @@ func (c Config) Validate() error {
 }
 
 func (c *Config) fillDefaults() {
-	if c.MaxReportAge == 0 {
-		c.MaxReportAge = StaleIntervals * c.Interval
-	}
-	if c.Timeout == 0 {
-		c.Timeout = min(DefaultTimeout, c.Interval)
-	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}

@@ -20,7 +20,8 @@ func TestEngineMetricsAreReExportedBoundedAndGoWithTheWorker(t *testing.T) {
 	reg, ws := register(t, a.url, b.url)
 	set := metrics.NewSet()
 	cfg := DefaultConfig()
-	cfg.Interval, cfg.Disable, cfg.EngineMetrics, cfg.MaxEngineSeries, cfg.Metrics = time.Second, true, true, 4, set
+	cfg = cfg.WithInterval(time.Second)
+	cfg.Disable, cfg.EngineMetrics, cfg.MaxEngineSeries, cfg.Metrics = true, true, 4, set
 	m, err := New(cfg, reg.Current)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,7 +97,8 @@ func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
 	reg, ws := register(t, sgl.url, vllm.url)
 	clk := clock.NewFakeAt(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := DefaultConfig()
-	cfg.Interval, cfg.Clock = time.Second, clk
+	cfg = cfg.WithInterval(time.Second)
+	cfg.Clock = clk
 	m, err := New(cfg, reg.Current)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +136,8 @@ func TestSilentWorkerKeepsItsReportForABoundedAge(t *testing.T) {
 	reg, ws := register(t, e.url)
 	clk := clock.NewFakeAt(time.Unix(0, 0))
 	cfg := DefaultConfig()
-	cfg.Interval, cfg.Timeout, cfg.Clock = 10*time.Second, time.Second, clk
+	cfg = cfg.WithInterval(10 * time.Second)
+	cfg.Timeout, cfg.Clock = time.Second, clk
 	m, err := New(cfg, reg.Current)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +167,8 @@ func TestSilentWorkerKeepsItsReportForABoundedAge(t *testing.T) {
 func TestDisabledMonitoringPollsOnlyWhenRequired(t *testing.T) {
 	required := atomic.Bool{}
 	cfg := DefaultConfig()
-	cfg.Interval, cfg.Disable, cfg.Required = time.Second, true, required.Load
+	cfg = cfg.WithInterval(time.Second)
+	cfg.Disable, cfg.Required = true, required.Load
 	m, err := New(cfg, func() *worker.Snapshot { return &worker.Snapshot{} })
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +187,7 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	e.loads.Store(str(mockLoads))
 	reg, ws := register(t, e.url)
 	cfg := DefaultConfig()
-	cfg.Interval = time.Hour
+	cfg = cfg.WithInterval(time.Hour)
 	m, err := New(cfg, reg.Current)
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +210,21 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
+	}
+	// No zero means "the default" (issue 16): a zero age or timeout is refused, and the
+	// interval's followers are set by WithInterval.
+	for _, zero := range []func(*Config){func(c *Config) { c.MaxReportAge = 0 }, func(c *Config) { c.Timeout = 0 }} {
+		c := DefaultConfig()
+		zero(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "WithInterval") {
+			t.Errorf("zero accepted or unexplained: %v", err)
+		}
+	}
+	if c := DefaultConfig().WithInterval(2 * time.Second); c.MaxReportAge != 6*time.Second || c.Timeout != 2*time.Second {
+		t.Errorf("WithInterval(2s): max age %v, timeout %v", c.MaxReportAge, c.Timeout)
+	}
+	if c := DefaultConfig(); c.Interval != DefaultInterval || c.MaxReportAge != StaleIntervals*DefaultInterval || c.Timeout != DefaultTimeout {
+		t.Errorf("DefaultConfig: %v %v %v", c.Interval, c.MaxReportAge, c.Timeout)
 	}
 }
 
