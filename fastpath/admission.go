@@ -12,7 +12,7 @@ type AdmissionConfig struct {
 	// requests wait in a queue. 0 or negative: no cap.
 	MaxConcurrent int
 	// QueueSize is how many requests may wait for a slot (--queue-size); past it they get
-	// 429 admission_queue_full. Default 100.
+	// 429 admission_queue_full. Default 100; 0: none waits.
 	QueueSize int
 	// QueueTimeout is how long a request may wait (--queue-timeout-secs); then it gets 503
 	// admission_queue_timeout. Default 60 s.
@@ -21,6 +21,12 @@ type AdmissionConfig struct {
 	// one second's worth (--rate-limit-tokens-per-second); past it: 429 rate_limit_exceeded.
 	// 0: no limit.
 	RatePerSecond float64
+}
+
+// DefaultAdmissionConfig: no cap on concurrent requests, no rate limit; with a cap, 100
+// requests may wait 60 s each.
+func DefaultAdmissionConfig() AdmissionConfig {
+	return AdmissionConfig{MaxConcurrent: -1, QueueSize: DefaultQueueSize, QueueTimeout: DefaultQueueTimeout}
 }
 
 // Defaults of AdmissionConfig.
@@ -34,8 +40,8 @@ func (c *AdmissionConfig) Validate() error {
 	switch {
 	case c.QueueSize < 0:
 		return fmt.Errorf("--queue-size %d: must be >= 0", c.QueueSize)
-	case c.QueueTimeout < 0:
-		return fmt.Errorf("--queue-timeout-secs: must be >= 0")
+	case c.QueueTimeout <= 0:
+		return fmt.Errorf("--queue-timeout-secs: must be positive (default %v)", DefaultQueueTimeout.Seconds())
 	case c.RatePerSecond < 0:
 		return fmt.Errorf("--rate-limit-tokens-per-second %v: must be >= 0 (0 turns the limit off)", c.RatePerSecond)
 	}
@@ -67,12 +73,6 @@ type admission struct {
 
 func newAdmission(c AdmissionConfig) *admission {
 	a := &admission{limit: int64(c.MaxConcurrent), queue: int64(c.QueueSize), timeout: c.QueueTimeout, epoch: time.Now()}
-	if a.queue == 0 {
-		a.queue = DefaultQueueSize
-	}
-	if a.timeout == 0 {
-		a.timeout = DefaultQueueTimeout
-	}
 	if a.limit > 0 {
 		a.freed = make(chan struct{}, a.limit)
 	}

@@ -83,3 +83,16 @@ func TestRateLimitAllowsOneSecondBurst(t *testing.T) {
 		t.Fatalf("%v %v", e, ok)
 	}
 }
+
+// TestQueueSizeZeroMeansNoQueue: --queue-size 0 lets nobody wait (it used to mean the default
+// of 100, issue 16): past the cap a request is refused at once.
+func TestQueueSizeZeroMeansNoQueue(t *testing.T) {
+	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 0, QueueTimeout: time.Hour})
+	if _, ok := a.admit(); !ok {
+		t.Fatal("the first request was refused")
+	}
+	if e, ok := a.admit(); ok || e != errQueueFull {
+		t.Fatalf("past the cap with no queue: ok %v, %v; want 429 queue full at once", ok, e)
+	}
+	a.release()
+}

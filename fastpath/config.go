@@ -26,9 +26,11 @@ const (
 	DefaultRoutingTokensHeader = "x-smg-routing-tokens"
 	DefaultDrainSettle         = 5 * time.Second
 	DefaultMaxHeaderSize       = 64 << 10 // --max-header-size: 64 KiB
+	DefaultMaxConnsPerWorker   = 2048     // --max-connections-per-worker
 )
 
-// Config configures the gateway's HTTP server.
+// Config configures the gateway's HTTP server. Start from DefaultConfig: a zero setting
+// means zero, and New refuses the zeros that cannot work (Validate).
 type Config struct {
 	// Host and Port are where the gateway listens (--host, --port). Default 0.0.0.0:30000.
 	Host string
@@ -79,11 +81,11 @@ type Config struct {
 	ValidateSpec func(*worker.Spec) error
 	// Admission limits concurrent requests and their rate (--max-concurrent-requests, ...).
 	Admission AdmissionConfig
-	// Retry is the retry policy. The zero value retries nothing (MaxRetries 0); the gateway
-	// starts from DefaultRetryConfig().
+	// Retry is the retry policy (default DefaultRetryConfig()). The zero value retries nothing
+	// (MaxRetries 0).
 	Retry RetryConfig
 	// FanOut bounds the admin routes that ask every worker (GET /get_loads, POST /flush_cache,
-	// GET /engine_metrics); zero fields take their defaults.
+	// GET /engine_metrics). Default DefaultFanOutConfig().
 	FanOut FanOutConfig
 	// Metrics receives the gateway's series. Nil: a private set.
 	Metrics *metrics.Set
@@ -98,36 +100,31 @@ type Config struct {
 	MaxConnsPerWorker int
 }
 
-// fillDefaults replaces zero values with defaults.
-func (c *Config) fillDefaults() {
-	if c.Host == "" {
-		c.Host = DefaultHost
+// DefaultConfig returns the spec's defaults, every setting explicit (issue 16: no zero
+// stands for a default). Retry is DefaultRetryConfig; no API key, no first-byte timeout.
+func DefaultConfig() Config {
+	return Config{
+		Host:              DefaultHost,
+		Port:              DefaultPort,
+		MaxPayloadSize:    DefaultMaxPayloadSize,
+		MaxBodyMemory:     DefaultMaxBodyMemory,
+		MaxHeaderSize:     DefaultMaxHeaderSize,
+		RequestTimeout:    DefaultRequestTimeout,
+		ReadTimeout:       DefaultReadTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		MaxConnections:    DefaultMaxConnections,
+		DrainSettle:       DefaultDrainSettle,
+		Admission:         DefaultAdmissionConfig(),
+		Retry:             DefaultRetryConfig(),
+		FanOut:            DefaultFanOutConfig(),
+		DataPlane:         DataPlaneFastHTTP,
+		MaxConnsPerWorker: DefaultMaxConnsPerWorker,
 	}
-	if c.MaxPayloadSize == 0 {
-		c.MaxPayloadSize = DefaultMaxPayloadSize
-	}
-	if c.MaxBodyMemory == 0 {
-		c.MaxBodyMemory = max(DefaultMaxBodyMemory, c.MaxPayloadSize)
-	}
-	if c.MaxHeaderSize == 0 {
-		c.MaxHeaderSize = DefaultMaxHeaderSize
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultReadTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.MaxConnections == 0 {
-		c.MaxConnections = DefaultMaxConnections
-	}
-	if c.DataPlane == "" {
-		c.DataPlane = DataPlaneFastHTTP
-	}
-	c.FanOut.fillDefaults()
+}
+
+// fillDeps supplies the dependencies left nil: a private metrics set, the default logger.
+// Settings are never filled: a Config starts from DefaultConfig.
+func (c *Config) fillDeps() {
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()
 	}
@@ -138,30 +135,32 @@ func (c *Config) fillDefaults() {
 
 // Validate reports the first invalid setting, naming its flag.
 func (c *Config) Validate() error {
-	if c.Port < 0 || c.Port > 65535 {
+	switch {
+	case c.Host == "":
+		return fmt.Errorf("--host is empty: give an address to listen on (default %s)", DefaultHost)
+	case c.Port < 0 || c.Port > 65535:
 		return fmt.Errorf("--port %d: must be in 0-65535", c.Port)
-	}
-	if c.MaxPayloadSize < 0 {
-		return fmt.Errorf("--max-payload-size %d: must be a positive number of bytes", c.MaxPayloadSize)
-	}
-	payload := c.MaxPayloadSize
-	if payload == 0 {
-		payload = DefaultMaxPayloadSize
-	}
-	if c.MaxBodyMemory < 0 || (c.MaxBodyMemory > 0 && c.MaxBodyMemory < payload) {
-		return fmt.Errorf("--max-request-body-memory %d: must be at least --max-payload-size (%d), or a request of the largest allowed size could never be read", c.MaxBodyMemory, payload)
-	}
-	if c.MaxHeaderSize < 0 || (c.MaxHeaderSize > 0 && c.MaxHeaderSize < 1024) {
-		return fmt.Errorf("--max-header-size %d: must be at least 1024 bytes", c.MaxHeaderSize)
-	}
-	if c.FirstByteTimeout < 0 {
+	case c.MaxPayloadSize <= 0:
+		return fmt.Errorf("--max-payload-size %d: must be a positive number of bytes (default %d)", c.MaxPayloadSize, DefaultMaxPayloadSize)
+	case c.MaxBodyMemory < c.MaxPayloadSize:
+		return fmt.Errorf("--max-request-body-memory %d: must be at least --max-payload-size (%d), or a request of the largest allowed size could never be read", c.MaxBodyMemory, c.MaxPayloadSize)
+	case c.MaxHeaderSize < 1024:
+		return fmt.Errorf("--max-header-size %d: must be at least 1024 bytes (default %d)", c.MaxHeaderSize, DefaultMaxHeaderSize)
+	case c.FirstByteTimeout < 0:
 		return fmt.Errorf("--first-byte-timeout-secs: must be positive, or 0 for none")
-	}
-	if c.RequestTimeout < 0 {
-		return fmt.Errorf("--request-timeout-secs: must be positive")
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("--request-timeout-secs: must be positive (default %v)", DefaultRequestTimeout.Seconds())
+	case c.ReadTimeout <= 0 || c.IdleTimeout <= 0:
+		return fmt.Errorf("read timeout %v and idle timeout %v must be positive: start from fastpath.DefaultConfig() (%v, %v)", c.ReadTimeout, c.IdleTimeout, DefaultReadTimeout, DefaultIdleTimeout)
+	case c.MaxConnections <= 0:
+		return fmt.Errorf("max connections %d must be positive: start from fastpath.DefaultConfig() (%d)", c.MaxConnections, DefaultMaxConnections)
+	case c.MaxConnsPerWorker <= 0:
+		return fmt.Errorf("--max-connections-per-worker %d: must be positive (default %d)", c.MaxConnsPerWorker, DefaultMaxConnsPerWorker)
+	case c.DrainSettle < 0:
+		return fmt.Errorf("--drain-settle-secs: must not be negative (0: remove at once)")
 	}
 	switch c.DataPlane {
-	case "", DataPlaneFastHTTP, DataPlaneEvloop:
+	case DataPlaneFastHTTP, DataPlaneEvloop:
 	default:
 		return fmt.Errorf("--data-plane %q: must be %s or %s", c.DataPlane, DataPlaneFastHTTP, DataPlaneEvloop)
 	}

@@ -40,22 +40,16 @@ const (
 	DefaultFanOutTimeout     = 5 * time.Second
 )
 
-func (c *FanOutConfig) fillDefaults() {
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultFanOutConcurrency
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultFanOutTimeout
-	}
-	if c.MaxEngineSeries == 0 {
-		c.MaxEngineSeries = enginemetrics.DefaultMaxSeries
-	}
+// DefaultFanOutConfig returns the defaults above.
+func DefaultFanOutConfig() FanOutConfig {
+	return FanOutConfig{Concurrency: DefaultFanOutConcurrency, Timeout: DefaultFanOutTimeout, MaxEngineSeries: enginemetrics.DefaultMaxSeries}
 }
 
-// Validate refuses negative bounds.
+// Validate refuses bounds that are not positive.
 func (c *FanOutConfig) Validate() error {
-	if c.Concurrency < 0 || c.Timeout < 0 || c.MaxEngineSeries < 0 {
-		return fmt.Errorf("fan-out bounds must be >= 0 (0 picks the default): concurrency %d, timeout %v, max engine series %d", c.Concurrency, c.Timeout, c.MaxEngineSeries)
+	if c.Concurrency <= 0 || c.Timeout <= 0 || c.MaxEngineSeries <= 0 {
+		return fmt.Errorf("fan-out bounds must be positive: concurrency %d, timeout %v, max engine series %d; start from fastpath.DefaultFanOutConfig() (%d, %v, %d)",
+			c.Concurrency, c.Timeout, c.MaxEngineSeries, DefaultFanOutConcurrency, DefaultFanOutTimeout, enginemetrics.DefaultMaxSeries)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -183,7 +184,7 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 	if cfg.DataPlane == "" {
 		cfg.DataPlane = testPlane
 	}
-	g.srv, err = New(cfg, g.reg, router)
+	g.srv, err = New(withDefaults(cfg), g.reg, router)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +195,28 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 	go func() { _ = g.srv.Serve(g.ln) }()
 	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()); _ = g.ln.Close() })
 	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
+}
+
+// withDefaults is DefaultConfig with the settings a test gave: the non-zero fields of given,
+// field by field inside Admission and FanOut. Retry is taken as given: its zero value retries
+// nothing, which is what most tests want.
+func withDefaults(given Config) Config {
+	cfg := DefaultConfig()
+	overlay(reflect.ValueOf(&cfg).Elem(), reflect.ValueOf(given))
+	cfg.Retry = given.Retry
+	return cfg
+}
+
+func overlay(dst, src reflect.Value) {
+	for i := range src.NumField() {
+		f := src.Field(i)
+		switch {
+		case f.Kind() == reflect.Struct:
+			overlay(dst.Field(i), f)
+		case !f.IsZero():
+			dst.Field(i).Set(f)
+		}
+	}
 }
 
 // resolve maps a fake worker's made-up address to where it listens (the event loops connect

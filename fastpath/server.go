@@ -61,7 +61,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.fillDefaults()
+	cfg.fillDeps()
 	s := &Server{
 		cfg:            cfg,
 		log:            cfg.Logger,

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/smg-go/smg/discovery"
+	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/policy/poweroftwo"
 	"github.com/smg-go/smg/worker/health"
 	"github.com/smg-go/smg/worker/loadmon"
+	"github.com/smg-go/smg/worker/stall"
 )
 
 // parse parses args as `smg launch` would, without validating.
@@ -50,6 +52,12 @@ func TestSubsystemFlagDefaultsAreTheirDefaultConfig(t *testing.T) {
 	if d := discovery.DefaultConfig(); !reflect.DeepEqual(o.disc, d) {
 		t.Errorf("discovery flag defaults %+v, want %+v", o.disc, d)
 	}
+	if d := fastpath.DefaultConfig(); !reflect.DeepEqual(o.gateway, d) {
+		t.Errorf("gateway flag defaults %+v, want %+v", o.gateway, d)
+	}
+	if d := stall.DefaultConfig(); !reflect.DeepEqual(o.stall, d) {
+		t.Errorf("stall flag defaults %+v, want %+v", o.stall, d)
+	}
 	if d := all.DefaultConfig(); !reflect.DeepEqual(o.policies, d) {
 		t.Errorf("policy flag defaults differ from all.DefaultConfig:\n%+v\n%+v", o.policies, d)
 	}
@@ -58,7 +66,7 @@ func TestSubsystemFlagDefaultsAreTheirDefaultConfig(t *testing.T) {
 	if !reflect.DeepEqual(o.mesh, d) || !regexp.MustCompile(`^Mesh_[A-Za-z0-9]{4}$`).MatchString(o.mesh.ServerName) {
 		t.Errorf("mesh flag defaults %+v", o.mesh)
 	}
-	for _, err := range []error{o.health.Validate(), o.loadmon.Validate(), o.policies.Validate(), o.mesh.Validate()} {
+	for _, err := range []error{o.health.Validate(), o.loadmon.Validate(), o.policies.Validate(), o.mesh.Validate(), o.gateway.Validate(), o.stall.Validate()} {
 		if err != nil {
 			t.Error(err)
 		}
