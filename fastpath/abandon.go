@@ -25,9 +25,21 @@ var errClientLeft = errors.New("the client left before the worker answered")
 // on the round trip's goroutine once the worker's connection is taken and resp knows it,
 // which is when the connection learns which client to watch.
 type upstreamBody struct {
-	body   []byte
-	resp   *fasthttp.Response
-	client *fasthttp.RequestCtx
+	body []byte
+	// rest, for a streamed body (streamed.go), is the client's body stream after body, the
+	// head; size is then the whole body's length (-1: chunked) and limit bounds it.
+	rest        io.Reader
+	size, limit int
+	resp        *fasthttp.Response
+	client      *fasthttp.RequestCtx
+}
+
+// length is the body's length as the worker is told it (-1: chunked).
+func (b *upstreamBody) length() int {
+	if b.rest != nil {
+		return b.size
+	}
+	return len(b.body)
 }
 
 // sendWatched makes req's body x.up's, so that the round trip reading into resp watches
@@ -38,14 +50,18 @@ func sendWatched(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response)
 		return
 	}
 	x.up.resp, x.up.client = resp, ctx
-	ctx.Request.SetBodyStream(&x.up, len(x.up.body))
+	ctx.Request.SetBodyStream(&x.up, x.up.length())
 }
 
 // WriteTo implements fasthttp.BodyWriterTo.
 func (b *upstreamBody) WriteTo(w io.Writer) (int64, error) {
 	worker.WatchClient(b.resp, b.client.Conn())
 	n, err := w.Write(b.body)
-	return int64(n), err
+	if err != nil || b.rest == nil {
+		return int64(n), err
+	}
+	m, err := copyRest(w, b.rest, b.limit-n)
+	return int64(n) + m, err
 }
 
 func (b *upstreamBody) SupportsBodyWriteTo() bool { return true }

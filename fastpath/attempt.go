@@ -41,6 +41,9 @@ type attempt struct {
 	admitted bool
 	// handedOff is set once handOff gave the answering leg to a relay.
 	handedOff bool
+	// once is set for a request whose body is streamed to the worker (streamed.go): it can
+	// be sent only once, so nothing is retried.
+	once bool
 	// main is the leg whose answer is the client's (the decode worker in PD mode); prefill
 	// is the PD prefill leg.
 	main, prefill leg
@@ -138,7 +141,7 @@ func (a *attempt) dispatch(l *leg) {
 
 // last reports whether the attempt under way is the request's last by count: a retryable
 // answer is then delivered as it is.
-func (a *attempt) last() bool { return a.failures+1 >= a.s.cfg.Retry.attempts() }
+func (a *attempt) last() bool { return a.once || a.failures+1 >= a.s.cfg.Retry.attempts() }
 
 // tryDeadline is the deadline of the try about to start at now: the request's deadline, or,
 // for a buffered answer that another try may follow, half the time left, so that a worker
@@ -169,7 +172,7 @@ func (a *attempt) retry(w *worker.Worker, now time.Time) (time.Duration, bool) {
 	a.req.Exclude = append(a.req.Exclude, w)
 	n := a.failures
 	a.failures++
-	if a.failures >= a.s.cfg.Retry.attempts() {
+	if a.once || a.failures >= a.s.cfg.Retry.attempts() {
 		return 0, false
 	}
 	pause := a.s.cfg.Retry.backoff(n)

@@ -49,7 +49,13 @@ func (b *bodyBudget) reserve(n int) bool {
 func (b *bodyBudget) release(n int) { b.used.Add(-int64(n)) }
 
 // bodyBuf is a request body read by the gateway; its capacity is reserved in the budget.
-type bodyBuf struct{ b []byte }
+type bodyBuf struct {
+	b []byte
+	// partial is set when b holds only the head of a generation body larger than
+	// --max-buffered-request-bytes: the rest is still in the request's body stream, to be
+	// streamed to the worker (streamed.go) or read by readRest.
+	partial bool
+}
 
 var bodyBufs = sync.Pool{New: func() any { return new(bodyBuf) }}
 
@@ -59,9 +65,12 @@ var (
 )
 
 // readBody reads the request's streamed body, if it has one, and makes it the request's
-// body. It returns the buffer to hand to releaseBody when the handler is done, or false
-// after answering the client with the reason the body could not be read.
-func (s *Server) readBody(ctx *fasthttp.RequestCtx) (*bodyBuf, bool) {
+// body. For a generation route (streamable) whose body is larger than
+// --max-buffered-request-bytes it reads only that much, the head, and returns the buffer
+// marked partial without making it the request's body. It returns the buffer to hand to
+// releaseBody when the handler is done, or false after answering the client with the reason
+// the body could not be read.
+func (s *Server) readBody(ctx *fasthttp.RequestCtx, streamable bool) (*bodyBuf, bool) {
 	stream := ctx.RequestBodyStream()
 	declared := ctx.Request.Header.ContentLength() // -1: chunked
 	if stream == nil || declared == 0 {
@@ -77,45 +86,87 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (*bodyBuf, bool) {
 		s.failBody(ctx, errBodyBudget)
 		return nil, false
 	}
-	// A body never needs more than its declared length; a chunked one is read to one byte
-	// past --max-payload-size, which tells it is too large.
-	limit := declared
-	if declared < 0 {
-		limit = s.cfg.MaxPayloadSize + 1
+	limit := s.bodyLimit(declared)
+	head := limit
+	if streamable && s.cfg.MaxBufferedBody < limit {
+		head = s.cfg.MaxBufferedBody
+		if declared < 0 {
+			head++ // one byte past tells that a chunked body is larger
+		}
 	}
-	b := bb.b[:0]
-	for len(b) < limit {
+	eof, ok := s.fill(ctx, stream, bb, head)
+	if !ok {
+		return nil, false
+	}
+	if !eof && head < limit {
+		bb.partial = true
+		return bb, true
+	}
+	return bb, s.finishBody(ctx, bb)
+}
+
+// bodyLimit is how much of a body may be read: its declared length, or for a chunked one
+// one byte past --max-payload-size, which tells it is too large.
+func (s *Server) bodyLimit(declared int) int {
+	if declared < 0 {
+		return s.cfg.MaxPayloadSize + 1
+	}
+	return declared
+}
+
+// readRest reads the rest of a partial body (PD mode rewrites bodies, so it needs them
+// whole) and makes the whole its request's body; false after answering the client.
+func (s *Server) readRest(ctx *fasthttp.RequestCtx, bb *bodyBuf) bool {
+	limit := s.bodyLimit(ctx.Request.Header.ContentLength())
+	if _, ok := s.fill(ctx, ctx.RequestBodyStream(), bb, limit); !ok {
+		return false
+	}
+	bb.partial = false
+	return s.finishBody(ctx, bb)
+}
+
+// fill reads stream into bb until it holds upTo bytes or the body ends (eof), growing it
+// within the budget. On a failure it answers the client, releases bb and returns ok false.
+func (s *Server) fill(ctx *fasthttp.RequestCtx, stream io.Reader, bb *bodyBuf, upTo int) (eof, ok bool) {
+	b := bb.b
+	for len(b) < upTo {
 		if len(b) == cap(b) {
-			grown, ok := s.growBody(b, limit)
+			grown, ok := s.growBody(b, upTo)
 			if !ok {
 				bb.b = b
 				s.releaseBody(ctx, bb)
 				s.failBody(ctx, errBodyBudget)
-				return nil, false
+				return false, false
 			}
 			b = grown
 		}
-		n, err := stream.Read(b[len(b):min(cap(b), limit)])
+		n, err := stream.Read(b[len(b):min(cap(b), upTo)])
 		b = b[:len(b)+n]
 		if err == io.EOF {
+			eof = true
 			break
 		}
 		if err != nil {
 			bb.b = b
 			s.releaseBody(ctx, bb)
 			s.failBody(ctx, err)
-			return nil, false
+			return false, false
 		}
 	}
-	if len(b) > s.cfg.MaxPayloadSize {
-		bb.b = b
+	bb.b = b
+	return eof, true
+}
+
+// finishBody checks a body read whole against --max-payload-size and makes it the request's
+// body; false after answering the client.
+func (s *Server) finishBody(ctx *fasthttp.RequestCtx, bb *bodyBuf) bool {
+	if len(bb.b) > s.cfg.MaxPayloadSize {
 		s.releaseBody(ctx, bb)
 		s.failBody(ctx, errBodyLarge)
-		return nil, false
+		return false
 	}
-	bb.b = b
-	ctx.Request.SetBodyRaw(b)
-	return bb, true
+	ctx.Request.SetBodyRaw(bb.b)
+	return true
 }
 
 // growBody doubles b's capacity (at least minBodyGrowth, at most limit), taking the growth
@@ -142,7 +193,7 @@ func (s *Server) releaseBody(ctx *fasthttp.RequestCtx, bb *bodyBuf) {
 	if cap(bb.b) > maxPooledBody {
 		bb.b = nil
 	}
-	bb.b = bb.b[:0]
+	bb.b, bb.partial = bb.b[:0], false
 	bodyBufs.Put(bb)
 }
 

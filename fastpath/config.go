@@ -27,6 +27,7 @@ const (
 	DefaultDrainSettle         = 5 * time.Second
 	DefaultMaxHeaderSize       = 64 << 10 // --max-header-size: 64 KiB
 	DefaultMaxConnsPerWorker   = 2048     // --max-connections-per-worker
+	DefaultMaxBufferedBody     = 1 << 20  // --max-buffered-request-bytes: 1 MiB
 )
 
 // Config configures the gateway's HTTP server. Start from DefaultConfig: a zero setting
@@ -41,6 +42,12 @@ type Config struct {
 	// forwarded (--max-request-body-memory, default DefaultMaxBodyMemory, 1 GiB); past it a
 	// request gets 503 request_body_memory_exhausted. At least MaxPayloadSize.
 	MaxBodyMemory int
+	// MaxBufferedBody (--max-buffered-request-bytes, default 1 MiB) is the largest generation
+	// request body the gateway reads whole and parses (routing text, model, stream, rid); a
+	// larger one is streamed to the worker unparsed as it arrives (streamed.go): picked
+	// without its text, sent once (nothing to retry with), its answer relayed. 0 streams
+	// every body. Other routes, and PD mode, always read the body whole.
+	MaxBufferedBody int
 	// MaxHeaderSize bounds a request's header block in bytes (--max-header-size, default
 	// 64 KiB); larger ones get 431. It is the size of each client connection's read buffer.
 	MaxHeaderSize int
@@ -109,6 +116,7 @@ func DefaultConfig() Config {
 		MaxPayloadSize:    DefaultMaxPayloadSize,
 		MaxBodyMemory:     DefaultMaxBodyMemory,
 		MaxHeaderSize:     DefaultMaxHeaderSize,
+		MaxBufferedBody:   DefaultMaxBufferedBody,
 		RequestTimeout:    DefaultRequestTimeout,
 		ReadTimeout:       DefaultReadTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
@@ -144,6 +152,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-payload-size %d: must be a positive number of bytes (default %d)", c.MaxPayloadSize, DefaultMaxPayloadSize)
 	case c.MaxBodyMemory < c.MaxPayloadSize:
 		return fmt.Errorf("--max-request-body-memory %d: must be at least --max-payload-size (%d), or a request of the largest allowed size could never be read", c.MaxBodyMemory, c.MaxPayloadSize)
+	case c.MaxBufferedBody < 0:
+		return fmt.Errorf("--max-buffered-request-bytes %d: must be 0 or more", c.MaxBufferedBody)
 	case c.MaxHeaderSize < 1024:
 		return fmt.Errorf("--max-header-size %d: must be at least 1024 bytes (default %d)", c.MaxHeaderSize, DefaultMaxHeaderSize)
 	case c.FirstByteTimeout < 0:

@@ -11,7 +11,9 @@
 // X-SMG-Hop (loops.go: a request that comes back is refused) and (for workers with an API
 // key) Authorization headers rewritten. The body was read by Handle, into a pooled buffer
 // that grows as bytes arrive under a memory budget shared by all requests (body.go), never
-// sized from the declared Content-Length.
+// sized from the declared Content-Length. A body larger than --max-buffered-request-bytes
+// is not read whole: after its head, it is streamed to the worker as it arrives, unparsed
+// and never retried (streamed.go).
 //
 // While the gateway waits for the worker's first byte, the worker's connection checks that
 // the client is still there (abandon.go): a client that leaves ends the round trip, closing

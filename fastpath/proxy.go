@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"time"
@@ -67,7 +68,7 @@ var requestIDPrefixes = [...]string{routeChat: "chatcmpl-", routeCompletions: "c
 
 // generation serves the generation routes and the engine pass-through routes: extract,
 // pick, forward, relay.
-func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Route) {
+func (s *Server) generation(ctx *fasthttp.RequestCtx, body *bodyBuf, route int, er extract.Route) {
 	if !ctx.IsPost() {
 		s.methodNotAllowed(ctx, route, "POST")
 		return
@@ -78,14 +79,26 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 		return
 	}
 
-	x.up.body = ctx.PostBody()
-	if err := extract.Extract(x.up.body, er, &x.fields); err != nil {
-		s.fail(ctx, route, errInvalidRequest, err.Error())
-		return
+	tab := s.router.Current()
+	streamed := body != nil && body.partial
+	if streamed && tab.PD {
+		// PD rewrites the body (bootstrap fields): it must be read whole.
+		if !s.readRest(ctx, body) {
+			return
+		}
+		streamed = false
+	}
+	if streamed {
+		s.prepareStreamed(ctx, x, body.b)
+	} else {
+		x.up.body = ctx.PostBody()
+		if err := extract.Extract(x.up.body, er, &x.fields); err != nil {
+			s.fail(ctx, route, errInvalidRequest, err.Error())
+			return
+		}
 	}
 	s.fillRequest(&ctx.Request.Header, x)
 
-	tab := s.router.Current()
 	if tab.PD && passThrough(route) {
 		s.fail(ctx, route, errPassThroughPD, string(ctx.Path())+" is not served in PD mode (--pd-disaggregation): prefill and decode workers only take generation requests with a KV handover")
 		return
@@ -108,6 +121,7 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, route int, er extract.Rout
 	// Whatever way the request ends (an answer, an error, a panic), what its attempt still
 	// holds is released here.
 	defer x.attempt.end()
+	x.attempt.once = streamed // the body streams past: it cannot be sent twice
 
 	// The client's request object is forwarded as is: same body bytes, same headers, but
 	// the Host, X-Request-Id and the worker's credentials (and in PD mode the handover
@@ -277,7 +291,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 // or the transport error err) and delivers it, unless it is worth another worker.
 func (s *Server) answered(ctx *fasthttp.RequestCtx, a *attempt, route int, reqID []byte, status int, err error) error {
 	w := a.main.w
-	if errors.Is(err, worker.ErrClientLeft) {
+	if errors.Is(err, worker.ErrClientLeft) || errors.Is(err, errClientBody) {
 		a.main.abandon() // not the worker's fault
 		ctx.SetConnectionClose()
 		return errClientLeft
@@ -435,6 +449,11 @@ func (s *Server) failPick(ctx *fasthttp.RequestCtx, route int, err error) {
 
 func (s *Server) failUpstream(ctx *fasthttp.RequestCtx, route int, w *worker.Worker, err error) {
 	s.log.Debug("Upstream request failed", "worker", w.URL, "error", err)
+	if errors.Is(err, errBodyLarge) { // a streamed chunked body ran past the limit
+		ctx.SetConnectionClose()
+		s.fail(ctx, route, errPayloadTooLarge, fmt.Sprintf("request body exceeds --max-payload-size (%d bytes)", s.cfg.MaxPayloadSize))
+		return
+	}
 	var te interface{ Timeout() bool }
 	if errors.As(err, &te) && te.Timeout() && !errors.Is(err, fasthttp.ErrDialTimeout) {
 		s.fail(ctx, route, errUpstreamTimeout, "worker "+w.URL+" did not answer within --request-timeout-secs")

@@ -175,34 +175,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Handle is the fasthttp handler: it routes by path with one switch.
 func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 	defer s.recoverPanic(ctx)
-	body, ok := s.readBody(ctx)
+	route, er, generation := generationRoute(ctx.Path())
+	body, ok := s.readBody(ctx, generation)
 	if !ok {
 		return
 	}
 	defer s.releaseBody(ctx, body)
+	if generation {
+		s.generation(ctx, body, route, er)
+		return
+	}
 	switch string(ctx.Path()) {
-	case "/v1/chat/completions":
-		s.generation(ctx, routeChat, extract.RouteChat)
-	case "/v1/completions":
-		s.generation(ctx, routeCompletions, extract.RouteCompletions)
-	case "/generate":
-		s.generation(ctx, routeGenerate, extract.RouteGenerate)
-	case "/v1/embeddings":
-		s.generation(ctx, routeEmbeddings, extract.RouteEmbeddings)
-	case "/v1/rerank":
-		s.generation(ctx, routeRerank, extract.RouteRerank)
-	case "/rerank":
-		s.generation(ctx, routeRerankNative, extract.RouteRerank)
-	case "/v1/classify":
-		s.generation(ctx, routeClassify, extract.RouteClassify)
-	case "/v1/tokenize":
-		s.generation(ctx, routeTokenize, extract.RouteTokenize)
-	case "/v1/detokenize":
-		s.generation(ctx, routeDetokenize, extract.RouteDetokenize)
-	case "/v1/responses":
-		s.generation(ctx, routeResponses, extract.RouteResponses)
-	case "/v1/messages":
-		s.generation(ctx, routeMessages, extract.RouteMessages)
 	case "/v1/models":
 		s.serveModels(ctx)
 	case "/health", "/liveness":
@@ -231,6 +214,36 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, errNotFound, "no route for "+string(ctx.Method())+" "+string(ctx.Path()))
 		s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time())
 	}
+}
+
+// generationRoute maps the paths of the generation and engine pass-through routes to their
+// route and extraction; ok is false for every other path.
+func generationRoute(path []byte) (route int, er extract.Route, ok bool) {
+	switch string(path) {
+	case "/v1/chat/completions":
+		return routeChat, extract.RouteChat, true
+	case "/v1/completions":
+		return routeCompletions, extract.RouteCompletions, true
+	case "/generate":
+		return routeGenerate, extract.RouteGenerate, true
+	case "/v1/embeddings":
+		return routeEmbeddings, extract.RouteEmbeddings, true
+	case "/v1/rerank":
+		return routeRerank, extract.RouteRerank, true
+	case "/rerank":
+		return routeRerankNative, extract.RouteRerank, true
+	case "/v1/classify":
+		return routeClassify, extract.RouteClassify, true
+	case "/v1/tokenize":
+		return routeTokenize, extract.RouteTokenize, true
+	case "/v1/detokenize":
+		return routeDetokenize, extract.RouteDetokenize, true
+	case "/v1/responses":
+		return routeResponses, extract.RouteResponses, true
+	case "/v1/messages":
+		return routeMessages, extract.RouteMessages, true
+	}
+	return 0, 0, false
 }
 
 // SetMeshStatus installs the body of GET /mesh/status (the mesh's members, incarnations,

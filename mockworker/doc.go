@@ -211,7 +211,9 @@
 // once with a TCP reset; "hang" never answers (the request is held until the client hangs up
 // or the fleet closes); "abort-after=N" closes the connection after N tokens (a stream gets
 // N events and no end, a non-streamed request no answer; N past the end completes normally);
-// "slow-ttft=MS" holds the first token MS ms longer (a stream's headers go at once). An
+// "slow-ttft=MS" holds the first token MS ms longer (a stream's headers go at once);
+// "body-sha256" answers 200 {"body_sha256":"<hex>","body_bytes":N} for the body as received,
+// without generating (a gateway's forwarding of a large body is checked with it). An
 // unknown item answers 400.
 //
 // Per worker, POST /admin/config with a JSON object changes the keys it names and answers the

@@ -16,6 +16,8 @@ import (
 //	abort-after=N   cut the connection after N tokens: a stream gets N events and no end;
 //	                a non-streamed request gets no answer
 //	slow-ttft=MS    hold the first token MS milliseconds longer (a stream's headers go at once)
+//	body-sha256     answer 200 {"body_sha256":"<hex>","body_bytes":N} for the request body as
+//	                received, no generation (tests that a gateway forwards a body intact)
 const faultHeader = "x-mock-fault"
 
 // fault is a parsed x-mock-fault header; the zero value injects nothing except that
@@ -27,6 +29,7 @@ type fault struct {
 	abort      bool
 	abortAfter int
 	slowTTFT   time.Duration
+	bodySHA256 bool
 }
 
 // parseFault parses an x-mock-fault value. An unknown item is an error, so that a typo in a
@@ -49,6 +52,8 @@ func parseFault(v []byte) (fault, error) {
 			f.hang = true
 		case !hasArg && string(name) == "reset":
 			f.reset = true
+		case !hasArg && string(name) == "body-sha256":
+			f.bodySHA256 = true
 		case hasArg && string(name) == "status":
 			n, err := strconv.Atoi(string(arg))
 			if err != nil || n < 400 || n > 599 {
@@ -68,7 +73,7 @@ func parseFault(v []byte) (fault, error) {
 			}
 			f.slowTTFT = time.Duration(n) * time.Millisecond
 		default:
-			return fault{}, fmt.Errorf("%s: unknown item %q (use status=NNN, reset, hang, abort-after=N or slow-ttft=MS)", faultHeader, item)
+			return fault{}, fmt.Errorf("%s: unknown item %q (use status=NNN, reset, hang, abort-after=N, slow-ttft=MS or body-sha256)", faultHeader, item)
 		}
 	}
 	return f, nil

@@ -100,6 +100,7 @@ func TestParseFault(t *testing.T) {
 		{in: "hang", want: fault{hang: true}},
 		{in: "status=503", want: fault{status: 503}},
 		{in: " status = 429 , hang ", want: fault{status: 429, hang: true}},
+		{in: "body-sha256", want: fault{bodySHA256: true}},
 		{in: "status=200", errHas: "400..599"},
 		{in: "status=abc", errHas: "400..599"},
 		{in: "explode", errHas: "unknown item"},

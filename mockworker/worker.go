@@ -2,6 +2,8 @@ package mockworker
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"net"
 	"strconv"
@@ -290,6 +292,13 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	if status != 0 {
 		r.status, r.contentType = status, contentJSON
 		r.body = appendErrorBody(dst, status, "mock_fault", "mockworker injected status "+strconv.Itoa(status))
+		return r
+	}
+	if f.bodySHA256 {
+		sum := sha256.Sum256(ex.body)
+		r.status, r.contentType = 200, contentJSON
+		r.body = append(append(append(dst, `{"body_sha256":"`...), hex.EncodeToString(sum[:])...), `","body_bytes":`...)
+		r.body = append(strconv.AppendInt(r.body, int64(len(ex.body)), 10), '}')
 		return r
 	}
 

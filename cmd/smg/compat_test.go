@@ -25,7 +25,7 @@ func TestSpecFlagsAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ca := o.policies.CacheAware; o.modelPath != "meta-llama/Llama-3.1-8B-Instruct" || o.maxBufferedRequestBytes != 0 || o.health.RemoveUnhealthy || o.enableIGW ||
+	if ca := o.policies.CacheAware; o.modelPath != "meta-llama/Llama-3.1-8B-Instruct" || o.gateway.MaxBufferedBody != 0 || o.health.RemoveUnhealthy || o.enableIGW ||
 		ca.CacheIndex != "hash" || len(ca.CacheBoundaries) != 2 || ca.CacheTTL.Seconds() != 60 {
 		t.Fatalf("%+v", o)
 	}

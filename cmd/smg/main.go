@@ -146,9 +146,6 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if o.maxWorkers <= 0 {
 		return fmt.Errorf("--max-workers %d: must be at least 1", o.maxWorkers)
 	}
-	if o.maxBufferedRequestBytes < 0 {
-		return fmt.Errorf("--max-buffered-request-bytes %d: must be 0 or more", o.maxBufferedRequestBytes)
-	}
 	if o.maxConnsPerWorker <= 0 {
 		return fmt.Errorf("--max-connections-per-worker %d: must be at least 1", o.maxConnsPerWorker)
 	}

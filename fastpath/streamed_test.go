@@ -1,0 +1,140 @@
+package fastpath
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/internal/testutil"
+)
+
+// bigChat is a chat body of about n bytes with "model" first, as clients write it.
+func bigChat(n int) string {
+	return `{"model":"m1","messages":[{"role":"user","content":"` + strings.Repeat("x", n) + `"}]}`
+}
+
+// TestLargeBodyIsStreamedUnparsed: a body past --max-buffered-request-bytes reaches the worker
+// byte for byte although the gateway never parsed it (its tail is not even JSON, which the
+// parsed path answers 400); the answer is relayed and nothing stays in flight. A body under
+// the limit is parsed as before.
+func TestLargeBodyIsStreamedUnparsed(t *testing.T) {
+	fw := newFakeWorker(t, "a", 200)
+	fw.bodies = make(chan []byte, 4)
+	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096}, fw)
+	body := bigChat(300_000) + "not json"
+	resp := g.do("POST", "/v1/chat/completions", body)
+	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), okBody) {
+		t.Fatalf("streamed: %d %s", resp.StatusCode(), resp.Body())
+	}
+	if got := <-fw.bodies; string(got) != body {
+		t.Fatalf("the worker got %d bytes, want the %d sent, unchanged", len(got), len(body))
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	if resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hi"}]} not json`); resp.StatusCode() != 400 {
+		t.Fatalf("a small invalid body: %d, want 400 from the parser", resp.StatusCode())
+	}
+}
+
+// TestStreamedBodyIsNotRetried: a streamed body cannot be sent twice, so a retryable answer
+// is delivered as it is instead of going to the next worker.
+func TestStreamedBodyIsNotRetried(t *testing.T) {
+	busy, ok := newFakeWorker(t, "busy", 503), newFakeWorker(t, "ok", 200)
+	ok.bodies = make(chan []byte, 4)
+	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096, Retry: fastRetries()}, busy, ok)
+	statuses := map[int]int{}
+	for range 2 { // round robin: one of the two goes to the busy worker first
+		statuses[g.do("POST", "/v1/chat/completions", bigChat(100_000)).StatusCode()]++
+	}
+	if statuses[503] != 1 || statuses[200] != 1 {
+		t.Fatalf("statuses %v, want one 503 delivered unretried and one 200", statuses)
+	}
+	if len(ok.bodies) != 1 {
+		t.Fatalf("the healthy worker got %d requests, want 1 (no retry of the 503)", len(ok.bodies))
+	}
+}
+
+// TestStreamedBodyPicksTheModelFromItsHead: the model named first in a streamed body chooses
+// the route; an unknown one is refused as when parsed.
+func TestStreamedBodyPicksTheModelFromItsHead(t *testing.T) {
+	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 1024}, newFakeWorker(t, "a", 200))
+	if resp := g.do("POST", "/v1/chat/completions", strings.Replace(bigChat(50_000), `"m1"`, `"other"`, 1)); resp.StatusCode() != 404 {
+		t.Fatalf("unknown model in a streamed body: %d %s, want 404", resp.StatusCode(), resp.Body())
+	}
+	if resp := g.do("POST", "/v1/chat/completions", bigChat(50_000)); resp.StatusCode() != 200 {
+		t.Fatalf("m1: %d %s", resp.StatusCode(), resp.Body())
+	}
+}
+
+// TestStreamedChunkedBody: a chunked body past the limit is streamed (forwarded chunked) and
+// arrives whole; one past --max-payload-size is cut with 413.
+func TestStreamedChunkedBody(t *testing.T) {
+	fw := newFakeWorker(t, "a", 200)
+	fw.bodies = make(chan []byte, 4)
+	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096, MaxPayloadSize: 200_000}, fw)
+	send := func(body string) *fasthttp.Response {
+		req := fasthttp.AcquireRequest()
+		defer fasthttp.ReleaseRequest(req)
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("http://gateway/v1/chat/completions")
+		req.SetBodyStream(strings.NewReader(body), -1) // chunked
+		resp := fasthttp.AcquireResponse()
+		if err := g.client.DoTimeout(req, resp, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	body := bigChat(100_000)
+	if resp := send(body); resp.StatusCode() != 200 {
+		t.Fatalf("chunked: %d %s", resp.StatusCode(), resp.Body())
+	}
+	if got := <-fw.bodies; string(got) != body {
+		t.Fatalf("the worker got %d bytes, want %d", len(got), len(body))
+	}
+	if resp := send(bigChat(300_000)); resp.StatusCode() != 413 {
+		t.Fatalf("chunked past --max-payload-size: %d %s, want 413", resp.StatusCode(), resp.Body())
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+func TestHeadModel(t *testing.T) {
+	for _, tc := range []struct{ head, want string }{
+		{`{"model":"m1","messages":[`, "m1"},
+		{` { "stream" : true , "n": [1, {"a":"}"}], "model" : "llama" , "messages": [`, "llama"},
+		{`{"messages":[{"role":"user","content":"long`, ""},
+		{`{"model":"a\u0062"}`, ""},
+		{`{"model":7}`, ""},
+		{`["model","m"]`, ""},
+		{`{"mod`, ""},
+		{``, ""},
+	} {
+		if got := string(headModel([]byte(tc.head))); got != tc.want {
+			t.Errorf("headModel(%q) = %q, want %q", tc.head, got, tc.want)
+		}
+	}
+}
+
+// FuzzHeadModel: on any head no panic, and on a complete JSON object whose only "model" is a
+// plain string, every prefix that holds that member whole finds it.
+func FuzzHeadModel(f *testing.F) {
+	for _, s := range []string{`{"model":"m1","messages":[]}`, `{"stream":true,"model":"x"}`, `{"a":{"model":"no"},"model":"yes"}`, `{"model":"\n"}`, `[1]`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := headModel(b)
+		var v map[string]json.RawMessage
+		if json.Unmarshal(b, &v) != nil || bytes.Count(b, []byte(`"model"`)) != 1 {
+			return
+		}
+		var want string
+		if raw, ok := v["model"]; !ok || json.Unmarshal(raw, &want) != nil || bytes.IndexByte(raw, '\\') >= 0 {
+			return
+		}
+		if string(got) != want {
+			t.Fatalf("headModel(%q) = %q, want %q", b, got, want)
+		}
+	})
+}
