@@ -17,11 +17,20 @@ func bigChat(n int) string {
 	return `{"model":"m1","messages":[{"role":"user","content":"` + strings.Repeat("x", n) + `"}]}`
 }
 
+// onlyFastHTTPStreams skips a test of streamed bodies on the event-loop plane, which reads
+// every body whole (docs/differences.md, --max-buffered-request-bytes).
+func onlyFastHTTPStreams(t *testing.T) {
+	if testPlane != DataPlaneFastHTTP {
+		t.Skip("the event loops read every body whole: --max-buffered-request-bytes streams bodies on the fasthttp plane only (docs/differences.md)")
+	}
+}
+
 // TestLargeBodyIsStreamedUnparsed: a body past --max-buffered-request-bytes reaches the worker
 // byte for byte although the gateway never parsed it (its tail is not even JSON, which the
 // parsed path answers 400); the answer is relayed and nothing stays in flight. A body under
 // the limit is parsed as before.
 func TestLargeBodyIsStreamedUnparsed(t *testing.T) {
+	onlyFastHTTPStreams(t)
 	fw := newFakeWorker(t, "a", 200)
 	fw.bodies = make(chan []byte, 4)
 	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096}, fw)
@@ -42,6 +51,7 @@ func TestLargeBodyIsStreamedUnparsed(t *testing.T) {
 // TestStreamedBodyIsNotRetried: a streamed body cannot be sent twice, so a retryable answer
 // is delivered as it is instead of going to the next worker.
 func TestStreamedBodyIsNotRetried(t *testing.T) {
+	onlyFastHTTPStreams(t)
 	busy, ok := newFakeWorker(t, "busy", 503), newFakeWorker(t, "ok", 200)
 	ok.bodies = make(chan []byte, 4)
 	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096, Retry: fastRetries()}, busy, ok)
@@ -60,6 +70,7 @@ func TestStreamedBodyIsNotRetried(t *testing.T) {
 // TestStreamedBodyPicksTheModelFromItsHead: the model named first in a streamed body chooses
 // the route; an unknown one is refused as when parsed.
 func TestStreamedBodyPicksTheModelFromItsHead(t *testing.T) {
+	onlyFastHTTPStreams(t)
 	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 1024}, newFakeWorker(t, "a", 200))
 	if resp := g.do("POST", "/v1/chat/completions", strings.Replace(bigChat(50_000), `"m1"`, `"other"`, 1)); resp.StatusCode() != 404 {
 		t.Fatalf("unknown model in a streamed body: %d %s, want 404", resp.StatusCode(), resp.Body())
@@ -72,6 +83,7 @@ func TestStreamedBodyPicksTheModelFromItsHead(t *testing.T) {
 // TestStreamedChunkedBody: a chunked body past the limit is streamed (forwarded chunked) and
 // arrives whole; one past --max-payload-size is cut with 413.
 func TestStreamedChunkedBody(t *testing.T) {
+	onlyFastHTTPStreams(t)
 	fw := newFakeWorker(t, "a", 200)
 	fw.bodies = make(chan []byte, 4)
 	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096, MaxPayloadSize: 200_000}, fw)
