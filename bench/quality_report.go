@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -58,6 +59,7 @@ func loadPolicies(rows []QualityRow) (policies []string, repeats int) {
 //	quality.<c>.load.ttft_p50_ratio_max.<p>/round_robin
 //	quality.<c>.load.cache_hit_ratio_min.<p>/round_robin
 //	quality.<c>.load.throughput_ratio_min.<p>/round_robin      completed requests/s
+//	quality.<c>.load.completed_of_offered_min                  the least any load row completed ÷ its offered rate
 //
 // and quality.max_cpu_cores, the most CPU any row's own processes used (the machine check).
 func (q *QualityResult) metrics(m map[string]float64) {
@@ -88,8 +90,16 @@ func (q *QualityResult) metrics(m map[string]float64) {
 			}
 		}
 		policies, repeats := loadPolicies(c.Load)
+		reached := math.Inf(1)
 		for _, r := range c.Load {
 			most = max(most, r.CPUCores)
+			if v, ok := ratio(r.Capacity, r.OfferedRate); ok {
+				reached = min(reached, v)
+			}
+		}
+		// Did the case run at the load it offered? Run L1's heterogeneous rows reported 0.81.
+		if !math.IsInf(reached, 1) {
+			m[pre+"load.completed_of_offered_min"] = reached
 		}
 		for _, policy := range policies {
 			if policy == referencePolicy {

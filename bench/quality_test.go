@@ -18,7 +18,8 @@ func qualityFixture() *QualityResult {
 			Capacity: capacity, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, TPOTP50MS: 20, BusiestShare: 1.25, Completed: 1000, CPUCores: 0.5, MachineBusy: 1.1}
 	}
 	load := func(kase, policy string, repeat int, p50, p99, hit, rate float64) QualityRow {
-		return QualityRow{Case: kase, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: 4, OfferedRate: 35,
+		offered := map[string]float64{"shared-prefix": 35, "mixed-size": 70}[kase]
+		return QualityRow{Case: kase, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: 4, OfferedRate: offered,
 			Capacity: rate, SentRate: 35, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, BusiestShare: 1, Completed: 2000, CPUCores: 0.25, MachineBusy: 0.75, ArrivalLagP99MS: 1.5}
 	}
 	cases := DefaultQualityCases()
@@ -83,6 +84,8 @@ func TestQualityMetrics(t *testing.T) {
 		"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin": 3,
 		"quality.shared-prefix.load.throughput_ratio_min.least_load/round_robin": 0.8,
 		"quality.mixed-size.load.ttft_p99_ratio_max.least_load/round_robin":      0.5,
+		"quality.shared-prefix.load.completed_of_offered_min":                    0.8, // least_load's 28 of 35
+		"quality.mixed-size.load.completed_of_offered_min":                       1,
 		"quality.max_cpu_cores": 0.5,
 	}
 	for k, v := range want {
