@@ -346,3 +346,38 @@ func TestRefusalLingersWhileTheClientSends(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// TestIdleTimeoutAfterKeepAliveTraffic: requests on one keep-alive connection keep re-arming
+// its idle timer later than the deadline the loop parked with (which the loop keeps, waking
+// early and parking again: setParkDeadline); once the traffic stops, the idle timer still
+// closes the connection, and never during the traffic.
+func TestIdleTimeoutAfterKeepAliveTraffic(t *testing.T) {
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "ok")
+	}))
+	const idle = 300 * time.Millisecond
+	addr := startProxy(t, &proxy{addr: up}, func(c *Config) { c.Loops, c.IdleTimeout = 1, idle })
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := range 12 { // about 2 idle periods of traffic, one request per sixth of one
+		fmt.Fprint(c, "POST /x HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on the kept-alive connection: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+		time.Sleep(idle / 6)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * idle))
+	if n, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: read %v, %v; want the server to close it (EOF)", n, err)
+	}
+}

@@ -248,7 +248,7 @@ type loop struct {
 	// poll is epfd as a file of Go's netpoller, where the loop parks (wait).
 	poll        *os.File
 	pollRaw     syscall.RawConn
-	parkedUntil time.Time
+	parkedUntil int64              // the park's deadline (monotonic ns), 0 for none
 	pollFn      func(uintptr) bool // l.pollOnce
 	polled      int
 	pollErr     unix.Errno
@@ -387,26 +387,15 @@ func (l *loop) run() {
 // wait returns the loop's next events, waiting for them or for the next timer. The loop
 // never blocks in epoll_wait itself: a goroutine blocked in a system call has its P taken
 // away by the runtime's sysmon after 10 ms, which then wakes threads (futex) and polls
-// (nanosleep) thousands of times a second. Instead epoll_wait is called without a timeout,
-// and when it finds nothing the goroutine parks in Go's netpoller on the epoll descriptor
-// itself (an epoll instance is readable while it has events), with the next timer as the
-// read deadline.
+// (nanosleep) thousands of times a second. Instead the goroutine asks epoll_wait without a
+// timeout (pollOnce) and, when it finds nothing, parks in Go's netpoller on the epoll
+// descriptor itself (an epoll instance is readable while it has events), with the next
+// timer as the read deadline. pollOnce runs inside RawConn.Read, after the netpoller's
+// readiness flag is reset, so an event arriving before the park is never missed, and a busy
+// loop pays one epoll_wait per wake-up, an idle one two (the one that finds nothing, and the
+// one after the park).
 func (l *loop) wait() (int, error) {
-	n, errno := rawEpollPoll(l.epfd, l.events[:])
-	if n > 0 {
-		return n, nil
-	}
-	if errno != 0 && errno != unix.EINTR {
-		return 0, errno
-	}
-	var deadline time.Time
-	if len(l.timers) > 0 {
-		deadline = epoch.Add(time.Duration(l.timers[0].at))
-	}
-	if deadline != l.parkedUntil {
-		_ = l.poll.SetReadDeadline(deadline)
-		l.parkedUntil = deadline
-	}
+	l.setParkDeadline()
 	l.polled, l.pollErr = 0, 0
 	rerr := l.pollRaw.Read(l.pollFn)
 	if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
@@ -416,6 +405,30 @@ func (l *loop) wait() (int, error) {
 		return 0, l.pollErr
 	}
 	return l.polled, nil
+}
+
+// setParkDeadline makes the park end by the first timer. Moving a netpoller deadline takes
+// a lock and a runtime timer update, and the first timer moves on nearly every request (an
+// idle timer re-armed), so an earlier deadline still pending is kept: the loop then wakes
+// once before its first timer is due, finds nothing due, and parks again with the new one.
+func (l *loop) setParkDeadline() {
+	var want int64
+	if len(l.timers) > 0 {
+		want = l.timers[0].at
+	}
+	expired := l.parkedUntil != 0 && l.parkedUntil <= l.now
+	switch {
+	case want == 0 && !expired:
+		return // no timer; a pending deadline only costs one early wake-up
+	case want != 0 && l.parkedUntil != 0 && l.parkedUntil <= want && !expired:
+		return
+	}
+	var d time.Time
+	if want != 0 {
+		d = epoch.Add(time.Duration(want))
+	}
+	_ = l.poll.SetReadDeadline(d)
+	l.parkedUntil = want
 }
 
 // pollOnce is the read function of wait's park (a method value made once: no allocation).
