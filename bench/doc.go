@@ -10,8 +10,8 @@
 //   - Overhead: a closed loop of small JSON requests, then of SSE streams, straight to an
 //     instant mock worker and through each proxy (smg per policy, bench/bareproxy, nginx,
 //     HAProxy) alone on one core (taskset, GOMAXPROCS=1 or one worker process). Reports
-//     requests/s, p50/p99 and added latency, TTFT, and the proxy's CPU time from
-//     /proc/<pid>/stat per request and per SSE event. EnsurePeers installs nginx and
+//     requests/s, p50/p99 and added latency, TTFT, and the proxy's CPU time (its threads'
+//     /proc/<pid>/task/*/schedstat, ns) per request and per SSE event. EnsurePeers installs nginx and
 //     HAProxy from Debian's packages when missing and running as root; a peer that cannot be
 //     installed gets a "not installed" row and its gates are skipped. Then the paced SSE
 //     rows (full runs only; OverheadConfig.PacedRounds, smgbench --paced-*): a fleet of its
@@ -22,6 +22,11 @@
 //     prefill and a decode mock (--role), loadgen straight to both (its --pd-* mode, SGLang's
 //     mini load balancer's part) and through smg --pd-disaggregation, each smg PD request's
 //     CPU compared with the regular smg rows of the same run (OverheadConfig.PDRounds).
+//     Then issue 14's rows, every proxy again: an open loop at 2,000 req/s (CPU per
+//     request, added p50), one paced stream at a time (added TTFB), the JSON and paced
+//     loads with the proxy's system calls counted (perf stat -e raw_syscalls:sys_enter), and
+//     the JSON closed loop with each proxy on one core and on two (OverheadConfig.OpenLoop*,
+//     Unloaded*, SyscallRounds, ScalingRounds).
 //   - Micro: `go test -bench -benchmem` over the hot-path benchmarks (HotPathSuites), parsed
 //     by ParseBenchOutput; CheckAllocs fails on any non-zero allocs/op.
 //   - Quality: engine-mode mocks (continuous batching, prefix-cached KV, time-scaled) behind

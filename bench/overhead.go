@@ -95,7 +95,7 @@ type OverheadConfig struct {
 	// Scaling: the JSON closed loop through each proxy on ProxyCore alone (GOMAXPROCS=1, one
 	// nginx worker, one HAProxy thread) and on ProxyCore and LoadCore together (GOMAXPROCS=2,
 	// so two event loops; two nginx workers; two HAProxy threads), the load generator and
-	// the mocks staying on LoadCore. ScalingRounds rounds, the least CPU kept. Default 1;
+	// the mocks staying on LoadCore. ScalingRounds rounds, the least CPU kept. Default 2;
 	// < 0 skips them.
 	ScalingRounds int
 
@@ -180,7 +180,7 @@ func (c *OverheadConfig) fillDefaults() {
 		c.Perf, _ = exec.LookPath("perf")
 	}
 	if c.ScalingRounds == 0 {
-		c.ScalingRounds = 1
+		c.ScalingRounds = 2
 	}
 }
 

@@ -125,3 +125,48 @@ func TestDrivePacedLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestParsePerfCount reads the count of `perf stat -x ,` output and refuses output without it.
+func TestParsePerfCount(t *testing.T) {
+	dir := t.TempDir()
+	good := dir + "/good"
+	if err := os.WriteFile(good, []byte("# started on Thu Dec  3 14:00:00 2026\n\n123456,,raw_syscalls:sys_enter,3000000,100.00,,\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := parsePerfCount(good); err != nil || n != 123456 {
+		t.Errorf("parsePerfCount = %d, %v; want 123456", n, err)
+	}
+	bad := dir + "/bad"
+	if err := os.WriteFile(bad, []byte("<not supported>,,raw_syscalls:sys_enter,0,100.00,,\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parsePerfCount(bad); err == nil {
+		t.Error("parsePerfCount accepted a count that is not a number")
+	}
+	if _, err := parsePerfCount(dir + "/missing"); err == nil {
+		t.Error("parsePerfCount accepted a missing file")
+	}
+}
+
+// TestCPUTimeCountsThreads: cpuTime (schedstat, ns) sees a busy process's CPU.
+func TestCPUTimeCountsThreads(t *testing.T) {
+	p, err := start(-1, "/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cpu, err := p.cpuTime()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cpu > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cpuTime stayed 0 for a busy shell")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -49,6 +49,12 @@ func (r *Report) Metrics() map[string]float64 {
 				if direct != nil && direct.RPS > 0 {
 					m["overhead."+kind.name+".rps_ratio."+x.Key+"/direct"] = x.RPS / direct.RPS
 				}
+				// Against round robin on the same data plane (issue 14: cache_aware ≤ 1.1×).
+				if i := strings.LastIndexByte(x.Key, '-'); !strings.HasSuffix(x.Key, "-round_robin") {
+					if rr := find(kind.ms, x.Key[:i]+"-round_robin"); rr != nil && kind.cost(rr) > 0 {
+						m["overhead."+kind.name+".cpu_ratio."+x.Key+"/"+rr.Key] = kind.cost(x) / kind.cost(rr)
+					}
+				}
 			}
 			if o.PD != nil && (kind.name == "json" || kind.name == "sse") {
 				pdMetrics(m, kind.name, unit, o.PD.rows(kind.name), kind.ms, kind.cost)
@@ -257,7 +263,7 @@ func (r *Report) Table() string {
 		c := o.Config
 		fmt.Fprintf(&sb, "## 1. Overhead (null backend)\n\n%d mock workers (instant, gnet) and loadgen on core %d; each proxy alone on core %d "+
 			"(taskset, GOMAXPROCS=1 / one worker process); closed loop, %d connections, %v per run after %d warm-up requests; "+
-			"%d rounds with the proxies alternating, the round with the least proxy CPU kept. Proxy CPU from /proc/<pid>/stat, warm-up included.\n\n",
+			"%d rounds with the proxies alternating, the round with the least proxy CPU kept. Proxy CPU from /proc/<pid>/task/*/schedstat (ns), warm-up included.\n\n",
 			c.Workers, c.LoadCore, c.ProxyCore, c.Connections, c.Duration, c.Warmup, c.Rounds)
 		sb.WriteString("### Small JSON answer (raw workload, non-streamed)\n\n")
 		sb.WriteString(overheadJSONTable(o.JSON))

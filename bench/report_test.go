@@ -232,3 +232,71 @@ func TestReportPacedMetricsAndTable(t *testing.T) {
 		t.Error("paced metrics without paced rows")
 	}
 }
+
+// TestIssue14Metrics: the open-loop, unloaded-stream, system-call and scaling rows become
+// the metrics the baselines gate, and their tables render.
+func TestIssue14Metrics(t *testing.T) {
+	r := fullReport()
+	o := r.Overhead
+	o.JSONOpen = []Measurement{
+		{Key: "direct", Name: "direct", RPS: 2000, P50MS: 0.2},
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", RPS: 2000, P50MS: 0.3, CPUPerRequestUS: 30},
+		{Key: "nginx", Name: "nginx", RPS: 2000, P50MS: 0.4, CPUPerRequestUS: 25},
+	}
+	o.SSEUnloaded = []Measurement{
+		{Key: "direct", Name: "direct", RPS: 12, TTFTP50MS: 20},
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", RPS: 12, TTFTP50MS: 20.5},
+		{Key: "bare", Name: "bare fasthttp proxy", NotInstalled: bareSkipped},
+		{Key: "nginx", Name: "nginx", RPS: 12, TTFTP50MS: 20.25},
+	}
+	o.Syscalls = &SyscallRows{
+		JSON: []Measurement{
+			{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", SyscallsPerRequest: 4.5},
+			{Key: "nginx", Name: "nginx", SyscallsPerRequest: 5},
+		},
+		SSEPaced: []Measurement{
+			{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", SyscallsPerEvent: 1.6},
+			{Key: "nginx", Name: "nginx", SyscallsPerEvent: 2},
+		},
+	}
+	o.Scaling = []Measurement{
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", Cores: 1, RPS: 10000, CPUPerRequestUS: 20},
+		{Key: "nginx", Name: "nginx", Cores: 1, RPS: 9000, CPUPerRequestUS: 18},
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", Cores: 2, RPS: 15000, CPUPerRequestUS: 22},
+		{Key: "nginx", Name: "nginx", Cores: 2, RPS: 18000, CPUPerRequestUS: 18},
+	}
+	m := r.Metrics()
+	want := map[string]float64{
+		"overhead.json.cpu_ratio.smg-cache_aware/smg-round_robin":           30.0 / 27,
+		"overhead.json_open.cpu_ratio.smg-evloop-cache_aware/nginx":         1.2,
+		"overhead.json_open.added_p50_ms.smg-evloop-cache_aware":            0.1,
+		"overhead.json_open.added_p50_ms.nginx":                             0.2,
+		"overhead.json_open.p50_ratio.smg-evloop-cache_aware/nginx":         0.75,
+		"overhead.sse_unloaded.added_ttft_p50_ms.smg-evloop-cache_aware":    0.5,
+		"overhead.sse_unloaded.ttft_p50_ratio.smg-evloop-cache_aware/nginx": 20.5 / 20.25,
+		"overhead.syscalls.json.per_request.nginx":                          5,
+		"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx":         0.9,
+		"overhead.syscalls.sse_paced.ratio.smg-evloop-cache_aware/nginx":    0.8,
+		"overhead.scaling.rps_ratio.smg-evloop-cache_aware":                 1.5,
+		"overhead.scaling.cpu_ratio.smg-evloop-cache_aware":                 1.1,
+		"overhead.scaling.rps_ratio.nginx":                                  2,
+	}
+	for k, v := range want {
+		if got, ok := m[k]; !ok {
+			t.Errorf("metric %s missing", k)
+		} else if math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %g, want %g", k, got, v)
+		}
+	}
+	for _, k := range []string{"overhead.sse_unloaded.added_ttft_p50_ms.bare", "overhead.pd.json_open.cpu_us_per_request.smg-round_robin"} {
+		if _, ok := m[k]; ok {
+			t.Errorf("metric %s: not measured, must be absent", k)
+		}
+	}
+	table := r.Table()
+	for _, s := range []string{"### Open loop (", "### Unloaded paced stream", "| smg evloop (cache_aware) | 4.50 | 0.90 | 1.60 | 0.80 |", "| nginx | 9000 | 18000 | 2.00 | 18.0 | 18.0 | 1.00 |"} {
+		if !strings.Contains(table, s) {
+			t.Errorf("table lacks %q:\n%s", s, table)
+		}
+	}
+}
