@@ -127,6 +127,13 @@ func TestCommittedBaselines(t *testing.T) {
 				"overhead.json.cpu_ratio.smg-cache_aware/nginx",
 				"overhead.sse.cpu_ratio.smg-cache_aware/nginx",
 				"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin",
+				// Issue 14's targets on the event-loop plane.
+				"overhead.json.cpu_ratio.smg-evloop-cache_aware/nginx",
+				"overhead.sse.cpu_ratio.smg-evloop-cache_aware/nginx",
+				"overhead.json_open.cpu_ratio.smg-evloop-cache_aware/nginx",
+				"overhead.json_open.p50_ratio.smg-evloop-cache_aware/nginx",
+				"overhead.sse_unloaded.ttft_p50_ratio.smg-evloop-cache_aware/nginx",
+				"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx",
 			} {
 				if !gated[m] {
 					t.Errorf("%s is not gated", m)

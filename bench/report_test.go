@@ -14,6 +14,7 @@ func fullReport() *Report {
 		{Key: "smg-cache_aware", Name: "smg (cache_aware)", RPS: 20000, P50MS: 1, P99MS: 3, CPUPerRequestUS: 30},
 		{Key: "smg-round_robin", Name: "smg (round_robin)", RPS: 20000, P50MS: 1, P99MS: 3, CPUPerRequestUS: 27},
 		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", RPS: 30000, P50MS: 0.8, P99MS: 2, CPUPerRequestUS: 20},
+		{Key: "smg-evloop-round_robin", Name: "smg evloop (round_robin)", RPS: 30000, P50MS: 0.8, P99MS: 2, CPUPerRequestUS: 16},
 		{Key: "bare", Name: "bare", RPS: 20000, CPUPerRequestUS: 25},
 		{Key: "nginx", Name: "nginx", RPS: 20000, CPUPerRequestUS: 40},
 		{Key: "haproxy", Name: "haproxy", RPS: 20000, CPUPerRequestUS: 37.5},
@@ -22,6 +23,7 @@ func fullReport() *Report {
 		{Key: "direct", Name: "direct", RPS: 900, TTFTP50MS: 1},
 		{Key: "smg-cache_aware", Name: "smg (cache_aware)", RPS: 800, TTFTP50MS: 1.5, CPUPerEventUS: 12},
 		{Key: "smg-round_robin", Name: "smg (round_robin)", RPS: 800, TTFTP50MS: 1.5, CPUPerEventUS: 12},
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", RPS: 800, TTFTP50MS: 1.2, CPUPerEventUS: 6},
 		{Key: "bare", Name: "bare", RPS: 800, CPUPerEventUS: 16},
 		{Key: "nginx", Name: "nginx", RPS: 800, CPUPerEventUS: 24},
 		{Key: "haproxy", Name: "haproxy", RPS: 800, CPUPerEventUS: 20},
@@ -36,7 +38,7 @@ func fullReport() *Report {
 		{Key: "nginx", Name: "nginx", RPS: 390, CPUPerEventUS: 15},
 		{Key: "haproxy", Name: "haproxy", RPS: 390, CPUPerEventUS: 25},
 	}
-	return &Report{
+	r := &Report{
 		Overhead: &OverheadResult{Config: OverheadConfig{StreamTokens: 32, StreamIntervalMS: 1, PDRounds: 1, PDPolicy: "round_robin",
 			PacedRounds: 3, PacedIntervalMS: 20, PacedConnections: 256, PacedDuration: 4e9, PacedWarmup: 256}, JSON: json, SSE: sse, SSEPaced: paced,
 			PD: &PDOverhead{
@@ -52,6 +54,36 @@ func fullReport() *Report {
 		Micro:   []MicroResult{{Package: "p", Name: "BenchmarkA", HasAllocs: true}},
 		Quality: qualityFixture(),
 	}
+	// Issue 14's rows.
+	o := r.Overhead
+	o.JSONOpen = []Measurement{
+		{Key: "direct", Name: "direct", RPS: 2000, P50MS: 0.2},
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", RPS: 2000, P50MS: 0.3, CPUPerRequestUS: 30},
+		{Key: "nginx", Name: "nginx", RPS: 2000, P50MS: 0.4, CPUPerRequestUS: 25},
+	}
+	o.SSEUnloaded = []Measurement{
+		{Key: "direct", Name: "direct", RPS: 12, TTFTP50MS: 20},
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", RPS: 12, TTFTP50MS: 20.5},
+		{Key: "bare", Name: "bare fasthttp proxy", NotInstalled: bareSkipped},
+		{Key: "nginx", Name: "nginx", RPS: 12, TTFTP50MS: 20.25},
+	}
+	o.Syscalls = &SyscallRows{
+		JSON: []Measurement{
+			{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", SyscallsPerRequest: 4.5},
+			{Key: "nginx", Name: "nginx", SyscallsPerRequest: 5},
+		},
+		SSEPaced: []Measurement{
+			{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", SyscallsPerEvent: 1.6},
+			{Key: "nginx", Name: "nginx", SyscallsPerEvent: 2},
+		},
+	}
+	o.Scaling = []Measurement{
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", Cores: 1, RPS: 10000, CPUPerRequestUS: 20},
+		{Key: "nginx", Name: "nginx", Cores: 1, RPS: 9000, CPUPerRequestUS: 18},
+		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", Cores: 2, RPS: 15000, CPUPerRequestUS: 22},
+		{Key: "nginx", Name: "nginx", Cores: 2, RPS: 18000, CPUPerRequestUS: 18},
+	}
+	return r
 }
 
 func TestReportMetrics(t *testing.T) {
@@ -225,7 +257,7 @@ func TestReportPacedMetricsAndTable(t *testing.T) {
 	}
 	// Without paced rows (the smoke) the section is absent.
 	r.Overhead.SSEPaced = nil
-	if strings.Contains(r.Table(), "paced") {
+	if strings.Contains(r.Table(), "SSE relay with paced tokens") {
 		t.Error("a report without paced rows renders a paced section")
 	}
 	if _, ok := r.Metrics()["overhead.sse_paced.cpu_ratio.smg-cache_aware/nginx"]; ok {
@@ -237,49 +269,23 @@ func TestReportPacedMetricsAndTable(t *testing.T) {
 // the metrics the baselines gate, and their tables render.
 func TestIssue14Metrics(t *testing.T) {
 	r := fullReport()
-	o := r.Overhead
-	o.JSONOpen = []Measurement{
-		{Key: "direct", Name: "direct", RPS: 2000, P50MS: 0.2},
-		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", RPS: 2000, P50MS: 0.3, CPUPerRequestUS: 30},
-		{Key: "nginx", Name: "nginx", RPS: 2000, P50MS: 0.4, CPUPerRequestUS: 25},
-	}
-	o.SSEUnloaded = []Measurement{
-		{Key: "direct", Name: "direct", RPS: 12, TTFTP50MS: 20},
-		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", RPS: 12, TTFTP50MS: 20.5},
-		{Key: "bare", Name: "bare fasthttp proxy", NotInstalled: bareSkipped},
-		{Key: "nginx", Name: "nginx", RPS: 12, TTFTP50MS: 20.25},
-	}
-	o.Syscalls = &SyscallRows{
-		JSON: []Measurement{
-			{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", SyscallsPerRequest: 4.5},
-			{Key: "nginx", Name: "nginx", SyscallsPerRequest: 5},
-		},
-		SSEPaced: []Measurement{
-			{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", SyscallsPerEvent: 1.6},
-			{Key: "nginx", Name: "nginx", SyscallsPerEvent: 2},
-		},
-	}
-	o.Scaling = []Measurement{
-		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", Cores: 1, RPS: 10000, CPUPerRequestUS: 20},
-		{Key: "nginx", Name: "nginx", Cores: 1, RPS: 9000, CPUPerRequestUS: 18},
-		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", Cores: 2, RPS: 15000, CPUPerRequestUS: 22},
-		{Key: "nginx", Name: "nginx", Cores: 2, RPS: 18000, CPUPerRequestUS: 18},
-	}
 	m := r.Metrics()
 	want := map[string]float64{
-		"overhead.json.cpu_ratio.smg-cache_aware/smg-round_robin":           30.0 / 27,
-		"overhead.json_open.cpu_ratio.smg-evloop-cache_aware/nginx":         1.2,
-		"overhead.json_open.added_p50_ms.smg-evloop-cache_aware":            0.1,
-		"overhead.json_open.added_p50_ms.nginx":                             0.2,
-		"overhead.json_open.p50_ratio.smg-evloop-cache_aware/nginx":         0.75,
-		"overhead.sse_unloaded.added_ttft_p50_ms.smg-evloop-cache_aware":    0.5,
-		"overhead.sse_unloaded.ttft_p50_ratio.smg-evloop-cache_aware/nginx": 20.5 / 20.25,
-		"overhead.syscalls.json.per_request.nginx":                          5,
-		"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx":         0.9,
-		"overhead.syscalls.sse_paced.ratio.smg-evloop-cache_aware/nginx":    0.8,
-		"overhead.scaling.rps_ratio.smg-evloop-cache_aware":                 1.5,
-		"overhead.scaling.cpu_ratio.smg-evloop-cache_aware":                 1.1,
-		"overhead.scaling.rps_ratio.nginx":                                  2,
+		"overhead.json.cpu_ratio.smg-cache_aware/smg-round_robin":               30.0 / 27,
+		"overhead.json.cpu_ratio.smg-evloop-cache_aware/smg-evloop-round_robin": 1.25,
+		"overhead.sse.cpu_ratio.smg-evloop-cache_aware/nginx":                   0.25,
+		"overhead.json_open.cpu_ratio.smg-evloop-cache_aware/nginx":             1.2,
+		"overhead.json_open.added_p50_ms.smg-evloop-cache_aware":                0.1,
+		"overhead.json_open.added_p50_ms.nginx":                                 0.2,
+		"overhead.json_open.p50_ratio.smg-evloop-cache_aware/nginx":             0.75,
+		"overhead.sse_unloaded.added_ttft_p50_ms.smg-evloop-cache_aware":        0.5,
+		"overhead.sse_unloaded.ttft_p50_ratio.smg-evloop-cache_aware/nginx":     20.5 / 20.25,
+		"overhead.syscalls.json.per_request.nginx":                              5,
+		"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx":             0.9,
+		"overhead.syscalls.sse_paced.ratio.smg-evloop-cache_aware/nginx":        0.8,
+		"overhead.scaling.rps_ratio.smg-evloop-cache_aware":                     1.5,
+		"overhead.scaling.cpu_ratio.smg-evloop-cache_aware":                     1.1,
+		"overhead.scaling.rps_ratio.nginx":                                      2,
 	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok {
