@@ -7,9 +7,9 @@ import (
 
 // LoadReport is one load report of a worker, polled off the hot path (worker/loadmon) from the
 // engine's /v1/loads or Prometheus /metrics. Reports are immutable once published on the
-// worker with Worker.SetLoad.
+// worker with Worker.SetLoad or SetLoadSince.
 type LoadReport struct {
-	// The fields the expected-wait score reads come first and the struct is padded to 128
+	// The fields the expected-wait score reads fill the first 64 bytes and the struct is 128
 	// bytes (its own size class), so scoring a worker touches one cache line of its report.
 
 	// WaitingTokens is the uncached tokens waiting in the queue (num_waiting_uncached_tokens,
@@ -17,14 +17,20 @@ type LoadReport struct {
 	WaitingTokens int64
 	// WaitingRequests and RunningRequests are summed across DP ranks.
 	WaitingRequests int
+
+	// Derived at publication (derive): TokenUsage clamped to [0, MaxKVUsage], and that usage
+	// per request the report counts (0 when it counts none).
+	kvUsage      float64
+	kvPerRequest float64
+	// since is the worker's dispatch counts when the report was asked for (SetLoadSince):
+	// what was dispatched after it is the report's since-report credit, and the in-flight
+	// change since then moves its KV usage (KVOccupancyAt).
+	since DispatchMark
+
 	// GenThroughput is generation throughput in tokens/s; 0 when not reported.
 	GenThroughput float64
-
-	// Derived at publication (SetLoad), so that scoring a worker on the hot path needs no
-	// division: 1/GenThroughput (0 when not reported) and k/(1-k) of TokenUsage clamped to
-	// [0, MaxKVUsage].
+	// 1/GenThroughput, 0 when the report has no usable throughput; derived at publication.
 	invThroughput float64
-	kvOccupancy   float64
 
 	RunningRequests int
 	// TokenUsage is KV-cache usage in [0, 1], the mean across DP ranks.
@@ -32,7 +38,15 @@ type LoadReport struct {
 	// At is when the gateway received the report.
 	At time.Time
 
-	_ [48]byte
+	_ [8]byte
+}
+
+// DispatchMark is a worker's dispatch counts at one moment (Worker.DispatchMark): the requests
+// ever dispatched, the sum of their known token counts, how many had no known count, and
+// the requests in flight.
+type DispatchMark struct {
+	requests, tokens, unknown int64
+	inFlight                  int64
 }
 
 // MaxKVUsage caps the KV-cache usage the occupancy term k/(1-k) is computed from: a report of a
@@ -43,9 +57,21 @@ const MaxKVUsage = 0.999
 // InvThroughput returns 1/GenThroughput, or 0 when the report has no throughput.
 func (r *LoadReport) InvThroughput() float64 { return r.invThroughput }
 
-// KVOccupancy returns k/(1-k) for the report's KV-cache usage k clamped to [0, MaxKVUsage]: the
-// M/M/1 occupancy term of the expected-wait score, small until the cache is nearly full.
-func (r *LoadReport) KVOccupancy() float64 { return r.kvOccupancy }
+// KVOccupancyAt returns k/(1-k) for the KV-cache usage k the worker has now by estimate, when
+// this gateway has inFlight requests on it: the report's usage moved, for each request added
+// or finished since the report's poll (SetLoadSince's mark), by the report's mean usage per
+// request (TokenUsage over its running plus waiting requests), clamped to [0, MaxKVUsage]. A
+// report that counts no request, or no usage, gives its own k. The report is up to a poll
+// interval old; its KV usage alone kept a worker that had since drained looking full, and
+// one that had since taken many requests looking empty, for the whole interval, and the
+// expected-wait score herded on it (docs/differences.md, issue 13).
+func (r *LoadReport) KVOccupancyAt(inFlight int64) float64 {
+	k := r.kvUsage
+	if d := inFlight - r.since.inFlight; d != 0 && r.kvPerRequest > 0 {
+		k = min(max(k+float64(d)*r.kvPerRequest, 0), MaxKVUsage)
+	}
+	return k / (1 - k)
+}
 
 func (r *LoadReport) derive() {
 	r.invThroughput = 0
@@ -58,40 +84,59 @@ func (r *LoadReport) derive() {
 	} else if k > MaxKVUsage {
 		k = MaxKVUsage
 	}
-	r.kvOccupancy = k / (1 - k)
+	r.kvUsage = k
+	r.kvPerRequest = 0
+	if n := r.RunningRequests + r.WaitingRequests; n > 0 {
+		r.kvPerRequest = k / float64(n)
+	}
 }
 
 // Load returns the worker's latest load report, or nil when it has none (never reported, or
 // the last report aged out).
 func (w *Worker) Load() *LoadReport { return w.load.Load() }
 
-// SetLoad publishes a new load report (nil clears it) and resets the since-report counters,
-// whose work the new report now includes.
-func (w *Worker) SetLoad(r *LoadReport) {
+// SetLoad publishes a new load report (nil clears it); the since-report credit restarts at
+// the moment of the call. See SetLoadSince.
+func (w *Worker) SetLoad(r *LoadReport) { w.SetLoadSince(r, w.DispatchMark()) }
+
+// SetLoadSince publishes a new load report (nil clears it) that was asked for at mark (the
+// worker's DispatchMark taken before the poll was sent): the since-report credit is then the
+// work dispatched after mark. The load monitor uses it so that work sent while the poll was
+// on its way, which the report may not include, keeps its credit (worker/loadmon).
+func (w *Worker) SetLoadSince(r *LoadReport, mark DispatchMark) {
 	if r != nil {
 		r.derive()
+		r.since = mark
 	}
 	w.load.Store(r)
-	w.sinceReportRequests.Store(0)
-	w.sinceReportTokens.Store(0)
-	w.sinceReportUnknown.Store(0)
 }
 
-// NoteDispatch records a request dispatched to the worker since its last load report, for the
-// expected-wait score's in-flight credit: tokens is its token count when known, else -1.
+// DispatchMark returns the worker's cumulative dispatch counts now.
+func (w *Worker) DispatchMark() DispatchMark {
+	return DispatchMark{w.dispatchedRequests.Load(), w.dispatchedTokens.Load(), w.dispatchedUnknown.Load(), w.InFlight.Load()}
+}
+
+// NoteDispatch records a request dispatched to the worker, for the expected-wait score's
+// credit of the work sent since the last load report: tokens is its token count when known,
+// else -1.
 func (w *Worker) NoteDispatch(tokens int) {
-	w.sinceReportRequests.Add(1)
+	w.dispatchedRequests.Add(1)
 	if tokens >= 0 {
-		w.sinceReportTokens.Add(int64(tokens))
+		w.dispatchedTokens.Add(int64(tokens))
 	} else {
-		w.sinceReportUnknown.Add(1)
+		w.dispatchedUnknown.Add(1)
 	}
 }
 
-// SinceReport returns the requests dispatched since the last load report, the sum of their
-// known token counts, and how many of them had no known token count.
-func (w *Worker) SinceReport() (requests, knownTokens, unknown int64) {
-	return w.sinceReportRequests.Load(), w.sinceReportTokens.Load(), w.sinceReportUnknown.Load()
+// SinceReport returns the requests dispatched since the worker's current load report r (as
+// returned by Load; zeros when r is nil), the sum of their known token counts, and how many of
+// them had no known token count.
+func (w *Worker) SinceReport(r *LoadReport) (requests, knownTokens, unknown int64) {
+	if r == nil {
+		return 0, 0, 0
+	}
+	return w.dispatchedRequests.Load() - r.since.requests, w.dispatchedTokens.Load() - r.since.tokens,
+		w.dispatchedUnknown.Load() - r.since.unknown
 }
 
 // Overloaded reports whether overload protection vetoes the worker: its last load report

@@ -75,13 +75,15 @@ type Worker struct {
 
 	// InFlight counts requests dispatched to this worker whose response body has not
 	// finished. The hot path adds 1 at dispatch and subtracts 1 exactly once.
-	InFlight            atomic.Int64
-	load                atomic.Pointer[LoadReport]
-	sinceReportRequests atomic.Int64
-	sinceReportTokens   atomic.Int64
-	sinceReportUnknown  atomic.Int64
-	status              atomic.Uint32
-	overloaded          atomic.Bool
+	InFlight atomic.Int64
+	load     atomic.Pointer[LoadReport]
+	// Cumulative dispatch counts (NoteDispatch); a load report keeps their values at its
+	// poll (LoadReport.since), so the since-report credit is the difference.
+	dispatchedRequests atomic.Int64
+	dispatchedTokens   atomic.Int64
+	dispatchedUnknown  atomic.Int64
+	status             atomic.Uint32
+	overloaded         atomic.Bool
 	// stall is the worker's stall state (stall.go): not StallNone keeps new requests away.
 	stall atomic.Uint32
 	// Breaker is the worker's circuit breaker, read by policies through Routable and driven

@@ -3,7 +3,9 @@
 // report over the fleet's generation rate, plus a KV-pressure penalty, and the lowest score
 // wins; exact ties are broken uniformly at random. The spec divides each worker's work by its
 // own reported throughput, which made busy workers look cheap between reports (herding); the
-// one fleet rate is a deliberate difference (score.Config, docs/differences.md).
+// one fleet rate is a deliberate difference (score.Config, docs/differences.md), and so is the
+// KV-pressure term's usage, the report's moved by the in-flight change since it was polled
+// (worker.LoadReport.KVOccupancyAt), where the spec reads the report alone.
 //
 // The score itself (score.Scorer) is shared with power_of_two and cache_aware, which use its
 // defaults; only this policy takes the --least-load-* flags, including the waiting-queue cap.

@@ -133,3 +133,45 @@ func TestMixedSizesOnSimulatedFleet(t *testing.T) {
 		}
 	}
 }
+
+// heterogeneousEngines returns the routing-quality suite's heterogeneous fleet: 8 engines,
+// the last two decoding twice as slowly (mockworker --decode-factors 6=2,7=2).
+func heterogeneousEngines() []policytest.Engine {
+	es := make([]policytest.Engine, 8)
+	es[6].DecodeFactor, es[7].DecodeFactor = 2, 2
+	return es
+}
+
+// TestHeterogeneousFleetOnSimulatedFleet is the suite's heterogeneous case on the synthetic
+// clock: distinct 176-token prompts, 64 output tokens, 370 requests/s of model time (round
+// robin's TTFT p99 0.99-1.04 s there, its slow engines near their share's capacity), a report
+// every 4 s. Load awareness should send the two slow engines less. The KV term of the
+// expected wait weighs more than a request's credit here (176 tokens at the fleet rate of
+// about 3,000 tokens/s: 0.06 s), and read from the report alone it was up to 4 s stale: an
+// engine that had drained since its report still looked full, one that had since taken many
+// requests still looked empty, and the score herded on that. On these traces two seeds of
+// three herded (a worker took 2.7 and 4 times its share of a window's picks, backlogs of 215
+// and 432 requests, TTFT p99 2.2 and 4.7 s, 2.1-4.6 times round robin's; at 400 requests/s
+// all three, 4.3-9.4 times). The KV usage moved by the in-flight change since the report
+// (worker.LoadReport.KVOccupancyAt) gives 0.29-0.31 times round robin's p99 (0.41-0.53 at
+// 400/s; at 340/s, where the old score did not herd, 0.44-0.47 against its 0.40-0.44).
+func TestHeterogeneousFleetOnSimulatedFleet(t *testing.T) {
+	f := policytest.NewFleet(t, 8, "m")
+	engines := heterogeneousEngines()
+	for seed := uint64(1); seed <= 3; seed++ {
+		trace := policytest.PoissonTrace(seed, 370, 60*time.Second, policytest.Distinct(176, 64))
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		t.Logf("seed %d: TTFT p99 least_load %v, round_robin %v; busiest window share %.2f; backlog %d vs %d; picks %v",
+			seed, ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ll.MaxWindowShare, ll.MaxBacklog, rr.MaxBacklog, ll.Picks)
+		if ll.MaxWindowShare > 1.5 {
+			t.Errorf("seed %d: a worker took %.2f times its fair share of the picks between two reports: herding", seed, ll.MaxWindowShare)
+		}
+		if p99, limit := ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*7/10; p99 > limit {
+			t.Errorf("seed %d: TTFT p99 %v, above 0.7 x round robin's (%v)", seed, p99, limit)
+		}
+		if slow, fast := ll.Picks[6]+ll.Picks[7], ll.Picks[0]+ll.Picks[1]; slow >= fast {
+			t.Errorf("seed %d: the slow engines took %d picks, two fast ones %d: want fewer", seed, slow, fast)
+		}
+	}
+}

@@ -29,6 +29,9 @@ type Engine struct {
 	// CacheGroups is how many distinct prefix groups the engine's prefix cache holds (LRU); 0
 	// disables the cache.
 	CacheGroups int
+	// DecodeFactor multiplies the decode part of every step (DecodeBase + DecodePerReq ×
+	// sequences), as mockworker's --decode-factors makes a slower engine; default 1.
+	DecodeFactor float64
 }
 
 func (e Engine) withDefaults() Engine {
@@ -46,6 +49,9 @@ func (e Engine) withDefaults() Engine {
 	}
 	if e.KVTokens == 0 {
 		e.KVTokens = 65_536
+	}
+	if e.DecodeFactor == 0 {
+		e.DecodeFactor = 1
 	}
 	return e
 }
@@ -85,6 +91,21 @@ type SimConfig struct {
 	ReportEvery time.Duration
 	// Warmup is the leading model time left out of the statistics; default 4 s.
 	Warmup time.Duration
+	// ReportSpread spreads each round's answers: every engine answers its poll (the report is
+	// taken) at a uniformly random offset in [0, ReportSpread) after the round starts, as the
+	// load monitor's polls come back one by one, each published as it comes. 0: all at the
+	// round's start.
+	ReportSpread time.Duration
+	// ReportLag is the time from an engine's answer to the report's publication (the poll's
+	// way back and its parsing). Default 0.
+	ReportLag time.Duration
+	// CreditFromPublication restarts a worker's since-report credit when its report is
+	// published (Worker.SetLoad), as worker/loadmon did before issue 13's fix; false, as it
+	// does now, counts it from the moment the poll left (Worker.SetLoadSince), so the work
+	// sent during ReportLag keeps its credit.
+	CreditFromPublication bool
+	// Seed seeds the report offsets.
+	Seed uint64
 }
 
 // SimResult is what a simulated run measured, after the warm-up.
@@ -114,9 +135,10 @@ func (r SimResult) TTFTQuantile(q float64) time.Duration {
 // ws[i]) on a synthetic clock and returns what it measured. It does what the gateway does
 // around a pick: NoteDispatch (policy.DispatchTokens: the routing text's size) and the
 // in-flight count, up at the pick and down when the last token is out; and every ReportEvery
-// it publishes each engine's load report as the load monitor would (running requests, output
-// tokens per second over the last second, KV usage; no waiting queue, as Engine explains).
-// Deterministic: no goroutines, no sleeps, no wall clock.
+// it polls each engine's load report (running requests, output tokens per second over the
+// last second, KV usage; no waiting queue, as Engine explains) and publishes it as the load
+// monitor does (SimConfig.ReportSpread, ReportLag, CreditFromPublication). Deterministic: no
+// goroutines, no sleeps, no wall clock.
 func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimConfig) SimResult {
 	if cfg.ReportEvery == 0 {
 		cfg.ReportEvery = 4 * time.Second
@@ -128,7 +150,7 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 	engines := make([]*simEngine, len(ws))
 	for i, w := range ws {
 		idx[w] = i
-		engines[i] = &simEngine{e: cfg.Engines[i].withDefaults(), w: w}
+		engines[i] = &simEngine{e: cfg.Engines[i].withDefaults(), w: w, takeAt: math.MaxInt64, publishAt: math.MaxInt64}
 		w.SetLoad(nil)
 		w.InFlight.Store(0)
 	}
@@ -145,11 +167,14 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 		clear(window)
 	}
 	var prompt, cached int
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	const never = time.Duration(math.MaxInt64)
 	nextReport := time.Duration(0)
 	for i := 0; i < len(trace) || anyBusy(engines); {
-		// The next event: an arrival, a report or the end of a step, earliest first; at equal
-		// times steps end first, then reports, then arrivals.
-		now := time.Duration(math.MaxInt64)
+		// The next event: an arrival, a report round, a report taken or published, or the end
+		// of a step, earliest first; at equal times steps end first, then reports, then
+		// arrivals.
+		now := never
 		if i < len(trace) {
 			now = trace[i].At
 		}
@@ -158,6 +183,7 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 			if e.busy {
 				now = min(now, e.stepEnd)
 			}
+			now = min(now, e.takeAt, e.publishAt)
 		}
 		for _, e := range engines {
 			if e.busy && e.stepEnd == now {
@@ -173,11 +199,27 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 				closeWindow()
 			}
 			for _, e := range engines {
-				e.report(now)
+				e.mark, e.takeAt = e.w.DispatchMark(), now
+				if cfg.ReportSpread > 0 {
+					e.takeAt += time.Duration(rng.Int64N(int64(cfg.ReportSpread)))
+				}
 			}
 			nextReport += cfg.ReportEvery
 			if i == len(trace) {
-				nextReport = time.Duration(math.MaxInt64) // no more picks to inform
+				nextReport = never // no more picks to inform
+			}
+		}
+		for _, e := range engines {
+			if e.takeAt == now {
+				e.pending, e.takeAt, e.publishAt = e.report(now), never, now+cfg.ReportLag
+			}
+			if e.publishAt == now {
+				if cfg.CreditFromPublication {
+					e.w.SetLoad(e.pending)
+				} else {
+					e.w.SetLoadSince(e.pending, e.mark)
+				}
+				e.pending, e.publishAt = nil, never
 			}
 		}
 		for i < len(trace) && trace[i].At == now {
@@ -219,7 +261,7 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 
 func anyBusy(es []*simEngine) bool {
 	for _, e := range es {
-		if e.busy {
+		if e.busy || e.pending != nil {
 			return true
 		}
 	}
@@ -244,6 +286,11 @@ type simEngine struct {
 	producer []*simSeq              // sequences producing a token in the current step
 	buckets  [10]struct{ i, n int } // output tokens per 100 ms, for gen_throughput
 	lru      []int                  // cached groups, most recent last
+	// The report of the current round: the dispatch counts at the round's start, the report
+	// taken at takeAt and published at publishAt.
+	mark              worker.DispatchMark
+	takeAt, publishAt time.Duration
+	pending           *worker.LoadReport
 }
 
 func (e *simEngine) arrive(s *simSeq) {
@@ -275,7 +322,8 @@ func (e *simEngine) startStep(now time.Duration) {
 		}
 		e.producer = append(e.producer, s)
 	}
-	d := e.e.DecodeBase + time.Duration(len(e.producer))*e.e.DecodePerReq +
+	decode := e.e.DecodeBase + time.Duration(len(e.producer))*e.e.DecodePerReq
+	d := time.Duration(e.e.DecodeFactor*float64(decode)) +
 		time.Duration(float64(prefill)/e.e.PrefillTPS*float64(time.Second))
 	e.busy, e.stepEnd = true, now+max(d, 1)
 }
@@ -321,8 +369,8 @@ func (e *simEngine) backlog() int {
 	return n
 }
 
-// report publishes the engine's load report as the load monitor would.
-func (e *simEngine) report(now time.Duration) {
+// report returns the engine's load report at now as the load monitor would receive it.
+func (e *simEngine) report(now time.Duration) *worker.LoadReport {
 	cur := int(now / (100 * time.Millisecond))
 	tokens := 0
 	for _, b := range e.buckets {
@@ -334,12 +382,12 @@ func (e *simEngine) report(now time.Duration) {
 	for _, s := range e.running {
 		held += s.prefilled + s.generated
 	}
-	e.w.SetLoad(&worker.LoadReport{
+	return &worker.LoadReport{
 		At:              time.Unix(0, 0).Add(now),
 		RunningRequests: len(e.running) + len(e.arrived),
 		GenThroughput:   float64(tokens), // over the last second
 		TokenUsage:      math.Min(1, float64(held)/float64(e.e.KVTokens)),
-	})
+	}
 }
 
 func (e *simEngine) cacheHas(g int) bool { return slices.Contains(e.lru, g) }
@@ -379,6 +427,19 @@ func SharedPrefix(groups, questions, prefixTokens, questionTokens, outputTokens 
 			texts[g*questions+q] = t
 		}
 		return SimRequest{Group: g, PrefixTokens: prefixTokens, PromptTokens: prefixTokens + questionTokens, OutputTokens: outputTokens, Text: t}
+	}
+}
+
+// Distinct returns a generator of distinct prompts of promptTokens tokens with nothing to
+// share (loadgen's random workload at --random-range-ratio 1), each producing outputTokens.
+func Distinct(promptTokens, outputTokens int) func(*rand.Rand) SimRequest {
+	return func(rng *rand.Rand) SimRequest {
+		n := promptTokens * policy.BytesPerToken
+		t := make([]byte, 0, n)
+		for len(t) < n {
+			t = fmt.Appendf(t, "prompt %d. ", rng.Uint64())
+		}
+		return SimRequest{Group: -1, PromptTokens: promptTokens, OutputTokens: outputTokens, Text: t[:n]}
 	}
 }
 

@@ -31,7 +31,12 @@ const (
 // report. With one rate, a worker reporting zero running and zero throughput is simply idle,
 // and between two reports each request sent to a worker costs it the same, so picks spread.
 // queued_tokens and in_flight_tokens (the work sent since the last report) are the spec's,
-// but for the size of a request sent without token ids (DispatchTokens).
+// but for the size of a request sent without token ids (DispatchTokens); "since the last
+// report" counts from the moment its poll was sent (worker.Worker.SetLoadSince). k, the KV
+// usage, is the report's moved by the change of this gateway's in-flight requests on the
+// worker since that moment (worker.LoadReport.KVOccupancyAt), a second difference: read from
+// the report alone it is up to a poll interval stale, and where it outweighs a request's
+// credit (short prompts) the score herded on it.
 //
 // The zero value is not valid; start from DefaultConfig.
 type Config struct {
@@ -99,7 +104,7 @@ func (s *Scorer) NewFleetRate(ws []*worker.Worker) *policy.FleetRate {
 // tokensPerSec, crediting the work dispatched to w since r. capped is true when the
 // waiting-queue cap excludes w. It is the reference formula; Lowest inlines it.
 func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerSec float64) (score float64, capped bool) {
-	requests, known, unknown := w.SinceReport()
+	requests, known, unknown := w.SinceReport(r)
 	if s.cfg.MaxWaitingRequests > 0 && int64(r.WaitingRequests)+requests >= int64(s.cfg.MaxWaitingRequests) {
 		return 0, true
 	}
@@ -110,7 +115,7 @@ func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerS
 		queued = float64(r.WaitingRequests) * mean
 	}
 	inFlight := float64(known) + float64(unknown)*mean
-	return (queued+inFlight)/tokensPerSec + s.cfg.KVPressureWeight*r.KVOccupancy(), false
+	return (queued+inFlight)/tokensPerSec + s.cfg.KVPressureWeight*r.KVOccupancyAt(w.InFlight.Load()), false
 }
 
 // Lowest returns the usable worker of ws with the lowest expected wait at the fleet rate
@@ -156,7 +161,7 @@ func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec f
 			}
 			continue
 		}
-		requests, known, unknown := w.SinceReport()
+		requests, known, unknown := w.SinceReport(r)
 		if capN > 0 && int64(r.WaitingRequests)+requests >= capN {
 			continue
 		}
@@ -164,7 +169,7 @@ func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec f
 		if r.WaitingTokens < 0 {
 			queued = float64(r.WaitingRequests) * mean
 		}
-		score := (queued+float64(known)+float64(unknown)*mean)*inv + kvWeight*r.KVOccupancy()
+		score := (queued+float64(known)+float64(unknown)*mean)*inv + kvWeight*r.KVOccupancyAt(inFlight)
 		switch {
 		case score < bestRep:
 			bestRep = score

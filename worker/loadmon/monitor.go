@@ -105,6 +105,11 @@ func (m *Monitor) loadsWanted() bool {
 // PollOnce polls every registered worker once, at most Concurrency at a time, publishes the
 // reports, and drops reports older than MaxReportAge of workers that did not answer. It
 // returns when the round is done.
+//
+// Each report is published as its poll returns and credits the work dispatched since the
+// poll was sent (Worker.SetLoadSince): the work sent while a poll was on its way, which the
+// report may not include, used to lose its since-report credit at the publication
+// (docs/differences.md, issue 13).
 func (m *Monitor) PollOnce(ctx context.Context) {
 	snap := m.current()
 	ws := snap.Workers
@@ -166,6 +171,7 @@ func (m *Monitor) poll(w *worker.Worker) {
 	if first == SourceMetrics {
 		second = SourceLoads
 	}
+	mark := w.DispatchMark() // what the since-report credit of this poll's report counts from
 	r, err := m.fetch(w, first)
 	src := first
 	if errors.Is(err, errNotAnswered) {
@@ -183,7 +189,7 @@ func (m *Monitor) poll(w *worker.Worker) {
 	m.mu.Lock()
 	m.prefer[w] = src
 	m.mu.Unlock()
-	w.SetLoad(r)
+	w.SetLoadSince(r, mark)
 	if veto := m.cfg.Overload.vetoes(r); veto != w.Overloaded() {
 		w.SetOverloaded(veto)
 		m.log.Info("Overload protection changed", "worker", w.URL, "overloaded", veto,

@@ -22,6 +22,9 @@ type engine struct {
 	metrics atomic.Pointer[string] // nil: /metrics answers 404
 	down    atomic.Bool            // true: every request gets its connection closed
 	hits    sync.Map               // path → *atomic.Int64
+	// arrived and release, when set before the first poll, hold /v1/loads: each request
+	// sends on arrived, then waits for release to close.
+	arrived, release chan struct{}
 }
 
 func startEngine(t *testing.T) *engine {
@@ -42,6 +45,10 @@ func startEngine(t *testing.T) *engine {
 		var body *string
 		switch string(ctx.Path()) {
 		case pathLoads:
+			if e.arrived != nil {
+				e.arrived <- struct{}{}
+				<-e.release
+			}
 			body = e.loads.Load()
 		case pathMetrics:
 			body = e.metrics.Load()
@@ -89,6 +96,40 @@ func register(t *testing.T, urls ...string) (*worker.Registry, []*worker.Worker)
 	return reg, ws
 }
 
+// TestReportCreditsWorkSentDuringThePoll: a report's since-report credit counts from the
+// moment its poll left, so a request sent while the poll was out (which the engine's answer
+// may not include) keeps its credit. Crediting from the publication, as before, dropped it,
+// and the expected-wait score took the worker for idler than it was (issue 13).
+func TestReportCreditsWorkSentDuringThePoll(t *testing.T) {
+	e := startEngine(t)
+	e.loads.Store(str(mockLoads))
+	e.arrived, e.release = make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(e.release) }) }
+	t.Cleanup(release) // before the engine's shutdown, which waits for the held request
+	reg, ws := register(t, e.url)
+	m, err := New(DefaultConfig(), reg.Current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.PollOnce(context.Background())
+	}()
+	<-e.arrived
+	ws[0].NoteDispatch(100) // sent while the poll is out
+	release()
+	<-done
+	r := ws[0].Load()
+	if r == nil {
+		t.Fatal("no report after the round")
+	}
+	if req, tokens, _ := ws[0].SinceReport(r); req != 1 || tokens != 100 {
+		t.Fatalf("since-report credit %d requests, %d tokens: want the request sent during the poll (1, 100)", req, tokens)
+	}
+}
+
 func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
 	sgl, vllm := startEngine(t), startEngine(t)
 	sgl.loads.Store(str(mockLoads))
@@ -110,7 +151,7 @@ func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
 	if r == nil || r.WaitingTokens != 3072 || r.GenThroughput != 812.5 || !r.At.Equal(clk.Now()) {
 		t.Fatalf("SGLang worker report %+v", r)
 	}
-	if req, _, _ := ws[0].SinceReport(); req != 0 {
+	if req, _, _ := ws[0].SinceReport(ws[0].Load()); req != 0 {
 		t.Fatal("a new report must reset the since-report counters")
 	}
 	if r := ws[1].Load(); r == nil || r.RunningRequests != 9 || r.WaitingTokens != -1 {
