@@ -69,7 +69,8 @@ func (*Builder) Name() string { return Name }
 
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
-	return &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd}
+	return &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
+		deck: newDeck(len(g.Workers))}
 }
 
 type picker struct {
@@ -78,6 +79,7 @@ type picker struct {
 	scorer  *score.Scorer
 	rate    *policy.FleetRate // of the whole group, though a pick scores two workers
 	rnd     policy.Rand
+	deck    *deck // deals the candidate pairs
 }
 
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
@@ -95,7 +97,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 
 func (p *picker) twoChoices(req *policy.Request) *worker.Worker {
 	var pair [2]*worker.Worker
-	switch n := sampleTwo(req, p.workers, p.rnd, &pair); n {
+	switch n := p.deck.deal(req, p.workers, p.rnd, &pair); n {
 	case 0:
 		return nil
 	case 1: // a single available worker is selected directly
@@ -111,6 +113,53 @@ func (p *picker) twoChoices(req *policy.Request) *worker.Worker {
 		}
 	}
 	return p.scorer.Lowest(req, pair[:], p.rate.TokensPerSecond(), p.rnd, policy.NoHotLimit)
+}
+
+// deck deals power_of_two's candidate pairs without replacement: the group's workers in a
+// random order, two per pick, shuffled again once fewer than two are left. Every pair is
+// still two distinct workers drawn at random, but consecutive picks do not redraw the workers
+// just drawn, so every worker is a candidate once every n/2 picks. Pairs drawn independently
+// (the spec's sampling) made some workers candidates, and so winners, several picks in a row
+// while others waited: on the simulated fleet that alone put TTFT p99 at 1.6-1.9 × round
+// robin's on uniform prompts (docs/differences.md, issue 13). The shuffle costs one draw per
+// card, as the independent pairs did, and a short lock.
+type deck struct {
+	mu    sync.Mutex
+	order []int32 // indexes into the group's workers
+	next  int     // the next card to deal
+}
+
+func newDeck(n int) *deck {
+	d := &deck{order: make([]int32, n), next: n}
+	for i := range d.order {
+		d.order[i] = int32(i)
+	}
+	return d
+}
+
+// deal fills pair with the next two cards and returns 2 when both are usable for req; else,
+// or with fewer than two workers, it leaves the deck as it is and returns sampleTwo's answer.
+func (d *deck) deal(req *policy.Request, ws []*worker.Worker, rnd policy.Rand, pair *[2]*worker.Worker) int {
+	if len(ws) < 2 {
+		return sampleTwo(req, ws, rnd, pair)
+	}
+	d.mu.Lock()
+	if d.next+2 > len(d.order) {
+		for i := len(d.order) - 1; i > 0; i-- { // Fisher-Yates
+			j := rnd.IntN(i + 1)
+			d.order[i], d.order[j] = d.order[j], d.order[i]
+		}
+		d.next = 0
+	}
+	a, b := ws[d.order[d.next]], ws[d.order[d.next+1]]
+	if req.Usable(a) && req.Usable(b) {
+		d.next += 2
+		d.mu.Unlock()
+		pair[0], pair[1] = a, b
+		return 2
+	}
+	d.mu.Unlock()
+	return sampleTwo(req, ws, rnd, pair)
 }
 
 // sampleTwo fills pair with two distinct usable workers drawn uniformly at random and returns
