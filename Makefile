@@ -4,7 +4,7 @@ GO        ?= go
 BIN       := bin
 COMMANDS  := ./cmd/smg ./cmd/mockworker ./cmd/loadgen ./bench/bareproxy ./bench/cmd/smgbench
 
-.PHONY: all build test bench bench-smoke demo fmt vet fuzz clean
+.PHONY: all build tools test bench bench-smoke demo fmt vet fuzz clean
 
 all: build
 
@@ -12,8 +12,15 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ $(COMMANDS)
 
-## test: gofmt check, go vet, and every test under the race detector (what CI runs)
-test:
+## tools: the kube-apiserver, etcd and helm the tests run, built once from source and cached
+## outside the repo (~/.cache); a no-op when cached. The first build takes long (tens of
+## minutes on 2 cores), longer than a test's timeout, so it runs before the tests do.
+tools:
+	bash hack/k8s/build.sh "$$HOME/.cache/k8s-test-bin/v1.37.2"
+	bash hack/helm/build.sh >/dev/null
+
+## test: the tools, gofmt check, go vet, and every test under the race detector (what CI runs)
+test: tools
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
