@@ -89,6 +89,12 @@ func (p loopPlane) CallDone(c *evloop.Call, err error) {
 	pf.le.prefillDone(pf)
 }
 
+// KeepCalling cuts a prefill waiting on a worker found unresponsive, as KeepWaiting does for
+// the decode leg.
+func (p loopPlane) KeepCalling(c *evloop.Call) bool {
+	return c.User.(*loopPrefill).w.StallState() != worker.StallUnresponsive
+}
+
 func (pf *loopPrefill) release() {
 	c := pf.call
 	pf.call, pf.le, pf.w, pf.err = nil, nil, nil, nil

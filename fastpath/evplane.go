@@ -232,6 +232,14 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 	ex.Forward(le, &le.target, deadline)
 }
 
+// KeepWaiting cuts the wait for the head of a worker that worker/stall found unresponsive
+// (the fasthttp plane's worker.ErrWorkerUnresponsive): the attempt fails as a fault and is
+// retried elsewhere.
+func (le *loopExchange) KeepWaiting(*evloop.Exchange) bool {
+	w := le.x.attempt.main.w
+	return w == nil || w.StallState() != worker.StallUnresponsive
+}
+
 // UpstreamHead relays a successful stream as it arrives; any other answer is held whole, so
 // that a retryable one can go to another worker.
 func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {

@@ -41,6 +41,7 @@ type Call struct {
 	out        []byte // the request head
 	pendingErr error
 	t          timer
+	tw         timer // the head-wait watch (watch.go)
 	// x and gen are the exchange that made the call and its request (Exchange.gen): a
 	// panic in CallDone closes that client connection if it still serves that request.
 	x   *Exchange
@@ -60,10 +61,12 @@ func (x *Exchange) Call(h CallHandler, t *Target, deadline time.Time) *Call {
 	} else {
 		c = &Call{l: l}
 		c.t = timer{idx: -1, owner: c}
+		c.tw = timer{idx: -1, owner: c}
 	}
 	c.phase, c.h, c.pendingErr, c.x, c.gen = callWaiting, h, nil, x, x.gen
 	c.held, c.body, c.head.status = c.held[:0], c.body[:0], 0
 	l.timers.arm(&c.t, int64(deadline.Sub(epoch)), timerDeadline)
+	c.armWatch()
 	up, err := l.upstream(t.Addr)
 	if err != nil {
 		c.failSoon(err)
@@ -97,6 +100,7 @@ func (c *Call) Release() {
 		c.up = nil
 	}
 	c.l.timers.disarm(&c.t)
+	c.l.timers.disarm(&c.tw)
 	c.phase, c.h, c.pendingErr, c.x = callFree, nil, nil, nil
 	if cap(c.body) > 1<<20 {
 		c.body = nil
@@ -117,6 +121,10 @@ func (c *Call) runSoon() {
 }
 
 func (c *Call) onTimer(kind uint8) {
+	if kind == timerWatch {
+		c.watch()
+		return
+	}
 	if kind == timerDeadline && (c.phase == callWaiting || c.phase == callHolding) {
 		c.failed(&UpstreamError{Err: errDeadline, timeout: true})
 	}
@@ -149,6 +157,7 @@ func (c *Call) onUpstreamData(up *upstreamConn) {
 			}
 			return
 		}
+		c.l.timers.disarm(&c.tw)
 		c.held = append(c.held[:0], data[:n]...)
 		c.dec.init(&c.head)
 		c.phase = callHolding
@@ -198,6 +207,7 @@ func (c *Call) failed(err error) {
 		up.close()
 	}
 	c.l.timers.disarm(&c.t)
+	c.l.timers.disarm(&c.tw)
 	if c.phase == callHolding && c.dec.mode == bodyClose && errors.Is(err, errEOF) {
 		err = nil
 	}

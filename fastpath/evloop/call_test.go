@@ -2,6 +2,7 @@ package evloop
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -282,4 +283,45 @@ func TestCallFailureIsReported(t *testing.T) {
 	if p.calls.Load() != 1 || p.callErrs.Load() != 1 {
 		t.Fatalf("%d calls ended, %d with an error; want 1, 1", p.calls.Load(), p.callErrs.Load())
 	}
+}
+
+// watchingProxy is proxy with a HeadWatcher that gives up once cut is set.
+type watchingProxy struct {
+	proxy
+	cut atomic.Bool
+}
+
+func (p *watchingProxy) KeepWaiting(*Exchange) bool { return !p.cut.Load() }
+
+func (p *watchingProxy) Serve(x *Exchange) { x.Forward(p, &p.target, time.Now().Add(5*time.Second)) }
+
+func (p *watchingProxy) UpstreamDone(x *Exchange, err error) {
+	if errors.Is(err, ErrCut) {
+		x.Respond(504, "text/plain", []byte(err.Error()))
+		return
+	}
+	p.proxy.UpstreamDone(x, err)
+}
+
+// TestHeadWatcherCutsTheWait: a forwarder that stops wanting the worker's head cuts the
+// attempt within a watch interval; the worker sees its request cancelled.
+func TestHeadWatcherCutsTheWait(t *testing.T) {
+	started, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		started <- struct{}{}
+		<-r.Context().Done()
+		cancelled <- struct{}{}
+	}))
+	p := &watchingProxy{proxy: proxy{addr: up}}
+	addr := startProxy(t, &p.proxy, func(c *Config) { c.Handler, c.WatchInterval = p, 20*time.Millisecond })
+	go func() {
+		<-started
+		p.cut.Store(true)
+	}()
+	resp := post(t, addr, "/x", "x")
+	if body := readBody(t, resp); resp.StatusCode != 504 || !strings.Contains(body, ErrCut.Error()) {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	waitCancelled(t, cancelled, "the cut attempt")
 }

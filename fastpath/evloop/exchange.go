@@ -131,6 +131,7 @@ type Exchange struct {
 	fwd        []byte // the forwarded request's head
 	pendingErr error
 	t          timer
+	tw         timer // the head-wait watch (watch.go)
 	detached   *Stream
 	gen        uint64 // counts the connection's requests (begin)
 }
@@ -138,6 +139,7 @@ type Exchange struct {
 func (x *Exchange) init(c *clientConn) {
 	x.c = c
 	x.t = timer{idx: -1, owner: x}
+	x.tw = timer{idx: -1, owner: x}
 }
 
 // begin starts the exchange of a newly parsed request.
@@ -269,6 +271,7 @@ func (x *Exchange) DeliverCall(c *Call) {
 func (x *Exchange) end() {
 	x.phase = phaseDone
 	x.c.l.timers.disarm(&x.t)
+	x.c.l.timers.disarm(&x.tw)
 	x.c.exchangeDone()
 }
 
@@ -312,12 +315,15 @@ func (x *Exchange) CancelForward() bool {
 	}
 	x.upPaused, x.pendingErr = false, nil
 	x.c.l.timers.disarm(&x.t)
+	x.c.l.timers.disarm(&x.tw)
 	x.phase = phaseServing
 	return true
 }
 
 func (x *Exchange) onTimer(kind uint8) {
 	switch {
+	case kind == timerWatch:
+		x.watch()
 	case kind == timerSleep && x.phase == phaseSleeping:
 		x.phase = phaseServing
 		x.fw.Wake(x)
@@ -338,6 +344,7 @@ func (x *Exchange) Forward(fw Forwarder, t *Target, deadline time.Time) {
 		first = min(first, int64(t.HeadBy.Sub(epoch)))
 	}
 	x.c.l.timers.arm(&x.t, first, timerDeadline)
+	x.armWatch()
 	x.send()
 }
 
@@ -538,6 +545,7 @@ func (x *Exchange) noteTail(b []byte) {
 // startAnswer asks the forwarder what to do with the answer whose head is head.
 func (x *Exchange) startAnswer(head []byte) {
 	h := &x.head
+	x.c.l.timers.disarm(&x.tw)
 	x.dec.init(h)
 	if x.fw.UpstreamHead(x, h.status) {
 		x.phase, x.relayed, x.lastTwo = phaseRelaying, true, [2]byte{}
@@ -617,6 +625,7 @@ func (x *Exchange) upstreamComplete() {
 
 // upstreamFailed ends an attempt whose worker failed.
 func (x *Exchange) upstreamFailed(err error) {
+	x.c.l.timers.disarm(&x.tw)
 	up := x.up
 	x.up = nil
 	if up != nil {
@@ -680,6 +689,7 @@ func (x *Exchange) abort(err error) {
 			x.up = nil
 		}
 		x.c.l.timers.disarm(&x.t)
+		x.c.l.timers.disarm(&x.tw)
 		x.phase = phaseDone
 		x.fw.UpstreamDone(x, err)
 	case phaseSleeping, phaseAwaiting:

@@ -42,6 +42,9 @@ type Config struct {
 	UpstreamIdleTimeout time.Duration
 	// DialTimeout bounds connecting to a worker. Default 5 s.
 	DialTimeout time.Duration
+	// WatchInterval is how often a HeadWatcher or CallWatcher is asked whether to keep
+	// waiting for a worker's response head. Default 250 ms.
+	WatchInterval time.Duration
 	// StreamFailureTail ends a relayed chunked answer whose worker failed mid-body (an SSE
 	// error event): the client gets a complete response instead of a cut connection.
 	StreamFailureTail []byte
@@ -90,6 +93,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 5 * time.Second
+	}
+	if c.WatchInterval <= 0 {
+		c.WatchInterval = 250 * time.Millisecond
 	}
 }
 

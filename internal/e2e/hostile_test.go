@@ -596,9 +596,6 @@ func upstreamAnswers(t *testing.T, g *Gateway, url string) float64 {
 // health checker still lists it ready. With the breaker disabled too, the stall signal alone
 // keeps the work away; after SIGCONT the worker is routable again.
 func TestStoppedWorkerGetsNoWorkAtDefaultSettings(t *testing.T) {
-	if plane := os.Getenv("SMG_TEST_DATA_PLANE"); plane != "" && plane != "fasthttp" {
-		t.Skip("the event loops keep a stalled worker out of picks but do not cut the requests waiting on it (docs/reliability.md): the clients would wait until --request-timeout-secs")
-	}
 	for _, tc := range []struct {
 		name string
 		args []string
