@@ -49,7 +49,8 @@
 // the evloop plane is bridged: the loop hands the request to a goroutine that runs the
 // fasthttp handler (Handle) and streams its answer back through the loop, with the loop's
 // backpressure. That covers the worker API, the probes, /v1/models, the admin routes, a
-// request that must wait in the admission queue, and workers behind TLS.
+// request that must wait in the admission queue, and workers behind TLS (why, and why the
+// default stays fasthttp: docs/benchmarks.md, "Event-loop data plane").
 //
 // # One attempt path
 //
