@@ -41,6 +41,10 @@ type RouterConfig struct {
 // say (spec: PD and EPD Legs).
 type PDPolicies struct {
 	Prefill, Decode string
+	// Encode, when set, turns on EPD mode (--epd-disaggregation): the table then also holds
+	// an encode route set over the encode workers, picked with this policy
+	// (--encode-policy: random, round_robin or consistent_hashing).
+	Encode string
 }
 
 // Leg is a set of routes over the workers of one role.
@@ -52,12 +56,14 @@ const (
 	LegRegular Leg = iota
 	LegPrefill
 	LegDecode
+	// LegEncode routes the multimodal inputs of a request in EPD mode to an encode worker.
+	LegEncode
 	legCount
 )
 
 // String is the worker_type a leg routes to and labels its metrics with.
 func (l Leg) String() string {
-	return [...]string{worker.TypeRegular, worker.TypePrefill, worker.TypeDecode}[l]
+	return [...]string{worker.TypeRegular, worker.TypePrefill, worker.TypeDecode, worker.TypeEncode}[l]
 }
 
 // Route is where requests for one model go.
@@ -82,7 +88,10 @@ type Table struct {
 	// Snapshot is the registry snapshot the table was built from.
 	Snapshot *worker.Snapshot
 	// PD is set in PD mode: generation requests then take a prefill and a decode route.
-	PD   bool
+	PD bool
+	// EPD is set in EPD mode (PD is then set too): multimodal generation requests also
+	// take an encode route.
+	EPD  bool
 	legs [legCount]routeSet
 }
 
@@ -173,8 +182,11 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		r.legs = append(r.legs,
 			&legPolicies{leg: LegPrefill, policy: cfg.PD.Prefill},
 			&legPolicies{leg: LegDecode, policy: cfg.PD.Decode})
+		if cfg.PD.Encode != "" {
+			r.legs = append(r.legs, &legPolicies{leg: LegEncode, policy: cfg.PD.Encode})
+		}
 	}
-	empty := &Table{Snapshot: &worker.Snapshot{}, PD: cfg.PD != nil}
+	empty := r.newTable(&worker.Snapshot{})
 	for _, lp := range r.legs {
 		lp.models = map[string]*modelPolicy{}
 		var err error
@@ -226,11 +238,17 @@ func (r *Router) Update(s *worker.Snapshot) {
 			r.log.Error("Cannot build the route table; requests keep the previous one", "policy", r.building, "snapshot", s.Version, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
-	t := &Table{Snapshot: s, PD: r.cfg.PD != nil}
+	t := r.newTable(s)
 	for _, lp := range r.legs {
 		t.legs[lp.leg] = r.buildLeg(lp, s)
 	}
 	r.current.Store(t)
+}
+
+// newTable returns an empty table of the router's mode over s.
+func (r *Router) newTable(s *worker.Snapshot) *Table {
+	pd := r.cfg.PD
+	return &Table{Snapshot: s, PD: pd != nil, EPD: pd != nil && pd.Encode != ""}
 }
 
 // buildLeg builds one leg's routes from the snapshot's workers of the leg's type.

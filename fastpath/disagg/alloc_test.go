@@ -15,6 +15,7 @@ func TestAllocs(t *testing.T) {
 	}
 	dst := make([]byte, 0, len(body)+1024)
 	bad := []byte(`{"a":[1,2}`)
+	mm := []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"what is it"},{"type":"image_url","image_url":{"url":"http://x/a.png"}}]}]}`)
 	var sink []byte
 	for _, c := range []struct {
 		name string
@@ -29,10 +30,21 @@ func TestAllocs(t *testing.T) {
 		{"KVTransferParams", func() { sink, _ = KVTransferParams(resp) }},
 		{"NewRoom", func() { sink = dst[:NewRoom()&1] }},
 		{"error", func() { sink, _ = AppendVLLMPrefill(dst[:0], bad, true) }},
+		{"AppendEncodeHandshake", func() { sink, _ = AppendEncodeHandshake(dst[:0], body, "10.0.0.3", 8999, 1<<40) }},
+		{"AppendVLLMEncode", func() { sink, _ = AppendVLLMEncode(dst[:0], body, true) }},
+		{"Multimodal", func() { sink = dst[:btoi(Multimodal(mm))] }},
+		{"Multimodal text only", func() { sink = dst[:btoi(Multimodal(body))] }},
 	} {
 		if n := testing.AllocsPerRun(100, c.f); n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", c.name, n)
 		}
 	}
 	_ = sink
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

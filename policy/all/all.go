@@ -267,3 +267,19 @@ func PDPolicies(defaultPolicy, prefill, decode string) (policy.PDPolicies, error
 	}
 	return legs, nil
 }
+
+// DefaultEncodePolicy is --encode-policy's default (spec: PD and EPD Legs).
+const DefaultEncodePolicy = consistenthash.Name
+
+// EncodePolicy resolves and checks --encode-policy: empty means DefaultEncodePolicy; the spec
+// accepts random, round_robin and consistent_hashing on the encode leg, which has no prefix
+// to be cache-aware about and no load report to balance.
+func EncodePolicy(name string) (string, error) {
+	switch name {
+	case "":
+		return DefaultEncodePolicy, nil
+	case random.Name, roundrobin.Name, consistenthash.Name:
+		return name, nil
+	}
+	return "", fmt.Errorf("--encode-policy %q: the encode leg takes random, round_robin or consistent_hashing (default %s)", name, DefaultEncodePolicy)
+}
