@@ -29,6 +29,10 @@ const (
 	RolePrefill Role = "prefill"
 	// RoleDecode fetches a prompt's KV from its prefill's rendezvous, then generates.
 	RoleDecode Role = "decode"
+	// RoleEncode takes a multimodal request's media for the prefill (EPD): SGLang's encode
+	// worker publishes an embedding record on the fleet's rendezvous under the request's
+	// bootstrap_room, which an EPD prefill claims (epd.go); vLLM's answers one token.
+	RoleEncode Role = "encode"
 )
 
 // Mode selects how a worker produces tokens.
@@ -146,6 +150,10 @@ type Config struct {
 	// KVTransferTimeout is how long a decode waits for its prefill's KV and how long a
 	// prefill's rendezvous keeps an unclaimed KV entry. Default 10s.
 	KVTransferTimeout time.Duration
+	// RequireEncode makes a prefill worker refuse (400) a multimodal request that carries no
+	// encode handshake (SGLang: encode_bootstrap_room), as a language-only prefill of an EPD
+	// deployment has no encoder of its own. Default false: such a prefill encodes locally.
+	RequireEncode bool
 }
 
 // withDefaults returns c with every zero field replaced by its default.
@@ -263,8 +271,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("decode factor %v for worker %d (--decode-factors): use a positive factor (2 = a decode step twice as slow)", f, i))
 		}
 	}
-	if c.Role != RoleUnified && c.Role != RolePrefill && c.Role != RoleDecode {
-		errs = append(errs, fmt.Errorf("role %q (--role): use \"\" (unified), %q or %q", c.Role, RolePrefill, RoleDecode))
+	if c.Role != RoleUnified && c.Role != RolePrefill && c.Role != RoleDecode && c.Role != RoleEncode {
+		errs = append(errs, fmt.Errorf("role %q (--role): use \"\" (unified), %q, %q or %q", c.Role, RolePrefill, RoleDecode, RoleEncode))
+	}
+	if c.RequireEncode && c.Role != RolePrefill {
+		errs = append(errs, fmt.Errorf("require encode (--require-encode) is a prefill worker's setting; the role is %q", c.Role))
 	}
 	if c.BootstrapPort < 0 || c.BootstrapPort > 65535 {
 		errs = append(errs, fmt.Errorf("bootstrap port %d (--bootstrap-port): use 0 (a free port) or 1..65535", c.BootstrapPort))

@@ -40,12 +40,15 @@ func Start(cfg Config) (*Fleet, error) {
 	lns := make([]net.Listener, 0, cfg.Count)
 	f.pd = &pdShared{bootstrapPort: cfg.BootstrapPort}
 	switch cfg.Role {
-	case RolePrefill:
+	case RolePrefill, RoleEncode:
 		rv, err := startRendezvous(net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.BootstrapPort)), cfg.KVTransferTimeout, f.done)
 		if err != nil {
 			return nil, fmt.Errorf("cannot listen for the KV rendezvous (--bootstrap-port): %w", err)
 		}
 		f.pd.rv, f.pd.bootstrapPort = rv, rv.port()
+		if cfg.Role == RolePrefill {
+			f.pd.client = newKVClient() // an EPD prefill claims its embeddings (epd.go)
+		}
 	case RoleDecode:
 		f.pd.client = newKVClient()
 	}
@@ -56,6 +59,9 @@ func Start(cfg Config) (*Fleet, error) {
 		if f.pd.rv != nil {
 			close(f.done)
 			_ = f.pd.rv.close()
+		}
+		if f.pd.client != nil {
+			f.pd.client.close()
 		}
 	}
 	born := time.Now().Unix()

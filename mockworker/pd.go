@@ -273,7 +273,12 @@ type pdState struct {
 	label  string // "bootstrap_room N" or "remote_request_id X", for messages
 	addr   string // decode: the rendezvous "host:port" to ask
 	rec    kvRecord
+	// enc, on an EPD prefill, is the embedding record to claim first (epd.go).
+	enc *encodeClaim
 }
+
+// fetches reports whether the transport must fetch something (resolvePD) before the answer.
+func (pd *pdState) fetches() bool { return pd.decode || pd.enc != nil }
 
 // parsePD parses a PD worker's request: the ordinary fields, then the role's PD fields,
 // checked against this worker. It returns the request and its PD state.
@@ -285,6 +290,13 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 	}
 	if err := req.read(v); err != nil {
 		return req, nil, err
+	}
+	if w.cfg.Role == RoleEncode {
+		pd, err := w.parseEncode(v, &req)
+		if pd != nil {
+			pd.rec = kvRecord{Fingerprint: strconv.FormatUint(promptFingerprint(req.prompt, req.ids), 16), PromptTokens: req.promptTokens, Worker: w.id}
+		}
+		return req, pd, err
 	}
 	f, err := parsePDFields(v, w.cfg.Dialect, w.cfg.Role)
 	if err != nil {
@@ -312,6 +324,9 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 		}
 		if f.port != 0 && f.port != w.pdf.bootstrapPort {
 			return req, nil, fmt.Errorf("bootstrap_port %d is not this prefill worker's bootstrap port (%d)", f.port, w.pdf.bootstrapPort)
+		}
+		if pd.enc, err = w.parseEncodeHandshake(v); err != nil {
+			return req, nil, err
 		}
 	case pd.decode: // vLLM
 		pd.key = f.xferID
@@ -389,6 +404,10 @@ func (w *Worker) preparePD(pd *pdState, r *reply, dst []byte) (kvParams []byte, 
 		kvParams = w.appendKVParams(nil, pd)
 	}
 	if w.engine == nil {
+		if pd.enc != nil {
+			r.pd = pd // published once the embeddings arrived (resolveEncode)
+			return kvParams, true
+		}
 		if err := w.pdf.rv.publish(pd.key, pd.rec); err != nil {
 			*r = badRequest(dst, fmt.Errorf("%s: %w", pd.label, err))
 			return nil, false
@@ -431,6 +450,9 @@ func (p *publishingSource) await(have int, done, gone <-chan struct{}) (int, boo
 // returns false when done or gone closed first (the answer is abandoned).
 func (w *Worker) resolvePD(r *reply, done, gone <-chan struct{}) bool {
 	pd := r.pd
+	if pd.enc != nil {
+		return w.resolveEncode(r, done, gone)
+	}
 	timeout := w.cfg.KVTransferTimeout
 	got, res, err := w.pdf.client.fetch(pd.addr, pd.key, timeout, done, gone)
 	if res == pdClosed {

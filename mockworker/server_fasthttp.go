@@ -119,7 +119,7 @@ func (s *fasthttpServer) send(ctx *fasthttp.RequestCtx, w *Worker, r *reply) {
 		closing()
 		return
 	}
-	if r.pd != nil && r.pd.decode && !w.resolvePD(r, s.done, nil) {
+	if r.pd != nil && r.pd.fetches() && !w.resolvePD(r, s.done, nil) {
 		closing()
 		return
 	}

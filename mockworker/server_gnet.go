@@ -292,7 +292,7 @@ func (a *asyncAnswer) run() {
 	if r.delay > 0 && !sleepUntilOr(done, gone, time.Now().Add(r.delay)) {
 		return
 	}
-	if r.pd != nil && r.pd.decode && !w.resolvePD(r, done, gone) {
+	if r.pd != nil && r.pd.fetches() && !w.resolvePD(r, done, gone) {
 		return
 	}
 	if r.answer == nil {

@@ -96,8 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 		return err
 	})
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random choices (admin failure_rate)")
-	fs.StringVar(&role, "role", "", `prefill-decode role: "" (unified), prefill or decode`)
-	fs.IntVar(&cfg.BootstrapPort, "bootstrap-port", mockworker.DefaultBootstrapPort, "prefill: port of the fleet's KV rendezvous (0: a free port); decode: the port asked when bootstrap_port is null")
+	fs.StringVar(&role, "role", "", `disaggregation role: "" (unified), prefill, decode or encode (EPD)`)
+	fs.BoolVar(&cfg.RequireEncode, "require-encode", false, "prefill: refuse (400) a multimodal request without the EPD encode handshake (sglang dialect)")
+	fs.IntVar(&cfg.BootstrapPort, "bootstrap-port", mockworker.DefaultBootstrapPort, "prefill and encode: port of the fleet's rendezvous (0: a free port); decode: the port asked when bootstrap_port is null")
 	fs.StringVar(&cfg.KVEngineID, "kv-engine-id", "", "vLLM prefill: the remote_engine_id reported (default: the worker id; with --count > 1, <id>-<i>)")
 	fs.Float64Var(&kvTransferTimeoutMS, "kv-transfer-timeout-ms", ms(mockworker.DefaultKVTransferTimeout), "how long a decode waits for its prefill's KV and a prefill keeps an unclaimed one, ms")
 	rest, err := cli.ParseStd(fs, args)
@@ -136,7 +137,8 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 		{"--decode-base-ms", !(decodeBaseMS > 0), "use a positive number"},
 		{"--decode-per-req-ms", !(decodePerReqMS > 0), "use a positive number"},
 		{"--time-scale", !(cfg.TimeScale > 0) || math.IsInf(cfg.TimeScale, 0), "use a positive factor"},
-		{"--role", cfg.Role != mockworker.RoleUnified && cfg.Role != mockworker.RolePrefill && cfg.Role != mockworker.RoleDecode, `use "" (unified), prefill or decode`},
+		{"--role", cfg.Role != mockworker.RoleUnified && cfg.Role != mockworker.RolePrefill && cfg.Role != mockworker.RoleDecode && cfg.Role != mockworker.RoleEncode, `use "" (unified), prefill, decode or encode`},
+		{"--require-encode", cfg.RequireEncode && cfg.Role != mockworker.RolePrefill, "use it with --role prefill"},
 		{"--bootstrap-port", cfg.BootstrapPort < 0 || cfg.BootstrapPort > 65535, "use 0 (a free port) or 1..65535"},
 		{"--kv-transfer-timeout-ms", !(kvTransferTimeoutMS >= 1) || kvTransferTimeoutMS > 1e9, "use a positive number of ms (at least 1)"},
 		{"--kv-engine-id", strings.ContainsAny(cfg.KVEngineID, "\"\\\r\n"), "remove quotes, backslashes and line breaks"},
