@@ -27,7 +27,7 @@ import (
 //	}
 //
 // In PD mode the prefill worker is a second leg (a.prefill) picked and dispatched the same
-// way. An attempt is owned by one request at a time (it lives in the pooled exchange); a leg
+// way, and in EPD mode the encode worker a third (a.encode). An attempt is owned by one request at a time (it lives in the pooled exchange); a leg
 // moved out of it (handOff, take) belongs to its new owner.
 type attempt struct {
 	s   *Server
@@ -45,8 +45,8 @@ type attempt struct {
 	// be sent only once, so nothing is retried.
 	once bool
 	// main is the leg whose answer is the client's (the decode worker in PD mode); prefill
-	// is the PD prefill leg.
-	main, prefill leg
+	// is the PD prefill leg, encode the EPD encode leg.
+	main, prefill, encode leg
 	// first is the first worker picked for main (policy.Recorder learns when a retry served
 	// the request elsewhere).
 	first *worker.Worker
@@ -93,6 +93,7 @@ func (a *attempt) tryBegin(s *Server, req *policy.Request) (apiError, int) {
 func (a *attempt) end() {
 	a.main.abandon()
 	a.prefill.abandon()
+	a.encode.abandon()
 	if a.admitted {
 		a.s.adm.release()
 	}
@@ -169,6 +170,7 @@ func (a *attempt) retryable(status int, err error) bool {
 func (a *attempt) retry(w *worker.Worker, now time.Time) (time.Duration, bool) {
 	a.main.abandon()
 	a.prefill.abandon()
+	a.encode.abandon()
 	a.req.Exclude = append(a.req.Exclude, w)
 	n := a.failures
 	a.failures++

@@ -17,7 +17,8 @@ func (s *Server) serveLiveness(ctx *fasthttp.RequestCtx) {
 }
 
 // serveReadiness answers 200 while the gateway can route (not draining, at least one healthy
-// worker; in PD mode at least one healthy prefill and one healthy decode worker), else 503
+// worker; in PD mode at least one healthy prefill and one healthy decode worker, in EPD mode
+// also an encode worker), else 503
 // with the reason.
 func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 	if !ctx.IsGet() && !ctx.IsHead() {
@@ -25,7 +26,7 @@ func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	snap := s.reg.Current()
-	healthy, prefill, decode := 0, 0, 0
+	healthy, encode, prefill, decode := 0, 0, 0, 0
 	for _, w := range snap.Workers {
 		if w.Routable() {
 			healthy++
@@ -34,13 +35,19 @@ func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 				prefill++
 			case worker.TypeDecode:
 				decode++
+			case worker.TypeEncode:
+				encode++
 			}
 		}
 	}
-	pd := s.router.Current().PD
+	tab := s.router.Current()
+	pd, epd := tab.PD, tab.EPD
 	body := map[string]any{"status": "ready", "healthy_workers": healthy, "total_workers": len(snap.Workers)}
 	if pd {
 		body["healthy_prefill_workers"], body["healthy_decode_workers"] = prefill, decode
+	}
+	if epd {
+		body["healthy_encode_workers"] = encode
 	}
 	status := fasthttp.StatusOK
 	notReady := func(reason string) {
@@ -53,6 +60,8 @@ func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 		notReady("no healthy prefill workers")
 	case pd && decode == 0:
 		notReady("no healthy decode workers")
+	case epd && encode == 0:
+		notReady("no healthy encode workers")
 	case healthy == 0:
 		notReady("no healthy workers")
 	}

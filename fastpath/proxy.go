@@ -135,9 +135,12 @@ func (s *Server) generation(ctx *fasthttp.RequestCtx, body *bodyBuf, route int, 
 	clientClose := ctx.Request.Header.ConnectionClose()
 	ctx.Request.Header.ResetConnectionClose()
 
-	if tab.PD {
+	switch {
+	case tab.EPD:
+		s.dispatchEPD(ctx, x, lookupEncode(tab, x.fields.Model), prefill, rt, route, reqID)
+	case tab.PD:
 		s.dispatchPD(ctx, x, prefill, rt, route, reqID)
-	} else {
+	default:
 		s.dispatch(ctx, x, rt, route, reqID)
 	}
 

@@ -67,7 +67,6 @@ func TestSpecFormsRefusedWithWhatToRun(t *testing.T) {
 		{"launch --router-policy round_robin", "unknown flag --router-policy: the --router- prefix is smg serve's spelling, which SMG-Go does not run; smg launch takes --policy"},
 		{"--router-enable-mesh", "smg launch takes --enable-mesh"},
 		{"--data-parallel-size 2", "--data-parallel-size: this is smg serve's flag"},
-		{"--encode-selector app=e", "--encode-selector: EPD mode (encode workers) is not implemented yet"},
 		{"--cache-index hash", "--cache-index hash needs --cache-boundaries"},
 		{"--cache-index lsh", `invalid value "lsh" for --cache-index`},
 		{"--worker-urls grpc://w1:50051", "gRPC workers are not supported yet; serve the engine over HTTP"},

@@ -80,9 +80,7 @@ func registerDiscoveryFlags(fs *cli.FlagSet, cfg *discovery.Config) {
 	fs.Duration("worker-startup-timeout-secs", &cfg.WorkerStartupTimeout, cfg.WorkerStartupTimeout, "How long registration waits for the engine before the job fails")
 	fs.StringList("prefill-selector", &cfg.PrefillSelector, "Label selector of prefill pods (PD mode)").WithMetavar("KEY=VALUE")
 	fs.StringList("decode-selector", &cfg.DecodeSelector, "Label selector of decode pods (PD mode)").WithMetavar("KEY=VALUE")
-	// EPD mode does not exist yet: whoever lands it registers --encode-selector again as a
-	// StringList into cfg.EncodeSelector, which the pod mapping already reads.
-	fs.Refuse("encode-selector", "EPD mode (encode workers) is not implemented yet; run PD mode with --prefill-selector and --decode-selector")
+	fs.StringList("encode-selector", &cfg.EncodeSelector, "Label selector of encode pods (EPD mode)").WithMetavar("KEY=VALUE")
 	fs.String("kv-connector-annotation", &cfg.KVConnectorAnnotation, cfg.KVConnectorAnnotation, "Pod annotation that names the vLLM KV connector")
 	fs.String("kv-engine-id-annotation", &cfg.KVEngineIDAnnotation, cfg.KVEngineIDAnnotation, "Pod annotation that lists the vLLM KV engine ids")
 	fs.StringList("router-selector", &cfg.RouterSelector, "Label selector of peer gateway pods for the mesh (needs --enable-mesh)").WithMetavar("KEY=VALUE")

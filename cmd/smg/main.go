@@ -86,6 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func (o *options) validate(fs *cli.FlagSet) error {
+	// EPD mode is PD mode with an encode leg: every PD check applies.
+	o.pd.enabled = o.pd.enabled || o.pd.epd.enabled
 	// --service-discovery turns on IGW mode (spec: service-discovery.md, IGW mode).
 	o.enableIGW = o.enableIGW || o.disc.Enabled
 	// With discovery, failed workers are removed unless the user said otherwise (spec).
@@ -131,6 +133,9 @@ func (o *options) validate(fs *cli.FlagSet) error {
 			return fmt.Errorf("--worker-urls: %w", err)
 		}
 		o.workerURLs[i] = c
+	}
+	if err := o.validateEPD(fs); err != nil {
+		return err
 	}
 	if err := o.validatePD(fs); err != nil {
 		return err
@@ -325,8 +330,8 @@ func (g *gateway) newServer() error {
 	gc.InitialStatus = o.health.InitialStatus
 	gc.MaxConnsPerWorker = o.maxConnsPerWorker
 	gc.ValidateSpec = func(s *worker.Spec) error {
-		if o.pd.enabled && s.WorkerType != worker.TypePrefill && s.WorkerType != worker.TypeDecode {
-			return fmt.Errorf("the gateway runs in PD mode (--pd-disaggregation): register the worker with \"worker_type\": \"prefill\" or \"decode\"")
+		if err := o.pd.checkWorkerType(s.WorkerType); err != nil {
+			return err
 		}
 		return health.ValidateOverride(s.Health)
 	}
@@ -405,7 +410,7 @@ func (g *gateway) run() error {
 	}()
 	o := g.o
 	g.log.Info("SMG-Go gateway listening", "address", g.ln.Addr().String(), "policy", o.policy,
-		"workers", len(o.workerURLs)+len(o.pd.prefill)+len(o.pd.decode), "pd_disaggregation", o.pd.enabled, "metrics", g.promLn.Addr().String())
+		"workers", len(o.workerURLs)+len(o.pd.epd.encode)+len(o.pd.prefill)+len(o.pd.decode), "pd_disaggregation", o.pd.enabled, "epd_disaggregation", o.pd.epd.enabled, "metrics", g.promLn.Addr().String())
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.srv.Serve(g.ln) }()

@@ -22,6 +22,8 @@ type pdOptions struct {
 	kvConnector   string
 	// legs is the resolved leg policies (validate fills it).
 	legs policy.PDPolicies
+	// epd holds the EPD flags; EPD mode turns PD mode on (epd.go).
+	epd epdOptions
 }
 
 func registerPDFlags(fs *cli.FlagSet, o *pdOptions) {
@@ -41,6 +43,7 @@ func registerPDFlags(fs *cli.FlagSet, o *pdOptions) {
 	fs.String("prefill-policy", &o.prefillPolicy, "", "Policy of the prefill leg (default: --policy); bucket fits here").WithMetavar("POLICY")
 	fs.String("decode-policy", &o.decodePolicy, "", "Policy of the decode leg (default: --policy); not bucket or passthrough").WithMetavar("POLICY")
 	fs.String("kv-connector", &o.kvConnector, "", "vLLM KV connector (NixlConnector, MooncakeConnector) of the --prefill and --decode workers; empty: SGLang's bootstrap protocol")
+	registerEPDFlags(fs, &o.epd)
 }
 
 // validatePD checks the PD flags against the rest of the command line and resolves the leg
@@ -56,12 +59,13 @@ func (o *options) validatePD(fs *cli.FlagSet) error {
 		return nil
 	}
 	if len(o.workerURLs) > 0 {
-		return fmt.Errorf("--worker-urls cannot be used with --pd-disaggregation: give prefill workers with --prefill URL [BOOTSTRAP_PORT|none] and decode workers with --decode URL")
+		return fmt.Errorf("--worker-urls cannot be used with --pd-disaggregation or --epd-disaggregation: give prefill workers with --prefill URL [BOOTSTRAP_PORT|none] and decode workers with --decode URL")
 	}
 	legs, err := all.PDPolicies(o.policy, pd.prefillPolicy, pd.decodePolicy)
 	if err != nil {
 		return err
 	}
+	legs.Encode = pd.epd.policy // "" outside EPD mode
 	pd.legs = legs
 	if o.disc.Enabled && len(o.disc.PrefillSelector) == 0 && len(o.disc.DecodeSelector) == 0 {
 		return fmt.Errorf("--pd-disaggregation with --service-discovery needs --prefill-selector and/or --decode-selector")
@@ -101,6 +105,7 @@ func (o *options) staticSpecs() []worker.Spec {
 	for _, u := range o.workerURLs {
 		specs = append(specs, worker.Spec{URL: u})
 	}
+	specs = append(specs, o.pd.epd.encode...)
 	specs = append(specs, o.pd.prefill...)
 	for _, u := range o.pd.decode {
 		specs = append(specs, worker.Spec{URL: u, WorkerType: worker.TypeDecode})

@@ -29,12 +29,13 @@ type pdMock struct {
 }
 
 // startPDMock starts count workers of a role on host (a 127.0.0.x address of its own, so that
-// several prefill fleets can each have the default bootstrap port).
-func startPDMock(t *testing.T, host, role, dialect string, count, bootstrapPort int) *pdMock {
+// several prefill fleets can each have the default bootstrap port), with extra flags.
+func startPDMock(t *testing.T, host, role, dialect string, count, bootstrapPort int, extra ...string) *pdMock {
 	t.Helper()
 	b := Build(t)
 	args := []string{"--host", host, "--port", "0", "--count", strconv.Itoa(count), "--role", role, "--dialect", dialect,
 		"--bootstrap-port", strconv.Itoa(bootstrapPort), "--kv-transfer-timeout-ms", "3000", "--output-tokens", "4"}
+	args = append(args, extra...)
 	m := &Mocks{Process: Start(t, b.MockWorker, args...)}
 	testutil.Eventually(t, role+" mocks listening", func() bool {
 		m.URLs = m.URLs[:0]
