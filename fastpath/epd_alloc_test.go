@@ -1,0 +1,27 @@
+//go:build !race
+
+package fastpath
+
+import (
+	"testing"
+
+	"github.com/smg-go/smg/worker"
+)
+
+// TestEPDRoundTripDoesNotAllocate is TestPDRoundTripDoesNotAllocate for a multimodal SGLang
+// EPD round trip: the encode leg, the handshake and bootstrap rewrites, the prefill and the
+// decode, with every worker's in-flight count back to 0 after each.
+func TestEPDRoundTripDoesNotAllocate(t *testing.T) {
+	g := newEPDGateway(t, []*pdFake{newPDFake(t, nil)}, []*pdFake{newPDFake(t, nil)}, []*pdFake{newPDFake(t, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"})
+	assertRouteDoesNotAllocate(t, g, "/v1/chat/completions", epdImageChat)
+	if n := g.inFlight(); n != 0 {
+		t.Fatalf("%d requests still in flight", n)
+	}
+}
+
+// BenchmarkEPDRoundTrip measures one non-streamed multimodal SGLang EPD round trip through
+// the gateway over in-memory connections, beside BenchmarkPDRoundTrip.
+func BenchmarkEPDRoundTrip(b *testing.B) {
+	g := newEPDGateway(b, []*pdFake{newPDFake(b, nil)}, []*pdFake{newPDFake(b, nil)}, []*pdFake{newPDFake(b, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"})
+	benchRouteRoundTrip(b, g, "/v1/chat/completions", epdImageChat)
+}
