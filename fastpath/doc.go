@@ -25,6 +25,12 @@
 // relayed exactly as generation is. /v1/responses is stateless: forwarded, never stored. In
 // PD mode they answer 501: a PD worker only takes generation with a KV handover.
 //
+// EPD mode (epd.go) is PD mode with an encode leg: a generation request with images, audio
+// or video first goes to an encode worker (its own leg of the attempt, with its in-flight
+// hold, breaker permit, retries and client-hang-up watch), and only a 2xx there starts the
+// PD legs, whose bodies then name the encode worker's room (fastpath/disagg); a request
+// without media runs as PD. On the evloop plane EPD requests take the bridge.
+//
 // A non-streamed answer is read whole into the client's response object and written back by
 // fasthttp. A streamed answer (the body says "stream": true) is relayed: the upstream body
 // becomes the client response's body stream, which fasthttp copies chunk by chunk, flushing

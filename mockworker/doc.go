@@ -181,6 +181,25 @@
 // "remote_request_id X". Each dialect speaks only its own protocol: the other's fields
 // alone are a 400 that says so.
 //
+// Encode role (EPD: encode-prefill-decode). Config.Role "encode" (--role encode) is the
+// encoder of a multimodal request, run by the gateway before the PD legs; it refuses (400) a
+// request without media (a chat content part of type image_url, input_audio, video_url,
+// audio_url, image, audio, video or input_image, or SGLang's image_data, audio_data,
+// video_data). SGLang: the request carries the encode worker's own bootstrap_host,
+// bootstrap_port and bootstrap_room (checked like a prefill's); it publishes an embedding
+// record (the prompt's fingerprint) on its fleet's rendezvous under the room and answers one
+// token. The prefill request then also carries "encode_bootstrap_host",
+// "encode_bootstrap_port" (null: 8998) and "encode_bootstrap_room"; the prefill claims that
+// record before it computes (waiting up to its KVTransferTimeout) and publishes its own KV
+// only then, failing the request with a 500 of type "encoder_transfer_error" when the
+// record never comes, describes another prompt or cannot be fetched. Config.RequireEncode
+// (--require-encode) makes a prefill a language-only one: a multimodal request without the
+// handshake is a 400. vLLM: the encode request is the client's with "stream" false and max
+// tokens 1 and without kv_transfer_params (400 otherwise), answered with one token; vLLM's
+// encoder cache travels through its EC connector, which the mock does not model, so the PD
+// legs carry nothing more. An EPD prefill's claims are in Worker.PDTransfers under keys
+// "encode:ROOM".
+//
 // Each PD worker counts its requests in Worker.PDStats and in /metrics as
 // mockworker_pd_requests_total{model_name,role,result} with result ok, rejected (400),
 // timeout, mismatch or unreachable; a decode also remembers its last 1024 fetches (key,

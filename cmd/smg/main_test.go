@@ -74,7 +74,7 @@ func TestPDCommandLines(t *testing.T) {
 	}
 	specs := o.staticSpecs()
 	if len(specs) != 4 || specs[0].Labels["sglang.ai/bootstrap-port"] != "9001" || specs[1].Labels != nil ||
-		specs[2].WorkerType != "decode" || o.pd.legs.Prefill != "bucket" || o.pd.legs.Decode != "power_of_two" {
+		specs[2].WorkerType != "decode" || o.pd.legs.Prefill != "bucket" || o.pd.legs.Decode != "power_of_two" || o.pd.legs.Encode != "" {
 		t.Fatalf("specs %+v legs %+v", specs, o.pd.legs)
 	}
 }

@@ -65,7 +65,9 @@ func (o *options) validatePD(fs *cli.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	legs.Encode = pd.epd.policy // "" outside EPD mode
+	if pd.epd.enabled {
+		legs.Encode = pd.epd.policy // an encode leg makes the router's tables EPD tables
+	}
 	pd.legs = legs
 	if o.disc.Enabled && len(o.disc.PrefillSelector) == 0 && len(o.disc.DecodeSelector) == 0 {
 		return fmt.Errorf("--pd-disaggregation with --service-discovery needs --prefill-selector and/or --decode-selector")

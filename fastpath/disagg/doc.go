@@ -10,6 +10,11 @@
 //     kv_transfer_params the decode leg needs (KVTransferParams), which are set on the
 //     client's body for the decode leg (AppendVLLMDecode).
 //
+// EPD (epd.go) adds the encode leg's bodies: SGLang's encode worker gets the bootstrap
+// fields of its own room (AppendBootstrap) and the PD legs encode_bootstrap_host, _port and
+// _room (AppendEncodeHandshake); vLLM's gets the body unstreamed with one token
+// (AppendVLLMEncode). Multimodal says whether a body carries media for an encoder at all.
+//
 // All of them are Rewrite with fixed members: copy every top-level member of the body
 // except those named in the set, then append the set's members before the closing brace.
 //

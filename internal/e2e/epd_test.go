@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -8,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
+	"github.com/smg-go/smg/mockworker"
 )
 
 // Encode-prefill-decode disaggregation end to end: a real smg in EPD mode in front of mock
@@ -255,5 +259,92 @@ func TestEPDEncodeFailureRetriesAndHangUp(t *testing.T) {
 		if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, u)); v != 0 {
 			t.Errorf("encode worker %s's breaker is %v after a client left it, want 0 (closed)", u, v)
 		}
+	}
+}
+
+// TestEPDDiscoveredRoles: encode, prefill and decode pods on a real kube-apiserver, matched
+// by the three role selectors (a pod matching the encode and the prefill selector is an
+// encode worker: encode comes first), become the workers of the real smg with the encode
+// pod's bootstrap-port annotation; multimodal requests then reach the encode worker and the
+// prefill claims its embeddings from the annotated port.
+func TestEPDDiscoveredRoles(t *testing.T) {
+	api, ns := startAPIServer(t, "epd")
+	ctx := context.Background()
+	start := func(cfg mockworker.Config) *mockworker.Fleet {
+		cfg.Host, cfg.EventLoops = "127.0.0.1", 1
+		f, err := mockworker.Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return f
+	}
+	encode := start(mockworker.Config{Count: 1, Role: mockworker.RoleEncode})
+	prefill := start(mockworker.Config{Count: 1, Role: mockworker.RolePrefill, RequireEncode: true})
+	decode := start(mockworker.Config{Count: 1, Role: mockworker.RoleDecode})
+	port := func(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
+	encodeBoot, prefillBoot := strconv.Itoa(encode.BootstrapPort()), strconv.Itoa(prefill.BootstrapPort())
+	pods := []k8stest.PodSpec{
+		// Matches the encode and the prefill selector: encode wins.
+		{Namespace: ns, Name: "encode-0", Labels: map[string]string{"app": "epd", "role": "prefill", "tier": "encode"},
+			Annotations: map[string]string{annotationWorkerPorts: port(encode.Addrs()[0]), annotationBootstrapPort: encodeBoot}},
+		{Namespace: ns, Name: "prefill-0", Labels: map[string]string{"app": "epd", "role": "prefill"},
+			Annotations: map[string]string{annotationWorkerPorts: port(prefill.Addrs()[0]), annotationBootstrapPort: prefillBoot}},
+		{Namespace: ns, Name: "decode-0", Labels: map[string]string{"app": "epd", "role": "decode"},
+			Annotations: map[string]string{annotationWorkerPorts: port(decode.Addrs()[0])}},
+	}
+	for _, p := range pods {
+		if _, err := api.ReadyPod(ctx, p, "127.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := startGatewayEnv(t, []string{"KUBECONFIG=" + api.Kubeconfig}, "--service-discovery", "--epd-disaggregation",
+		"--encode-selector", "app=epd", "tier=encode", "--prefill-selector", "app=epd", "role=prefill", "--decode-selector", "app=epd", "role=decode",
+		"--service-discovery-namespace", ns)
+	testutil.Eventually(t, "an encode, a prefill and a decode worker discovered and ready", func() bool {
+		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
+		return err == nil && r.Status == 200 && strings.Contains(r.Body, `"healthy_encode_workers":1`) &&
+			strings.Contains(r.Body, `"healthy_prefill_workers":1`) && strings.Contains(r.Body, `"healthy_decode_workers":1`)
+	})
+	var view struct {
+		Workers []struct {
+			URL        string            `json:"url"`
+			WorkerType string            `json:"worker_type"`
+			Labels     map[string]string `json:"labels"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(MustDo(t, http.MethodGet, g.URL+"/workers", "", nil).Body), &view); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	for _, w := range view.Workers {
+		roles[w.URL] = w.WorkerType
+		if w.WorkerType == "encode" && w.Labels[labelBootstrapPort] != encodeBoot {
+			t.Errorf("encode worker %s has bootstrap port label %q, want %s", w.URL, w.Labels[labelBootstrapPort], encodeBoot)
+		}
+	}
+	if roles[encode.URLs()[0]] != "encode" || roles[prefill.URLs()[0]] != "prefill" || roles[decode.URLs()[0]] != "decode" || len(roles) != 3 {
+		t.Fatalf("discovered roles %v", roles)
+	}
+
+	reqs, media := epdRequests(8, true)
+	sendPD(t, g, reqs)
+	if st := encode.Workers()[0].PDStats(); st.OK != uint64(media) || st.Rejected+st.Timeout+st.Mismatch+st.Unreachable != 0 {
+		t.Errorf("encode worker: %+v, want %d encoded and no failure", st, media)
+	}
+	claims := 0
+	for _, tr := range prefill.Workers()[0].PDTransfers() {
+		if strings.HasPrefix(tr.Key, "encode:") {
+			claims++
+			if tr.Prefill != "127.0.0.1:"+encodeBoot || tr.Result != "ok" {
+				t.Errorf("the prefill claimed embeddings from %s (%s), not the annotated encode bootstrap port %s", tr.Prefill, tr.Result, encodeBoot)
+			}
+		}
+	}
+	if claims != media {
+		t.Errorf("the prefill claimed %d embeddings, want %d", claims, media)
+	}
+	if st := decode.Workers()[0].PDStats(); st.OK != 8 {
+		t.Errorf("decode worker: %+v, want 8 handovers", st)
 	}
 }
