@@ -29,7 +29,7 @@
 // or video first goes to an encode worker (its own leg of the attempt, with its in-flight
 // hold, breaker permit, retries and client-hang-up watch), and only a 2xx there starts the
 // PD legs, whose bodies then name the encode worker's room (fastpath/disagg); a request
-// without media runs as PD. On the evloop plane EPD requests take the bridge.
+// without media runs as PD. On the evloop plane a request with media takes the bridge.
 //
 // A non-streamed answer is read whole into the client's response object and written back by
 // fasthttp. A streamed answer (the body says "stream": true) is relayed: the upstream body

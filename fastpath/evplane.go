@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/smg-go/smg/fastpath/disagg"
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/fastpath/extract"
 	"github.com/smg-go/smg/internal/http1"
@@ -104,6 +105,12 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 	tab := s.router.Current()
 	if tab.PD && passThrough(route) {
 		le.fail(ex, errPassThroughPD, string(r.Path())+" is not served in PD mode (--pd-disaggregation): prefill and decode workers only take generation requests with a KV handover")
+		return
+	}
+	if tab.EPD && disagg.Multimodal(r.Body()) {
+		// The encode leg runs on the fasthttp handler (epd.go); text-only requests are PD.
+		le.reset()
+		p.bridge(ex)
 		return
 	}
 	var rt, prt *policy.Route
