@@ -1,9 +1,6 @@
 package fastpath
 
 import (
-	"context"
-	"fmt"
-	"net"
 	"strings"
 	"testing"
 
@@ -15,46 +12,16 @@ import (
 )
 
 // newEPDGateway is newPDGateway in EPD mode: encode workers at 10.0.3.x (their bootstrap
-// port 9100), prefill workers at 10.0.1.x with prefillLabels, decode workers at 10.0.2.x;
-// every leg round robin.
+// port 9100, and the prefill's KV connector if it has one), prefill workers at 10.0.1.x with
+// prefillLabels, decode workers at 10.0.2.x; every leg round robin.
 func newEPDGateway(t testing.TB, encode, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
-	g := &gateway{t: t}
-	byAddr := map[string]*pdFake{}
-	dial := func(addr string) (net.Conn, error) {
-		f := byAddr[addr]
-		if f == nil {
-			return nil, fmt.Errorf("dial %s: connection refused", addr)
-		}
-		return f.ln.Dial()
-	}
-	add := func(addr, typ string, labels map[string]string, f *pdFake) {
-		byAddr[addr] = f
-		spec := worker.Spec{URL: "http://" + addr, ModelID: "m1", WorkerType: typ, Labels: labels}
-		if err := spec.Normalize(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := g.reg.Add(context.Background(), spec, worker.StatusReady); err != nil {
-			t.Fatal(err)
-		}
+	encodeLabels := map[string]string{worker.LabelBootstrapPort: "9100"}
+	if c := prefillLabels[worker.LabelKVConnector]; c != "" {
+		encodeLabels[worker.LabelKVConnector] = c
 	}
 	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin", Encode: "round_robin"}}
-	g.start(Config{Retry: DefaultRetryConfig()}, rc, dial, func() {
-		encodeLabels := map[string]string{worker.LabelBootstrapPort: "9100"}
-		if prefillLabels[worker.LabelKVConnector] != "" {
-			encodeLabels[worker.LabelKVConnector] = prefillLabels[worker.LabelKVConnector]
-		}
-		for i, f := range encode {
-			add(fmt.Sprintf("10.0.3.%d:8000", i+1), worker.TypeEncode, encodeLabels, f)
-		}
-		for i, f := range prefill {
-			add(fmt.Sprintf("10.0.1.%d:8000", i+1), worker.TypePrefill, prefillLabels, f)
-		}
-		for i, f := range decode {
-			add(fmt.Sprintf("10.0.2.%d:8000", i+1), worker.TypeDecode, nil, f)
-		}
-		g.waitTable(func(n int) bool { return n == len(encode)+len(prefill)+len(decode) })
-	})
-	return g
+	return newLegsGateway(t, Config{Retry: DefaultRetryConfig()}, rc, legFakes{"10.0.3", worker.TypeEncode, encodeLabels, encode},
+		legFakes{"10.0.1", worker.TypePrefill, prefillLabels, prefill}, legFakes{"10.0.2", worker.TypeDecode, nil, decode})
 }
 
 const (

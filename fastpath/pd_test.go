@@ -74,6 +74,21 @@ func newPDGateway(t testing.TB, prefill, decode []*pdFake, prefillLabels map[str
 
 // newPDGatewayConfig is newPDGateway with the gateway configured by cfg.
 func newPDGatewayConfig(t testing.TB, cfg Config, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
+	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin"}}
+	return newLegsGateway(t, cfg, rc,
+		legFakes{"10.0.1", worker.TypePrefill, prefillLabels, prefill}, legFakes{"10.0.2", worker.TypeDecode, nil, decode})
+}
+
+// legFakes are the fake workers of one disaggregation leg: at <subnet>.1, .2, ... port 8000,
+// of worker type typ, with labels.
+type legFakes struct {
+	subnet, typ string
+	labels      map[string]string
+	fakes       []*pdFake
+}
+
+// newLegsGateway starts a gateway routing by rc over the legs' fakes.
+func newLegsGateway(t testing.TB, cfg Config, rc policy.RouterConfig, legs ...legFakes) *gateway {
 	g := &gateway{t: t, others: map[string]dialListener{}}
 	byAddr := map[string]*pdFake{}
 	dial := func(addr string) (net.Conn, error) {
@@ -96,15 +111,15 @@ func newPDGatewayConfig(t testing.TB, cfg Config, prefill, decode []*pdFake, pre
 			t.Fatal(err)
 		}
 	}
-	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin"}}
 	g.start(cfg, rc, dial, func() {
-		for i, f := range prefill {
-			add(fmt.Sprintf("10.0.1.%d:8000", i+1), worker.TypePrefill, prefillLabels, f)
+		n := 0
+		for _, l := range legs {
+			for i, f := range l.fakes {
+				add(fmt.Sprintf("%s.%d:8000", l.subnet, i+1), l.typ, l.labels, f)
+			}
+			n += len(l.fakes)
 		}
-		for i, f := range decode {
-			add(fmt.Sprintf("10.0.2.%d:8000", i+1), worker.TypeDecode, nil, f)
-		}
-		g.waitTable(func(n int) bool { return n == len(prefill)+len(decode) })
+		g.waitTable(func(got int) bool { return got == n })
 	})
 	return g
 }
