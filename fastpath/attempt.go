@@ -27,8 +27,9 @@ import (
 //	}
 //
 // In PD mode the prefill worker is a second leg (a.prefill) picked and dispatched the same
-// way, and in EPD mode the encode worker a third (a.encode). An attempt is owned by one request at a time (it lives in the pooled exchange); a leg
-// moved out of it (handOff, take) belongs to its new owner.
+// way, and in EPD mode the encode worker a third (a.encode). An attempt is owned by one
+// request at a time (it lives in the pooled exchange); a leg moved out of it (handOff, take)
+// belongs to its new owner.
 type attempt struct {
 	s   *Server
 	req *policy.Request

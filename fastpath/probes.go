@@ -18,8 +18,7 @@ func (s *Server) serveLiveness(ctx *fasthttp.RequestCtx) {
 
 // serveReadiness answers 200 while the gateway can route (not draining, at least one healthy
 // worker; in PD mode at least one healthy prefill and one healthy decode worker, in EPD mode
-// also an encode worker), else 503
-// with the reason.
+// also an encode worker), else 503 with the reason.
 func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 	if !ctx.IsGet() && !ctx.IsHead() {
 		s.methodNotAllowed(ctx, routeProbe, "GET")

@@ -5,14 +5,16 @@
 //	mockworker --port 0 --count 8 --mode engine --decode-factors 6=2,7=2   # workers 6, 7 decode twice as slowly
 //	mockworker --host 127.0.0.11 --port 18000 --role prefill --bootstrap-port 8998
 //	mockworker --host 127.0.0.12 --port 18000 --role decode --kv-transfer-timeout-ms 10000
+//	mockworker --host 127.0.0.13 --port 18000 --role encode --bootstrap-port 8999   # EPD
 //
 // It prints one line per worker once listening, so that a parent process can wait for
 // readiness and learn the ports (--port 0 picks free ones):
 //
 //	mockworker: worker 0 listening on http://127.0.0.1:18000 (model M, dialect sglang)
 //
-// With --role prefill or decode the line also names the role and the bootstrap port (a
-// prefill's bound rendezvous port, which --bootstrap-port 0 picks; a decode's default):
+// With --role prefill, decode or encode the line also names the role and the bootstrap port
+// (a prefill's or encoder's bound rendezvous port, which --bootstrap-port 0 picks; a
+// decode's default):
 //
 //	mockworker: worker 0 listening on http://127.0.0.11:18000 (model M, dialect sglang, role prefill, bootstrap port 8998)
 //
