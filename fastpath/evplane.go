@@ -488,10 +488,22 @@ func (p loopPlane) bridge(ex *evloop.Exchange) {
 }
 
 // bridgeConn is the connection a bridged request's fasthttp handler sees: it reads and writes
-// nothing (the loop does), and tells a retry's pause when the client left (pause.go).
+// nothing (the loop does), and tells a retry's pause (pause.go) and a round trip waiting for
+// its worker (ClientLeft) when the client left.
 type bridgeConn struct{ st *evloop.Stream }
 
 var bridgeAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+
+// ClientLeft tells a worker's round trip waiting for its first byte that the client left
+// (worker.WatchClient).
+func (b *bridgeConn) ClientLeft() bool {
+	select {
+	case <-b.st.Left():
+		return true
+	default:
+		return false
+	}
+}
 
 func (*bridgeConn) Read([]byte) (int, error)         { return 0, io.EOF }
 func (*bridgeConn) Write(p []byte) (int, error)      { return 0, errors.New("bridged connection") }

@@ -69,12 +69,26 @@ const watchInterval = 250 * time.Millisecond
 // connection (fasthttp calls a request's body writer then); it does nothing for a response
 // that is not read from a worker's connection.
 func WatchClient(resp *fasthttp.Response, client net.Conn) {
-	if _, watchable := client.(syscall.Conn); !watchable {
+	_, socket := client.(syscall.Conn)
+	if _, says := client.(leaver); !socket && !says {
 		return // an in-memory or TLS connection: clientGone could not tell
 	}
 	if c, ok := resp.RemoteAddr().(*conn); ok {
 		c.client = client
 	}
+}
+
+// leaver is a client connection that knows itself whether its client left: the event loops'
+// bridge, whose socket the loop owns.
+type leaver interface{ ClientLeft() bool }
+
+// left reports whether client's client went away: as the connection says, or as its socket
+// shows.
+func left(client net.Conn) bool {
+	if l, ok := client.(leaver); ok {
+		return l.ClientLeft()
+	}
+	return clientGone(client)
 }
 
 // SetReadDeadline records the deadline the round trip set, which Read restores once the
@@ -114,7 +128,7 @@ func (c *conn) Read(p []byte) (int, error) {
 			}
 			return n, err
 		}
-		if clientGone(c.client) {
+		if left(c.client) {
 			return 0, ErrClientLeft
 		}
 		if c.w != nil && c.w.stall.Load() == StallUnresponsive {

@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,5 +121,40 @@ func TestFirstByteAccounting(t *testing.T) {
 	}
 	if sum, n := w.TakeFirstByteTimes(); sum != 0 || n != 0 {
 		t.Fatal("TakeFirstByteTimes did not start anew")
+	}
+}
+
+// saysWhenLeft is a client connection that knows itself when its client left, as the event
+// loops' bridge does (no socket of its own).
+type saysWhenLeft struct {
+	net.Conn
+	gone atomic.Bool
+}
+
+func (s *saysWhenLeft) ClientLeft() bool { return s.gone.Load() }
+
+// TestWatchedReadAsksAConnectionThatSaysWhenItsClientLeft: WatchClient takes the word of a
+// connection that says when its client left.
+func TestWatchedReadAsksAConnectionThatSaysWhenItsClientLeft(t *testing.T) {
+	up, _ := tcpPair(t)
+	c := &conn{Conn: up}
+	var resp fasthttp.Response
+	resp.ParseNetConn(c)
+	client := &saysWhenLeft{}
+	if err := c.SetReadDeadline(time.Now().Add(3 * watchInterval)); err != nil {
+		t.Fatal(err)
+	}
+	WatchClient(&resp, client)
+	var ne net.Error
+	if _, err := c.Read(make([]byte, 16)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("with the client there: %v, want the deadline's timeout", err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	WatchClient(&resp, client)
+	client.gone.Store(true)
+	if _, err := c.Read(make([]byte, 16)); !errors.Is(err, ErrClientLeft) {
+		t.Fatalf("after the client left: %v, want ErrClientLeft", err)
 	}
 }
