@@ -35,7 +35,7 @@ type harness struct {
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
-	reg, err := worker.NewRegistry(worker.Config{Logger: slog.New(slog.DiscardHandler)})
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,9 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
-	g.reg, err = worker.NewRegistry(worker.Config{Logger: quiet, Client: worker.ClientOptions{Dial: dial}})
+	regCfg := worker.DefaultConfig().WithLogger(quiet)
+	regCfg.Client.Dial = dial
+	g.reg, err = worker.NewRegistry(regCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func startRouter(t *testing.T, name, ip string, port int, tlsFiles []string, pee
 	t.Helper()
 	l := listen(t, ip, port)
 	r := &router{t: t, name: name, ip: ip, port: l.Addr().(*net.TCPAddr).Port, set: metrics.NewSet()}
-	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(testutil.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type treeRouter struct {
 
 func newTreeRouter(t testing.TB, rotate int) *treeRouter {
 	t.Helper()
-	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(testutil.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

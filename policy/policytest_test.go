@@ -12,7 +12,7 @@ import (
 // fleet registers n ready workers serving model m and returns the registry's snapshot.
 func fleet(t testing.TB, n int, labels ...map[string]string) (*worker.Registry, []*worker.Worker) {
 	t.Helper()
-	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(testutil.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

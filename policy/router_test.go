@@ -92,7 +92,7 @@ func TestUnknownPolicyLabelFallsBackToDefault(t *testing.T) {
 }
 
 func TestPDLegsRouteByWorkerTypeWithTheirPolicies(t *testing.T) {
-	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(testutil.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,9 +41,10 @@ type Config struct {
 	// hostile registrar must not add them without bound. Past it Add fails with
 	// ErrTooManyWorkers.
 	MaxWorkers int
-	// Client configures every worker's HostClient.
+	// Client configures every worker's HostClient. Default DefaultClientOptions().
 	Client ClientOptions
-	// Breaker configures every worker's circuit breaker (--cb-* flags). Zero: defaults.
+	// Breaker configures every worker's circuit breaker (--cb-* flags). Default
+	// breaker.DefaultConfig().
 	Breaker breaker.Config
 	// Metrics receives the per-worker series (smg_worker_requests_active,
 	// smg_router_upstream_responses_total) and smg_worker_pool_size. Nil: a private set.
@@ -52,15 +53,37 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate reports a configuration error.
+// DefaultConfig returns the registry's defaults; callers set Metrics and Logger.
+func DefaultConfig() Config {
+	return Config{
+		QueueSize:  DefaultQueueSize,
+		MaxWorkers: DefaultMaxWorkers,
+		Client:     DefaultClientOptions(),
+		Breaker:    breaker.DefaultConfig(),
+	}
+}
+
+// WithLogger returns c logging to l.
+func (c Config) WithLogger(l *slog.Logger) Config {
+	c.Logger = l
+	return c
+}
+
+// DefaultQueueSize is Config.QueueSize's default.
+const DefaultQueueSize = 1024
+
+// Validate reports a setting that cannot work, naming the fix.
 func (c *Config) Validate() error {
-	if c.QueueSize < 0 {
-		return fmt.Errorf("registry queue size %d: must be >= 0 (0 picks the default 1024)", c.QueueSize)
+	if c.QueueSize < 1 {
+		return fmt.Errorf("registry queue size %d: give at least 1 (default %d)", c.QueueSize, DefaultQueueSize)
 	}
-	if c.MaxWorkers < 0 {
-		return fmt.Errorf("--max-workers %d: must be at least 1 (0 picks the default %d)", c.MaxWorkers, DefaultMaxWorkers)
+	if c.MaxWorkers < 1 {
+		return fmt.Errorf("--max-workers %d: give at least 1 (default %d)", c.MaxWorkers, DefaultMaxWorkers)
 	}
-	return nil
+	if err := c.Client.Validate(); err != nil {
+		return err
+	}
+	return c.Breaker.Validate()
 }
 
 // Registry owns the set of workers. See the package documentation for its concurrency model.
@@ -123,22 +146,11 @@ func (r *Registry) reply(ev event, w *Worker, err error) {
 	}
 }
 
-// NewRegistry creates a registry and starts its writer goroutine. Close stops it.
+// NewRegistry creates a registry and starts its writer goroutine. Close stops it. Start
+// from DefaultConfig: a zero setting is refused, not read as its default.
 func NewRegistry(cfg Config) (*Registry, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.Breaker == (breaker.Config{}) {
-		cfg.Breaker = breaker.DefaultConfig()
-	}
-	if err := cfg.Breaker.Validate(); err != nil {
-		return nil, err
-	}
-	if cfg.QueueSize == 0 {
-		cfg.QueueSize = 1024
-	}
-	if cfg.MaxWorkers == 0 {
-		cfg.MaxWorkers = DefaultMaxWorkers
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
@@ -146,7 +158,6 @@ func NewRegistry(cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cfg.Client.fillDefaults()
 	r := &Registry{
 		cfg:     cfg,
 		log:     cfg.Logger,

@@ -11,11 +11,12 @@ import (
 	"testing"
 
 	"github.com/smg-go/smg/internal/testutil"
+	"github.com/smg-go/smg/worker/breaker"
 )
 
 func newTestRegistry(t *testing.T) *Registry {
 	t.Helper()
-	r, err := NewRegistry(Config{Logger: testutil.Quiet})
+	r, err := NewRegistry(DefaultConfig().WithLogger(testutil.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,9 @@ func FuzzCanonicalURL(f *testing.F) {
 }
 
 func TestMaxWorkersCapsRegistrations(t *testing.T) {
-	r, err := NewRegistry(Config{MaxWorkers: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := DefaultConfig().WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg.MaxWorkers = 2
+	r, err := NewRegistry(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,5 +260,31 @@ func TestMaxWorkersCapsRegistrations(t *testing.T) {
 	}
 	if _, err := r.Add(ctx, mustSpec(t, "http://c:1", "m"), StatusReady); err != nil {
 		t.Fatalf("add after a removal freed a place: %v", err)
+	}
+}
+
+// TestRegistryConfigRefusesZeroSettings: a zero setting is an error naming the fix, not a
+// silent default (issue 16); DefaultConfig passes.
+func TestRegistryConfigRefusesZeroSettings(t *testing.T) {
+	if cfg := DefaultConfig(); cfg.Validate() != nil {
+		t.Fatalf("DefaultConfig invalid: %v", cfg.Validate())
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"queue", func(c *Config) { c.QueueSize = 0 }, "queue size 0"},
+		{"max workers", func(c *Config) { c.MaxWorkers = 0 }, "--max-workers 0"},
+		{"connections", func(c *Config) { c.Client.MaxConns = 0 }, "--max-connections-per-worker 0"},
+		{"dial timeout", func(c *Config) { c.Client.DialTimeout = 0 }, "dial timeout"},
+		{"idle", func(c *Config) { c.Client.MaxIdleConnDuration = 0 }, "idle connection timeout"},
+		{"breaker", func(c *Config) { c.Breaker = breaker.Config{} }, "--cb-"},
+	} {
+		cfg := DefaultConfig()
+		tc.change(&cfg)
+		if _, err := NewRegistry(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: NewRegistry error %v, want one naming %q", tc.name, err, tc.want)
+		}
 	}
 }

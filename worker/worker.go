@@ -3,6 +3,7 @@ package worker
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -187,28 +188,36 @@ func (w *Worker) URLBytes() []byte { return w.urlHeader }
 
 // ClientOptions configure every worker's HostClient.
 type ClientOptions struct {
-	// MaxConns caps connections per worker. Default 2048.
+	// MaxConns caps connections per worker (--max-connections-per-worker). Default 2048.
 	MaxConns int
 	// DialTimeout bounds connection establishment. Default 5s.
 	DialTimeout time.Duration
 	// MaxIdleConnDuration closes keep-alive connections idle this long. Default 90s.
 	MaxIdleConnDuration time.Duration
-	// MaxResponseBodySize caps buffered (non-streamed) responses. Default 0: unlimited.
+	// MaxResponseBodySize caps buffered (non-streamed) responses; 0 is no cap. Default 0.
 	MaxResponseBodySize int
-	// Dial replaces TCP dialing (tests dial in-memory listeners). Default: TCP with DialTimeout.
+	// Dial replaces TCP dialing (tests dial in-memory listeners). Nil: TCP with DialTimeout.
 	Dial fasthttp.DialFunc
 }
 
-func (o *ClientOptions) fillDefaults() {
-	if o.MaxConns <= 0 {
-		o.MaxConns = 2048
+// DefaultClientOptions returns ClientOptions' defaults.
+func DefaultClientOptions() ClientOptions {
+	return ClientOptions{MaxConns: 2048, DialTimeout: 5 * time.Second, MaxIdleConnDuration: 90 * time.Second}
+}
+
+// Validate reports a setting that cannot work, naming the fix.
+func (o *ClientOptions) Validate() error {
+	switch {
+	case o.MaxConns < 1:
+		return fmt.Errorf("--max-connections-per-worker %d: give at least 1 (default %d)", o.MaxConns, DefaultClientOptions().MaxConns)
+	case o.DialTimeout <= 0:
+		return fmt.Errorf("worker dial timeout %v: give a positive duration (default %v)", o.DialTimeout, DefaultClientOptions().DialTimeout)
+	case o.MaxIdleConnDuration <= 0:
+		return fmt.Errorf("worker idle connection timeout %v: give a positive duration (default %v)", o.MaxIdleConnDuration, DefaultClientOptions().MaxIdleConnDuration)
+	case o.MaxResponseBodySize < 0:
+		return fmt.Errorf("worker response body cap %d: give 0 (no cap) or a positive size", o.MaxResponseBodySize)
 	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = 5 * time.Second
-	}
-	if o.MaxIdleConnDuration <= 0 {
-		o.MaxIdleConnDuration = 90 * time.Second
-	}
+	return nil
 }
 
 // workerDialer dials every worker. One for all: a fasthttp.TCPDialer runs a goroutine that

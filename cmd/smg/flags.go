@@ -104,7 +104,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Alias("worker-url", "worker-urls")
 	fs.String("model-path", &o.modelPath, "", "The spec's tokenizer source for gRPC workers; accepted and ignored: SMG-Go routes HTTP workers on text and loads no tokenizer").WithMetavar("PATH")
 	fs.String("policy", &o.policy, all.DefaultPolicy, "Load-balancing policy: "+strings.Join(all.Names(), ", ")).WithMetavar("POLICY")
-	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, 2048, "Connections the gateway may open to one worker")
+	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, worker.DefaultClientOptions().MaxConns, "Connections the gateway may open to one worker")
 	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
 
 	registerPolicyFlags(fs, &o.policies, &g.RoutingKeyHeaders)

@@ -222,12 +222,10 @@ func (g *gateway) close() {
 func build(o options, log *slog.Logger) (*gateway, error) {
 	g := &gateway{o: o, log: log, set: metrics.NewSet()}
 	var err error
-	g.reg, err = worker.NewRegistry(worker.Config{
-		Metrics: g.set, Logger: log,
-		Client:     worker.ClientOptions{MaxConns: o.maxConnsPerWorker},
-		MaxWorkers: o.maxWorkers,
-		Breaker:    o.breaker,
-	})
+	regCfg := worker.DefaultConfig()
+	regCfg.Metrics, regCfg.Logger = g.set, log
+	regCfg.Client.MaxConns, regCfg.MaxWorkers, regCfg.Breaker = o.maxConnsPerWorker, o.maxWorkers, o.breaker
+	g.reg, err = worker.NewRegistry(regCfg)
 	if err != nil {
 		return g, err
 	}

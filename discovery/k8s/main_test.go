@@ -64,7 +64,7 @@ func startGateway(t testing.TB, cfg discovery.Config, rc *rest.Config) *gateway 
 	var log *slog.Logger
 	log, g.logs = testutil.Logger(slog.LevelInfo)
 	var err error
-	g.reg, err = worker.NewRegistry(worker.Config{Logger: log})
+	g.reg, err = worker.NewRegistry(worker.DefaultConfig().WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

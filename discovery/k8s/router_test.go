@@ -24,7 +24,7 @@ func TestRouterDiscoveryMembership(t *testing.T) {
 	cfg.RouterSelector, cfg.MeshEnabled, cfg.MeshPort = []string{"app=smg"}, true, 39527
 	var logs *syncbuf.Buffer
 	cfg.Logger, logs = testutil.Logger(slog.LevelInfo)
-	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})
+	reg, _ := worker.NewRegistry(worker.DefaultConfig().WithLogger(cfg.Logger))
 	defer reg.Close()
 	d, err := k8s.Start(ctx, cfg, reg, k8s.Options{RESTConfig: api.Config, OnRouterChange: func(ms []discovery.Member) {
 		mu.Lock()
@@ -76,7 +76,7 @@ func TestRouterDiscoveryNeedsMesh(t *testing.T) {
 	cfg.RouterSelector = []string{"app=smg"}
 	var logs *syncbuf.Buffer
 	cfg.Logger, logs = testutil.Logger(slog.LevelInfo)
-	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})
+	reg, _ := worker.NewRegistry(worker.DefaultConfig().WithLogger(cfg.Logger))
 	defer reg.Close()
 	d, err := k8s.Start(ctx, cfg, reg, k8s.Options{RESTConfig: api.Config})
 	if err != nil {

@@ -293,7 +293,7 @@ func TestStartWithoutCredentials(t *testing.T) {
 	cfg := testConfig("", "app=sglang")
 	log, logs := testutil.Logger(slog.LevelInfo)
 	cfg.Logger = log
-	reg, _ := worker.NewRegistry(worker.Config{Logger: cfg.Logger})
+	reg, _ := worker.NewRegistry(worker.DefaultConfig().WithLogger(cfg.Logger))
 	defer reg.Close()
 	d, err := startDiscovery(cfg, reg)
 	if err == nil || d != nil {

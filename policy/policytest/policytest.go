@@ -24,7 +24,9 @@ type Fleet struct {
 // benchmarks run 4,096, past --max-workers' default).
 func NewFleet(tb testing.TB, n int, model string) *Fleet {
 	tb.Helper()
-	reg, err := worker.NewRegistry(worker.Config{QueueSize: 64, MaxWorkers: max(n, worker.DefaultMaxWorkers), Logger: slog.New(slog.DiscardHandler)})
+	cfg := worker.DefaultConfig()
+	cfg.QueueSize, cfg.MaxWorkers, cfg.Logger = 64, max(n, worker.DefaultMaxWorkers), slog.New(slog.DiscardHandler)
+	reg, err := worker.NewRegistry(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

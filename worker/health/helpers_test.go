@@ -85,7 +85,7 @@ type harness struct {
 
 func newHarness(t *testing.T, edit func(*Config)) *harness {
 	t.Helper()
-	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(testutil.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func str(s string) *string { return &s }
 
 func register(t *testing.T, urls ...string) (*worker.Registry, []*worker.Worker) {
 	t.Helper()
-	reg, err := worker.NewRegistry(worker.Config{Logger: slog.New(slog.DiscardHandler)})
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

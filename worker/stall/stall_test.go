@@ -12,7 +12,7 @@ import (
 
 func register(t *testing.T, n int) (*worker.Registry, []*worker.Worker) {
 	t.Helper()
-	reg, err := worker.NewRegistry(worker.Config{Logger: testutil.Quiet})
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(testutil.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
