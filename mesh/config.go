@@ -53,7 +53,7 @@ type Config struct {
 
 // DefaultConfig returns the spec's defaults with a fresh random server name.
 func DefaultConfig() Config {
-	return Config{ServerName: RandomServerName(), Host: "0.0.0.0", Port: DefaultPort}
+	return Config{ServerName: RandomServerName(), Host: "0.0.0.0", Port: DefaultPort, TombstoneHorizon: DefaultTombstoneHorizon}
 }
 
 // RandomServerName returns "Mesh_" plus 4 random alphanumeric characters, the spec's
@@ -97,6 +97,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("mesh advertise address cannot be unspecified: set --mesh-advertise-host to this node's IP"))
 	}
 	_ = host
+	if c.TombstoneHorizon <= 0 {
+		errs = append(errs, fmt.Errorf("mesh tombstone horizon %v: give a positive duration (start from mesh.DefaultConfig: %v)", c.TombstoneHorizon, DefaultTombstoneHorizon))
+	}
 	if c.Port == 0 {
 		errs = append(errs, errors.New("mesh port cannot be 0: use a fixed port such as 39527"))
 	} else if c.Port < 0 || c.Port > 65535 {

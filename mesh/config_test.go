@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -39,5 +40,41 @@ func TestRefusesPeerWorkersOnlyOnAPlaintextMeshWithAKey(t *testing.T) {
 		if got := cfg.RefusesPeerWorkers(); got != c.want {
 			t.Errorf("%+v: RefusesPeerWorkers() = %v", c, got)
 		}
+	}
+}
+
+// TestZeroSettingsAreRefused: a zero timing or size in Options, TransportOptions or Config
+// is an error naming the setting, not a silent default (issue 16); the defaults pass.
+func TestZeroSettingsAreRefused(t *testing.T) {
+	o := DefaultOptions()
+	o.Name, o.Addr, o.Transport = "a", "10.0.0.1:39527", &memTransport{}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("DefaultOptions: %v", err)
+	}
+	o.SuspectTimeout = 0
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "SuspectTimeout") {
+		t.Errorf("zero SuspectTimeout: %v", err)
+	}
+	o = DefaultOptions()
+	o.Name, o.Addr, o.Transport, o.DeltaQueue = "a", "10.0.0.1:39527", &memTransport{}, 0
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "DeltaQueue") {
+		t.Errorf("zero DeltaQueue: %v", err)
+	}
+	topts := DefaultTransportOptions()
+	if err := topts.Validate(); err != nil {
+		t.Fatalf("DefaultTransportOptions: %v", err)
+	}
+	topts.BackoffBase = 0
+	if _, err := NewGRPCTransport(topts); err == nil {
+		t.Error("zero BackoffBase accepted")
+	}
+	cfg := DefaultConfig()
+	cfg.Enable, cfg.Host, cfg.AdvertiseHost = true, "127.0.0.1", "127.0.0.1"
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("DefaultConfig: %v", err)
+	}
+	cfg.TombstoneHorizon = 0
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "tombstone horizon") {
+		t.Errorf("zero TombstoneHorizon: %v", err)
 	}
 }

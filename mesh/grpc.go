@@ -131,28 +131,38 @@ type TransportOptions struct {
 // a router outside the CA redials with backoff (up to 60 s), a scanner may not.
 const DefaultRefusalLogInterval = time.Minute
 
+// DefaultTransportOptions returns TransportOptions' defaults (plaintext; the caller sets
+// TLS and the collaborators).
+func DefaultTransportOptions() TransportOptions {
+	return TransportOptions{
+		MaxMessage: wire.DefaultMaxMessage, ConnectTimeout: DefaultConnectTimeout,
+		BackoffBase: DefaultBackoffBase, BackoffMax: DefaultBackoffMax,
+		RefusalLogInterval: DefaultRefusalLogInterval,
+	}
+}
+
+// Validate reports a setting that cannot work; start from DefaultTransportOptions.
+func (o *TransportOptions) Validate() error {
+	switch {
+	case o.MaxMessage < 1:
+		return fmt.Errorf("mesh transport MaxMessage is %d: give a positive size (default %d)", o.MaxMessage, wire.DefaultMaxMessage)
+	case o.ConnectTimeout <= 0, o.BackoffBase <= 0, o.BackoffMax < o.BackoffBase, o.RefusalLogInterval <= 0:
+		return fmt.Errorf("mesh transport timings (connect %v, backoff %v-%v, refusal log every %v): give positive durations with BackoffMax >= BackoffBase (start from mesh.DefaultTransportOptions)",
+			o.ConnectTimeout, o.BackoffBase, o.BackoffMax, o.RefusalLogInterval)
+	}
+	return nil
+}
+
 // NewGRPCTransport returns a transport; Serve starts its server.
-func NewGRPCTransport(o TransportOptions) *GRPCTransport {
-	if o.ConnectTimeout == 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
-	if o.BackoffBase == 0 {
-		o.BackoffBase = DefaultBackoffBase
-	}
-	if o.BackoffMax == 0 {
-		o.BackoffMax = DefaultBackoffMax
-	}
-	if o.MaxMessage == 0 {
-		o.MaxMessage = wire.DefaultMaxMessage
+func NewGRPCTransport(o TransportOptions) (*GRPCTransport, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if o.Metrics == nil {
 		o.Metrics = metrics.NewSet()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.RefusalLogInterval == 0 {
-		o.RefusalLogInterval = DefaultRefusalLogInterval
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -194,7 +204,7 @@ func NewGRPCTransport(o TransportOptions) *GRPCTransport {
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(t.codec), grpc.MaxCallRecvMsgSize(2*o.MaxMessage)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}
-	return t
+	return t, nil
 }
 
 func (t *GRPCTransport) handler() Handler {

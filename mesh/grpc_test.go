@@ -65,7 +65,8 @@ func startRouter(t *testing.T, name, ip string, port int, tlsFiles []string, pee
 		t.Fatal(err)
 	}
 	r.reg = reg
-	cfg := Config{Enable: true, ServerName: name, Host: ip, Port: r.port}
+	cfg := DefaultConfig()
+	cfg.Enable, cfg.ServerName, cfg.Host, cfg.Port = true, name, ip, r.port
 	for _, p := range peers {
 		cfg.PeerURLs = append(cfg.PeerURLs, net.JoinHostPort(p.ip, strconv.Itoa(p.port)))
 	}

@@ -55,14 +55,12 @@ func addrOf(i int) string { return fmt.Sprintf("10.0.%d.%d:39527", i/250, i%250+
 // add starts a node named name at addr with the given seeds.
 func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
 	m.t.Helper()
-	o := Options{
-		Name: name, Addr: addr, Seeds: seeds,
-		Transport: &memTransport{net: m, addr: addr},
-		Clock:     m.clock, RandSeed: seed,
-		Spawn:  func(f func()) { f() },
-		Trees:  m.trees[addr],
-		Logger: testutil.Quiet,
-	}
+	o := DefaultOptions()
+	o.Name, o.Addr, o.Seeds = name, addr, seeds
+	o.Transport = &memTransport{net: m, addr: addr}
+	o.Clock, o.RandSeed = m.clock, seed
+	o.Spawn = func(f func()) { f() }
+	o.Trees, o.Logger = m.trees[addr], testutil.Quiet
 	if m.tune != nil {
 		m.tune(&o)
 	}

@@ -49,8 +49,8 @@ const (
 	DefaultTombstoneHorizon = time.Hour
 )
 
-// Options configures a Node: the protocol's identity, timing and collaborators. Zero fields
-// take the defaults above.
+// Options configures a Node: the protocol's identity, timing and collaborators. Start from
+// DefaultOptions: a zero timing or size is refused by Validate, not read as its default.
 type Options struct {
 	Name string // this router's node name
 	Addr string // IP:port peers dial
@@ -81,32 +81,24 @@ type Options struct {
 	Logger  *slog.Logger // default: slog.Default()
 }
 
+// DefaultOptions returns the timing and size defaults above; the caller sets the identity
+// (Name, Addr, Seeds), the Transport and, optionally, the collaborators.
+func DefaultOptions() Options {
+	return Options{
+		Round: DefaultRound, RequestTimeout: DefaultRequestTimeout,
+		BackoffBase: DefaultBackoffBase, BackoffMax: DefaultBackoffMax,
+		IdleTimeout: DefaultIdleTimeout, SuspectTimeout: DefaultSuspectTimeout,
+		KeepAlive: DefaultKeepAlive, RepairTimeout: DefaultRepairTimeout,
+		TombstoneHorizon: DefaultTombstoneHorizon,
+		IndirectProbes:   DefaultIndirectProbes, ReconnectEvery: DefaultReconnectEvery,
+		RepairAttempts: DefaultRepairAttempts, PageBytes: DefaultPageBytes,
+		DeltaQueue: DefaultDeltaQueue, MaxEntriesPerMessage: DefaultMaxEntriesPerMessage,
+	}
+}
+
+// fillDefaults supplies the collaborators left nil (and a seed from the clock when RandSeed
+// is 0): dependencies, not settings.
 func (o *Options) fillDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	defInt := func(d *int, v int) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&o.Round, DefaultRound)
-	def(&o.RequestTimeout, DefaultRequestTimeout)
-	def(&o.BackoffBase, DefaultBackoffBase)
-	def(&o.BackoffMax, DefaultBackoffMax)
-	def(&o.IdleTimeout, DefaultIdleTimeout)
-	def(&o.SuspectTimeout, DefaultSuspectTimeout)
-	def(&o.KeepAlive, DefaultKeepAlive)
-	def(&o.RepairTimeout, DefaultRepairTimeout)
-	def(&o.TombstoneHorizon, DefaultTombstoneHorizon)
-	defInt(&o.IndirectProbes, DefaultIndirectProbes)
-	defInt(&o.ReconnectEvery, DefaultReconnectEvery)
-	defInt(&o.RepairAttempts, DefaultRepairAttempts)
-	defInt(&o.PageBytes, DefaultPageBytes)
-	defInt(&o.DeltaQueue, DefaultDeltaQueue)
-	defInt(&o.MaxEntriesPerMessage, DefaultMaxEntriesPerMessage)
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
@@ -133,6 +125,29 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("mesh node %s needs an advertise address", o.Name)
 	case o.Transport == nil:
 		return fmt.Errorf("mesh node %s needs a transport", o.Name)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Round", o.Round}, {"RequestTimeout", o.RequestTimeout}, {"BackoffBase", o.BackoffBase},
+		{"BackoffMax", o.BackoffMax}, {"IdleTimeout", o.IdleTimeout}, {"SuspectTimeout", o.SuspectTimeout},
+		{"KeepAlive", o.KeepAlive}, {"RepairTimeout", o.RepairTimeout}, {"TombstoneHorizon", o.TombstoneHorizon},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("mesh option %s is %v: give a positive duration (start from mesh.DefaultOptions)", d.name, d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"IndirectProbes", o.IndirectProbes}, {"ReconnectEvery", o.ReconnectEvery}, {"RepairAttempts", o.RepairAttempts},
+		{"PageBytes", o.PageBytes}, {"DeltaQueue", o.DeltaQueue}, {"MaxEntriesPerMessage", o.MaxEntriesPerMessage},
+	} {
+		if n.v < 1 {
+			return fmt.Errorf("mesh option %s is %d: give at least 1 (start from mesh.DefaultOptions)", n.name, n.v)
+		}
 	}
 	return nil
 }

@@ -29,11 +29,10 @@ func BenchmarkPublishTree(b *testing.B) {
 
 func publishNode(tb testing.TB) *Node {
 	tb.Helper()
-	n, err := NewNode(Options{
-		Name: "a", Addr: addrOf(0), Transport: &memTransport{net: newMemNet(tb), addr: addrOf(0)},
-		Trees:  &RadixTrees{},
-		Logger: testutil.Quiet,
-	})
+	o := DefaultOptions()
+	o.Name, o.Addr, o.Transport = "a", addrOf(0), &memTransport{net: newMemNet(tb), addr: addrOf(0)}
+	o.Trees, o.Logger = &RadixTrees{}, testutil.Quiet
+	n, err := NewNode(o)
 	if err != nil {
 		tb.Fatal(err)
 	}

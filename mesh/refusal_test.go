@@ -39,8 +39,12 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 	clk := clock.NewFake()
 	set := metrics.NewSet()
 	log, logs := testutil.Logger(slog.LevelWarn)
-	tr := NewGRPCTransport(TransportOptions{TLS: serverTLS, Metrics: set, Clock: clk,
-		Logger: log})
+	topts := DefaultTransportOptions()
+	topts.TLS, topts.Metrics, topts.Clock, topts.Logger = serverTLS, set, clk, log
+	tr, err := NewGRPCTransport(topts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := listen(t, "127.0.0.1", 0)
 	go func() { _ = tr.Serve(l) }()
 	t.Cleanup(tr.Close)

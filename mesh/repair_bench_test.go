@@ -62,7 +62,8 @@ func startTreeMesh(b *testing.B, name string, r *treeRouter, seed *Mesh) *Mesh {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := Config{Enable: true, ServerName: name, Host: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port}
+	cfg := DefaultConfig()
+	cfg.Enable, cfg.ServerName, cfg.Host, cfg.Port = true, name, "127.0.0.1", l.Addr().(*net.TCPAddr).Port
 	if seed != nil {
 		cfg.PeerURLs = []string{seed.Addr().String()}
 	}

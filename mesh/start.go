@@ -59,7 +59,8 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 		deps.Metrics = metrics.NewSet()
 	}
 	log := deps.Logger
-	topts := TransportOptions{Metrics: deps.Metrics, Logger: log}
+	topts := DefaultTransportOptions()
+	topts.Metrics, topts.Logger = deps.Metrics, log
 	if cfg.TLSEnabled() {
 		tc, err := LoadMutualTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
 		if err != nil {
@@ -84,9 +85,14 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 			return nil, fmt.Errorf("cannot listen on mesh address %s: %w", cfg.ListenAddr(), err)
 		}
 	}
-	tr := NewGRPCTransport(topts)
-	o := Options{Name: cfg.ServerName, Addr: cfg.AdvertiseAddr(), Seeds: seeds, Transport: tr, Trees: deps.Trees, Metrics: deps.Metrics, Logger: log,
-		TombstoneHorizon: cfg.TombstoneHorizon}
+	tr, err := NewGRPCTransport(topts)
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	o := DefaultOptions()
+	o.Name, o.Addr, o.Seeds, o.Transport = cfg.ServerName, cfg.AdvertiseAddr(), seeds, tr
+	o.Trees, o.Metrics, o.Logger, o.TombstoneHorizon = deps.Trees, deps.Metrics, log, cfg.TombstoneHorizon
 	if deps.Tune != nil {
 		deps.Tune(&o)
 	}
