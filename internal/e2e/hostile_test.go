@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -442,14 +443,17 @@ func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
 	}
 	g := StartGateway(t, "--worker-urls", m.URLs[0])
 	series := fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, m.URLs[0])
-	impatient := &http.Client{Timeout: 500 * time.Millisecond}
+	// The clients give up once the gateway holds all four (not after a fixed time: on a busy
+	// machine a timeout could end them before the gateway counted them).
+	giveUp, leave := context.WithCancel(context.Background())
+	defer leave()
 	var wg sync.WaitGroup
 	for _, body := range []string{chat, chat, chatStream, chatStream} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(body))
-			if resp, err := impatient.Do(req); err == nil {
+			req, _ := http.NewRequestWithContext(giveUp, "POST", g.URL+"/v1/chat/completions", strings.NewReader(body))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
 				resp.Body.Close()
 				t.Errorf("the black hole answered: %d", resp.StatusCode)
 			}
@@ -459,6 +463,7 @@ func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
 		v, _ := Metric(t, g.MetricsURL, series)
 		return v == 4
 	})
+	leave()
 	wg.Wait() // the 4 clients gave up
 	testutil.Eventually(t, "in-flight back to 0 once the clients left", func() bool {
 		v, ok := Metric(t, g.MetricsURL, series)
