@@ -18,7 +18,7 @@ func qualityFixture() *QualityResult {
 			Capacity: capacity, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, TPOTP50MS: 20, BusiestShare: 1.25, Completed: 1000, CPUCores: 0.5, MachineBusy: 1.1}
 	}
 	load := func(kase, policy string, repeat int, p50, p99, hit, rate float64) QualityRow {
-		offered := map[string]float64{"shared-prefix": 35, "mixed-size": 70}[kase]
+		offered := map[string]float64{"shared-prefix": 35, "mixed-size": 70, "heterogeneous": 105}[kase]
 		return QualityRow{Case: kase, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: 4, OfferedRate: offered,
 			Capacity: rate, SentRate: 35, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, BusiestShare: 1, Completed: 2000, CPUCores: 0.25, MachineBusy: 0.75, ArrivalLagP99MS: 1.5}
 	}
@@ -57,6 +57,12 @@ func qualityFixture() *QualityResult {
 				Saturation: []QualityRow{
 					{Case: "heterogeneous", Policy: "round_robin", Kind: KindSaturation, TimeScale: 4, Clients: 384, NoStream: true, Capacity: 150, EventsPerRequest: 66},
 					{Case: "heterogeneous", Policy: "least_load", Kind: KindSaturation, TimeScale: 4, Clients: 384, NoStream: true, Capacity: 210, EventsPerRequest: 66},
+				},
+				Load: []QualityRow{
+					load("heterogeneous", "round_robin", 1, 30, 100, 0, 105),
+					load("heterogeneous", "least_load", 1, 30, 60, 0, 98),
+					load("heterogeneous", "power_of_two", 1, 30, 70, 0, 105),
+					load("heterogeneous", "cache_aware", 1, 30, 80, 0, 105),
 				}},
 		},
 	}
@@ -66,26 +72,28 @@ func TestQualityMetrics(t *testing.T) {
 	m := map[string]float64{}
 	qualityFixture().metrics(m)
 	want := map[string]float64{
-		"quality.shared-prefix.sat.capacity.round_robin":                         50,
-		"quality.shared-prefix.sat.capacity.cache_aware":                         125,
-		"quality.shared-prefix.sat.capacity_ratio.cache_aware/round_robin":       2.5,
-		"quality.shared-prefix.sat.cache_hit_ratio.cache_aware/round_robin":      4,
-		"quality.shared-prefix.sat.ttft_p99_ratio.cache_aware/round_robin":       0.5,
-		"quality.shared-prefix.sat.capacity_ratio.least_load/round_robin":        0.8,
-		"quality.shared-prefix.sat.busiest_share.least_load":                     1.25,
-		"quality.shared-prefix.load.ttft_p99_ratio.least_load/round_robin.r1":    2,
-		"quality.shared-prefix.load.ttft_p99_ratio.least_load/round_robin.r2":    0.5,
-		"quality.shared-prefix.load.ttft_p99_ratio_max.least_load/round_robin":   2,
-		"quality.shared-prefix.load.ttft_p99_ratio.cache_aware/round_robin.r1":   0.5,
-		"quality.shared-prefix.load.ttft_p99_ratio.cache_aware/round_robin.r2":   1.2,
-		"quality.shared-prefix.load.ttft_p99_ratio_max.cache_aware/round_robin":  1.2,
-		"quality.shared-prefix.load.ttft_p50_ratio_max.cache_aware/round_robin":  0.2,
-		"quality.shared-prefix.load.ttft_p50_ratio_max.least_load/round_robin":   1.5,
-		"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin": 3,
-		"quality.shared-prefix.load.throughput_ratio_min.least_load/round_robin": 0.8,
-		"quality.mixed-size.load.ttft_p99_ratio_max.least_load/round_robin":      0.5,
-		"quality.shared-prefix.load.completed_of_offered_min":                    0.8, // least_load's 28 of 35
-		"quality.mixed-size.load.completed_of_offered_min":                       1,
+		"quality.shared-prefix.sat.capacity.round_robin":                          50,
+		"quality.shared-prefix.sat.capacity.cache_aware":                          125,
+		"quality.shared-prefix.sat.capacity_ratio.cache_aware/round_robin":        2.5,
+		"quality.shared-prefix.sat.cache_hit_ratio.cache_aware/round_robin":       4,
+		"quality.shared-prefix.sat.ttft_p99_ratio.cache_aware/round_robin":        0.5,
+		"quality.shared-prefix.sat.capacity_ratio.least_load/round_robin":         0.8,
+		"quality.shared-prefix.sat.busiest_share.least_load":                      1.25,
+		"quality.shared-prefix.load.ttft_p99_ratio.least_load/round_robin.r1":     2,
+		"quality.shared-prefix.load.ttft_p99_ratio.least_load/round_robin.r2":     0.5,
+		"quality.shared-prefix.load.ttft_p99_ratio_max.least_load/round_robin":    2,
+		"quality.shared-prefix.load.ttft_p99_ratio.cache_aware/round_robin.r1":    0.5,
+		"quality.shared-prefix.load.ttft_p99_ratio.cache_aware/round_robin.r2":    1.2,
+		"quality.shared-prefix.load.ttft_p99_ratio_max.cache_aware/round_robin":   1.2,
+		"quality.shared-prefix.load.ttft_p50_ratio_max.cache_aware/round_robin":   0.2,
+		"quality.shared-prefix.load.ttft_p50_ratio_max.least_load/round_robin":    1.5,
+		"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin":  3,
+		"quality.shared-prefix.load.throughput_ratio_min.least_load/round_robin":  0.8,
+		"quality.mixed-size.load.ttft_p99_ratio_max.least_load/round_robin":       0.5,
+		"quality.shared-prefix.load.completed_of_offered_min":                     0.8, // least_load's 28 of 35
+		"quality.mixed-size.load.completed_of_offered_min":                        1,
+		"quality.heterogeneous.load.completed_of_offered_min":                     98.0 / 105,
+		"quality.heterogeneous.load.ttft_p99_ratio_median.least_load/round_robin": 0.6,
 		"quality.max_cpu_cores": 0.5,
 	}
 	for k, v := range want {
@@ -207,12 +215,12 @@ func TestWriteQualityHTML(t *testing.T) {
 	}
 	html := buf.String()
 	// shared-prefix: capacity, saturation TTFT p99, load TTFT p99; mixed-size: load only;
-	// heterogeneous: capacity only (not streamed at saturation: no TTFT chart).
-	if n := strings.Count(html, "<svg "); n != 5 {
-		t.Errorf("%d charts, want 5", n)
+	// heterogeneous: capacity (not streamed at saturation: no TTFT chart) and load.
+	if n := strings.Count(html, "<svg "); n != 6 {
+		t.Errorf("%d charts, want 6", n)
 	}
-	if n := strings.Count(html, "<rect "); n != 3+3+8+4+2 {
-		t.Errorf("%d bars, want 20 (3 + 3 saturation, 8 + 4 load, 2 heterogeneous capacity)", n)
+	if n := strings.Count(html, "<rect "); n != 3+3+8+4+2+4 {
+		t.Errorf("%d bars, want 24 (3 + 3 saturation, 8 + 4 load, 2 + 4 heterogeneous)", n)
 	}
 	for _, want := range []string{
 		"<h2>shared-prefix</h2>", "<h2>mixed-size</h2>", "Capacity at saturation (requests/s of model time)",
