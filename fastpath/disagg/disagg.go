@@ -20,7 +20,8 @@ const (
 	nameMaxCompletionTokens = "max_completion_tokens"
 )
 
-// bootstrapNames are removed from the body before AppendBootstrap appends its own.
+// bootstrapNames are removed from the body before AppendBootstrap appends its own: host,
+// port and room, in that order (appendHandshake relies on it).
 var bootstrapNames = []Member{{Name: nameBootstrapHost}, {Name: nameBootstrapPort}, {Name: nameBootstrapRoom}}
 
 // AppendBootstrap appends to dst the SGLang PD request body: body with top-level
@@ -35,6 +36,12 @@ var bootstrapNames = []Member{{Name: nameBootstrapHost}, {Name: nameBootstrapPor
 // dst must not overlap body; on error dst is returned unchanged. With enough capacity in
 // dst it allocates nothing.
 func AppendBootstrap(dst, body []byte, host string, port int, room uint64) ([]byte, error) {
+	return appendHandshake(dst, body, bootstrapNames, host, port, room)
+}
+
+// appendHandshake is AppendBootstrap with the three member names (host, port, room) given:
+// the PD legs' bootstrap and the EPD encode handshake differ only in them.
+func appendHandshake(dst, body []byte, names []Member, host string, port int, room uint64) ([]byte, error) {
 	if port > 65535 {
 		return dst, ErrPort
 	}
@@ -44,19 +51,19 @@ func AppendBootstrap(dst, body []byte, host string, port int, room uint64) ([]by
 	if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
 		host = host[1 : len(host)-1]
 	}
-	out, n, err := appendKept(dst, body, bootstrapNames)
+	out, n, err := appendKept(dst, body, names)
 	if err != nil {
 		return dst, err
 	}
-	out = appendName(out, n, nameBootstrapHost)
+	out = appendName(out, n, names[0].Name)
 	out = jsonx.AppendString(out, host)
-	out = appendName(out, 1, nameBootstrapPort)
+	out = appendName(out, 1, names[1].Name)
 	if port <= 0 {
 		out = append(out, "null"...)
 	} else {
 		out = strconv.AppendInt(out, int64(port), 10)
 	}
-	out = appendName(out, 1, nameBootstrapRoom)
+	out = appendName(out, 1, names[2].Name)
 	out = strconv.AppendUint(out, room, 10)
 	return append(out, '}'), nil
 }

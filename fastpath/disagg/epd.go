@@ -1,10 +1,7 @@
 package disagg
 
 import (
-	"strconv"
-
 	"github.com/smg-go/smg/internal/jsonscan"
-	"github.com/smg-go/smg/internal/jsonx"
 )
 
 // Encode-prefill-decode (EPD) disaggregation adds an encode leg before PD: the encode worker
@@ -28,6 +25,7 @@ const (
 	nameEncodeBootstrapRoom = "encode_bootstrap_room"
 )
 
+// encodeHandshakeNames: host, port and room, in that order (appendHandshake relies on it).
 var encodeHandshakeNames = []Member{{Name: nameEncodeBootstrapHost}, {Name: nameEncodeBootstrapPort}, {Name: nameEncodeBootstrapRoom}}
 
 // AppendEncodeHandshake appends to dst body with top-level
@@ -39,30 +37,7 @@ var encodeHandshakeNames = []Member{{Name: nameEncodeBootstrapHost}, {Name: name
 // dst must not overlap body; on error dst is returned unchanged. With enough capacity in
 // dst it allocates nothing.
 func AppendEncodeHandshake(dst, body []byte, host string, port int, room uint64) ([]byte, error) {
-	if port > 65535 {
-		return dst, ErrPort
-	}
-	if room >= 1<<63 {
-		return dst, ErrRoom
-	}
-	if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
-		host = host[1 : len(host)-1]
-	}
-	out, n, err := appendKept(dst, body, encodeHandshakeNames)
-	if err != nil {
-		return dst, err
-	}
-	out = appendName(out, n, nameEncodeBootstrapHost)
-	out = jsonx.AppendString(out, host)
-	out = appendName(out, 1, nameEncodeBootstrapPort)
-	if port <= 0 {
-		out = append(out, "null"...)
-	} else {
-		out = strconv.AppendInt(out, int64(port), 10)
-	}
-	out = appendName(out, 1, nameEncodeBootstrapRoom)
-	out = strconv.AppendUint(out, room, 10)
-	return append(out, '}'), nil
+	return appendHandshake(dst, body, encodeHandshakeNames, host, port, room)
 }
 
 // The vLLM encode leg runs the encoder only: one output token, unstreamed, like the prefill
