@@ -82,7 +82,7 @@ type loopExchange struct {
 func (p loopPlane) Serve(ex *evloop.Exchange) {
 	s := p.s
 	r := ex.Req()
-	route, er, ok := loopRoute(r.Path())
+	route, er, ok := generationRoute(r.Path())
 	if !ok || string(r.Method()) != "POST" {
 		p.bridge(ex)
 		return
@@ -150,36 +150,6 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 		return
 	}
 	le.send(ex)
-}
-
-// loopRoute is the route of the paths served on the loops: the generation routes and the
-// engine pass-through routes (Handle's switch for them).
-func loopRoute(path []byte) (int, extract.Route, bool) {
-	switch string(path) {
-	case "/v1/chat/completions":
-		return routeChat, extract.RouteChat, true
-	case "/v1/completions":
-		return routeCompletions, extract.RouteCompletions, true
-	case "/generate":
-		return routeGenerate, extract.RouteGenerate, true
-	case "/v1/embeddings":
-		return routeEmbeddings, extract.RouteEmbeddings, true
-	case "/v1/rerank":
-		return routeRerank, extract.RouteRerank, true
-	case "/rerank":
-		return routeRerankNative, extract.RouteRerank, true
-	case "/v1/classify":
-		return routeClassify, extract.RouteClassify, true
-	case "/v1/tokenize":
-		return routeTokenize, extract.RouteTokenize, true
-	case "/v1/detokenize":
-		return routeDetokenize, extract.RouteDetokenize, true
-	case "/v1/responses":
-		return routeResponses, extract.RouteResponses, true
-	case "/v1/messages":
-		return routeMessages, extract.RouteMessages, true
-	}
-	return 0, 0, false
 }
 
 // checkHop is the fasthttp plane's checkHop (loops.go) over the loop's request: it refuses a
