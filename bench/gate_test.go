@@ -127,15 +127,23 @@ func TestCommittedBaselines(t *testing.T) {
 				"overhead.json.cpu_ratio.smg-cache_aware/nginx",
 				"overhead.sse.cpu_ratio.smg-cache_aware/nginx",
 				"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin",
-				// Issue 14's targets on the event-loop plane.
+				// Issue 14's system-call target on the event-loop plane.
+				"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx",
+			} {
+				if !gated[m] {
+					t.Errorf("%s is not gated", m)
+				}
+			}
+			// Issue 14's CPU and latency targets: the full run only (the smoke's 2 s rows
+			// see the machine's slow modes, docs/benchmarks.md §1).
+			for _, m := range []string{
 				"overhead.json.cpu_ratio.smg-evloop-cache_aware/nginx",
 				"overhead.sse.cpu_ratio.smg-evloop-cache_aware/nginx",
 				"overhead.json_open.cpu_ratio.smg-evloop-cache_aware/nginx",
 				"overhead.json_open.p50_ratio.smg-evloop-cache_aware/nginx",
 				"overhead.sse_unloaded.ttft_p50_ratio.smg-evloop-cache_aware/nginx",
-				"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx",
 			} {
-				if !gated[m] {
+				if name == "baseline.json" && !gated[m] {
 					t.Errorf("%s is not gated", m)
 				}
 			}
