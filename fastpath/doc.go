@@ -29,7 +29,8 @@
 // or video first goes to an encode worker (its own leg of the attempt, with its in-flight
 // hold, breaker permit, retries and client-hang-up watch), and only a 2xx there starts the
 // PD legs, whose bodies then name the encode worker's room (fastpath/disagg); a request
-// without media runs as PD. On the evloop plane a request with media takes the bridge.
+// without media runs as PD. On the evloop plane the encode leg is an evloop.Call that the
+// exchange awaits before the PD legs start (epd_loop.go).
 //
 // A non-streamed answer is read whole into the client's response object and written back by
 // fasthttp. A streamed answer (the body says "stream": true) is relayed: the upstream body
@@ -51,10 +52,10 @@
 // for a successful stream, relayed as it arrives with the worker's reads framed into the
 // client's output; a client that hangs up closes the worker connection at once. PD runs on
 // the loop too (evpd.go): the prefill leg is an evloop.Call beside the decode forward
-// (SGLang) or before it (vLLM), and a client that leaves cancels both legs. Everything else on
-// the evloop plane is bridged: the loop hands the request to a goroutine that runs the
-// fasthttp handler (Handle) and streams its answer back through the loop, with the loop's
-// backpressure. That covers the worker API, the probes, /v1/models, the admin routes, a
+// (SGLang) or before it (vLLM), and a client that leaves cancels both legs; EPD's encode leg
+// is a Call before them (epd_loop.go), cancelled too. Everything else on the evloop plane is
+// bridged: the loop hands the request to a goroutine that runs the fasthttp handler (Handle)
+// and streams its answer back through the loop, with the loop's backpressure. That covers the worker API, the probes, /v1/models, the admin routes, a
 // request that must wait in the admission queue, and workers behind TLS (why, and why the
 // default stays fasthttp: docs/benchmarks.md, "Event-loop data plane").
 //

@@ -1,14 +1,20 @@
 package fastpath
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/breaker"
 )
 
 // newEPDGateway is newPDGateway in EPD mode: encode workers at 10.0.3.x (their bootstrap
@@ -160,4 +166,96 @@ func TestEPDReadinessNeedsAnEncodeWorker(t *testing.T) {
 		t.Fatalf("text-only request without encode workers: %d %s", resp.StatusCode(), resp.Body())
 	}
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestEPDPrefillFailureRetriesTheWholeTriple: a PD leg that fails after the encode leg
+// succeeded sends the request to a new triple, whose encode leg runs again (the embeddings
+// were published under the failed attempt's room).
+func TestEPDPrefillFailureRetriesTheWholeTriple(t *testing.T) {
+	e := newPDFake(t, answerJSON(`{"encoded":true}`))
+	busy := newPDFake(t, func(_ map[string]any, ctx *fasthttp.RequestCtx) {
+		ctx.SetStatusCode(503)
+		ctx.SetBodyString(`{"error":{"message":"prefill busy"}}`)
+	})
+	p := newPDFake(t, answerJSON(`{"prefill":1}`))
+	d := newPDFake(t, answerJSON(decodeAnswer))
+	g := newEPDGateway(t, []*pdFake{e}, []*pdFake{busy, p}, []*pdFake{d}, nil)
+	resp := g.do("POST", "/v1/chat/completions", epdImageChat)
+	if resp.StatusCode() != 200 || string(resp.Header.Peek(headerPrefillWorker)) != "http://10.0.1.2:8000" || string(resp.Header.Peek(headerEncodeWorker)) != "http://10.0.3.1:8000" {
+		t.Fatalf("got %d via prefill %q encode %q: %s", resp.StatusCode(), resp.Header.Peek(headerPrefillWorker), resp.Header.Peek(headerEncodeWorker), resp.Body())
+	}
+	eb := e.received()
+	if len(eb) != 2 || len(busy.received()) != 1 || len(p.received()) != 1 {
+		t.Fatalf("encode %d, failing prefill %d, prefill %d requests; want 2, 1, 1", len(eb), len(busy.received()), len(p.received()))
+	}
+	if eb[0]["bootstrap_room"] == eb[1]["bootstrap_room"] {
+		t.Fatalf("the retry's encode leg reused room %v", eb[0]["bootstrap_room"])
+	}
+	if got := p.received()[0]["encode_bootstrap_room"]; got != eb[1]["bootstrap_room"] {
+		t.Fatalf("the prefill that answered claims room %v, the last encode published %v", got, eb[1]["bootstrap_room"])
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestEPDClientHangUpCancelsEveryLeg: a client that leaves while the encode leg runs
+// cancels it (the encode engine sees its request cancelled) and no PD leg starts; one that
+// leaves while the prefill and decode legs run cancels both. Every in-flight hold is freed
+// and no worker's breaker counts the hang-up.
+func TestEPDClientHangUpCancelsEveryLeg(t *testing.T) {
+	started, cancelled := make(chan string, 3), make(chan string, 3)
+	var encodeHangs atomic.Bool
+	encodeHangs.Store(true)
+	e := netHTTPPDFake(t, func(w http.ResponseWriter, r *http.Request) {
+		if encodeHangs.Load() {
+			hangingLeg(started, cancelled, "encode")(w, r)
+			return
+		}
+		_, _ = io.ReadAll(r.Body)
+		fmt.Fprint(w, `{"encoded":true}`)
+	})
+	p, d := netHTTPPDFake(t, hangingLeg(started, cancelled, "prefill")), netHTTPPDFake(t, hangingLeg(started, cancelled, "decode"))
+	g := newEPDGateway(t, []*pdFake{e}, []*pdFake{p}, []*pdFake{d}, nil)
+	for _, c := range []struct {
+		name string
+		legs []string
+	}{{"during the encode leg", []string{"encode"}}, {"during the PD legs", []string{"prefill", "decode"}}} {
+		encodeHangs.Store(len(c.legs) == 1)
+		conn, err := g.ln.Dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Length: %d\r\n\r\n%s", len(epdImageChat), epdImageChat)
+		for range c.legs {
+			<-started
+		}
+		if n := g.inFlight(); n != int64(len(c.legs)) {
+			t.Fatalf("%s: %d in flight, want %d", c.name, n, len(c.legs))
+		}
+		_ = conn.Close()
+		got := map[string]bool{}
+		for range c.legs {
+			select {
+			case leg := <-cancelled:
+				got[leg] = true
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: cancelled legs %v, want %v", c.name, got, c.legs)
+			}
+		}
+		for _, leg := range c.legs {
+			if !got[leg] {
+				t.Fatalf("%s: cancelled legs %v, want %v", c.name, got, c.legs)
+			}
+		}
+		testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+		select {
+		case leg := <-started:
+			t.Fatalf("%s: the %s leg started after the client left", c.name, leg)
+		default:
+		}
+	}
+	for _, w := range g.reg.Current().Workers {
+		if st := w.Breaker.Stats(breaker.Now()); st.State != breaker.Closed || st.Faults != 0 || st.Probes != 0 {
+			t.Errorf("worker %s's breaker after clients left it: %+v", w.URL, st)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"errors"
+	"time"
 
 	"github.com/smg-go/smg/fastpath/disagg"
 	"github.com/smg-go/smg/fastpath/evloop"
@@ -40,6 +41,7 @@ type loopPD struct {
 	// is pf's).
 	prefillErr bool
 	pdBody     []byte // the handover body of the current pair
+	loopEPD
 }
 
 func (p *loopPD) reset() {
@@ -48,16 +50,19 @@ func (p *loopPD) reset() {
 		p.pdBody = nil
 	}
 	p.pdBody = p.pdBody[:0]
+	p.loopEPD.reset()
 }
 
-// loopPrefill is the prefill leg of a PD request on the loop: it lives in its evloop.Call's
-// User (reused with the call) and holds the leg taken from the attempt until the call ends.
+// loopPrefill is the prefill leg of a PD request on the loop (or the encode leg of an EPD
+// request: encode): it lives in its evloop.Call's User (reused with the call) and holds the
+// leg taken from the attempt until the call ends.
 type loopPrefill struct {
-	call *evloop.Call
-	le   *loopExchange // the request that waits for this prefill; nil once it no longer cares
-	w    *worker.Worker
-	leg  leg
-	done bool
+	call   *evloop.Call
+	le     *loopExchange // the request that waits for this prefill; nil once it no longer cares
+	w      *worker.Worker
+	leg    leg
+	encode bool
+	done   bool
 	// status and err are the prefill's answer, once done.
 	status int
 	err    error
@@ -79,7 +84,11 @@ func (p loopPlane) CallDone(c *evloop.Call, err error) {
 		pf.leg.settle(status, err)
 	}
 	if err != nil {
-		p.s.log.Debug("Prefill request failed", "worker", pf.w.URL, "error", err)
+		msg := "Prefill request failed"
+		if pf.encode {
+			msg = "Encode request failed"
+		}
+		p.s.log.Debug(msg, "worker", pf.w.URL, "error", err)
 	}
 	pf.done, pf.status, pf.err = true, status, err
 	if pf.le == nil {
@@ -147,7 +156,13 @@ func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 		return
 	}
 	le.pw, le.dw, le.vllm = pw, dw, pw.KVConnector != ""
-	orig := ex.Req().Body() // x.fields point into it: it stays as it is
+	le.handover(ex, ex.Req().Body()) // x.fields point into it: it stays as it is
+}
+
+// handover runs the picked pair's protocol from orig, the client's body (or in EPD mode
+// the body with the encode handshake).
+func (le *loopExchange) handover(ex *evloop.Exchange, orig []byte) {
+	pw := le.pw
 	if le.vllm {
 		if le.route == routeGenerate {
 			le.fail(ex, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
@@ -176,24 +191,35 @@ func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 
 // callPrefill dispatches the attempt's prefill leg with body and hands it to a Call.
 func (le *loopExchange) callPrefill(ex *evloop.Exchange, body []byte) {
+	le.callLeg(ex, &le.x.attempt.prefill, body, le.x.attempt.tryDeadline(false, ex.Now()))
+}
+
+// callLeg dispatches the attempt's leg l (prefill or encode) with body and hands it to a
+// Call answered by deadline, which becomes le.pf.
+func (le *loopExchange) callLeg(ex *evloop.Exchange, l *leg, body []byte, deadline time.Time) *loopPrefill {
 	x := &le.x
 	a := &x.attempt
-	w := a.prefill.w
+	w := l.w
 	t := evloop.Target{Addr: w.Host, Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
-	a.dispatch(&a.prefill)
-	c := ex.Call(loopPlane{le.s}, &t, a.tryDeadline(false, ex.Now()))
+	a.dispatch(l)
+	c := ex.Call(loopPlane{le.s}, &t, deadline)
 	pf, _ := c.User.(*loopPrefill)
 	if pf == nil {
 		pf = new(loopPrefill)
 		c.User = pf
 	}
-	*pf = loopPrefill{call: c, le: le, w: w, leg: a.take(&a.prefill)}
+	*pf = loopPrefill{call: c, le: le, w: w, leg: a.take(l)}
 	le.pf = pf
+	return pf
 }
 
 // prefillDone is told that the current pair's prefill ended.
 func (le *loopExchange) prefillDone(pf *loopPrefill) {
 	ex := le.ex
+	if le.encoding {
+		le.encodeDone(ex, pf)
+		return
+	}
 	if le.awaiting {
 		le.awaiting = false
 		ex.Resume()
@@ -272,6 +298,10 @@ func (le *loopExchange) deliverPrefillFailure(ex *evloop.Exchange) {
 // wakePD sends the request to a new pair after a retry's pause, or answers the last failure
 // when the route table no longer has both legs.
 func (le *loopExchange) wakePD(ex *evloop.Exchange) {
+	if le.epd {
+		le.wakeEPD(ex)
+		return
+	}
 	prt, drt, ok := lookupPD(le.s.router.Current(), le.x.fields.Model)
 	if ok && prt != nil && drt != nil {
 		le.s.log.Debug("Retrying a PD request on another pair", "failed", le.failed.URL, "attempt", le.x.attempt.failures+1, "error", le.lastErr)

@@ -107,12 +107,6 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 		le.fail(ex, errPassThroughPD, string(r.Path())+" is not served in PD mode (--pd-disaggregation): prefill and decode workers only take generation requests with a KV handover")
 		return
 	}
-	if tab.EPD && disagg.Multimodal(r.Body()) {
-		// The encode leg runs on the fasthttp handler (epd.go); text-only requests are PD.
-		le.reset()
-		p.bridge(ex)
-		return
-	}
 	var rt, prt *policy.Route
 	if tab.PD {
 		prt, rt, ok = lookupPD(tab, x.fields.Model)
@@ -142,6 +136,11 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 	le.rt = rt
 	if tab.PD {
 		le.pd, le.prt = true, prt
+		if tab.EPD && disagg.Multimodal(r.Body()) { // text-only requests are PD (epd.go)
+			le.epd, le.ert = true, lookupEncode(tab, x.fields.Model)
+			le.sendEPD(ex)
+			return
+		}
 		le.sendPD(ex)
 		return
 	}
@@ -239,6 +238,9 @@ func (le *loopExchange) answerHeaders(ex *evloop.Exchange, w *worker.Worker) {
 	ex.AddHeader(headerRequestID, le.x.reqID)
 	if le.pw != nil {
 		ex.AddHeader(headerPrefillWorker, le.pw.URLBytes())
+	}
+	if le.ew != nil {
+		ex.AddHeader(headerEncodeWorker, le.ew.URLBytes())
 	}
 }
 
@@ -365,6 +367,9 @@ func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
 	ex.AddHeader(headerErrorCode, []byte(e.code))
 	if le.pw != nil {
 		ex.AddHeader(headerPrefillWorker, le.pw.URLBytes())
+	}
+	if le.ew != nil {
+		ex.AddHeader(headerEncodeWorker, le.ew.URLBytes())
 	}
 	le.body = appendErrorBody(le.body[:0], e, msg)
 	ex.Respond(e.status, "application/json", le.body)

@@ -80,8 +80,8 @@ func TestEPDSGLang(t *testing.T) {
 	runEPDSGLang(t, "127.0.0.41", "127.0.0.42", "127.0.0.43")
 }
 
-// TestEPDOnTheEventLoopPlane: the same with --data-plane evloop, whose handler hands EPD
-// requests to the fasthttp handler through its bridge.
+// TestEPDOnTheEventLoopPlane: the same with --data-plane evloop, where the encode leg is an
+// evloop.Call on the client connection's loop and the PD legs run as in PD mode there.
 func TestEPDOnTheEventLoopPlane(t *testing.T) {
 	runEPDSGLang(t, "127.0.0.44", "127.0.0.45", "127.0.0.46", "--data-plane", "evloop")
 }
