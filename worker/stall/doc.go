@@ -13,19 +13,34 @@
 //
 // A worker's silence is how long requests have waited on it with no first byte from it for
 // any request (counted from its last first byte, or from when a request started waiting on
-// it while none was). A Monitor checks every Interval (250 ms):
+// it while none was). A Monitor checks every Interval (250 ms), against the threshold
+// max(MinSilence, Factor × the fleet's typical time to first byte):
 //
-//   - silence > max(MinSilence, Factor × the fleet's typical time to first byte) makes the
-//     worker silent, unless no other ready worker is answering: it gets no new requests
-//     (worker.Routable), its waiting requests keep waiting, and it is probed: GET /health on
-//     its client, any HTTP answer within ProbeTimeout counts as alive.
-//   - a silent worker whose probe got no answer is unresponsive: the requests waiting for its
-//     first byte are cut (worker.ErrWorkerUnresponsive, checked every 250 ms while a round
-//     trip waits), which the breaker counts as faults and the gateway retries elsewhere, as
-//     any try that failed before the first byte. It is probed again every MinSilence.
+//   - silence > half the threshold: the worker is probed (GET /health on its client, any
+//     HTTP answer within ProbeTimeout, 1 s, and at most half the threshold, counts as
+//     alive), so that the verdict is in when the silence reaches the threshold. Nothing
+//     else changes yet.
+//   - silence > the threshold makes the worker silent: it gets no new requests
+//     (worker.Routable); its waiting requests keep waiting while its probe is out or was
+//     answered.
+//   - a silent worker whose probe of this silence got no answer is unresponsive: the requests
+//     waiting for its first byte are cut (worker.ErrWorkerUnresponsive, seen within 250 ms
+//     by a round trip that waits), which the breaker counts as faults and the gateway
+//     retries elsewhere, as any try that failed before the first byte. Nothing had reached
+//     their clients, so the retry is safe. It is probed again every MinSilence.
 //   - any first byte from the worker ends either state at once (on the request path); a
 //     silent worker whose silence falls back under the threshold, and an unresponsive one
 //     whose probe is answered, are routable again.
+//
+// At the defaults a stopped worker's waiting requests are thus cut about 2.25 s after they
+// began waiting (2 s plus a check), where an unanswered 5 s probe started at exclusion made
+// it 7.4 s (docs/reliability.md quotes both runs).
+//
+// Only a worker whose requests have somewhere else to go is excluded: for every model it
+// serves, another ready worker of its type (a PD leg picks among its own type) serving that
+// model, or of unknown model (those serve any), answers. The lone worker of a model keeps
+// its requests whatever the workers of other models do, and so does the lone prefill worker
+// whatever the decode workers do.
 //
 // The typical time to first byte is an exponentially weighted mean of the times measured on
 // every worker (status line of a stream, the whole answer of a non-streamed request), taken
@@ -38,8 +53,9 @@
 // first byte grows with them). A long prefill of a huge prompt on an otherwise idle worker can
 // be silent for longer than the threshold; it then gets no new work until it answers (other
 // workers take it, which is what it can do), but its own request is not cut: its engine's HTTP
-// server still answers the probe. Only a worker whose HTTP server does not answer at all has
-// its requests cut. A lone worker, or a fleet where no worker answers, is never excluded.
+// server still answers the probe. Only a worker whose HTTP server does not answer at all
+// within the probe's second has its requests cut. A lone worker of its model, or a model
+// whose workers all stopped answering, is never excluded.
 //
 // # Concurrency
 //

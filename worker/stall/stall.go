@@ -24,9 +24,14 @@ const (
 	DefaultFactor = 8
 	// DefaultInterval is the time between checks.
 	DefaultInterval = 250 * time.Millisecond
-	// DefaultProbeTimeout bounds a probe of a silent worker (as the health checker's default
-	// timeout).
-	DefaultProbeTimeout = 5 * time.Second
+	// DefaultProbeTimeout bounds a probe of a worker going silent. The probe is a GET /health
+	// on a fresh connection when the pooled ones are busy: an engine's HTTP server answers it
+	// in milliseconds even while its GPU is busy (SGLang and vLLM answer /health from the
+	// API server's event loop), and a stopped process never does. It is shorter than the
+	// health checker's 5 s because a probe that times out costs no worker: it only cuts the
+	// requests that have waited the whole threshold for a first byte, and they are retried
+	// elsewhere.
+	DefaultProbeTimeout = time.Second
 	// DefaultAlpha is the weight of one interval's mean in the typical time to first byte.
 	DefaultAlpha = 0.1
 )
@@ -44,7 +49,9 @@ type Config struct {
 	Alpha float64
 	// Interval is the time between checks. Default 250 ms.
 	Interval time.Duration
-	// ProbeTimeout bounds a probe of a silent worker. Default 5 s.
+	// ProbeTimeout bounds a probe of a worker going silent (started at half the threshold;
+	// a probe gets at most half the threshold, so that its verdict is known when the silence
+	// reaches the threshold). Default 1 s.
 	ProbeTimeout time.Duration
 	// Probe asks a worker whether it answers at all. Nil: GET /health on its client, any HTTP
 	// answer within the timeout counts.
@@ -86,9 +93,11 @@ type Monitor struct {
 	// typical is the fleet's typical time to first byte, in nanoseconds; 0 until measured.
 	typical float64
 	probes  map[*worker.Worker]*probe
-	silent  *metrics.Counter
-	cut     *metrics.Counter
-	ctx     context.Context
+	// answering counts the workers that answer per group, at the last check.
+	answering map[group]int
+	silent    *metrics.Counter
+	cut       *metrics.Counter
+	ctx       context.Context
 	// probing counts the probes under way (tests wait for them).
 	probing sync.WaitGroup
 }
@@ -155,14 +164,9 @@ func (m *Monitor) Check(now int64) {
 	}
 	m.learn(snap)
 	limit := m.Threshold()
-	answering := 0
+	m.countAnswering(snap, now, limit)
 	for _, w := range snap.Workers {
-		if w.Ready() && w.StallState() == worker.StallNone && w.Silence(now) <= limit {
-			answering++
-		}
-	}
-	for _, w := range snap.Workers {
-		m.checkWorker(w, now, limit, answering > 0)
+		m.checkWorker(w, now, limit)
 	}
 	for w := range m.probes {
 		if snap.ByID(w.ID) != w {
@@ -190,24 +194,90 @@ func (m *Monitor) learn(snap *worker.Snapshot) {
 	}
 }
 
-func (m *Monitor) checkWorker(w *worker.Worker, now int64, limit time.Duration, othersAnswer bool) {
+// group is the set of workers a worker's requests could go to instead: those of its type
+// (a PD leg picks among its own type) serving the same model. Model "" stands for the
+// workers whose model is unknown, which serve any model no worker declares and take part in
+// every model's route of their type (policy.Router's grouping).
+type group struct{ typ, model string }
+
+// countAnswering counts, per group, the ready workers that answer at now (answers).
+func (m *Monitor) countAnswering(snap *worker.Snapshot, now int64, limit time.Duration) {
+	if m.answering == nil {
+		m.answering = map[group]int{}
+	}
+	clear(m.answering)
+	for _, w := range snap.Workers {
+		if !answers(w, now, limit) {
+			continue
+		}
+		if len(w.Models) == 0 {
+			m.answering[group{w.Type(), ""}]++
+		}
+		for _, model := range w.Models {
+			m.answering[group{w.Type(), model}]++
+		}
+	}
+}
+
+// answers reports whether w counts as answering at now: ready, not stalled, and not silent
+// past limit.
+func answers(w *worker.Worker, now int64, limit time.Duration) bool {
+	return w.Ready() && w.StallState() == worker.StallNone && w.Silence(now) <= limit
+}
+
+// othersAnswer reports whether every model w serves has another worker that answers (w
+// itself is not counted): only then may w be kept from new requests. The lone worker of a
+// model keeps its requests, whatever other models' workers do.
+func (m *Monitor) othersAnswer(w *worker.Worker, now int64, limit time.Duration) bool {
+	self := 0
+	if answers(w, now, limit) {
+		self = 1
+	}
+	unknown := m.answering[group{w.Type(), ""}]
+	if len(w.Models) == 0 {
+		return unknown-self > 0
+	}
+	for _, model := range w.Models {
+		if m.answering[group{w.Type(), model}]-self+unknown == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// probedInSilence reports whether p started during the silence w shows at now (a probe from
+// before the worker's last first byte says nothing about this silence).
+func probedInSilence(p *probe, now int64, silence time.Duration) bool {
+	return p != nil && p.started >= now-int64(silence)
+}
+
+func (m *Monitor) checkWorker(w *worker.Worker, now int64, limit time.Duration) {
 	silence := w.Silence(now)
 	p := m.probes[w]
 	switch w.StallState() {
 	case worker.StallNone:
-		if silence > limit && w.Ready() && othersAnswer && w.CompareAndSetStallState(worker.StallNone, worker.StallSilent) {
-			m.silent.Inc()
-			m.log.Warn("Worker stopped answering: no new requests until it does", "worker", w.URL,
-				"waiting", w.Waiting(), "silence", silence.Round(time.Millisecond), "threshold", limit.Round(time.Millisecond))
-			m.startProbe(w, now)
+		if silence <= limit/2 || !w.Ready() || !m.othersAnswer(w, now, limit) {
+			return
 		}
+		if !probedInSilence(p, now, silence) {
+			// Half the threshold: probe now, so that its answer (or its timeout) is known
+			// by the time the silence reaches the threshold.
+			m.startProbe(w, now)
+			return
+		}
+		if silence <= limit || !w.CompareAndSetStallState(worker.StallNone, worker.StallSilent) {
+			return
+		}
+		m.silent.Inc()
+		m.log.Warn("Worker stopped answering: no new requests until it does", "worker", w.URL,
+			"waiting", w.Waiting(), "silence", silence.Round(time.Millisecond), "threshold", limit.Round(time.Millisecond))
+		m.cutIfUnanswered(w, p, silence)
 		return
 	case worker.StallSilent:
-		if p != nil && p.done.Load() && !p.alive.Load() && w.CompareAndSetStallState(worker.StallSilent, worker.StallUnresponsive) {
-			m.cut.Inc()
-			m.log.Warn("Worker does not answer a probe either: cutting the requests waiting on it", "worker", w.URL,
-				"waiting", w.Waiting(), "silence", silence.Round(time.Millisecond))
-		} else if silence <= limit && w.CompareAndSetStallState(worker.StallSilent, worker.StallNone) {
+		if probedInSilence(p, now, silence) && m.cutIfUnanswered(w, p, silence) {
+			break
+		}
+		if silence <= limit && w.CompareAndSetStallState(worker.StallSilent, worker.StallNone) {
 			m.log.Info("Worker answers again", "worker", w.URL)
 			return
 		}
@@ -227,16 +297,29 @@ func (m *Monitor) checkWorker(w *worker.Worker, now int64, limit time.Duration, 
 	}
 }
 
+// cutIfUnanswered makes a silent worker whose probe p ended unanswered unresponsive: the
+// requests waiting on it are cut. It reports whether it did.
+func (m *Monitor) cutIfUnanswered(w *worker.Worker, p *probe, silence time.Duration) bool {
+	if p == nil || !p.done.Load() || p.alive.Load() || !w.CompareAndSetStallState(worker.StallSilent, worker.StallUnresponsive) {
+		return false
+	}
+	m.cut.Inc()
+	m.log.Warn("Worker does not answer a probe either: cutting the requests waiting on it", "worker", w.URL,
+		"waiting", w.Waiting(), "silence", silence.Round(time.Millisecond), "probe_timeout", min(m.cfg.ProbeTimeout, m.Threshold()/2))
+	return true
+}
+
 func (m *Monitor) startProbe(w *worker.Worker, now int64) {
 	if p := m.probes[w]; p != nil && !p.done.Load() {
 		return
 	}
 	p := &probe{started: now}
 	m.probes[w] = p
+	timeout := min(m.cfg.ProbeTimeout, m.Threshold()/2)
 	m.probing.Add(1)
 	go func() {
 		defer m.probing.Done()
-		p.alive.Store(m.cfg.Probe(m.ctx, w, m.cfg.ProbeTimeout))
+		p.alive.Store(m.cfg.Probe(m.ctx, w, timeout))
 		p.done.Store(true)
 	}()
 }

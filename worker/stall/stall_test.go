@@ -12,34 +12,47 @@ import (
 
 func register(t *testing.T, n int) (*worker.Registry, []*worker.Worker) {
 	t.Helper()
+	reg := newRegistry(t)
+	var ws []*worker.Worker
+	for i := range n {
+		ws = append(ws, addWorker(t, reg, worker.Spec{URL: "http://127.0.0.1:" + string(rune('1'+i)) + "000"}))
+	}
+	return reg, ws
+}
+
+func newRegistry(t *testing.T) *worker.Registry {
+	t.Helper()
 	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(testutil.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	var ws []*worker.Worker
-	for i := range n {
-		spec := worker.Spec{URL: "http://127.0.0.1:" + string(rune('1'+i)) + "000"}
-		if err := spec.Normalize(); err != nil {
-			t.Fatal(err)
-		}
-		w, err := reg.Add(context.Background(), spec, worker.StatusReady)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws = append(ws, w)
+	return reg
+}
+
+// addWorker registers spec ready.
+func addWorker(t *testing.T, reg *worker.Registry, spec worker.Spec) *worker.Worker {
+	t.Helper()
+	if err := spec.Normalize(); err != nil {
+		t.Fatal(err)
 	}
-	return reg, ws
+	w, err := reg.Add(context.Background(), spec, worker.StatusReady)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // fakeProbe answers as alive says and counts the probes.
 type fakeProbe struct {
-	alive atomic.Bool
-	calls atomic.Int64
+	alive   atomic.Bool
+	calls   atomic.Int64
+	timeout atomic.Int64 // the last probe's timeout
 }
 
-func (f *fakeProbe) probe(_ context.Context, _ *worker.Worker, _ time.Duration) bool {
+func (f *fakeProbe) probe(_ context.Context, _ *worker.Worker, timeout time.Duration) bool {
 	f.calls.Add(1)
+	f.timeout.Store(int64(timeout))
 	return f.alive.Load()
 }
 
@@ -62,9 +75,10 @@ func answer(w *worker.Worker, now, ttfb int64) {
 	w.NoteFirstByte(now-ttfb, now)
 }
 
-// TestStoppedWorkerIsExcludedThenCut: a worker whose requests wait past the threshold while
-// the other answers gets no new work; when it does not answer the probe either its waits are
-// cut; its next first byte makes it routable again.
+// TestStoppedWorkerIsExcludedThenCut: a worker whose requests wait past half the threshold
+// while the other answers is probed; when the silence reaches the threshold it gets no new
+// work and, its probe unanswered, its waits are cut at once; its next answered probe makes it
+// routable again.
 func TestStoppedWorkerIsExcludedThenCut(t *testing.T) {
 	reg, ws := register(t, 2)
 	stopped, other := ws[0], ws[1]
@@ -73,6 +87,15 @@ func TestStoppedWorkerIsExcludedThenCut(t *testing.T) {
 	t0 := int64(time.Hour)
 	answer(other, t0, 50*ms)
 	stopped.NoteSent(t0)
+	m.Check(t0 + 900*ms)
+	if p.calls.Load() != 0 {
+		t.Fatal("probed under half the threshold")
+	}
+	m.Check(t0 + 1100*ms)
+	m.probing.Wait()
+	if p.calls.Load() != 1 || p.timeout.Load() != int64(DefaultProbeTimeout) {
+		t.Fatalf("%d probes (timeout %v) past half the threshold, want 1 with %v", p.calls.Load(), time.Duration(p.timeout.Load()), DefaultProbeTimeout)
+	}
 	m.Check(t0 + 1900*ms)
 	if got := m.Threshold(); got != DefaultMinSilence {
 		t.Fatalf("threshold %v with a 50 ms typical first byte, want the floor %v", got, DefaultMinSilence)
@@ -82,13 +105,11 @@ func TestStoppedWorkerIsExcludedThenCut(t *testing.T) {
 	}
 	answer(other, t0+2000*ms, 50*ms)
 	m.Check(t0 + 2100*ms)
-	if stopped.StallState() != worker.StallSilent || stopped.Routable() || !other.Routable() {
-		t.Fatalf("after 2.1 s of silence: state %d, routable %v/%v", stopped.StallState(), stopped.Routable(), other.Routable())
+	if stopped.StallState() != worker.StallUnresponsive || stopped.Routable() || !other.Routable() {
+		t.Fatalf("after 2.1 s of silence and an unanswered probe: state %d, routable %v/%v; want cut at once", stopped.StallState(), stopped.Routable(), other.Routable())
 	}
-	m.probing.Wait()
-	m.Check(t0 + 2200*ms)
-	if stopped.StallState() != worker.StallUnresponsive {
-		t.Fatalf("state %d after an unanswered probe, want unresponsive", stopped.StallState())
+	if m.silent.Get() != 1 || m.cut.Get() != 1 {
+		t.Fatalf("stalls counted silent %d, unresponsive %d; want 1 and 1", m.silent.Get(), m.cut.Get())
 	}
 	// Nothing waits any more (the cut requests went elsewhere): it stays out until it answers.
 	stopped.NoteNoFirstByte()
@@ -98,14 +119,123 @@ func TestStoppedWorkerIsExcludedThenCut(t *testing.T) {
 	}
 	// It answers a probe (SIGCONT): routable again.
 	p.alive.Store(true)
-	m.Check(t0 + 4100*ms) // MinSilence after the last probe started: probe again
+	m.Check(t0 + 3200*ms) // MinSilence after the last probe started: probe again
 	m.probing.Wait()
-	m.Check(t0 + 4200*ms)
+	m.Check(t0 + 3300*ms)
 	if !stopped.Routable() {
 		t.Fatalf("state %d after an answered probe, want routable", stopped.StallState())
 	}
-	if p.calls.Load() < 2 {
+	if p.calls.Load() != 2 {
 		t.Fatalf("%d probes, want a second one once MinSilence passed", p.calls.Load())
+	}
+}
+
+// TestPendingProbeCutsWhenItFails: a worker whose probe has not ended when its silence
+// reaches the threshold is excluded, not cut; it is cut at the check after its probe went
+// unanswered.
+func TestPendingProbeCutsWhenItFails(t *testing.T) {
+	reg, ws := register(t, 2)
+	stopped, other := ws[0], ws[1]
+	release := make(chan struct{})
+	cfg := DefaultConfig()
+	cfg.Logger = testutil.Quiet
+	cfg.Probe = func(context.Context, *worker.Worker, time.Duration) bool { <-release; return false }
+	m, err := New(cfg, reg.Current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := int64(time.Hour)
+	stopped.NoteSent(t0)
+	answer(other, t0+1100*ms, 50*ms)
+	m.Check(t0 + 1100*ms) // the probe starts and hangs
+	answer(other, t0+2100*ms, 50*ms)
+	m.Check(t0 + 2100*ms)
+	if stopped.StallState() != worker.StallSilent {
+		t.Fatalf("state %d with its probe still out, want silent (excluded, not cut)", stopped.StallState())
+	}
+	close(release)
+	m.probing.Wait()
+	m.Check(t0 + 2350*ms)
+	if stopped.StallState() != worker.StallUnresponsive {
+		t.Fatalf("state %d after the probe failed, want unresponsive", stopped.StallState())
+	}
+}
+
+// TestProbeOfAnEarlierSilenceDoesNotCut: a probe that went unanswered before the worker
+// answered again says nothing about its next silence: that one gets its own probe before
+// anything is cut.
+func TestProbeOfAnEarlierSilenceDoesNotCut(t *testing.T) {
+	reg, ws := register(t, 2)
+	w, other := ws[0], ws[1]
+	p := &fakeProbe{}
+	m := newMonitor(t, reg, p)
+	t0 := int64(time.Hour)
+	w.NoteSent(t0)
+	answer(other, t0+1100*ms, 50*ms)
+	m.Check(t0 + 1100*ms)
+	m.probing.Wait() // unanswered
+	w.NoteFirstByte(t0, t0+1500*ms)
+	w.NoteSent(t0 + 1500*ms) // a new silence from 1.5 s
+	p.alive.Store(true)
+	answer(other, t0+3600*ms, 50*ms)
+	m.Check(t0 + 3600*ms) // 2.1 s of silence, no probe of it yet
+	if w.StallState() != worker.StallNone {
+		t.Fatalf("state %d on the strength of an earlier silence's probe, want a new probe first", w.StallState())
+	}
+	m.probing.Wait()
+	m.Check(t0 + 3700*ms)
+	if w.StallState() != worker.StallSilent || p.calls.Load() != 2 {
+		t.Fatalf("state %d after %d probes, want silent (answered probe) after 2", w.StallState(), p.calls.Load())
+	}
+}
+
+// TestLoneWorkerOfAModelIsNotExcluded: "another worker answers" is judged per model and per
+// worker type: the only worker of a model, or the only prefill worker, keeps its requests
+// however many workers of other models or types answer; a worker whose model has another
+// answering worker (or one of unknown model, which serves any) is excluded.
+func TestLoneWorkerOfAModelIsNotExcluded(t *testing.T) {
+	reg := newRegistry(t)
+	add := func(port, model, typ string) *worker.Worker {
+		return addWorker(t, reg, worker.Spec{URL: "http://127.0.0.1:" + port, ModelID: model, WorkerType: typ})
+	}
+	a1, a2 := add("1001", "a", ""), add("1002", "a", "")
+	lone := add("1003", "b", "")
+	prefill, decode := add("1004", "c", worker.TypePrefill), add("1005", "c", worker.TypeDecode)
+	p := &fakeProbe{}
+	m := newMonitor(t, reg, p)
+	t0 := int64(time.Hour)
+	for _, w := range []*worker.Worker{a1, lone, prefill} {
+		w.NoteSent(t0)
+	}
+	for _, now := range []int64{t0 + 1100*ms, t0 + 2100*ms} {
+		for _, w := range []*worker.Worker{a2, decode} {
+			answer(w, now, 50*ms)
+		}
+		m.Check(now)
+		m.probing.Wait()
+	}
+	if a1.Routable() {
+		t.Fatal("a silent worker of model a stayed routable while the other worker of a answers")
+	}
+	if !lone.Routable() || !prefill.Routable() {
+		t.Fatalf("lone worker of b routable %v, lone prefill worker of c routable %v: both must keep their requests", lone.Routable(), prefill.Routable())
+	}
+	if p.calls.Load() != 1 {
+		t.Fatalf("%d probes, want 1 (only a1 could be excluded)", p.calls.Load())
+	}
+
+	// A worker of unknown model serves any: with it answering, the lone worker of b has
+	// somewhere else to send its work.
+	any := add("1006", "", "")
+	if len(any.Models) != 0 {
+		t.Fatalf("a spec without model_id declares %v", any.Models)
+	}
+	answer(any, t0+2200*ms, 50*ms)
+	m.Check(t0 + 2200*ms)
+	m.probing.Wait()
+	m.Check(t0 + 2300*ms)
+	if lone.Routable() {
+		t.Fatal("the lone worker of b stayed routable although a worker of unknown model answers")
 	}
 }
 
