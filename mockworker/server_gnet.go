@@ -210,11 +210,8 @@ func (s *gnetServer) appendInstant(st *gnetConn, r *reply, requestID []byte, kee
 // appendHead writes the status line and headers of r. A stream uses chunked encoding, every
 // other answer a Content-Length.
 func (w *Worker) appendHead(dst []byte, r *reply, requestID []byte, keepAlive, head bool) []byte {
-	dst = append(dst, "HTTP/1.1 "...)
-	dst = strconv.AppendInt(dst, int64(r.status), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, statusText(r.status)...)
-	dst = append(dst, "\r\nContent-Type: "...)
+	dst = http1.AppendStatusLine(dst, r.status)
+	dst = append(dst, "Content-Type: "...)
 	dst = append(dst, r.contentType...)
 	if r.stream {
 		dst = append(dst, "\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache"...)
@@ -395,34 +392,3 @@ func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Warnf(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(string, ...any) {}
-
-// statusText is the reason phrase for the statuses the mock sends.
-func statusText(code int) string {
-	switch code {
-	case 200:
-		return "OK"
-	case 400:
-		return "Bad Request"
-	case 404:
-		return "Not Found"
-	case 405:
-		return "Method Not Allowed"
-	case 413:
-		return "Content Too Large"
-	case 429:
-		return "Too Many Requests"
-	case 431:
-		return "Request Header Fields Too Large"
-	case 500:
-		return "Internal Server Error"
-	case 501:
-		return "Not Implemented"
-	case 502:
-		return "Bad Gateway"
-	case 503:
-		return "Service Unavailable"
-	case 504:
-		return "Gateway Timeout"
-	}
-	return "Status"
-}

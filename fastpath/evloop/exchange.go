@@ -216,7 +216,7 @@ func (x *Exchange) Respond(status int, contentType string, body []byte) {
 		return
 	}
 	c := x.c
-	c.out = appendStatusLine(c.out, status)
+	c.out = http1.AppendStatusLine(c.out, status)
 	if contentType != "" {
 		c.out = append(c.out, "Content-Type: "...)
 		c.out = append(c.out, contentType...)

@@ -3,7 +3,6 @@ package evloop
 import (
 	"bytes"
 	"errors"
-	"strconv"
 
 	"github.com/smg-go/smg/internal/http1"
 )
@@ -289,52 +288,4 @@ func endChunk(dst []byte, mark int) []byte {
 		size >>= 4
 	}
 	return append(dst, crlf...)
-}
-
-// appendStatusLine writes "HTTP/1.1 <status> <reason>\r\n".
-func appendStatusLine(dst []byte, status int) []byte {
-	dst = append(dst, "HTTP/1.1 "...)
-	dst = strconv.AppendInt(dst, int64(status), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, statusText(status)...)
-	return append(dst, crlf...)
-}
-
-// statusText is the reason phrase of the statuses the gateway makes itself.
-func statusText(code int) string {
-	switch code {
-	case 100:
-		return "Continue"
-	case 200:
-		return "OK"
-	case 400:
-		return "Bad Request"
-	case 401:
-		return "Unauthorized"
-	case 403:
-		return "Forbidden"
-	case 404:
-		return "Not Found"
-	case 405:
-		return "Method Not Allowed"
-	case 408:
-		return "Request Timeout"
-	case 413:
-		return "Request Entity Too Large"
-	case 429:
-		return "Too Many Requests"
-	case 431:
-		return "Request Header Fields Too Large"
-	case 500:
-		return "Internal Server Error"
-	case 501:
-		return "Not Implemented"
-	case 502:
-		return "Bad Gateway"
-	case 503:
-		return "Service Unavailable"
-	case 504:
-		return "Gateway Timeout"
-	}
-	return "Status"
 }

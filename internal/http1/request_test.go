@@ -143,3 +143,23 @@ func BenchmarkParseRequest(b *testing.B) {
 		_, _ = ParseRequest(in, &r, &scratch, 64<<10, 1<<20)
 	}
 }
+
+// TestAppendStatusLine: net/http's reason phrases, a placeholder for a status without one,
+// and no allocation.
+func TestAppendStatusLine(t *testing.T) {
+	for status, want := range map[int]string{
+		200: "HTTP/1.1 200 OK\r\n",
+		413: "HTTP/1.1 413 Request Entity Too Large\r\n",
+		431: "HTTP/1.1 431 Request Header Fields Too Large\r\n",
+		503: "HTTP/1.1 503 Service Unavailable\r\n",
+		599: "HTTP/1.1 599 Status\r\n",
+	} {
+		if got := string(AppendStatusLine(nil, status)); got != want {
+			t.Errorf("%d: %q, want %q", status, got, want)
+		}
+	}
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { buf = AppendStatusLine(buf[:0], 429) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}
