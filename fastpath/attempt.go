@@ -141,6 +141,16 @@ func (a *attempt) dispatch(l *leg) {
 	}
 }
 
+// awaitFirstToken counts l's request, just dispatched, among its worker's requests awaiting
+// their first token (worker.Worker.NoteAwaiting), which the expected-wait score reads as the
+// work queued ahead of a new request (policy/score). A data plane calls it for a streamed
+// answer, whose first token it sees arrive (leg.firstToken); a buffered answer's first token
+// comes with its last, so it is not counted.
+func (a *attempt) awaitFirstToken(l *leg) {
+	l.awaitTokens, l.awaiting = policy.DispatchTokens(a.req), true
+	l.w.NoteAwaiting(l.awaitTokens)
+}
+
 // last reports whether the attempt under way is the request's last by count: a retryable
 // answer is then delivered as it is.
 func (a *attempt) last() bool { return a.once || a.failures+1 >= a.s.cfg.Retry.attempts() }
@@ -230,6 +240,19 @@ type leg struct {
 	// sent is when the request left for the worker (clock.Nanos), while it waits for the
 	// answer's first byte; 0 once the answer started (worker/stall reads the waits).
 	sent int64
+	// awaiting is set while the request counts among the worker's requests awaiting their
+	// first token (attempt.awaitFirstToken), with awaitTokens, its count there.
+	awaiting    bool
+	awaitTokens int
+}
+
+// firstToken records that the answer's first token arrived (its body started), or that the
+// leg ends without one.
+func (l *leg) firstToken() {
+	if l.awaiting {
+		l.w.NoteFirstToken(l.awaitTokens)
+		l.awaiting = false
+	}
 }
 
 // firstByte records that the worker's answer to the leg started (its status line arrived).
@@ -271,6 +294,7 @@ func (l *leg) release(o breaker.Outcome) {
 	if l.sent != 0 {
 		l.w.NoteNoFirstByte()
 	}
+	l.firstToken()
 	if l.inFlight {
 		l.w.InFlight.Add(-1)
 		if l.keys != nil {

@@ -205,6 +205,9 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 		}
 	}
 	a.dispatch(&a.main)
+	if x.fields.Stream {
+		a.awaitFirstToken(&a.main)
+	}
 	ex.Forward(le, &le.target, deadline)
 }
 
@@ -226,6 +229,9 @@ func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
 	le.addHeaders(ex)
 	return true
 }
+
+// UpstreamBody implements evloop.BodyWatcher: a relayed stream's first token arrived.
+func (le *loopExchange) UpstreamBody(*evloop.Exchange) { le.x.attempt.main.firstToken() }
 
 func (le *loopExchange) addHeaders(ex *evloop.Exchange) {
 	le.answerHeaders(ex, le.x.attempt.main.w)

@@ -263,6 +263,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 		return s.answered(ctx, a, route, reqID, ctx.Response.StatusCode(), err)
 	}
 
+	a.awaitFirstToken(&a.main)
 	rl := s.relays.Get().(*relay)
 	rl.resp.StreamBody = true
 	sendWatched(ctx, x, &rl.resp)
@@ -369,6 +370,9 @@ func (rl *relay) Read(p []byte) (int, error) {
 		return rl.readTail(p)
 	}
 	n, err := rl.resp.BodyStream().Read(p)
+	if n > 0 {
+		rl.leg.firstToken()
+	}
 	if n >= 2 {
 		rl.lastTwo = [2]byte{p[n-2], p[n-1]}
 	} else if n == 1 {

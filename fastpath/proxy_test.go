@@ -224,6 +224,58 @@ func TestStreamIsRelayedEventByEvent(t *testing.T) {
 	testutil.Eventually(t, "in-flight 0 after the stream ended", func() bool { return w.InFlight.Load() == 0 })
 }
 
+// TestStreamAwaitsItsFirstToken: a streamed request counts among its worker's requests
+// awaiting their first token (worker.Worker.Awaiting, which the expected-wait score ranks by)
+// from its dispatch until the answer's first event arrives, and no longer; a buffered one
+// never counts (its first token comes with its last).
+func TestStreamAwaitsItsFirstToken(t *testing.T) {
+	fw := newFakeWorker(t, "a", 200)
+	g := newGateway(t, "round_robin", Config{}, fw)
+	w := g.reg.Current().Workers[0]
+	if r := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hello"}]}`); r.StatusCode() != 200 {
+		t.Fatalf("buffered request: %d %s", r.StatusCode(), r.Body())
+	}
+	if n, _, _ := w.Awaiting(); n != 0 {
+		t.Fatalf("%d requests awaiting a first token after a buffered answer, want 0", n)
+	}
+	conn, br := openStream(t, g)
+	defer conn.Close()
+	ended := false
+	defer func() {
+		if !ended { // a failure: let the fake's stream end, or its server waits for it
+			close(fw.events)
+		}
+	}()
+	testutil.Eventually(t, "the stream awaiting its first event", func() bool { n, _, _ := w.Awaiting(); return n == 1 })
+	if n, tokens, unknown := w.Awaiting(); n != 1 || tokens < 1 || unknown != 0 {
+		t.Fatalf("awaiting %d requests (%d tokens, %d unknown) before the first event, want 1 of the routing text's size", n, tokens, unknown)
+	}
+	fw.events <- `{"n":1}`
+	readEvent(t, br)
+	testutil.Eventually(t, "nothing awaiting once the first event is relayed", func() bool { n, _, _ := w.Awaiting(); return n == 0 })
+	if _, tokens, _ := w.Awaiting(); tokens != 0 || w.InFlight.Load() != 1 {
+		t.Fatalf("after the first event: %d tokens awaiting, %d in flight; want 0 and 1", tokens, w.InFlight.Load())
+	}
+	ended = true
+	close(fw.events)
+	readEvent(t, br)
+	testutil.Eventually(t, "in-flight 0 after the stream ended", func() bool { return w.InFlight.Load() == 0 })
+}
+
+// TestFailedStreamStopsAwaiting: a stream answered with an error, which never sends an event,
+// stops counting as awaiting its first token when the attempt ends.
+func TestFailedStreamStopsAwaiting(t *testing.T) {
+	g := newGateway(t, "round_robin", Config{}, newFakeWorker(t, "a", 500))
+	w := g.reg.Current().Workers[0]
+	if r := g.do("POST", "/v1/chat/completions", `{"model":"m1","stream":true,"messages":[{"role":"user","content":"hello"}]}`); r.StatusCode() < 500 {
+		t.Fatalf("status %d, want the worker's error", r.StatusCode())
+	}
+	testutil.Eventually(t, "nothing awaiting after the failed stream", func() bool {
+		n, tokens, unknown := w.Awaiting()
+		return n == 0 && tokens == 0 && unknown == 0
+	})
+}
+
 func TestClientHangupMidStreamCancelsUpstream(t *testing.T) {
 	fw := newFakeWorker(t, "a", 200)
 	g := newGateway(t, "round_robin", Config{}, fw)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -126,6 +127,46 @@ func (w *Worker) NoteDispatch(tokens int) {
 	} else {
 		w.dispatchedUnknown.Add(1)
 	}
+}
+
+// awaitingState counts the requests sent to a worker whose first token has not arrived: the
+// work queued ahead of a new request's first token, known exactly and live, where a load
+// report's queue is up to a poll interval old and the since-report credit keeps counting
+// requests that have long started decoding.
+type awaitingState struct {
+	requests, tokens, unknown atomic.Int64
+}
+
+// NoteAwaiting records a request sent to the worker that now waits for its first token;
+// tokens is its token count when known, else -1. Exactly one NoteFirstToken with the same
+// tokens must follow, when its first token arrives or it ends without one.
+func (w *Worker) NoteAwaiting(tokens int) {
+	a := &w.awaiting
+	a.requests.Add(1)
+	if tokens >= 0 {
+		a.tokens.Add(int64(tokens))
+	} else {
+		a.unknown.Add(1)
+	}
+}
+
+// NoteFirstToken records that a request NoteAwaiting(tokens) recorded stopped waiting for
+// its first token: it arrived, or the request ended without one.
+func (w *Worker) NoteFirstToken(tokens int) {
+	a := &w.awaiting
+	a.requests.Add(-1)
+	if tokens >= 0 {
+		a.tokens.Add(-int64(tokens))
+	} else {
+		a.unknown.Add(-1)
+	}
+}
+
+// Awaiting returns the requests waiting for the worker's first token (NoteAwaiting), the sum
+// of their known token counts, and how many had no known count.
+func (w *Worker) Awaiting() (requests, knownTokens, unknown int64) {
+	a := &w.awaiting
+	return a.requests.Load(), a.tokens.Load(), a.unknown.Load()
 }
 
 // SinceReport returns the requests dispatched since the worker's current load report r (as

@@ -58,3 +58,26 @@ func TestSinceReportCountsFromTheMark(t *testing.T) {
 		t.Fatal("no report: want zeros")
 	}
 }
+
+// TestAwaitingCountsUntilTheFirstToken: a request counts among the awaiting from NoteAwaiting
+// to its NoteFirstToken, with its token count or as one of unknown size, whatever the load
+// reports do.
+func TestAwaitingCountsUntilTheFirstToken(t *testing.T) {
+	w := &Worker{}
+	w.NoteAwaiting(100)
+	w.NoteAwaiting(-1)
+	w.SetLoad(&LoadReport{}) // a report changes nothing: the count is the gateway's own
+	w.NoteAwaiting(30)
+	if n, tokens, unknown := w.Awaiting(); n != 3 || tokens != 130 || unknown != 1 {
+		t.Fatalf("Awaiting = %d requests, %d tokens, %d unknown: want 3, 130, 1", n, tokens, unknown)
+	}
+	w.NoteFirstToken(100)
+	w.NoteFirstToken(-1)
+	if n, tokens, unknown := w.Awaiting(); n != 1 || tokens != 30 || unknown != 0 {
+		t.Fatalf("after two first tokens: %d, %d, %d: want 1, 30, 0", n, tokens, unknown)
+	}
+	w.NoteFirstToken(30)
+	if n, tokens, unknown := w.Awaiting(); n != 0 || tokens != 0 || unknown != 0 {
+		t.Fatalf("after every first token: %d, %d, %d: want zeros", n, tokens, unknown)
+	}
+}

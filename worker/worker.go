@@ -83,8 +83,10 @@ type Worker struct {
 	dispatchedRequests atomic.Int64
 	dispatchedTokens   atomic.Int64
 	dispatchedUnknown  atomic.Int64
-	status             atomic.Uint32
-	overloaded         atomic.Bool
+	// awaiting is the work sent to the worker still waiting for its first token (load.go).
+	awaiting   awaitingState
+	status     atomic.Uint32
+	overloaded atomic.Bool
 	// stall is the worker's stall state (stall.go): not StallNone keeps new requests away.
 	stall atomic.Uint32
 	// Breaker is the worker's circuit breaker, read by policies through Routable and driven

@@ -34,6 +34,13 @@ type Forwarder interface {
 	Wake(x *Exchange)
 }
 
+// BodyWatcher is a Forwarder told when the body of an answer it relays starts: a stream's
+// first event, which is its first token (the expected-wait score counts the requests
+// awaiting theirs).
+type BodyWatcher interface {
+	UpstreamBody(x *Exchange)
+}
+
 // Target is where one attempt goes and what it changes in the client's request.
 type Target struct {
 	// Addr is the worker's host:port (connections are pooled per Addr).
@@ -120,6 +127,7 @@ type Exchange struct {
 	dec        bodyDecoder
 	chunked    bool // the relayed answer goes to the client chunked
 	relayed    bool
+	bodySeen   bool // a relayed answer's body started (BodyWatcher)
 	lastTwo    [2]byte
 	upPaused   bool
 	held       []byte // the held answer's head as the worker sent it (x.head indexes it)
@@ -510,17 +518,20 @@ func (x *Exchange) onUpstreamData(up *upstreamConn) {
 				start := len(c.out)
 				c.out, used, done, err = x.dec.decode(data, c.out)
 				x.noteTail(c.out[start:])
+				x.noteBody(len(c.out) - start)
 				c.out = endChunk(c.out, mark)
 			} else {
 				start := len(c.out)
 				c.out, used, done, err = x.dec.decode(data, c.out)
 				x.noteTail(c.out[start:])
+				x.noteBody(len(c.out) - start)
 			}
 			c.markDirty()
 		}
 	default:
 		return
 	}
+
 	up.in = up.in[:0]
 	if err != nil {
 		x.upstreamFailed(&UpstreamError{Err: err})
@@ -529,6 +540,16 @@ func (x *Exchange) onUpstreamData(up *upstreamConn) {
 	if done {
 		up.leftover = used < len(data)
 		x.upstreamComplete()
+	}
+}
+
+// noteBody tells a BodyWatcher forwarder when n > 0 is the first of the answer's body relayed.
+func (x *Exchange) noteBody(n int) {
+	if n > 0 && !x.bodySeen {
+		x.bodySeen = true
+		if bw, ok := x.fw.(BodyWatcher); ok {
+			bw.UpstreamBody(x)
+		}
 	}
 }
 
@@ -548,7 +569,7 @@ func (x *Exchange) startAnswer(head []byte) {
 	x.c.l.timers.disarm(&x.tw)
 	x.dec.init(h)
 	if x.fw.UpstreamHead(x, h.status) {
-		x.phase, x.relayed, x.lastTwo = phaseRelaying, true, [2]byte{}
+		x.phase, x.relayed, x.lastTwo, x.bodySeen = phaseRelaying, true, [2]byte{}, false
 		if !x.target.HeadBy.IsZero() { // the head came in time: the body has the deadline
 			x.c.l.timers.arm(&x.t, x.deadline, timerDeadline)
 		}
