@@ -87,7 +87,10 @@ func simEngines(n int) []policytest.Engine {
 // herds between reports nor builds a tail round robin does not. Before the fleet rate, the
 // same traces gave least_load a window where one worker took 6.8-8 times its share of the
 // picks, backlogs of 90-139 requests and a TTFT p99 of 6.9-13.5 s against round robin's
-// 0.34-0.41 s, the pattern the real fleet showed (docs/benchmarks.md §3).
+// 0.34-0.41 s, the pattern the real fleet showed (docs/benchmarks.md §3). Strict rotation
+// is hard to beat on identical requests: with the since-report credit and the report alone,
+// least_load's p99 was 0.87-1.16× round robin's here; ranked first by the work awaiting its
+// first token (score.Scorer.AwaitingWork), 0.79-0.90×.
 func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := simEngines(8)
@@ -103,10 +106,8 @@ func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 		if ll.MaxBacklog > rr.MaxBacklog+2 {
 			t.Errorf("seed %d: a backlog of %d requests, round robin's peak is %d", seed, ll.MaxBacklog, rr.MaxBacklog)
 		}
-		// Round robin's strict rotation is hard to beat on identical requests; least_load
-		// matches it to within 10% on these traces (0.98-1.08x).
-		if p99, limit := ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*5/4; p99 > limit {
-			t.Errorf("seed %d: TTFT p99 %v, above 1.25 x round robin's (%v)", seed, p99, limit)
+		if p99, limit := ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99); p99 > limit {
+			t.Errorf("seed %d: TTFT p99 %v, above round robin's (%v)", seed, p99, limit)
 		}
 	}
 }
@@ -118,7 +119,8 @@ func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 // prompt takes that much less. 20 requests/s of model time, about 70% of round robin's
 // capacity on this mix. Crediting every text request at --least-load-mean-prefill-tokens, as
 // the spec does, gave 0.72-0.99 x round robin's TTFT p99 on these traces (issue 13's target
-// is 0.7 x).
+// is 0.7 x); at their sizes, 0.34-0.38 x; ranked first by the work awaiting its first token
+// (a long prompt waits for it longest), 0.30-0.32 x.
 func TestMixedSizesOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := simEngines(8)
@@ -128,8 +130,8 @@ func TestMixedSizesOnSimulatedFleet(t *testing.T) {
 		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
 		ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
 		t.Logf("seed %d: TTFT p50 %v vs %v, p99 least_load %v, round_robin %v", seed, ll.TTFTQuantile(0.5), rr.TTFTQuantile(0.5), ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99))
-		if p99, limit := ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*7/10; p99 > limit {
-			t.Errorf("seed %d: TTFT p99 %v, above 0.7 x round robin's (%v)", seed, p99, limit)
+		if p99, limit := ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*35/100; p99 > limit {
+			t.Errorf("seed %d: TTFT p99 %v, above 0.35 x round robin's (%v)", seed, p99, limit)
 		}
 	}
 }
@@ -155,6 +157,8 @@ func heterogeneousEngines() []policytest.Engine {
 // all three, 4.3-9.4 times). The KV usage moved by the in-flight change since the report
 // (worker.LoadReport.KVOccupancyAt) gives 0.29-0.31 times round robin's p99 (0.41-0.53 at
 // 400/s; at 340/s, where the old score did not herd, 0.44-0.47 against its 0.40-0.44).
+// Ranked first by the work awaiting its first token, which piles up on a slow engine (its
+// steps take longer), 0.21-0.22.
 func TestHeterogeneousFleetOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := heterogeneousEngines()
@@ -167,8 +171,8 @@ func TestHeterogeneousFleetOnSimulatedFleet(t *testing.T) {
 		if ll.MaxWindowShare > 1.5 {
 			t.Errorf("seed %d: a worker took %.2f times its fair share of the picks between two reports: herding", seed, ll.MaxWindowShare)
 		}
-		if p99, limit := ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*7/10; p99 > limit {
-			t.Errorf("seed %d: TTFT p99 %v, above 0.7 x round robin's (%v)", seed, p99, limit)
+		if p99, limit := ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)/4; p99 > limit {
+			t.Errorf("seed %d: TTFT p99 %v, above 0.25 x round robin's (%v)", seed, p99, limit)
 		}
 		if slow, fast := ll.Picks[6]+ll.Picks[7], ll.Picks[0]+ll.Picks[1]; slow >= fast {
 			t.Errorf("seed %d: the slow engines took %d picks, two fast ones %d: want fewer", seed, slow, fast)

@@ -134,7 +134,8 @@ func (r SimResult) TTFTQuantile(q float64) time.Duration {
 // Simulate routes trace with p over ws (one simulated engine per worker, cfg.Engines[i] for
 // ws[i]) on a synthetic clock and returns what it measured. It does what the gateway does
 // around a pick: NoteDispatch (policy.DispatchTokens: the routing text's size) and the
-// in-flight count, up at the pick and down when the last token is out; and every ReportEvery
+// in-flight count, up at the pick and down when the last token is out; the requests awaiting
+// their first token (Worker.NoteAwaiting), up at the pick and down at the first token; and every ReportEvery
 // it polls each engine's load report (running requests, output tokens per second over the
 // last second, KV usage; no waiting queue, as Engine explains) and publishes it as the load
 // monitor does (SimConfig.ReportSpread, ReportLag, CreditFromPublication). Deterministic: no
@@ -153,6 +154,9 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 		engines[i] = &simEngine{e: cfg.Engines[i].withDefaults(), w: w, takeAt: math.MaxInt64, publishAt: math.MaxInt64}
 		w.SetLoad(nil)
 		w.InFlight.Store(0)
+		if n, _, _ := w.Awaiting(); n != 0 { // a previous run ends with every request answered
+			panic("policytest.Simulate: a worker has requests awaiting their first token before the run")
+		}
 	}
 	res := SimResult{Picks: make([]int, len(ws))}
 	window := make([]int, len(ws))
@@ -231,9 +235,11 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 				panic("policytest.Simulate: pick failed: " + err.Error())
 			}
 			e := engines[idx[out.Worker]]
-			out.Worker.NoteDispatch(policy.DispatchTokens(&pr))
+			tokens := policy.DispatchTokens(&pr)
+			out.Worker.NoteDispatch(tokens)
 			out.Worker.InFlight.Add(1)
-			s := &simSeq{req: r}
+			out.Worker.NoteAwaiting(tokens)
+			s := &simSeq{req: r, tokens: tokens}
 			if r.Group >= 0 && e.e.CacheGroups > 0 && e.cacheHas(r.Group) {
 				s.cached = r.PrefixTokens
 			}
@@ -270,6 +276,7 @@ func anyBusy(es []*simEngine) bool {
 
 type simSeq struct {
 	req       *SimRequest
+	tokens    int // the dispatch's token count (policy.DispatchTokens)
 	cached    int // prompt tokens found in the prefix cache at arrival
 	prefilled int // prompt tokens computed or cached
 	generated int
@@ -335,6 +342,7 @@ func (e *simEngine) finishStep(now time.Duration) (first []*simSeq) {
 	for _, s := range e.producer {
 		if s.generated == 0 {
 			s.ttft = now - s.req.At
+			e.w.NoteFirstToken(s.tokens)
 			first = append(first, s)
 		}
 		s.generated++

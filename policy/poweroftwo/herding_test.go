@@ -132,8 +132,9 @@ func TestCandidatesAreDealtNotRedrawn(t *testing.T) {
 
 // TestUniformTailOnSimulatedFleet: the traces of TestNoHerdingOnSimulatedFleet, expected_wait.
 // Pairs drawn independently gave TTFT p99 1.63-1.94 times round robin's; dealt from the deck,
-// 1.25-1.51 (still above round robin: two candidates miss the least loaded worker more often
-// than strict rotation does; docs/differences.md).
+// 1.25-1.51; the candidate with less work awaiting its first token winning
+// (score.Scorer.AwaitingWork), 0.89-1.07 (two candidates still miss the least loaded worker
+// more often than strict rotation does; docs/differences.md).
 func TestUniformTailOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := make([]policytest.Engine, 8)
@@ -145,8 +146,8 @@ func TestUniformTailOnSimulatedFleet(t *testing.T) {
 		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
 		r := policytest.Simulate(build(t, f, MetricExpectedWait, seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
 		t.Logf("seed %d: TTFT p99 %v, round robin %v", seed, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99))
-		if p99, limit := r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*8/5; p99 > limit {
-			t.Errorf("seed %d: TTFT p99 %v, above 1.6 x round robin's (%v)", seed, p99, limit)
+		if p99, limit := r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*11/10; p99 > limit {
+			t.Errorf("seed %d: TTFT p99 %v, above 1.1 x round robin's (%v)", seed, p99, limit)
 		}
 	}
 }
@@ -155,8 +156,9 @@ func TestUniformTailOnSimulatedFleet(t *testing.T) {
 // engines decode twice as slowly, 370 requests/s of model time). With the KV usage read from
 // the report alone, expected_wait herded on one seed (a worker took 1.92 times its share of
 // a window's picks; TTFT p99 0.68 times round robin's, 0.29-0.32 on the others); with
-// LoadReport.KVOccupancyAt, 0.28-0.29 and at most 1.09. The in-flight metrics: 0.22-0.25
-// (checked on the first trace).
+// LoadReport.KVOccupancyAt, 0.28-0.29 and at most 1.09; the candidate with less work awaiting
+// its first token winning, 0.21-0.22. The in-flight metrics: 0.22-0.25 before, 0.23-0.24 with
+// the awaiting work breaking their ties (checked on the first trace).
 func TestHeterogeneousFleetOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := make([]policytest.Engine, 8)
@@ -173,8 +175,8 @@ func TestHeterogeneousFleetOnSimulatedFleet(t *testing.T) {
 			if r.MaxWindowShare > 1.5 {
 				t.Errorf("seed %d %s: a worker took %.2f times its fair share of the picks between two reports: herding", seed, metric, r.MaxWindowShare)
 			}
-			if p99, limit := r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*7/10; p99 > limit {
-				t.Errorf("seed %d %s: TTFT p99 %v, above 0.7 x round robin's (%v)", seed, metric, p99, limit)
+			if p99, limit := r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)/4; p99 > limit {
+				t.Errorf("seed %d %s: TTFT p99 %v, above 0.25 x round robin's (%v)", seed, metric, p99, limit)
 			}
 		}
 	}

@@ -17,7 +17,7 @@ const (
 	DefaultMeanPrefillTokens = 1024   // --least-load-mean-prefill-tokens
 )
 
-// Config tunes the expected-wait score, the spec's formula with one deliberate change
+// Config tunes the expected-wait score, the spec's formula with deliberate changes
 // (docs/differences.md, issue 13):
 //
 //	score = (queued_tokens + in_flight_tokens) / fleet_rate + KVPressureWeight * k / (1 - k)
@@ -37,6 +37,19 @@ const (
 // worker since that moment (worker.LoadReport.KVOccupancyAt), a second difference: read from
 // the report alone it is up to a poll interval stale, and where it outweighs a request's
 // credit (short prompts) the score herded on it.
+//
+// Workers are ranked first by their awaiting work (AwaitingWork: this gateway's streamed
+// requests on the worker whose first token has not arrived), and by the score among equals,
+// a third difference. That work is the queue a new request's first token waits behind, known
+// exactly and live, where the report's queue is up to a poll interval old and the
+// since-report credit keeps counting requests long after they started decoding. With no
+// streamed requests (nothing awaits a first token the gateway can see) every worker's
+// awaiting work is 0 and the score alone ranks, as before. On the simulated fleet
+// (policytest.Simulate) least_load's TTFT p99 went from 0.87-1.16× round robin's to
+// 0.79-0.90× on uniform prompts, 0.34-0.38× to 0.30-0.32× on mixed sizes and 0.29-0.30× to
+// 0.21-0.22× on the heterogeneous fleet. Adding the awaiting work to the score instead of
+// ranking by it first did not help the heterogeneous fleet: the since-report credit of a
+// 4 s report interval outweighs a few short requests waiting.
 //
 // The zero value is not valid; start from DefaultConfig.
 type Config struct {
@@ -100,6 +113,14 @@ func (s *Scorer) NewFleetRate(ws []*worker.Worker) *policy.FleetRate {
 	return policy.NewFleetRate(ws, s.cfg.DefaultThroughput)
 }
 
+// AwaitingWork returns the token work of w's requests awaiting their first token
+// (worker.Worker.Awaiting), a request of unknown size at MeanPrefillTokens: the first key
+// Lowest ranks by.
+func (s *Scorer) AwaitingWork(w *worker.Worker) float64 {
+	_, known, unknown := w.Awaiting()
+	return float64(known) + float64(unknown)*float64(s.cfg.MeanPrefillTokens)
+}
+
 // ReportedWait returns w's expected wait from its load report r (non-nil) at the fleet rate
 // tokensPerSec, crediting the work dispatched to w since r. capped is true when the
 // waiting-queue cap excludes w. It is the reference formula; Lowest inlines it.
@@ -118,15 +139,17 @@ func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerS
 	return (queued+inFlight)/tokensPerSec + s.cfg.KVPressureWeight*r.KVOccupancyAt(w.InFlight.Load()), false
 }
 
-// Lowest returns the usable worker of ws with the lowest expected wait at the fleet rate
-// tokensPerSec (policy.FleetRate.TokensPerSecond of the group ws belongs to), skipping workers whose
+// Lowest returns the usable worker of ws with the least awaiting work (AwaitingWork) and,
+// among those, the lowest expected wait at the fleet rate tokensPerSec
+// (policy.FleetRate.TokensPerSecond of the group ws belongs to), skipping workers whose
 // in-flight count exceeds hotAbove (pass policy.NoHotLimit to keep all), or nil when none
 // qualifies. Exact ties are broken uniformly at random with rnd.
 //
 // The spec's graceful degradation is applied over the workers considered: a worker without a
 // load report scores as the best reporting worker plus its own in-flight requests (each at the
 // mean prefill size over the fleet rate), and when none of them reports, the fewest in-flight
-// requests win. One pass, reading each worker's atomics once.
+// requests win; the awaiting work ranks only reporting workers. One pass, reading each
+// worker's atomics once.
 func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec float64, rnd policy.Rand, hotAbove float64) *worker.Worker {
 	t := getTies()
 	defer putTies(t)
@@ -140,7 +163,7 @@ func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec f
 	if hotAbove < math.MaxInt64 {
 		hot = int64(math.Floor(hotAbove))
 	}
-	bestRep := math.Inf(1)
+	bestRep, bestAwaiting := math.Inf(1), math.Inf(1)
 	minDark := int64(math.MaxInt64)
 	for i, w := range ws {
 		if !req.Usable(w) {
@@ -170,11 +193,13 @@ func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec f
 			queued = float64(r.WaitingRequests) * mean
 		}
 		score := (queued+float64(known)+float64(unknown)*mean)*inv + kvWeight*r.KVOccupancyAt(inFlight)
+		_, awKnown, awUnknown := w.Awaiting()
+		awaiting := float64(awKnown) + float64(awUnknown)*mean
 		switch {
-		case score < bestRep:
-			bestRep = score
+		case awaiting < bestAwaiting || awaiting == bestAwaiting && score < bestRep:
+			bestAwaiting, bestRep = awaiting, score
 			t.rep = append(t.rep[:0], int32(i))
-		case score == bestRep:
+		case awaiting == bestAwaiting && score == bestRep:
 			t.rep = append(t.rep, int32(i))
 		}
 	}

@@ -14,7 +14,8 @@ import (
 )
 
 // TestLowestAgreesWithReportedWait checks the hand-inlined loop of Lowest against the
-// reference formula of ReportedWait and the spec's degradation rules, over random fleets.
+// reference formula of ReportedWait, the awaiting work ranked first (AwaitingWork) and the
+// spec's degradation rules, over random fleets.
 func TestLowestAgreesWithReportedWait(t *testing.T) {
 	f := policytest.NewFleet(t, 12, "m")
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -23,6 +24,11 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 		{KVPressureWeight: 2, DefaultThroughput: 500, MeanPrefillTokens: 64, MaxWaitingRequests: 6},
 	} {
 		s := score.New(cfg)
+		type noted struct {
+			w      *worker.Worker
+			tokens int
+		}
+		var awaiting []noted
 		for round := range 300 {
 			for _, w := range f.Workers {
 				w.SetLoad(nil)
@@ -37,6 +43,11 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 					for range rng.IntN(3) {
 						w.NoteDispatch(rng.IntN(3)*300 - 1)
 					}
+				}
+				for range rng.IntN(3) {
+					n := rng.IntN(3)*300 - 1
+					w.NoteAwaiting(n)
+					awaiting = append(awaiting, noted{w, n})
 				}
 			}
 			rate := s.NewFleetRate(f.Workers).TokensPerSecond()
@@ -54,6 +65,10 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 			if gs := scoreOf(s, f.Workers, got, rate); gs != wantScore {
 				t.Fatalf("round %d (cfg %+v): Lowest chose a worker scoring %v, the best scores %v", round, cfg, gs, wantScore)
 			}
+			for _, a := range awaiting { // the next round starts with nothing awaiting
+				a.w.NoteFirstToken(a.tokens)
+			}
+			awaiting = awaiting[:0]
 		}
 	}
 }
@@ -74,42 +89,50 @@ func referenceRate(s *score.Scorer, ws []*worker.Worker) float64 {
 	return sum / float64(n)
 }
 
-// reference scores every worker by the rules of the score (Config's formula and the
-// spec's degradation), slowly and plainly.
-func reference(s *score.Scorer, ws []*worker.Worker, rate float64) (*worker.Worker, float64) {
-	var best *worker.Worker
-	bestScore := math.Inf(1)
-	for _, w := range ws {
-		if sc := scoreOf(s, ws, w, rate); sc < bestScore {
-			best, bestScore = w, sc
-		}
-	}
-	return best, bestScore
+// key is what the score ranks a worker by: its awaiting work first, then its expected wait.
+type key struct{ awaiting, wait float64 }
+
+func (k key) less(o key) bool {
+	return k.awaiting < o.awaiting || k.awaiting == o.awaiting && k.wait < o.wait
 }
 
-func scoreOf(s *score.Scorer, ws []*worker.Worker, w *worker.Worker, rate float64) float64 {
+// reference ranks every worker by the rules of the score (Config's formula, the awaiting
+// work first among reporting workers, the spec's degradation), slowly and plainly.
+func reference(s *score.Scorer, ws []*worker.Worker, rate float64) (*worker.Worker, key) {
+	var best *worker.Worker
+	bestKey := key{math.Inf(1), math.Inf(1)}
+	for _, w := range ws {
+		if k := scoreOf(s, ws, w, rate); k.less(bestKey) {
+			best, bestKey = w, k
+		}
+	}
+	return best, bestKey
+}
+
+func scoreOf(s *score.Scorer, ws []*worker.Worker, w *worker.Worker, rate float64) key {
 	anyReport := false
-	bestRep := math.Inf(1)
+	bestRep := key{math.Inf(1), math.Inf(1)}
 	for _, x := range ws {
 		if r := x.Load(); r != nil {
 			if sc, capped := s.ReportedWait(x, r, rate); !capped {
 				anyReport = true
-				bestRep = math.Min(bestRep, sc)
+				if k := (key{s.AwaitingWork(x), sc}); k.less(bestRep) {
+					bestRep = k
+				}
 			}
 		}
 	}
 	if r := w.Load(); r != nil {
 		sc, capped := s.ReportedWait(w, r, rate)
-		if capped {
-			return math.Inf(1)
+		if capped || !anyReport {
+			return key{math.Inf(1), math.Inf(1)}
 		}
-		if !anyReport {
-			return math.Inf(1)
-		}
-		return sc
+		return key{s.AwaitingWork(w), sc}
 	}
 	if !anyReport {
-		return float64(w.InFlight.Load()) // dark fleet: fewest in flight
+		return key{0, float64(w.InFlight.Load())} // dark fleet: fewest in flight
 	}
-	return bestRep + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/rate
+	// A worker without a report scores as the best reporting worker (awaiting work included)
+	// plus its own in-flight requests.
+	return key{bestRep.awaiting, bestRep.wait + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/rate}
 }
