@@ -2,8 +2,11 @@ package fastpath
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/smg-go/smg/fastpath/evloop"
 )
 
 // AdmissionConfig limits the generation requests the gateway serves at once and per second.
@@ -54,16 +57,22 @@ var (
 	errRateLimited  = apiError{429, "rate_limit_error", "rate_limit_exceeded"}
 )
 
-// admission enforces AdmissionConfig without a lock: an atomic count of requests in flight,
-// an atomic count of waiters, a channel that hands freed slots to waiters, and a GCRA rate
-// limiter on one atomic word. Only a request that has to wait allocates (its timer).
+// admission enforces AdmissionConfig: an atomic count of requests in flight, an atomic count
+// of waiters, and a GCRA rate limiter on one atomic word, none of which takes a lock. A
+// request that has to wait does so on a goroutine (the fasthttp plane: a channel hands it
+// freed slots, and its timer allocates) or parked on an event loop (a parkedWaiter in a
+// mutex-guarded FIFO, to which release hands freed slots: no goroutine, no allocation).
 type admission struct {
 	limit   int64
 	queue   int64
 	timeout time.Duration
 	active  atomic.Int64
-	waiting atomic.Int64
+	waiting atomic.Int64 // every waiter, parked or on a goroutine (bounded by queue)
 	freed   chan struct{}
+
+	parked     atomic.Int64 // the waiters in the FIFO
+	mu         sync.Mutex   // guards the FIFO and its waiters' queued and granted
+	head, tail *parkedWaiter
 
 	interval int64 // ns between requests at the rate limit; 0: no rate limit
 	burst    int64 // ns of credit a burst may use
@@ -116,17 +125,28 @@ func (a *admission) admit() (apiError, bool) {
 	}
 }
 
-// Outcomes of tryAdmit.
+// Outcomes of admitOrPark.
 const (
 	admitted = iota
 	admitRefused
-	admitMustQueue
+	admitParked
 )
 
-// tryAdmit is admit for a caller that cannot wait (an event loop): the request is admitted,
-// refused (the error to answer), or must queue, in which case nothing was taken (its rate
-// credit is handed back) and the caller hands it to a goroutine that calls admit.
-func (a *admission) tryAdmit() (apiError, int) {
+// parkedWaiter is a request waiting for an admission slot on an event loop: release hands
+// it a freed slot (granted) and wakes its exchange (unpark). It lives in the request's
+// loopExchange, reused from request to request.
+type parkedWaiter struct {
+	prev, next *parkedWaiter
+	unpark     evloop.Unparker
+	queued     bool // in the FIFO
+	granted    bool // release gave it a slot, which it has not taken up yet (leave)
+}
+
+// admitOrPark is admit for a caller that cannot wait (an event loop): the request is
+// admitted, refused (the error to answer), or parked: queued as w, to be woken through
+// unpark when release hands it a slot. The caller then parks its exchange for at most the
+// queue timeout and, when it wakes for either reason, calls leave.
+func (a *admission) admitOrPark(w *parkedWaiter, unpark evloop.Unparker) (apiError, int) {
 	if a.interval > 0 && !a.allowRate() {
 		return errRateLimited, admitRefused
 	}
@@ -134,10 +154,77 @@ func (a *admission) tryAdmit() (apiError, int) {
 		return apiError{}, admitted
 	}
 	a.active.Add(-1)
-	if a.interval > 0 {
-		a.tat.Add(-a.interval)
+	if a.waiting.Add(1) > a.queue {
+		a.waiting.Add(-1)
+		return errQueueFull, admitRefused
 	}
-	return apiError{}, admitMustQueue
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// parked is raised before the slot is tried again, and release lowers active before it
+	// reads parked: a slot freed meanwhile is either taken here or handed to w.
+	a.parked.Add(1)
+	if a.active.Add(1) <= a.limit {
+		a.parked.Add(-1)
+		a.waiting.Add(-1)
+		return apiError{}, admitted
+	}
+	a.active.Add(-1)
+	w.unpark, w.queued, w.granted = unpark, true, false
+	w.prev, w.next = a.tail, nil
+	if a.tail != nil {
+		a.tail.next = w
+	} else {
+		a.head = w
+	}
+	a.tail = w
+	return apiError{}, admitParked
+}
+
+// leave ends a parked wait (the park timed out, the client left, or release woke it): it
+// reports whether the request holds a slot, which it must then release exactly once; a
+// waiter still queued is removed.
+func (a *admission) leave(w *parkedWaiter) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w.queued {
+		a.unlink(w)
+		return false
+	}
+	granted := w.granted
+	w.granted, w.unpark = false, evloop.Unparker{}
+	return granted
+}
+
+// unlink removes w from the FIFO.
+func (a *admission) unlink(w *parkedWaiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		a.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		a.tail = w.prev
+	}
+	w.prev, w.next, w.queued = nil, nil, false
+	a.parked.Add(-1)
+	a.waiting.Add(-1)
+}
+
+// grantParked hands free slots to the parked waiters, oldest first, and wakes them.
+func (a *admission) grantParked() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for w := a.head; w != nil; w = a.head {
+		if a.active.Add(1) > a.limit {
+			a.active.Add(-1)
+			return
+		}
+		a.unlink(w)
+		w.granted = true
+		w.unpark.Unpark() // posts to w's loop: it takes no lock of the admission's
+	}
 }
 
 // release frees a slot and wakes one waiter, if any.
@@ -146,6 +233,9 @@ func (a *admission) release() {
 		return
 	}
 	a.active.Add(-1)
+	if a.parked.Load() > 0 {
+		a.grantParked()
+	}
 	if a.waiting.Load() > 0 {
 		select {
 		case a.freed <- struct{}{}:

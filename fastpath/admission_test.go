@@ -1,10 +1,16 @@
 package fastpath
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/smg-go/smg/fastpath/evloop"
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 func TestAdmissionQueuesThenRefuses(t *testing.T) {
@@ -95,4 +101,138 @@ func TestQueueSizeZeroMeansNoQueue(t *testing.T) {
 		t.Fatalf("past the cap with no queue: ok %v, %v; want 429 queue full at once", ok, e)
 	}
 	a.release()
+}
+
+// TestQueuedAdmissionThroughTheGateway: past --max-concurrent-requests a request waits in the
+// queue (on the event loops: parked on its loop, no goroutine) and is served when the slot
+// frees; past --queue-size one is refused at once (429 admission_queue_full); one that waits
+// longer than --queue-timeout-secs gets 503 admission_queue_timeout; a client that leaves while
+// it waits frees its place in the queue. Nothing stays admitted or in flight.
+func TestQueuedAdmissionThroughTheGateway(t *testing.T) {
+	fw := newFakeWorker(t, "a", 200)
+	g := newGateway(t, "round_robin", Config{Admission: AdmissionConfig{MaxConcurrent: 1, QueueSize: 1, QueueTimeout: time.Hour}}, fw)
+	adm := g.srv.adm
+	streamDone := make(chan int, 1)
+	go func() { // holds the one slot until the test ends its stream
+		streamDone <- g.do("POST", "/v1/chat/completions", `{"model":"m1","stream":true,"messages":[{"role":"user","content":"hi"}]}`).StatusCode()
+	}()
+	fw.events <- "first" // the stream is under way: its request holds the slot
+	queued := make(chan *fasthttp.Response, 1)
+	go func() { queued <- g.do("POST", "/v1/chat/completions", chatBody) }()
+	testutil.Eventually(t, "the second request queued", func() bool { return adm.waiting.Load() == 1 })
+	if resp := g.do("POST", "/v1/chat/completions", chatBody); resp.StatusCode() != 429 {
+		t.Fatalf("past --queue-size: %d %s, want 429", resp.StatusCode(), resp.Body())
+	} else if code, _, _ := envelope(t, resp); code != "admission_queue_full" {
+		t.Fatalf("past --queue-size: code %q", code)
+	}
+	select {
+	case resp := <-queued:
+		t.Fatalf("the queued request was answered while the slot was held: %d %s", resp.StatusCode(), resp.Body())
+	default:
+	}
+
+	close(fw.events) // the stream ends: its slot goes to the queued request
+	if code := <-streamDone; code != 200 {
+		t.Fatalf("the stream: %d", code)
+	}
+	if resp := <-queued; resp.StatusCode() != 200 {
+		t.Fatalf("the queued request: %d %s", resp.StatusCode(), resp.Body())
+	}
+	testutil.Eventually(t, "nothing admitted or queued", func() bool { return adm.active.Load() == 0 && adm.waiting.Load() == 0 })
+
+}
+
+// TestClientLeavingTheAdmissionQueueFreesItsPlace: on the event loops a request parked in the
+// admission queue whose client hangs up leaves the queue at once (its place is free for the
+// next request) and never reaches a worker.
+func TestClientLeavingTheAdmissionQueueFreesItsPlace(t *testing.T) {
+	if testPlane != DataPlaneEvloop {
+		t.Skip("the fasthttp plane's queue waits on a goroutine that does not watch the client (docs/differences.md, --data-plane); SMG_TEST_DATA_PLANE=evloop runs this test")
+	}
+	fw := newFakeWorker(t, "a", 200)
+	g := newGateway(t, "round_robin", Config{Admission: AdmissionConfig{MaxConcurrent: 1, QueueSize: 1, QueueTimeout: time.Hour}}, fw)
+	adm := g.srv.adm
+	conn, err := net.Dial("tcp", g.serveTCP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	streamDone := make(chan int, 1)
+	go func() {
+		streamDone <- g.do("POST", "/v1/chat/completions", `{"model":"m1","stream":true,"messages":[{"role":"user","content":"hi"}]}`).StatusCode()
+	}()
+	fw.events <- "first"
+	req := "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: " + itoa(len(chatBody)) + "\r\n\r\n" + chatBody
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the raw client queued", func() bool { return adm.waiting.Load() == 1 })
+	conn.Close()
+	testutil.Eventually(t, "its place freed", func() bool { return adm.waiting.Load() == 0 })
+	close(fw.events)
+	if code := <-streamDone; code != 200 {
+		t.Fatalf("the stream: %d", code)
+	}
+	testutil.Eventually(t, "nothing admitted, nothing in flight", func() bool { return adm.active.Load() == 0 && g.inFlight() == 0 })
+	if n := len(fw.served); n != 1 {
+		t.Fatalf("the worker got %d requests, want only the stream's", n)
+	}
+}
+
+// TestQueuedAdmissionTimesOut: a request that waits past --queue-timeout-secs gets 503
+// admission_queue_timeout, and the slot's holder is unaffected.
+func TestQueuedAdmissionTimesOut(t *testing.T) {
+	fw := newFakeWorker(t, "a", 200)
+	g := newGateway(t, "round_robin", Config{Admission: AdmissionConfig{MaxConcurrent: 1, QueueSize: 4, QueueTimeout: 50 * time.Millisecond}}, fw)
+	streamDone := make(chan int, 1)
+	go func() {
+		streamDone <- g.do("POST", "/v1/chat/completions", `{"model":"m1","stream":true,"messages":[{"role":"user","content":"hi"}]}`).StatusCode()
+	}()
+	fw.events <- "first"
+	resp := g.do("POST", "/v1/chat/completions", chatBody)
+	if code, _, _ := envelope(t, resp); resp.StatusCode() != 503 || code != "admission_queue_timeout" {
+		t.Fatalf("%d %s: want 503 admission_queue_timeout", resp.StatusCode(), resp.Body())
+	}
+	close(fw.events)
+	if code := <-streamDone; code != 200 {
+		t.Fatalf("the stream: %d", code)
+	}
+	testutil.Eventually(t, "nothing admitted or queued", func() bool { return g.srv.adm.active.Load() == 0 && g.srv.adm.waiting.Load() == 0 })
+}
+
+// TestAdmissionParksLoopWaiters: a request on an event loop that must wait is queued as a
+// parkedWaiter (no goroutine); release hands it the freed slot (granted, leave says so), a
+// waiter that leaves while queued takes nothing, and the queue bound counts parked waiters.
+func TestAdmissionParksLoopWaiters(t *testing.T) {
+	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 2, QueueTimeout: time.Hour})
+	var w1, w2, w3 parkedWaiter
+	if _, st := a.admitOrPark(&w1, evloop.Unparker{}); st != admitted {
+		t.Fatalf("a free slot: outcome %d", st)
+	}
+	if _, st := a.admitOrPark(&w1, evloop.Unparker{}); st != admitParked {
+		t.Fatalf("past the cap: outcome %d, want parked", st)
+	}
+	if _, st := a.admitOrPark(&w2, evloop.Unparker{}); st != admitParked {
+		t.Fatalf("second waiter: outcome %d, want parked", st)
+	}
+	if e, st := a.admitOrPark(&w3, evloop.Unparker{}); st != admitRefused || e != errQueueFull {
+		t.Fatalf("past --queue-size: %v %d", e, st)
+	}
+	if a.leave(&w2) { // w2's park timed out while queued
+		t.Fatal("a queued waiter that leaves got a slot")
+	}
+	a.release() // the slot goes to w1, the oldest
+	if a.active.Load() != 1 || a.waiting.Load() != 0 || a.parked.Load() != 0 {
+		t.Fatalf("after release: active %d waiting %d parked %d", a.active.Load(), a.waiting.Load(), a.parked.Load())
+	}
+	if !a.leave(&w1) {
+		t.Fatal("the woken waiter has no slot")
+	}
+	if a.leave(&w1) {
+		t.Fatal("a slot taken up twice")
+	}
+	a.release()
+	if a.active.Load() != 0 {
+		t.Fatalf("active %d after the last release", a.active.Load())
+	}
 }

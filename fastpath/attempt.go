@@ -3,6 +3,7 @@ package fastpath
 import (
 	"time"
 
+	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -76,16 +77,26 @@ func (a *attempt) start(s *Server, req *policy.Request) {
 	}
 }
 
-// tryBegin is begin for a data plane that cannot wait (an event loop): the request is
+// beginOrPark is begin for a data plane that cannot wait (an event loop): the request is
 // admitted (then the caller must call end exactly once), refused (the error to answer), or
-// must queue for a slot: nothing is taken then, and the caller hands the request to a
-// goroutine that calls begin.
-func (a *attempt) tryBegin(s *Server, req *policy.Request) (apiError, int) {
-	e, st := s.adm.tryAdmit()
+// parked as w (admission.admitOrPark): the caller parks the exchange and, once woken, calls
+// resume.
+func (a *attempt) beginOrPark(s *Server, req *policy.Request, w *parkedWaiter, unpark evloop.Unparker) (apiError, int) {
+	e, st := s.adm.admitOrPark(w, unpark)
 	if st == admitted {
 		a.start(s, req)
 	}
 	return e, st
+}
+
+// resume ends a parked wait: true when the request got its slot (then the caller must call
+// end exactly once), false when it has none (the queue timeout passed).
+func (a *attempt) resume(s *Server, req *policy.Request, w *parkedWaiter) bool {
+	if !s.adm.leave(w) {
+		return false
+	}
+	a.start(s, req)
+	return true
 }
 
 // end closes the request: what a leg still holds is abandoned (the request ended without an

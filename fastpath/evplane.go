@@ -49,6 +49,8 @@ func (s *Server) startLoops() (*evloop.Server, error) {
 		MaxConns:          s.cfg.MaxConnections,
 		UpstreamMaxConns:  s.cfg.MaxConnsPerWorker,
 		StreamFailureTail: []byte(streamFailureEvent),
+		StreamBodyOver:    s.cfg.MaxBufferedBody,
+		StreamBody:        s.streamedOnLoops,
 		Handler:           loopPlane{s},
 		ResolveAddr:       s.resolveUpstream,
 		OnPanic: func(p any) {
@@ -76,6 +78,9 @@ type loopExchange struct {
 	lastErr error
 	failed  *worker.Worker // the worker of the last failed attempt, while a retry pauses
 	body    []byte         // error envelopes
+	// parked is set while the request waits in the admission queue as waiter.
+	parked bool
+	waiter parkedWaiter
 	loopPD
 }
 
@@ -97,7 +102,9 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 	if !le.checkHop(ex) {
 		return
 	}
-	if err := extract.Extract(r.Body(), er, &x.fields); err != nil {
+	if ex.Streamed() {
+		x.streamedFields(r.Body())
+	} else if err := extract.Extract(r.Body(), er, &x.fields); err != nil {
 		le.fail(ex, errInvalidRequest, err.Error())
 		return
 	}
@@ -117,38 +124,58 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 		le.fail(ex, errModelNotFound, "model '"+string(x.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
 		return
 	}
-	a := &x.attempt
-	switch e, st := a.tryBegin(s, &x.req); st {
+	le.rt, le.prt, le.pd = rt, prt, tab.PD
+	if tab.EPD && disagg.Multimodal(r.Body()) {
+		le.epd, le.ert = true, lookupEncode(tab, x.fields.Model)
+	}
+	switch e, st := x.attempt.beginOrPark(s, &x.req, &le.waiter, ex.Unparker()); st {
 	case admitRefused:
 		le.fail(ex, e, "the gateway is at --max-concurrent-requests or --rate-limit-tokens-per-second; retry later")
-		return
-	case admitMustQueue:
-		le.reset()
-		p.bridge(ex) // the fasthttp handler waits in the admission queue on its goroutine
-		return
+	case admitParked:
+		// It waits in the admission queue on the loop, until release hands it a slot or
+		// --queue-timeout-secs passes (Wake), or its client leaves (UpstreamDone).
+		le.parked = true
+		ex.Park(le, s.adm.timeout)
+	default:
+		le.admitted(ex)
 	}
+}
+
+// admitted sends a request that holds its admission slot.
+func (le *loopExchange) admitted(ex *evloop.Exchange) {
+	x, r := &le.x, ex.Req()
 	le.begun = true
+	x.attempt.once = ex.Streamed() // the body streams past: it cannot be sent twice
 	if id := r.Header(headerRequestID); len(id) > 0 {
 		x.reqID = append(x.reqID[:0], id...)
 	} else {
-		x.reqID = appendRequestID(append(x.reqID[:0], requestIDPrefixes[route]...))
+		x.reqID = appendRequestID(append(x.reqID[:0], requestIDPrefixes[le.route]...))
 	}
-	le.rt = rt
-	if tab.PD {
-		le.pd, le.prt = true, prt
-		if tab.EPD && disagg.Multimodal(r.Body()) { // text-only requests are PD (epd.go)
-			le.epd, le.ert = true, lookupEncode(tab, x.fields.Model)
+	if le.pd {
+		if le.epd { // text-only requests are PD (epd.go)
 			le.sendEPD(ex)
 			return
 		}
 		le.sendPD(ex)
 		return
 	}
-	if err := a.pick(rt, &a.main); err != nil {
+	a := &x.attempt
+	if err := a.pick(le.rt, &a.main); err != nil {
 		le.failPick(ex, err)
 		return
 	}
 	le.send(ex)
+}
+
+// unpark ends the admission wait of a parked request (Wake): it is sent if it got a slot,
+// else the queue timeout passed.
+func (le *loopExchange) unpark(ex *evloop.Exchange) {
+	le.parked = false
+	if !le.x.attempt.resume(le.s, &le.x.req, &le.waiter) {
+		le.fail(ex, errQueueTimeout, "the request waited --queue-timeout-secs in the admission queue (--max-concurrent-requests); retry later")
+		return
+	}
+	le.admitted(ex)
 }
 
 // checkHop is the fasthttp plane's checkHop (loops.go) over the loop's request: it refuses a
@@ -181,6 +208,10 @@ func (le *loopExchange) send(ex *evloop.Exchange) {
 
 // toBridge gives up what the request holds on the loop and hands it to the fasthttp handler.
 func (le *loopExchange) toBridge(ex *evloop.Exchange) {
+	if ex.Streamed() {
+		le.fail(ex, errUpstreamUnreachable, "worker "+le.x.attempt.main.w.URL+" is behind TLS, which the event loops hand to the fasthttp handler, and this request's body is past --max-buffered-request-bytes and already streaming; raise --max-buffered-request-bytes or use --data-plane fasthttp")
+		return
+	}
 	le.end()
 	le.reset()
 	loopPlane{le.s}.bridge(ex)
@@ -255,6 +286,15 @@ func (le *loopExchange) answerHeaders(ex *evloop.Exchange, w *worker.Worker) {
 func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 	a := &le.x.attempt
 	switch {
+	case isParseError(err): // the client's streamed body failed: its fault, not the worker's
+		le.dropPrefill(true)
+		le.reject(ex, err.(*evloop.ParseError))
+	case le.parked: // the client left while the request waited for admission
+		le.parked = false
+		if le.s.adm.leave(&le.waiter) {
+			le.s.adm.release()
+		}
+		le.finish(499)
 	case errors.Is(err, evloop.ErrClientGone) || errors.Is(err, evloop.ErrShutdown):
 		// The client left: the leg still held is abandoned (end), like the fasthttp relay's
 		// close with an error; a relayed answer counts as the worker's error class.
@@ -315,6 +355,10 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 
 // Wake re-picks after a retry's backoff.
 func (le *loopExchange) Wake(ex *evloop.Exchange) {
+	if le.parked {
+		le.unpark(ex)
+		return
+	}
 	if le.pd {
 		le.wakePD(ex)
 		return
@@ -414,13 +458,24 @@ func (le *loopExchange) reset() {
 // Reject answers a request the loops refuse before routing, in the gateway's envelope.
 func (p loopPlane) Reject(ex *evloop.Exchange, status int, reason string) {
 	le := &loopExchange{s: p.s, route: routeOther, start: ex.Now()}
+	le.reject(ex, &evloop.ParseError{Status: status, Reason: reason})
+}
+
+func isParseError(err error) bool {
+	_, ok := err.(*evloop.ParseError)
+	return ok
+}
+
+// reject answers a request the loops refused, or whose streamed body failed, with pe.
+func (le *loopExchange) reject(ex *evloop.Exchange, pe *evloop.ParseError) {
+	s, status, reason := le.s, pe.Status, pe.Reason
 	switch status {
 	case fasthttp.StatusRequestHeaderFieldsTooLarge:
-		le.fail(ex, errHeaderTooLarge, fmt.Sprintf("request header block exceeds --max-header-size (%d bytes)", p.s.cfg.MaxHeaderSize))
+		le.fail(ex, errHeaderTooLarge, fmt.Sprintf("request header block exceeds --max-header-size (%d bytes)", s.cfg.MaxHeaderSize))
 	case fasthttp.StatusServiceUnavailable:
 		le.fail(ex, errBodyMemory, "the gateway is reading too many request bodies at once (--max-request-body-memory); retry later")
 	case fasthttp.StatusRequestEntityTooLarge:
-		le.fail(ex, errPayloadTooLarge, fmt.Sprintf("request body exceeds --max-payload-size (%d bytes)", p.s.cfg.MaxPayloadSize))
+		le.fail(ex, errPayloadTooLarge, fmt.Sprintf("request body exceeds --max-payload-size (%d bytes)", s.cfg.MaxPayloadSize))
 	case fasthttp.StatusRequestTimeout:
 		le.fail(ex, errReadTimeout, "timed out reading the request")
 	default:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/internal/jsonscan"
 )
 
@@ -20,7 +21,10 @@ import (
 // least-loaded worker, cache_aware and the others pick as for a request without text), and
 // the answer is relayed as it arrives, whatever it is. The request is sent once: its body
 // cannot be replayed, so it is never retried. In PD mode, which rewrites bodies, the body
-// is read whole as before.
+// is read whole as before. The event loops do the same with their own reader
+// (fastpath/evloop/stream.go: the client is read only as fast as the worker takes the body);
+// a worker behind TLS, which the loops hand to the fasthttp handler, cannot take a body the
+// loop has begun to stream: such a request is refused (502) there.
 
 // streamCopyBuffer is the size of the buffer a streamed body is copied through.
 const streamCopyBuffer = 64 << 10
@@ -37,12 +41,28 @@ var errClientBody = errors.New("cannot read the rest of the request body from th
 
 // prepareStreamed readies x to forward a request whose body's head alone was read.
 func (s *Server) prepareStreamed(ctx *fasthttp.RequestCtx, x *exchange, head []byte) {
-	x.fields.Model = headModel(head)
-	x.fields.Stream = true // relay the answer as it arrives: the body was not read for "stream"
+	x.streamedFields(head)
 	x.up.body = head
 	x.up.rest = ctx.RequestBodyStream()
 	x.up.size = ctx.Request.Header.ContentLength() // -1: chunked, and forwarded chunked
 	x.up.limit = s.cfg.MaxPayloadSize
+}
+
+// streamedFields sets what routing knows of a request whose body's head alone was read (on
+// either data plane): its model, if the head names it, and that its answer is relayed as it
+// arrives (the body was not read for "stream").
+func (x *exchange) streamedFields(head []byte) {
+	x.fields.Model = headModel(head)
+	x.fields.Stream = true
+}
+
+// streamedOnLoops reports whether the event loops serve a request whose body is past
+// --max-buffered-request-bytes before it has arrived (evloop.Config.StreamBody): a
+// generation or pass-through POST, outside PD mode, which rewrites bodies and reads them
+// whole as on the fasthttp plane.
+func (s *Server) streamedOnLoops(r *evloop.Request) bool {
+	_, _, ok := generationRoute(r.Path())
+	return ok && string(r.Method()) == "POST" && !s.router.Current().PD
 }
 
 // headModel returns the top-level "model" of the JSON object whose first bytes are head, when

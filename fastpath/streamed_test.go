@@ -1,8 +1,12 @@
 package fastpath
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -17,20 +21,11 @@ func bigChat(n int) string {
 	return `{"model":"m1","messages":[{"role":"user","content":"` + strings.Repeat("x", n) + `"}]}`
 }
 
-// onlyFastHTTPStreams skips a test of streamed bodies on the event-loop plane, which reads
-// every body whole (docs/differences.md, --max-buffered-request-bytes).
-func onlyFastHTTPStreams(t *testing.T) {
-	if testPlane != DataPlaneFastHTTP {
-		t.Skip("the event loops read every body whole: --max-buffered-request-bytes streams bodies on the fasthttp plane only (docs/differences.md)")
-	}
-}
-
 // TestLargeBodyIsStreamedUnparsed: a body past --max-buffered-request-bytes reaches the worker
 // byte for byte although the gateway never parsed it (its tail is not even JSON, which the
 // parsed path answers 400); the answer is relayed and nothing stays in flight. A body under
 // the limit is parsed as before.
 func TestLargeBodyIsStreamedUnparsed(t *testing.T) {
-	onlyFastHTTPStreams(t)
 	fw := newFakeWorker(t, "a", 200)
 	fw.bodies = make(chan []byte, 4)
 	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096}, fw)
@@ -51,7 +46,6 @@ func TestLargeBodyIsStreamedUnparsed(t *testing.T) {
 // TestStreamedBodyIsNotRetried: a streamed body cannot be sent twice, so a retryable answer
 // is delivered as it is instead of going to the next worker.
 func TestStreamedBodyIsNotRetried(t *testing.T) {
-	onlyFastHTTPStreams(t)
 	busy, ok := newFakeWorker(t, "busy", 503), newFakeWorker(t, "ok", 200)
 	ok.bodies = make(chan []byte, 4)
 	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096, Retry: fastRetries()}, busy, ok)
@@ -70,7 +64,6 @@ func TestStreamedBodyIsNotRetried(t *testing.T) {
 // TestStreamedBodyPicksTheModelFromItsHead: the model named first in a streamed body chooses
 // the route; an unknown one is refused as when parsed.
 func TestStreamedBodyPicksTheModelFromItsHead(t *testing.T) {
-	onlyFastHTTPStreams(t)
 	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 1024}, newFakeWorker(t, "a", 200))
 	if resp := g.do("POST", "/v1/chat/completions", strings.Replace(bigChat(50_000), `"m1"`, `"other"`, 1)); resp.StatusCode() != 404 {
 		t.Fatalf("unknown model in a streamed body: %d %s, want 404", resp.StatusCode(), resp.Body())
@@ -83,7 +76,6 @@ func TestStreamedBodyPicksTheModelFromItsHead(t *testing.T) {
 // TestStreamedChunkedBody: a chunked body past the limit is streamed (forwarded chunked) and
 // arrives whole; one past --max-payload-size is cut with 413.
 func TestStreamedChunkedBody(t *testing.T) {
-	onlyFastHTTPStreams(t)
 	fw := newFakeWorker(t, "a", 200)
 	fw.bodies = make(chan []byte, 4)
 	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096, MaxPayloadSize: 200_000}, fw)
@@ -149,4 +141,125 @@ func FuzzHeadModel(f *testing.F) {
 			t.Fatalf("headModel(%q) = %q, want %q", b, got, want)
 		}
 	})
+}
+
+// rawWorker is a worker that is only a listener: the test reads (or does not read) what the
+// gateway sends it.
+func rawWorker(t *testing.T) (*fakeWorker, <-chan net.Conn) {
+	fw := &fakeWorker{name: "raw", ln: newTestListener(t)}
+	conns := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := fw.ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			conns <- c
+		}
+	}()
+	t.Cleanup(func() { fw.ln.Close() })
+	return fw, conns
+}
+
+// streamedRequestHead is the head of a chat request with a body of n bytes.
+func streamedRequestHead(n int) string {
+	return "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: " + itoa(n) + "\r\n\r\n"
+}
+
+// TestStreamedBodyWaitsForASlowWorker: a worker that does not read holds the client back
+// (backpressure): the client's writes stall long before its 64 MiB body is sent, so the
+// gateway did not take the body in; once the worker reads, the body arrives whole and the
+// answer reaches the client.
+func TestStreamedBodyWaitsForASlowWorker(t *testing.T) {
+	fw, conns := rawWorker(t)
+	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 64 << 10, MaxPayloadSize: 128 << 20}, fw)
+	const size = 64 << 20
+	body := []byte(bigChat(size - len(bigChat(0))))
+	client, err := net.Dial("tcp", g.serveTCP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := client.Write([]byte(streamedRequestHead(len(body)))); err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	for sent < len(body) { // until a write stalls: nobody takes the bytes any more
+		_ = client.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+		n, err := client.Write(body[sent:min(sent+256<<10, len(body))])
+		sent += n
+		if err != nil {
+			break
+		}
+	}
+	if sent >= len(body) {
+		t.Fatalf("the client sent all %d MiB to a worker that reads nothing: the gateway buffered the body", size>>20)
+	}
+	t.Logf("the client stalled after %d of %d MiB", sent>>20, size>>20)
+
+	worker := <-conns
+	got := make(chan []byte, 1)
+	go func() { // the worker now reads the whole request and answers
+		r := bufio.NewReader(worker)
+		var req []byte
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				got <- nil
+				return
+			}
+			if line == "\r\n" {
+				break
+			}
+		}
+		req = make([]byte, len(body))
+		if _, err := io.ReadFull(r, req); err != nil {
+			got <- nil
+			return
+		}
+		got <- req
+		fmt.Fprintf(worker, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(okBody), okBody)
+	}()
+	_ = client.SetWriteDeadline(time.Time{})
+	if _, err := client.Write(body[sent:]); err != nil {
+		t.Fatal(err)
+	}
+	if req := <-got; !bytes.Equal(req, body) {
+		t.Fatalf("the worker got %d bytes, not the body sent", len(req))
+	}
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	if err := resp.Read(bufio.NewReader(client)); err != nil || resp.StatusCode() != 200 {
+		t.Fatalf("the answer: %v %d", err, resp.StatusCode())
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestStreamedBodyClientHangUpCancelsTheWorker: a client that hangs up halfway through its
+// streamed body ends the request: the worker's connection is closed before the body is
+// complete (the engine sees the request cancelled) and nothing stays in flight.
+func TestStreamedBodyClientHangUpCancelsTheWorker(t *testing.T) {
+	fw, conns := rawWorker(t)
+	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096}, fw)
+	body := bigChat(1 << 20)
+	client, err := net.Dial("tcp", g.serveTCP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Write([]byte(streamedRequestHead(len(body)) + body[:len(body)/2])); err != nil {
+		t.Fatal(err)
+	}
+	worker := <-conns
+	testutil.Eventually(t, "the request in flight", func() bool { return g.inFlight() == 1 })
+	client.Close()
+	_ = worker.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, worker)
+	if err != nil {
+		t.Fatalf("the worker's connection was not closed: %v after %d bytes", err, n)
+	}
+	if n >= int64(len(body)) {
+		t.Fatalf("the worker got %d bytes, the whole body: the client's hang-up did not cut it", n)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }

@@ -73,11 +73,11 @@ func (x *Exchange) Call(h CallHandler, t *Target, deadline time.Time) *Call {
 		return c
 	}
 	c.up, up.owner = up, c
-	c.out = appendForwardHead(c.out[:0], &x.req, t)
 	body := t.Body
 	if body == nil {
 		body = x.req.Body()
 	}
+	c.out = appendForwardHead(c.out[:0], &x.req, t, len(body))
 	up.send(c.out, body)
 	return c
 }

@@ -117,8 +117,11 @@ func (c *clientConn) onTimer(kind uint8) {
 			c.close(nil)
 		}
 	case timerRead:
-		if c.state == stateIdle {
+		switch {
+		case c.state == stateIdle:
 			c.reject(&ParseError{Status: 408, Reason: "timed out reading the request"})
+		case c.state == stateBusy && c.x.bodyIn:
+			c.x.clientBodyFailed(&ParseError{Status: 408, Reason: "timed out reading the request body"})
 		}
 	case timerLinger:
 		c.close(nil)
@@ -154,6 +157,10 @@ func (c *clientConn) discard() {
 // read reads once: the socket was reported readable, so one read takes what is there and
 // the next epoll_wait says when there is more (no read until EAGAIN).
 func (c *clientConn) read() {
+	if c.state == stateBusy && c.x.bodyIn {
+		c.readBody() // the rest of a streamed body (stream.go)
+		return
+	}
 	cfg := &c.l.s.cfg
 	if len(c.in) == cap(c.in) {
 		if c.state == stateBusy {
@@ -196,6 +203,10 @@ func (c *clientConn) read() {
 	}
 	c.in = c.in[:len(c.in)+n]
 	if c.state == stateIdle {
+		if c.closeAfter { // answered, closing: nothing more is served (the rest of a body)
+			c.in = c.in[:0]
+			return
+		}
 		c.parse()
 	}
 }
@@ -221,6 +232,9 @@ func (c *clientConn) parse() {
 		return
 	}
 	if n == 0 {
+		if c.startStreamed() {
+			return
+		}
 		if x.req.ExpectContinue() && !c.continued && x.req.NumHeaders() > 0 {
 			c.continued = true
 			c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
@@ -259,6 +273,13 @@ func (c *clientConn) reject(pe *ParseError) {
 func (c *clientConn) exchangeDone() {
 	if c.state != stateBusy {
 		return
+	}
+	if c.x.bodyIn {
+		// The answer is complete before the client's streamed body: the rest of the body is
+		// discarded by a lingering close.
+		c.x.bodyIn = false
+		c.closeAfter, c.linger = true, true
+		c.l.timers.disarm(&c.t)
 	}
 	c.state = stateIdle
 	c.markDirty()

@@ -47,6 +47,11 @@
 // client's unsent output passes Config.OutputLimit, its worker connection stops being read
 // (EPOLLIN off) until the client has taken half of it: memory per connection is bounded.
 //
+// A request body past Config.StreamBodyOver that Config.StreamBody accepts is not read whole:
+// the request is served once that much of it is in, and its forward relays the rest to the
+// worker as it arrives, the client read only while the worker's unsent bytes stay under
+// OutputLimit (stream.go).
+//
 // # Exchanges
 //
 // The handler answers a request (Respond), or forwards it (Forward) with a Forwarder that
@@ -64,4 +69,10 @@
 // outlives a relayed decode answer). An exchange can wait for one (Await, then Resume),
 // answer with one (DeliverCall), or give its forward up when one failed (CancelForward);
 // Release cancels a call still running (its connection closed).
+//
+// # Parking
+//
+// An exchange can wait for another goroutine without one of its own: Park, then the other
+// side's Unparker wakes it on its loop (or the park's timeout does). The gateway's admission
+// queue parks its waiters this way.
 package evloop

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smg-go/smg/internal/http1"
@@ -30,7 +31,7 @@ type Forwarder interface {
 	// Unless the answer was relayed (Relayed) or the client left, the exchange is again the
 	// handler's to answer, forward or sleep.
 	UpstreamDone(x *Exchange, err error)
-	// Wake is called when a Sleep ends.
+	// Wake is called when a Sleep or a Park ends.
 	Wake(x *Exchange)
 }
 
@@ -102,6 +103,7 @@ const (
 	phaseSleeping        // Sleep
 	phaseDetached        // a goroutine writes the answer (Detach)
 	phaseAwaiting        // Await: the handler waits for something of its own (a Call)
+	phaseParked          // Park: waiting for an Unparker or the park's timeout
 )
 
 // Timer kinds of an exchange.
@@ -142,6 +144,14 @@ type Exchange struct {
 	tw         timer // the head-wait watch (watch.go)
 	detached   *Stream
 	gen        uint64 // counts the connection's requests (begin)
+	// A streamed request body (stream.go): streamed for the whole exchange, bodyIn while
+	// the rest is still arriving; reqDec finds its end, reqBodyN counts its decoded bytes.
+	streamed, bodyIn bool
+	reqChunked       bool
+	reqDec           bodyDecoder
+	reqBodyN         int
+	// unparked is the gen of the request an Unparker woke (read on the loop, see run).
+	unparked atomic.Uint64
 }
 
 func (x *Exchange) init(c *clientConn) {
@@ -154,6 +164,7 @@ func (x *Exchange) init(c *clientConn) {
 func (x *Exchange) begin() {
 	x.gen++
 	x.phase, x.relayed, x.pendingErr = phaseServing, false, nil
+	x.streamed, x.bodyIn = false, false
 	x.extra, x.nextra = x.extra[:0], 0
 	x.held, x.heldBody, x.heldStatus = x.held[:0], x.heldBody[:0], 0
 }
@@ -212,6 +223,11 @@ func (x *Exchange) gatewaySets(name []byte) bool {
 // appendTrailerHeaders ends a response head: the handler's headers, the connection's, CRLF.
 func (x *Exchange) appendTrailerHeaders(dst []byte) []byte {
 	dst = append(dst, x.extra...)
+	if x.bodyIn {
+		// The answer starts before the client's streamed body has arrived: the rest of it
+		// will be discarded by a lingering close (exchangeDone), so the client is told.
+		x.c.closeAfter, x.c.linger = true, true
+	}
 	if x.c.closeAfter {
 		dst = append(dst, "Connection: close\r\n"...)
 	}
@@ -292,6 +308,47 @@ func (x *Exchange) Sleep(fw Forwarder, d time.Duration) {
 	x.c.l.timers.arm(&x.t, x.c.l.now+int64(d), timerSleep)
 }
 
+// Park waits, without a goroutine, until another goroutine wakes the exchange through its
+// Unparker or d passes, then calls fw.Wake (the handler tells the two apart by its own
+// state). A client that leaves meanwhile ends the exchange with fw.UpstreamDone(x,
+// ErrClientGone). An admission queue parks its waiters this way.
+func (x *Exchange) Park(fw Forwarder, d time.Duration) {
+	if x.phase != phaseServing {
+		return
+	}
+	x.fw, x.phase = fw, phaseParked
+	x.c.l.timers.arm(&x.t, x.c.l.now+int64(d), timerSleep)
+}
+
+// Unparker wakes a parked exchange from any goroutine. It names one request: waking an
+// exchange that is no longer parked for it (it timed out, its client left, the connection
+// serves another request) does nothing.
+type Unparker struct {
+	x   *Exchange
+	gen uint64
+}
+
+// Unparker returns the Unparker of the exchange's current request.
+func (x *Exchange) Unparker() Unparker { return Unparker{x, x.gen} }
+
+// Unpark wakes the exchange on its loop (fw.Wake), if it is still parked for the request.
+func (u Unparker) Unpark() {
+	if u.x == nil {
+		return
+	}
+	u.x.unparked.Store(u.gen)
+	u.x.c.l.post(u.x)
+}
+
+// run is an Unpark on the loop.
+func (x *Exchange) run() {
+	if x.phase == phaseParked && x.unparked.Load() == x.gen {
+		x.c.l.timers.disarm(&x.t)
+		x.phase = phaseServing
+		x.fw.Wake(x)
+	}
+}
+
 // Await parks the exchange until the handler takes it back with Resume, when something it
 // started ends (a Call: the answer it waits for). A client that leaves meanwhile ends the
 // exchange with fw.UpstreamDone(x, ErrClientGone).
@@ -332,7 +389,7 @@ func (x *Exchange) onTimer(kind uint8) {
 	switch {
 	case kind == timerWatch:
 		x.watch()
-	case kind == timerSleep && x.phase == phaseSleeping:
+	case kind == timerSleep && (x.phase == phaseSleeping || x.phase == phaseParked):
 		x.phase = phaseServing
 		x.fw.Wake(x)
 	case kind == timerDeadline && (x.phase == phaseWaiting || x.phase == phaseHolding || x.phase == phaseRelaying):
@@ -367,12 +424,29 @@ func (x *Exchange) send() {
 	}
 	x.up = up
 	up.owner = x
-	x.fwd = appendForwardHead(x.fwd[:0], &x.req, &x.target)
 	body := x.target.Body
 	if body == nil {
 		body = x.req.Body()
 	}
+	if !x.streamed {
+		x.fwd = appendForwardHead(x.fwd[:0], &x.req, &x.target, len(body))
+		up.send(x.fwd, body)
+		return
+	}
+	// A streamed body: its head now, the rest as it arrives (pumpBody).
+	length := x.req.ContentLength()
+	if x.reqChunked {
+		length = -1
+	}
+	x.fwd = appendForwardHead(x.fwd[:0], &x.req, &x.target, length)
+	if x.reqChunked {
+		var mark int
+		x.fwd, mark = beginChunk(x.fwd)
+		x.fwd = endChunk(append(x.fwd, body...), mark)
+		body = nil
+	}
 	up.send(x.fwd, body)
+	x.c.resumeReads()
 }
 
 // failSoon fails the attempt after the current event: the handler is not re-entered from
@@ -390,8 +464,9 @@ func (x *Exchange) runSoon() {
 }
 
 // appendForwardHead writes the head of r for the worker of t: the client's request line and
-// headers without the hop-by-hop ones, with the target's Host, credentials and request id.
-func appendForwardHead(dst []byte, r *Request, t *Target) []byte {
+// headers without the hop-by-hop ones, with the target's Host, credentials and request id,
+// and a body of length bytes (-1: chunked).
+func appendForwardHead(dst []byte, r *Request, t *Target, length int) []byte {
 	dst = append(dst, r.Method()...)
 	dst = append(dst, ' ')
 	dst = append(dst, r.Target()...)
@@ -412,13 +487,13 @@ func appendForwardHead(dst []byte, r *Request, t *Target) []byte {
 		dst = append(dst, r.HeaderValue(i)...)
 		dst = append(dst, crlf...)
 	}
-	body := t.Body
-	if body == nil {
-		body = r.Body()
+	if length < 0 {
+		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
+	} else {
+		dst = append(dst, "Content-Length: "...)
+		dst = strconv.AppendInt(dst, int64(length), 10)
+		dst = append(dst, crlf...)
 	}
-	dst = append(dst, "Content-Length: "...)
-	dst = strconv.AppendInt(dst, int64(len(body)), 10)
-	dst = append(dst, crlf...)
 	if t.RequestID != nil {
 		dst = append(dst, "X-Request-Id: "...)
 		dst = append(dst, t.RequestID...)
@@ -627,7 +702,9 @@ func (x *Exchange) upstreamComplete() {
 	up := x.up
 	x.up = nil
 	x.c.l.timers.disarm(&x.t)
-	up.release(!x.head.close && x.dec.mode != bodyClose && !up.leftover)
+	// A worker that answered before the client's streamed body was all sent cannot take
+	// another request on the connection.
+	up.release(!x.head.close && x.dec.mode != bodyClose && !up.leftover && !x.bodyIn)
 	x.upPaused = false // the worker connection is released: nothing left to resume
 	switch x.phase {
 	case phaseRelaying:
@@ -713,7 +790,7 @@ func (x *Exchange) abort(err error) {
 		x.c.l.timers.disarm(&x.tw)
 		x.phase = phaseDone
 		x.fw.UpstreamDone(x, err)
-	case phaseSleeping, phaseAwaiting:
+	case phaseSleeping, phaseAwaiting, phaseParked:
 		x.c.l.timers.disarm(&x.t)
 		x.phase = phaseDone
 		x.fw.UpstreamDone(x, err)

@@ -48,6 +48,12 @@ type Config struct {
 	// StreamFailureTail ends a relayed chunked answer whose worker failed mid-body (an SSE
 	// error event): the client gets a complete response instead of a cut connection.
 	StreamFailureTail []byte
+	// StreamBodyOver, when positive, is the body size past which a request that StreamBody
+	// accepts is served before its body has arrived whole: Serve gets it once its first
+	// StreamBodyOver bytes are in (Exchange.Streamed; Body is that head, decoded when
+	// chunked), and its Forward relays the rest to the worker as it arrives (stream.go).
+	StreamBodyOver int
+	StreamBody     func(r *Request) bool
 	// Handler serves the requests. Required.
 	Handler Handler
 	// Reserve and Release, when set, account the memory of request buffers past their
@@ -268,6 +274,7 @@ type loop struct {
 	conns       int // client connections of this loop
 	free        []*clientConn
 	calls       []*Call // released calls, for reuse
+	bodyBuf     []byte  // a streamed request body is read through it (stream.go)
 	// callX and callGen are the exchange and request of the Call whose CallDone runs.
 	callX   *Exchange
 	callGen uint64

@@ -175,6 +175,10 @@ func (u *upstreamConn) send(head, body []byte) {
 func (u *upstreamConn) flush() {
 	if err := u.write(); err != nil {
 		u.fail(err)
+		return
+	}
+	if x, ok := u.owner.(*Exchange); ok && x.bodyIn {
+		x.bodyDrained(u)
 	}
 }
 

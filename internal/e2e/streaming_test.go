@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 )
@@ -21,9 +20,6 @@ const streamedBodyRSSGrowthBoundMiB = 24
 // not parse it (a parsed body that is not JSON gets 400), while the gateway's peak RSS grows
 // by less than half the body; nothing stays in flight. A small body goes the parsed way.
 func TestLargeBodyStreamedToTheWorkerIntact(t *testing.T) {
-	if plane := os.Getenv("SMG_TEST_DATA_PLANE"); plane != "" && plane != "fasthttp" {
-		t.Skip("the event loops read every body whole: --max-buffered-request-bytes streams bodies on the fasthttp plane only (docs/differences.md)")
-	}
 	m := StartMocks(t, 1)
 	g := StartGateway(t, "--worker-urls", m.URLs[0])
 	pid := g.Cmd.Process.Pid

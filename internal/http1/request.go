@@ -33,6 +33,8 @@ type Request struct {
 	contentLength  int
 	// need is the request's whole size once its head says (Content-Length); 0 before.
 	need int
+	// headLen is the size of the head (the body starts there) once it has been parsed.
+	headLen int
 }
 
 // Method is the request method.
@@ -151,6 +153,7 @@ func ParseRequest(buf []byte, r *Request, scratch *[]byte, maxHead, maxBody int)
 		}
 	}
 	bodyStart := end + 4
+	r.headLen = bodyStart
 	if r.chunked {
 		// RFC 9112 §6.3: Transfer-Encoding overrides Content-Length.
 		n, body, err := decodeChunkedBody(buf[bodyStart:], (*scratch)[:0], maxBody)
@@ -431,6 +434,22 @@ func (r *Request) ExpectContinue() bool { return r.expectContinue }
 // Need is the request's whole size in bytes once its head declared a Content-Length (a
 // buffer that must grow grows to it), else 0.
 func (r *Request) Need() int { return r.need }
+
+// HeadLen is the size of the request's head, where its body starts: 0 until the whole head
+// has arrived. While ParseRequest reports the request incomplete, the head's views (method,
+// target, headers, Chunked, ContentLength) are already valid once HeadLen is positive.
+func (r *Request) HeadLen() int { return r.headLen }
+
+// Chunked reports whether the body is sent chunked.
+func (r *Request) Chunked() bool { return r.chunked }
+
+// ContentLength is the body's declared length (with a complete chunked body, its decoded
+// length); meaningful once HeadLen is positive.
+func (r *Request) ContentLength() int { return r.contentLength }
+
+// SetBody makes b the request's body: a server that serves a request before its body has
+// arrived whole (a streamed body) sets the part it has.
+func (r *Request) SetBody(b []byte) { r.body = b }
 
 // NumHeaders is the number of header lines; HeaderName and HeaderValue are the i-th.
 func (r *Request) NumHeaders() int { return r.nhdr }
