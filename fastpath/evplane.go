@@ -30,12 +30,12 @@ const (
 )
 
 // loopPlane is the gateway's evloop.Handler (and the CallHandler of PD prefill calls).
-// Generation and pass-through requests to plain HTTP workers run on the loop, PD included,
-// with no goroutine and no allocation in steady state (a request waiting for admission parks
-// on its loop; a body past --max-buffered-request-bytes streams through it); every other
-// request (the worker API, probes, /v1/models, the admin routes, a worker behind TLS, an EPD
-// request with media) is bridged: detached to a goroutine that runs the fasthttp handler and streams
-// its answer back through the loop.
+// Generation and pass-through requests to plain HTTP workers run on the loop, PD and EPD
+// included, with no goroutine and no allocation in steady state (a request waiting for
+// admission parks on its loop; a body past --max-buffered-request-bytes streams through it);
+// every other request (the worker API, probes, /v1/models, the admin routes, a worker behind
+// TLS) is bridged: detached to a goroutine that runs the fasthttp handler and streams its
+// answer back through the loop.
 type loopPlane struct{ s *Server }
 
 // startLoops builds the event-loop server.
