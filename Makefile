@@ -32,7 +32,8 @@ test: tools
 
 ## bench: the regression gate (docs/benchmarks.md): overhead against direct, a bare fasthttp
 ## proxy, nginx and HAProxy; hot-path allocs/op; the routing-quality A/B table (capacity at
-## saturation and TTFT at 70% load per policy and workload, plots in bin/bench-quality.html); fails on regression
+## saturation and TTFT at 70% load per policy and workload, plots in bin/bench-quality.html); the
+## pass-through routes and EPD under wrk; fails on regression
 bench: build
 	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --out $(BIN)/bench.json --quality-html $(BIN)/bench-quality.html
 

@@ -5,7 +5,7 @@
 // numbers, because these machines are shared and noisy (DESIGN.md §8, §9). docs/benchmarks.md
 // has the latest table and how to read it.
 //
-// Three suites, each usable alone (cmd/smgbench --suites):
+// Four suites, each usable alone (cmd/smgbench --suites):
 //
 //   - Overhead: a closed loop of small JSON requests, then of SSE streams, straight to an
 //     instant mock worker and through each proxy (smg per policy, bench/bareproxy, nginx,
@@ -38,6 +38,11 @@
 //     three times; ratios to round robin, cache_aware beside SGLang's published ones, and
 //     WriteQualityHTML's offline bar charts. Each row records the CPU its processes and the
 //     whole machine used, so a row limited by the machine rather than the engines shows.
+//   - Routes (routes.go, `make bench` only): the engine pass-through routes and EPD under
+//     wrk (loadgen speaks only the generation APIs), straight to an instant mock and through
+//     smg on each data plane, smg's CPU per request against the chat route's of the same
+//     gateway; EPD's image requests (three upstream requests) against text-only ones (PD) on
+//     the same EPD gateway.
 //
 // Report.Metrics flattens a run into named values; a Baseline (bench/baseline.json,
 // bench/baseline-smoke.json) gates some of them, each with a direction and a relative

@@ -10,6 +10,7 @@ type Report struct {
 	Overhead *OverheadResult `json:"overhead,omitempty"`
 	Micro    []MicroResult   `json:"micro,omitempty"`
 	Quality  *QualityResult  `json:"quality,omitempty"`
+	Routes   *RoutesResult   `json:"routes,omitempty"`
 }
 
 // peerKeys are the references a gateway row is divided by.
@@ -72,6 +73,9 @@ func (r *Report) Metrics() map[string]float64 {
 	}
 	if r.Quality != nil {
 		r.Quality.metrics(m)
+	}
+	if r.Routes != nil {
+		r.Routes.metrics(m)
 	}
 	if len(r.Micro) > 0 {
 		most := 0.0
@@ -324,6 +328,9 @@ func (r *Report) Table() string {
 	}
 	if r.Quality != nil {
 		sb.WriteString(r.Quality.Table())
+	}
+	if r.Routes != nil {
+		sb.WriteString(r.Routes.Table())
 	}
 	return sb.String()
 }

@@ -40,7 +40,7 @@ func main() {
 	flag.StringVar(&o.binDir, "bin", "bin", "directory holding smg, mockworker, loadgen and bareproxy (make build)")
 	flag.StringVar(&o.out, "out", "", "write the JSON report to this file")
 	flag.StringVar(&o.baseline, "baseline", "", "baseline to gate against (default bench/baseline.json, or bench/baseline-smoke.json with --smoke; \"none\" disables the gate)")
-	flag.StringVar(&o.suites, "suites", "overhead,micro,quality", "comma-separated suites to run: overhead, micro, quality")
+	flag.StringVar(&o.suites, "suites", "", "comma-separated suites to run: overhead, micro, quality, routes (the pass-through routes and EPD, by wrk); default all four, the smoke all but routes")
 	flag.BoolVar(&o.smoke, "smoke", false, "shortened runs for CI: three rounds of 2 s overhead runs of smg (cache_aware) and the references (the least disturbed kept), the micro gate on the small cases, one 6 s routing-quality row each of round_robin, least_load and cache_aware at 70% of the calibrated shared-prefix capacity")
 	flag.BoolVar(&o.installPeers, "install-peers", true, "apt-get install nginx-light and haproxy when missing and running as root")
 	flag.BoolVar(&o.confirm, "confirm", true, "when a gated overhead or quality metric regresses, measure that suite once more and fail only the metrics past their limit in both runs (timing ratios of short runs on shared machines see disturbed runs)")
@@ -67,7 +67,7 @@ func main() {
 	flag.Float64Var(&o.quality.Capacity, "quality-capacity", 0, "round robin's capacity, requests/s of model time, for the load rows instead of measuring it (smoke: the calibrated shared-prefix figure)")
 	flag.Float64Var(&o.qualitySatScale, "quality-sat-time-scale", 0, "engine time scale of every case's saturation rows (default each case's)")
 	flag.Float64Var(&o.qualityLoadScale, "quality-load-time-scale", 0, "engine time scale of every case's load rows (default each case's)")
-	flag.StringVar(&o.dataPlanes, "data-planes", "", "gateway --data-plane values of the overhead suite's smg rows (default fasthttp,evloop)")
+	flag.StringVar(&o.dataPlanes, "data-planes", "", "gateway --data-plane values of the overhead and routes suites' smg rows (default fasthttp,evloop)")
 	flag.IntVar(&o.quality.KVTokens, "quality-kv-tokens", 0, "KV-cache tokens per mock engine (default 65536)")
 	flag.StringVar(&o.qualityHTML, "quality-html", "", "write the routing-quality plots (offline HTML, inline SVG) to this file")
 	flag.Parse()
@@ -75,14 +75,20 @@ func main() {
 }
 
 func run(o *options) int {
+	if o.suites == "" {
+		o.suites = "overhead,micro,quality,routes"
+		if o.smoke {
+			o.suites = "overhead,micro,quality"
+		}
+	}
 	suites := map[string]bool{}
 	for _, s := range strings.Split(o.suites, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "overhead", "micro", "quality":
+		case "overhead", "micro", "quality", "routes":
 			suites[s] = true
 		case "":
 		default:
-			fmt.Fprintf(os.Stderr, "smgbench: unknown suite %q: use overhead, micro or quality\n", s)
+			fmt.Fprintf(os.Stderr, "smgbench: unknown suite %q: use overhead, micro, quality or routes\n", s)
 			return 2
 		}
 	}
@@ -175,13 +181,13 @@ func regressedMetrics(vs []bench.Verdict) []string {
 	return names
 }
 
-// regressedSuites is the set of timing suites (overhead, quality) whose gated metrics
+// regressedSuites is the set of timing suites (overhead, quality, routes) whose gated metrics
 // regressed: the ones a confirmation run measures again. The micro suite's allocation counts
 // are deterministic and never re-measured.
 func regressedSuites(vs []bench.Verdict) map[string]bool {
 	suites := map[string]bool{}
 	for _, name := range regressedMetrics(vs) {
-		if suite, _, _ := strings.Cut(name, "."); suite == "overhead" || suite == "quality" {
+		if suite, _, _ := strings.Cut(name, "."); suite == "overhead" || suite == "quality" || suite == "routes" {
 			suites[suite] = true
 		}
 	}
@@ -256,6 +262,14 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 				failures = append(failures, err)
 			}
 		}
+	}
+	if suites["routes"] {
+		logf("smgbench: routes suite…")
+		res, err := bench.Routes(bench.RoutesConfig{Bin: bin, DataPlanes: splitList(o.dataPlanes)})
+		if err != nil {
+			failures = append(failures, fmt.Errorf("routes: %w", err))
+		}
+		rep.Routes = res
 	}
 
 	return rep, failures, 0

@@ -1,0 +1,535 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The routes suite (issue 15): what the engine pass-through routes and EPD cost through the
+// gateway. loadgen speaks the generation APIs only, so the load is wrk's (a Lua script per
+// route sets the POST body), a closed loop on LoadCore beside the mocks; the gateway runs
+// alone on ProxyCore as in the overhead suite, and its CPU comes from the same schedstat
+// reading.
+//
+//   - Pass-through: one instant mock worker; per route, wrk straight to it ("direct"), then
+//     through smg on each data plane. The chat row is the generation route on the same
+//     mock and gateway: a pass-through route should cost what generation costs.
+//   - EPD: an encode, a prefill (--require-encode: it claims each request's embeddings from
+//     the encode worker the gateway named, or refuses it) and a decode mock, smg
+//     --epd-disaggregation in front; a chat request with an image part (three upstream
+//     requests: encode, prefill, decode) against a text-only one on the same gateway (PD:
+//     prefill and decode). There is no direct row: no client drives the three legs itself.
+
+// RoutesConfig configures the routes suite. Zero values take the defaults.
+type RoutesConfig struct {
+	Bin Binaries
+	// Wrk is the load generator. Default looked up on PATH; the suite fails without it.
+	Wrk string
+	// Duration of each measured run, after Warmup of the same load (not counted), both whole
+	// seconds (wrk's unit). Defaults 2 s and 1 s.
+	Duration, Warmup time.Duration
+	// Rounds: every run is measured this many times, the runs alternating within a round;
+	// the round with the least proxy CPU per request is kept (for direct runs, the most
+	// requests/s). Default 2.
+	Rounds int
+	// Connections is wrk's closed-loop connection count. Default 32.
+	Connections int
+	// DataPlanes are the gateway --data-plane values measured. Default fasthttp, evloop.
+	DataPlanes []string
+	// Routes are the pass-through routes measured (paths of PassThroughRoutes). Default all.
+	Routes []string
+	// ProxyCore runs smg; LoadCore runs wrk and the mocks. Defaults 0 and 1.
+	ProxyCore, LoadCore int
+	// EPDRounds is the rounds of the EPD rows. Default Rounds; < 0 skips them.
+	EPDRounds int
+	// WorkDir receives the Lua scripts. Default a temporary directory, removed afterwards.
+	WorkDir string
+}
+
+// RouteBody is one request of the routes suite.
+type RouteBody struct{ Path, Body string }
+
+// PassThroughRoutes are the requests of the pass-through rows (/rerank is /v1/rerank's
+// alias and is not measured apart); "chat" is the generation reference.
+var PassThroughRoutes = []RouteBody{
+	{"/v1/chat/completions", `{"model":"mock-model","messages":[{"role":"user","content":"hello there"}],"max_tokens":8}`},
+	{"/v1/embeddings", `{"model":"mock-model","input":["doc one","doc two"]}`},
+	{"/v1/rerank", `{"model":"mock-model","query":"which doc?","documents":["a","b"]}`},
+	{"/v1/classify", `{"model":"mock-model","input":"classify me"}`},
+	{"/v1/tokenize", `{"model":"mock-model","prompt":"hello"}`},
+	{"/v1/detokenize", `{"model":"mock-model","tokens":[1,2,3]}`},
+	{"/v1/responses", `{"model":"mock-model","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}`},
+	{"/v1/messages", `{"model":"mock-model","system":"be brief","messages":[{"role":"user","content":"hi"}],"max_tokens":8}`},
+}
+
+// The EPD rows' requests: a chat request with an image part, and a text-only one.
+var (
+	epdMedia = RouteBody{"/v1/chat/completions", `{"model":"mock-model","messages":[{"role":"user","content":[{"type":"text","text":"what is in the picture?"},{"type":"image_url","image_url":{"url":"http://images.test/1.png"}}]}],"max_tokens":8}`}
+	epdText  = RouteBody{"/v1/chat/completions", `{"model":"mock-model","messages":[{"role":"user","content":"no picture here"}],"max_tokens":8}`}
+)
+
+func (c *RoutesConfig) fillDefaults() {
+	if c.Wrk == "" {
+		c.Wrk, _ = exec.LookPath("wrk")
+	}
+	if c.Duration == 0 {
+		c.Duration = 2 * time.Second
+	}
+	if c.Warmup == 0 {
+		c.Warmup = time.Second
+	}
+	if c.Rounds == 0 {
+		c.Rounds = 2
+	}
+	if c.Connections == 0 {
+		c.Connections = 32
+	}
+	if len(c.DataPlanes) == 0 {
+		c.DataPlanes = []string{"fasthttp", "evloop"}
+	}
+	if len(c.Routes) == 0 {
+		for _, r := range PassThroughRoutes {
+			c.Routes = append(c.Routes, r.Path)
+		}
+	}
+	if c.ProxyCore == 0 && c.LoadCore == 0 {
+		c.LoadCore = 1
+	}
+	if c.EPDRounds == 0 {
+		c.EPDRounds = c.Rounds
+	}
+}
+
+// Validate reports configuration errors after defaults are applied.
+func (c *RoutesConfig) Validate() error {
+	var errs []error
+	if c.Wrk == "" {
+		errs = append(errs, errors.New("routes suite: wrk not found on PATH: install it (apt-get install wrk) or leave the suite out"))
+	}
+	if c.Duration < time.Second || c.Warmup < 0 || c.Duration%time.Second != 0 || c.Warmup%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("routes duration %v, warmup %v: use whole seconds (wrk's unit), a duration of at least 1s (CPU time ticks are 10 ms) and a warmup ≥ 0", c.Duration, c.Warmup))
+	}
+	if c.Rounds < 1 || c.Connections < 1 {
+		errs = append(errs, fmt.Errorf("routes rounds %d, connections %d: use at least 1 of each", c.Rounds, c.Connections))
+	}
+	if c.ProxyCore == c.LoadCore && c.ProxyCore >= 0 {
+		errs = append(errs, fmt.Errorf("proxy core and load core are both %d: give the proxy a core of its own", c.ProxyCore))
+	}
+	for _, r := range c.Routes {
+		if routeBody(r) == nil {
+			errs = append(errs, fmt.Errorf("routes suite: unknown route %q (known: the paths of bench.PassThroughRoutes)", r))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func routeBody(path string) *RouteBody {
+	for i := range PassThroughRoutes {
+		if PassThroughRoutes[i].Path == path {
+			return &PassThroughRoutes[i]
+		}
+	}
+	return nil
+}
+
+// RouteRow is one wrk run of the routes suite.
+type RouteRow struct {
+	// Route is the request's path (EPD rows: "epd" with an image, "pd" text-only).
+	Route string `json:"route"`
+	// Key is direct or smg-<plane>.
+	Key      string  `json:"key"`
+	RPS      float64 `json:"requests_per_s"`
+	P50MS    float64 `json:"p50_ms"`
+	P99MS    float64 `json:"p99_ms"`
+	Requests int64   `json:"requests"`
+	// ProxyCPUS is smg's CPU seconds over the measured run (0 for direct), CPUPerRequestUS
+	// the same per request.
+	ProxyCPUS       float64 `json:"proxy_cpu_s"`
+	CPUPerRequestUS float64 `json:"proxy_cpu_us_per_request"`
+}
+
+// RoutesResult is the suite's outcome.
+type RoutesResult struct {
+	Config      RoutesConfig `json:"config"`
+	PassThrough []RouteRow   `json:"pass_through"`
+	EPD         []RouteRow   `json:"epd,omitempty"`
+}
+
+// Routes runs the suite.
+func Routes(cfg RoutesConfig) (*RoutesResult, error) {
+	cfg.fillDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.WorkDir == "" {
+		d, err := os.MkdirTemp("", "smg-bench-routes-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		cfg.WorkDir = d
+	}
+	res := &RoutesResult{Config: cfg}
+	var errs []error
+	if err := cfg.passThrough(res); err != nil {
+		errs = append(errs, fmt.Errorf("pass-through: %w", err))
+	}
+	if cfg.EPDRounds > 0 {
+		if err := cfg.epd(res); err != nil {
+			errs = append(errs, fmt.Errorf("EPD: %w", err))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// keep records row in best unless a less disturbed round of the same run is there.
+func keep(best map[string]RouteRow, order *[]string, row RouteRow) {
+	id := row.Route + " " + row.Key
+	b, ok := best[id]
+	if !ok {
+		*order = append(*order, id)
+	}
+	if !ok || row.Key == "direct" && row.RPS > b.RPS || row.Key != "direct" && row.CPUPerRequestUS < b.CPUPerRequestUS {
+		best[id] = row
+	}
+}
+
+func rowsOf(best map[string]RouteRow, order []string) []RouteRow {
+	rows := make([]RouteRow, 0, len(order))
+	for _, id := range order {
+		rows = append(rows, best[id])
+	}
+	return rows
+}
+
+func (cfg *RoutesConfig) passThrough(res *RoutesResult) error {
+	mock, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", "1",
+		"--model", "mock-model", "--event-loops", "1")
+	if err != nil {
+		return err
+	}
+	defer mock.stop()
+	urls, err := mock.waitOutput(listenLine, 1, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	best, order := map[string]RouteRow{}, []string(nil)
+	for round := range cfg.Rounds {
+		for _, path := range cfg.Routes {
+			row, err := cfg.wrk(RouteRow{Route: path, Key: "direct"}, urls[0], *routeBody(path), nil)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+				continue
+			}
+			keep(best, &order, row)
+		}
+		for _, plane := range cfg.DataPlanes {
+			pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, "cache_aware", workerURLArgs(urls), "--disable-load-monitoring", "--data-plane", plane)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+				continue
+			}
+			if err = waitReadiness(base, 10*time.Second); err == nil {
+				for _, path := range cfg.Routes {
+					row, err := cfg.wrk(RouteRow{Route: path, Key: "smg-" + plane}, base, *routeBody(path), pr)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+						continue
+					}
+					keep(best, &order, row)
+				}
+			} else {
+				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+			}
+			pr.stop()
+		}
+	}
+	res.PassThrough = rowsOf(best, order)
+	return errors.Join(errs...)
+}
+
+func (cfg *RoutesConfig) epd(res *RoutesResult) error {
+	startMock := func(role, bootstrapPort string, extra ...string) (*proc, []string, error) {
+		args := append([]string{"--host", "127.0.0.1", "--port", "0", "--model", "mock-model", "--event-loops", "1",
+			"--role", role, "--bootstrap-port", bootstrapPort}, extra...)
+		p, err := start(cfg.LoadCore, cfg.Bin.MockWorker, args...)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := p.waitOutput(pdLine, 1, 10*time.Second); err != nil {
+			p.stop()
+			return nil, nil, err
+		}
+		return p, pdLine.FindStringSubmatch(p.out.String())[1:], nil
+	}
+	encode, ec, err := startMock("encode", "0")
+	if err != nil {
+		return err
+	}
+	defer encode.stop()
+	prefill, pf, err := startMock("prefill", "0", "--require-encode")
+	if err != nil {
+		return err
+	}
+	defer prefill.stop()
+	decode, dc, err := startMock("decode", pf[1])
+	if err != nil {
+		return err
+	}
+	defer decode.stop()
+	workers := []string{"--epd-disaggregation", "--encode", ec[0], ec[1], "--prefill", pf[0], pf[1], "--decode", dc[0]}
+
+	var errs []error
+	best, order := map[string]RouteRow{}, []string(nil)
+	for round := range cfg.EPDRounds {
+		for _, plane := range cfg.DataPlanes {
+			pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, "round_robin", workers, "--disable-load-monitoring", "--data-plane", plane)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+				continue
+			}
+			if err = waitReadiness(base, 10*time.Second); err == nil {
+				for _, r := range []struct {
+					name string
+					body RouteBody
+				}{{"epd", epdMedia}, {"pd", epdText}} {
+					row, err := cfg.wrk(RouteRow{Route: r.name, Key: "smg-" + plane}, base, r.body, pr)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+						continue
+					}
+					keep(best, &order, row)
+				}
+			} else {
+				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+			}
+			pr.stop()
+		}
+	}
+	res.EPD = rowsOf(best, order)
+	return errors.Join(errs...)
+}
+
+// waitReadiness waits until GET base/readiness answers 200: every worker probed healthy (an
+// EPD gateway needs all three roles).
+func waitReadiness(base string, d time.Duration) error {
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if r, err := c.Get(base + "/readiness"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s/readiness did not answer 200 within %v", base, d)
+}
+
+// wrk runs wrk's closed loop of req against base on LoadCore: Warmup first (not counted),
+// then Duration measured, charging proxy's CPU over the measured run to its requests. Any
+// answer that is not 2xx, or a socket error, fails the run.
+func (cfg *RoutesConfig) wrk(row RouteRow, base string, req RouteBody, proxy *proc) (RouteRow, error) {
+	script := filepath.Join(cfg.WorkDir, "post.lua")
+	lua := "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = " + strconv.Quote(req.Body) + "\n"
+	if err := os.WriteFile(script, []byte(lua), 0o644); err != nil {
+		return row, err
+	}
+	run := func(d time.Duration) (string, error) {
+		p, err := start(cfg.LoadCore, cfg.Wrk, "-t1", "-c"+strconv.Itoa(cfg.Connections), "-d"+strconv.Itoa(int(d/time.Second))+"s",
+			"--latency", "--timeout", "5s", "-s", script, base+req.Path)
+		if err != nil {
+			return "", err
+		}
+		if err := p.wait(); err != nil {
+			return "", err
+		}
+		return p.out.String(), nil
+	}
+	if cfg.Warmup > 0 {
+		if _, err := run(cfg.Warmup); err != nil {
+			return row, fmt.Errorf("%s %s warm-up: %w", row.Key, row.Route, err)
+		}
+	}
+	var cpu0 float64
+	if proxy != nil {
+		var err error
+		if cpu0, err = proxy.cpuTime(); err != nil {
+			return row, err
+		}
+	}
+	out, err := run(cfg.Duration)
+	if err != nil {
+		return row, fmt.Errorf("%s %s: %w", row.Key, row.Route, err)
+	}
+	w, err := parseWrk(out)
+	if err != nil {
+		return row, fmt.Errorf("%s %s: %w", row.Key, row.Route, err)
+	}
+	row.RPS, row.P50MS, row.P99MS, row.Requests = w.rps, w.p50ms, w.p99ms, w.requests
+	if proxy != nil {
+		cpu1, err := proxy.cpuTime()
+		if err != nil {
+			return row, err
+		}
+		row.ProxyCPUS = cpu1 - cpu0
+		if row.Requests > 0 {
+			row.CPUPerRequestUS = row.ProxyCPUS / float64(row.Requests) * 1e6
+		}
+	}
+	if w.bad > 0 {
+		return row, fmt.Errorf("%s %s: %d of %d answers were not 2xx or failed on the socket:\n%s", row.Key, row.Route, w.bad, w.requests, tail(out))
+	}
+	return row, nil
+}
+
+// wrkResult is what parseWrk reads from wrk --latency's report.
+type wrkResult struct {
+	rps          float64
+	p50ms, p99ms float64
+	requests     int64
+	bad          int64 // non-2xx/3xx answers and socket errors
+}
+
+var (
+	wrkRequests = regexp.MustCompile(`(?m)^\s*(\d+) requests in `)
+	wrkRPS      = regexp.MustCompile(`(?m)^Requests/sec:\s*([0-9.]+)`)
+	wrkPct      = regexp.MustCompile(`(?m)^\s*(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
+	wrkNon2xx   = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s*(\d+)`)
+	wrkSocket   = regexp.MustCompile(`(?m)^\s*Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
+)
+
+// parseWrk reads wrk's report (run with --latency).
+func parseWrk(out string) (wrkResult, error) {
+	var r wrkResult
+	m := wrkRequests.FindStringSubmatch(out)
+	rps := wrkRPS.FindStringSubmatch(out)
+	if m == nil || rps == nil {
+		return r, fmt.Errorf("wrk's report has no request count or rate:\n%s", tail(out))
+	}
+	r.requests, _ = strconv.ParseInt(m[1], 10, 64)
+	r.rps, _ = strconv.ParseFloat(rps[1], 64)
+	for _, p := range wrkPct.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(p[2], 64)
+		switch p[3] {
+		case "us":
+			v /= 1000
+		case "s":
+			v *= 1000
+		}
+		if p[1] == "50" {
+			r.p50ms = v
+		} else {
+			r.p99ms = v
+		}
+	}
+	if m := wrkNon2xx.FindStringSubmatch(out); m != nil {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		r.bad += n
+	}
+	if m := wrkSocket.FindStringSubmatch(out); m != nil {
+		for _, s := range m[1:] {
+			n, _ := strconv.ParseInt(s, 10, 64)
+			r.bad += n
+		}
+	}
+	return r, nil
+}
+
+// findRoute returns the row of route and key, or nil.
+func findRoute(rows []RouteRow, route, key string) *RouteRow {
+	for i := range rows {
+		if rows[i].Route == route && rows[i].Key == key {
+			return &rows[i]
+		}
+	}
+	return nil
+}
+
+// metrics adds the suite's metrics:
+//
+//	routes.<route>.cpu_us_per_request.smg-<plane>
+//	routes.<route>.rps_ratio.smg-<plane>/direct           requests/s through smg over direct
+//	routes.<route>.cpu_ratio.smg-<plane>/chat              CPU per request over the chat row's
+//	routes.epd.cpu_us_per_request.smg-<plane>, routes.pd.…
+//	routes.epd.cpu_ratio.smg-<plane>/pd                    EPD over PD on the same gateway
+//	routes.epd.rps_ratio.smg-<plane>/pd
+//
+// <route> is the path without its leading "/v1/" ("chat/completions" for chat).
+func (r *RoutesResult) metrics(m map[string]float64) {
+	chat := PassThroughRoutes[0].Path
+	for _, x := range r.PassThrough {
+		if x.Key == "direct" {
+			continue
+		}
+		name := "routes." + strings.TrimPrefix(x.Route, "/v1/")
+		m[name+".cpu_us_per_request."+x.Key] = x.CPUPerRequestUS
+		if d := findRoute(r.PassThrough, x.Route, "direct"); d != nil && d.RPS > 0 {
+			m[name+".rps_ratio."+x.Key+"/direct"] = x.RPS / d.RPS
+		}
+		if c := findRoute(r.PassThrough, chat, x.Key); c != nil && x.Route != chat && c.CPUPerRequestUS > 0 {
+			m[name+".cpu_ratio."+x.Key+"/chat"] = x.CPUPerRequestUS / c.CPUPerRequestUS
+		}
+	}
+	for _, x := range r.EPD {
+		m["routes."+x.Route+".cpu_us_per_request."+x.Key] = x.CPUPerRequestUS
+		if x.Route != "epd" {
+			continue
+		}
+		if pd := findRoute(r.EPD, "pd", x.Key); pd != nil && pd.CPUPerRequestUS > 0 && pd.RPS > 0 {
+			m["routes.epd.cpu_ratio."+x.Key+"/pd"] = x.CPUPerRequestUS / pd.CPUPerRequestUS
+			m["routes.epd.rps_ratio."+x.Key+"/pd"] = x.RPS / pd.RPS
+		}
+	}
+}
+
+// Table renders the suite as Markdown.
+func (r *RoutesResult) Table() string {
+	var sb strings.Builder
+	c := r.Config
+	fmt.Fprintf(&sb, "## 4. Engine pass-through routes and EPD (wrk)\n\n"+
+		"wrk (one thread, %d connections, closed loop) and the mocks on core %d, smg alone on core %d; %v per run after a %v warm-up, "+
+		"%d round(s), the least smg CPU per request kept (direct: the most requests/s). smg CPU from schedstat over the measured run.\n\n",
+		c.Connections, c.LoadCore, c.ProxyCore, c.Duration, c.Warmup, c.Rounds)
+	sb.WriteString("### Pass-through routes (one instant mock worker; chat is the generation route for reference)\n\n")
+	sb.WriteString("| route | run | req/s | vs direct | p50 ms | p99 ms | smg CPU µs/req | vs chat |\n|---|---|---|---|---|---|---|---|\n")
+	chat := PassThroughRoutes[0].Path
+	for _, x := range r.PassThrough {
+		vsDirect, vsChat, cpu := "", "", ""
+		if x.Key != "direct" {
+			cpu = fmt.Sprintf("%.1f", x.CPUPerRequestUS)
+			if d := findRoute(r.PassThrough, x.Route, "direct"); d != nil && d.RPS > 0 {
+				vsDirect = fmt.Sprintf("%.2f", x.RPS/d.RPS)
+			}
+			if ch := findRoute(r.PassThrough, chat, x.Key); ch != nil && x.Route != chat && ch.CPUPerRequestUS > 0 {
+				vsChat = fmt.Sprintf("%.2f", x.CPUPerRequestUS/ch.CPUPerRequestUS)
+			}
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %.0f | %s | %.2f | %.2f | %s | %s |\n", x.Route, x.Key, x.RPS, vsDirect, x.P50MS, x.P99MS, cpu, vsChat)
+	}
+	if len(r.EPD) > 0 {
+		fmt.Fprintf(&sb, "\n### EPD (1 encode + 1 prefill + 1 decode mock; smg --epd-disaggregation; %d round(s))\n\n"+
+			"epd: a chat request with an image part (encode, prefill and decode legs); pd: a text-only chat request on the same gateway (prefill and decode). "+
+			"No direct row: no client drives the three legs itself.\n\n", c.EPDRounds)
+		sb.WriteString("| request | run | req/s | p50 ms | p99 ms | smg CPU µs/req | EPD/PD CPU |\n|---|---|---|---|---|---|---|\n")
+		for _, x := range r.EPD {
+			ratio := ""
+			if pd := findRoute(r.EPD, "pd", x.Key); x.Route == "epd" && pd != nil && pd.CPUPerRequestUS > 0 {
+				ratio = fmt.Sprintf("%.2f", x.CPUPerRequestUS/pd.CPUPerRequestUS)
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %.0f | %.2f | %.2f | %.1f | %s |\n", x.Route, x.Key, x.RPS, x.P50MS, x.P99MS, x.CPUPerRequestUS, ratio)
+		}
+	}
+	sb.WriteString("\n")
+	return sb.String()
+}
