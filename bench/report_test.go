@@ -83,6 +83,7 @@ func fullReport() *Report {
 		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", Cores: 2, RPS: 15000, CPUPerRequestUS: 22},
 		{Key: "nginx", Name: "nginx", Cores: 2, RPS: 18000, CPUPerRequestUS: 18},
 	}
+	r.Routes = routesFixture()
 	return r
 }
 

@@ -461,6 +461,7 @@ func findRoute(rows []RouteRow, route, key string) *RouteRow {
 //	routes.<route>.cpu_us_per_request.smg-<plane>
 //	routes.<route>.rps_ratio.smg-<plane>/direct           requests/s through smg over direct
 //	routes.<route>.cpu_ratio.smg-<plane>/chat              CPU per request over the chat row's
+//	routes.pass_through.max_cpu_ratio.smg-<plane>/chat     the largest of those over the routes
 //	routes.epd.cpu_us_per_request.smg-<plane>, routes.pd.…
 //	routes.epd.cpu_ratio.smg-<plane>/pd                    EPD over PD on the same gateway
 //	routes.epd.rps_ratio.smg-<plane>/pd
@@ -478,7 +479,10 @@ func (r *RoutesResult) metrics(m map[string]float64) {
 			m[name+".rps_ratio."+x.Key+"/direct"] = x.RPS / d.RPS
 		}
 		if c := findRoute(r.PassThrough, chat, x.Key); c != nil && x.Route != chat && c.CPUPerRequestUS > 0 {
-			m[name+".cpu_ratio."+x.Key+"/chat"] = x.CPUPerRequestUS / c.CPUPerRequestUS
+			ratio := x.CPUPerRequestUS / c.CPUPerRequestUS
+			m[name+".cpu_ratio."+x.Key+"/chat"] = ratio
+			most := "routes.pass_through.max_cpu_ratio." + x.Key + "/chat"
+			m[most] = max(m[most], ratio)
 		}
 	}
 	for _, x := range r.EPD {

@@ -57,20 +57,33 @@ func TestRoutesConfigValidate(t *testing.T) {
 	}
 }
 
-func TestRoutesMetrics(t *testing.T) {
-	r := &RoutesResult{
+// routesFixture is a routes suite result on both planes (fullReport's).
+func routesFixture() *RoutesResult {
+	return &RoutesResult{
 		PassThrough: []RouteRow{
 			{Route: "/v1/chat/completions", Key: "direct", RPS: 20000},
 			{Route: "/v1/chat/completions", Key: "smg-evloop", RPS: 15000, CPUPerRequestUS: 20},
+			{Route: "/v1/chat/completions", Key: "smg-fasthttp", RPS: 12000, CPUPerRequestUS: 25},
 			{Route: "/v1/embeddings", Key: "direct", RPS: 20000},
 			{Route: "/v1/embeddings", Key: "smg-evloop", RPS: 10000, CPUPerRequestUS: 30},
+			{Route: "/v1/embeddings", Key: "smg-fasthttp", RPS: 10000, CPUPerRequestUS: 25},
+			{Route: "/v1/rerank", Key: "smg-evloop", RPS: 10000, CPUPerRequestUS: 18},
 		},
-		EPD: []RouteRow{{Route: "epd", Key: "smg-evloop", RPS: 3000, CPUPerRequestUS: 60}, {Route: "pd", Key: "smg-evloop", RPS: 4000, CPUPerRequestUS: 40}},
+		EPD: []RouteRow{
+			{Route: "epd", Key: "smg-evloop", RPS: 3000, CPUPerRequestUS: 60}, {Route: "pd", Key: "smg-evloop", RPS: 4000, CPUPerRequestUS: 40},
+			{Route: "epd", Key: "smg-fasthttp", RPS: 3000, CPUPerRequestUS: 90}, {Route: "pd", Key: "smg-fasthttp", RPS: 4000, CPUPerRequestUS: 60},
+		},
 	}
+}
+
+func TestRoutesMetrics(t *testing.T) {
+	r := routesFixture()
 	m := map[string]float64{}
 	r.metrics(m)
 	for name, want := range map[string]float64{
 		"routes.embeddings.cpu_ratio.smg-evloop/chat":         1.5,
+		"routes.pass_through.max_cpu_ratio.smg-evloop/chat":   1.5,
+		"routes.rerank.cpu_ratio.smg-evloop/chat":             0.9,
 		"routes.embeddings.rps_ratio.smg-evloop/direct":       0.5,
 		"routes.chat/completions.rps_ratio.smg-evloop/direct": 0.75,
 		"routes.epd.cpu_ratio.smg-evloop/pd":                  1.5,
