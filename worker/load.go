@@ -38,8 +38,10 @@ type LoadReport struct {
 	TokenUsage float64
 	// At is when the gateway received the report.
 	At time.Time
-
-	_ [8]byte
+	// KVCapacityTokens is the KV cache's size in tokens (max_total_num_tokens, summed across
+	// DP ranks); 0 when the engine does not report it. cache_aware bounds what it believes a
+	// worker still caches by it.
+	KVCapacityTokens int64
 }
 
 // DispatchMark is a worker's dispatch counts at one moment (Worker.DispatchMark): the requests

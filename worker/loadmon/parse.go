@@ -20,7 +20,8 @@ var (
 
 // ParseLoads parses SGLang's GET /v1/loads document into r (the caller sets r.At): waiting,
 // running and waiting uncached tokens summed across DP ranks, KV usage the mean across ranks,
-// generation throughput summed (the worker's total). WaitingTokens is -1 when no rank reports
+// generation throughput and KV capacity (max_total_num_tokens) summed (the worker's total).
+// WaitingTokens is -1 when no rank reports
 // num_waiting_uncached_tokens. p is reused between calls; nothing of body is retained.
 func ParseLoads(p *fastjson.Parser, body []byte, r *worker.LoadReport) error {
 	v, err := p.ParseBytes(body)
@@ -46,6 +47,7 @@ func ParseLoads(p *fastjson.Parser, body []byte, r *worker.LoadReport) error {
 			r.WaitingTokens += int64(nonNegInt(t.GetFloat64()))
 		}
 		usage += clamp01(rank.GetFloat64("token_usage"))
+		r.KVCapacityTokens += int64(nonNegInt(rank.GetFloat64("max_total_num_tokens")))
 		r.GenThroughput += nonNegFloat(rank.GetFloat64("gen_throughput"))
 	}
 	r.TokenUsage = usage / float64(len(ranks))

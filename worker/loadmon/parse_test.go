@@ -14,8 +14,8 @@ import (
 const mockLoads = `{"timestamp":"2025-01-01T00:00:00Z","version":"mock","dp_rank_count":1,"loads":[{"dp_rank":0,"num_running_reqs":3,"num_waiting_reqs":2,"num_total_reqs":5,"num_used_tokens":900,"max_total_num_tokens":1000,"token_usage":0.9,"gen_throughput":812.5,"cache_hit_rate":0.4,"utilization":0.1,"max_running_requests":64,"num_waiting_uncached_tokens":3072}],"aggregate":{"total_running_reqs":3,"total_waiting_reqs":2,"total_reqs":5,"avg_token_usage":0.9,"avg_throughput":812.5,"avg_utilization":0.1}}`
 
 const twoRanks = `{"loads":[
- {"dp_rank":0,"num_running_reqs":1,"num_waiting_reqs":4,"token_usage":0.2,"gen_throughput":100,"num_waiting_uncached_tokens":10},
- {"dp_rank":1,"num_running_reqs":2,"num_waiting_reqs":6,"token_usage":0.6,"gen_throughput":300,"num_waiting_uncached_tokens":30}]}`
+ {"dp_rank":0,"num_running_reqs":1,"num_waiting_reqs":4,"token_usage":0.2,"gen_throughput":100,"num_waiting_uncached_tokens":10,"max_total_num_tokens":4096},
+ {"dp_rank":1,"num_running_reqs":2,"num_waiting_reqs":6,"token_usage":0.6,"gen_throughput":300,"num_waiting_uncached_tokens":30,"max_total_num_tokens":4096}]}`
 
 func TestParseLoads(t *testing.T) {
 	var p fastjson.Parser
@@ -24,8 +24,8 @@ func TestParseLoads(t *testing.T) {
 		body string
 		want worker.LoadReport
 	}{
-		{"mockworker", mockLoads, worker.LoadReport{WaitingRequests: 2, RunningRequests: 3, WaitingTokens: 3072, TokenUsage: 0.9, GenThroughput: 812.5}},
-		{"summed and averaged across DP ranks", twoRanks, worker.LoadReport{WaitingRequests: 10, RunningRequests: 3, WaitingTokens: 40, TokenUsage: 0.4, GenThroughput: 400}},
+		{"mockworker", mockLoads, worker.LoadReport{WaitingRequests: 2, RunningRequests: 3, WaitingTokens: 3072, TokenUsage: 0.9, GenThroughput: 812.5, KVCapacityTokens: 1000}},
+		{"summed and averaged across DP ranks", twoRanks, worker.LoadReport{WaitingRequests: 10, RunningRequests: 3, WaitingTokens: 40, TokenUsage: 0.4, GenThroughput: 400, KVCapacityTokens: 8192}},
 		{"no token count", `{"loads":[{"num_waiting_reqs":1,"token_usage":0.5}]}`, worker.LoadReport{WaitingRequests: 1, WaitingTokens: -1, TokenUsage: 0.5}},
 		{"garbage values are clamped", `{"loads":[{"num_waiting_reqs":-4,"token_usage":7,"gen_throughput":-1}]}`, worker.LoadReport{WaitingTokens: -1, TokenUsage: 1}},
 	}
@@ -96,7 +96,7 @@ func TestParseMetrics(t *testing.T) {
 func same(a, b worker.LoadReport) bool {
 	return a.WaitingRequests == b.WaitingRequests && a.RunningRequests == b.RunningRequests &&
 		a.WaitingTokens == b.WaitingTokens && math.Abs(a.TokenUsage-b.TokenUsage) < 1e-9 &&
-		math.Abs(a.GenThroughput-b.GenThroughput) < 1e-9
+		math.Abs(a.GenThroughput-b.GenThroughput) < 1e-9 && a.KVCapacityTokens == b.KVCapacityTokens
 }
 
 func sane(t *testing.T, r worker.LoadReport) {
