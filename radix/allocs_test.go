@@ -102,3 +102,36 @@ func TestTokenTreeAllocatesNothing(t *testing.T) {
 		t.Fatalf("token MatchAndInsert and Match: %v allocations per run", n)
 	}
 }
+
+// liveChooser is cacheChooser that finds every hold with an odd stamp lapsed.
+type liveChooser struct{ cacheChooser }
+
+func (*liveChooser) Live(_ Tenant, stamp int64) bool { return stamp%2 == 0 }
+
+// TestMatchAndInsertWithLiveChooserAllocatesNothing is TestMatchAndInsertAllocatesNothing
+// with a LiveChooser, whose match walks up the path.
+func TestMatchAndInsertWithLiveChooserAllocatesNothing(t *testing.T) {
+	f := newBenchFixture(t, 4096, 100, Config{})
+	const runs = 500
+	prompts := make([][]byte, runs+1)
+	for i := range prompts {
+		prompts[i] = f.prompt(nil, i)
+	}
+	ch := &liveChooser{cacheChooser{tenants: 100}}
+	for _, p := range prompts {
+		f.now++
+		f.tree.MatchAndInsert(p, f.now, ch)
+	}
+	f.reset()
+	i := 0
+	n := testing.AllocsPerRun(runs, func() {
+		f.now++
+		if r := f.tree.MatchAndInsert(prompts[i], f.now, ch); !r.Inserted {
+			t.Fatalf("prompt %d: %+v", i, r)
+		}
+		i++
+	})
+	if n != 0 {
+		t.Fatalf("MatchAndInsert with a LiveChooser: %v allocations per run", n)
+	}
+}

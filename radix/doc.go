@@ -8,8 +8,9 @@
 //
 // MatchAndInsert is the request hot path: one descent finds the longest stored
 // prefix of the text, hands the match (matched and input length, up to
-// MaxMatchTenants holders, most recent first) to a Chooser, then inserts the rest of
-// the text for the chosen tenant and stamps the whole path. Match and Insert do half
+// MaxMatchTenants holders, most recent first) to a Chooser (a LiveChooser is offered
+// the longest prefix that a tenant it deems live holds), then inserts the rest of the
+// text for the chosen tenant and stamps the whole path. Match and Insert do half
 // of that each. RemoveTenant purges a worker that left. Evict trims the tree to a
 // budget of tenant-weighted characters (each character counted once per tenant that
 // holds it, like the spec product's tree-wide total), dropping least-recently-used

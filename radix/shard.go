@@ -48,9 +48,10 @@ type shard struct {
 	sizeMirror, storedMirror atomic.Int64
 	tenantChars              []int64 // per tenant, indexed by Tenant
 
-	// chosen is the scratch the tenant list of a MatchAndInsert lives in while the
-	// Chooser runs; it is guarded by the write lock.
-	chosen [MaxMatchTenants]Tenant
+	// chosen and chosenStamps are the scratch the tenant list of a MatchAndInsert
+	// lives in while the Chooser runs; they are guarded by the write lock.
+	chosen       [MaxMatchTenants]Tenant
+	chosenStamps [MaxMatchTenants]int64
 
 	// stack is scratch for RemoveTenant, guarded by the write lock.
 	stack []uint32

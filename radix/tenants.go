@@ -221,14 +221,17 @@ func (s *shard) dropTenants(id uint32) {
 	nd.tenants, nd.stamps, nd.kids = [inlineTenants]Tenant{}, [inlineTenants]int64{}, [inlineTenants]uint32{}
 }
 
-// recentTenants writes up to MaxMatchTenants tenants of node id into dst, most
-// recently used first (ties by lower tenant id), and returns how many it wrote.
-func (s *shard) recentTenants(id uint32, dst *[MaxMatchTenants]Tenant) int {
+// recentTenants writes up to MaxMatchTenants tenants of node id into dst and their
+// stamps into top, most recently used first (ties by lower tenant id), and returns how
+// many it wrote. With live set, only the tenants it reports live count.
+func (s *shard) recentTenants(id uint32, dst *[MaxMatchTenants]Tenant, top *[MaxMatchTenants]int64, live LiveChooser) int {
 	ts, st := s.tenantsOf(id)
-	var top [MaxMatchTenants]int64
 	k := 0
 	for i, t := range ts {
 		stamp := st[i]
+		if live != nil && !live.Live(t, stamp) {
+			continue
+		}
 		if k == MaxMatchTenants {
 			// Entries arrive in ascending tenant order, so an equal stamp loses to
 			// the kept, lower tenant.

@@ -16,6 +16,10 @@ type Match struct {
 	// recently used first, ties broken by lower tenant. Empty when nothing matched.
 	// In a Chooser call it is a view into the tree, valid only during the call.
 	Tenants []Tenant
+	// Stamps are the Tenants' stamps on the matched prefix (the now of the call that
+	// last stamped it for each), index for index: set only in a Chooser's Match, and a
+	// view into the tree like Tenants.
+	Stamps []int64
 }
 
 // Chooser picks the tenant a request goes to, from what the descent found. The tree
@@ -27,6 +31,19 @@ type Chooser interface {
 	// Choose returns the tenant to insert the input for, or false to insert nothing.
 	// m.Tenants is valid only during the call.
 	Choose(m Match) (Tenant, bool)
+}
+
+// A LiveChooser is a Chooser that knows when a tenant's hold on a prefix has lapsed
+// (a worker whose engine has evicted it by now). MatchAndInsert then offers it the
+// longest prefix of the text that some tenant still holds, with those tenants only:
+// from the deepest node of the match up, the first node with a live tenant; when no
+// node has one, a Match of no characters and no tenants. What is inserted is the
+// same either way: the rest of the text after the longest stored prefix.
+type LiveChooser interface {
+	Chooser
+	// Live reports whether tenant still holds a prefix it last used at stamp. It runs
+	// under the shard's lock, like Choose, and must be as quick.
+	Live(tenant Tenant, stamp int64) bool
 }
 
 // Result is the outcome of MatchAndInsert and Insert.
@@ -85,9 +102,10 @@ func (c *core) match(key []byte, dst []Tenant) Match {
 	d := s.descend(key)
 	matched := s.matchedUnits(d)
 	var ts [MaxMatchTenants]Tenant
+	var stamps [MaxMatchTenants]int64
 	k := 0
 	if h := d.holder(); h != 0 {
-		k = s.recentTenants(h, &ts)
+		k = s.recentTenants(h, &ts, &stamps, nil)
 	}
 	s.mu.RUnlock()
 	m := Match{MatchedChars: matched, InputChars: matched + countUnits(key[d.consumed():], c.tokens)}
@@ -108,16 +126,36 @@ func (c *core) matchAndInsert(key []byte, now int64, ch Chooser, fixed Tenant) R
 	tail := countUnits(key[d.consumed():], c.tokens)
 	r := Result{MatchedChars: matched, InputChars: matched + tail, Tenant: fixed, Inserted: true}
 	if ch != nil {
+		m := Match{MatchedChars: matched, InputChars: r.InputChars}
 		k := 0
-		if h := d.holder(); h != 0 {
-			k = s.recentTenants(h, &s.chosen)
+		if live, ok := ch.(LiveChooser); ok {
+			m.MatchedChars, k = s.liveMatch(d, matched, live)
+		} else if h := d.holder(); h != 0 {
+			k = s.recentTenants(h, &s.chosen, &s.chosenStamps, nil)
 		}
-		r.Tenant, r.Inserted = ch.Choose(Match{MatchedChars: matched, InputChars: r.InputChars, Tenants: s.chosen[:k:k]})
+		m.Tenants, m.Stamps = s.chosen[:k:k], s.chosenStamps[:k:k]
+		r.Tenant, r.Inserted = ch.Choose(m)
 	}
 	if r.Inserted {
 		s.insertFrom(d, key, matched, tail, r.Tenant, now)
 	}
 	return r
+}
+
+// liveMatch walks from the deepest node of the match d found (matched characters
+// long) up to the first node with a tenant live reports live, and returns the
+// length of that node's prefix and how many live tenants it wrote to s.chosen (and
+// their stamps to s.chosenStamps); 0 and 0 when no node has one.
+func (s *shard) liveMatch(d descent, matched int, live LiveChooser) (int, int) {
+	id := d.holder()
+	for id != 0 && id != rootID {
+		if k := s.recentTenants(id, &s.chosen, &s.chosenStamps, live); k > 0 {
+			return matched, k
+		}
+		id = s.nodes[id].parent
+		matched = int(s.nodes[id].depth)
+	}
+	return 0, 0
 }
 
 func (c *core) removeTenant(t Tenant) int64 {

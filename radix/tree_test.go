@@ -328,3 +328,65 @@ func TestChooserPanicReleasesLock(t *testing.T) {
 		t.Fatalf("Insert after a panicking Chooser: %+v", r)
 	}
 }
+
+// liveAfter is a LiveChooser for which a tenant's hold lapses with a stamp below since; it
+// records what it saw and declines.
+type liveAfter struct {
+	since int64
+	declineChooser
+	stamps []int64
+}
+
+func (l *liveAfter) Live(_ Tenant, stamp int64) bool { return stamp >= l.since }
+
+func (l *liveAfter) Choose(m Match) (Tenant, bool) {
+	l.stamps = slices.Clone(m.Stamps)
+	return l.declineChooser.Choose(m)
+}
+
+// TestLiveChooserSeesTheLongestLivePrefix checks that a LiveChooser is offered the deepest
+// prefix some tenant still holds, with only its live tenants and their stamps, while the
+// insert still continues from the longest stored prefix.
+func TestLiveChooserSeesTheLongestLivePrefix(t *testing.T) {
+	tr := newText(t, Config{Shards: 1})
+	tr.Insert([]byte("system prompt, turn 1"), 1, 10) // tenant 1, recent
+	tr.Insert([]byte("system prompt, turn 1, turn 2"), 2, 5)
+	tr.Insert([]byte("system prompt, turn 1, turn 2"), 3, 4)
+
+	l := &liveAfter{since: 5}
+	tr.MatchAndInsert([]byte("system prompt, turn 1, turn 2, turn 3"), 11, l)
+	if l.saw.MatchedChars != 29 || !slices.Equal(l.saw.Tenants, []Tenant{2}) || !slices.Equal(l.stamps, []int64{5}) {
+		t.Fatalf("tenant 2 still live: saw %+v stamps %v, want 29 characters held by [2] stamped [5]", l.saw, l.stamps)
+	}
+	// Tenants 2 and 3 lapsed: the deepest live prefix is tenant 1's, shorter.
+	l = &liveAfter{since: 6}
+	tr.MatchAndInsert([]byte("system prompt, turn 1, turn 2, turn 3"), 11, l)
+	if l.saw.MatchedChars != 21 || !slices.Equal(l.saw.Tenants, []Tenant{1}) || !slices.Equal(l.stamps, []int64{10}) {
+		t.Fatalf("only tenant 1 live: saw %+v stamps %v, want 21 characters held by [1] stamped [10]", l.saw, l.stamps)
+	}
+	// Every hold lapsed: a miss.
+	l = &liveAfter{since: 100}
+	r := tr.MatchAndInsert([]byte("system prompt, turn 1, turn 2, turn 3"), 11, l)
+	if l.saw.MatchedChars != 0 || len(l.saw.Tenants) != 0 || l.saw.InputChars != 37 || r.MatchedChars != 29 {
+		t.Fatalf("nothing live: saw %+v, result %+v; want no characters and no tenants offered, 29 stored", l.saw, r)
+	}
+	// The insert is unchanged: it continues after the longest stored prefix.
+	l2 := &liveAfterChoosing{liveAfter: liveAfter{since: 100}, t: 4}
+	r = tr.MatchAndInsert([]byte("system prompt, turn 1, turn 2, turn 3"), 12, l2)
+	if !r.Inserted || r.MatchedChars != 29 {
+		t.Fatalf("chosen: %+v", r)
+	}
+	if m := tr.Match([]byte("system prompt, turn 1, turn 2, turn 3"), nil); m.MatchedChars != 37 || !slices.Equal(m.Tenants, []Tenant{4}) {
+		t.Fatalf("after the insert for 4: %+v", m)
+	}
+	if err := checkInvariants(tr.c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type liveAfterChoosing struct {
+	liveAfter
+	t Tenant
+}
+
+func (l *liveAfterChoosing) Choose(Match) (Tenant, bool) { return l.t, true }
