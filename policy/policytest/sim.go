@@ -391,10 +391,11 @@ func (e *simEngine) report(now time.Duration) *worker.LoadReport {
 		held += s.prefilled + s.generated
 	}
 	return &worker.LoadReport{
-		At:              time.Unix(0, 0).Add(now),
-		RunningRequests: len(e.running) + len(e.arrived),
-		GenThroughput:   float64(tokens), // over the last second
-		TokenUsage:      math.Min(1, float64(held)/float64(e.e.KVTokens)),
+		At:               time.Unix(0, 0).Add(now),
+		RunningRequests:  len(e.running) + len(e.arrived),
+		GenThroughput:    float64(tokens), // over the last second
+		TokenUsage:       math.Min(1, float64(held)/float64(e.e.KVTokens)),
+		KVCapacityTokens: int64(e.e.KVTokens),
 	}
 }
 
@@ -435,6 +436,45 @@ func SharedPrefix(groups, questions, prefixTokens, questionTokens, outputTokens 
 			texts[g*questions+q] = t
 		}
 		return SimRequest{Group: g, PrefixTokens: prefixTokens, PromptTokens: prefixTokens + questionTokens, OutputTokens: outputTokens, Text: t}
+	}
+}
+
+// MultiTurn returns a generator of loadgen's multi-turn workload for PoissonTrace: users
+// conversations taking turns in a fixed cycle (loadgen's FIFO ready queue), each turn resending
+// the conversation so far (a systemTokens-token system prompt, then per round a turnTokens-token
+// turn and, before the next, an outputTokens-token answer); after rounds turns a user starts a
+// new conversation. A conversation is its own prefix group whose cached prefix is the previous
+// turn's prompt (engines cache prompts, not answers, as mockworker's do), so an engine's cache
+// of CacheGroups conversations holds a prefix until CacheGroups other conversations passed
+// through it. The generator ignores its rng: the cycle is the workload.
+func MultiTurn(users, rounds, systemTokens, turnTokens, outputTokens int) func(*rand.Rand) SimRequest {
+	k := 0
+	perRound := turnTokens + outputTokens
+	full := (systemTokens + rounds*perRound) * policy.BytesPerToken
+	texts := map[int][]byte{}
+	return func(*rand.Rand) SimRequest {
+		user, turn := k%users, k/users
+		k++
+		conv, round := user+turn/rounds*users, turn%rounds+1 // conversation id, round 1..rounds
+		t, ok := texts[conv]
+		if !ok {
+			t = make([]byte, 0, full)
+			for len(t) < full {
+				t = fmt.Appendf(t, "conversation %d says %d. ", conv, len(t))
+			}
+			texts[conv] = t[:full]
+			t = texts[conv]
+		}
+		prompt := systemTokens + round*turnTokens + (round-1)*outputTokens
+		prefix := 0
+		if round > 1 {
+			prefix = prompt - perRound
+		}
+		if round == rounds {
+			delete(texts, conv) // its last turn: the bytes stay with the request
+		}
+		return SimRequest{Group: conv, PrefixTokens: prefix, PromptTokens: prompt, OutputTokens: outputTokens,
+			Text: t[:prompt*policy.BytesPerToken]}
 	}
 }
 
