@@ -12,9 +12,14 @@ import (
 
 // TestPickAllocatesNothing routes a 4 KB prompt (the measure) on the hit path and on
 // the miss path, and a token request, after a warm-up that stores them.
+// With KV capacities in the load reports the holders' liveness is checked too.
 func TestPickAllocatesNothing(t *testing.T) {
 	f := policytest.NewFleet(t, 16, "m")
-	for _, threshold := range []float64{DefaultCacheThreshold, 1} { // 1: every request a miss
+	for _, threshold := range []float64{DefaultCacheThreshold, 1, -1} { // 1: every request a miss; -1: reports with capacities
+		if threshold == -1 {
+			threshold = DefaultCacheThreshold
+			reportCapacity(f.Workers, 65_536)
+		}
 		cfg := DefaultConfig()
 		cfg.CacheThreshold = threshold
 		b, _ := newBuilder(t, cfg)

@@ -35,7 +35,10 @@ type Builder struct {
 
 	text   *radix.TextTree
 	tokens *radix.TokenTree
-	clock  atomic.Int64 // logical LRU clock: one tick per insert
+	// clock is the trees' LRU clock, counted in prompt tokens: each pick advances it by what
+	// it adds to its engine's LRU order (advanceClock), so the age of a holder's stamp tells
+	// whether its engine still caches the prefix (liveness.go). It starts at peerStamp + 1.
+	clock atomic.Int64
 
 	// placements is the hash placement index (--cache-index hash), nil in tree mode; its
 	// holders are stamped with now, a coarse clock Maintain advances every second, so the
@@ -88,6 +91,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 		text: text, tokens: tokens,
 		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback)},
 	}
+	b.clock.Store(peerStamp + 1) // local stamps are above a peer's
 	if cfg.CacheIndex == IndexHash {
 		b.placements = newPlacementIndex()
 		b.now.Store(time.Now().UnixNano())
@@ -242,11 +246,11 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	case len(req.Tokens) >= b.cfg.BlockSize:
 		// Whole pages only: engines reuse KV cache in pages.
 		n := len(req.Tokens) / b.cfg.BlockSize * b.cfg.BlockSize
-		c.pageSize = b.cfg.BlockSize
-		b.tokens.MatchAndInsert(req.Tokens[:n], b.clock.Add(1), c)
+		c.pageSize, c.unitsPerToken, c.now = b.cfg.BlockSize, 1, b.clock.Load()
+		b.tokens.MatchAndInsert(req.Tokens[:n], c.now, c)
 	case len(req.Tokens) == 0 && len(req.Text) > 0:
-		c.pageSize = 1
-		b.text.MatchAndInsert(req.Text, b.clock.Add(1), c)
+		c.pageSize, c.unitsPerToken, c.now = 1, charsPerToken, b.clock.Load()
+		b.text.MatchAndInsert(req.Text, c.now, c)
 	default:
 		// Nothing to match (no text, or tokens shorter than one page): load decides and
 		// nothing is recorded.
@@ -284,9 +288,9 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 		return
 	case len(req.Tokens) >= b.cfg.BlockSize:
 		n := len(req.Tokens) / b.cfg.BlockSize * b.cfg.BlockSize
-		b.tokens.Insert(req.Tokens[:n], radix.Tenant(served.Index), b.clock.Add(1))
+		b.tokens.Insert(req.Tokens[:n], radix.Tenant(served.Index), b.clock.Add(int64(n)))
 	case len(req.Tokens) == 0 && len(req.Text) > 0:
-		b.text.Insert(req.Text, radix.Tenant(served.Index), b.clock.Add(1))
+		b.text.Insert(req.Text, radix.Tenant(served.Index), b.clock.Add(int64(len(req.Text)/charsPerToken)))
 	default:
 		return
 	}
@@ -327,8 +331,13 @@ type chooser struct {
 	p        *picker
 	req      *policy.Request
 	pageSize int
-	chosen   *worker.Worker
-	cands    [radix.MaxMatchTenants]*worker.Worker
+	// unitsPerToken converts the tree's units to prompt tokens for the clock: 1 for the
+	// token tree, charsPerToken for the text tree.
+	unitsPerToken int
+	// now is the clock when the pick began: the stamp its path gets.
+	now    int64
+	chosen *worker.Worker
+	cands  [radix.MaxMatchTenants]*worker.Worker
 }
 
 var chooserPool = sync.Pool{New: func() any { return new(chooser) }}
@@ -382,6 +391,7 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 	if w == nil {
 		return 0, false
 	}
+	c.advanceClock(m, matched, w)
 	return radix.Tenant(w.Index), true
 }
 

@@ -7,7 +7,10 @@
 // Per model the Builder keeps a radix.TextTree of routing text and a radix.TokenTree of token
 // ids in whole pages of --block-size tokens; tenants are Worker.Index. One descent of the tree
 // (radix MatchAndInsert) finds the longest stored prefix and its holders, runs the decision
-// below under the shard's lock, and inserts the request for the chosen worker:
+// below under the shard's lock, and inserts the request for the chosen worker. A holder whose
+// engine must have evicted the prefix by now, by the trees' token clock and its load report's
+// KV capacity (liveness.go, issue 13), does not count: the match offered is the longest
+// prefix some holder still caches, with those holders only.
 //
 //  1. The match ratio is matched over input length. At or below --cache-threshold the request
 //     is a miss: the lowest expected wait among available workers takes it
@@ -44,8 +47,8 @@
 // # Concurrency
 //
 // Trees are safe for concurrent use (sharded locks, see package radix). The tree's LRU stamps
-// come from a per-builder logical clock (one atomic add per insert), so the hot path reads no
-// wall clock. Build and Maintain run on control-plane goroutines; Pick and Record from any.
+// come from a per-builder clock counted in prompt tokens (one atomic add per pick), so the hot
+// path reads no wall clock. Build and Maintain run on control-plane goroutines; Pick and Record from any.
 //
 // # Ownership
 //
