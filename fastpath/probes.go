@@ -24,7 +24,12 @@ func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 		s.methodNotAllowed(ctx, routeProbe, "GET")
 		return
 	}
-	snap := s.reg.Current()
+	// The workers counted are those of the route table requests are served from, not the
+	// registry's latest snapshot: the registry publishes a snapshot before the router has
+	// built its table, and a probe answering "ready" in between sent a client's first
+	// requests to a table without the workers (404 model_not_found, 503).
+	tab := s.router.Current()
+	snap := tab.Snapshot
 	healthy, encode, prefill, decode := 0, 0, 0, 0
 	for _, w := range snap.Workers {
 		if w.Routable() {
@@ -39,7 +44,6 @@ func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 			}
 		}
 	}
-	tab := s.router.Current()
 	pd, epd := tab.PD, tab.EPD
 	body := map[string]any{"status": "ready", "healthy_workers": healthy, "total_workers": len(snap.Workers)}
 	if pd {
