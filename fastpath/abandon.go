@@ -3,6 +3,8 @@ package fastpath
 import (
 	"errors"
 	"io"
+	"net"
+	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
 
@@ -12,10 +14,12 @@ import (
 // A client that leaves before its worker has started answering (issue 17): the gateway used
 // to wait for the worker until the request's deadline (1800 s by default), holding the
 // worker's in-flight count and connection for nobody. Now the worker's connection watches
-// the client while it waits for the first byte (worker.WatchClient): when the client has
-// gone, the round trip ends with worker.ErrClientLeft, the worker's connection is closed (the
+// the client while it waits for the first byte (worker.Watch): when the client has gone,
+// the round trip ends with worker.ErrClientLeft, the worker's connection is closed (the
 // engine sees the request cancelled), and the attempt is abandoned, not retried, and not
-// counted against the worker.
+// counted against the worker. Every round trip to a worker is sent this way, the PD legs
+// included (pd.go), so the same watch also cuts a wait on a worker found unresponsive
+// (worker/stall) and one the request gave up (a PD leg whose other leg failed).
 
 // errClientLeft is forward's answer for a request whose client left: there is nobody to
 // retry or answer for.
@@ -31,7 +35,10 @@ type upstreamBody struct {
 	rest        io.Reader
 	size, limit int
 	resp        *fasthttp.Response
-	client      *fasthttp.RequestCtx
+	// client is the client's connection; cancel, when set, gives the round trip up (PD: the
+	// other leg failed).
+	client net.Conn
+	cancel *atomic.Bool
 }
 
 // length is the body's length as the worker is told it (-1: chunked).
@@ -43,19 +50,18 @@ func (b *upstreamBody) length() int {
 }
 
 // sendWatched makes req's body x.up's, so that the round trip reading into resp watches
-// ctx's client. In PD mode it does nothing: the decode leg's body is a rewrite the exchange
-// swapped into the request (swapBody), which must stay there.
+// ctx's client (and x.up's cancel). x.up.body points into the request's body buffer or the
+// exchange's PD buffer: the request must not pool its buffer when the body stream replaces
+// it (fasthttp's server keeps it anyway; a bridged request would not).
 func sendWatched(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) {
-	if x.pdOrig != nil {
-		return
-	}
-	x.up.resp, x.up.client = resp, ctx
+	x.up.resp, x.up.client = resp, ctx.Conn()
+	ctx.Request.KeepBodyBuffer = true
 	ctx.Request.SetBodyStream(&x.up, x.up.length())
 }
 
 // WriteTo implements fasthttp.BodyWriterTo.
 func (b *upstreamBody) WriteTo(w io.Writer) (int64, error) {
-	worker.WatchClient(b.resp, b.client.Conn())
+	worker.Watch(b.resp, b.client, b.cancel)
 	n, err := w.Write(b.body)
 	if err != nil || b.rest == nil {
 		return int64(n), err

@@ -188,16 +188,7 @@ func TestClientLeavingDuringBackoffFreesEverything(t *testing.T) {
 				g = newGateway(t, "round_robin", cfg, busy)
 				attempts = func() int { return len(busy.served) }
 			}
-			conn, err := net.Dial("tcp", g.serveTCP())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			req := "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: " +
-				itoa(len(chatBody)) + "\r\n\r\n" + chatBody
-			if _, err := conn.Write([]byte(req)); err != nil {
-				t.Fatal(err)
-			}
+			conn := sendChat(t, g.serveTCP())
 			testutil.Eventually(t, "the first attempt", func() bool { return attempts() == 1 && g.srv.adm.active.Load() == 1 })
 			conn.Close()
 			testutil.Eventually(t, "the admission slot freed", func() bool { return g.srv.adm.active.Load() == 0 })
@@ -239,4 +230,45 @@ func TestClientStillThereGetsTheRetry(t *testing.T) {
 	if n := client.ConnsCount(); n != 1 {
 		t.Fatalf("%d connections: the pause must leave the client's connection usable", n)
 	}
+}
+
+// TestClientLeavingBeforeTheFirstByteIsNotTheWorkersFault: a client that hangs up while its
+// worker has not answered ends the round trip at once (the worker's connection closed,
+// nothing in flight), is not retried, and counts against nothing: no upstream error, no
+// breaker failure. fasthttp reports any error on the first byte as a closed connection, which
+// made the departure a worker fault that was then retried (worker.Cause).
+func TestClientLeavingBeforeTheFirstByteIsNotTheWorkersFault(t *testing.T) {
+	hung, other := newFakeWorker(t, "hung", 200), newFakeWorker(t, "other", 200)
+	hung.delay, other.delay = 2*time.Second, 2*time.Second
+	g := newGateway(t, "round_robin", Config{Retry: fastRetries()}, hung, other)
+	conn := sendChat(t, g.serveTCP())
+	testutil.Eventually(t, "the request in flight", func() bool { return g.inFlight() == 1 })
+	conn.Close()
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "the admission slot freed", func() bool { return g.srv.adm.active.Load() == 0 })
+	if n := len(hung.served) + len(other.served); n != 1 {
+		t.Fatalf("%d attempts; a request whose client left is not retried", n)
+	}
+	for _, w := range g.reg.Current().Workers {
+		st := w.Breaker.Stats(breaker.Now())
+		if errs := w.Upstream[worker.OutcomeError].Get(); errs != 0 || st.State != breaker.Closed || st.Faults != 0 {
+			t.Fatalf("worker %s: %d upstream errors, breaker %+v; a client's departure is not the worker's fault", w.URL, errs, st)
+		}
+	}
+}
+
+// sendChat dials the gateway at addr over TCP and sends a chat request on the connection,
+// which the test closes to leave (and the test's cleanup closes anyway).
+func sendChat(t *testing.T, addr string) net.Conn {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req := "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: " +
+		itoa(len(chatBody)) + "\r\n\r\n" + chatBody
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }

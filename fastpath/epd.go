@@ -66,15 +66,17 @@ func (s *Server) dispatchEPD(ctx *fasthttp.RequestCtx, x *exchange, ert, prt, dr
 			return
 		}
 		f, pdBody := s.attemptEncode(ctx, x, c, orig, route, vllm)
-		if errors.Is(f.err, errClientLeft) {
-			return
-		}
 		if f.failed == nil {
 			if vllm {
 				f.pdFailure = s.attemptVLLM(ctx, x, pdBody, route, reqID)
 			} else {
 				f.pdFailure = s.attemptSGLang(ctx, x, pdBody, route, reqID)
 			}
+		}
+		if errors.Is(f.err, errClientLeft) { // during any leg: nobody to answer or retry for
+			f.release()
+			ctx.SetConnectionClose()
+			return
 		}
 		if f.failed == nil {
 			ctx.Response.Header.SetBytesV(headerPrefillWorker, pw.URLBytes())
@@ -169,13 +171,13 @@ func (s *Server) attemptEncode(ctx *fasthttp.RequestCtx, x *exchange, c *encodeC
 	c.resp.Reset() // a retry reuses the call
 	req := &c.req
 	ctx.Request.Header.CopyTo(&req.Header)
-	req.SetHost(ew.Host)
+	ew.Address(req)
 	if auth := ew.AuthHeader(); auth != nil {
 		req.Header.SetBytesV("Authorization", auth)
 	}
 	// The body is written by c.up, which makes the round trip watch the client while the
 	// encode worker has not answered.
-	c.up = upstreamBody{body: body, resp: &c.resp, client: ctx}
+	c.up = upstreamBody{body: body, resp: &c.resp, client: ctx.Conn()}
 	req.SetBodyStream(&c.up, len(body))
 	now := time.Now()
 	deadline := a.tryDeadline(false, now)
@@ -183,7 +185,7 @@ func (s *Server) attemptEncode(ctx *fasthttp.RequestCtx, x *exchange, c *encodeC
 		deadline = now.Add(fbt)
 	}
 	a.dispatch(&a.encode)
-	err = ew.Client.DoDeadline(req, &c.resp, deadline)
+	err = worker.Cause(&c.resp, ew.Client.DoDeadline(req, &c.resp, deadline))
 	if errors.Is(err, worker.ErrClientLeft) {
 		a.encode.abandon() // not the worker's fault
 		ctx.SetConnectionClose()

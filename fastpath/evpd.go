@@ -25,8 +25,8 @@ import (
 //     kv_transfer_params the prefill returned.
 //
 // A prefill that is of no use any more is cancelled (its connection closed, its leg
-// abandoned): the decode leg failed, or the client left. The fasthttp plane lets such a
-// prefill run out instead (its goroutine cannot be told).
+// abandoned): the decode leg failed, or the client left. The fasthttp plane does the same
+// through the prefill job's watched round trip (pd.go).
 
 // loopPD is a loop exchange's PD state.
 type loopPD struct {
@@ -151,7 +151,7 @@ func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 		return
 	}
 	pw, dw := a.prefill.w, a.main.w
-	if pw.Client.IsTLS || dw.Client.IsTLS {
+	if pw.TLS || dw.TLS {
 		le.toBridge(ex) // the loops speak plain HTTP/1.1 only
 		return
 	}

@@ -198,7 +198,7 @@ func (le *loopExchange) checkHop(ex *evloop.Exchange) bool {
 
 // send forwards the request to the attempt's picked worker.
 func (le *loopExchange) send(ex *evloop.Exchange) {
-	if le.x.attempt.main.w.Client.IsTLS {
+	if le.x.attempt.main.w.TLS {
 		// The loops speak plain HTTP/1.1 only: a worker behind TLS is served by fasthttp,
 		// which admits and picks the request anew.
 		le.toBridge(ex)

@@ -3,6 +3,7 @@ package fastpath
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -43,13 +44,17 @@ func (l tcpListener) Dial() (net.Conn, error) { return net.Dial("tcp", l.Addr().
 // newTestListener returns a listener for the test's data plane.
 func newTestListener(t testing.TB) dialListener {
 	if testPlane == DataPlaneEvloop {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tcpListener{ln.(*net.TCPListener)}
+		return newLoopbackListener(t)
 	}
 	return fasthttputil.NewInmemoryListener()
+}
+
+func newLoopbackListener(t testing.TB) dialListener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tcpListener{ln.(*net.TCPListener)}
 }
 
 // fakeWorker is an in-memory engine: a fasthttp server on an InmemoryListener that answers
@@ -140,6 +145,10 @@ type gateway struct {
 	fakesMu sync.Mutex
 	// others are the listeners of other fakes (PD) by worker host:port, for resolve.
 	others map[string]dialListener
+	// loopback makes the gateway listen on a loopback socket whatever the data plane.
+	loopback bool
+	// tls configures the connections to https workers (worker.ClientOptions.TLS).
+	tls *tls.Config
 }
 
 func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorker) *gateway {
@@ -172,6 +181,7 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 	}
 	regCfg := worker.DefaultConfig().WithLogger(quiet)
 	regCfg.Client.Dial = dial
+	regCfg.Client.TLS = g.tls
 	g.reg, err = worker.NewRegistry(regCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +203,11 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 	g.srv.DiscoverModels = nil
 	g.srv.resolveUpstream = g.resolve
 	addWorkers()
-	g.ln = newTestListener(t)
+	if g.loopback {
+		g.ln = newLoopbackListener(t)
+	} else {
+		g.ln = newTestListener(t)
+	}
 	go func() { _ = g.srv.Serve(g.ln) }()
 	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()); _ = g.ln.Close() })
 	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}

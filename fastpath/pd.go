@@ -68,6 +68,11 @@ func (s *Server) dispatchPD(ctx *fasthttp.RequestCtx, x *exchange, prt, drt *pol
 			ctx.Response.Header.SetBytesV(headerPrefillWorker, pw.URLBytes())
 			return
 		}
+		if errors.Is(f.err, errClientLeft) {
+			f.release()
+			ctx.SetConnectionClose()
+			return // nobody to answer or retry for
+		}
 		// The attempt failed before the client saw a byte: try another pair, if the budget,
 		// the deadline, the client and the route table allow.
 		if f.retryable() {
@@ -134,20 +139,11 @@ func (s *Server) deliverPDFailure(ctx *fasthttp.RequestCtx, route int, reqID []b
 	}
 }
 
-// swapBody makes body the request's body. The first swap takes the client's original body
-// (which x.fields point into) into x.pdOrig, where it stays until the exchange is reused; a
-// later one takes back the previous rewrite as the next rewrite buffer.
-func swapBody(ctx *fasthttp.RequestCtx, x *exchange, body []byte) {
-	prev := ctx.Request.SwapBody(body)
-	if x.pdOrig == nil {
-		x.pdOrig, x.pdBody = prev, nil
-	} else {
-		x.pdBody = prev[:0]
-	}
-}
-
 // attemptSGLang runs SGLang's handover: the bootstrap fields are added to the request, which
-// goes to both workers at once.
+// goes to both workers at once. A prefill that fails while the decode worker has not
+// started its answer gives the decode request up (its engine would wait for KV that never
+// comes); a decode leg that fails, or a client that leaves, gives the prefill up. A leg given
+// up has its connection closed (its engine sees the request cancelled) and is abandoned.
 func (s *Server) attemptSGLang(ctx *fasthttp.RequestCtx, x *exchange, orig []byte, route int, reqID []byte) pdFailure {
 	a := &x.attempt
 	pw, dw := a.prefill.w, a.main.w
@@ -155,24 +151,32 @@ func (s *Server) attemptSGLang(ctx *fasthttp.RequestCtx, x *exchange, orig []byt
 	if err != nil {
 		return pdFailure{failed: pw, err: errBodyRewrite}
 	}
+	x.pdBody = body
 	j := s.newPrefillJob(ctx, a, body)
 	s.prefillSenders.start(j)
-	swapBody(ctx, x, body)
+	x.up.body, x.up.cancel = body, &j.failedFirst
 	err = s.forward(ctx, x, route, reqID)
-	if a.handedOff {
+	x.up.cancel = nil
+	switch {
+	case a.handedOff:
 		// The answer streams from the decode worker; the prefill finishes on its own.
 		j.release()
 		return pdFailure{}
-	}
-	if err != nil {
-		// The decode leg failed: that is the answer, whatever the prefill leg does.
+	case errors.Is(err, worker.ErrCancelled):
+		// The prefill failed first: its failure is the answer.
+		<-j.done
+		return j.failure(pw)
+	case err != nil:
+		// The decode leg failed, or the client left: that is the answer, whatever the
+		// prefill leg does, which is of no use any more.
+		j.cancel.Store(true)
 		j.release()
 		return pdFailure{failed: dw, err: err}
 	}
 	<-j.done
 	if j.failed() && ctx.Response.StatusCode() < 300 {
 		// The decode answer cannot be right without its prefill.
-		return pdFailure{failed: pw, err: j.err, job: j}
+		return j.failure(pw)
 	}
 	j.release()
 	return pdFailure{}
@@ -200,14 +204,14 @@ func (s *Server) attemptVLLM(ctx *fasthttp.RequestCtx, x *exchange, orig []byte,
 			j.release()
 			return pdFailure{failed: pw, err: errNoKVTransferParams}
 		}
-		return pdFailure{failed: pw, err: j.err, job: j}
+		return j.failure(pw)
 	}
 	body, err = disagg.AppendVLLMDecode(x.pdBody[:0], orig, params)
 	j.release()
 	if err != nil {
 		return pdFailure{failed: pw, err: errBodyRewrite}
 	}
-	swapBody(ctx, x, body)
+	x.pdBody, x.up.body = body, body
 	if err := s.forward(ctx, x, route, reqID); err != nil {
 		return pdFailure{failed: dw, err: err}
 	}
@@ -230,10 +234,16 @@ type prefillJob struct {
 	leg      leg // the prefill leg, taken from the attempt: the job settles it
 	req      fasthttp.Request
 	resp     fasthttp.Response
+	body     []byte       // the prefill's body, the job's own copy (it may outlive the handler)
+	up       upstreamBody // sends body, watching the client and cancel
 	deadline time.Time
 	err      error
 	done     chan struct{}
 	refs     atomic.Int32
+	// cancel gives the prefill up (the decode leg failed, or the client left); failedFirst
+	// is set once the prefill failed, which gives up a decode round trip still waiting for
+	// its first byte (SGLang's decode waits for the prefill's KV).
+	cancel, failedFirst atomic.Bool
 }
 
 var prefillJobs = sync.Pool{New: func() any { return &prefillJob{done: make(chan struct{}, 1)} }}
@@ -247,8 +257,10 @@ func (s *Server) newPrefillJob(ctx *fasthttp.RequestCtx, a *attempt, body []byte
 	j.s, j.deadline, j.err = s, a.tryDeadline(false, time.Now()), nil
 	j.refs.Store(2)
 	ctx.Request.Header.CopyTo(&j.req.Header)
-	j.req.SetBody(body)
-	j.req.SetHost(w.Host)
+	j.body = append(j.body[:0], body...)
+	j.up = upstreamBody{body: j.body, resp: &j.resp, client: ctx.Conn(), cancel: &j.cancel}
+	j.req.SetBodyStream(&j.up, len(j.body))
+	w.Address(&j.req)
 	if auth := w.AuthHeader(); auth != nil {
 		j.req.Header.SetBytesV("Authorization", auth)
 	}
@@ -257,17 +269,36 @@ func (s *Server) newPrefillJob(ctx *fasthttp.RequestCtx, a *attempt, body []byte
 	return j
 }
 
-// run sends the prefill request, reads its whole answer and settles the prefill leg.
+// run sends the prefill request, reads its whole answer and settles the prefill leg: with
+// the answer, or abandoned when the request gave it up or its client left (not the
+// worker's doing).
 func (j *prefillJob) run() {
 	w := j.leg.w
-	err := w.Client.DoDeadline(&j.req, &j.resp, j.deadline)
+	err := worker.Cause(&j.resp, w.Client.DoDeadline(&j.req, &j.resp, j.deadline))
 	j.err = err
-	if err != nil {
-		j.s.log.Debug("Prefill request failed", "worker", w.URL, "error", err)
+	if errors.Is(err, worker.ErrCancelled) || errors.Is(err, worker.ErrClientLeft) {
+		j.leg.abandon()
+	} else {
+		if err != nil {
+			j.s.log.Debug("Prefill request failed", "worker", w.URL, "error", err)
+		}
+		j.leg.settle(j.resp.StatusCode(), err)
 	}
-	j.leg.settle(j.resp.StatusCode(), err)
+	if j.failed() {
+		j.failedFirst.Store(true)
+	}
 	j.done <- struct{}{}
 	j.release()
+}
+
+// failure is the attempt's failure when the prefill (on pw) failed: the client's departure,
+// or the prefill's own failure with its answer (the job goes with it).
+func (j *prefillJob) failure(pw *worker.Worker) pdFailure {
+	if errors.Is(j.err, worker.ErrClientLeft) {
+		j.release()
+		return pdFailure{failed: pw, err: errClientLeft}
+	}
+	return pdFailure{failed: pw, err: j.err, job: j}
 }
 
 // failed reports whether the prefill leg failed: a transport error or a non-2xx answer.
@@ -285,7 +316,12 @@ func (j *prefillJob) release() {
 	}
 	j.req.Reset()
 	j.resp.Reset()
-	j.s, j.leg, j.err = nil, leg{}, nil
+	j.s, j.leg, j.err, j.up = nil, leg{}, nil, upstreamBody{}
+	j.cancel.Store(false)
+	j.failedFirst.Store(false)
+	if cap(j.body) > maxPooledPDBody {
+		j.body = nil
+	}
 	prefillJobs.Put(j)
 }
 

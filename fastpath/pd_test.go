@@ -18,6 +18,7 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/breaker"
 )
 
 // pdFake is an in-memory PD engine that records the bodies it receives and answers with
@@ -90,6 +91,14 @@ type legFakes struct {
 // newLegsGateway starts a gateway routing by rc over the legs' fakes.
 func newLegsGateway(t testing.TB, cfg Config, rc policy.RouterConfig, legs ...legFakes) *gateway {
 	g := &gateway{t: t, others: map[string]dialListener{}}
+	for _, l := range legs {
+		for _, f := range l.fakes {
+			if f != nil {
+				_, tcp := f.ln.(tcpListener)
+				g.loopback = g.loopback || tcp
+			}
+		}
+	}
 	byAddr := map[string]*pdFake{}
 	dial := func(addr string) (net.Conn, error) {
 		f := byAddr[addr]
@@ -375,13 +384,10 @@ func TestPDClientErrorIsNotRetried(t *testing.T) {
 }
 
 // netHTTPPDFake is a PD engine on net/http over loopback, whose handler sees its request
-// cancelled (r.Context) when the gateway closes the connection. The event loops connect to
-// real sockets only: the fasthttp plane's tests use in-memory fakes.
+// cancelled (r.Context) when the gateway closes the connection. A gateway over such fakes
+// listens on loopback too, on either data plane (a client's close is seen on a socket).
 func netHTTPPDFake(t *testing.T, h http.HandlerFunc) *pdFake {
-	if testPlane != DataPlaneEvloop {
-		t.Skip("a cancelled PD leg is seen on loopback sockets: SMG_TEST_DATA_PLANE=evloop runs this test (the fasthttp plane lets a prefill run out, pd.go)")
-	}
-	ln := newTestListener(t)
+	ln := newLoopbackListener(t)
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -465,4 +471,52 @@ func TestPDPrefillFailureCancelsTheWaitingDecode(t *testing.T) {
 		t.Fatal("the first decode request was not cancelled")
 	}
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestPDLegOnAnUnresponsiveWorkerIsCut: a PD leg waiting on a worker that worker/stall found
+// unresponsive is cut (its connection closed, a breaker fault), the other leg of the pair is
+// given up, and the request is served by another pair; for either leg.
+func TestPDLegOnAnUnresponsiveWorkerIsCut(t *testing.T) {
+	for _, stuck := range []string{"prefill", "decode"} {
+		t.Run(stuck, func(t *testing.T) {
+			started, cancelled := make(chan string, 4), make(chan string, 4)
+			answer := func(body string) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.ReadAll(r.Body)
+					fmt.Fprint(w, body)
+				}
+			}
+			prefill := []*pdFake{netHTTPPDFake(t, answer(`{}`)), netHTTPPDFake(t, answer(`{}`))}
+			decode := []*pdFake{netHTTPPDFake(t, answer(decodeAnswer)), netHTTPPDFake(t, answer(decodeAnswer))}
+			legs := map[string][]*pdFake{"prefill": prefill, "decode": decode}
+			subnet := map[string]string{"prefill": "10.0.1", "decode": "10.0.2"}[stuck]
+			legs[stuck][0] = netHTTPPDFake(t, hangingLeg(started, cancelled, stuck))
+			g := newPDGateway(t, prefill, decode, nil)
+			done := make(chan *fasthttp.Response, 1)
+			go func() {
+				done <- g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"x"}]}`)
+			}()
+			<-started
+			w := g.reg.Current().ByURL("http://" + subnet + ".1:8000")
+			w.SetStallState(worker.StallUnresponsive) // as worker/stall does after an unanswered probe
+			var resp *fasthttp.Response
+			select {
+			case resp = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the request waited on the unresponsive worker")
+			}
+			if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") {
+				t.Fatalf("got %d %s, want another pair's answer", resp.StatusCode(), resp.Body())
+			}
+			select {
+			case <-cancelled:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the leg on the unresponsive worker was not cut")
+			}
+			if st := w.Breaker.Stats(breaker.Now()); st.Faults != 1 {
+				t.Fatalf("breaker of the unresponsive worker: %+v, want the cut counted as a fault", st)
+			}
+			testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+		})
+	}
 }

@@ -34,9 +34,8 @@ type exchange struct {
 	hops    []byte // X-SMG-Hop with this gateway added, when the request had one
 	up      upstreamBody
 	exclude [4]*worker.Worker
-	// pdBody is the buffer of PD body rewrites; pdOrig holds the client's original body (which
-	// fields point into) once a rewrite has been swapped into the request (swapBody).
-	pdBody, pdOrig []byte
+	// pdBody is the buffer of PD body rewrites, sent as x.up's body.
+	pdBody []byte
 }
 
 // maxPooledPDBody bounds the PD body buffer an exchange keeps between requests.
@@ -51,13 +50,10 @@ func (s *Server) putExchange(x *exchange) {
 	x.reqID = x.reqID[:0]
 	x.hops = x.hops[:0]
 	x.up = upstreamBody{}
-	if x.pdBody == nil { // swapped into the request: the original body is the next buffer
-		x.pdBody, x.pdOrig = x.pdOrig, nil
-	}
 	if cap(x.pdBody) > maxPooledPDBody {
 		x.pdBody = nil
 	}
-	x.pdBody, x.pdOrig = x.pdBody[:0], nil
+	x.pdBody = x.pdBody[:0]
 	s.exchanges.Put(x)
 }
 
@@ -246,7 +242,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 	a := &x.attempt
 	w := a.main.w
 	req := &ctx.Request
-	req.SetHost(w.Host)
+	w.Address(req)
 	if auth := w.AuthHeader(); auth != nil {
 		req.Header.SetBytesV("Authorization", auth)
 	}
@@ -259,7 +255,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 
 	if !x.fields.Stream {
 		sendWatched(ctx, x, &ctx.Response)
-		err := w.Client.DoDeadline(req, &ctx.Response, deadline)
+		err := worker.Cause(&ctx.Response, w.Client.DoDeadline(req, &ctx.Response, deadline))
 		return s.answered(ctx, a, route, reqID, ctx.Response.StatusCode(), err)
 	}
 
@@ -267,7 +263,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, route int, reqID
 	rl := s.relays.Get().(*relay)
 	rl.resp.StreamBody = true
 	sendWatched(ctx, x, &rl.resp)
-	err := w.Client.DoDeadline(req, &rl.resp, deadline)
+	err := worker.Cause(&rl.resp, w.Client.DoDeadline(req, &rl.resp, deadline))
 	status := rl.resp.StatusCode()
 	if err == nil && status < 300 {
 		if deadline != a.deadline {
@@ -299,6 +295,10 @@ func (s *Server) answered(ctx *fasthttp.RequestCtx, a *attempt, route int, reqID
 		a.main.abandon() // not the worker's fault
 		ctx.SetConnectionClose()
 		return errClientLeft
+	}
+	if errors.Is(err, worker.ErrCancelled) {
+		a.main.abandon() // the request gave the worker up (PD: its prefill failed)
+		return err
 	}
 	a.main.settle(status, err)
 	if a.retryable(status, err) {

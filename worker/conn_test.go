@@ -158,3 +158,71 @@ func TestWatchedReadAsksAConnectionThatSaysWhenItsClientLeft(t *testing.T) {
 		t.Fatalf("after the client left: %v, want ErrClientLeft", err)
 	}
 }
+
+// TestWatchedReadGivesUpWhenCancelled: a watched round trip whose request gives it up (a PD
+// leg whose other leg failed) ends with ErrCancelled, which Cause reports in place of the
+// error fasthttp makes of any failure on the first byte.
+func TestWatchedReadGivesUpWhenCancelled(t *testing.T) {
+	up, _ := tcpPair(t) // the worker side never writes
+	c := &conn{Conn: up}
+	var resp fasthttp.Response
+	resp.ParseNetConn(c)
+	var cancel atomic.Bool
+	Watch(&resp, nil, &cancel)
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	cancel.Store(true)
+	if _, err := c.Read(make([]byte, 16)); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("cancelled: %v, want ErrCancelled", err)
+	}
+	if err := Cause(&resp, fasthttp.ErrConnectionClosed); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("Cause: %v, want ErrCancelled", err)
+	}
+	Watch(&resp, nil, nil) // the next round trip starts with no reason to give
+	if err := Cause(&resp, fasthttp.ErrConnectionClosed); err != fasthttp.ErrConnectionClosed {
+		t.Fatalf("Cause after a new watch: %v", err)
+	}
+}
+
+// TestWatchedReadKeepsTheRoundTripsDeadline: the last slice of a watch waits until the round
+// trip's own deadline, not the previous slice's (which cut tries up to a slice early).
+func TestWatchedReadKeepsTheRoundTripsDeadline(t *testing.T) {
+	up, _ := tcpPair(t)
+	c := &conn{Conn: up}
+	var resp fasthttp.Response
+	resp.ParseNetConn(c)
+	deadline := time.Now().Add(watchInterval + watchInterval/2)
+	if err := c.SetReadDeadline(deadline); err != nil {
+		t.Fatal(err)
+	}
+	Watch(&resp, nil, nil)
+	_, err := c.Read(make([]byte, 16))
+	if !isTimeout(err) || time.Now().Before(deadline) {
+		t.Fatalf("read ended with %v before the round trip's deadline", err)
+	}
+}
+
+// TestWatchedReadDoesNotAllocate: a watched round trip over a socket, with its client and
+// cancel watched, allocates nothing (errors.As's escaping target made it one per round trip).
+func TestWatchedReadDoesNotAllocate(t *testing.T) {
+	up, worker := tcpPair(t)
+	_, gatewaySide := tcpPair(t)
+	w := &Worker{}
+	c := &conn{Conn: up, w: w}
+	var resp fasthttp.Response
+	resp.ParseNetConn(c)
+	var cancel atomic.Bool
+	buf, msg := make([]byte, 16), []byte("x")
+	if n := testing.AllocsPerRun(100, func() {
+		Watch(&resp, gatewaySide, &cancel)
+		if _, err := worker.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per watched read", n)
+	}
+}

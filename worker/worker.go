@@ -2,6 +2,7 @@ package worker
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -105,8 +106,12 @@ type Worker struct {
 	// Models are the model ids the worker serves; empty means unknown (serves any model
 	// that no other worker claims).
 	Models []string
-	// Client is the worker's pooled HTTP/1.1 client: one per worker, keep-alive.
+	// Client is the worker's pooled HTTP/1.1 client: one per worker, keep-alive. For a worker
+	// behind TLS its connections speak TLS inside (conn.go), and requests must say https
+	// (Address).
 	Client *fasthttp.HostClient
+	// TLS is set for a worker behind TLS (an https URL).
+	TLS bool
 	// BootstrapHost and BootstrapPort say where a PD prefill worker's KV bootstrap server
 	// listens: the worker's host name, and its LabelBootstrapPort (0: none, the engine's
 	// default). KVConnector is its LabelKVConnector ("" for SGLang's protocol).
@@ -185,6 +190,16 @@ func (w *Worker) AuthHeader() []byte { return w.settings.Load().auth }
 // holders of state derived from its settings (the health checker) compare it to refresh.
 func (w *Worker) Revision() uint64 { return w.settings.Load().revision }
 
+// Address directs req to the worker: its Host header and, for a worker behind TLS, the https
+// scheme (its HostClient refuses a request whose scheme is not its own, and the gateway's
+// requests are parsed as http).
+func (w *Worker) Address(req *fasthttp.Request) {
+	if w.TLS {
+		req.URI().SetScheme("https")
+	}
+	req.SetHost(w.Host)
+}
+
 // URLBytes is URL as bytes, shared: callers must not modify it.
 func (w *Worker) URLBytes() []byte { return w.urlHeader }
 
@@ -200,6 +215,9 @@ type ClientOptions struct {
 	MaxResponseBodySize int
 	// Dial replaces TCP dialing (tests dial in-memory listeners). Nil: TCP with DialTimeout.
 	Dial fasthttp.DialFunc
+	// TLS configures the connections to https workers; its ServerName defaults to the
+	// worker's host. Nil: the system's roots verify the worker's certificate.
+	TLS *tls.Config
 }
 
 // DefaultClientOptions returns ClientOptions' defaults.
@@ -256,8 +274,32 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 	if dial == nil {
 		dial = func(addr string) (net.Conn, error) { return workerDialer.DialTimeout(addr, opts.DialTimeout) }
 	}
-	w.Client.Dial = wrapDial(dial, w)
+	var tlsConfig *tls.Config
+	if scheme == "https" {
+		w.TLS = true
+		tlsConfig = workerTLSConfig(opts.TLS, w.BootstrapHost)
+	}
+	w.Client.Dial = wrapDial(dial, w, tlsConfig, opts.DialTimeout)
 	return w
+}
+
+// tlsSessions resumes TLS sessions with every worker (fasthttp's own client keeps one cache
+// per HostClient the same way).
+var tlsSessions = tls.NewLRUClientSessionCache(0)
+
+// workerTLSConfig is the TLS configuration of the connections to the https worker host.
+func workerTLSConfig(base *tls.Config, host string) *tls.Config {
+	c := &tls.Config{}
+	if base != nil {
+		c = base.Clone()
+	}
+	if c.ServerName == "" {
+		c.ServerName = host
+	}
+	if c.ClientSessionCache == nil {
+		c.ClientSessionCache = tlsSessions
+	}
+	return c
 }
 
 // hostName is the host of host:port, without the brackets of an IPv6 address.

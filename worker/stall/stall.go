@@ -333,6 +333,6 @@ func httpProbe(_ context.Context, w *worker.Worker, timeout time.Duration) bool 
 	defer fasthttp.ReleaseResponse(resp)
 	req.Header.SetMethod(fasthttp.MethodGet)
 	req.SetRequestURI("/health")
-	req.SetHost(w.Host)
+	w.Address(req)
 	return w.Client.DoTimeout(req, resp, timeout) == nil
 }
