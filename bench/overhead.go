@@ -262,6 +262,9 @@ type Measurement struct {
 	SyscallsPerEvent   float64 `json:"syscalls_per_event,omitempty"`
 	// Cores the proxy had (scaling rows).
 	Cores int `json:"cores,omitempty"`
+	// StealPct is the share of the proxy's and the load core's time the hypervisor stole
+	// over the run, in percent (steal.go): above a few percent the row measured the machine.
+	StealPct float64 `json:"steal_pct"`
 }
 
 // OverheadResult is the suite's outcome: one non-streamed, one streamed and one paced
@@ -852,6 +855,7 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 			return m, err
 		}
 	}
+	ticks0, stealErr := readCPUTicks(cfg.ProxyCore, cfg.LoadCore)
 	args := append([]string{"run"}, target...)
 	args = append(args, "--model", "mock-model", "--workload", "raw",
 		"--stream="+strconv.FormatBool(stream), "--max-concurrency", strconv.Itoa(l.connections),
@@ -867,6 +871,9 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 		return m, fmt.Errorf("%s (%s): %w", m.Name, kind, err)
 	}
 	m.RPS, m.P50MS, m.P99MS, m.Completed, m.Failed = r.RequestThroughput, r.E2E.Median, r.E2E.P99, r.Completed, r.Failed
+	if ticks1, err := readCPUTicks(cfg.ProxyCore, cfg.LoadCore); err == nil && stealErr == nil {
+		m.StealPct = stealPercent(ticks0, ticks1)
+	}
 	if stream {
 		m.TTFTP50MS, m.TTFTP99MS = r.TTFT.Median, r.TTFT.P99
 		m.ITLP50MS, m.ITLP99MS = r.ITL.Median, r.ITL.P99

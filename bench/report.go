@@ -313,6 +313,7 @@ func (r *Report) Table() string {
 				sb.WriteString(pdTable(pd.SSE, o.SSE, true))
 			}
 		}
+		sb.WriteString(stealNote(o))
 		sb.WriteString("\n")
 	}
 	if len(r.Micro) > 0 {
@@ -477,4 +478,46 @@ func MetricsList(m map[string]float64) string {
 		fmt.Fprintf(&sb, "%s = %.4f\n", k, m[k])
 	}
 	return sb.String()
+}
+
+// stealLimit is the hypervisor steal, in percent of the measured cores' time, past which
+// stealNote names a row: the slow mode of docs/benchmarks.md §1 came with 25-40%, quiet runs
+// measure 0-5%.
+const stealLimit = 10
+
+// stealNote says how much time the hypervisor stole from the measured cores during the
+// rows kept, and names the rows past stealLimit: their ratios measured the machine.
+func stealNote(o *OverheadResult) string {
+	var rows []string
+	worst := 0.0
+	add := func(table string, ms []Measurement) {
+		for _, m := range ms {
+			if m.NotInstalled != "" {
+				continue
+			}
+			worst = max(worst, m.StealPct)
+			if m.StealPct > stealLimit {
+				rows = append(rows, fmt.Sprintf("%s: %s %.0f%%", table, m.Name, m.StealPct))
+			}
+		}
+	}
+	add("JSON", o.JSON)
+	add("SSE", o.SSE)
+	add("paced SSE", o.SSEPaced)
+	add("open loop", o.JSONOpen)
+	add("unloaded", o.SSEUnloaded)
+	add("scaling", o.Scaling)
+	if sc := o.Syscalls; sc != nil {
+		add("syscalls JSON", sc.JSON)
+		add("syscalls paced SSE", sc.SSEPaced)
+	}
+	if pd := o.PD; pd != nil {
+		add("PD JSON", pd.JSON)
+		add("PD SSE", pd.SSE)
+	}
+	note := fmt.Sprintf("\nHypervisor steal on the proxy and load cores (/proc/stat) during the rows kept: at most %.1f%%.", worst)
+	if len(rows) > 0 {
+		note += fmt.Sprintf(" Rows past %d%%, whose timings measured the machine rather than the proxy: %s.", stealLimit, strings.Join(rows, "; "))
+	}
+	return note + "\n"
 }
