@@ -438,13 +438,45 @@ func TestPlaintextMeshCannotBypassTheAPIKey(t *testing.T) {
 // --request-timeout-secs (1800 s by default).
 func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
 	m := StartMocks(t, 1)
-	if r := MustDo(t, "POST", m.URLs[0]+"/admin/config", `{"delay_ms":600000}`, nil); r.Status != 200 {
+	blackHole(t, m.URLs[0])
+	g := StartGateway(t, "--worker-urls", m.URLs[0])
+	abandonAll(t, g, m.URLs)
+}
+
+// TestAbandonedPDRequestsEnd: the same in PD mode (SGLang's handover), both legs black
+// holes: the clients that give up end both legs of their requests at once, neither worker
+// is blamed.
+func TestAbandonedPDRequestsEnd(t *testing.T) {
+	p := startPDMock(t, "127.0.0.41", "prefill", "sglang", 1, FreePort(t, "127.0.0.41"))
+	d := startPDMock(t, "127.0.0.42", "decode", "sglang", 1, p.bootstrapPort)
+	blackHole(t, p.URLs[0])
+	blackHole(t, d.URLs[0])
+	g := StartGateway(t, "--pd-disaggregation", "--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0])
+	abandonAll(t, g, []string{p.URLs[0], d.URLs[0]})
+}
+
+// blackHole makes the mock at url hold every generation answer for ten minutes.
+func blackHole(t *testing.T, url string) {
+	t.Helper()
+	if r := MustDo(t, "POST", url+"/admin/config", `{"delay_ms":600000}`, nil); r.Status != 200 {
 		t.Fatalf("admin/config: %d %s", r.Status, r.Body)
 	}
-	g := StartGateway(t, "--worker-urls", m.URLs[0])
-	series := fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, m.URLs[0])
-	// The clients give up once the gateway holds all four (not after a fixed time: on a busy
-	// machine a timeout could end them before the gateway counted them).
+}
+
+// abandonAll sends four requests (two streamed, two not) that wait on black-hole workers,
+// makes their clients give up, and checks that the gateway holds nothing on the workers any
+// more and blamed none of them (breaker closed, no upstream error).
+func abandonAll(t *testing.T, g *Gateway, workers []string) {
+	t.Helper()
+	active := func() (sum float64, ok bool) {
+		for _, u := range workers {
+			v, found := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, u))
+			sum, ok = sum+v, found
+		}
+		return sum, ok
+	}
+	// The clients give up once the gateway holds all four on each worker (not after a fixed
+	// time: on a busy machine a timeout could end them before the gateway counted them).
 	giveUp, leave := context.WithCancel(context.Background())
 	defer leave()
 	var wg sync.WaitGroup
@@ -459,19 +491,24 @@ func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
 			}
 		}()
 	}
-	testutil.Eventually(t, "4 requests in flight on the black hole", func() bool {
-		v, _ := Metric(t, g.MetricsURL, series)
-		return v == 4
+	testutil.Eventually(t, "4 requests in flight on each black hole", func() bool {
+		v, _ := active()
+		return v == float64(4*len(workers))
 	})
 	leave()
 	wg.Wait() // the 4 clients gave up
 	testutil.Eventually(t, "in-flight back to 0 once the clients left", func() bool {
-		v, ok := Metric(t, g.MetricsURL, series)
+		v, ok := active()
 		return ok && v == 0
 	})
-	// The worker was not blamed: its breaker is closed and it is still healthy.
-	if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, m.URLs[0])); v != 0 {
-		t.Fatalf("the worker's breaker is %v after clients left it, want 0 (closed)", v)
+	// The workers were not blamed: their breakers are closed, no upstream error counted.
+	for _, u := range workers {
+		if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, u)); v != 0 {
+			t.Fatalf("the breaker of %s is %v after clients left it, want 0 (closed)", u, v)
+		}
+		if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_router_upstream_responses_total{worker=%q,outcome="error"}`, u)); v != 0 {
+			t.Fatalf("%v upstream errors counted against %s after clients left it", v, u)
+		}
 	}
 }
 
