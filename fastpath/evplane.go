@@ -532,7 +532,7 @@ type bridgeConn struct{ st *evloop.Stream }
 var bridgeAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 
 // ClientLeft tells a worker's round trip waiting for its first byte that the client left
-// (worker.WatchClient).
+// (worker.Watch).
 func (b *bridgeConn) ClientLeft() bool {
 	select {
 	case <-b.st.Left():

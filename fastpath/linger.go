@@ -28,7 +28,7 @@ func (l lingerListener) Accept() (net.Conn, error) {
 	lc := &lingerConn{Conn: c}
 	if _, ok := c.(syscall.Conn); ok {
 		// The client's socket stays reachable: a retry's pause and the wait for a worker's
-		// first byte watch it for a client that leaves (pause_unix.go, worker.WatchClient).
+		// first byte watch it for a client that leaves (pause_unix.go, worker.Watch).
 		return lingerSyscallConn{lc}, nil
 	}
 	return lc, nil

@@ -43,8 +43,9 @@ func (c *conn) String() string  { return c.Conn.RemoteAddr().String() }
 // wrapDial makes every connection to w a conn. For a worker behind TLS (tlsConfig set) the
 // TLS client runs inside the conn (fasthttp leaves a connection with a Handshake method as
 // it is): the round trip's watch then sees the worker's answer, not the records TLS
-// exchanges on its own (TLS 1.3 session tickets arrive after the handshake: a watch below
-// TLS would take them for the worker's first byte and stop watching).
+// exchanges on its own (OpenSSL sends TLS 1.3 session tickets once it has read the client's
+// Finished, so they arrive after the handshake: a watch below TLS took them for the worker's
+// first byte and stopped watching; TestTLSWorkerWhoseTicketsFollowTheHandshake).
 func wrapDial(dial fasthttp.DialFunc, w *Worker, tlsConfig *tls.Config, timeout time.Duration) fasthttp.DialFunc {
 	return func(addr string) (net.Conn, error) {
 		c, err := dial(addr)
@@ -86,7 +87,7 @@ func ExtendReadDeadline(resp *fasthttp.Response, t time.Time) bool {
 }
 
 // ErrClientLeft ends a round trip whose client went away while the worker had not started
-// its answer (WatchClient).
+// its answer (Watch).
 var ErrClientLeft = errors.New("the client closed its connection before the worker answered")
 
 // ErrCancelled ends a round trip whose request gave it up before the worker answered (Watch's
@@ -125,9 +126,6 @@ func Watch(resp *fasthttp.Response, client net.Conn, cancel *atomic.Bool) {
 		c.client = client // an in-memory connection could not tell
 	}
 }
-
-// WatchClient is Watch without a cancel.
-func WatchClient(resp *fasthttp.Response, client net.Conn) { Watch(resp, client, nil) }
 
 // leaver is a client connection that knows itself whether its client left: the event loops'
 // bridge, whose socket the loop owns.

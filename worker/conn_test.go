@@ -44,7 +44,7 @@ func TestWatchedReadEndsWhenTheClientLeaves(t *testing.T) {
 	}
 
 	// The client is there: the wait goes on until the round trip's own deadline.
-	WatchClient(&resp, gatewaySide)
+	Watch(&resp, gatewaySide, nil)
 	if err := c.SetReadDeadline(time.Now().Add(3 * watchInterval)); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestWatchedReadEndsWhenTheClientLeaves(t *testing.T) {
 	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	WatchClient(&resp, gatewaySide)
+	Watch(&resp, gatewaySide, nil)
 	clientSide.Close()
 	if _, err := c.Read(make([]byte, 16)); !errors.Is(err, ErrClientLeft) {
 		t.Fatalf("after the client left: %v, want ErrClientLeft", err)
@@ -76,7 +76,7 @@ func TestWatchedReadIsCutWhenTheWorkerIsUnresponsive(t *testing.T) {
 	resp.ParseNetConn(c)
 
 	w.SetStallState(StallSilent)
-	WatchClient(&resp, gatewaySide)
+	Watch(&resp, gatewaySide, nil)
 	if err := c.SetReadDeadline(time.Now().Add(3 * watchInterval)); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestWatchedReadIsCutWhenTheWorkerIsUnresponsive(t *testing.T) {
 	}
 
 	w.SetStallState(StallUnresponsive)
-	WatchClient(&resp, gatewaySide)
+	Watch(&resp, gatewaySide, nil)
 	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ type saysWhenLeft struct {
 
 func (s *saysWhenLeft) ClientLeft() bool { return s.gone.Load() }
 
-// TestWatchedReadAsksAConnectionThatSaysWhenItsClientLeft: WatchClient takes the word of a
+// TestWatchedReadAsksAConnectionThatSaysWhenItsClientLeft: Watch takes the word of a
 // connection that says when its client left.
 func TestWatchedReadAsksAConnectionThatSaysWhenItsClientLeft(t *testing.T) {
 	up, _ := tcpPair(t)
@@ -144,7 +144,7 @@ func TestWatchedReadAsksAConnectionThatSaysWhenItsClientLeft(t *testing.T) {
 	if err := c.SetReadDeadline(time.Now().Add(3 * watchInterval)); err != nil {
 		t.Fatal(err)
 	}
-	WatchClient(&resp, client)
+	Watch(&resp, client, nil)
 	var ne net.Error
 	if _, err := c.Read(make([]byte, 16)); !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("with the client there: %v, want the deadline's timeout", err)
@@ -152,7 +152,7 @@ func TestWatchedReadAsksAConnectionThatSaysWhenItsClientLeft(t *testing.T) {
 	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	WatchClient(&resp, client)
+	Watch(&resp, client, nil)
 	client.gone.Store(true)
 	if _, err := c.Read(make([]byte, 16)); !errors.Is(err, ErrClientLeft) {
 		t.Fatalf("after the client left: %v, want ErrClientLeft", err)
