@@ -348,3 +348,49 @@ func TestEPDDiscoveredRoles(t *testing.T) {
 		t.Errorf("decode worker: %+v, want 8 handovers", st)
 	}
 }
+
+// TestEPDHangUpCancelsThePDLegs: on either data plane a client that leaves while the
+// prefill and decode workers hold its image request (after the encode leg succeeded) gets
+// both legs cancelled: every worker's in-flight count is back to 0 at once, although the held
+// workers would answer only after 10 minutes, and no breaker blames them.
+func TestEPDHangUpCancelsThePDLegs(t *testing.T) {
+	e := startPDMock(t, "127.0.0.57", "encode", "sglang", 1, FreePort(t, "127.0.0.57"))
+	p := startPDMock(t, "127.0.0.58", "prefill", "sglang", 1, FreePort(t, "127.0.0.58"), "--require-encode")
+	d := startPDMock(t, "127.0.0.59", "decode", "sglang", 1, 8998)
+	all := []string{e.URLs[0], p.URLs[0], d.URLs[0]}
+	reqs, _ := epdRequests(1, true)
+	mm := reqs[0]
+	delay := func(ms int) {
+		t.Helper()
+		for _, u := range []string{p.URLs[0], d.URLs[0]} {
+			if r := MustDo(t, http.MethodPost, u+"/admin/config", fmt.Sprintf(`{"delay_ms":%d}`, ms), nil); r.Status != 200 {
+				t.Fatalf("admin/config: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+	for i, plane := range []string{"fasthttp", "evloop"} {
+		delay(0)
+		g := StartGateway(t, "--epd-disaggregation", "--data-plane", plane,
+			"--encode", e.URLs[0], strconv.Itoa(e.bootstrapPort), "--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0])
+		g.WaitReady(t)
+		if r := MustDo(t, http.MethodPost, g.URL+mm.path, mm.body, nil); r.Status != 200 {
+			t.Fatalf("%s: image request before the hang-up: %d %s", plane, r.Status, r.Body)
+		}
+		delay(600000)
+		impatient := &http.Client{Timeout: 700 * time.Millisecond}
+		req, _ := http.NewRequest(http.MethodPost, g.URL+mm.path, strings.NewReader(mm.body))
+		if resp, err := impatient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("%s: the held PD legs answered: %d", plane, resp.StatusCode)
+		}
+		if got, want := pdCountAt(t, e.URLs[0], "encode", "ok"), 2*(i+1); got != want {
+			t.Fatalf("%s: the encode worker encoded %d requests, want %d: the hang-up must come after the encode leg", plane, got, want)
+		}
+		checkNoneInFlight(t, g, all...)
+		for _, u := range all {
+			if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, u)); v != 0 {
+				t.Errorf("%s: worker %s's breaker is %v after a client left it, want 0 (closed)", plane, u, v)
+			}
+		}
+	}
+}
