@@ -301,7 +301,12 @@ func TestSaturatedFleetIsNotSilent(t *testing.T) {
 func TestThresholdFollowsTheTypicalFirstByte(t *testing.T) {
 	reg, ws := register(t, 2)
 	slow, other := ws[0], ws[1]
-	m := newMonitor(t, reg, &fakeProbe{})
+	// The probe started at half the threshold answers: this test is about when the worker
+	// goes silent, and an unanswered probe that ended before the 9 s check would take it
+	// straight on to unresponsive (the probe runs on its own goroutine).
+	probe := &fakeProbe{}
+	probe.alive.Store(true)
+	m := newMonitor(t, reg, probe)
 	t0 := int64(time.Hour)
 	answer(other, t0, 1000*ms)
 	slow.NoteSent(t0)
