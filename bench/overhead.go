@@ -855,7 +855,7 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 			return m, err
 		}
 	}
-	ticks0, stealErr := readCPUTicks(cfg.ProxyCore, cfg.LoadCore)
+	ticks0, stealErr := coreTicks(cfg.ProxyCore, cfg.LoadCore)
 	args := append([]string{"run"}, target...)
 	args = append(args, "--model", "mock-model", "--workload", "raw",
 		"--stream="+strconv.FormatBool(stream), "--max-concurrency", strconv.Itoa(l.connections),
@@ -871,7 +871,7 @@ func (cfg *OverheadConfig) drive(m Measurement, file string, target []string, pr
 		return m, fmt.Errorf("%s (%s): %w", m.Name, kind, err)
 	}
 	m.RPS, m.P50MS, m.P99MS, m.Completed, m.Failed = r.RequestThroughput, r.E2E.Median, r.E2E.P99, r.Completed, r.Failed
-	if ticks1, err := readCPUTicks(cfg.ProxyCore, cfg.LoadCore); err == nil && stealErr == nil {
+	if ticks1, err := coreTicks(cfg.ProxyCore, cfg.LoadCore); err == nil && stealErr == nil {
 		m.StealPct = stealPercent(ticks0, ticks1)
 	}
 	if stream {

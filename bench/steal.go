@@ -21,6 +21,9 @@ import (
 // cpuTicks is one core's /proc/stat counters: the steal ticks and all ticks.
 type cpuTicks struct{ steal, total uint64 }
 
+// coreTicks is how drive reads the cores' counters (a test's fake replaces it).
+var coreTicks = readCPUTicks
+
 // readCPUTicks returns the summed counters of cores from /proc/stat.
 func readCPUTicks(cores ...int) (cpuTicks, error) {
 	b, err := os.ReadFile("/proc/stat")

@@ -66,3 +66,28 @@ func TestTableNamesTheRowsTheHostStoleFrom(t *testing.T) {
 		t.Errorf("table lacks %q:\n%s", want, table)
 	}
 }
+
+func TestDriveRecordsTheStealOverItsRun(t *testing.T) {
+	lg := fakeLoadgen(t, `{"completed": 100, "failed": 0, "request_throughput": 50, "e2e_latency_ms": {"median": 1, "p99": 2}}`)
+	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: 0, LoadCore: 1}
+	cfg.fillDefaults()
+	reads := []cpuTicks{{steal: 5, total: 1000}, {steal: 65, total: 1200}}
+	var asked [][]int
+	coreTicks = func(cores ...int) (cpuTicks, error) {
+		asked = append(asked, cores)
+		next := reads[0]
+		reads = reads[1:]
+		return next, nil
+	}
+	defer func() { coreTicks = readCPUTicks }()
+	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "", baseURLArgs("http://127.0.0.1:1"), nil, cfg.regularLoad(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(m.StealPct-30) > 1e-9 {
+		t.Errorf("StealPct = %v, want 30 (60 of 200 ticks)", m.StealPct)
+	}
+	if len(asked) != 2 || len(asked[0]) != 2 || asked[0][0] != 0 || asked[0][1] != 1 {
+		t.Errorf("read the cores %v, want the proxy and the load core before and after the run", asked)
+	}
+}
