@@ -156,12 +156,11 @@ func (x *Exchange) pumpBody(p []byte) {
 	default:
 		c.l.timers.arm(&c.t, c.l.now+int64(cfg.ReadTimeout), timerRead)
 	}
-	if up.connecting { // the connect's completion writes what waits
-		return
-	}
-	if err := up.write(); err != nil {
-		x.onUpstreamError(up, err)
-		return
+	if !up.connecting { // else the connect's completion writes what waits
+		if err := up.write(); err != nil {
+			x.onUpstreamError(up, err)
+			return
+		}
 	}
 	if x.bodyIn && up.pending() > cfg.OutputLimit {
 		c.pauseReads() // the worker is slower than the client: it catches up first
