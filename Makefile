@@ -25,10 +25,10 @@ test: tools
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
-	@# The tests that hold only on the event-loop plane (its 0-allocation PD stream, PD legs
-	@# cancelled on loopback) skip on the default plane above; run the package on it too
-	@# (without -race, so the allocation tests count).
-	SMG_TEST_DATA_PLANE=evloop $(GO) test -timeout 10m ./fastpath/
+	@# fastpath's tests once more on the fasthttp data plane (the default is evloop), and
+	@# the allocation tests (built without -race) on the default plane.
+	SMG_TEST_DATA_PLANE=fasthttp $(GO) test -race -timeout 20m ./fastpath/
+	$(GO) test -timeout 10m -run 'DoesNotAllocate' ./fastpath/...
 
 ## bench: the regression gate (docs/benchmarks.md): overhead against direct, a bare fasthttp
 ## proxy, nginx and HAProxy; hot-path allocs/op; the routing-quality A/B table (capacity at

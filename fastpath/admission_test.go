@@ -147,7 +147,7 @@ func TestQueuedAdmissionThroughTheGateway(t *testing.T) {
 // next request) and never reaches a worker.
 func TestClientLeavingTheAdmissionQueueFreesItsPlace(t *testing.T) {
 	if testPlane != DataPlaneEvloop {
-		t.Skip("the fasthttp plane's queue waits on a goroutine that does not watch the client (docs/differences.md, --data-plane); SMG_TEST_DATA_PLANE=evloop runs this test")
+		t.Skip("the fasthttp plane's queue waits on a goroutine that does not watch the client (docs/differences.md, --data-plane); the default plane, evloop, runs this test")
 	}
 	fw := newFakeWorker(t, "a", 200)
 	g := newGateway(t, "round_robin", Config{Admission: AdmissionConfig{MaxConcurrent: 1, QueueSize: 1, QueueTimeout: time.Hour}}, fw)

@@ -98,8 +98,9 @@ type Config struct {
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// DataPlane serves the generation routes with fasthttp (DataPlaneFastHTTP, the default)
-	// or from event loops (DataPlaneEvloop) (--data-plane).
+	// DataPlane serves the generation routes from event loops (DataPlaneEvloop, the
+	// default; Serve then needs a TCP listener) or with fasthttp (DataPlaneFastHTTP)
+	// (--data-plane).
 	DataPlane string
 	// MaxConnsPerWorker caps the event loops' connections to one worker
 	// (--max-connections-per-worker; the fasthttp plane's is in worker.ClientOptions).
@@ -125,7 +126,7 @@ func DefaultConfig() Config {
 		Admission:         DefaultAdmissionConfig(),
 		Retry:             DefaultRetryConfig(),
 		FanOut:            DefaultFanOutConfig(),
-		DataPlane:         DataPlaneFastHTTP,
+		DataPlane:         DataPlaneEvloop,
 		MaxConnsPerWorker: DefaultMaxConnsPerWorker,
 	}
 }

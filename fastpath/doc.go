@@ -41,23 +41,27 @@
 //
 // # Two data planes
 //
-// --data-plane fasthttp (the default) serves every route as described above. --data-plane
-// evloop serves the three generation routes from epoll event loops (fastpath/evloop, one per
+// --data-plane fasthttp serves every route as described above. --data-plane evloop, the
+// default, serves the generation and pass-through routes from epoll event loops (fastpath/evloop, one per
 // GOMAXPROCS, connections dealt to them in turn), and the worker connections of a request are
 // driven by the loop of its client connection: one read per readiness event instead of Go's
 // read-until-EAGAIN, one write per connection and wake-up, no goroutine per connection
 // (evplane.go). A generation or pass-through request runs entirely on its loop without
 // allocating: the same extraction, the same attempt (pick, admission without waiting, in-flight
-// holds, breaker permits, retries with the backoff as a loop timer), its answer held whole or,
+// holds, breaker permits, retries with the backoff as a loop timer, a wait in the admission
+// queue parked on the loop), its answer held whole or,
 // for a successful stream, relayed as it arrives with the worker's reads framed into the
-// client's output; a client that hangs up closes the worker connection at once. PD runs on
+// client's output; a client that hangs up closes the worker connection at once. A body past
+// --max-buffered-request-bytes streams through the loop to the worker (streamed.go). PD runs on
 // the loop too (evpd.go): the prefill leg is an evloop.Call beside the decode forward
 // (SGLang) or before it (vLLM), and a client that leaves cancels both legs; EPD's encode leg
 // is a Call before them (epd_loop.go), cancelled too. Everything else on the evloop plane is
 // bridged: the loop hands the request to a goroutine that runs the fasthttp handler (Handle)
-// and streams its answer back through the loop, with the loop's backpressure. That covers the worker API, the probes, /v1/models, the admin routes, a
-// request that must wait in the admission queue, and workers behind TLS (why, and why the
-// default stays fasthttp: docs/benchmarks.md, "Event-loop data plane").
+// and streams its answer back through the loop, with the loop's backpressure. That covers the
+// worker API, the probes, /v1/models, the admin routes, and workers behind TLS (crypto/tls
+// needs a blocking net.Conn): the fasthttp generation path stays for them, and as
+// --data-plane fasthttp, the benchmark's comparison (docs/benchmarks.md, "Event-loop data
+// plane").
 //
 // # One attempt path
 //

@@ -21,7 +21,7 @@ func TestEPDRoundTripDoesNotAllocate(t *testing.T) {
 	t.Run("held", func(t *testing.T) { assertRouteDoesNotAllocate(t, g, "/v1/chat/completions", epdImageChat) })
 	t.Run("stream", func(t *testing.T) {
 		if testPlane == DataPlaneFastHTTP {
-			t.Skip("the fasthttp plane's streamed PD legs allocate (TestPDRoundTripDoesNotAllocate/stream); only the evloop plane promises 0 (SMG_TEST_DATA_PLANE=evloop)")
+			t.Skip("the fasthttp plane's streamed PD legs allocate (TestPDRoundTripDoesNotAllocate/stream); only the evloop plane, the default, promises 0")
 		}
 		assertRouteDoesNotAllocate(t, g, "/v1/chat/completions", strings.Replace(epdImageChat, `"stream":false`, `"stream":true`, 1))
 	})

@@ -21,14 +21,15 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// testPlane is the data plane the package's tests run against: fasthttp unless the
-// environment says SMG_TEST_DATA_PLANE=evloop (the event loops need real sockets, so the
-// gateway and the fake workers then listen on loopback instead of in memory).
+// testPlane is the data plane the package's tests run against: the default, evloop, unless
+// the environment says SMG_TEST_DATA_PLANE=fasthttp (make test runs the package both ways).
+// The event loops need real sockets: on evloop the gateway and the fake workers listen on
+// loopback, on fasthttp in memory.
 var testPlane = func() string {
 	if p := os.Getenv("SMG_TEST_DATA_PLANE"); p != "" {
 		return p
 	}
-	return DataPlaneFastHTTP
+	return DataPlaneEvloop
 }()
 
 // dialListener is a listener a test can dial: in memory, or a loopback TCP listener.

@@ -64,7 +64,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Duration("first-byte-timeout-secs", &g.FirstByteTimeout, 0, "Time a worker has to start its answer, per try, before the request is retried elsewhere and the worker's breaker counts a fault (0: none); a non-streamed answer starts when complete")
 	fs.String("api-key", &g.APIKey, "", "Bearer token the worker API (/workers) requires; empty leaves it open (also --api-key-file, or $SMG_API_KEY)").WithMetavar("KEY")
 	fs.String("api-key-file", &o.apiKeyFile, "", "File holding --api-key on one line; unlike the flag, process listings do not show it").WithMetavar("FILE")
-	fs.Enum("data-plane", &g.DataPlane, fastpath.DataPlaneFastHTTP, []string{fastpath.DataPlaneFastHTTP, fastpath.DataPlaneEvloop}, "What serves the generation routes: fasthttp (a goroutine per connection) or evloop (epoll event loops, one per core; see docs/benchmarks.md)").WithMetavar("PLANE")
+	fs.Enum("data-plane", &g.DataPlane, fastpath.DataPlaneEvloop, []string{fastpath.DataPlaneEvloop, fastpath.DataPlaneFastHTTP}, "What serves the generation routes: evloop (epoll event loops, one per core) or fasthttp (a goroutine per connection); see docs/benchmarks.md").WithMetavar("PLANE")
 	fs.Duration("shutdown-grace-period-secs", &o.shutdownGrace, 180*time.Second, "On SIGTERM, how long in-flight requests may take to finish before exit")
 
 	fs.Duration("drain-settle-secs", &g.DrainSettle, fastpath.DefaultDrainSettle, "How long a removed worker (and the gateway itself on SIGTERM) keeps serving what it has before it leaves; 0 leaves at once")

@@ -1,5 +1,8 @@
-// Package evloop is the gateway's generation data plane: HTTP/1.1 served from epoll event
-// loops, with the connections to the workers driven by the same loops.
+// Package evloop is the gateway's generation data plane (--data-plane evloop, the default):
+// HTTP/1.1 served from epoll event loops, with the connections to the workers driven by the
+// same loops. It speaks plain HTTP/1.1 only: a worker behind TLS is served by the fasthttp
+// plane's generation path through the gateway's bridge (crypto/tls needs a blocking net.Conn,
+// the loops own non-blocking sockets), which is why that path stays (fastpath/doc.go).
 //
 // # Why an event loop
 //
