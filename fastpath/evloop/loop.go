@@ -48,12 +48,13 @@ type Config struct {
 	// StreamFailureTail ends a relayed chunked answer whose worker failed mid-body (an SSE
 	// error event): the client gets a complete response instead of a cut connection.
 	StreamFailureTail []byte
-	// StreamBodyOver, when positive, is the body size past which a request that StreamBody
-	// accepts is served before its body has arrived whole: Serve gets it once its first
-	// StreamBodyOver bytes are in (Exchange.Streamed; Body is that head, decoded when
-	// chunked), and its Forward relays the rest to the worker as it arrives (stream.go).
-	StreamBodyOver int
+	// StreamBody, when set, accepts the requests whose body, when larger than StreamBodyOver
+	// (0: any body), is served before it has arrived whole: Serve gets such a request once
+	// the first StreamBodyOver bytes of its body are in (Exchange.Streamed; Body is that
+	// head, decoded when chunked), and its Forward relays the rest to the worker as it
+	// arrives (stream.go).
 	StreamBody     func(r *Request) bool
+	StreamBodyOver int
 	// Handler serves the requests. Required.
 	Handler Handler
 	// Reserve and Release, when set, account the memory of request buffers past their

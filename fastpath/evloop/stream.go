@@ -6,8 +6,8 @@ import (
 	"github.com/smg-go/smg/internal/http1"
 )
 
-// Streamed request bodies (Config.StreamBodyOver). A request whose body is larger than the
-// limit, and which Config.StreamBody accepts, is served once its head and the first
+// Streamed request bodies (Config.StreamBody). A request whose body is larger than
+// Config.StreamBodyOver, and which Config.StreamBody accepts, is served once its head and the first
 // StreamBodyOver bytes of its body are in: the client's read buffer never grows past that.
 // When the handler forwards it, the worker gets the head (Content-Length as the client
 // declared it, or chunked), the part of the body already read, and then the rest as it
@@ -39,13 +39,13 @@ func (c *clientConn) startStreamed() bool {
 	x := &c.x
 	r := &x.req
 	over, head := cfg.StreamBodyOver, r.HeadLen()
-	if over <= 0 || head == 0 || len(c.in)-head < over {
+	if cfg.StreamBody == nil || head == 0 || len(c.in)-head < over {
 		return false
 	}
 	if !r.Chunked() && r.ContentLength() <= over {
 		return false
 	}
-	if cfg.StreamBody == nil || !cfg.StreamBody(r) {
+	if !cfg.StreamBody(r) {
 		return false
 	}
 	body := c.in[head:]
