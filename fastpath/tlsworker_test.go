@@ -35,8 +35,11 @@ func tlsGateway(t *testing.T, h http.HandlerFunc) (*gateway, *worker.Worker) {
 	var w *worker.Worker
 	g.start(Config{Retry: fastRetries()}, policy.RouterConfig{DefaultPolicy: "round_robin"},
 		func(string) (net.Conn, error) { return net.Dial("tcp", addr) },
-		func() { w = g.addWorker("https://10.0.3.1:8443", "m1") })
-	g.srv.resolveUpstream = func(string) string { return addr }
+		func() {
+			// Before Serve: the event loops read it when they start.
+			g.srv.resolveUpstream = func(string) string { return addr }
+			w = g.addWorker("https://10.0.3.1:8443", "m1")
+		})
 	return g, w
 }
 
@@ -151,8 +154,10 @@ func TestTLSWorkerWhoseTicketsFollowTheHandshake(t *testing.T) {
 	g := &gateway{t: t, loopback: true, tls: &tls.Config{RootCAs: roots, ServerName: "example.com"}}
 	g.start(Config{}, policy.RouterConfig{DefaultPolicy: "round_robin"},
 		func(string) (net.Conn, error) { return net.Dial("tcp", addr) },
-		func() { g.addWorker("https://10.0.3.1:8443", "m1") })
-	g.srv.resolveUpstream = func(string) string { return addr }
+		func() {
+			g.srv.resolveUpstream = func(string) string { return addr } // before Serve
+			g.addWorker("https://10.0.3.1:8443", "m1")
+		})
 	conn := sendChat(t, g.ln.Addr().String())
 	testutil.Eventually(t, "the request in flight", func() bool { return g.inFlight() == 1 })
 	// The worker neither answers nor closes: a second later the client still has nothing
