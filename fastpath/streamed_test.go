@@ -263,3 +263,53 @@ func TestStreamedBodyClientHangUpCancelsTheWorker(t *testing.T) {
 	}
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
+
+// TestStreamedBodyClientFaults: a streamed body that breaks its chunked encoding, or stops
+// arriving for --read-timeout, ends the request as the client's fault: the worker's
+// connection is closed before the body is complete, the client gets the gateway's 400 or
+// 408, and nothing stays in flight.
+func TestStreamedBodyClientFaults(t *testing.T) {
+	if testPlane == DataPlaneFastHTTP {
+		t.Skip("known defect of the fasthttp plane, not fixed: such a client gets 200 with an empty body there (seen at 7630f1e, cause not investigated); the default plane, evloop, runs this test")
+	}
+	for _, tc := range []struct {
+		name   string
+		send   func(body string) string // what the client sends after the head
+		head   func(body string) string
+		status int
+	}{
+		{"broken chunk", func(body string) string {
+			return fmt.Sprintf("%x\r\n%s\r\nzz\r\n", len(body)/2, body[:len(body)/2])
+		}, func(string) string {
+			return "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n"
+		}, 400},
+		{"stalled body", func(body string) string { return body[:len(body)/2] }, func(body string) string { return streamedRequestHead(len(body)) }, 408},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fw, conns := rawWorker(t)
+			g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096, ReadTimeout: 300 * time.Millisecond}, fw)
+			body := bigChat(64 << 10)
+			client, err := net.Dial("tcp", g.serveTCP())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			if _, err := client.Write([]byte(tc.head(body) + tc.send(body))); err != nil {
+				t.Fatal(err)
+			}
+			worker := <-conns
+			_ = worker.SetReadDeadline(time.Now().Add(10 * time.Second))
+			n, err := io.Copy(io.Discard, worker)
+			if err != nil || n >= int64(len(body)) {
+				t.Fatalf("the worker's connection: %d bytes, %v; want it closed before the body was complete", n, err)
+			}
+			resp := fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseResponse(resp)
+			_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if err := resp.Read(bufio.NewReader(client)); err != nil || resp.StatusCode() != tc.status {
+				t.Fatalf("the answer: %v %d %s, want %d", err, resp.StatusCode(), resp.Body(), tc.status)
+			}
+			testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+		})
+	}
+}
