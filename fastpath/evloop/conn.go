@@ -189,16 +189,8 @@ func (c *clientConn) read() {
 		}
 		c.in = grow(c.in, size)
 	}
-	n, err := rawRead(c.fd, c.in[len(c.in):cap(c.in)])
-	if err != 0 {
-		if err == unix.EAGAIN || err == unix.EINTR {
-			return
-		}
-		c.close(ErrClientGone)
-		return
-	}
+	n := c.readClient(c.in[len(c.in):cap(c.in)])
 	if n == 0 {
-		c.close(ErrClientGone)
 		return
 	}
 	c.in = c.in[:len(c.in)+n]
@@ -423,4 +415,19 @@ func (c *clientConn) recycle() {
 	c.linger, c.lingering = false, false
 	c.x.reset()
 	c.l.free = append(c.l.free, c)
+}
+
+// readClient reads what the client's socket holds into buf. It returns 0 when nothing is
+// there yet (EAGAIN: the loop waits for readiness again) and when the client is gone, in
+// which case the connection is closed.
+func (c *clientConn) readClient(buf []byte) int {
+	n, err := rawRead(c.fd, buf)
+	switch {
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return 0
+	case err != 0 || n == 0:
+		c.close(ErrClientGone)
+		return 0
+	}
+	return n
 }

@@ -1,10 +1,6 @@
 package evloop
 
-import (
-	"golang.org/x/sys/unix"
-
-	"github.com/smg-go/smg/internal/http1"
-)
+import "github.com/smg-go/smg/internal/http1"
 
 // Streamed request bodies (Config.StreamBody). A request whose body is larger than
 // Config.StreamBodyOver, and which Config.StreamBody accepts, is served once its head and the first
@@ -102,16 +98,8 @@ func (c *clientConn) readBody() {
 	if x.reqDec.mode == bodyLength {
 		buf = buf[:min(len(buf), x.reqDec.remaining)] // nothing of a pipelined request
 	}
-	n, err := rawRead(c.fd, buf)
-	if err != 0 {
-		if err == unix.EAGAIN || err == unix.EINTR {
-			return
-		}
-		c.close(ErrClientGone)
-		return
-	}
+	n := c.readClient(buf)
 	if n == 0 {
-		c.close(ErrClientGone)
 		return
 	}
 	x.pumpBody(buf[:n])
