@@ -10,15 +10,15 @@ import (
 )
 
 // qualityFixture is a suite result with round numbers, so the expected ratios are exact: a
-// shared-prefix case with saturation rows and two repeats of load rows, and a mixed-size case
-// with load rows only (as the smoke runs).
+// shared-prefix case with saturation rows and two repeats of load rows, multi-turn and
+// mixed-size cases with load rows only (as the smoke runs), and a heterogeneous case.
 func qualityFixture() *QualityResult {
 	sat := func(policy string, capacity, hit, p50, p99 float64) QualityRow {
 		return QualityRow{Case: "shared-prefix", Policy: policy, Kind: KindSaturation, TimeScale: 1, Clients: 512,
 			Capacity: capacity, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, TPOTP50MS: 20, BusiestShare: 1.25, Completed: 1000, CPUCores: 0.5, MachineBusy: 1.1}
 	}
 	load := func(kase, policy string, repeat int, p50, p99, hit, rate float64) QualityRow {
-		offered := map[string]float64{"shared-prefix": 35, "mixed-size": 70, "heterogeneous": 105}[kase]
+		offered := map[string]float64{"shared-prefix": 35, "multi-turn": 70, "mixed-size": 70, "heterogeneous": 105}[kase]
 		return QualityRow{Case: kase, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: 4, OfferedRate: offered,
 			Capacity: rate, SentRate: 35, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, BusiestShare: 1, Completed: 2000, CPUCores: 0.25, MachineBusy: 0.75, ArrivalLagP99MS: 1.5}
 	}
@@ -45,6 +45,12 @@ func qualityFixture() *QualityResult {
 					load("shared-prefix", "cache_aware", 2, 40, 600, 0.9, 35),
 					load("shared-prefix", "power_of_two", 1, 200, 400, 0.25, 35),
 					load("shared-prefix", "power_of_two", 2, 200, 500, 0.3, 35),
+				}},
+			{Case: cases[1], Capacity: 100, LoadRate: 70,
+				Load: []QualityRow{
+					load("multi-turn", "round_robin", 1, 100, 400, 0.01, 70),
+					load("multi-turn", "least_load", 1, 100, 500, 0.01, 70),
+					load("multi-turn", "power_of_two", 1, 100, 450, 0.01, 70),
 				}},
 			{Case: cases[2], Capacity: 100, LoadRate: 70,
 				Load: []QualityRow{
@@ -214,13 +220,13 @@ func TestWriteQualityHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := buf.String()
-	// shared-prefix: capacity, saturation TTFT p99, load TTFT p99; mixed-size: load only;
-	// heterogeneous: capacity (not streamed at saturation: no TTFT chart) and load.
-	if n := strings.Count(html, "<svg "); n != 6 {
-		t.Errorf("%d charts, want 6", n)
+	// shared-prefix: capacity, saturation TTFT p99, load TTFT p99; multi-turn and mixed-size:
+	// load only; heterogeneous: capacity (not streamed at saturation: no TTFT chart) and load.
+	if n := strings.Count(html, "<svg "); n != 7 {
+		t.Errorf("%d charts, want 7", n)
 	}
-	if n := strings.Count(html, "<rect "); n != 3+3+8+4+2+4 {
-		t.Errorf("%d bars, want 24 (3 + 3 saturation, 8 + 4 load, 2 + 4 heterogeneous)", n)
+	if n := strings.Count(html, "<rect "); n != 3+3+8+3+4+2+4 {
+		t.Errorf("%d bars, want 27 (3 + 3 saturation, 8 + 3 + 4 load, 2 + 4 heterogeneous)", n)
 	}
 	for _, want := range []string{
 		"<h2>shared-prefix</h2>", "<h2>mixed-size</h2>", "Capacity at saturation (requests/s of model time)",
