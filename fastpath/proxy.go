@@ -294,6 +294,9 @@ func (s *Server) answered(ctx *fasthttp.RequestCtx, a *attempt, route int, reqID
 	if errors.Is(err, worker.ErrClientLeft) || errors.Is(err, errClientBody) {
 		a.main.abandon() // not the worker's fault
 		ctx.SetConnectionClose()
+		if errors.Is(err, errClientBody) { // it may still be there: say why (a client gone misses nothing)
+			writeClientBodyError(ctx, err)
+		}
 		return errClientLeft
 	}
 	if errors.Is(err, worker.ErrCancelled) {

@@ -3,6 +3,7 @@ package fastpath
 import (
 	"errors"
 	"io"
+	"net"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -38,6 +39,18 @@ var (
 // it stalled past the read timeout, its chunked encoding broke): the client's fault, not the
 // worker's.
 var errClientBody = errors.New("cannot read the rest of the request body from the client")
+
+// writeClientBodyError answers a request whose streamed body could not be read (err wraps
+// errClientBody) as the event loops do: 408 when it stopped arriving for --read-timeout, 400
+// otherwise (its chunked encoding broke, or it ended early). Without it the handler would
+// return nothing written, and fasthttp would answer 200 with an empty body.
+func writeClientBodyError(ctx *fasthttp.RequestCtx, err error) {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		writeError(ctx, errReadTimeout, "timed out reading the request body")
+		return
+	}
+	writeError(ctx, errInvalidRequest, "cannot read the request body: "+err.Error())
+}
 
 // prepareStreamed readies x to forward a request whose body's head alone was read.
 func (s *Server) prepareStreamed(ctx *fasthttp.RequestCtx, x *exchange, head []byte) {
