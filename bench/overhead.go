@@ -324,14 +324,11 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.WorkDir == "" {
-		d, err := os.MkdirTemp("", "smg-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		cfg.WorkDir = d
+	cleanup, err := scratchDir(&cfg.WorkDir, "smg-bench-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	res := &OverheadResult{Config: cfg}
 	// One fleet serves both kinds of run: instant mode answers non-streamed requests at once
 	// and paces only streams by --token-interval-ms.

@@ -286,3 +286,18 @@ func runLoadgenCPU(core int, bin, out string, args ...string) (*loadgen.Result, 
 	}
 	return &r, cpu, nil
 }
+
+// scratchDir makes *dir a fresh temporary directory named after prefix when it is empty (a
+// suite's WorkDir left to the suite), and returns what removes it again; a directory the
+// caller gave is kept.
+func scratchDir(dir *string, prefix string) (cleanup func(), err error) {
+	if *dir != "" {
+		return func() {}, nil
+	}
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	*dir = d
+	return func() { os.RemoveAll(d) }, nil
+}

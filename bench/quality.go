@@ -373,14 +373,11 @@ func Quality(cfg QualityConfig) (*QualityResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.WorkDir == "" {
-		d, err := os.MkdirTemp("", "smg-bench-quality-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		cfg.WorkDir = d
+	cleanup, err := scratchDir(&cfg.WorkDir, "smg-bench-quality-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	res := &QualityResult{Config: cfg}
 	for _, k := range cfg.Cases {
 		cr := QualityCaseResult{Case: k, Capacity: cfg.Capacity}

@@ -169,14 +169,11 @@ func Routes(cfg RoutesConfig) (*RoutesResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.WorkDir == "" {
-		d, err := os.MkdirTemp("", "smg-bench-routes-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		cfg.WorkDir = d
+	cleanup, err := scratchDir(&cfg.WorkDir, "smg-bench-routes-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	res := &RoutesResult{Config: cfg}
 	var errs []error
 	if err := cfg.passThrough(res); err != nil {
@@ -233,24 +230,11 @@ func (cfg *RoutesConfig) passThrough(res *RoutesResult) error {
 			keep(best, &order, row)
 		}
 		for _, plane := range cfg.DataPlanes {
-			pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, "cache_aware", workerURLArgs(urls), "--disable-load-monitoring", "--data-plane", plane)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-				continue
+			runs := make([]namedBody, len(cfg.Routes))
+			for i, path := range cfg.Routes {
+				runs[i] = namedBody{path, *routeBody(path)}
 			}
-			if err = waitReadiness(base, 10*time.Second); err == nil {
-				for _, path := range cfg.Routes {
-					row, err := cfg.wrk(RouteRow{Route: path, Key: "smg-" + plane}, base, *routeBody(path), pr)
-					if err != nil {
-						errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-						continue
-					}
-					keep(best, &order, row)
-				}
-			} else {
-				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-			}
-			pr.stop()
+			errs = append(errs, cfg.smgRows(round, plane, "cache_aware", workerURLArgs(urls), runs, best, &order)...)
 		}
 	}
 	res.PassThrough = rowsOf(best, order)
@@ -292,31 +276,40 @@ func (cfg *RoutesConfig) epd(res *RoutesResult) error {
 	best, order := map[string]RouteRow{}, []string(nil)
 	for round := range cfg.EPDRounds {
 		for _, plane := range cfg.DataPlanes {
-			pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, "round_robin", workers, "--disable-load-monitoring", "--data-plane", plane)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-				continue
-			}
-			if err = waitReadiness(base, 10*time.Second); err == nil {
-				for _, r := range []struct {
-					name string
-					body RouteBody
-				}{{"epd", epdMedia}, {"pd", epdText}} {
-					row, err := cfg.wrk(RouteRow{Route: r.name, Key: "smg-" + plane}, base, r.body, pr)
-					if err != nil {
-						errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-						continue
-					}
-					keep(best, &order, row)
-				}
-			} else {
-				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-			}
-			pr.stop()
+			errs = append(errs, cfg.smgRows(round, plane, "round_robin", workers, []namedBody{{"epd", epdMedia}, {"pd", epdText}}, best, &order)...)
 		}
 	}
 	res.EPD = rowsOf(best, order)
 	return errors.Join(errs...)
+}
+
+// namedBody is one wrk run of a suite: the row's route name and the request it repeats.
+type namedBody struct {
+	name string
+	body RouteBody
+}
+
+// smgRows starts smg on plane with policy and the worker arguments, waits until it is ready,
+// measures each run through it into best (in order) and stops it. It returns the round's errors.
+func (cfg *RoutesConfig) smgRows(round int, plane, policy string, workers []string, runs []namedBody, best map[string]RouteRow, order *[]string) []error {
+	pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, policy, workers, "--disable-load-monitoring", "--data-plane", plane)
+	if err != nil {
+		return []error{fmt.Errorf("round %d: %w", round+1, err)}
+	}
+	defer pr.stop()
+	if err := waitReadiness(base, 10*time.Second); err != nil {
+		return []error{fmt.Errorf("round %d: %w", round+1, err)}
+	}
+	var errs []error
+	for _, r := range runs {
+		row, err := cfg.wrk(RouteRow{Route: r.name, Key: "smg-" + plane}, base, r.body, pr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
+			continue
+		}
+		keep(best, order, row)
+	}
+	return errs
 }
 
 // waitReadiness waits until GET base/readiness answers 200: every worker probed healthy (an
