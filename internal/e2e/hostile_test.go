@@ -447,8 +447,11 @@ func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
 // holes: the clients that give up end both legs of their requests at once, neither worker
 // is blamed.
 func TestAbandonedPDRequestsEnd(t *testing.T) {
-	p := startPDMock(t, "127.0.0.41", "prefill", "sglang", 1, FreePort(t, "127.0.0.41"))
-	d := startPDMock(t, "127.0.0.42", "decode", "sglang", 1, p.bootstrapPort)
+	// The decode mock must not give up on the KV its black-holed prefill never sends (3 s in
+	// startPDMock): on a busy machine it answered 503 before the four requests were counted.
+	wait := []string{"--kv-transfer-timeout-ms", "600000"}
+	p := startPDMock(t, "127.0.0.41", "prefill", "sglang", 1, FreePort(t, "127.0.0.41"), wait...)
+	d := startPDMock(t, "127.0.0.42", "decode", "sglang", 1, p.bootstrapPort, wait...)
 	blackHole(t, p.URLs[0])
 	blackHole(t, d.URLs[0])
 	g := StartGateway(t, "--pd-disaggregation", "--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0])
