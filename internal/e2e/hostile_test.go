@@ -447,11 +447,8 @@ func TestAbandonedRequestsToABlackHoleWorkerEnd(t *testing.T) {
 // holes: the clients that give up end both legs of their requests at once, neither worker
 // is blamed.
 func TestAbandonedPDRequestsEnd(t *testing.T) {
-	// The decode mock must not give up on the KV its black-holed prefill never sends (3 s in
-	// startPDMock): on a busy machine it answered 503 before the four requests were counted.
-	wait := []string{"--kv-transfer-timeout-ms", "600000"}
-	p := startPDMock(t, "127.0.0.41", "prefill", "sglang", 1, FreePort(t, "127.0.0.41"), wait...)
-	d := startPDMock(t, "127.0.0.42", "decode", "sglang", 1, p.bootstrapPort, wait...)
+	p := startPDMock(t, "127.0.0.41", "prefill", "sglang", 1, FreePort(t, "127.0.0.41"))
+	d := startPDMock(t, "127.0.0.42", "decode", "sglang", 1, p.bootstrapPort)
 	blackHole(t, p.URLs[0])
 	blackHole(t, d.URLs[0])
 	g := StartGateway(t, "--pd-disaggregation", "--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0])
@@ -478,6 +475,12 @@ func abandonAll(t *testing.T, g *Gateway, workers []string) {
 		}
 		return sum, ok
 	}
+	// StartGateway waits for the gateway to live, not for its workers' first health checks:
+	// a request sent before them met 503 no_available_workers (PD needs both legs ready).
+	testutil.Eventually(t, "the gateway ready", func() bool {
+		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
+		return err == nil && r.Status == 200
+	})
 	// The clients give up once the gateway holds all four on each worker (not after a fixed
 	// time: on a busy machine a timeout could end them before the gateway counted them).
 	giveUp, leave := context.WithCancel(context.Background())
