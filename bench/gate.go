@@ -83,44 +83,72 @@ func (b *Baseline) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Measured is what a run measured, as the gate reads it: every metric's value and, for the
+// overhead suite's (the timings of the proxy and load cores), the hypervisor steal of the
+// rows the value was computed from, in percent (Report.Measured). A metric without a steal
+// entry (quality, routes, micro) is always judged.
+type Measured struct {
+	Values map[string]float64
+	Steal  map[string]float64
+}
+
+// Gate statuses.
+const (
+	StatusOK         = "ok"
+	StatusRegression = "REGRESSION"
+	// StatusSkipped: the metric was not measured (a peer that is not installed, a suite
+	// that did not run).
+	StatusSkipped = "skipped"
+	// StatusNotJudged: the metric was measured, but from a row the hypervisor stole more
+	// than stealLimit of the cores' time from; its value says more about the host than
+	// about the gateway, in either direction (a stolen peer row flatters the ratio).
+	StatusNotJudged = "not judged"
+)
+
 // Verdict is one gate's outcome.
 type Verdict struct {
 	Gate     Gate
 	Measured float64
 	Limit    float64
-	// Status is "ok", "REGRESSION" or "skipped" (the metric was not measured, e.g. a peer
-	// that is not installed, or a suite that did not run).
+	// StealPct is the steal of the rows behind Measured (0 when the metric carries none).
+	StealPct float64
+	// Status is StatusOK, StatusRegression, StatusSkipped or StatusNotJudged.
 	Status string
+	// timed: the metric carries a steal figure, so a disturbed host could make it not judged.
+	timed bool
 }
 
 // Check evaluates every gate against the measured metrics. The error names each regressed
-// metric; skipped gates do not fail.
-func (b *Baseline) Check(metrics map[string]float64) ([]Verdict, error) {
+// metric; skipped and not-judged gates do not fail (NoneJudged says when nothing could be).
+func (b *Baseline) Check(run Measured) ([]Verdict, error) {
 	var vs []Verdict
 	var errs []error
 	for _, g := range b.Gates {
-		v := Verdict{Gate: g, Status: "ok"}
+		v := Verdict{Gate: g, Status: StatusOK}
 		if g.Direction == LowerIsBetter {
 			v.Limit = g.Baseline * (1 + g.Tolerance)
 		} else {
 			v.Limit = g.Baseline * (1 - g.Tolerance)
 		}
-		m, ok := metrics[g.Metric]
+		m, ok := run.Values[g.Metric]
+		v.StealPct, v.timed = run.Steal[g.Metric]
 		switch {
 		case !ok:
-			v.Status = "skipped"
+			v.Status = StatusSkipped
+		case v.StealPct > stealLimit:
+			v.Measured, v.Status = m, StatusNotJudged
 		case math.IsNaN(m) || math.IsInf(m, 0):
-			v.Measured, v.Status = m, "REGRESSION"
+			v.Measured, v.Status = m, StatusRegression
 		default:
 			v.Measured = m
 			// The slack keeps a value exactly at the limit from failing on floating-point
 			// rounding of baseline × (1 ± tolerance).
 			const slack = 1e-9
 			if (g.Direction == LowerIsBetter && m > v.Limit*(1+slack)) || (g.Direction == HigherIsBetter && m < v.Limit*(1-slack)) {
-				v.Status = "REGRESSION"
+				v.Status = StatusRegression
 			}
 		}
-		if v.Status == "REGRESSION" {
+		if v.Status == StatusRegression {
 			errs = append(errs, fmt.Errorf("regression: %s = %.3f, limit %.3f (baseline %.3f, %s, tolerance %.0f%%)%s",
 				g.Metric, v.Measured, v.Limit, g.Baseline, g.Direction, g.Tolerance*100, why(g.Why)))
 		}
@@ -129,20 +157,67 @@ func (b *Baseline) Check(metrics map[string]float64) ([]Verdict, error) {
 	return vs, errors.Join(errs...)
 }
 
-// Confirmed merges a run's metrics with a confirmation run's: each gated metric takes the
-// value more favourable by its gate's direction (a missing value counts as no measurement),
-// so it fails the merged check only when both runs put it past its limit. Ungated metrics
-// keep the first run's value.
-func (b *Baseline) Confirmed(first, second map[string]float64) map[string]float64 {
-	merged := maps.Clone(first)
+// NoneJudged fails a run in which the host disturbed every measured overhead gate: each one's
+// rows had more than stealLimit steal, so the run measured the machine, and passing would
+// say the gateway was checked when it was not. One judged timing gate is enough to pass
+// (each not-judged gate is still listed, and named on stderr by the caller).
+func NoneJudged(vs []Verdict) error {
+	var stolen []string
+	for _, v := range vs {
+		if !v.timed || v.Status == StatusSkipped {
+			continue
+		}
+		if v.Status != StatusNotJudged {
+			return nil
+		}
+		stolen = append(stolen, fmt.Sprintf("%s (steal %.0f%%)", v.Gate.Metric, v.StealPct))
+	}
+	if len(stolen) == 0 {
+		return nil
+	}
+	return fmt.Errorf("no overhead gate could be judged: the hypervisor stole more than %d%% of the proxy and load cores' time in the rows behind every one of them (%s); the run measured the host, not the gateway: run it again when the machine is quieter",
+		stealLimit, strings.Join(stolen, ", "))
+}
+
+// NotJudged names the gates a disturbed host kept from being judged.
+func NotJudged(vs []Verdict) []string {
+	var names []string
+	for _, v := range vs {
+		if v.Status == StatusNotJudged {
+			names = append(names, v.Gate.Metric)
+		}
+	}
+	return names
+}
+
+// Confirmed merges a run's metrics with a confirmation run's. For each gated metric a value
+// the gate can judge (steal at most stealLimit) beats one it cannot; between two judged
+// values (or two not judged) the one more favourable by the gate's direction wins, with its
+// steal. So a metric fails the merged check only when both runs put it past its limit, and
+// is not judged only when both runs were disturbed. A missing or NaN value counts as no
+// measurement. Ungated metrics keep the first run's value.
+func (b *Baseline) Confirmed(first, second Measured) Measured {
+	merged := Measured{Values: maps.Clone(first.Values), Steal: maps.Clone(first.Steal)}
+	if merged.Steal == nil {
+		merged.Steal = map[string]float64{}
+	}
 	for _, g := range b.Gates {
-		v2, ok := second[g.Metric]
+		v2, ok := second.Values[g.Metric]
 		if !ok || math.IsNaN(v2) {
 			continue
 		}
-		v1, ok := merged[g.Metric]
-		if !ok || math.IsNaN(v1) || (g.Direction == LowerIsBetter && v2 < v1) || (g.Direction == HigherIsBetter && v2 > v1) {
-			merged[g.Metric] = v2
+		s2, timed2 := second.Steal[g.Metric]
+		v1, ok := merged.Values[g.Metric]
+		s1 := merged.Steal[g.Metric]
+		judged1, judged2 := s1 <= stealLimit, s2 <= stealLimit
+		favourable := (g.Direction == LowerIsBetter && v2 < v1) || (g.Direction == HigherIsBetter && v2 > v1)
+		if !ok || math.IsNaN(v1) || (judged2 && !judged1) || (judged1 == judged2 && favourable) {
+			merged.Values[g.Metric] = v2
+			if timed2 {
+				merged.Steal[g.Metric] = s2
+			} else {
+				delete(merged.Steal, g.Metric)
+			}
 		}
 	}
 	return merged
@@ -160,15 +235,18 @@ func VerdictTable(vs []Verdict) string {
 	var sb strings.Builder
 	sb.WriteString("| gated metric | measured | limit | baseline | status |\n|---|---|---|---|---|\n")
 	for _, v := range vs {
-		meas := "–"
-		if v.Status != "skipped" {
+		meas, status := "–", v.Status
+		if v.Status != StatusSkipped {
 			meas = fmt.Sprintf("%.3f", v.Measured)
+		}
+		if v.Status == StatusNotJudged {
+			status = fmt.Sprintf("%s (steal %.0f%%)", v.Status, v.StealPct)
 		}
 		op := "≤"
 		if v.Gate.Direction == HigherIsBetter {
 			op = "≥"
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s %.3f | %.3f | %s |\n", v.Gate.Metric, meas, op, v.Limit, v.Gate.Baseline, v.Status)
+		fmt.Fprintf(&sb, "| %s | %s | %s %.3f | %.3f | %s |\n", v.Gate.Metric, meas, op, v.Limit, v.Gate.Baseline, status)
 	}
 	return sb.String()
 }

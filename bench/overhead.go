@@ -98,6 +98,10 @@ type OverheadConfig struct {
 	// the mocks staying on LoadCore. ScalingRounds rounds, the least CPU kept. Default 2;
 	// < 0 skips them.
 	ScalingRounds int
+	// StealRetries: a row whose every round had more hypervisor steal than stealLimit (10%)
+	// is measured again up to this many times, until a round below it (keepBest). Default 2;
+	// < 0 never.
+	StealRetries int
 
 	// proxyAt overrides where the proxies run (the scaling rows); zero: ProxyCore alone.
 	proxyAt placement
@@ -181,6 +185,9 @@ func (c *OverheadConfig) fillDefaults() {
 	}
 	if c.ScalingRounds == 0 {
 		c.ScalingRounds = 2
+	}
+	if c.StealRetries == 0 {
+		c.StealRetries = 2
 	}
 }
 
@@ -394,27 +401,46 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 var directRun = proxyUnderTest{key: "direct", name: "direct to a mock worker"}
 
 // measureRounds measures every run of runs rounds times under load l, the runs alternating
-// within a round, and returns the least disturbed round of each (better), in runs' order.
+// within a round, and returns the least disturbed round of each (keepBest), in runs' order.
 // A failed run is an error and leaves the others' figures.
 func (cfg *OverheadConfig) measureRounds(runs []proxyUnderTest, urls []string, l load, rounds int) ([]Measurement, error) {
+	return cfg.keepBest(runs, l, rounds, func(p proxyUnderTest) (Measurement, error) {
+		if p.key == "direct" {
+			return cfg.drive(Measurement{Key: p.key, Name: p.name}, "", baseURLArgs(urls[0]), nil, l)
+		}
+		return cfg.measureProxy(p, urls, l)
+	})
+}
+
+// keepBest measures every run rounds times, the runs alternating within a round, and keeps
+// each run's least disturbed round (load.better). A run whose kept round had more steal than
+// stealLimit is then measured again, up to StealRetries times, until a round below it: a
+// stretch of the host's steal lasts seconds to minutes, so a later round usually escapes it
+// (the gate does not judge a stolen row, Baseline.Check).
+func (cfg *OverheadConfig) keepBest(runs []proxyUnderTest, l load, rounds int, measure func(proxyUnderTest) (Measurement, error)) ([]Measurement, error) {
 	var errs []error
 	best := map[string]Measurement{}
+	try := func(p proxyUnderTest, what string) {
+		m, err := measure(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			return
+		}
+		if b, ok := best[p.key]; !ok || l.better(m, b) {
+			best[p.key] = m
+		}
+	}
 	for round := range rounds {
 		for _, p := range runs {
-			var m Measurement
-			var err error
-			if p.key == "direct" {
-				m, err = cfg.drive(Measurement{Key: p.key, Name: p.name}, "", baseURLArgs(urls[0]), nil, l)
-			} else {
-				m, err = cfg.measureProxy(p, urls, l)
+			try(p, fmt.Sprintf("round %d", round+1))
+		}
+	}
+	for _, p := range runs {
+		for retry := 1; retry <= cfg.StealRetries; retry++ {
+			if b, ok := best[p.key]; !ok || b.NotInstalled != "" || b.StealPct <= stealLimit {
+				break
 			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-				continue
-			}
-			if b, ok := best[p.key]; !ok || l.better(m, b) {
-				best[p.key] = m
-			}
+			try(p, fmt.Sprintf("steal retry %d", retry))
 		}
 	}
 	var ms []Measurement
@@ -565,10 +591,14 @@ type load struct {
 	countSyscalls bool
 }
 
-// better reports whether round a is a less disturbed measurement than round b: less proxy
-// CPU per request (fewer system calls for the system-call rows, a lower TTFT p50 for the
-// unloaded rows), or for the direct run (no proxy) more requests/s.
+// better reports whether round a is a less disturbed measurement than round b: a round the
+// host stole at most stealLimit from beats one it stole more from; then less proxy CPU per
+// request (fewer system calls for the system-call rows, a lower TTFT p50 for the unloaded
+// rows), or for the direct run (no proxy) more requests/s.
 func (l load) better(a, b Measurement) bool {
+	if aStolen, bStolen := a.StealPct > stealLimit, b.StealPct > stealLimit; aStolen != bStolen {
+		return bStolen
+	}
 	switch {
 	case l.byTTFT:
 		return a.TTFTP50MS < b.TTFTP50MS
@@ -658,33 +688,20 @@ func (cfg *OverheadConfig) overheadPD() (*PDOverhead, error) {
 	}
 	var errs []error
 	for _, l := range modes {
-		best := map[string]Measurement{}
-		for round := range cfg.PDRounds {
-			for _, p := range []proxyUnderTest{direct, gateway} {
-				m := Measurement{Key: p.key, Name: p.name}
-				var err error
-				if p.key == "direct" {
-					m, err = cfg.drive(m, "pd-", []string{"--pd-prefill", prefillURL, "--pd-bootstrap-port", port, "--pd-decode", decodeURL}, nil, l)
-				} else {
-					m, err = cfg.measurePDGateway(m, prefillURL, port, decodeURL, l)
-				}
-				if err != nil {
-					errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
-					continue
-				}
-				if b, ok := best[p.key]; !ok || better(m, b) {
-					best[p.key] = m
-				}
+		ms, err := cfg.keepBest([]proxyUnderTest{direct, gateway}, l, cfg.PDRounds, func(p proxyUnderTest) (Measurement, error) {
+			m := Measurement{Key: p.key, Name: p.name}
+			if p.key == "direct" {
+				return cfg.drive(m, "pd-", []string{"--pd-prefill", prefillURL, "--pd-bootstrap-port", port, "--pd-decode", decodeURL}, nil, l)
 			}
+			return cfg.measurePDGateway(m, prefillURL, port, decodeURL, l)
+		})
+		if err != nil {
+			errs = append(errs, err)
 		}
-		for _, key := range []string{direct.key, gateway.key} {
-			if m, ok := best[key]; ok {
-				if l.stream {
-					res.SSE = append(res.SSE, m)
-				} else {
-					res.JSON = append(res.JSON, m)
-				}
-			}
+		if l.stream {
+			res.SSE = append(res.SSE, ms...)
+		} else {
+			res.JSON = append(res.JSON, ms...)
 		}
 	}
 	return res, errors.Join(errs...)
@@ -704,8 +721,8 @@ func (cfg *OverheadConfig) measurePDGateway(m Measurement, prefillURL, port, dec
 // baseURLArgs are loadgen's arguments to send to the server at base.
 func baseURLArgs(base string) []string { return []string{"--base-url", base + "/v1"} }
 
-// better reports whether round a is a less disturbed measurement than round b: less proxy
-// CPU per request, or for the direct run (no proxy) more requests/s.
+// better compares two rounds by cost alone (load.better first compares their steal): less
+// proxy CPU per request, or for the direct run (no proxy) more requests/s.
 func better(a, b Measurement) bool {
 	if a.Key == "direct" {
 		return a.RPS > b.RPS

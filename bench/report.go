@@ -18,8 +18,14 @@ var peerKeys = []string{"bare", "nginx", "haproxy"}
 
 // Metrics flattens the report into named values, the names baseline gates refer to. Ratios
 // are of two runs of the same smgbench invocation.
-func (r *Report) Metrics() map[string]float64 {
-	m := map[string]float64{}
+func (r *Report) Metrics() map[string]float64 { return r.Measured().Values }
+
+// Measured is Metrics with, for every overhead metric, the hypervisor steal of the rows it
+// was computed from (the most stolen of them): the gate does not judge a timing the host
+// disturbed (gate.go).
+func (r *Report) Measured() Measured {
+	s := metricSink{Measured{Values: map[string]float64{}, Steal: map[string]float64{}}}
+	m := s.Values
 	if o := r.Overhead; o != nil {
 		for _, kind := range []struct {
 			name string
@@ -38,38 +44,36 @@ func (r *Report) Metrics() map[string]float64 {
 				if x.NotInstalled != "" || x.Key == "direct" {
 					continue
 				}
-				m["overhead."+kind.name+"."+unit+"."+x.Key] = kind.cost(x)
+				s.put("overhead."+kind.name+"."+unit+"."+x.Key, kind.cost(x), x)
 				if !strings.HasPrefix(x.Key, "smg-") {
 					continue
 				}
 				for _, peer := range peerKeys {
 					if p := find(kind.ms, peer); p != nil && kind.cost(p) > 0 {
-						m["overhead."+kind.name+".cpu_ratio."+x.Key+"/"+peer] = kind.cost(x) / kind.cost(p)
+						s.put("overhead."+kind.name+".cpu_ratio."+x.Key+"/"+peer, kind.cost(x)/kind.cost(p), x, p)
 					}
 				}
 				if direct != nil && direct.RPS > 0 {
-					m["overhead."+kind.name+".rps_ratio."+x.Key+"/direct"] = x.RPS / direct.RPS
+					s.put("overhead."+kind.name+".rps_ratio."+x.Key+"/direct", x.RPS/direct.RPS, x, direct)
 				}
 				// Against round robin on the same data plane (issue 14: cache_aware ≤ 1.1×).
 				if i := strings.LastIndexByte(x.Key, '-'); !strings.HasSuffix(x.Key, "-round_robin") {
 					if rr := find(kind.ms, x.Key[:i]+"-round_robin"); rr != nil && kind.cost(rr) > 0 {
-						m["overhead."+kind.name+".cpu_ratio."+x.Key+"/"+rr.Key] = kind.cost(x) / kind.cost(rr)
+						s.put("overhead."+kind.name+".cpu_ratio."+x.Key+"/"+rr.Key, kind.cost(x)/kind.cost(rr), x, rr)
 					}
 				}
 			}
 			if o.PD != nil && (kind.name == "json" || kind.name == "sse") {
-				pdMetrics(m, kind.name, unit, o.PD.rows(kind.name), kind.ms, kind.cost)
+				pdMetrics(s, kind.name, unit, o.PD.rows(kind.name), kind.ms, kind.cost)
 			}
 		}
-	}
-	if o := r.Overhead; o != nil {
-		latencyMetrics(m, "json_open", "p50", o.JSONOpen, func(x *Measurement) float64 { return x.P50MS })
-		latencyMetrics(m, "sse_unloaded", "ttft_p50", o.SSEUnloaded, func(x *Measurement) float64 { return x.TTFTP50MS })
+		latencyMetrics(s, "json_open", "p50", o.JSONOpen, func(x *Measurement) float64 { return x.P50MS })
+		latencyMetrics(s, "sse_unloaded", "ttft_p50", o.SSEUnloaded, func(x *Measurement) float64 { return x.TTFTP50MS })
 		if sc := o.Syscalls; sc != nil {
-			syscallMetrics(m, "json", "per_request", sc.JSON, func(x *Measurement) float64 { return x.SyscallsPerRequest })
-			syscallMetrics(m, "sse_paced", "per_event", sc.SSEPaced, func(x *Measurement) float64 { return x.SyscallsPerEvent })
+			syscallMetrics(s, "json", "per_request", sc.JSON, func(x *Measurement) float64 { return x.SyscallsPerRequest })
+			syscallMetrics(s, "sse_paced", "per_event", sc.SSEPaced, func(x *Measurement) float64 { return x.SyscallsPerEvent })
 		}
-		scalingMetrics(m, o.Scaling)
+		scalingMetrics(s, o.Scaling)
 	}
 	if r.Quality != nil {
 		r.Quality.metrics(m)
@@ -84,13 +88,26 @@ func (r *Report) Metrics() map[string]float64 {
 		}
 		m["micro.max_allocs_per_op"] = most
 	}
-	return m
+	return s.Measured
+}
+
+// metricSink collects the overhead metrics, each with the steal of the rows it came from.
+type metricSink struct{ Measured }
+
+// put records metric name = v, computed from rows.
+func (s metricSink) put(name string, v float64, rows ...*Measurement) {
+	s.Values[name] = v
+	steal := 0.0
+	for _, r := range rows {
+		steal = max(steal, r.StealPct)
+	}
+	s.Steal[name] = steal
 }
 
 // latencyMetrics adds overhead.<kind>.added_<name>_ms.<key> (a proxy's latency over the
 // direct run's) and overhead.<kind>.<name>_ratio.<smg key>/<peer> (the whole latency through
 // smg over the peer's: ≤ 1 exactly when smg adds no more than the peer).
-func latencyMetrics(m map[string]float64, kind, name string, ms []Measurement, lat func(*Measurement) float64) {
+func latencyMetrics(s metricSink, kind, name string, ms []Measurement, lat func(*Measurement) float64) {
 	direct := find(ms, "direct")
 	for i := range ms {
 		x := &ms[i]
@@ -98,14 +115,14 @@ func latencyMetrics(m map[string]float64, kind, name string, ms []Measurement, l
 			continue
 		}
 		if direct != nil {
-			m["overhead."+kind+".added_"+name+"_ms."+x.Key] = lat(x) - lat(direct)
+			s.put("overhead."+kind+".added_"+name+"_ms."+x.Key, lat(x)-lat(direct), x, direct)
 		}
 		if !strings.HasPrefix(x.Key, "smg-") {
 			continue
 		}
 		for _, peer := range peerKeys {
 			if p := find(ms, peer); p != nil && lat(p) > 0 {
-				m["overhead."+kind+"."+name+"_ratio."+x.Key+"/"+peer] = lat(x) / lat(p)
+				s.put("overhead."+kind+"."+name+"_ratio."+x.Key+"/"+peer, lat(x)/lat(p), x, p)
 			}
 		}
 	}
@@ -113,19 +130,19 @@ func latencyMetrics(m map[string]float64, kind, name string, ms []Measurement, l
 
 // syscallMetrics adds overhead.syscalls.<kind>.<unit>.<key> and
 // overhead.syscalls.<kind>.ratio.<smg key>/<peer>.
-func syscallMetrics(m map[string]float64, kind, unit string, ms []Measurement, per func(*Measurement) float64) {
+func syscallMetrics(s metricSink, kind, unit string, ms []Measurement, per func(*Measurement) float64) {
 	for i := range ms {
 		x := &ms[i]
 		if x.NotInstalled != "" || per(x) == 0 {
 			continue
 		}
-		m["overhead.syscalls."+kind+"."+unit+"."+x.Key] = per(x)
+		s.put("overhead.syscalls."+kind+"."+unit+"."+x.Key, per(x), x)
 		if !strings.HasPrefix(x.Key, "smg-") {
 			continue
 		}
 		for _, peer := range peerKeys {
 			if p := find(ms, peer); p != nil && per(p) > 0 {
-				m["overhead.syscalls."+kind+".ratio."+x.Key+"/"+peer] = per(x) / per(p)
+				s.put("overhead.syscalls."+kind+".ratio."+x.Key+"/"+peer, per(x)/per(p), x, p)
 			}
 		}
 	}
@@ -153,7 +170,7 @@ func scalingRows(ms []Measurement) (keys []string, one, two map[string]*Measurem
 
 // scalingMetrics adds overhead.scaling.rps_ratio.<key> (requests/s on two cores over one)
 // and overhead.scaling.cpu_ratio.<key> (CPU per request on two cores over one).
-func scalingMetrics(m map[string]float64, ms []Measurement) {
+func scalingMetrics(s metricSink, ms []Measurement) {
 	keys, one, two := scalingRows(ms)
 	for _, k := range keys {
 		a, b := one[k], two[k]
@@ -161,10 +178,10 @@ func scalingMetrics(m map[string]float64, ms []Measurement) {
 			continue
 		}
 		if a.RPS > 0 {
-			m["overhead.scaling.rps_ratio."+k] = b.RPS / a.RPS
+			s.put("overhead.scaling.rps_ratio."+k, b.RPS/a.RPS, a, b)
 		}
 		if a.CPUPerRequestUS > 0 {
-			m["overhead.scaling.cpu_ratio."+k] = b.CPUPerRequestUS / a.CPUPerRequestUS
+			s.put("overhead.scaling.cpu_ratio."+k, b.CPUPerRequestUS/a.CPUPerRequestUS, a, b)
 		}
 	}
 }
@@ -181,7 +198,7 @@ func (p *PDOverhead) rows(kind string) []Measurement {
 // overhead.pd.<kind>.rps_ratio.<key>/direct (against loadgen straight to the PD mocks) and
 // overhead.pd.<kind>.cpu_ratio.<key>/regular-<smg key> (against each regular smg row of the
 // same run: a PD request is two upstream requests, so about 2× is the expectation).
-func pdMetrics(m map[string]float64, kind, unit string, pd, regular []Measurement, cost func(*Measurement) float64) {
+func pdMetrics(s metricSink, kind, unit string, pd, regular []Measurement, cost func(*Measurement) float64) {
 	direct := find(pd, "direct")
 	for i := range pd {
 		x := &pd[i]
@@ -189,14 +206,14 @@ func pdMetrics(m map[string]float64, kind, unit string, pd, regular []Measuremen
 			continue
 		}
 		prefix := "overhead.pd." + kind + "."
-		m[prefix+unit+"."+x.Key] = cost(x)
+		s.put(prefix+unit+"."+x.Key, cost(x), x)
 		if direct != nil && direct.RPS > 0 {
-			m[prefix+"rps_ratio."+x.Key+"/direct"] = x.RPS / direct.RPS
+			s.put(prefix+"rps_ratio."+x.Key+"/direct", x.RPS/direct.RPS, x, direct)
 		}
 		for j := range regular {
 			r := &regular[j]
 			if strings.HasPrefix(r.Key, "smg-") && r.NotInstalled == "" && cost(r) > 0 {
-				m[prefix+"cpu_ratio."+x.Key+"/regular-"+r.Key] = cost(x) / cost(r)
+				s.put(prefix+"cpu_ratio."+x.Key+"/regular-"+r.Key, cost(x)/cost(r), x, r)
 			}
 		}
 	}
@@ -479,11 +496,6 @@ func MetricsList(m map[string]float64) string {
 	}
 	return sb.String()
 }
-
-// stealLimit is the hypervisor steal, in percent of the measured cores' time, past which
-// stealNote names a row: the slow mode of docs/benchmarks.md §1 came with 25-40%, quiet runs
-// measure 0-5%.
-const stealLimit = 10
 
 // stealNote says how much time the hypervisor stole from the measured cores during the
 // rows kept, and names the rows past stealLimit: their ratios measured the machine.

@@ -18,6 +18,13 @@ import (
 // "The slow mode"). Each measurement records the steal of the proxy's and the load core over
 // its run, so that such a row can be told from a regression.
 
+// stealLimit is the hypervisor steal, in percent of the measured cores' time, past which a
+// row measured the machine rather than the proxy: the table names it (stealNote), a round
+// past it is kept only when no round of the row was below it and the row is measured again
+// (measureRounds), and the gate does not judge a metric computed from it (Baseline.Check).
+// The slow mode of docs/benchmarks.md §1 came with 25-40%; quiet runs measure 0-5%.
+const stealLimit = 10
+
 // cpuTicks is one core's /proc/stat counters: the steal ticks and all ticks.
 type cpuTicks struct{ steal, total uint64 }
 

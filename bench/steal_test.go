@@ -91,3 +91,86 @@ func TestDriveRecordsTheStealOverItsRun(t *testing.T) {
 		t.Errorf("read the cores %v, want the proxy and the load core before and after the run", asked)
 	}
 }
+
+// TestKeepBestPrefersUndisturbedRoundsAndRetriesStolenRows: a round below stealLimit beats a
+// cheaper stolen one; a row every round of which was stolen is measured again, at most
+// StealRetries times, and keeps its stolen figure (for the gate not to judge) when every
+// retry is stolen too.
+func TestKeepBestPrefersUndisturbedRoundsAndRetriesStolenRows(t *testing.T) {
+	rounds := map[string][]Measurement{
+		// Round 2 is cheaper but stolen: round 1 is kept, no retry.
+		"nginx": {{CPUPerRequestUS: 20, StealPct: 3}, {CPUPerRequestUS: 15, StealPct: 30}},
+		// Both rounds stolen; the first retry is quiet and kept although dearer.
+		"smg": {{CPUPerRequestUS: 18, StealPct: 25}, {CPUPerRequestUS: 17, StealPct: 40}, {CPUPerRequestUS: 19, StealPct: 2}, {CPUPerRequestUS: 1}},
+		// Stolen in every round and both retries: the least-CPU stolen round is kept.
+		"bare": {{CPUPerRequestUS: 30, StealPct: 50}, {CPUPerRequestUS: 26, StealPct: 35}, {CPUPerRequestUS: 28, StealPct: 20}, {CPUPerRequestUS: 27, StealPct: 60}, {CPUPerRequestUS: 1}},
+		// The direct run keeps its most requests/s among quiet rounds.
+		"direct": {{RPS: 100, StealPct: 90}, {RPS: 90}},
+	}
+	calls := map[string]int{}
+	cfg := OverheadConfig{StealRetries: 2}
+	runs := []proxyUnderTest{{key: "direct"}, {key: "smg"}, {key: "bare"}, {key: "nginx"}}
+	ms, err := cfg.keepBest(runs, load{kind: "json"}, 2, func(p proxyUnderTest) (Measurement, error) {
+		m := rounds[p.key][calls[p.key]]
+		calls[p.key]++
+		m.Key = p.key
+		return m, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Measurement{}
+	for _, m := range ms {
+		got[m.Key] = m
+	}
+	for key, want := range map[string]struct {
+		calls  int
+		cpu    float64
+		steal  float64
+		rps    float64
+		reason string
+	}{
+		"nginx":  {2, 20, 3, 0, "a quiet round beats a cheaper stolen one; nothing to retry"},
+		"smg":    {3, 19, 2, 0, "the first quiet retry ends the retries"},
+		"bare":   {4, 26, 35, 0, "two retries at most, then the cheapest stolen round"},
+		"direct": {2, 0, 0, 90, "the quiet round, not the faster stolen one"},
+	} {
+		m := got[key]
+		if calls[key] != want.calls || m.CPUPerRequestUS != want.cpu || m.StealPct != want.steal || m.RPS != want.rps {
+			t.Errorf("%s: %d measurements, kept cpu %v steal %v rps %v; want %d, cpu %v steal %v rps %v (%s)",
+				key, calls[key], m.CPUPerRequestUS, m.StealPct, m.RPS, want.calls, want.cpu, want.steal, want.rps, want.reason)
+		}
+	}
+	if len(ms) != 4 || ms[0].Key != "direct" || ms[3].Key != "nginx" {
+		t.Errorf("rows %v: want runs' order", ms)
+	}
+}
+
+// TestMetricsCarryTheStealOfTheirRows: a ratio carries the larger steal of its two rows, a
+// single row's figure its own, and the quality metrics none (they are always judged).
+func TestMetricsCarryTheStealOfTheirRows(t *testing.T) {
+	r := fullReport()
+	r.Overhead.JSON[3].StealPct = 4  // smg-evloop-cache_aware
+	r.Overhead.JSON[6].StealPct = 22 // nginx
+	r.Overhead.JSONOpen[1].StealPct = 12
+	got := r.Measured()
+	for metric, want := range map[string]float64{
+		"overhead.json.cpu_ratio.smg-evloop-cache_aware/nginx":      22,
+		"overhead.json.cpu_ratio.smg-evloop-cache_aware/bare":       4,
+		"overhead.json.cpu_us_per_request.smg-evloop-cache_aware":   4,
+		"overhead.json.cpu_ratio.smg-cache_aware/bare":              0,
+		"overhead.json_open.p50_ratio.smg-evloop-cache_aware/nginx": 12,
+		"overhead.json_open.added_p50_ms.smg-evloop-cache_aware":    12,
+	} {
+		s, ok := got.Steal[metric]
+		if !ok || s != want {
+			t.Errorf("steal of %s = %v (present %v), want %v", metric, s, ok, want)
+		}
+	}
+	for metric := range got.Values {
+		_, timed := got.Steal[metric]
+		if overhead := strings.HasPrefix(metric, "overhead."); overhead != timed {
+			t.Errorf("%s: carries a steal figure %v; want exactly the overhead metrics to", metric, timed)
+		}
+	}
+}

@@ -36,18 +36,27 @@ func TestQualityConfigFlags(t *testing.T) {
 	}
 }
 
-func TestRegressedSuitesAreTheTimingSuites(t *testing.T) {
+func TestSuitesToMeasureAgainAreTheTimingSuites(t *testing.T) {
 	verdicts := []bench.Verdict{
-		{Gate: bench.Gate{Metric: "overhead.pd.json.cpu_ratio.smg-round_robin/regular-smg-cache_aware"}, Status: "REGRESSION"},
-		{Gate: bench.Gate{Metric: "overhead.json.cpu_ratio.smg-cache_aware/bare"}, Status: "ok"},
-		{Gate: bench.Gate{Metric: "quality.shared-prefix.load.throughput_ratio_min.least_load/round_robin"}, Status: "skipped"},
-		{Gate: bench.Gate{Metric: "micro.allocs.BenchmarkPick"}, Status: "REGRESSION"},
+		{Gate: bench.Gate{Metric: "overhead.pd.json.cpu_ratio.smg-round_robin/regular-smg-cache_aware"}, Status: bench.StatusRegression},
+		{Gate: bench.Gate{Metric: "overhead.json.cpu_ratio.smg-cache_aware/bare"}, Status: bench.StatusOK},
+		{Gate: bench.Gate{Metric: "quality.shared-prefix.load.throughput_ratio_min.least_load/round_robin"}, Status: bench.StatusSkipped},
+		{Gate: bench.Gate{Metric: "micro.allocs.BenchmarkPick"}, Status: bench.StatusRegression},
+		{Gate: bench.Gate{Metric: "routes.x"}, Status: bench.StatusOK},
 	}
-	if got := slices.Sorted(maps.Keys(regressedSuites(verdicts))); !slices.Equal(got, []string{"overhead"}) {
+	if got := slices.Sorted(maps.Keys(suitesToMeasureAgain(verdicts))); !slices.Equal(got, []string{"overhead"}) {
 		t.Errorf("suites to re-measure = %v, want [overhead] (micro allocs are deterministic, skipped and ok gates need nothing)", got)
 	}
-	verdicts[2].Status = "REGRESSION"
-	if got := slices.Sorted(maps.Keys(regressedSuites(verdicts))); !slices.Equal(got, []string{"overhead", "quality"}) {
+	verdicts[2].Status = bench.StatusRegression
+	if got := slices.Sorted(maps.Keys(suitesToMeasureAgain(verdicts))); !slices.Equal(got, []string{"overhead", "quality"}) {
 		t.Errorf("suites to re-measure = %v, want [overhead quality]", got)
+	}
+	// A gate the host's steal kept from being judged is measured again too.
+	verdicts[0].Status, verdicts[2].Status, verdicts[3].Status, verdicts[4].Status = bench.StatusOK, bench.StatusOK, bench.StatusOK, bench.StatusNotJudged
+	if got := slices.Sorted(maps.Keys(suitesToMeasureAgain(verdicts))); !slices.Equal(got, []string{"routes"}) {
+		t.Errorf("suites to re-measure = %v, want [routes] (a not-judged gate)", got)
+	}
+	if got := describeAgain(verdicts); got != "routes.x not judged (hypervisor steal)" {
+		t.Errorf("describeAgain = %q", got)
 	}
 }
