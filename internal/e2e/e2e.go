@@ -186,7 +186,8 @@ type Gateway struct {
 	URL, MetricsURL string
 }
 
-// StartGateway runs `smg launch` with args on free ports and waits for /health.
+// StartGateway runs `smg launch` with args on free ports and waits for /health, and for
+// /readiness when args give static workers of every role the mode needs.
 func StartGateway(t testing.TB, args ...string) *Gateway {
 	t.Helper()
 	return startGatewayEnv(t, nil, args...)
@@ -210,11 +211,25 @@ func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
 		return err == nil && r.Status == 200
 	})
 	// Static workers start pending until their first health probe answers: wait until the
-	// gateway routes, unless the test runs without health checks (it then routes at once).
-	if contains(args, "--worker-urls") && !contains(args, "--disable-health-check") {
+	// gateway routes, unless the test runs without health checks (it then routes at once) or
+	// gives a disaggregated fleet without every role (it then tests the 503).
+	if hasEveryRole(args) && !contains(args, "--disable-health-check") {
 		g.WaitReady(t)
 	}
 	return g
+}
+
+// hasEveryRole reports whether args name the static workers the gateway needs to be ready:
+// regular workers, or in PD mode a prefill and a decode worker, in EPD mode an encode one too.
+func hasEveryRole(args []string) bool {
+	switch {
+	case contains(args, "--epd-disaggregation"):
+		return contains(args, "--encode") && contains(args, "--prefill") && contains(args, "--decode")
+	case contains(args, "--pd-disaggregation"):
+		return contains(args, "--prefill") && contains(args, "--decode")
+	default:
+		return contains(args, "--worker-urls")
+	}
 }
 
 // WaitReady waits until GET /readiness answers 200 with every registered worker healthy, so

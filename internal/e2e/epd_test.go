@@ -167,7 +167,6 @@ func TestEPDVLLM(t *testing.T) {
 	g := StartGateway(t, "--epd-disaggregation", "--kv-connector", "NixlConnector",
 		"--encode", e.URLs[0], "--encode", e.URLs[1], "--prefill", p.URLs[0], "--decode", d.URLs[0],
 		"--policy", "round_robin")
-	g.WaitReady(t)
 	const n = 24
 	reqs, media := epdRequests(n, false)
 	sendPD(t, g, reqs)
@@ -209,7 +208,6 @@ func TestEPDEncodeFailureRetriesAndHangUp(t *testing.T) {
 	g := StartGateway(t, "--epd-disaggregation", "--encode", e.URLs[0], port, "--encode", e.URLs[1], port,
 		"--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0],
 		"--encode-policy", "round_robin", "--cb-failure-threshold", "1000", "--retry-max-retries", "3")
-	g.WaitReady(t)
 	all := append(append(append([]string{}, e.URLs...), p.URLs...), d.URLs...)
 	admin := func(url, config string) {
 		t.Helper()
@@ -372,7 +370,6 @@ func TestEPDHangUpCancelsThePDLegs(t *testing.T) {
 		delay(0)
 		g := StartGateway(t, "--epd-disaggregation", "--data-plane", plane,
 			"--encode", e.URLs[0], strconv.Itoa(e.bootstrapPort), "--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0])
-		g.WaitReady(t)
 		if r := MustDo(t, http.MethodPost, g.URL+mm.path, mm.body, nil); r.Status != 200 {
 			t.Fatalf("%s: image request before the hang-up: %d %s", plane, r.Status, r.Body)
 		}

@@ -235,7 +235,6 @@ func TestPDVLLM(t *testing.T) {
 	g := StartGateway(t, "--pd-disaggregation", "--kv-connector", "NixlConnector",
 		"--prefill", p.URLs[0], "--prefill", p.URLs[1], "--decode", d.URLs[0], "--decode", d.URLs[1],
 		"--policy", "round_robin", "--decode-policy", "power_of_two")
-	g.WaitReady(t)
 	const n = 24
 	prefills := sendPD(t, g, pdRequests(n, false))
 	if prefills[p.URLs[0]] != n/2 || prefills[p.URLs[1]] != n/2 {
@@ -265,7 +264,6 @@ func TestPDBucketSeparatesShortAndLongPrompts(t *testing.T) {
 	port := strconv.Itoa(p.bootstrapPort)
 	g := StartGateway(t, "--pd-disaggregation", "--prefill", p.URLs[0], port, "--prefill", p.URLs[1], port,
 		"--decode", d.URLs[0], "--prefill-policy", "bucket", "--decode-policy", "round_robin", "--balance-abs-threshold", "100000000")
-	g.WaitReady(t)
 
 	short, long := strings.Repeat("s", 100), strings.Repeat("l", 1500)
 	send := func(prompt string) string {
