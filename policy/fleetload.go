@@ -58,8 +58,11 @@ func meanInFlight(ws []*worker.Worker, _ float64) float64 {
 // for every worker, a stale rate changes no ranking between reporting workers; so FleetRate
 // recomputes only every RateRefreshFactor × len(workers) reads, a quarter of a worker's load
 // read per pick amortised, which keeps power_of_two's pick O(1). Safe for concurrent use.
+//
+// It also tracks the group's mean decode step (StepSeconds), the reference the expected-wait
+// score measures each worker's relative speed against.
 type FleetRate struct {
-	c        fleetCache
+	c, step  fleetCache
 	fallback float64
 }
 
@@ -71,13 +74,38 @@ const RateRefreshFactor = 4
 // worker reports a throughput.
 func NewFleetRate(ws []*worker.Worker, fallback float64) *FleetRate {
 	r := &FleetRate{fallback: fallback}
-	r.c.init(ws, uint64(RateRefreshFactor*max(1, len(ws))))
+	every := uint64(RateRefreshFactor * max(1, len(ws)))
+	r.c.init(ws, every)
 	r.c.refresh(meanThroughput, fallback)
+	r.step.init(ws, every)
+	r.step.refresh(meanStep, 0)
 	return r
 }
 
 // TokensPerSecond returns the (possibly slightly stale) rate.
 func (r *FleetRate) TokensPerSecond() float64 { return r.c.get(meanThroughput, r.fallback) }
+
+// StepSeconds returns the (possibly slightly stale) mean decode step of the available workers
+// whose reports have shown one (worker.LoadReport.StepSeconds), or 0 when none has.
+func (r *FleetRate) StepSeconds() float64 { return r.step.get(meanStep, 0) }
+
+func meanStep(ws []*worker.Worker, _ float64) float64 {
+	var sum float64
+	n := 0
+	for _, w := range ws {
+		if !w.Routable() {
+			continue
+		}
+		if l := w.Load(); l != nil && l.StepSeconds() > 0 {
+			sum += l.StepSeconds()
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
 
 func meanThroughput(ws []*worker.Worker, fallback float64) float64 {
 	var sum float64

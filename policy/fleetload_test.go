@@ -80,3 +80,28 @@ func TestFleetRate(t *testing.T) {
 		t.Fatalf("rate = %v, want %v", got, want)
 	}
 }
+
+func TestFleetStepSeconds(t *testing.T) {
+	f := policytest.NewFleet(t, 5, "m")
+	r := policy.NewFleetRate(f.Workers, 2000)
+	if got := r.StepSeconds(); got != 0 {
+		t.Fatalf("no reports: step = %v, want 0", got)
+	}
+	// Steps of 10 and 30 ms; an engine that has never run anything shows none, and an
+	// unavailable worker does not count.
+	for i, rep := range []policytest.Report{{Running: 10, Throughput: 1000}, {Running: 3, Throughput: 100}, {}, {Running: 1, Throughput: 1}, {Running: 4, Throughput: 400}} {
+		policytest.SetReport(f.Workers[i], rep, time.Time{})
+	}
+	f.SetStatus(f.Workers[3], worker.StatusNotReady)
+	want := (0.01 + 0.03 + 0.01) / 3
+	got := r.StepSeconds()
+	for range policy.RateRefreshFactor * 5 {
+		if math.Abs(got-want) < 1e-12 {
+			break
+		}
+		got = r.StepSeconds()
+	}
+	if math.Abs(got-want) > 1e-12 {
+		t.Fatalf("step = %v, want %v", got, want)
+	}
+}

@@ -12,7 +12,8 @@ import (
 func TestPickAllocatesNothing(t *testing.T) {
 	f := policytest.NewFleet(t, 64, "m")
 	for i, w := range f.Workers[:32] {
-		policytest.SetReport(w, policytest.Report{WaitingTokens: int64(i % 3), Throughput: 1000}, t0)
+		// Steps of 1-4 ms: the slower workers drain at their own rate (score.Rate).
+		policytest.SetReport(w, policytest.Report{WaitingTokens: int64(i % 3), Running: 1 + i%4, Throughput: 1000}, t0)
 	}
 	p := New(DefaultConfig(), nil).Build(f.Group("m"))
 	req := &policy.Request{}

@@ -51,13 +51,14 @@ func TestBusyReportDoesNotWinBetweenReports(t *testing.T) {
 // running reports 0 running and 0 tokens/s, which the spec reads as "reports no throughput"
 // and credits at --least-load-default-throughput (2,000 tokens/s, faster than every real
 // report), so that worker took 31 of the 96 picks here (84 in 0.8 s in the measured run). It
-// is idle, not unknown: it takes its share and no more.
+// is idle, not unknown: it takes its share and no more. The busy engines run at one speed
+// (75 tokens/s per sequence, steps of 13.3 ms), so no worker drains at a slower rate.
 func TestIdleReportCountsAsIdle(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	idle := f.Workers[0]
 	policytest.SetReport(idle, policytest.Report{}, t0)
-	for i, tp := range []float64{300, 450, 600, 750, 900, 500, 650} {
-		policytest.SetReport(f.Workers[i+1], policytest.Report{Running: 5 + i, Throughput: tp}, t0)
+	for i, tp := range []float64{300, 450, 600, 750, 900, 525, 675} {
+		policytest.SetReport(f.Workers[i+1], policytest.Report{Running: int(tp / 75), Throughput: tp}, t0)
 	}
 	p := newPicker(t, f, DefaultConfig(), 1)
 	counts := pickBetweenReports(t, p, f.Workers, 96)
@@ -142,6 +143,39 @@ func heterogeneousEngines() []policytest.Engine {
 	es := make([]policytest.Engine, 8)
 	es[6].DecodeFactor, es[7].DecodeFactor = 2, 2
 	return es
+}
+
+// TestHeterogeneousFleetSlowEnginesAtTheirRate is the suite's heterogeneous case at the rate
+// its load rows offer (101 requests/s of model time, 70% of round robin's capacity with
+// mockworker's 32-sequence batches) and at 200/s. At 101/s nothing queues: round robin's TTFT
+// p99 is 50 ms, a slow engine's step or two, as on the real fleet (55-95 ms); at the fleet
+// rate for every worker least_load's picks were even (711 of 5,737 to each slow engine, seed
+// 1) and its p99 1.00 × round robin's (0.83-0.85 × at 200/s). An engine whose step estimate
+// is more than SlowStepRatio times the fleet's drains its work at its own rate
+// (score.Rate): the slow engines take about 0.6 times a fast one's picks and p99 is
+// 0.93 × (0.67-0.68 × at 200/s). With Config.IgnoreSpeed both checks fail. The rest of the
+// tail is the slow engines' own steps, which no share above zero avoids: this does not reach
+// issue 13's 0.7 × at 70%.
+func TestHeterogeneousFleetSlowEnginesAtTheirRate(t *testing.T) {
+	f := policytest.NewFleet(t, 8, "m")
+	engines := heterogeneousEngines()
+	for _, c := range []struct {
+		rate, maxRatio float64
+	}{{101, 0.96}, {200, 0.75}} {
+		for seed := uint64(1); seed <= 2; seed++ {
+			trace := policytest.PoissonTrace(seed, c.rate, 60*time.Second, policytest.Distinct(176, 64))
+			rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			ratio := float64(ll.TTFTQuantile(0.99)) / float64(rr.TTFTQuantile(0.99))
+			t.Logf("%v/s seed %d: TTFT p99 least_load %v, round_robin %v (%.2f x); picks %v", c.rate, seed, ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ratio, ll.Picks)
+			if ratio > c.maxRatio {
+				t.Errorf("%v/s seed %d: TTFT p99 %.2f x round robin's, want at most %.2f x", c.rate, seed, ratio, c.maxRatio)
+			}
+			if slow, fast := ll.Picks[6]+ll.Picks[7], ll.Picks[0]+ll.Picks[1]; float64(slow) > 0.75*float64(fast) {
+				t.Errorf("%v/s seed %d: the slow engines took %d picks, two fast ones %d: want at most 0.75 x", c.rate, seed, slow, fast)
+			}
+		}
+	}
 }
 
 // TestHeterogeneousFleetOnSimulatedFleet is the suite's heterogeneous case on the synthetic

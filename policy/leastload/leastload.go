@@ -57,7 +57,7 @@ type picker struct {
 // worker and none is left, it fails with ErrNoAvailableWorkers (503) rather than deepen a
 // backlog, as the spec says.
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
-	if w := p.scorer.Lowest(req, p.workers, p.rate.TokensPerSecond(), p.rnd, policy.NoHotLimit); w != nil {
+	if w := p.scorer.LowestAt(req, p.workers, p.scorer.RateOf(p.rate), p.rnd, policy.NoHotLimit); w != nil {
 		return policy.Result{Worker: w}, nil
 	}
 	return policy.Result{}, policy.ErrNoAvailableWorkers

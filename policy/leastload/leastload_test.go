@@ -42,24 +42,39 @@ func TestScoreFormula(t *testing.T) {
 		rate     float64 // the fleet rate, tokens/s
 		dispatch []int   // NoteDispatch arguments since the report
 		want     float64
+		step     float64            // the fleet's mean step, s (0: none known)
+		prev     *policytest.Report // published before rep (nil: the worker had no report)
 	}{
-		{"idle", policytest.Report{WaitingTokens: 0}, 1000, nil, 0},
-		{"queued tokens over the fleet rate", policytest.Report{WaitingTokens: 4000, Throughput: 1000}, 2000, nil, 2},
-		{"the worker's own throughput does not count", policytest.Report{WaitingTokens: 4000, Throughput: 8000}, 2000, nil, 2},
-		{"queue depth without tokens at the mean prefill", policytest.Report{Waiting: 3, WaitingTokens: -1, Throughput: 1024}, 1024, nil, 3},
-		{"kv pressure k/(1-k)", policytest.Report{WaitingTokens: 0, TokenUsage: 0.5}, 1000, nil, 0.15},
-		{"full cache is capped at 0.999", policytest.Report{WaitingTokens: 0, TokenUsage: 1}, 1000, nil, 0.15 * worker.MaxKVUsage / (1 - worker.MaxKVUsage)},
-		{"known dispatch tokens credited", policytest.Report{WaitingTokens: 1000, Throughput: 1000}, 1000, []int{500, 500}, 2},
-		{"unknown dispatch at the mean", policytest.Report{WaitingTokens: 0, Throughput: 1024}, 1024, []int{-1, -1}, 2},
-		{"zero running, zero throughput: dispatches at the fleet rate", policytest.Report{}, 512, []int{-1, -1}, 4},
+		{"idle", policytest.Report{WaitingTokens: 0}, 1000, nil, 0, 0, nil},
+		{"queued tokens over the fleet rate", policytest.Report{WaitingTokens: 4000, Throughput: 1000}, 2000, nil, 2, 0, nil},
+		{"the worker's own throughput does not count", policytest.Report{WaitingTokens: 4000, Throughput: 8000}, 2000, nil, 2, 0, nil},
+		{"queue depth without tokens at the mean prefill", policytest.Report{Waiting: 3, WaitingTokens: -1, Throughput: 1024}, 1024, nil, 3, 0, nil},
+		{"kv pressure k/(1-k)", policytest.Report{WaitingTokens: 0, TokenUsage: 0.5}, 1000, nil, 0.15, 0, nil},
+		{"full cache is capped at 0.999", policytest.Report{WaitingTokens: 0, TokenUsage: 1}, 1000, nil, 0.15 * worker.MaxKVUsage / (1 - worker.MaxKVUsage), 0, nil},
+		{"known dispatch tokens credited", policytest.Report{WaitingTokens: 1000, Throughput: 1000}, 1000, []int{500, 500}, 2, 0, nil},
+		{"unknown dispatch at the mean", policytest.Report{WaitingTokens: 0, Throughput: 1024}, 1024, []int{-1, -1}, 2, 0, nil},
+		{"zero running, zero throughput: dispatches at the fleet rate", policytest.Report{}, 512, []int{-1, -1}, 4, 0, nil},
+		// 10 running at 500 tokens/s: a 20 ms step, twice the fleet's 10 ms: half the rate.
+		{"a clearly slower step drains at its share of the fleet rate", policytest.Report{WaitingTokens: 1000, Running: 10, Throughput: 500}, 1000, nil, 2, 0.01, nil},
+		{"a step 1.2 x the fleet's (under SlowStepRatio) drains at the fleet rate", policytest.Report{WaitingTokens: 1000, Running: 12, Throughput: 1000}, 1000, nil, 1, 0.01, nil},
+		{"a faster step drains at the fleet rate", policytest.Report{WaitingTokens: 1000, Running: 10, Throughput: 2000}, 1000, nil, 1, 0.01, nil},
+		{"an idle engine keeps its last step", policytest.Report{}, 1000, []int{1000}, 2, 0.01, &policytest.Report{Running: 10, Throughput: 500}},
+		// From 20 ms, a 40 ms step moves the estimate a fifth of the way (24 ms) ...
+		{"a longer step moves the estimate by StepSmoothing", policytest.Report{WaitingTokens: 1000, Running: 10, Throughput: 250}, 1000, nil, 2.4, 0.01, &policytest.Report{Running: 10, Throughput: 500}},
+		// ... and a shorter one (15 ms) replaces it.
+		{"a shorter step replaces the estimate", policytest.Report{WaitingTokens: 1000, Running: 6, Throughput: 400}, 1000, nil, 1.5, 0.01, &policytest.Report{Running: 10, Throughput: 500}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			w.SetLoad(nil)
+			if c.prev != nil {
+				policytest.SetReport(w, *c.prev, t0)
+			}
 			policytest.SetReport(w, c.rep, t0)
 			for _, n := range c.dispatch {
 				w.NoteDispatch(n)
 			}
-			got, capped := s.ReportedWait(w, w.Load(), c.rate)
+			got, capped := s.ReportedWait(w, w.Load(), score.Rate{TokensPerSecond: c.rate, StepSeconds: c.step})
 			if capped || math.Abs(got-c.want) > 1e-9 {
 				t.Fatalf("score = %v (capped %v), want %v", got, capped, c.want)
 			}

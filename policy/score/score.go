@@ -65,6 +65,10 @@ type Config struct {
 	// requests dispatched to it since that report reach this cap; 0 disables the cap.
 	// Only least_load sets it. Default 0.
 	MaxWaitingRequests int
+	// IgnoreSpeed makes every worker drain at the fleet rate whatever its decode step (the
+	// score before the per-worker speed, see Rate): no flag sets it; it is the A/B switch of
+	// the tests that measure the speed's effect. Default false.
+	IgnoreSpeed bool
 }
 
 // DefaultConfig returns the spec's defaults.
@@ -95,6 +99,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// SlowStepRatio is how much longer than the fleet's mean a worker's step must be for the
+// worker to drain its work at its own, slower, rate (Rate). Below it every worker drains at
+// the fleet rate. The step estimate counts the prefill an engine did as well as its speed, so
+// it moves with the load; read as speed in both directions, on uniform engines serving shared
+// prefixes a worker that looked faster took 1.6-1.8 times its share of the picks between two
+// reports (policytest, 8 engines at 70%, herding). An engine twice as slow as the others is
+// 1.6 times the mean of the suite's heterogeneous fleet (6 fast, 2 slow).
+const SlowStepRatio = 1.3
+
 // Scorer computes expected waits from the live atomics and load reports of workers. It is
 // immutable, so one Scorer serves any number of concurrent picks.
 type Scorer struct {
@@ -106,6 +119,29 @@ func New(cfg Config) *Scorer { return &Scorer{cfg: cfg} }
 
 // Config returns the scorer's configuration.
 func (s *Scorer) Config() Config { return s.cfg }
+
+// Rate is what turns a worker's token work into seconds in LowestAt: the group's fleet rate
+// and its mean step (policy.FleetRate). A worker whose own step (worker.LoadReport.StepSeconds)
+// is more than SlowStepRatio times the mean drains its work at TokensPerSecond × StepSeconds
+// ÷ its step, so an engine stepping twice as slowly as the others takes about half their
+// share: the spec's "faster workers take proportionally more", with the engine's speed read
+// from its step instead of from its gen_throughput (which measures its batch,
+// docs/differences.md), and only for workers clearly slower than the fleet (SlowStepRatio
+// says why). Every other worker, one with no step estimate, and every worker when
+// StepSeconds is 0 (none has one, or Config.IgnoreSpeed), drains at the fleet rate.
+type Rate struct {
+	TokensPerSecond float64
+	StepSeconds     float64
+}
+
+// RateOf returns the current Rate of the group r tracks; with Config.IgnoreSpeed its
+// StepSeconds is 0, so every worker drains at the fleet rate.
+func (s *Scorer) RateOf(r *policy.FleetRate) Rate {
+	if s.cfg.IgnoreSpeed {
+		return Rate{TokensPerSecond: r.TokensPerSecond()}
+	}
+	return Rate{TokensPerSecond: r.TokensPerSecond(), StepSeconds: r.StepSeconds()}
+}
 
 // NewFleetRate returns the tracker of ws's fleet rate, the tokens/s every pick over ws (or a
 // subset of it) passes to Lowest; it falls back to the configured DefaultThroughput.
@@ -121,10 +157,10 @@ func (s *Scorer) AwaitingWork(w *worker.Worker) float64 {
 	return float64(known) + float64(unknown)*float64(s.cfg.MeanPrefillTokens)
 }
 
-// ReportedWait returns w's expected wait from its load report r (non-nil) at the fleet rate
-// tokensPerSec, crediting the work dispatched to w since r. capped is true when the
-// waiting-queue cap excludes w. It is the reference formula; Lowest inlines it.
-func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerSec float64) (score float64, capped bool) {
+// ReportedWait returns w's expected wait from its load report r (non-nil) at rate (the
+// fleet's, Rate), crediting the work dispatched to w since r. capped is true when the
+// waiting-queue cap excludes w. It is the reference formula; LowestAt inlines it.
+func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, rate Rate) (score float64, capped bool) {
 	requests, known, unknown := w.SinceReport(r)
 	if s.cfg.MaxWaitingRequests > 0 && int64(r.WaitingRequests)+requests >= int64(s.cfg.MaxWaitingRequests) {
 		return 0, true
@@ -136,7 +172,18 @@ func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerS
 		queued = float64(r.WaitingRequests) * mean
 	}
 	inFlight := float64(known) + float64(unknown)*mean
-	return (queued+inFlight)/tokensPerSec + s.cfg.KVPressureWeight*r.KVOccupancyAt(w.InFlight.Load()), false
+	return (queued+inFlight)*SecondsPerToken(r, rate) + s.cfg.KVPressureWeight*r.KVOccupancyAt(w.InFlight.Load()), false
+}
+
+// SecondsPerToken is how long a worker reporting r takes per token of work at rate: 1 ÷
+// rate.TokensPerSecond, or, when the worker's step is more than SlowStepRatio times the
+// fleet's mean, that × its step ÷ the mean (Rate).
+func SecondsPerToken(r *worker.LoadReport, rate Rate) float64 {
+	inv := 1 / rate.TokensPerSecond
+	if step := r.StepSeconds(); rate.StepSeconds > 0 && step > SlowStepRatio*rate.StepSeconds {
+		return inv / rate.StepSeconds * step
+	}
+	return inv
 }
 
 // Lowest returns the usable worker of ws with the least awaiting work (AwaitingWork) and,
@@ -151,12 +198,23 @@ func (s *Scorer) ReportedWait(w *worker.Worker, r *worker.LoadReport, tokensPerS
 // requests win; the awaiting work ranks only reporting workers. One pass, reading each
 // worker's atomics once.
 func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec float64, rnd policy.Rand, hotAbove float64) *worker.Worker {
+	return s.LowestAt(req, ws, Rate{TokensPerSecond: tokensPerSec}, rnd, hotAbove)
+}
+
+// LowestAt is Lowest with a clearly slower worker's work drained at its own rate (Rate,
+// SecondsPerToken); Lowest is LowestAt with no mean step, every worker at the fleet rate.
+func (s *Scorer) LowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64) *worker.Worker {
 	t := getTies()
 	defer putTies(t)
 	// The loop is ReportedWait written out: this is the O(n) part of least_load and
 	// cache_aware, and a call per worker costs a measurable share of it at 4,096 workers.
 	mean := float64(s.cfg.MeanPrefillTokens)
-	inv := 1 / tokensPerSec
+	inv := 1 / rate.TokensPerSecond
+	// SecondsPerToken written out: a clearly slower worker's is inv ÷ the mean step × its own.
+	invPerStep, slowStep := 0.0, math.Inf(1)
+	if rate.StepSeconds > 0 {
+		invPerStep, slowStep = inv/rate.StepSeconds, SlowStepRatio*rate.StepSeconds
+	}
 	kvWeight := s.cfg.KVPressureWeight
 	capN := int64(s.cfg.MaxWaitingRequests)
 	hot := int64(math.MaxInt64) // in-flight counts above this are skipped
@@ -192,7 +250,11 @@ func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec f
 		if r.WaitingTokens < 0 {
 			queued = float64(r.WaitingRequests) * mean
 		}
-		score := (queued+float64(known)+float64(unknown)*mean)*inv + kvWeight*r.KVOccupancyAt(inFlight)
+		perToken := inv
+		if step := r.StepSeconds(); step > slowStep {
+			perToken = invPerStep * step
+		}
+		score := (queued+float64(known)+float64(unknown)*mean)*perToken + kvWeight*r.KVOccupancyAt(inFlight)
 		_, awKnown, awUnknown := w.Awaiting()
 		awaiting := float64(awKnown) + float64(awUnknown)*mean
 		switch {

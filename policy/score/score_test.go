@@ -38,6 +38,7 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 						Waiting:       rng.IntN(8),
 						WaitingTokens: int64(rng.IntN(3)*1000 - 1),
 						TokenUsage:    rng.Float64(),
+						Running:       rng.IntN(5),
 						Throughput:    float64(rng.IntN(3) * 1000),
 					}, time.Time{})
 					for range rng.IntN(3) {
@@ -50,11 +51,11 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 					awaiting = append(awaiting, noted{w, n})
 				}
 			}
-			rate := s.NewFleetRate(f.Workers).TokensPerSecond()
+			rate := s.RateOf(s.NewFleetRate(f.Workers))
 			if want := referenceRate(s, f.Workers); rate != want {
-				t.Fatalf("round %d: fleet rate %v, want %v", round, rate, want)
+				t.Fatalf("round %d: fleet rate %+v, want %+v", round, rate, want)
 			}
-			got := s.Lowest(&policy.Request{}, f.Workers, rate, testutil.NewRand(uint64(round)), policy.NoHotLimit)
+			got := s.LowestAt(&policy.Request{}, f.Workers, rate, testutil.NewRand(uint64(round)), policy.NoHotLimit)
 			want, wantScore := reference(s, f.Workers, rate)
 			if got == nil || want == nil {
 				if got != want {
@@ -74,19 +75,29 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 }
 
 // referenceRate is the fleet rate: the mean of the positive reported throughputs, else the
-// configured default.
-func referenceRate(s *score.Scorer, ws []*worker.Worker) float64 {
+// configured default; and the mean step of the reports that show one (running ÷
+// throughput), else 0.
+func referenceRate(s *score.Scorer, ws []*worker.Worker) score.Rate {
 	sum, n := 0.0, 0
+	steps, m := 0.0, 0
 	for _, w := range ws {
 		if r := w.Load(); r != nil && r.GenThroughput > 0 {
 			sum += r.GenThroughput
 			n++
+			if r.RunningRequests > 0 {
+				steps += float64(r.RunningRequests) / r.GenThroughput
+				m++
+			}
 		}
 	}
-	if n == 0 {
-		return s.Config().DefaultThroughput
+	rate := score.Rate{TokensPerSecond: s.Config().DefaultThroughput}
+	if n > 0 {
+		rate.TokensPerSecond = sum / float64(n)
 	}
-	return sum / float64(n)
+	if m > 0 {
+		rate.StepSeconds = steps / float64(m)
+	}
+	return rate
 }
 
 // key is what the score ranks a worker by: its awaiting work first, then its expected wait.
@@ -98,7 +109,7 @@ func (k key) less(o key) bool {
 
 // reference ranks every worker by the rules of the score (Config's formula, the awaiting
 // work first among reporting workers, the spec's degradation), slowly and plainly.
-func reference(s *score.Scorer, ws []*worker.Worker, rate float64) (*worker.Worker, key) {
+func reference(s *score.Scorer, ws []*worker.Worker, rate score.Rate) (*worker.Worker, key) {
 	var best *worker.Worker
 	bestKey := key{math.Inf(1), math.Inf(1)}
 	for _, w := range ws {
@@ -109,7 +120,7 @@ func reference(s *score.Scorer, ws []*worker.Worker, rate float64) (*worker.Work
 	return best, bestKey
 }
 
-func scoreOf(s *score.Scorer, ws []*worker.Worker, w *worker.Worker, rate float64) key {
+func scoreOf(s *score.Scorer, ws []*worker.Worker, w *worker.Worker, rate score.Rate) key {
 	anyReport := false
 	bestRep := key{math.Inf(1), math.Inf(1)}
 	for _, x := range ws {
@@ -134,5 +145,5 @@ func scoreOf(s *score.Scorer, ws []*worker.Worker, w *worker.Worker, rate float6
 	}
 	// A worker without a report scores as the best reporting worker (awaiting work included)
 	// plus its own in-flight requests.
-	return key{bestRep.awaiting, bestRep.wait + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/rate}
+	return key{bestRep.awaiting, bestRep.wait + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/rate.TokensPerSecond}
 }
