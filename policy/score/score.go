@@ -51,6 +51,10 @@ const (
 // ranking by it first did not help the heterogeneous fleet: the since-report credit of a
 // 4 s report interval outweighs a few short requests waiting.
 //
+// A fourth: least_load (LowestAt with Rate's step) drains a clearly slower engine's work at
+// its own rate rather than the fleet's (Rate, SlowStepRatio); power_of_two and cache_aware
+// score at the fleet rate (Lowest).
+//
 // The zero value is not valid; start from DefaultConfig.
 type Config struct {
 	// KVPressureWeight weighs the KV-pressure term, in seconds; 0 removes it. Default 0.15.
