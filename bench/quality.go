@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -325,13 +326,17 @@ type QualityRow struct {
 	EventsPerRequest float64 `json:"events_per_request"`
 	// Rejected are earlier attempts of a saturation row at higher time scales, whose event
 	// rate passed QualityConfig.MaxWallEvents (the machine may have been the limit).
-	Rejected        []RejectedScale `json:"rejected_time_scales,omitempty"`
-	CPUCores        float64         `json:"cpu_cores"`
-	CPUMocks        float64         `json:"cpu_cores_mocks"`
-	CPUGateway      float64         `json:"cpu_cores_gateway"`
-	CPULoadgen      float64         `json:"cpu_cores_loadgen"`
-	MachineBusy     float64         `json:"machine_busy_cores"`
-	ArrivalLagP99MS float64         `json:"arrival_lag_p99_ms,omitempty"`
+	Rejected    []RejectedScale `json:"rejected_time_scales,omitempty"`
+	CPUCores    float64         `json:"cpu_cores"`
+	CPUMocks    float64         `json:"cpu_cores_mocks"`
+	CPUGateway  float64         `json:"cpu_cores_gateway"`
+	CPULoadgen  float64         `json:"cpu_cores_loadgen"`
+	MachineBusy float64         `json:"machine_busy_cores"`
+	// StealPercent is the share of all cores' time the hypervisor stole during the row
+	// (/proc/stat's steal, as the overhead suite records it): a row that saw a lot of it ran
+	// on a slower machine than its peers of the same repeat.
+	StealPercent    float64 `json:"steal_percent"`
+	ArrivalLagP99MS float64 `json:"arrival_lag_p99_ms,omitempty"`
 }
 
 // RejectedScale is a saturation attempt measured again at a lower time scale.
@@ -515,6 +520,7 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 	if err != nil {
 		return err
 	}
+	ticks0, stealErr := coreTicks(allCores()...)
 	t0 := time.Now()
 	r, lgCPU, err := runLoadgenCPU(-1, cfg.Bin.LoadGen, out, lgArgs...)
 	if err != nil {
@@ -536,6 +542,9 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 	row.CPUMocks, row.CPUGateway, row.CPULoadgen = (mock1-mock0)/wall, (gw1-gw0)/wall, lgCPU/wall
 	row.CPUCores = row.CPUMocks + row.CPUGateway + row.CPULoadgen
 	row.MachineBusy = (busy1 - busy0) / wall
+	if ticks1, err := coreTicks(allCores()...); err == nil && stealErr == nil {
+		row.StealPercent = stealPercent(ticks0, ticks1)
+	}
 	row.fill(r, cfg.Workers, settle.Seconds()+d.Seconds()*cfg.SatRampFraction, (settle + d).Seconds())
 	// A request the full KV cache cannot admit yet is queued, not failed, so any failure is
 	// unexpected; more than 1% would bias the figures and fails the row.
@@ -547,7 +556,17 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 
 // cpuNote is the row's machine check in words, for the progress log.
 func (row *QualityRow) cpuNote() string {
-	return fmt.Sprintf("%.2f cores (mocks %.2f, smg %.2f, loadgen %.2f; machine busy %.2f)", row.CPUCores, row.CPUMocks, row.CPUGateway, row.CPULoadgen, row.MachineBusy)
+	return fmt.Sprintf("%.2f cores (mocks %.2f, smg %.2f, loadgen %.2f; machine busy %.2f, steal %.0f%%)", row.CPUCores, row.CPUMocks, row.CPUGateway, row.CPULoadgen, row.MachineBusy, row.StealPercent)
+}
+
+// allCores lists the machine's cores, for the steal of a whole row (its processes are not
+// pinned).
+func allCores() []int {
+	cores := make([]int, runtime.NumCPU())
+	for i := range cores {
+		cores[i] = i
+	}
+	return cores
 }
 
 // fill sets the row's figures from loadgen's result: rates and latencies converted to model

@@ -166,7 +166,7 @@ func (q *QualityResult) Table() string {
 		"Saturation: a closed loop, capacity = completed requests per second over the last %.0f%% of each %v run. "+
 		"Load: an open loop (Poisson) at %.0f%% of round robin's capacity, %v per row, %d repeat(s), each after %g s (model) of warm-up; "+
 		"completed requests per second over the same steady part of the run, sent = started over the whole run. "+
-		"CPU: cores the row's mocks, gateway and loadgen used (the whole machine's busy cores in brackets).\n\n",
+		"CPU: cores the row's mocks, gateway and loadgen used (the whole machine's busy cores and the hypervisor's steal in brackets).\n\n",
 		c.Workers, c.KVTokens, c.LoadReportSeconds, (1-c.SatRampFraction)*100, c.SatDuration, c.LoadFraction*100, c.LoadDuration, c.Repeats, c.WarmupSeconds)
 	m := map[string]float64{}
 	q.metrics(m)
@@ -204,9 +204,9 @@ func saturationTable(cr QualityCaseResult) string {
 		if r.NoStream {
 			p50, p99, tpot = "–", "–", "–"
 		}
-		fmt.Fprintf(&sb, "| %s | %.1f | %s | %.3f | %s | %s | %s | %s | %s | %.2f | %d | %d | %g | %.0f | %.2f (%.2f) |\n",
+		fmt.Fprintf(&sb, "| %s | %.1f | %s | %.3f | %s | %s | %s | %s | %s | %.2f | %d | %d | %g | %.0f | %.2f (%.2f, %.0f%%) |\n",
 			r.Policy, r.Capacity, capX, r.CacheHitRate, hitX, p50, p99, p99X, tpot, r.BusiestShare, r.Completed, r.Failed,
-			r.TimeScale, r.wallEvents(), r.CPUCores, r.MachineBusy)
+			r.TimeScale, r.wallEvents(), r.CPUCores, r.MachineBusy, r.StealPercent)
 		for _, x := range r.Rejected {
 			notes = append(notes, fmt.Sprintf("%s first measured %.1f req/s at time scale %g (%.0f events/s wall, over the budget)", r.Policy, x.Capacity, x.TimeScale, x.WallEvents))
 		}
@@ -248,7 +248,7 @@ func loadTable(cr QualityCaseResult, fraction float64) string {
 			hits = append(hits, fmt.Sprintf("%.3f", r.CacheHitRate))
 			rates = append(rates, fmt.Sprintf("%.1f (%.1f)", r.Capacity, r.SentRate))
 			busiest = append(busiest, fmt.Sprintf("%.2f", r.BusiestShare))
-			cpus = append(cpus, fmt.Sprintf("%.2f (%.2f)", r.CPUCores, r.MachineBusy))
+			cpus = append(cpus, fmt.Sprintf("%.2f (%.2f, %.0f%%)", r.CPUCores, r.MachineBusy, r.StealPercent))
 			lags = append(lags, fmt.Sprintf("%.1f", r.ArrivalLagP99MS))
 			if ref := findRow(cr.Load, referencePolicy, rep); ref != nil && policy != referencePolicy {
 				if v, ok := ratio(r.TTFTP99MS, ref.TTFTP99MS); ok {

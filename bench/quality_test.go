@@ -15,7 +15,7 @@ import (
 func qualityFixture() *QualityResult {
 	sat := func(policy string, capacity, hit, p50, p99 float64) QualityRow {
 		return QualityRow{Case: "shared-prefix", Policy: policy, Kind: KindSaturation, TimeScale: 1, Clients: 512,
-			Capacity: capacity, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, TPOTP50MS: 20, BusiestShare: 1.25, Completed: 1000, CPUCores: 0.5, MachineBusy: 1.1}
+			Capacity: capacity, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, TPOTP50MS: 20, BusiestShare: 1.25, Completed: 1000, CPUCores: 0.5, MachineBusy: 1.1, StealPercent: 4}
 	}
 	load := func(kase, policy string, repeat int, p50, p99, hit, rate float64) QualityRow {
 		offered := map[string]float64{"shared-prefix": 35, "multi-turn": 70, "mixed-size": 70, "heterogeneous": 105}[kase]
@@ -138,7 +138,7 @@ func TestQualityTable(t *testing.T) {
 	for _, want := range []string{
 		"## 3. Routing quality", "### shared-prefix", "### mixed-size",
 		"Saturation (closed loop, 512 clients):",
-		"| cache_aware | 125.0 | 2.50× | 1.000 | 4.00× | 100 | 1000 | 0.50× | 20.0 | 1.25 | 1000 | 0 | 0.5 | 2125 | 0.50 (1.10) |",
+		"| cache_aware | 125.0 | 2.50× | 1.000 | 4.00× | 100 | 1000 | 0.50× | 20.0 | 1.25 | 1000 | 0 | 0.5 | 2125 | 0.50 (1.10, 4%) |",
 		"Measured again at a lower time scale: cache_aware first measured 100.0 req/s at time scale 1 (3400 events/s wall, over the budget).",
 		"| round_robin | 50.0 | – | 0.250 | – |",
 		"At 70% of round robin's capacity (35.0 of 50.0 req/s of model time; 140 req/s wall at time scale 4), 2 repeat(s):",
