@@ -254,7 +254,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	default:
 		// Nothing to match (no text, or tokens shorter than one page): load decides and
 		// nothing is recorded.
-		c.chosen = b.scorer.Lowest(req, p.workers, p.rate.TokensPerSecond(), b.rnd, policy.NoHotLimit)
+		c.chosen = b.scorer.LowestAt(req, p.workers, b.scorer.RateOf(p.rate), b.rnd, policy.NoHotLimit)
 	}
 	if c.chosen == nil {
 		return policy.Result{}, policy.ErrNoAvailableWorkers
@@ -304,20 +304,20 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 // is hot, or none is usable, the lowest expected wait that is not hot does, or the lowest of
 // all when everyone is (spill). A holder is hot past the fleet mean by the smaller of
 // --balance-abs-threshold and what the hit is worth (hitWorth of the matched share, ratio).
-func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate, ratio float64) *worker.Worker {
+func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.Rate, ratio float64) *worker.Worker {
 	b := p.b
 	mean := p.mean.Mean()
 	hot := max(b.cfg.BalanceRelThreshold*mean, mean+min(float64(b.cfg.BalanceAbsThreshold), hitWorth(ratio)))
 	var w *worker.Worker
 	if len(cands) > 0 {
-		w = b.scorer.Lowest(req, cands, rate, b.rnd, hot)
+		w = b.scorer.LowestAt(req, cands, rate, b.rnd, hot)
 	}
 	if w != nil {
 		b.br.match.Inc()
 		return w
 	}
-	if w = b.scorer.Lowest(req, p.workers, rate, b.rnd, hot); w == nil {
-		w = b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit)
+	if w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, hot); w == nil {
+		w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit)
 	}
 	if w != nil {
 		b.br.spill.Inc()
@@ -370,7 +370,7 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 		ratio = float64(matched) / float64(m.InputChars)
 	}
 	var w *worker.Worker
-	rate := p.rate.TokensPerSecond()
+	rate := b.scorer.RateOf(p.rate)
 	if ratio > b.cfg.CacheThreshold && matched > 0 {
 		n := 0
 		for _, t := range m.Tenants {
@@ -383,7 +383,7 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 		}
 		w = p.decide(req, c.cands[:n], rate, ratio)
 	} else {
-		if w = b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
+		if w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
 			b.br.miss.Inc()
 		}
 	}

@@ -34,7 +34,9 @@
 // Requests without token ids, or shorter than the first boundary, are load-balanced and not
 // recorded; the mesh does not synchronize the map (spec).
 //
-// The expected wait is score.Scorer with least_load's default tuning; the fleet mean is a
+// The expected wait is score.Scorer with least_load's default tuning and least_load's rate
+// (score.RateOf: a clearly slower engine drains its work at its own rate, so the spec's "same
+// expected-wait score as least_load" holds on a heterogeneous fleet); the fleet mean is a
 // policy.FleetMean, so a hit costs O(prefix) plus the scoring of at most eight holders, and
 // only misses and spills score the whole fleet.
 //

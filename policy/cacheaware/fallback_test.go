@@ -17,12 +17,14 @@ import (
 // then route as the expected-wait score does, so its tail is least_load's on the same trace
 // (within 5%) and never a holder's queue for a hit that does not exist.
 //
-// Found (issue 13, docs/benchmarks.md §3): in the simulator cache_aware's p99 is within 1% of
-// least_load's on both cases; QF's two losing repeats were the most disturbed rows of their
-// cases (loadgen's arrival lag p99 62 and 44.5 ms, the case's others 3-34 ms), not a policy's
-// tail. With the tree's LRU clock switched off (holders kept until the tree evicts them, as
-// before c1cc664) the multi-turn trace sends turns to holders of evicted conversations and
-// seed 1 fails: p99 247 ms against least_load's 230 ms.
+// Found (issue 13, docs/benchmarks.md §3): QF's two losing repeats were the most disturbed rows
+// of their cases (loadgen's arrival lag p99 62 and 44.5 ms, the case's others 3-34 ms), not a
+// policy's tail; in the simulator cache_aware's p99 is within 2% of least_load's on both
+// cases. It fails on the code before cache_aware read least_load's rate (score.RateOf, a
+// clearly slower engine drains its work at its own rate): heterogeneous at 260/s p99 92.7 and
+// 90.4 ms against least_load's 85.0 and 77.4. With the tree's LRU clock switched off (holders
+// kept until the tree evicts them, as before c1cc664) the multi-turn trace sends turns to
+// holders of evicted conversations and seed 1 fails: p99 247 ms against 230 ms.
 func TestNoHitWorkloadsRouteAsLeastLoad(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	heterogeneous := make([]policytest.Engine, 8)

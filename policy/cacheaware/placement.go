@@ -150,9 +150,9 @@ func (p *picker) pickByPlacement(req *policy.Request, c *chooser) *worker.Worker
 	b := p.b
 	var hashes [maxBoundaries]uint64
 	n := headHashes(req.Tokens, b.cfg.CacheBoundaries, &hashes)
-	rate := p.rate.TokensPerSecond()
+	rate := b.scorer.RateOf(p.rate)
 	if n == 0 {
-		return b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit)
+		return b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit)
 	}
 	now := b.now.Load()
 	since := now - int64(b.cfg.CacheTTL)
@@ -169,7 +169,7 @@ func (p *picker) pickByPlacement(req *policy.Request, c *chooser) *worker.Worker
 		}
 	}
 	if !found {
-		if w = b.scorer.Lowest(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
+		if w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
 			b.br.miss.Inc()
 		}
 	}
