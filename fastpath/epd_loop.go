@@ -59,10 +59,6 @@ func (le *loopExchange) startEncode(ex *evloop.Exchange) {
 	a := &le.x.attempt
 	le.pw, le.dw, le.ew = nil, nil, nil
 	ew, pw := a.encode.w, a.prefill.w
-	if ew.Client.IsTLS || pw.Client.IsTLS || a.main.w.Client.IsTLS {
-		le.toBridge(ex) // the loops speak plain HTTP/1.1 only
-		return
-	}
 	le.vllm = pw.KVConnector != ""
 	if le.vllm && le.route == routeGenerate {
 		le.fail(ex, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")

@@ -151,10 +151,6 @@ func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 		return
 	}
 	pw, dw := a.prefill.w, a.main.w
-	if pw.TLS || dw.TLS {
-		le.toBridge(ex) // the loops speak plain HTTP/1.1 only
-		return
-	}
 	le.pw, le.dw, le.vllm = pw, dw, pw.KVConnector != ""
 	le.handover(ex, ex.Req().Body()) // x.fields point into it: it stays as it is
 }
@@ -200,7 +196,7 @@ func (le *loopExchange) callLeg(ex *evloop.Exchange, l *leg, body []byte, deadli
 	x := &le.x
 	a := &x.attempt
 	w := l.w
-	t := evloop.Target{Addr: w.Host, Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
+	t := evloop.Target{Addr: w.Host, TLS: w.TLSConfig(), Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
 	a.dispatch(l)
 	c := ex.Call(loopPlane{le.s}, &t, deadline)
 	pf, _ := c.User.(*loopPrefill)

@@ -30,11 +30,10 @@ const (
 )
 
 // loopPlane is the gateway's evloop.Handler (and the CallHandler of PD prefill calls).
-// Generation and pass-through requests to plain HTTP workers run on the loop, PD and EPD
-// included, with no goroutine and no allocation in steady state (a request waiting for
+// Generation and pass-through requests run on the loop, PD and EPD included, to plain and
+// TLS workers alike (evloop/tls.go), with no goroutine and no allocation in steady state (a request waiting for
 // admission parks on its loop; a body past --max-buffered-request-bytes streams through it);
-// every other request (the worker API, probes, /v1/models, the admin routes, a worker behind
-// TLS) is bridged: detached to a goroutine that runs the fasthttp handler and streams its
+// every other request (the worker API, probes, /v1/models, the admin routes) is bridged: detached to a goroutine that runs the fasthttp handler and streams its
 // answer back through the loop.
 type loopPlane struct{ s *Server }
 
@@ -197,26 +196,7 @@ func (le *loopExchange) checkHop(ex *evloop.Exchange) bool {
 }
 
 // send forwards the request to the attempt's picked worker.
-func (le *loopExchange) send(ex *evloop.Exchange) {
-	if le.x.attempt.main.w.TLS {
-		// The loops speak plain HTTP/1.1 only: a worker behind TLS is served by fasthttp,
-		// which admits and picks the request anew.
-		le.toBridge(ex)
-		return
-	}
-	le.forwardMain(ex, nil)
-}
-
-// toBridge gives up what the request holds on the loop and hands it to the fasthttp handler.
-func (le *loopExchange) toBridge(ex *evloop.Exchange) {
-	if ex.Streamed() {
-		le.fail(ex, errUpstreamUnreachable, "worker "+le.x.attempt.main.w.URL+" is behind TLS, which the event loops hand to the fasthttp handler, and this request's body is past --max-buffered-request-bytes and already streaming; raise --max-buffered-request-bytes or use --data-plane fasthttp")
-		return
-	}
-	le.end()
-	le.reset()
-	loopPlane{le.s}.bridge(ex)
-}
+func (le *loopExchange) send(ex *evloop.Exchange) { le.forwardMain(ex, nil) }
 
 // forwardMain forwards the request to the main leg's worker (the decode worker in PD mode),
 // with body instead of the client's when set.
@@ -226,7 +206,7 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 	w := a.main.w
 	now := ex.Now()
 	deadline := a.tryDeadline(x.fields.Stream, now)
-	le.target = evloop.Target{Addr: w.Host, Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
+	le.target = evloop.Target{Addr: w.Host, TLS: w.TLSConfig(), Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
 	// --first-byte-timeout-secs, as on the fasthttp plane: it bounds a non-streamed answer
 	// whole (it starts only when complete) and a stream's head.
 	if fbt := le.s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {

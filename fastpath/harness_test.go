@@ -76,7 +76,12 @@ type fakeWorker struct {
 var okBody = []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 
 func newFakeWorker(t testing.TB, name string, status int) *fakeWorker {
-	fw := &fakeWorker{name: name, ln: newTestListener(t), events: make(chan string), served: make(chan struct{}, 1024), closed: make(chan struct{}, 16)}
+	return newFakeWorkerOn(t, newTestListener(t), name, status)
+}
+
+// newFakeWorkerOn is newFakeWorker serving on ln (tlsworker_test.go serves over TLS).
+func newFakeWorkerOn(t testing.TB, ln dialListener, name string, status int) *fakeWorker {
+	fw := &fakeWorker{name: name, ln: ln, events: make(chan string), served: make(chan struct{}, 1024), closed: make(chan struct{}, 16)}
 	fw.srv = &fasthttp.Server{ReadBufferSize: 128 << 10, Handler: func(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("X-Mock-Worker-Id", fw.name)
 		ctx.Response.Header.SetBytesV("X-Seen-Request-Id", ctx.Request.Header.Peek("X-Request-Id"))

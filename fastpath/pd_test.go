@@ -32,7 +32,12 @@ type pdFake struct {
 }
 
 func newPDFake(t testing.TB, answer func(map[string]any, *fasthttp.RequestCtx)) *pdFake {
-	f := &pdFake{ln: newTestListener(t), answer: answer}
+	return newPDFakeOn(t, newTestListener(t), answer)
+}
+
+// newPDFakeOn is newPDFake serving on ln (tlsworker_test.go serves over TLS).
+func newPDFakeOn(t testing.TB, ln dialListener, answer func(map[string]any, *fasthttp.RequestCtx)) *pdFake {
+	f := &pdFake{ln: ln, answer: answer}
 	f.srv = &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 		if answer == nil { // allocation-free: a fixed answer, nothing recorded
 			ctx.SetContentType("application/json")
@@ -96,6 +101,9 @@ func newLegsGateway(t testing.TB, cfg Config, rc policy.RouterConfig, legs ...le
 			if f != nil {
 				_, tcp := f.ln.(tcpListener)
 				g.loopback = g.loopback || tcp
+				if tl, ok := f.ln.(tlsListener); ok { // workers behind TLS (tlsworker_test.go)
+					g.tls = tl.client
+				}
 			}
 		}
 	}
@@ -108,11 +116,15 @@ func newLegsGateway(t testing.TB, cfg Config, rc policy.RouterConfig, legs ...le
 		return f.ln.Dial()
 	}
 	add := func(addr, typ string, labels map[string]string, f *pdFake) {
+		scheme := "http://"
 		if f != nil { // a nil fake is a worker nobody listens for
 			byAddr[addr] = f
 			g.others[addr] = f.ln
+			if _, ok := f.ln.(tlsListener); ok { // a worker behind TLS (tlsworker_test.go)
+				scheme = "https://"
+			}
 		}
-		spec := worker.Spec{URL: "http://" + addr, ModelID: "m1", WorkerType: typ, Labels: labels}
+		spec := worker.Spec{URL: scheme + addr, ModelID: "m1", WorkerType: typ, Labels: labels}
 		if err := spec.Normalize(); err != nil {
 			t.Fatal(err)
 		}

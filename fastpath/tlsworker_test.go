@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -12,8 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
@@ -168,4 +172,185 @@ func TestTLSWorkerWhoseTicketsFollowTheHandshake(t *testing.T) {
 	}
 	conn.Close()
 	testutil.Eventually(t, "in-flight back to 0 after the client left", func() bool { return g.inFlight() == 0 })
+}
+
+// tlsListener serves a fake worker over TLS with a certificate of a test PKI: Accept
+// wraps each connection in a TLS server and counts it (one per handshake: connections to a
+// worker are kept alive); Dial stays plain (the fasthttp plane's worker client runs TLS over
+// it). newLegsGateway makes its workers https:// and trusts client.
+type tlsListener struct {
+	dialListener
+	server, client *tls.Config
+	accepted       *atomic.Int32
+}
+
+func newTLSListener(t testing.TB, pki *testutil.PKI) tlsListener {
+	return tlsListener{dialListener: newTestListener(t), server: pki.ServerConfig(), client: pki.ClientConfig(), accepted: new(atomic.Int32)}
+}
+
+func (l tlsListener) Accept() (net.Conn, error) {
+	c, err := l.dialListener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.accepted.Add(1)
+	return tls.Server(c, l.server), nil
+}
+
+// newTLSFakeWorker is newFakeWorker behind TLS with pki's certificate; its listener counts
+// the connections.
+func newTLSFakeWorker(t testing.TB, pki *testutil.PKI, name string, status int) (*fakeWorker, tlsListener) {
+	ln := newTLSListener(t, pki)
+	return newFakeWorkerOn(t, ln, name, status), ln
+}
+
+// newTLSGateway is newGateway over fakes behind TLS (https://10.0.0.<i>:8000), trusting
+// roots only (the gateway's --worker-ca-file) for the test PKI's server name.
+func newTLSGateway(t testing.TB, cfg Config, roots *x509.CertPool, fakes ...*fakeWorker) *gateway {
+	g := &gateway{t: t, fakes: map[string]*fakeWorker{}, tls: &tls.Config{RootCAs: roots, ServerName: testutil.PKIServerName}}
+	for i, f := range fakes {
+		g.fakes[fmt.Sprintf("10.0.0.%d:8000", i+1)] = f
+	}
+	g.start(cfg, policy.RouterConfig{DefaultPolicy: "round_robin"}, func(addr string) (net.Conn, error) {
+		f := g.fake(addr)
+		if f == nil {
+			return nil, fmt.Errorf("dial %s: connection refused", addr)
+		}
+		return f.ln.Dial()
+	}, func() {
+		for i := range fakes {
+			g.addWorker(fmt.Sprintf("https://10.0.0.%d:8000", i+1), "m1")
+		}
+	})
+	return g
+}
+
+// TestTLSWorkerConnectionIsKeptAlive: one client's requests to a TLS worker, one after
+// another, take one TLS connection: it goes back to its loop's pool after each answer (a
+// handshake per request would cost more than the request).
+func TestTLSWorkerConnectionIsKeptAlive(t *testing.T) {
+	pki := testutil.NewPKI(t)
+	fw, ln := newTLSFakeWorker(t, pki, "a", 200)
+	g := newTLSGateway(t, Config{}, pki.Roots, fw)
+	for i := range 20 {
+		if resp := g.do("POST", "/v1/chat/completions", chatBody); resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), okBody) {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode(), resp.Body())
+		}
+	}
+	if n := ln.accepted.Load(); n != 1 {
+		t.Fatalf("20 requests one after another opened %d TLS connections to the worker, want 1", n)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestTLSWorkerStreamIsRelayedEventByEvent is TestStreamIsRelayedEventByEvent with the
+// worker behind TLS: each event reaches the client before the worker sends the next.
+func TestTLSWorkerStreamIsRelayedEventByEvent(t *testing.T) {
+	pki := testutil.NewPKI(t)
+	fw, _ := newTLSFakeWorker(t, pki, "a", 200)
+	g := newTLSGateway(t, Config{}, pki.Roots, fw)
+	conn, br := openStream(t, g)
+	defer conn.Close()
+	w := g.reg.Current().Workers[0]
+	for i, ev := range []string{`{"n":1}`, `{"n":2}`, `{"n":3}`} {
+		fw.events <- ev
+		if got := readEvent(t, br); got != "data: "+ev+"\n\n" {
+			t.Fatalf("event %d: %q", i, got)
+		}
+		if w.InFlight.Load() != 1 {
+			t.Fatalf("in-flight %d mid-stream, want 1", w.InFlight.Load())
+		}
+	}
+	close(fw.events)
+	if got := readEvent(t, br); got != "data: [DONE]\n\n" {
+		t.Fatalf("last event %q", got)
+	}
+	testutil.Eventually(t, "in-flight 0 after the stream ended", func() bool { return w.InFlight.Load() == 0 })
+}
+
+// TestTLSWorkerTakesAStreamedBody: a body past --max-buffered-request-bytes streams to a
+// worker behind TLS intact (the loops answered it 502 while TLS workers were bridged to the
+// fasthttp handler, which cannot take a body that is already streaming); its tail is not
+// JSON, so the gateway never parsed it.
+func TestTLSWorkerTakesAStreamedBody(t *testing.T) {
+	pki := testutil.NewPKI(t)
+	fw, _ := newTLSFakeWorker(t, pki, "a", 200)
+	fw.bodies = make(chan []byte, 4)
+	g := newTLSGateway(t, Config{MaxBufferedBody: 4096}, pki.Roots, fw)
+	body := bigChat(1<<20) + "not json"
+	resp := g.do("POST", "/v1/chat/completions", body)
+	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), okBody) {
+		t.Fatalf("streamed to a TLS worker: %d %s", resp.StatusCode(), resp.Body())
+	}
+	if got := <-fw.bodies; string(got) != body {
+		t.Fatalf("the worker got %d bytes, want the %d sent, unchanged", len(got), len(body))
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestTLSWorkerWithAnUntrustedCertificate: a worker whose certificate the gateway's roots do
+// not verify fails its handshake; the request is retried on a trusted worker, and with no
+// other worker the error names the handshake and the certificate.
+func TestTLSWorkerWithAnUntrustedCertificate(t *testing.T) {
+	pki, other := testutil.NewPKI(t), testutil.NewPKI(t)
+	untrusted, _ := newTLSFakeWorker(t, other, "untrusted", 200)
+	trusted, _ := newTLSFakeWorker(t, pki, "trusted", 200)
+	g := newTLSGateway(t, Config{Retry: fastRetries()}, pki.Roots, untrusted, trusted)
+	for i := range 4 { // round robin: two of them meet the untrusted worker first
+		if resp := g.do("POST", "/v1/chat/completions", chatBody); resp.StatusCode() != 200 || string(resp.Header.Peek(headerRoutedWorker)) != "https://10.0.0.2:8000" {
+			t.Fatalf("request %d: %d from %q: %s", i, resp.StatusCode(), resp.Header.Peek(headerRoutedWorker), resp.Body())
+		}
+	}
+	g = newTLSGateway(t, Config{}, pki.Roots, untrusted)
+	resp := g.do("POST", "/v1/chat/completions", chatBody)
+	if body := string(resp.Body()); resp.StatusCode() != 502 || !strings.Contains(body, "TLS handshake") || !strings.Contains(body, "certificate") {
+		t.Fatalf("untrusted worker alone: %d %s", resp.StatusCode(), body)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestTLSPDLegs: SGLang PD with both legs behind TLS, held and streamed: the decode answer
+// comes back, both legs got the bootstrap room.
+func TestTLSPDLegs(t *testing.T) {
+	pki := testutil.NewPKI(t)
+	p := newPDFakeOn(t, newTLSListener(t, pki), answerJSON(`{}`))
+	d := newPDFakeOn(t, newTLSListener(t, pki), func(body map[string]any, ctx *fasthttp.RequestCtx) {
+		if body["stream"] == true {
+			ctx.SetContentType("text/event-stream")
+			ctx.SetBodyString("data: {\"choices\":[{\"delta\":{\"content\":\"from decode\"}}]}\n\ndata: [DONE]\n\n")
+			return
+		}
+		answerJSON(decodeAnswer)(body, ctx)
+	})
+	g := newPDGateway(t, []*pdFake{p}, []*pdFake{d}, map[string]string{worker.LabelBootstrapPort: "9001"})
+	for _, stream := range []string{"false", "true"} {
+		resp := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"x"}],"stream":`+stream+`}`)
+		if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") {
+			t.Fatalf("stream %s: %d %s", stream, resp.StatusCode(), resp.Body())
+		}
+	}
+	pb, db := p.received(), d.received()
+	if len(pb) != 2 || len(db) != 2 || pb[1]["bootstrap_room"] == nil || pb[1]["bootstrap_room"] != db[1]["bootstrap_room"] {
+		t.Fatalf("prefill %v, decode %v: both legs want the same room", pb, db)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// TestTLSEPDLegs: EPD with its three legs behind TLS: the encode leg's handshake reaches the
+// PD legs and the decode answer comes back.
+func TestTLSEPDLegs(t *testing.T) {
+	pki := testutil.NewPKI(t)
+	e := newPDFakeOn(t, newTLSListener(t, pki), answerJSON(`{"encoded":true}`))
+	p := newPDFakeOn(t, newTLSListener(t, pki), answerJSON(`{"prefill":1}`))
+	d := newPDFakeOn(t, newTLSListener(t, pki), answerJSON(decodeAnswer))
+	g := newEPDGateway(t, []*pdFake{e}, []*pdFake{p}, []*pdFake{d}, map[string]string{worker.LabelBootstrapPort: "9001"})
+	resp := g.do("POST", "/v1/chat/completions", epdImageChat)
+	if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") || string(resp.Header.Peek(headerEncodeWorker)) != "https://10.0.3.1:8000" {
+		t.Fatalf("got %d (encode worker %q) %s", resp.StatusCode(), resp.Header.Peek(headerEncodeWorker), resp.Body())
+	}
+	eb, pb := e.received(), p.received()
+	if len(eb) != 1 || len(pb) != 1 || pb[0]["encode_bootstrap_room"] != eb[0]["bootstrap_room"] {
+		t.Fatalf("encode %v, prefill %v: the PD legs want the encode leg's room", eb, pb)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }

@@ -112,6 +112,8 @@ type Worker struct {
 	Client *fasthttp.HostClient
 	// TLS is set for a worker behind TLS (an https URL).
 	TLS bool
+	// tlsConfig configures its connections when TLS is set (the event loops dial their own).
+	tlsConfig *tls.Config
 	// BootstrapHost and BootstrapPort say where a PD prefill worker's KV bootstrap server
 	// listens: the worker's host name, and its LabelBootstrapPort (0: none, the engine's
 	// default). KVConnector is its LabelKVConnector ("" for SGLang's protocol).
@@ -200,6 +202,11 @@ func (w *Worker) Address(req *fasthttp.Request) {
 	req.SetHost(w.Host)
 }
 
+// TLSConfig is the TLS configuration of the connections to a worker behind TLS (nil for a
+// plain worker): the roots of ClientOptions.TLS (--worker-ca-file), the worker's host as
+// ServerName, one session cache for every worker. Shared: callers must not modify it.
+func (w *Worker) TLSConfig() *tls.Config { return w.tlsConfig }
+
 // URLBytes is URL as bytes, shared: callers must not modify it.
 func (w *Worker) URLBytes() []byte { return w.urlHeader }
 
@@ -278,6 +285,7 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 	if scheme == "https" {
 		w.TLS = true
 		tlsConfig = workerTLSConfig(opts.TLS, w.BootstrapHost)
+		w.tlsConfig = tlsConfig
 	}
 	w.Client.Dial = wrapDial(dial, w, tlsConfig, opts.DialTimeout)
 	return w

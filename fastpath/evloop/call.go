@@ -67,7 +67,7 @@ func (x *Exchange) Call(h CallHandler, t *Target, deadline time.Time) *Call {
 	c.held, c.body, c.head.status = c.held[:0], c.body[:0], 0
 	l.timers.arm(&c.t, int64(deadline.Sub(epoch)), timerDeadline)
 	c.armWatch()
-	up, err := l.upstream(t.Addr)
+	up, err := l.upstream(t.Addr, t.TLS)
 	if err != nil {
 		c.failSoon(err)
 		return c

@@ -1,6 +1,7 @@
 package evloop
 
 import (
+	"crypto/tls"
 	"errors"
 	"strconv"
 	"sync"
@@ -57,6 +58,9 @@ type Target struct {
 	// HeaderName, when set, is a header whose value HeaderValue replaces the client's.
 	HeaderName  string
 	HeaderValue []byte
+	// TLS, when set, is the configuration of a worker behind TLS (tls.go): connections to
+	// Addr are then pooled apart from plain ones.
+	TLS *tls.Config
 	// HeadBy, when set (and before the deadline), bounds the wait for the worker's response
 	// head; a relayed answer then has until Forward's deadline for its body, a held one must
 	// be complete by HeadBy.
@@ -417,7 +421,7 @@ func (x *Exchange) Forward(fw Forwarder, t *Target, deadline time.Time) {
 func (x *Exchange) send() {
 	l := x.c.l
 	x.phase, x.held, x.heldBody = phaseWaiting, x.held[:0], x.heldBody[:0]
-	up, err := l.upstream(x.target.Addr)
+	up, err := l.upstream(x.target.Addr, x.target.TLS)
 	if err != nil {
 		x.failSoon(err)
 		return

@@ -276,6 +276,8 @@ type loop struct {
 	free        []*clientConn
 	calls       []*Call // released calls, for reuse
 	bodyBuf     []byte  // a streamed request body is read through it (stream.go)
+	// tlsPools are the pools of workers behind TLS (Target.TLS, tls.go).
+	tlsPools map[string]*hostPool
 	// callX and callGen are the exchange and request of the Call whose CallDone runs.
 	callX   *Exchange
 	callGen uint64
@@ -293,7 +295,7 @@ var epoch = time.Now()
 func monotonic() int64 { return int64(time.Since(epoch)) }
 
 func newLoop(s *Server, idx int) (*loop, error) {
-	l := &loop{s: s, idx: idx, epfd: -1, evfd: -1, pools: map[string]*hostPool{}}
+	l := &loop{s: s, idx: idx, epfd: -1, evfd: -1, pools: map[string]*hostPool{}, tlsPools: map[string]*hostPool{}}
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)

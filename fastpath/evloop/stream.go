@@ -155,8 +155,14 @@ func (x *Exchange) pumpBody(p []byte) {
 	}
 }
 
-// pending is how many bytes wait to be sent to the worker.
-func (u *upstreamConn) pending() int { return len(u.out) - u.sent }
+// pending is how many bytes wait to be sent to the worker (sealed or not, over TLS).
+func (u *upstreamConn) pending() int {
+	n := len(u.out) - u.sent
+	if u.tls != nil {
+		n += len(u.tls.wire.out) - u.tls.wire.sent
+	}
+	return n
+}
 
 // bodyDrained is told that the worker's connection took some of a streamed body: the client
 // is read again once the worker has taken half of what waited.

@@ -2,6 +2,7 @@ package evloop
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -17,6 +18,9 @@ type hostPool struct {
 	err   error // the address could not be resolved
 	idle  []*upstreamConn
 	count *atomic.Int32 // connections to addr over all loops
+	// A pool of TLS connections (tls.go): their configuration, and sa as host:port.
+	tls      *tls.Config
+	dialAddr string
 }
 
 // Timer kinds of an upstream connection.
@@ -49,15 +53,20 @@ type upstreamConn struct {
 	leftover   bool // bytes after the answer: the connection cannot be reused
 	closed     bool
 	t          timer
+	tls        *tlsConn // a worker behind TLS (tls.go); out and in are its plaintext
 }
 
 const upstreamIn = 64 << 10
 
-// upstream returns an idle connection to addr, or a new one.
-func (l *loop) upstream(addr string) (*upstreamConn, error) {
-	p := l.pools[addr]
+// upstream returns an idle connection to addr (over TLS with cfg when set), or a new one.
+func (l *loop) upstream(addr string, cfg *tls.Config) (*upstreamConn, error) {
+	pools := l.pools
+	if cfg != nil {
+		pools = l.tlsPools
+	}
+	p := pools[addr]
 	if p == nil {
-		p = l.newPool(addr)
+		p = l.newPool(pools, addr, cfg)
 	}
 	if p.err != nil {
 		return nil, &UpstreamError{Err: p.err, Dial: true}
@@ -75,6 +84,9 @@ func (l *loop) upstream(addr string) (*upstreamConn, error) {
 		p.count.Add(-1)
 		return nil, &UpstreamError{Err: errNoFreeConns}
 	}
+	if p.tls != nil {
+		return l.dialTLS(p), nil
+	}
 	u, err := l.dial(p)
 	if err != nil {
 		p.count.Add(-1)
@@ -85,9 +97,9 @@ func (l *loop) upstream(addr string) (*upstreamConn, error) {
 
 // newPool resolves addr once per loop: an IP literal at once, a host name with the resolver
 // (which blocks this loop for the lookup, once).
-func (l *loop) newPool(addr string) *hostPool {
-	p := &hostPool{l: l, addr: addr, count: l.s.upstreamCount(addr)}
-	l.pools[addr] = p
+func (l *loop) newPool(pools map[string]*hostPool, addr string, cfg *tls.Config) *hostPool {
+	p := &hostPool{l: l, addr: addr, count: l.s.upstreamCount(addr), tls: cfg}
+	pools[addr] = p
 	if f := l.s.cfg.ResolveAddr; f != nil {
 		addr = f(addr)
 	}
@@ -117,6 +129,9 @@ func (l *loop) newPool(addr string) *hostPool {
 		p.sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
 	} else {
 		p.sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	}
+	if cfg != nil {
+		p.dialAddr = ap.String()
 	}
 	return p
 }
@@ -183,6 +198,9 @@ func (u *upstreamConn) flush() {
 }
 
 func (u *upstreamConn) write() error {
+	if u.tls != nil {
+		return u.writeTLS()
+	}
 	if len(u.out) > u.sent {
 		n, err := rawWrite(u.fd, u.out[u.sent:])
 		if err != 0 && err != unix.EAGAIN && err != unix.EINTR {
@@ -204,10 +222,10 @@ func (u *upstreamConn) setEvents() {
 	if !u.paused {
 		ev |= readEvents
 	}
-	if u.connecting || len(u.out) > u.sent {
+	if u.connecting || u.pending() > 0 {
 		ev |= writeEvents
 	}
-	if ev != u.events {
+	if ev != u.events && u.fd >= 0 { // a TLS handshake has no socket on the loop yet
 		u.events = ev
 		u.pool.l.mod(u.fd, ev)
 	}
@@ -266,6 +284,10 @@ func (u *upstreamConn) onTimer(kind uint8) {
 
 // read reads once and hands the bytes to the attempt.
 func (u *upstreamConn) read() {
+	if u.tls != nil {
+		u.readTLS()
+		return
+	}
 	if u.owner == nil {
 		// An idle connection is readable only when the worker closed it (or misbehaves).
 		var probe [64]byte
@@ -330,7 +352,12 @@ func (u *upstreamConn) close() {
 	u.owner = nil
 	l := u.pool.l
 	l.timers.disarm(&u.t)
-	l.remove(u.fd)
+	if u.tls != nil {
+		u.tls.cancel() // a handshake still running ends; tlsReady closes its socket
+	}
+	if u.fd >= 0 {
+		l.remove(u.fd)
+	}
 	u.fd = -1
 	u.pool.count.Add(-1)
 }
