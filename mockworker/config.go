@@ -102,6 +102,10 @@ type Config struct {
 	WorkerIDPrefix string
 	// Server is "gnet" or "fasthttp". Default "gnet".
 	Server ServerKind
+	// TLSCert and TLSKey, when set (both, PEM files), serve every worker over TLS (https
+	// URLs): a gateway's TLS client can be tested against a real engine process. Needs
+	// Server "fasthttp" (the gnet server has no TLS). Default: plain HTTP.
+	TLSCert, TLSKey string
 	// EventLoops is the number of gnet event loops shared by the fleet. Default GOMAXPROCS.
 	EventLoops int
 	// Mode is "instant" (the null backend) or "engine" (the engine model). Default "instant".
@@ -229,6 +233,11 @@ func (c Config) Validate() error {
 	}
 	if c.Server != ServerGnet && c.Server != ServerFastHTTP {
 		errs = append(errs, fmt.Errorf("server %q: use %q or %q", c.Server, ServerGnet, ServerFastHTTP))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("TLS: give both a certificate and its key (--tls-cert and --tls-key), or neither"))
+	} else if c.TLSCert != "" && c.Server != ServerFastHTTP {
+		errs = append(errs, fmt.Errorf("TLS with server %q: the gnet server has no TLS; use --server %s", c.Server, ServerFastHTTP))
 	}
 	if c.OutputTokens < 1 {
 		errs = append(errs, fmt.Errorf("output tokens %d: generate at least 1 token", c.OutputTokens))

@@ -1,6 +1,7 @@
 package mockworker
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -64,6 +65,15 @@ func Start(cfg Config) (*Fleet, error) {
 			f.pd.client.close()
 		}
 	}
+	var tlsConfig *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("cannot load the TLS certificate (--tls-cert %s, --tls-key %s): %w", cfg.TLSCert, cfg.TLSKey, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
 	born := time.Now().Unix()
 	for i := range cfg.Count {
 		port := 0
@@ -75,8 +85,12 @@ func Start(cfg Config) (*Fleet, error) {
 			closeAll()
 			return nil, fmt.Errorf("cannot listen for worker %d: %w", i, err)
 		}
+		addr := ln.Addr().String()
+		if tlsConfig != nil {
+			ln = tls.NewListener(ln, tlsConfig)
+		}
 		lns = append(lns, ln)
-		w := newWorker(i, ln.Addr().String(), &f.cfg, born)
+		w := newWorker(i, addr, &f.cfg, born)
 		w.pdf = f.pd
 		f.workers = append(f.workers, w)
 	}

@@ -3,6 +3,7 @@ package mockworker
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -237,9 +238,14 @@ func (s *fasthttpServer) sendCut(ctx *fasthttp.RequestCtx, w *Worker, r reply, l
 	})
 }
 
-// resetConn closes c with a TCP reset (SO_LINGER 0) when it is a TCP connection.
+// resetConn closes c with a TCP reset (SO_LINGER 0) when it is a TCP connection (under TLS
+// too).
 func resetConn(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+	raw := c
+	if tc, ok := c.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()

@@ -92,8 +92,13 @@ func (w *Worker) ID() string { return w.id }
 // Addr is the worker's listening "host:port".
 func (w *Worker) Addr() string { return w.addr }
 
-// URL is the worker's base URL, "http://host:port".
-func (w *Worker) URL() string { return "http://" + w.addr }
+// URL is the worker's base URL, "http://host:port" ("https://" over TLS).
+func (w *Worker) URL() string {
+	if w.cfg.TLSCert != "" {
+		return "https://" + w.addr
+	}
+	return "http://" + w.addr
+}
 
 // Served is the number of generation requests this worker has answered with a generation.
 func (w *Worker) Served() uint64 { return w.served.Load() }

@@ -80,6 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	fs.Float64Var(&tokenIntervalMS, "token-interval-ms", 0, "pace streamed tokens this many ms apart (0: all at once)")
 	fs.StringVar(&cfg.WorkerIDPrefix, "worker-id-prefix", "", "name worker i <prefix><i> instead of host:port")
 	fs.StringVar(&server, "server", string(mockworker.DefaultServer), "HTTP implementation: gnet or fasthttp")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve over TLS with this PEM certificate (with --tls-key and --server fasthttp)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
 	fs.IntVar(&cfg.EventLoops, "event-loops", 0, "gnet event loops (0: GOMAXPROCS)")
 	fs.StringVar(&mode, "mode", string(mockworker.DefaultMode), "instant (null backend) or engine (continuous-batching model)")
 	fs.IntVar(&cfg.KVTokens, "kv-tokens", mockworker.DefaultKVTokens, "KV-cache capacity in tokens")
@@ -127,6 +129,8 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 		{"--output-tokens", cfg.OutputTokens < 1, "use at least 1"},
 		{"--token-interval-ms", tokenIntervalMS < 0, "use 0 or a positive number"},
 		{"--server", cfg.Server != mockworker.ServerGnet && cfg.Server != mockworker.ServerFastHTTP, "use gnet or fasthttp"},
+		{"--tls-key", (cfg.TLSCert == "") != (cfg.TLSKey == ""), "give --tls-cert and --tls-key together"},
+		{"--tls-cert", cfg.TLSCert != "" && cfg.Server != mockworker.ServerFastHTTP, "add --server fasthttp (the gnet server has no TLS)"},
 		{"--event-loops", cfg.EventLoops < 0, "use 0 (GOMAXPROCS) or a positive number"},
 		{"--mode", cfg.Mode != mockworker.ModeInstant && cfg.Mode != mockworker.ModeEngine, "use instant or engine"},
 		{"--kv-tokens", cfg.KVTokens < 1, "use a positive number"},
