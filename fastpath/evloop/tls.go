@@ -20,11 +20,16 @@ import (
 // final); the loop then takes the socket over (a duplicate of its descriptor) with the
 // tls.Conn, and runs the record layer itself. Under the tls.Conn is then memory, not the
 // socket (tlsWire): the loop reads the socket once per readiness event into wire.raw and
-// lets tls.Conn.Read decrypt from it until it asks for more than was read, which Read
-// answers with errWouldBlock; tls.Conn.Write seals into wire.out, which the loop writes as
-// it writes a plain connection's output.
+// lets tls.Conn.Read decrypt the whole records read, one at a time; tls.Conn.Write seals
+// into wire.out, which the loop writes as it writes a plain connection's output.
 //
-// Why errWouldBlock is safe (Go 1.26, crypto/tls/conn.go, readRecordOrCCS): an error from
+// The wire hands TLS whole records only, one per Read, and the loop calls tls.Conn.Read only
+// while a whole record waits: TLS then never holds a partial record, so the loop knows when
+// it has nothing left to decrypt without a Read that would find nothing (crypto/tls
+// allocates its atLeastReader for every record it starts to read from an empty buffer: one
+// allocation per record, and this saves the one a final empty Read would cost).
+//
+// Why errWouldBlock (what the wire's Read answers with no whole record) is safe (Go 1.26, crypto/tls/conn.go, readRecordOrCCS): an error from
 // the underlying Read that is a net.Error whose Temporary() is true is returned without
 // poisoning the read side (c.in.err stays nil), and the bytes of a record read so far stay
 // in c.rawInput, so the next Read carries on where this one stopped. Writes never fail
@@ -34,9 +39,17 @@ import (
 // set), as it waits for a plain connection's connect; the handshake is bounded by
 // Config.DialTimeout (the connect timer) and a connection closed while it runs cancels it.
 
-// tlsRawIn is the ciphertext read per readiness event: a full record (16 KiB and its
-// overhead) and more.
+// tlsRawIn is the ciphertext buffer: the largest record (TLS 1.2's 16 KiB + 2 KiB of
+// overhead and its header) fits it with room to spare, so a partial record kept for the next
+// read never fills it.
 const tlsRawIn = 32 << 10
+
+// tlsMaxPlaintext is the most plaintext one record carries: decrypt leaves at least this much
+// room in in, so that Read always takes a record's plaintext whole.
+const tlsMaxPlaintext = 16 << 10
+
+// tlsRecordHeader is the length of a TLS record's header (type, version, length).
+const tlsRecordHeader = 5
 
 // tlsConn is the TLS side of an upstream connection.
 type tlsConn struct {
@@ -50,9 +63,9 @@ type tlsConn struct {
 type tlsWire struct {
 	nc   net.Conn // the handshake's socket; nil once the loop owns the connection
 	raw  []byte   // ciphertext read from the socket, from off on not yet taken by TLS
-	off  int
-	eof  bool   // the worker closed its side: Read returns io.EOF once raw is taken
-	out  []byte // sealed records to write, from sent on
+	off  int      // (raw[off:] is whole records, maybe followed by the start of one)
+	eof  bool     // the worker closed its side: Read returns io.EOF once raw is taken
+	out  []byte   // sealed records to write, from sent on
 	sent int
 }
 
@@ -70,15 +83,30 @@ func (w *tlsWire) Read(p []byte) (int, error) {
 	if w.nc != nil {
 		return w.nc.Read(p)
 	}
-	if w.off == len(w.raw) {
+	end := w.recordEnd()
+	if end < 0 {
 		if w.eof {
 			return 0, io.EOF
 		}
 		return 0, errWouldBlock
 	}
-	n := copy(p, w.raw[w.off:])
+	n := copy(p, w.raw[w.off:end])
 	w.off += n
 	return n, nil
+}
+
+// recordEnd is the end in raw of the whole record that starts at off, or -1 when raw holds
+// no whole record from off.
+func (w *tlsWire) recordEnd() int {
+	rest := w.raw[w.off:]
+	if len(rest) < tlsRecordHeader {
+		return -1
+	}
+	end := w.off + tlsRecordHeader + (int(rest[3])<<8 | int(rest[4]))
+	if end > len(w.raw) {
+		return -1
+	}
+	return end
 }
 
 func (w *tlsWire) Write(p []byte) (int, error) {
@@ -255,10 +283,13 @@ func (u *upstreamConn) writeTLS() error {
 	return nil
 }
 
-// readTLS reads the socket once and decrypts what it can into in.
+// readTLS reads the socket once and decrypts the whole records read into in.
 func (u *upstreamConn) readTLS() {
 	w := &u.tls.wire
-	n, errno := rawRead(u.fd, w.raw[:cap(w.raw)])
+	if w.off > 0 { // the start of a record waits for its rest
+		w.raw, w.off = w.raw[:copy(w.raw, w.raw[w.off:])], 0
+	}
+	n, errno := rawRead(u.fd, w.raw[len(w.raw):cap(w.raw)])
 	switch {
 	case errno == unix.EAGAIN || errno == unix.EINTR:
 		return
@@ -266,11 +297,10 @@ func (u *upstreamConn) readTLS() {
 		u.fail(&UpstreamError{Err: errno})
 		return
 	case n == 0:
-		w.raw, w.eof = w.raw[:0], true
+		w.eof = true
 	default:
-		w.raw = w.raw[:n]
+		w.raw = w.raw[:len(w.raw)+n]
 	}
-	w.off = 0
 	got, err := u.decrypt()
 	if err == nil && len(w.out) > w.sent { // TLS answered on its own (a KeyUpdate)
 		if werr := u.writeTLS(); werr != nil {
@@ -294,12 +324,13 @@ func (u *upstreamConn) readTLS() {
 	}
 }
 
-// decrypt lets TLS take the ciphertext read and appends the plaintext to in: how many
-// bytes, and the error that ends the connection (nil while it stays usable).
+// decrypt lets TLS take the whole records read and appends their plaintext to in: how
+// many bytes, and the error that ends the connection (nil while it stays usable).
 func (u *upstreamConn) decrypt() (int, error) {
+	w := &u.tls.wire
 	total := 0
-	for {
-		if len(u.in) == cap(u.in) {
+	for w.eof || w.recordEnd() >= 0 {
+		if cap(u.in)-len(u.in) < tlsMaxPlaintext {
 			u.in = grow(u.in, 2*cap(u.in))
 		}
 		n, err := u.tls.conn.Read(u.in[len(u.in):cap(u.in)])
@@ -315,4 +346,5 @@ func (u *upstreamConn) decrypt() (int, error) {
 			return total, &UpstreamError{Err: err}
 		}
 	}
+	return total, nil
 }
