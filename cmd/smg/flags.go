@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strconv"
 	"strings"
@@ -41,6 +42,9 @@ type options struct {
 	shutdownGrace     time.Duration
 	maxConnsPerWorker int
 	maxWorkers        int
+	// workerCAFile is --worker-ca-file; validate loads it into workerTLS (workerca.go).
+	workerCAFile string
+	workerTLS    *tls.Config
 	// modelPath and enableIGW are spec flags accepted so that SMG command lines run
 	// unchanged; compat.go says what each does here.
 	modelPath string
@@ -105,6 +109,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.String("model-path", &o.modelPath, "", "The spec's tokenizer source for gRPC workers; accepted and ignored: SMG-Go routes HTTP workers on text and loads no tokenizer").WithMetavar("PATH")
 	fs.String("policy", &o.policy, all.DefaultPolicy, "Load-balancing policy: "+strings.Join(all.Names(), ", ")).WithMetavar("POLICY")
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, worker.DefaultClientOptions().MaxConns, "Connections the gateway may open to one worker")
+	fs.String("worker-ca-file", &o.workerCAFile, "", "PEM bundle of the CA certificates that verify https workers, instead of the system's roots (for a cluster with its own CA)").WithMetavar("FILE")
 	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
 
 	registerPolicyFlags(fs, &o.policies, &g.RoutingKeyHeaders)

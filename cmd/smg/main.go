@@ -154,6 +154,10 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if o.maxConnsPerWorker <= 0 {
 		return fmt.Errorf("--max-connections-per-worker %d: must be at least 1", o.maxConnsPerWorker)
 	}
+	var err error
+	if o.workerTLS, err = loadWorkerCA(o.workerCAFile); err != nil {
+		return err
+	}
 	return o.gateway.Validate()
 }
 
@@ -225,6 +229,7 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	regCfg := worker.DefaultConfig()
 	regCfg.Metrics, regCfg.Logger = g.set, log
 	regCfg.Client.MaxConns, regCfg.MaxWorkers, regCfg.Breaker = o.maxConnsPerWorker, o.maxWorkers, o.breaker
+	regCfg.Client.TLS = o.workerTLS
 	g.reg, err = worker.NewRegistry(regCfg)
 	if err != nil {
 		return g, err
