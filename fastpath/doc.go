@@ -55,13 +55,13 @@
 // --max-buffered-request-bytes streams through the loop to the worker (streamed.go). PD runs on
 // the loop too (evpd.go): the prefill leg is an evloop.Call beside the decode forward
 // (SGLang) or before it (vLLM), and a client that leaves cancels both legs; EPD's encode leg
-// is a Call before them (epd_loop.go), cancelled too. Everything else on the evloop plane is
-// bridged: the loop hands the request to a goroutine that runs the fasthttp handler (Handle)
-// and streams its answer back through the loop, with the loop's backpressure. That covers the
-// worker API, the probes, /v1/models, the admin routes, and workers behind TLS (crypto/tls
-// needs a blocking net.Conn): the fasthttp generation path stays for them, and as
-// --data-plane fasthttp, the benchmark's comparison (docs/benchmarks.md, "Event-loop data
-// plane").
+// is a Call before them (epd_loop.go), cancelled too. Workers behind TLS are served on the
+// loops as well, every leg and streamed bodies included (evloop/tls.go). Everything else on
+// the evloop plane is bridged: the loop hands the request to a goroutine that runs the
+// fasthttp handler (Handle) and streams its answer back through the loop, with the loop's
+// backpressure. That covers the worker API, the probes, /v1/models and the admin routes. The
+// fasthttp generation path stays as --data-plane fasthttp, the benchmark's comparison and the
+// way back (docs/benchmarks.md, "Event-loop data plane"); no worker needs it any more.
 //
 // # One attempt path
 //

@@ -31,10 +31,12 @@ const (
 
 // loopPlane is the gateway's evloop.Handler (and the CallHandler of PD prefill calls).
 // Generation and pass-through requests run on the loop, PD and EPD included, to plain and
-// TLS workers alike (evloop/tls.go), with no goroutine and no allocation in steady state (a request waiting for
-// admission parks on its loop; a body past --max-buffered-request-bytes streams through it);
-// every other request (the worker API, probes, /v1/models, the admin routes) is bridged: detached to a goroutine that runs the fasthttp handler and streams its
-// answer back through the loop.
+// TLS workers alike (evloop/tls.go), with no goroutine and no allocation in steady state
+// (a request waiting for admission parks on its loop; a body past
+// --max-buffered-request-bytes streams through it; crypto/tls allocates once per record a
+// TLS worker's answer takes); every other request (the worker API, probes, /v1/models, the
+// admin routes) is bridged: detached to a goroutine that runs the fasthttp handler and
+// streams its answer back through the loop.
 type loopPlane struct{ s *Server }
 
 // startLoops builds the event-loop server.

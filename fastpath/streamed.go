@@ -23,9 +23,8 @@ import (
 // the answer is relayed as it arrives, whatever it is. The request is sent once: its body
 // cannot be replayed, so it is never retried. In PD mode, which rewrites bodies, the body
 // is read whole as before. The event loops do the same with their own reader
-// (fastpath/evloop/stream.go: the client is read only as fast as the worker takes the body);
-// a worker behind TLS, which the loops hand to the fasthttp handler, cannot take a body the
-// loop has begun to stream: such a request is refused (502) there.
+// (fastpath/evloop/stream.go: the client is read only as fast as the worker takes the body),
+// to plain and TLS workers alike.
 
 // streamCopyBuffer is the size of the buffer a streamed body is copied through.
 const streamCopyBuffer = 64 << 10

@@ -1,8 +1,7 @@
 // Package evloop is the gateway's generation data plane (--data-plane evloop, the default):
 // HTTP/1.1 served from epoll event loops, with the connections to the workers driven by the
-// same loops. It speaks plain HTTP/1.1 only: a worker behind TLS is served by the fasthttp
-// plane's generation path through the gateway's bridge (crypto/tls needs a blocking net.Conn,
-// the loops own non-blocking sockets), which is why that path stays (fastpath/doc.go).
+// same loops, plain or over TLS (Target.TLS): a worker connection's TLS handshake runs once
+// on a goroutine of its own, then the loop runs the record layer over memory (tls.go).
 //
 // # Why an event loop
 //
@@ -43,6 +42,10 @@
 // from its goroutine through a Stream.
 //
 // # Buffers
+//
+// A worker connection over TLS also owns its ciphertext: what was read and not yet decrypted
+// (whole records are handed to crypto/tls one at a time), and the sealed records not yet
+// written (tls.go).
 //
 // A client connection owns its read buffer (the Request's views point into it until the
 // exchange ends) and its output buffer. A worker connection owns its read buffer; the bytes
