@@ -354,3 +354,44 @@ func TestTLSEPDLegs(t *testing.T) {
 	}
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
+
+// TestTLSHandshakeCancelledWhenTheClientLeaves: a worker that accepts connections and never
+// answers the TLS handshake holds its request in the handshake; the client that leaves then
+// ends it at once, and the handshake's connection is closed (the handshake runs on a
+// goroutine of its own: closing the worker connection on the loop cancels it).
+func TestTLSHandshakeCancelledWhenTheClientLeaves(t *testing.T) {
+	silent := newTestListener(t)
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	pki := testutil.NewPKI(t)
+	g := &gateway{t: t, fakes: map[string]*fakeWorker{}, tls: pki.ClientConfig()}
+	g.start(Config{}, policy.RouterConfig{DefaultPolicy: "round_robin"},
+		func(string) (net.Conn, error) { return silent.Dial() },
+		func() {
+			g.srv.resolveUpstream = func(string) string { return silent.Addr().String() } // before Serve
+			g.addWorker("https://10.0.0.1:8000", "m1")
+		})
+	conn := sendChat(t, g.serveTCP())
+	var worker net.Conn
+	select {
+	case worker = <-accepted:
+		defer worker.Close()
+	case <-time.After(testutil.Patience):
+		t.Fatal("the gateway never connected to the worker")
+	}
+	testutil.Eventually(t, "the request in flight", func() bool { return g.inFlight() == 1 })
+	conn.Close()
+	testutil.Eventually(t, "in-flight back to 0 after the client left", func() bool { return g.inFlight() == 0 })
+	_ = worker.SetReadDeadline(time.Now().Add(testutil.Patience))
+	if _, err := io.Copy(io.Discard, worker); err != nil { // the ClientHello, then the end
+		t.Fatalf("the handshake's connection was not closed: %v", err)
+	}
+}

@@ -246,6 +246,13 @@ type taskFunc func()
 
 func (f taskFunc) run() { f() }
 
+// discard releases what a task that will not run holds (a worker connection's socket).
+func discard(t task) {
+	if d, ok := t.(interface{ discard() }); ok {
+		d.discard()
+	}
+}
+
 // soon is work a loop runs after the event at hand, so that callbacks never re-enter the
 // code that raised them.
 type soon interface{ runSoon() }
@@ -286,6 +293,7 @@ type loop struct {
 	tasks    []task
 	spare    []task
 	signaled atomic.Bool
+	dead     bool // the loop stopped and closed its descriptors (guarded by mu)
 	stopping bool
 	drained  bool
 }
@@ -330,6 +338,14 @@ func newLoop(s *Server, idx int) (*loop, error) {
 }
 
 func (l *loop) closeFDs() {
+	l.mu.Lock()
+	l.dead = true // post writes the eventfd no more: its number may be reused
+	pending := l.tasks
+	l.tasks = nil
+	l.mu.Unlock()
+	for _, t := range pending {
+		discard(t)
+	}
 	if l.evfd >= 0 {
 		_ = unix.Close(l.evfd)
 	}
@@ -365,9 +381,15 @@ func (l *loop) remove(fd int) {
 	_ = unix.Close(fd)
 }
 
-// post hands t to the loop from any goroutine.
+// post hands t to the loop from any goroutine. A task posted after the loop stopped is
+// dropped (discarded first if it holds something: a worker connection's socket).
 func (l *loop) post(t task) {
 	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		discard(t)
+		return
+	}
 	l.tasks = append(l.tasks, t)
 	l.mu.Unlock()
 	if l.signaled.CompareAndSwap(false, true) {

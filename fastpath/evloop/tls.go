@@ -226,6 +226,13 @@ func takeFD(nc net.Conn) (int, error) {
 	return fd, nil
 }
 
+// discard closes the socket of a handshake that finished after its loop stopped.
+func (r tlsReady) discard() {
+	if r.fd >= 0 {
+		_ = unix.Close(r.fd)
+	}
+}
+
 // run installs the handshake's outcome on the loop: the connection writes the request that
 // waited, or fails its owner as a connect that failed.
 func (r tlsReady) run() {
