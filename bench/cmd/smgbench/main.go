@@ -311,6 +311,10 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 // smoke's load rows take 70% of, calibrated by full runs (docs/benchmarks.md §3).
 const smokeCapacity = 56
 
+// smokeLoadTimeScale is the smoke's load rows' time scale, the one its gates were calibrated
+// at (bench/baseline-smoke.json); the full suite's shared-prefix rows run at 2.
+const smokeLoadTimeScale = 4
+
 // qualityConfig maps the quality flags, and the smoke's shortened defaults, onto the suite.
 func qualityConfig(o *options, bin bench.Binaries, logf func(string, ...any)) (bench.QualityConfig, error) {
 	cfg := o.quality
@@ -347,6 +351,12 @@ func qualityConfig(o *options, bin bench.Binaries, logf func(string, ...any)) (b
 			cfg.Capacity = smokeCapacity
 		}
 		cfg.LoadDuration = orDuration(cfg.LoadDuration, 6*time.Second)
+		// The smoke's gates were calibrated at time scale 4 (more requests in its 6 s row).
+		for i := range cfg.Cases {
+			if o.qualityLoadScale == 0 {
+				cfg.Cases[i].LoadTimeScale = smokeLoadTimeScale
+			}
+		}
 		if cfg.Repeats == 0 {
 			cfg.Repeats = 1
 		}

@@ -15,7 +15,7 @@ func TestQualityConfigSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(cfg.Cases) != 1 || cfg.Cases[0].Name != "shared-prefix" || cfg.Policies == nil || len(cfg.Policies) != 0 ||
-		strings.Join(cfg.LoadPolicies, ",") != "least_load,cache_aware" || cfg.Capacity != smokeCapacity || cfg.Repeats != 1 {
+		strings.Join(cfg.LoadPolicies, ",") != "least_load,cache_aware" || cfg.Capacity != smokeCapacity || cfg.Repeats != 1 || cfg.Cases[0].LoadTimeScale != smokeLoadTimeScale {
 		t.Errorf("smoke: cases %d (%v), saturation %v, load %v, capacity %g, repeats %d; want shared-prefix load rows only at the calibrated capacity",
 			len(cfg.Cases), cfg.Cases, cfg.Policies, cfg.LoadPolicies, cfg.Capacity, cfg.Repeats)
 	}
@@ -27,7 +27,7 @@ func TestQualityConfigFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Cases) != 2 || cfg.Cases[0].Name != "heterogeneous" || cfg.Cases[1].SatTimeScale != 3 || cfg.Cases[1].LoadTimeScale != 4 ||
+	if len(cfg.Cases) != 2 || cfg.Cases[0].Name != "heterogeneous" || cfg.Cases[1].SatTimeScale != 3 || cfg.Cases[1].LoadTimeScale != 2 ||
 		strings.Join(cfg.Policies, ",") != "round_robin,random" || cfg.LoadPolicies == nil || len(cfg.LoadPolicies) != 0 || cfg.Capacity != 0 {
 		t.Errorf("flags mapped to cases %v, policies %v, load policies %v, capacity %g", cfg.Cases, cfg.Policies, cfg.LoadPolicies, cfg.Capacity)
 	}
