@@ -46,7 +46,10 @@
 //
 // Report.Metrics flattens a run into named values; a Baseline (bench/baseline.json,
 // bench/baseline-smoke.json) gates some of them, each with a direction and a relative
-// tolerance, and Check names every metric that regressed.
+// tolerance, and Check names every metric that regressed. The host's steal (steal.go) is
+// part of the judgement: Report.Measured gives every overhead metric the steal of the rows
+// it came from, Check does not judge one past stealLimit, and NoneJudged fails a run in
+// which no overhead gate could be judged.
 //
 // Concurrency: the suites run their processes one measurement at a time from the calling
 // goroutine; a started process's output is collected by os/exec into a mutex-guarded buffer
