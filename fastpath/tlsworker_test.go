@@ -395,3 +395,33 @@ func TestTLSHandshakeCancelledWhenTheClientLeaves(t *testing.T) {
 		t.Fatalf("the handshake's connection was not closed: %v", err)
 	}
 }
+
+// TestTLS12Worker: a worker that speaks TLS 1.2 only (explicit nonces, no post-handshake
+// tickets) is served like a TLS 1.3 one, held (one after another on one kept-alive
+// connection) and streamed.
+func TestTLS12Worker(t *testing.T) {
+	pki := testutil.NewPKI(t)
+	ln := newTLSListener(t, pki)
+	ln.server.MaxVersion = tls.VersionTLS12
+	fw := newFakeWorkerOn(t, ln, "a", 200)
+	g := newTLSGateway(t, Config{}, pki.Roots, fw)
+	for i := range 3 {
+		if resp := g.do("POST", "/v1/chat/completions", chatBody); resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), okBody) {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode(), resp.Body())
+		}
+	}
+	if n := ln.accepted.Load(); n != 1 {
+		t.Fatalf("%d TLS connections for requests one after another, want 1", n)
+	}
+	conn, br := openStream(t, g) // a new client connection: maybe another loop, its own pool
+	defer conn.Close()
+	fw.events <- `{"n":1}`
+	if got := readEvent(t, br); got != "data: {\"n\":1}\n\n" {
+		t.Fatalf("event %q", got)
+	}
+	close(fw.events)
+	if got := readEvent(t, br); got != "data: [DONE]\n\n" {
+		t.Fatalf("last event %q", got)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
