@@ -425,3 +425,36 @@ func TestTLS12Worker(t *testing.T) {
 	}
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
+
+// TestTLSWorkerLargeRecords: answers whose TLS records are larger than what crypto/tls asks
+// of the loop at once (it reads a record into a buffer it grows by 512 bytes past the
+// header) come back whole, held and streamed, one after another on one connection: the loop
+// hands a record over in several reads and keeps its place between them (it lost the record
+// boundaries and stalled the next answer on the connection before).
+func TestTLSWorkerLargeRecords(t *testing.T) {
+	big := strings.Repeat("x", 12<<10)
+	g, _ := tlsGateway(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), `"stream":true`) {
+			fmt.Fprintf(w, `{"choices":[{"message":{"content":%q}}]}`, big)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: {\"n\":%d,\"content\":%q}\n\n", i, big[:3000])
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	for i := range 4 {
+		resp := g.do("POST", "/v1/chat/completions", chatBody)
+		if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), big) {
+			t.Fatalf("held answer %d: %d, %d bytes", i, resp.StatusCode(), len(resp.Body()))
+		}
+		resp = g.do("POST", "/v1/chat/completions", `{"model":"m1","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+		if body := string(resp.Body()); resp.StatusCode() != 200 || strings.Count(body, big[:3000]) != 3 || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+			t.Fatalf("streamed answer %d: %d, %d bytes", i, resp.StatusCode(), len(body))
+		}
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}

@@ -64,6 +64,7 @@ type tlsWire struct {
 	nc   net.Conn // the handshake's socket; nil once the loop owns the connection
 	raw  []byte   // ciphertext read from the socket, from off on not yet taken by TLS
 	off  int      // (raw[off:] is whole records, maybe followed by the start of one)
+	cur  int      // the end of the record Read is handing over (off == cur between records)
 	eof  bool     // the worker closed its side: Read returns io.EOF once raw is taken
 	out  []byte   // sealed records to write, from sent on
 	sent int
@@ -83,14 +84,19 @@ func (w *tlsWire) Read(p []byte) (int, error) {
 	if w.nc != nil {
 		return w.nc.Read(p)
 	}
-	end := w.recordEnd()
-	if end < 0 {
-		if w.eof {
-			return 0, io.EOF
+	if w.off == w.cur { // between records: hand over the next one if it is whole
+		end := w.recordEnd()
+		if end < 0 {
+			if w.eof {
+				return 0, io.EOF
+			}
+			return 0, errWouldBlock
 		}
-		return 0, errWouldBlock
+		w.cur = end
 	}
-	n := copy(p, w.raw[w.off:end])
+	// A record larger than p goes over in several Reads (crypto/tls reads until it has the
+	// whole record): off stays inside it until then.
+	n := copy(p, w.raw[w.off:w.cur])
 	w.off += n
 	return n, nil
 }
@@ -294,7 +300,8 @@ func (u *upstreamConn) writeTLS() error {
 func (u *upstreamConn) readTLS() {
 	w := &u.tls.wire
 	if w.off > 0 { // the start of a record waits for its rest
-		w.raw, w.off = w.raw[:copy(w.raw, w.raw[w.off:])], 0
+		w.raw, w.cur = w.raw[:copy(w.raw, w.raw[w.off:])], w.cur-w.off
+		w.off = 0
 	}
 	n, errno := rawRead(u.fd, w.raw[len(w.raw):cap(w.raw)])
 	switch {
@@ -336,7 +343,7 @@ func (u *upstreamConn) readTLS() {
 func (u *upstreamConn) decrypt() (int, error) {
 	w := &u.tls.wire
 	total := 0
-	for w.eof || w.recordEnd() >= 0 {
+	for w.eof || w.off < w.cur || w.recordEnd() >= 0 {
 		if cap(u.in)-len(u.in) < tlsMaxPlaintext {
 			u.in = grow(u.in, 2*cap(u.in))
 		}
