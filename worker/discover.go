@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,22 @@ var errNoModelID = errors.New("no model id in the answer")
 // document without a model id passes to the next; a transport error ends the query. It runs
 // on the control plane, bounded by ctx and 5 s in all.
 func DiscoverModels(ctx context.Context, url, apiKey string) ([]string, error) {
+	return discoverModels(ctx, fasthttp.DoDeadline, url, apiKey)
+}
+
+// ModelDiscoverer is DiscoverModels for https workers verified with tlsConfig (ClientOptions.TLS,
+// --worker-ca-file); nil keeps the system's roots (DiscoverModels itself).
+func ModelDiscoverer(tlsConfig *tls.Config) func(ctx context.Context, url, apiKey string) ([]string, error) {
+	if tlsConfig == nil {
+		return DiscoverModels
+	}
+	c := &fasthttp.Client{TLSConfig: tlsConfig, NoDefaultUserAgentHeader: true}
+	return func(ctx context.Context, url, apiKey string) ([]string, error) {
+		return discoverModels(ctx, c.DoDeadline, url, apiKey)
+	}
+}
+
+func discoverModels(ctx context.Context, do doFunc, url, apiKey string) ([]string, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -29,7 +46,7 @@ func DiscoverModels(ctx context.Context, url, apiKey string) ([]string, error) {
 		path  string
 		parse func([]byte) ([]string, error)
 	}{{"/model_info", parseModelInfo}, {"/get_model_info", parseModelInfo}, {"/v1/models", parseModelList}} {
-		status, body, err := get(url+route.path, apiKey, deadline)
+		status, body, err := get(do, url+route.path, apiKey, deadline)
 		if err != nil {
 			return nil, fmt.Errorf("cannot ask %s for its models: %w", url, err)
 		}
@@ -49,7 +66,10 @@ func DiscoverModels(ctx context.Context, url, apiKey string) ([]string, error) {
 	return nil, fmt.Errorf("cannot learn the models of %s: %v", url, tried)
 }
 
-func get(uri, apiKey string, deadline time.Time) (int, []byte, error) {
+// doFunc sends a request (fasthttp.DoDeadline, or a Client's with the workers' TLS roots).
+type doFunc func(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error
+
+func get(do doFunc, uri, apiKey string, deadline time.Time) (int, []byte, error) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -61,7 +81,7 @@ func get(uri, apiKey string, deadline time.Time) (int, []byte, error) {
 	if apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
-	if err := fasthttp.DoDeadline(req, resp, deadline); err != nil {
+	if err := do(req, resp, deadline); err != nil {
 		return 0, nil, err
 	}
 	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil

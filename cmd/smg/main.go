@@ -246,7 +246,7 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	if err := g.newServer(); err != nil {
 		return g, err
 	}
-	addStaticWorkers(g.reg, o.staticSpecs(), o.health.InitialStatus, log)
+	addStaticWorkers(g.reg, o.staticSpecs(), o.health.InitialStatus, worker.ModelDiscoverer(o.workerTLS), log)
 	// The mesh starts after the static workers are registered, so that a restarted router
 	// does not tombstone a worker it published before the restart (mesh/doc.go).
 	if o.mesh.Enable {
@@ -339,6 +339,9 @@ func (g *gateway) newServer() error {
 		return health.ValidateOverride(s.Health)
 	}
 	srv, err := fastpath.New(gc, g.reg, g.router)
+	if srv != nil {
+		srv.DiscoverModels = worker.ModelDiscoverer(g.o.workerTLS) // --worker-ca-file
+	}
 	g.srv = srv
 	return err
 }
@@ -476,7 +479,7 @@ func usesLoadAwarePolicy(t *policy.Table) bool {
 
 // addStaticWorkers registers the command line's workers in the order given, asking the
 // workers for their models in parallel first.
-func addStaticWorkers(reg *worker.Registry, specs []worker.Spec, initial func(*worker.Spec) worker.Status, log *slog.Logger) {
+func addStaticWorkers(reg *worker.Registry, specs []worker.Spec, initial func(*worker.Spec) worker.Status, discover func(ctx context.Context, url, apiKey string) ([]string, error), log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -485,7 +488,7 @@ func addStaticWorkers(reg *worker.Registry, specs []worker.Spec, initial func(*w
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			models, err := worker.DiscoverModels(ctx, u, "")
+			models, err := discover(ctx, u, "")
 			if err != nil {
 				log.Warn("Cannot discover the worker's models; it will serve requests for any model", "url", u, "error", err)
 			} else if len(models) > 0 {

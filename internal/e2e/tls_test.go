@@ -10,7 +10,8 @@ import (
 
 // TestTLSWorkersBehindAPrivateCA (issues 14 and 17): two real mock engines serve over TLS
 // with a certificate of a CA made for the test; smg trusts that CA through --worker-ca-file
-// alone (not the system's roots). Health checks pass, a request and a stream are answered,
+// alone (not the system's roots). The workers' models are discovered, health checks pass, a
+// request and a stream are answered,
 // and a body past --max-buffered-request-bytes streams to the engine intact (its SHA-256 as
 // the engine received it). Without --worker-ca-file the same workers are refused at the
 // handshake, and the error names the certificate.
@@ -24,6 +25,9 @@ func TestTLSWorkersBehindAPrivateCA(t *testing.T) {
 		}
 	}
 	g := StartGateway(t, "--worker-urls", m.URLs[0], m.URLs[1], "--worker-ca-file", ca, "--max-buffered-request-bytes", "4096")
+	if strings.Contains(g.Output(), "Cannot discover the worker's models") {
+		t.Fatalf("the workers' models were not discovered over TLS with --worker-ca-file:\n%s", g.Output())
+	}
 
 	small := `{"model":"mock-model","messages":[{"role":"user","content":"hi"}]}`
 	for range 4 {
@@ -59,5 +63,8 @@ func TestTLSWorkersBehindAPrivateCA(t *testing.T) {
 	r := MustDo(t, "POST", plain.URL+"/v1/chat/completions", small, nil)
 	if r.Status != 502 || !strings.Contains(r.Body, "certificate") {
 		t.Fatalf("without --worker-ca-file: %d %s, want 502 naming the certificate", r.Status, r.Body)
+	}
+	if !strings.Contains(plain.Output(), "Cannot discover the worker's models") {
+		t.Fatalf("without --worker-ca-file the model discovery should fail at the handshake:\n%s", plain.Output())
 	}
 }
