@@ -70,8 +70,11 @@ func (x *exchange) streamedFields(head []byte) {
 
 // streamedOnLoops reports whether the event loops serve a request whose body is past
 // --max-buffered-request-bytes before it has arrived (evloop.Config.StreamBody): a
-// generation or pass-through POST, outside PD mode, which rewrites bodies and reads them
-// whole as on the fasthttp plane.
+// generation or pass-through POST, outside PD mode. PD and EPD modes rewrite every body for
+// each pair they try (bootstrap fields, the encode handshake, kv_transfer_params) and may
+// send it again to another pair, so their bodies are read whole and parsed however large,
+// bounded by --max-payload-size like any buffered body, as the spec product's PD router
+// parses every body to inject its bootstrap fields (TestPDBodyPastTheBufferLimitIsReadWhole).
 func (s *Server) streamedOnLoops(r *evloop.Request) bool {
 	_, _, ok := generationRoute(r.Path())
 	return ok && string(r.Method()) == "POST" && !s.router.Current().PD

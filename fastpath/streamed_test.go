@@ -310,3 +310,77 @@ func TestStreamedBodyClientFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamedChunkedBodyPastTheLimitIsAbortedAtTheWorker: a chunked body that runs past
+// --max-payload-size after the worker got part of it does not reach the worker as a request
+// it could run: the worker's connection ends (reset or closed) before the terminating chunk,
+// so what it holds is an incomplete request that no HTTP server serves (the body it got
+// stops inside a chunk or between two); the client gets 413 and nothing stays in flight.
+func TestStreamedChunkedBodyPastTheLimitIsAbortedAtTheWorker(t *testing.T) {
+	fw, conns := rawWorker(t)
+	const limit = 200_000
+	g := newGateway(t, "round_robin", Config{MaxBufferedBody: 4096, MaxPayloadSize: limit}, fw)
+	client, err := net.Dial("tcp", g.serveTCP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := client.Write([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	body := bigChat(2 * limit)
+	go func() { // 16 KiB chunks until the gateway stops taking them; the terminator never
+		for i := 0; i < len(body); i += 16 << 10 {
+			part := body[i:min(i+16<<10, len(body))]
+			if _, err := fmt.Fprintf(client, "%x\r\n%s\r\n", len(part), part); err != nil {
+				return
+			}
+		}
+	}()
+	worker := <-conns
+	_ = worker.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(worker)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the worker's connection stayed open after the body ran past the limit (%d bytes read)", len(got))
+	}
+	head, rest, ok := strings.Cut(string(got), "\r\n\r\n")
+	if !ok || !strings.Contains(strings.ToLower(head), "transfer-encoding: chunked") {
+		t.Fatalf("the worker got %q..., want a chunked request head", got[:min(len(got), 200)])
+	}
+	if len(rest) == 0 {
+		t.Fatal("the worker got no part of the body: the test did not reach the case it is about")
+	}
+	if strings.Contains(rest, "\r\n0\r\n\r\n") || strings.HasPrefix(rest, "0\r\n") {
+		t.Fatalf("the worker got the terminating chunk after %d bytes: a truncated body it would serve as whole", len(rest))
+	}
+	if decoded := dechunk(t, rest); len(decoded) > limit {
+		t.Fatalf("the worker got %d body bytes, past the %d-byte limit", len(decoded), limit)
+	}
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := resp.Read(bufio.NewReader(client)); err != nil || resp.StatusCode() != 413 {
+		t.Fatalf("the answer: %v %d %s, want 413", err, resp.StatusCode(), resp.Body())
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// dechunk decodes the whole chunks at the start of s, a chunked body that may stop anywhere.
+func dechunk(t *testing.T, s string) []byte {
+	t.Helper()
+	var out []byte
+	for {
+		line, rest, ok := strings.Cut(s, "\r\n")
+		if !ok {
+			return out
+		}
+		var n int
+		if _, err := fmt.Sscanf(line, "%x", &n); err != nil {
+			t.Fatalf("the worker got a broken chunk size line %q", line)
+		}
+		if len(rest) < n+2 {
+			return append(out, rest[:min(n, len(rest))]...)
+		}
+		out, s = append(out, rest[:n]...), rest[n+2:]
+	}
+}

@@ -61,7 +61,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.String("host", &g.Host, fastpath.DefaultHost, "Address the gateway listens on").WithMetavar("ADDR")
 	fs.Int("port", &g.Port, fastpath.DefaultPort, "Port the gateway listens on").WithMetavar("PORT")
 	fs.Int("max-payload-size", &g.MaxPayloadSize, fastpath.DefaultMaxPayloadSize, "Largest request body in bytes; larger bodies get 413").WithMetavar("BYTES")
-	fs.Int("max-buffered-request-bytes", &g.MaxBufferedBody, g.MaxBufferedBody, "Largest generation request body read whole and parsed; a larger one is streamed to the worker unparsed: routed without its text, never retried").WithMetavar("BYTES")
+	fs.Int("max-buffered-request-bytes", &g.MaxBufferedBody, g.MaxBufferedBody, "Largest generation request body read whole and parsed; a larger one is streamed to the worker unparsed: routed without its text, never retried (PD and EPD bodies are always read whole, up to --max-payload-size)").WithMetavar("BYTES")
 	fs.Int("max-request-body-memory", &g.MaxBodyMemory, fastpath.DefaultMaxBodyMemory, "Bytes of request bodies the gateway holds at once; past it requests get 503 (at least --max-payload-size)")
 	fs.Int("max-header-size", &g.MaxHeaderSize, fastpath.DefaultMaxHeaderSize, "Largest request header block in bytes; larger ones get 431 (each client connection holds a read buffer this large)")
 	fs.Duration("request-timeout-secs", &g.RequestTimeout, fastpath.DefaultRequestTimeout, "Time a worker has to finish a request, in seconds")
