@@ -92,9 +92,39 @@ var cases = []chartCase{
 		},
 	},
 	{
+		name: "epd", values: "epd.yaml",
+		kinds: map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1},
+		pods:  []map[string]string{{"app": "engine", "role": "encode"}, {"app": "engine", "role": "prefill"}, {"app": "engine", "role": "decode"}},
+		check: func(t *testing.T, g *chartGateway) {
+			// Readiness 200 (above) needs a healthy worker of every role in EPD mode.
+			r := e2e.MustDo(t, "GET", g.url+"/readiness", "", nil)
+			if !strings.Contains(r.Body, `"healthy_encode_workers":1`) {
+				t.Errorf("GET /readiness is not EPD's: %s", r.Body)
+			}
+		},
+	},
+	{
+		name: "epd-static", values: "epd-static.yaml",
+		kinds:  map[string]int{"ServiceAccount": 1, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1},
+		static: 4,
+		staticSets: func(urls []string) []string {
+			return []string{
+				`pd.epd.encode=[{"url":` + jsonOf(urls[0]) + `,"bootstrapPort":9000},{"url":` + jsonOf(urls[1]) + `,"bootstrapPort":"none"}]`,
+				`pd.prefill=[{"url":` + jsonOf(urls[2]) + `,"bootstrapPort":8998}]`,
+				"pd.decode=" + jsonOf(urls[3:]),
+			}
+		},
+		check: func(t *testing.T, g *chartGateway) {
+			r := e2e.MustDo(t, "GET", g.url+"/workers", "", nil)
+			if !strings.Contains(r.Body, `"encode_count":2`) {
+				t.Errorf("GET /workers has not the two static encode workers: %s", r.Body)
+			}
+		},
+	},
+	{
 		name: "full", values: "full.yaml",
 		kinds: map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Service": 1, "Deployment": 1,
-			"PodDisruptionBudget": 1, "ServiceMonitor": 1, "Secret": 1},
+			"PodDisruptionBudget": 1, "ServiceMonitor": 1, "Secret": 2},
 		pods: []map[string]string{{"app": "full-engine", "tier": "gpu", "model": "llama-test"}},
 		check: func(t *testing.T, g *chartGateway) {
 			// The key of apiKey.value reached the gateway through the Secret and --api-key-file.
@@ -136,6 +166,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{[]string{`mesh.enabled=true`, `discovery.enabled=false`}, "mesh.enabled needs discovery.enabled"},
 		{[]string{`mesh.enabled=true`, `discovery.namespace="elsewhere"`}, "router discovery watches discovery.namespace"},
 		{[]string{`apiKey.value="k"`, `apiKey.existingSecret="s"`}, "set existingSecret or value, not both"},
+		{[]string{`workerCA.pem="k"`, `workerCA.existingSecret="s"`}, "set existingSecret or pem, not both"},
+		{[]string{`pd.epd.enabled=true`}, "pd.epd.enabled needs pd.enabled"},
+		{[]string{`pd.enabled=true`, `pd.epd.enabled=true`, `pd.prefillSelector={"role":"p"}`, `pd.decodeSelector={"role":"d"}`}, "needs all three role selectors"},
+		{[]string{`pd.epd.encodePolicy="cache_aware"`}, "value must be one of"},
 	} {
 		args := []string{"template", "smg", chartDir()}
 		for _, s := range tc.sets {

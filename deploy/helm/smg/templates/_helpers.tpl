@@ -52,6 +52,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The Secret holding the CA bundle of https workers, or nothing. */}}
+{{- define "smg.workerCASecret" -}}
+{{- if .Values.workerCA.existingSecret }}
+{{- .Values.workerCA.existingSecret }}
+{{- else if .Values.workerCA.pem }}
+{{- printf "%s-worker-ca" (include "smg.fullname" .) }}
+{{- end }}
+{{- end }}
+
 {{/*
 smg.scalar prints a value as the command line wants it: values files give every number as a
 float64, which would print 536870912 as 5.36870912e+08.
@@ -111,12 +120,14 @@ per entry of a map (sorted by key), the form of the selector flags.
   (list "data-plane" $g.dataPlane)
   (list "max-payload-size" $g.maxPayloadSize)
   (list "max-request-body-memory" $g.maxRequestBodyMemory)
+  (list "max-header-size" $g.maxHeaderSize)
   (list "max-concurrent-requests" $g.maxConcurrentRequests)
   (list "queue-size" $g.queueSize)
   (list "queue-timeout-secs" $g.queueTimeoutSecs)
   (list "rate-limit-tokens-per-second" $g.rateLimitTokensPerSecond)
   (list "request-timeout-secs" $g.requestTimeoutSecs)
   (list "first-byte-timeout-secs" $g.firstByteTimeoutSecs)
+  (list "worker-stall-secs" $g.workerStallSecs)
   (list "shutdown-grace-period-secs" $g.shutdownGracePeriodSecs)
   (list "drain-settle-secs" $g.drainSettleSecs)
   (list "max-workers" $g.maxWorkers)
@@ -181,6 +192,15 @@ per entry of a map (sorted by key), the form of the selector flags.
 {{- if $d.enabled }}
 {{- $flags = concat $flags (list (list "prefill-selector" $pd.prefillSelector) (list "decode-selector" $pd.decodeSelector)) }}
 {{- end }}
+{{- if $pd.epd.enabled }}
+{{- $flags = concat $flags (list
+  (list "epd-disaggregation" true)
+  (list "encode-policy" $pd.epd.encodePolicy)
+) }}
+{{- if $d.enabled }}
+{{- $flags = append $flags (list "encode-selector" $pd.epd.encodeSelector) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if $m.enabled }}
 {{- $flags = concat $flags (list
@@ -204,6 +224,9 @@ per entry of a map (sorted by key), the form of the selector flags.
 {{- if include "smg.apiKeySecret" . }}
 {{- $flags = append $flags (list "api-key-file" "/etc/smg/api-key/api-key") }}
 {{- end }}
+{{- if include "smg.workerCASecret" . }}
+{{- $flags = append $flags (list "worker-ca-file" "/etc/smg/worker-ca/ca.crt") }}
+{{- end }}
 - launch
 {{- range $flags }}
 {{- include "smg.flag" . }}
@@ -214,6 +237,15 @@ per entry of a map (sorted by key), the form of the selector flags.
 - {{ required "pd.prefill entries need a url" .url | quote }}
 {{- if not (kindIs "invalid" .bootstrapPort) }}
 - {{ include "smg.scalar" .bootstrapPort | quote }}
+{{- end }}
+{{- end }}
+{{- if $pd.epd.enabled }}
+{{- range $pd.epd.encode }}
+- --encode
+- {{ required "pd.epd.encode entries need a url" .url | quote }}
+{{- if not (kindIs "invalid" .bootstrapPort) }}
+- {{ include "smg.scalar" .bootstrapPort | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -232,5 +264,14 @@ per entry of a map (sorted by key), the form of the selector flags.
 {{- end }}
 {{- if and .Values.apiKey.existingSecret .Values.apiKey.value }}
 {{- fail "apiKey: set existingSecret or value, not both" }}
+{{- end }}
+{{- if and .Values.workerCA.existingSecret .Values.workerCA.pem }}
+{{- fail "workerCA: set existingSecret or pem, not both" }}
+{{- end }}
+{{- if and .Values.pd.epd.enabled (not .Values.pd.enabled) }}
+{{- fail "pd.epd.enabled needs pd.enabled: EPD is PD mode with an encode leg, and the pd settings configure its prefill and decode legs" }}
+{{- end }}
+{{- if and .Values.pd.epd.enabled .Values.discovery.enabled (or (empty .Values.pd.epd.encodeSelector) (empty .Values.pd.prefillSelector) (empty .Values.pd.decodeSelector)) }}
+{{- fail "pd.epd.enabled with discovery needs all three role selectors: pd.epd.encodeSelector, pd.prefillSelector and pd.decodeSelector" }}
 {{- end }}
 {{- end }}
