@@ -495,12 +495,16 @@ func abandonAll(t *testing.T, g *Gateway, workers []string) {
 		v, _ := active()
 		return v == float64(4*len(workers))
 	})
+	left := time.Now()
 	leave()
 	wg.Wait() // the 4 clients gave up
 	testutil.Eventually(t, "in-flight back to 0 once the clients left", func() bool {
 		v, ok := active()
 		return ok && v == 0
 	})
+	// The issue asks for "back to 0 within a second"; tests assert no time (a shared machine),
+	// so the time is logged and quoted in docs/reliability.md. It includes the metrics polls.
+	t.Logf("HOSTILE attack=abandoned_requests workers=%d in_flight_zero_after_ms=%d", len(workers), time.Since(left).Milliseconds())
 	// The workers were not blamed: their breakers are closed, no upstream error counted.
 	for _, u := range workers {
 		if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, u)); v != 0 {
