@@ -304,7 +304,20 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 // is hot, or none is usable, the lowest expected wait that is not hot does, or the lowest of
 // all when everyone is (spill). A holder is hot past the fleet mean by the smaller of
 // --balance-abs-threshold and what the hit is worth (hitWorth of the matched share, ratio).
-func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.Rate, ratio float64) *worker.Worker {
+//
+// A doubtful hit (doubtful: the tree's match m says the holder last used the prefix more than
+// half its horizon ago, so its engine may have dropped it) must also not queue: the holder is
+// passed over (spill) when the work awaiting its first token there exceeds the least-loaded
+// worker's by more than the prefill the hit would save (savedTokens). The spill gate counts
+// requests in flight, most of them decoding, and let multi-turn's holders queue a run of
+// turns whose prefixes were gone, each a whole prefill: loadgen's ready queue hands out
+// conversations in the order their answers completed, and an engine completes a batch of
+// them at once, so the turns of one holder come round together every round (run QT: TTFT
+// p99 2.9-3.2x round robin's at 70% load; issue 13, docs/differences.md). A recent hit keeps
+// the gate alone: the requests awaiting there hit too and cost a few percent of their size,
+// which the awaiting work, counted at the requests' whole size, does not see (on shared
+// prefixes such a rule cut the hit rate and raised the tail, TestTailsOnSimulatedFleet).
+func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.Rate, ratio, savedTokens float64, m *radix.Match, now int64) *worker.Worker {
 	b := p.b
 	mean := p.mean.Mean()
 	hot := max(b.cfg.BalanceRelThreshold*mean, mean+min(float64(b.cfg.BalanceAbsThreshold), hitWorth(ratio)))
@@ -313,6 +326,12 @@ func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.
 		w = b.scorer.LowestAt(req, cands, rate, b.rnd, hot)
 	}
 	if w != nil {
+		if aw := b.scorer.AwaitingWork(w); aw > savedTokens && p.doubtful(w, m, now) {
+			if best := b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); best != nil && aw-b.scorer.AwaitingWork(best) > savedTokens {
+				b.br.spill.Inc()
+				return best
+			}
+		}
 		b.br.match.Inc()
 		return w
 	}
@@ -381,7 +400,7 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 				}
 			}
 		}
-		w = p.decide(req, c.cands[:n], rate, ratio)
+		w = p.decide(req, c.cands[:n], rate, ratio, float64(matched)/float64(c.unitsPerToken), &m, c.now)
 	} else {
 		if w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
 			b.br.miss.Inc()

@@ -1,6 +1,7 @@
 package cacheaware
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -63,6 +64,61 @@ func TestNoHitWorkloadsRouteAsLeastLoad(t *testing.T) {
 			}
 			if slow, fast := ca.Picks[6]+ca.Picks[7], ca.Picks[0]+ca.Picks[1]; c.engines[6].DecodeFactor == 2 && slow >= fast {
 				t.Errorf("%s seed %d: the slow engines took %d picks, two fast ones %d: want fewer", c.name, seed, slow, fast)
+			}
+		}
+	}
+}
+
+// TestMultiTurnHolderQueueIsBounded runs the routing-quality suite's multi-turn case as the
+// bench runs it on the mocks: 512 conversations of 6 rounds (645-token system prompts,
+// 161-token turns, 32-token answers) from loadgen's ready queue (policytest.Conversations: a
+// conversation comes round again when its answer is complete), a closed-loop warm-up of 16 s
+// of requests, then 20 s at 70% of round robin's capacity (run QT's 67.7 req/s, and 52.6, a
+// busier machine's), on engines whose prefix caches hold 65,536 tokens, tail first (the
+// mocks' paged LRU). From the third round a conversation outgrows its engine's share of the
+// cache and its turns miss whatever the routing. cache_aware's tail must be least_load's
+// (within 15%) with at least its hit rate.
+//
+// It fails on the spill gate alone, which let a holder queue the run of turns that completed
+// on it together, each a whole prefill for a prefix its engine had dropped: TTFT p99 1.9-3.3×
+// least_load's (run QT on the mocks: 2.9-3.2× round robin's). Passing over a doubtful
+// holder (its stamp older than half its horizon) whose awaiting work exceeds the least-loaded
+// worker's by more than the hit saves: 0.94-1.03×.
+func TestMultiTurnHolderQueueIsBounded(t *testing.T) {
+	f := policytest.NewFleet(t, 8, "m")
+	engines := make([]policytest.Engine, 8)
+	for i := range engines {
+		engines[i].CacheTokens = 65_536
+	}
+	const openAt = 12 * time.Second // the warm-up's closed loop has drained by then
+	for _, rate := range []float64{52.6, 67.7} {
+		for seed := uint64(1); seed <= 2; seed++ {
+			trace := func() []policytest.SimRequest {
+				tr := make([]policytest.SimRequest, int(rate*16)) // all at 0: each waits for a ready conversation
+				for _, r := range policytest.PoissonTrace(seed, rate, 20*time.Second, func(*rand.Rand) policytest.SimRequest { return policytest.SimRequest{} }) {
+					r.At += openAt
+					tr = append(tr, r)
+				}
+				return tr
+			}
+			cfg := func() policytest.SimConfig {
+				return policytest.SimConfig{Engines: engines, Warmup: openAt, ReportSpread: time.Second,
+					Conversations: policytest.NewConversations(512, 6, 645, 161, 32)}
+			}
+			ll := policytest.Simulate(leastload.New(leastload.DefaultConfig(), testutil.NewRand(seed)).Build(f.Group("m")), f.Workers, trace(), cfg())
+			b, set := newBuilder(t, DefaultConfig())
+			ca := policytest.Simulate(b.Build(f.Group("m")), f.Workers, trace(), cfg())
+			t.Logf("rate %v seed %d: TTFT p99 cache_aware %v, least_load %v; p50 %v vs %v; hit rate %.3f vs %.3f; tree_match %d, spill %d, miss %d",
+				rate, seed, ca.TTFTQuantile(0.99), ll.TTFTQuantile(0.99), ca.TTFTQuantile(0.5), ll.TTFTQuantile(0.5), ca.HitRate, ll.HitRate,
+				branch(set, BranchTreeMatch), branch(set, BranchSpill), branch(set, BranchExpectedWaitFallback))
+			if len(ca.TTFT) < int(rate*18) {
+				t.Errorf("rate %v seed %d: %d turns measured, want the open loop's %.0f or so", rate, seed, len(ca.TTFT), rate*20)
+			}
+			if ca.HitRate < ll.HitRate {
+				t.Errorf("rate %v seed %d: hit rate %.3f, below least_load's %.3f", rate, seed, ca.HitRate, ll.HitRate)
+			}
+			if p99, limit := ca.TTFTQuantile(0.99), ll.TTFTQuantile(0.99)*115/100; p99 > limit {
+				t.Errorf("rate %v seed %d: TTFT p99 %v, above 1.15 x least_load's %v on the same trace", rate, seed, p99, limit)
 			}
 		}
 	}

@@ -80,3 +80,24 @@ func (c *chooser) advanceClock(m radix.Match, matched int, w *worker.Worker) {
 	}
 	c.p.b.clock.Add(int64(added / c.unitsPerToken))
 }
+
+// doubtful reports whether w's engine may have dropped the prefix of m (nil: the placement
+// map, which keeps no LRU stamps): w last used it more than half its horizon ago, the age
+// from which advanceClock counts a hit's reused blocks (a prefix that old is near eviction).
+// A peer's path, and a worker that reports no capacity, are not doubtful: their belief stands.
+func (p *picker) doubtful(w *worker.Worker, m *radix.Match, now int64) bool {
+	if m == nil {
+		return false
+	}
+	for i, t := range m.Tenants {
+		if t != radix.Tenant(w.Index) {
+			continue
+		}
+		if m.Stamps[i] <= peerStamp {
+			return false
+		}
+		horizon, ok := p.horizon(w)
+		return ok && float64(now-m.Stamps[i]) > horizon/2
+	}
+	return false
+}

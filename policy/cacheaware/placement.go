@@ -165,7 +165,7 @@ func (p *picker) pickByPlacement(req *policy.Request, c *chooser) *worker.Worker
 			copy(c.cands[:], cands[:k])
 			// The hit's share of the request sizes the spill gate, as a tree match's does.
 			ratio := float64(b.cfg.CacheBoundaries[i]) / float64(len(req.Tokens))
-			w, found = p.decide(req, c.cands[:k], rate, ratio), true
+			w, found = p.decide(req, c.cands[:k], rate, ratio, 0, nil, 0), true
 		}
 	}
 	if !found {

@@ -29,6 +29,14 @@ type Engine struct {
 	// CacheGroups is how many distinct prefix groups the engine's prefix cache holds (LRU); 0
 	// disables the cache.
 	CacheGroups int
+	// CacheTokens, when set, sizes the prefix cache in prompt tokens instead, as mockworker's
+	// paged cache is (its --kv-tokens): a group's entry is its last computed prompt, the least
+	// recently used entry gives up tokens from its tail first (the mock releases a prompt's
+	// deepest blocks first, so they are evicted first) until the entries fit, and a request
+	// reuses as much of its prefix as its group's entry still holds. Multi-turn conversations
+	// whose context outgrows the fleet's KV then miss as they do on the mocks, which a count
+	// of groups cannot show (issue 13). Running sequences' blocks are not modelled.
+	CacheTokens int
 	// DecodeFactor multiplies the decode part of every step (DecodeBase + DecodePerReq ×
 	// sequences), as mockworker's --decode-factors makes a slower engine; default 1.
 	DecodeFactor float64
@@ -64,6 +72,7 @@ type SimRequest struct {
 	PromptTokens int
 	OutputTokens int
 	Text         []byte // routing text handed to the picker
+	conv         *conversation
 }
 
 // PoissonTrace returns requests arriving at rate per second of model time for d, each made by
@@ -106,6 +115,12 @@ type SimConfig struct {
 	CreditFromPublication bool
 	// Seed seeds the report offsets.
 	Seed uint64
+	// Conversations, when set, makes the trace's requests multi-turn turns taken from it at
+	// their arrival (only the trace's arrival times are used): loadgen's multi-turn source,
+	// whose next turn of a conversation is ready only once its previous answer is complete
+	// (Conversations explains why that order matters). An arrival with no conversation ready
+	// waits for the next answer, as loadgen's open loop does; its TTFT counts from then.
+	Conversations *Conversations
 }
 
 // SimResult is what a simulated run measured, after the warm-up.
@@ -174,6 +189,32 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	const never = time.Duration(math.MaxInt64)
 	nextReport := time.Duration(0)
+	// dispatch picks a worker for r, which arrives at its engine now, as the gateway would.
+	dispatch := func(r *SimRequest) {
+		pr := policy.Request{Text: r.Text}
+		out, err := p.Pick(&pr)
+		if err != nil {
+			panic("policytest.Simulate: pick failed: " + err.Error())
+		}
+		e := engines[idx[out.Worker]]
+		tokens := policy.DispatchTokens(&pr)
+		out.Worker.NoteDispatch(tokens)
+		out.Worker.InFlight.Add(1)
+		out.Worker.NoteAwaiting(tokens)
+		s := &simSeq{req: r, tokens: tokens}
+		if r.Group >= 0 && e.e.CacheGroups > 0 && e.cacheHas(r.Group) {
+			s.cached = r.PrefixTokens
+		} else if r.Group >= 0 && e.e.CacheTokens > 0 {
+			s.cached = min(r.PrefixTokens, e.cachedTokens(r.Group))
+		}
+		e.arrive(s)
+		if r.At >= cfg.Warmup {
+			res.Picks[idx[out.Worker]]++
+			window[idx[out.Worker]]++
+			prompt += r.PromptTokens
+			cached += s.cached
+		}
+	}
 	for i := 0; i < len(trace) || anyBusy(engines); {
 		// The next event: an arrival, a report round, a report taken or published, or the end
 		// of a step, earliest first; at equal times steps end first, then reports, then
@@ -226,30 +267,34 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 				e.pending, e.publishAt = nil, never
 			}
 		}
+		if conv := cfg.Conversations; conv != nil {
+			// Answers completed in this step make their conversations ready; arrivals that
+			// found none ready take them now.
+			for _, e := range engines {
+				for _, s := range e.completed {
+					conv.done(s.req)
+				}
+				e.completed = e.completed[:0]
+			}
+			for ; conv.waiting > 0; conv.waiting-- {
+				r, ok := conv.next(now)
+				if !ok {
+					break
+				}
+				dispatch(r)
+			}
+		}
 		for i < len(trace) && trace[i].At == now {
 			r := &trace[i]
 			i++
-			pr := policy.Request{Text: r.Text}
-			out, err := p.Pick(&pr)
-			if err != nil {
-				panic("policytest.Simulate: pick failed: " + err.Error())
+			if conv := cfg.Conversations; conv != nil {
+				var ok bool
+				if r, ok = conv.next(now); !ok {
+					conv.waiting++
+					continue
+				}
 			}
-			e := engines[idx[out.Worker]]
-			tokens := policy.DispatchTokens(&pr)
-			out.Worker.NoteDispatch(tokens)
-			out.Worker.InFlight.Add(1)
-			out.Worker.NoteAwaiting(tokens)
-			s := &simSeq{req: r, tokens: tokens}
-			if r.Group >= 0 && e.e.CacheGroups > 0 && e.cacheHas(r.Group) {
-				s.cached = r.PrefixTokens
-			}
-			e.arrive(s)
-			if r.At >= cfg.Warmup {
-				res.Picks[idx[out.Worker]]++
-				window[idx[out.Worker]]++
-				prompt += r.PromptTokens
-				cached += s.cached
-			}
+			dispatch(r)
 		}
 		for _, e := range engines {
 			if !e.busy {
@@ -290,9 +335,13 @@ type simEngine struct {
 	running  []*simSeq
 	busy     bool
 	stepEnd  time.Duration
-	producer []*simSeq              // sequences producing a token in the current step
-	buckets  [10]struct{ i, n int } // output tokens per 100 ms, for gen_throughput
-	lru      []int                  // cached groups, most recent last
+	producer []*simSeq // sequences producing a token in the current step
+	// completed holds the sequences whose last token came out, for SimConfig.Conversations.
+	completed []*simSeq
+	buckets   [10]struct{ i, n int } // output tokens per 100 ms, for gen_throughput
+	lru       []int                  // cached groups, most recent last
+	tokenLRU  []cacheEntry           // Engine.CacheTokens: cached prompts, most recent last
+	cachedN   int                    // tokens in tokenLRU
 	// The report of the current round: the dispatch counts at the round's start, the report
 	// taken at takeAt and published at publishAt.
 	mark              worker.DispatchMark
@@ -325,6 +374,7 @@ func (e *simEngine) startStep(now time.Duration) {
 			}
 			if s.req.Group >= 0 {
 				e.cacheAdd(s.req.Group)
+				e.cacheAddTokens(s.req.Group, s.req.PromptTokens)
 			}
 		}
 		e.producer = append(e.producer, s)
@@ -356,6 +406,9 @@ func (e *simEngine) finishStep(now time.Duration) (first []*simSeq) {
 	for _, s := range e.running {
 		if s.generated >= s.req.OutputTokens {
 			e.w.InFlight.Add(-1)
+			if s.req.conv != nil {
+				e.completed = append(e.completed, s)
+			}
 			continue
 		}
 		kept = append(kept, s)
@@ -400,6 +453,42 @@ func (e *simEngine) report(now time.Duration) *worker.LoadReport {
 }
 
 func (e *simEngine) cacheHas(g int) bool { return slices.Contains(e.lru, g) }
+
+// cacheEntry is one group's cached prompt in Engine.CacheTokens mode.
+type cacheEntry struct{ group, tokens int }
+
+// cachedTokens is how many leading tokens of group g's last prompt the token cache still holds.
+func (e *simEngine) cachedTokens(g int) int {
+	for _, c := range e.tokenLRU {
+		if c.group == g {
+			return c.tokens
+		}
+	}
+	return 0
+}
+
+// cacheAddTokens makes group g's prompt of n tokens the most recent entry and trims the least
+// recent entries, tail first, to Engine.CacheTokens.
+func (e *simEngine) cacheAddTokens(g, n int) {
+	if e.e.CacheTokens == 0 {
+		return
+	}
+	if i := slices.IndexFunc(e.tokenLRU, func(c cacheEntry) bool { return c.group == g }); i >= 0 {
+		e.cachedN -= e.tokenLRU[i].tokens
+		e.tokenLRU = slices.Delete(e.tokenLRU, i, i+1)
+	}
+	e.tokenLRU = append(e.tokenLRU, cacheEntry{group: g, tokens: n})
+	e.cachedN += n
+	for e.cachedN > e.e.CacheTokens {
+		oldest := &e.tokenLRU[0]
+		take := min(oldest.tokens, e.cachedN-e.e.CacheTokens)
+		oldest.tokens -= take
+		e.cachedN -= take
+		if oldest.tokens == 0 {
+			e.tokenLRU = slices.Delete(e.tokenLRU, 0, 1)
+		}
+	}
+}
 
 func (e *simEngine) cacheAdd(g int) {
 	if e.e.CacheGroups == 0 {
@@ -503,4 +592,75 @@ func MixedSizes(gen func(*rand.Rand) SimRequest, share float64, times int) func(
 		}
 		return r
 	}
+}
+
+// Conversations is loadgen's multi-turn workload as loadgen runs it, for SimConfig.Conversations:
+// users conversations of rounds turns (a systemTokens-token system prompt, then per round a
+// turnTokens-token turn and, before the next, an outputTokens-token answer, each turn resending
+// the conversation so far, as MultiTurn's), handed out from a FIFO ready queue that a
+// conversation rejoins only when its turn's answer is complete; after rounds turns its user
+// starts a new conversation.
+//
+// Unlike MultiTurn's fixed cycle, the ready queue's order is the order in which answers
+// complete, and an engine completes a batch of them in one step: turns that one worker served
+// together come round together, in a run. A policy that sends each turn back to the worker of
+// the previous one (cache_aware's holders) keeps the run on that worker every round, a queue
+// of several prefills at once where a policy that ignores the holder spreads it (issue 13:
+// run QT, cache_aware's TTFT p99 2.9-3.2x round robin's on the mocks' multi-turn case).
+type Conversations struct {
+	users, rounds, system, turn, output int
+	ready                               []*conversation
+	waiting                             int // arrivals that found no conversation ready
+}
+
+type conversation struct {
+	id, round int // round: turns sent so far
+	text      []byte
+}
+
+// NewConversations returns the workload with every user's first conversation ready, users in
+// order.
+func NewConversations(users, rounds, systemTokens, turnTokens, outputTokens int) *Conversations {
+	c := &Conversations{users: users, rounds: rounds, system: systemTokens, turn: turnTokens, output: outputTokens}
+	for u := range users {
+		c.ready = append(c.ready, c.start(u))
+	}
+	return c
+}
+
+func (c *Conversations) start(id int) *conversation {
+	full := (c.system + c.rounds*(c.turn+c.output)) * policy.BytesPerToken
+	t := make([]byte, 0, full)
+	for len(t) < full {
+		t = fmt.Appendf(t, "conversation %d says %d. ", id, len(t))
+	}
+	return &conversation{id: id, text: t[:full]}
+}
+
+// next takes the conversation at the head of the ready queue and returns its next turn, sent
+// at now; false when none is ready.
+func (c *Conversations) next(now time.Duration) (*SimRequest, bool) {
+	if len(c.ready) == 0 {
+		return nil, false
+	}
+	cv := c.ready[0]
+	c.ready = slices.Delete(c.ready, 0, 1)
+	cv.round++
+	prompt := c.system + cv.round*c.turn + (cv.round-1)*c.output
+	prefix := 0
+	if cv.round > 1 {
+		prefix = prompt - c.turn - c.output
+	}
+	return &SimRequest{At: now, Group: cv.id, PrefixTokens: prefix, PromptTokens: prompt, OutputTokens: c.output,
+		Text: cv.text[:prompt*policy.BytesPerToken], conv: cv}, true
+}
+
+// done puts the conversation of the answered turn r back in the ready queue, or its user's
+// next conversation after its last round.
+func (c *Conversations) done(r *SimRequest) {
+	cv := r.conv
+	if cv.round >= c.rounds {
+		cv = c.start(cv.id + c.users)
+	}
+	c.ready = append(c.ready, cv)
 }
