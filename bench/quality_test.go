@@ -51,6 +51,7 @@ func qualityFixture() *QualityResult {
 					load("multi-turn", "round_robin", 1, 100, 400, 0.01, 70),
 					load("multi-turn", "least_load", 1, 100, 500, 0.01, 70),
 					load("multi-turn", "power_of_two", 1, 100, 450, 0.01, 70),
+					load("multi-turn", "cache_aware", 1, 100, 420, 0.05, 70),
 				}},
 			{Case: cases[2], Capacity: 100, LoadRate: 70,
 				Load: []QualityRow{
@@ -225,8 +226,8 @@ func TestWriteQualityHTML(t *testing.T) {
 	if n := strings.Count(html, "<svg "); n != 7 {
 		t.Errorf("%d charts, want 7", n)
 	}
-	if n := strings.Count(html, "<rect "); n != 3+3+8+3+4+2+4 {
-		t.Errorf("%d bars, want 27 (3 + 3 saturation, 8 + 3 + 4 load, 2 + 4 heterogeneous)", n)
+	if n := strings.Count(html, "<rect "); n != 3+3+8+4+4+2+4 {
+		t.Errorf("%d bars, want 28 (3 + 3 saturation, 8 + 4 + 4 load, 2 + 4 heterogeneous)", n)
 	}
 	for _, want := range []string{
 		"<h2>shared-prefix</h2>", "<h2>mixed-size</h2>", "Capacity at saturation (requests/s of model time)",
