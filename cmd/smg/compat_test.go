@@ -79,7 +79,8 @@ func TestSpecFormsRefusedWithWhatToRun(t *testing.T) {
 	}
 }
 
-// TestHelpIsReadable: every value has a name (no bare V), a default is printed once, and
+// TestHelpIsReadable: every value has a name that says what it is (no bare V, no generic
+// VALUE or TEXT), a default is printed once, and
 // long names never push a description out of its column.
 func TestHelpIsReadable(t *testing.T) {
 	var out, errb bytes.Buffer
@@ -90,6 +91,9 @@ func TestHelpIsReadable(t *testing.T) {
 	for i, line := range lines {
 		if strings.Contains(line, " V ") || strings.Contains(line, " V...") {
 			t.Errorf("bare V: %q", line)
+		}
+		if strings.HasPrefix(line, "  --") && (strings.Contains(line, " VALUE") || strings.Contains(line, " TEXT ")) {
+			t.Errorf("a value named only by its kind (VALUE, TEXT), not by what it is: %q", line)
 		}
 		if strings.Count(line, "(default") > 1 {
 			t.Errorf("default printed twice: %q", line)

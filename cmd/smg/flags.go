@@ -97,8 +97,8 @@ func newFlagSet(o *options) *cli.FlagSet {
 	r := &g.Retry
 	*r = fastpath.DefaultRetryConfig()
 	fs.Int("retry-max-retries", &r.MaxRetries, r.MaxRetries, "Retries of a request whose worker failed before answering (another worker each time)")
-	fs.Func("retry-initial-backoff-ms", "50", "a number of milliseconds such as 50", "Pause before the first retry, in milliseconds", millis(&r.InitialBackoff))
-	fs.Func("retry-max-backoff-ms", "30000", "a number of milliseconds such as 30000", "Longest pause between retries, in milliseconds", millis(&r.MaxBackoff))
+	fs.Func("retry-initial-backoff-ms", "50", "a number of milliseconds such as 50", "Pause before the first retry, in milliseconds", millis(&r.InitialBackoff)).WithMetavar("MS")
+	fs.Func("retry-max-backoff-ms", "30000", "a number of milliseconds such as 30000", "Longest pause between retries, in milliseconds", millis(&r.MaxBackoff)).WithMetavar("MS")
 	fs.Float("retry-backoff-multiplier", &r.Multiplier, r.Multiplier, "Growth of the pause per retry")
 	fs.Float("retry-jitter-factor", &r.Jitter, r.Jitter, "Random spread of each pause, as a fraction (0 to 1)")
 	fs.Bool("disable-retries", &r.Disabled, false, "Never retry: deliver the first worker's answer or failure")

@@ -28,7 +28,7 @@ import (
 func registerHealthFlags(fs *cli.FlagSet, cfg *health.Config) {
 	*cfg = health.DefaultConfig()
 	fs.String("health-check-endpoint", &cfg.Endpoint, cfg.Endpoint,
-		"Path of each worker's health endpoint, probed with GET")
+		"Path of each worker's health endpoint, probed with GET").WithMetavar("PATH")
 	fs.Duration("health-check-interval-secs", &cfg.Interval, cfg.Interval,
 		"Seconds between two health probes of a worker")
 	fs.Duration("health-check-timeout-secs", &cfg.Timeout, cfg.Timeout,
@@ -71,7 +71,7 @@ func registerDiscoveryFlags(fs *cli.FlagSet, cfg *discovery.Config) {
 	fs.StringList("selector", &cfg.Selector, "Label selector of worker pods, key=value pairs that must all match").WithMetavar("KEY=VALUE")
 	fs.String("service-discovery-namespace", &cfg.Namespace, cfg.Namespace, "Namespace to watch (default: all namespaces)").WithMetavar("NAMESPACE")
 	fs.Int("service-discovery-port", &cfg.Port, cfg.Port, "Worker port of pods without the smg.ai/worker-ports annotation").WithMetavar("PORT")
-	fs.String("model-id-from", &cfg.ModelIDFrom, cfg.ModelIDFrom, "Take discovered workers' model id from namespace, label:<key> or annotation:<key>")
+	fs.String("model-id-from", &cfg.ModelIDFrom, cfg.ModelIDFrom, "Take discovered workers' model id from namespace, label:<key> or annotation:<key>").WithMetavar("SOURCE")
 	fs.StringList("model-alias", &cfg.ModelAliases, "Extra client-facing model name, alias=canonical (repeatable)").WithMetavar("ALIAS=MODEL")
 	fs.Int("job-queue-capacity", &cfg.JobQueueCapacity, cfg.JobQueueCapacity, "Maximum pending control-plane jobs; a reconcile pass waits while the queue is full")
 	fs.Int("job-queue-concurrency", &cfg.JobQueueConcurrency, cfg.JobQueueConcurrency, "Maximum control-plane jobs run at once")
@@ -81,8 +81,8 @@ func registerDiscoveryFlags(fs *cli.FlagSet, cfg *discovery.Config) {
 	fs.StringList("prefill-selector", &cfg.PrefillSelector, "Label selector of prefill pods (PD mode)").WithMetavar("KEY=VALUE")
 	fs.StringList("decode-selector", &cfg.DecodeSelector, "Label selector of decode pods (PD mode)").WithMetavar("KEY=VALUE")
 	fs.StringList("encode-selector", &cfg.EncodeSelector, "Label selector of encode pods (EPD mode)").WithMetavar("KEY=VALUE")
-	fs.String("kv-connector-annotation", &cfg.KVConnectorAnnotation, cfg.KVConnectorAnnotation, "Pod annotation that names the vLLM KV connector")
-	fs.String("kv-engine-id-annotation", &cfg.KVEngineIDAnnotation, cfg.KVEngineIDAnnotation, "Pod annotation that lists the vLLM KV engine ids")
+	fs.String("kv-connector-annotation", &cfg.KVConnectorAnnotation, cfg.KVConnectorAnnotation, "Pod annotation that names the vLLM KV connector").WithMetavar("ANNOTATION")
+	fs.String("kv-engine-id-annotation", &cfg.KVEngineIDAnnotation, cfg.KVEngineIDAnnotation, "Pod annotation that lists the vLLM KV engine ids").WithMetavar("ANNOTATION")
 	fs.StringList("router-selector", &cfg.RouterSelector, "Label selector of peer gateway pods for the mesh (needs --enable-mesh)").WithMetavar("KEY=VALUE")
 }
 
@@ -133,7 +133,7 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 			}
 			ca.MaxTreeSize = n
 			return nil
-		})
+		}).WithMetavar("SIZE")
 	fs.Int("block-size", &ca.BlockSize, ca.BlockSize,
 		"cache_aware: token tree page size; set it to the engines' KV page size")
 	fs.Enum("cache-index", &ca.CacheIndex, ca.CacheIndex, []string{cacheaware.IndexTree, cacheaware.IndexHash},
@@ -155,7 +155,7 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 		"power_of_two: what the two sampled workers are compared by")
 
 	fs.StringList("routing-key-headers", headers,
-		"Header names read for the routing key before X-SMG-Routing-Key (non-empty UTF-8, at most 128 bytes)")
+		"Header names read for the routing key before X-SMG-Routing-Key (non-empty UTF-8, at most 128 bytes)").WithMetavar("HEADER")
 	fs.Bool("routing-key-override", &cfg.RoutingKeyOverride, cfg.RoutingKeyOverride,
 		"Sticky sessions on any policy: pin the body's rid (turn/retry suffixes stripped) or the routing key to a worker")
 
@@ -170,7 +170,7 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 			}
 			ph.CacheBoundaries, ca.CacheBoundaries = bs, bs
 			return nil
-		})
+		}).WithMetavar("POSITIONS")
 	fs.Float("prefix-hash-load-factor", &ph.LoadFactor, ph.LoadFactor,
 		"prefix_hash: a ring worker is overloaded above this multiple of the mean in-flight count (>= 1)")
 	fs.Int("prefix-hash-balance-abs-threshold", &ph.BalanceAbsThreshold, ph.BalanceAbsThreshold,
@@ -186,7 +186,7 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 			mn.AssignmentMode = v
 			cfg.Sticky.AssignmentMode = v // given explicitly: sticky sessions follow it too
 			return nil
-		})
+		}).WithMetavar("MODE")
 	fs.Func("max-idle-secs", strconv.FormatFloat(mn.MaxIdle.Seconds(), 'f', -1, 64), "a number of seconds such as 14400",
 		"manual and --routing-key-override: forget a key unused this many seconds", func(v string) error {
 			f, err := strconv.ParseFloat(v, 64)
@@ -196,7 +196,7 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 			mn.MaxIdle = time.Duration(f * float64(time.Second))
 			cfg.Sticky.MaxIdle = mn.MaxIdle
 			return nil
-		})
+		}).WithMetavar("SECS")
 }
 
 // parseBoundaries parses --cache-boundaries: comma-separated ascending token positions.

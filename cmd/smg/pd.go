@@ -42,7 +42,7 @@ func registerPDFlags(fs *cli.FlagSet, o *pdOptions) {
 	fs.StringList("decode", &o.decode, "Decode worker URLs; the flag may repeat").WithMetavar("URL")
 	fs.String("prefill-policy", &o.prefillPolicy, "", "Policy of the prefill leg (default: --policy); bucket fits here").WithMetavar("POLICY")
 	fs.String("decode-policy", &o.decodePolicy, "", "Policy of the decode leg (default: --policy); not bucket or passthrough").WithMetavar("POLICY")
-	fs.String("kv-connector", &o.kvConnector, "", "vLLM KV connector (NixlConnector, MooncakeConnector) of the --prefill and --decode workers; empty: SGLang's bootstrap protocol")
+	fs.String("kv-connector", &o.kvConnector, "", "vLLM KV connector (NixlConnector, MooncakeConnector) of the --prefill and --decode workers; empty: SGLang's bootstrap protocol").WithMetavar("CONNECTOR")
 	registerEPDFlags(fs, &o.epd)
 }
 

@@ -356,14 +356,25 @@ func (fs *FlagSet) unknown(name string) error {
 	return UnknownFlagError(fs.Command, name, names)
 }
 
-// UnknownFlagError is the error for an unknown --name of command: it suggests up to five
-// of the known names that look like it, and says how to list them all.
+// UnknownFlagError is the error for an unknown --name of command: it suggests the known
+// names that look most like it (up to five), and says how to list them all. A name that
+// holds the unknown one or is held by it looks most alike; then those fewest edits away,
+// at most two: --cout suggests --count alone, not also --host and --port two edits away.
 func UnknownFlagError(command, name string, known []string) error {
 	var close []string
+	best := -1
 	for _, n := range known {
-		if strings.Contains(n, name) || strings.Contains(name, n) || editDistance(n, name) <= 2 {
-			close = append(close, "--"+n)
+		d := editDistance(n, name)
+		if strings.Contains(n, name) || strings.Contains(name, n) {
+			d = 0
 		}
+		switch {
+		case d > 2 || (best >= 0 && d > best):
+			continue
+		case d < best || best < 0:
+			best, close = d, close[:0]
+		}
+		close = append(close, "--"+n)
 	}
 	sort.Strings(close)
 	msg := fmt.Sprintf("unknown flag --%s", name)

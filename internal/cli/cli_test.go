@@ -195,3 +195,21 @@ func TestHelpLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownFlagSuggestsTheClosestNames: a typo one edit away suggests that name alone, not
+// every name two edits away too; a name held by a longer one suggests the longer ones; a
+// name like none suggests nothing.
+func TestUnknownFlagSuggestsTheClosestNames(t *testing.T) {
+	known := []string{"count", "host", "port", "request-rate", "max-rate", "dialect"}
+	for _, tc := range []struct{ name, want string }{
+		{"cout", "unknown flag --cout; did you mean --count? ("},
+		{"prot", "unknown flag --prot; did you mean --port? ("},
+		{"rate", "unknown flag --rate; did you mean --max-rate or --request-rate? ("},
+		{"dialekt", "unknown flag --dialekt; did you mean --dialect? ("},
+		{"zzzzzz", "unknown flag --zzzzzz (run 'tool --help' to list flags)"},
+	} {
+		if got := UnknownFlagError("tool", tc.name, known).Error(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("--%s: %q, want it to start with %q", tc.name, got, tc.want)
+		}
+	}
+}
