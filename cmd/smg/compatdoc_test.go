@@ -52,7 +52,7 @@ func compatFlagRows(t *testing.T, doc string) (rows []compatRow, notGateway []st
 }
 
 // TestCompatibilityFlagRows keeps docs/compatibility.md's flag table in step with the
-// binary: every flag `smg launch` registers (aliases included) has a row; a row is
+// binary: every flag `smg launch` registers (aliases and negations included) has a row; a row is
 // "missing" exactly when the binary lacks its flags; "SMG-Go only" rows are exactly the
 // flags the spec does not name. With the spec beside the repository (../shared/spec), every
 // flag it names has a row, or is listed as not a gateway flag.
@@ -68,6 +68,9 @@ func TestCompatibilityFlagRows(t *testing.T) {
 		registered[f.Name] = true
 		for _, a := range f.Aliases {
 			registered[a] = true
+		}
+		for _, n := range f.Negations { // --no-remove-unhealthy-workers is accepted: not missing
+			registered[n] = true
 		}
 	}
 	documented := map[string]bool{}
