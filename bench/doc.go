@@ -40,7 +40,7 @@
 //     whole machine used, so a row limited by the machine rather than the engines shows.
 //   - Routes (routes.go, `make bench` only): the engine pass-through routes and EPD under
 //     wrk (loadgen speaks only the generation APIs), straight to an instant mock and through
-//     smg on each data plane, smg's CPU per request against the chat route's of the same
+//     smg, smg's CPU per request against the chat route's of the same
 //     gateway; EPD's image requests (three upstream requests) against text-only ones (PD) on
 //     the same EPD gateway.
 //

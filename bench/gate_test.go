@@ -211,9 +211,9 @@ func TestCommittedBaselines(t *testing.T) {
 				}
 			}
 			for _, m := range []string{
-				"overhead.json.cpu_ratio.smg-cache_aware/bare",
-				"overhead.json.cpu_ratio.smg-cache_aware/nginx",
-				"overhead.sse.cpu_ratio.smg-cache_aware/nginx",
+				"overhead.json.cpu_ratio.smg-evloop-cache_aware/bare",
+				"overhead.json.cpu_ratio.smg-evloop-cache_aware/nginx",
+				"overhead.sse.cpu_ratio.smg-evloop-cache_aware/nginx",
 				"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin",
 				// Issue 14's system-call target on the event-loop plane.
 				"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx",

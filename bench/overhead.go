@@ -29,9 +29,6 @@ type OverheadConfig struct {
 	// Policies are the gateway --policy values measured, one row each. Default cache_aware
 	// (the issue's goal is stated for it) and round_robin (what the peers do).
 	Policies []string
-	// DataPlanes are the gateway --data-plane values measured per policy: fasthttp rows keep
-	// the key smg-<policy>, evloop rows are smg-evloop-<policy>. Default both.
-	DataPlanes []string
 	// ProxyCore runs the proxy under test; LoadCore runs the load generator and the mock
 	// workers. Defaults 0 and 1 (DESIGN.md §9's setup).
 	ProxyCore, LoadCore int
@@ -122,9 +119,6 @@ func (c *OverheadConfig) fillDefaults() {
 	}
 	if len(c.Policies) == 0 {
 		c.Policies = []string{"cache_aware", "round_robin"}
-	}
-	if len(c.DataPlanes) == 0 {
-		c.DataPlanes = []string{"fasthttp", "evloop"}
 	}
 	if c.ProxyCore == 0 && c.LoadCore == 0 {
 		c.LoadCore = 1
@@ -237,8 +231,10 @@ func (c *OverheadConfig) pacedStream() time.Duration {
 
 // Measurement is one closed-loop run of the overhead suite.
 type Measurement struct {
-	// Key identifies the proxy in metric names: direct, smg-<policy>, smg-evloop-<policy>,
-	// bare, nginx, haproxy.
+	// Key identifies the proxy in metric names: direct, smg-evloop-<policy> (the gateway's
+	// rows keep the name they had beside the fasthttp plane's smg-<policy>, removed in
+	// session 7, so that the baselines and the history read on; smg-<policy> is the PD
+	// gateway's), bare, nginx, haproxy.
 	Key  string `json:"key"`
 	Name string `json:"name"`
 	// NotInstalled explains a row that was not measured (a peer not installed, a proxy that
@@ -733,16 +729,10 @@ func better(a, b Measurement) bool {
 // proxies lists the gateway (one per policy), the bare fasthttp proxy and the peers.
 func (cfg *OverheadConfig) proxies() []proxyUnderTest {
 	var ps []proxyUnderTest
-	for _, plane := range cfg.DataPlanes {
-		for _, policy := range cfg.Policies {
-			key, name := "smg-"+policy, "smg ("+policy+")"
-			if plane != "fasthttp" {
-				key, name = "smg-"+plane+"-"+policy, "smg "+plane+" ("+policy+")"
-			}
-			ps = append(ps, proxyUnderTest{key, name, func(urls []string) (*proc, string, error) {
-				return cfg.startSMG(policy, urls, "--disable-load-monitoring", "--data-plane", plane)
-			}})
-		}
+	for _, policy := range cfg.Policies {
+		ps = append(ps, proxyUnderTest{"smg-evloop-" + policy, "smg (" + policy + ")", func(urls []string) (*proc, string, error) {
+			return cfg.startSMG(policy, urls, "--disable-load-monitoring")
+		}})
 	}
 	ps = append(ps, proxyUnderTest{"bare", "bare fasthttp proxy", func(urls []string) (*proc, string, error) {
 		p, err := startAt(cfg.proxyPlacement(), cfg.Bin.BareProxy, "--listen", "127.0.0.1:0", "--workers", strings.Join(urls, ","))

@@ -219,10 +219,10 @@ func pdMetrics(s metricSink, kind, unit string, pd, regular []Measurement, cost 
 	}
 }
 
-// regularSMG is the regular smg row a PD row is compared with in the table: the same
-// policy if it was measured, else the first smg row.
+// regularSMG is the regular smg row a PD row (key smg-<policy>) is compared with in the
+// table: the same policy if it was measured (smg-evloop-<policy>), else the first smg row.
 func regularSMG(regular []Measurement, key string) *Measurement {
-	if r := find(regular, key); r != nil {
+	if r := find(regular, "smg-evloop-"+strings.TrimPrefix(key, "smg-")); r != nil {
 		return r
 	}
 	for i := range regular {
@@ -259,9 +259,10 @@ func pdTable(pd, regular []Measurement, stream bool) string {
 				if stream {
 					a, b = x.CPUPerEventUS, r.CPUPerEventUS
 				}
-				reg = fmt.Sprintf("%.1f (%s)", b, strings.TrimPrefix(r.Key, "smg-"))
+				policy := strings.TrimPrefix(strings.TrimPrefix(r.Key, "smg-"), "evloop-")
+				reg = fmt.Sprintf("%.1f (%s)", b, policy)
 				if stream {
-					reg = fmt.Sprintf("%.2f (%s)", b, strings.TrimPrefix(r.Key, "smg-"))
+					reg = fmt.Sprintf("%.2f (%s)", b, policy)
 				}
 				if b > 0 {
 					ratio = fmt.Sprintf("%.2f", a/b)

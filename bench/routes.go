@@ -20,8 +20,9 @@ import (
 // reading.
 //
 //   - Pass-through: one instant mock worker; per route, wrk straight to it ("direct"), then
-//     through smg on each data plane. The chat row is the generation route on the same
-//     mock and gateway: a pass-through route should cost what generation costs.
+//     through smg (key smg-evloop, the name it had beside the fasthttp plane's smg-fasthttp,
+//     removed in session 7). The chat row is the generation route on the same mock and
+//     gateway: a pass-through route should cost what generation costs.
 //   - EPD: an encode, a prefill (--require-encode: it claims each request's embeddings from
 //     the encode worker the gateway named, or refuses it) and a decode mock, smg
 //     --epd-disaggregation in front; a chat request with an image part (three upstream
@@ -42,8 +43,6 @@ type RoutesConfig struct {
 	Rounds int
 	// Connections is wrk's closed-loop connection count. Default 32.
 	Connections int
-	// DataPlanes are the gateway --data-plane values measured. Default fasthttp, evloop.
-	DataPlanes []string
 	// Routes are the pass-through routes measured (paths of PassThroughRoutes). Default all.
 	Routes []string
 	// ProxyCore runs smg; LoadCore runs wrk and the mocks. Defaults 0 and 1.
@@ -91,9 +90,6 @@ func (c *RoutesConfig) fillDefaults() {
 	}
 	if c.Connections == 0 {
 		c.Connections = 32
-	}
-	if len(c.DataPlanes) == 0 {
-		c.DataPlanes = []string{"fasthttp", "evloop"}
 	}
 	if len(c.Routes) == 0 {
 		for _, r := range PassThroughRoutes {
@@ -144,7 +140,7 @@ func routeBody(path string) *RouteBody {
 type RouteRow struct {
 	// Route is the request's path (EPD rows: "epd" with an image, "pd" text-only).
 	Route string `json:"route"`
-	// Key is direct or smg-<plane>.
+	// Key is direct or smg-evloop.
 	Key      string  `json:"key"`
 	RPS      float64 `json:"requests_per_s"`
 	P50MS    float64 `json:"p50_ms"`
@@ -229,13 +225,11 @@ func (cfg *RoutesConfig) passThrough(res *RoutesResult) error {
 			}
 			keep(best, &order, row)
 		}
-		for _, plane := range cfg.DataPlanes {
-			runs := make([]namedBody, len(cfg.Routes))
-			for i, path := range cfg.Routes {
-				runs[i] = namedBody{path, *routeBody(path)}
-			}
-			errs = append(errs, cfg.smgRows(round, plane, "cache_aware", workerURLArgs(urls), runs, best, &order)...)
+		runs := make([]namedBody, len(cfg.Routes))
+		for i, path := range cfg.Routes {
+			runs[i] = namedBody{path, *routeBody(path)}
 		}
+		errs = append(errs, cfg.smgRows(round, "cache_aware", workerURLArgs(urls), runs, best, &order)...)
 	}
 	res.PassThrough = rowsOf(best, order)
 	return errors.Join(errs...)
@@ -275,9 +269,7 @@ func (cfg *RoutesConfig) epd(res *RoutesResult) error {
 	var errs []error
 	best, order := map[string]RouteRow{}, []string(nil)
 	for round := range cfg.EPDRounds {
-		for _, plane := range cfg.DataPlanes {
-			errs = append(errs, cfg.smgRows(round, plane, "round_robin", workers, []namedBody{{"epd", epdMedia}, {"pd", epdText}}, best, &order)...)
-		}
+		errs = append(errs, cfg.smgRows(round, "round_robin", workers, []namedBody{{"epd", epdMedia}, {"pd", epdText}}, best, &order)...)
 	}
 	res.EPD = rowsOf(best, order)
 	return errors.Join(errs...)
@@ -289,10 +281,10 @@ type namedBody struct {
 	body RouteBody
 }
 
-// smgRows starts smg on plane with policy and the worker arguments, waits until it is ready,
-// measures each run through it into best (in order) and stops it. It returns the round's errors.
-func (cfg *RoutesConfig) smgRows(round int, plane, policy string, workers []string, runs []namedBody, best map[string]RouteRow, order *[]string) []error {
-	pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, policy, workers, "--disable-load-monitoring", "--data-plane", plane)
+// smgRows starts smg with policy and the worker arguments, waits until it is ready, measures
+// each run through it into best (in order) and stops it. It returns the round's errors.
+func (cfg *RoutesConfig) smgRows(round int, policy string, workers []string, runs []namedBody, best map[string]RouteRow, order *[]string) []error {
+	pr, base, err := launchSMG(cfg.ProxyCore, cfg.Bin.SMG, policy, workers, "--disable-load-monitoring")
 	if err != nil {
 		return []error{fmt.Errorf("round %d: %w", round+1, err)}
 	}
@@ -302,7 +294,7 @@ func (cfg *RoutesConfig) smgRows(round int, plane, policy string, workers []stri
 	}
 	var errs []error
 	for _, r := range runs {
-		row, err := cfg.wrk(RouteRow{Route: r.name, Key: "smg-" + plane}, base, r.body, pr)
+		row, err := cfg.wrk(RouteRow{Route: r.name, Key: "smg-evloop"}, base, r.body, pr)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("round %d: %w", round+1, err))
 			continue
@@ -451,13 +443,13 @@ func findRoute(rows []RouteRow, route, key string) *RouteRow {
 
 // metrics adds the suite's metrics:
 //
-//	routes.<route>.cpu_us_per_request.smg-<plane>
-//	routes.<route>.rps_ratio.smg-<plane>/direct           requests/s through smg over direct
-//	routes.<route>.cpu_ratio.smg-<plane>/chat              CPU per request over the chat row's
-//	routes.pass_through.max_cpu_ratio.smg-<plane>/chat     the largest of those over the routes
-//	routes.epd.cpu_us_per_request.smg-<plane>, routes.pd.…
-//	routes.epd.cpu_ratio.smg-<plane>/pd                    EPD over PD on the same gateway
-//	routes.epd.rps_ratio.smg-<plane>/pd
+//	routes.<route>.cpu_us_per_request.smg-evloop
+//	routes.<route>.rps_ratio.smg-evloop/direct            requests/s through smg over direct
+//	routes.<route>.cpu_ratio.smg-evloop/chat               CPU per request over the chat row's
+//	routes.pass_through.max_cpu_ratio.smg-evloop/chat      the largest of those over the routes
+//	routes.epd.cpu_us_per_request.smg-evloop, routes.pd.…
+//	routes.epd.cpu_ratio.smg-evloop/pd                     EPD over PD on the same gateway
+//	routes.epd.rps_ratio.smg-evloop/pd
 //
 // <route> is the path without its leading "/v1/" ("chat/completions" for chat).
 func (r *RoutesResult) metrics(m map[string]float64) {

@@ -31,7 +31,6 @@ type options struct {
 	qualityCases, qualityLoadPolicies    string
 	qualityHTML                          string
 	qualitySatScale, qualityLoadScale    float64
-	dataPlanes                           string
 	microBenchTime                       string
 }
 
@@ -72,7 +71,6 @@ func main() {
 	flag.Float64Var(&o.quality.Capacity, "quality-capacity", 0, "round robin's capacity, requests/s of model time, for the load rows instead of measuring it (smoke: the calibrated shared-prefix figure)")
 	flag.Float64Var(&o.qualitySatScale, "quality-sat-time-scale", 0, "engine time scale of every case's saturation rows (default each case's)")
 	flag.Float64Var(&o.qualityLoadScale, "quality-load-time-scale", 0, "engine time scale of every case's load rows (default each case's)")
-	flag.StringVar(&o.dataPlanes, "data-planes", "", "gateway --data-plane values of the overhead and routes suites' smg rows (default fasthttp,evloop)")
 	flag.IntVar(&o.quality.KVTokens, "quality-kv-tokens", 0, "KV-cache tokens per mock engine (default 65536)")
 	flag.StringVar(&o.qualityHTML, "quality-html", "", "write the routing-quality plots (offline HTML, inline SVG) to this file")
 	flag.Parse()
@@ -227,7 +225,6 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 		cfg := o.overhead
 		cfg.Bin = bin
 		cfg.Policies = splitList(o.policies)
-		cfg.DataPlanes = splitList(o.dataPlanes)
 		if o.smoke {
 			cfg.Duration = orDuration(cfg.Duration, 2*time.Second)
 			cfg.Warmup = 500
@@ -297,7 +294,7 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 	}
 	if suites["routes"] {
 		logf("smgbench: routes suite…")
-		res, err := bench.Routes(bench.RoutesConfig{Bin: bin, DataPlanes: splitList(o.dataPlanes)})
+		res, err := bench.Routes(bench.RoutesConfig{Bin: bin})
 		if err != nil {
 			failures = append(failures, fmt.Errorf("routes: %w", err))
 		}
