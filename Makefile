@@ -25,9 +25,7 @@ test: tools
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
-	@# fastpath's tests once more on the fasthttp data plane (the default is evloop), and
-	@# the allocation tests (built without -race) on the default plane.
-	SMG_TEST_DATA_PLANE=fasthttp $(GO) test -race -timeout 20m ./fastpath/
+	@# the allocation tests, built without -race
 	$(GO) test -timeout 10m -run 'DoesNotAllocate' ./fastpath/...
 
 ## bench: the regression gate (docs/benchmarks.md): overhead against direct, a bare fasthttp

@@ -58,17 +58,16 @@ var (
 )
 
 // admission enforces AdmissionConfig: an atomic count of requests in flight, an atomic count
-// of waiters, and a GCRA rate limiter on one atomic word, none of which takes a lock. A
-// request that has to wait does so on a goroutine (the fasthttp plane: a channel hands it
-// freed slots, and its timer allocates) or parked on an event loop (a parkedWaiter in a
-// mutex-guarded FIFO, to which release hands freed slots: no goroutine, no allocation).
+// of waiters, and a GCRA rate limiter on one atomic word, none of which takes a lock on the
+// way in. A request that has to wait parks on its event loop: a parkedWaiter in a
+// mutex-guarded FIFO, to which release hands freed slots (no goroutine, no allocation); the
+// loop's park timer bounds the wait (--queue-timeout-secs).
 type admission struct {
 	limit   int64
 	queue   int64
 	timeout time.Duration
 	active  atomic.Int64
-	waiting atomic.Int64 // every waiter, parked or on a goroutine (bounded by queue)
-	freed   chan struct{}
+	waiting atomic.Int64 // every waiter (bounded by queue)
 
 	parked     atomic.Int64 // the waiters in the FIFO
 	mu         sync.Mutex   // guards the FIFO and its waiters' queued and granted
@@ -82,47 +81,11 @@ type admission struct {
 
 func newAdmission(c AdmissionConfig) *admission {
 	a := &admission{limit: int64(c.MaxConcurrent), queue: int64(c.QueueSize), timeout: c.QueueTimeout, epoch: time.Now()}
-	if a.limit > 0 {
-		a.freed = make(chan struct{}, a.limit)
-	}
 	if c.RatePerSecond > 0 {
 		a.interval = int64(float64(time.Second) / c.RatePerSecond)
 		a.burst = int64(time.Second)
 	}
 	return a
-}
-
-// admit takes a slot for one request, waiting in the queue if need be. ok false carries the
-// error to answer; a request admitted must call release exactly once.
-func (a *admission) admit() (apiError, bool) {
-	if a.interval > 0 && !a.allowRate() {
-		return errRateLimited, false
-	}
-	if a.limit <= 0 {
-		return apiError{}, true
-	}
-	if a.active.Add(1) <= a.limit {
-		return apiError{}, true
-	}
-	a.active.Add(-1)
-	if a.waiting.Add(1) > a.queue {
-		a.waiting.Add(-1)
-		return errQueueFull, false
-	}
-	defer a.waiting.Add(-1)
-	timer := time.NewTimer(a.timeout)
-	defer timer.Stop()
-	for {
-		if a.active.Add(1) <= a.limit {
-			return apiError{}, true
-		}
-		a.active.Add(-1)
-		select {
-		case <-a.freed:
-		case <-timer.C:
-			return errQueueTimeout, false
-		}
-	}
 }
 
 // Outcomes of admitOrPark.
@@ -142,9 +105,9 @@ type parkedWaiter struct {
 	granted    bool // release gave it a slot, which it has not taken up yet (leave)
 }
 
-// admitOrPark is admit for a caller that cannot wait (an event loop): the request is
-// admitted, refused (the error to answer), or parked: queued as w, to be woken through
-// unpark when release hands it a slot. The caller then parks its exchange for at most the
+// admitOrPark takes a slot for one request, which must then call release exactly once, or
+// refuses it (the error to answer), or parks it: queued as w, to be woken through unpark
+// when release hands it a slot. The caller then parks its exchange for at most the
 // queue timeout and, when it wakes for either reason, calls leave.
 func (a *admission) admitOrPark(w *parkedWaiter, unpark evloop.Unparker) (apiError, int) {
 	if a.interval > 0 && !a.allowRate() {
@@ -227,7 +190,7 @@ func (a *admission) grantParked() {
 	}
 }
 
-// release frees a slot and wakes one waiter, if any.
+// release frees a slot and hands it to the oldest waiter, if any.
 func (a *admission) release() {
 	if a.limit <= 0 {
 		return
@@ -235,12 +198,6 @@ func (a *admission) release() {
 	a.active.Add(-1)
 	if a.parked.Load() > 0 {
 		a.grantParked()
-	}
-	if a.waiting.Load() > 0 {
-		select {
-		case a.freed <- struct{}{}:
-		default:
-		}
 	}
 }
 

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,23 +14,49 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 )
 
+// admitNow takes a slot for a request that may not wait: false when it is refused or would
+// have to wait (a waiter parked by mistake is taken out of the queue again).
+func admitNow(a *admission) bool {
+	var w parkedWaiter
+	_, st := a.admitOrPark(&w, evloop.Unparker{})
+	if st == admitParked {
+		a.leave(&w)
+	}
+	return st == admitted
+}
+
+// awaitGrant waits until release has handed the parked waiter w a slot, and takes it up.
+func awaitGrant(a *admission, w *parkedWaiter) {
+	for {
+		a.mu.Lock()
+		queued := w.queued
+		a.mu.Unlock()
+		if !queued {
+			if !a.leave(w) {
+				panic("a waiter out of the queue without a slot")
+			}
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
 func TestAdmissionQueuesThenRefuses(t *testing.T) {
 	a := newAdmission(AdmissionConfig{MaxConcurrent: 2, QueueSize: 1, QueueTimeout: time.Hour})
 	for range 2 {
-		if _, ok := a.admit(); !ok {
+		if !admitNow(a) {
 			t.Fatal("a free slot was refused")
 		}
 	}
-	got := make(chan bool)
-	go func() { _, ok := a.admit(); got <- ok }() // waits in the queue
-	for a.waiting.Load() != 1 {
-		time.Sleep(time.Millisecond)
+	var waiter, late parkedWaiter
+	if _, st := a.admitOrPark(&waiter, evloop.Unparker{}); st != admitParked {
+		t.Fatalf("past the cap: outcome %d, want parked in the queue", st)
 	}
-	if e, ok := a.admit(); ok || e.code != "admission_queue_full" {
-		t.Fatalf("queue full: %v %v", e, ok)
+	if e, st := a.admitOrPark(&late, evloop.Unparker{}); st != admitRefused || e.code != "admission_queue_full" {
+		t.Fatalf("queue full: %v %d", e, st)
 	}
 	a.release()
-	if !<-got {
+	if !a.leave(&waiter) {
 		t.Fatal("the waiter did not get the freed slot")
 	}
 	if a.active.Load() != 2 || a.waiting.Load() != 0 {
@@ -37,14 +64,9 @@ func TestAdmissionQueuesThenRefuses(t *testing.T) {
 	}
 }
 
-func TestAdmissionQueueTimeout(t *testing.T) {
-	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 5, QueueTimeout: 10 * time.Millisecond})
-	a.admit()
-	if e, ok := a.admit(); ok || e.code != "admission_queue_timeout" || e.status != 503 {
-		t.Fatalf("%v %v", e, ok)
-	}
-}
-
+// TestAdmissionNeverExceedsLimitUnderContention: 64 goroutines take and free slots, parking
+// in the queue when none is free; at no time do more than the cap hold one, and every
+// waiter is handed a slot in the end.
 func TestAdmissionNeverExceedsLimitUnderContention(t *testing.T) {
 	a := newAdmission(AdmissionConfig{MaxConcurrent: 3, QueueSize: 1000, QueueTimeout: time.Minute})
 	var inside, peak atomic.Int64
@@ -53,10 +75,14 @@ func TestAdmissionNeverExceedsLimitUnderContention(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var w parkedWaiter
 			for range 50 {
-				if _, ok := a.admit(); !ok {
+				switch _, st := a.admitOrPark(&w, evloop.Unparker{}); st {
+				case admitRefused:
 					t.Error("refused with a deep queue")
 					return
+				case admitParked:
+					awaitGrant(a, &w)
 				}
 				n := inside.Add(1)
 				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -67,8 +93,8 @@ func TestAdmissionNeverExceedsLimitUnderContention(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if peak.Load() > 3 || a.active.Load() != 0 {
-		t.Fatalf("peak %d active %d", peak.Load(), a.active.Load())
+	if peak.Load() > 3 || a.active.Load() != 0 || a.waiting.Load() != 0 {
+		t.Fatalf("peak %d active %d waiting %d", peak.Load(), a.active.Load(), a.waiting.Load())
 	}
 }
 
@@ -76,7 +102,7 @@ func TestRateLimitAllowsOneSecondBurst(t *testing.T) {
 	a := newAdmission(AdmissionConfig{RatePerSecond: 100})
 	allowed := 0
 	for range 300 {
-		if _, ok := a.admit(); ok {
+		if admitNow(a) {
 			allowed++
 		}
 	}
@@ -85,8 +111,9 @@ func TestRateLimitAllowsOneSecondBurst(t *testing.T) {
 	if allowed < 100 || allowed > 130 {
 		t.Fatalf("%d of 300 allowed at 100/s", allowed)
 	}
-	if e, ok := a.admit(); ok || e.code != "rate_limit_exceeded" {
-		t.Fatalf("%v %v", e, ok)
+	var w parkedWaiter
+	if e, st := a.admitOrPark(&w, evloop.Unparker{}); st != admitRefused || e.code != "rate_limit_exceeded" {
+		t.Fatalf("%v %d", e, st)
 	}
 }
 
@@ -94,11 +121,12 @@ func TestRateLimitAllowsOneSecondBurst(t *testing.T) {
 // of 100, issue 16): past the cap a request is refused at once.
 func TestQueueSizeZeroMeansNoQueue(t *testing.T) {
 	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 0, QueueTimeout: time.Hour})
-	if _, ok := a.admit(); !ok {
+	if !admitNow(a) {
 		t.Fatal("the first request was refused")
 	}
-	if e, ok := a.admit(); ok || e != errQueueFull {
-		t.Fatalf("past the cap with no queue: ok %v, %v; want 429 queue full at once", ok, e)
+	var w parkedWaiter
+	if e, st := a.admitOrPark(&w, evloop.Unparker{}); st != admitRefused || e != errQueueFull {
+		t.Fatalf("past the cap with no queue: outcome %d, %v; want 429 queue full at once", st, e)
 	}
 	a.release()
 }
@@ -142,13 +170,10 @@ func TestQueuedAdmissionThroughTheGateway(t *testing.T) {
 
 }
 
-// TestClientLeavingTheAdmissionQueueFreesItsPlace: on the event loops a request parked in the
-// admission queue whose client hangs up leaves the queue at once (its place is free for the
-// next request) and never reaches a worker.
+// TestClientLeavingTheAdmissionQueueFreesItsPlace: a request parked in the admission queue
+// whose client hangs up leaves the queue at once (its place is free for the next request)
+// and never reaches a worker.
 func TestClientLeavingTheAdmissionQueueFreesItsPlace(t *testing.T) {
-	if testPlane != DataPlaneEvloop {
-		t.Skip("the fasthttp plane's queue waits on a goroutine that does not watch the client (docs/differences.md, --data-plane); the default plane, evloop, runs this test")
-	}
 	fw := newFakeWorker(t, "a", 200)
 	g := newGateway(t, "round_robin", Config{Admission: AdmissionConfig{MaxConcurrent: 1, QueueSize: 1, QueueTimeout: time.Hour}}, fw)
 	adm := g.srv.adm

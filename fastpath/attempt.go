@@ -12,25 +12,24 @@ import (
 
 // attempt is the part of a generation request that does not depend on how its bytes travel:
 // its admission slot, its deadline, the workers it picked and what it holds on each, and its
-// retry budget. Every data plane drives it the same way, so that pick, admission, in-flight
-// accounting, breaker permits and retries follow one set of rules:
+// retry budget. The regular, PD and EPD paths on the loops (evplane.go, evpd.go,
+// epd_loop.go) drive it the same way, so that pick, admission, in-flight accounting, breaker
+// permits and retries follow one set of rules:
 //
-//	if e, ok := a.begin(s, req); !ok { answer e }   // admission; the deadline starts
-//	defer a.end()                                   // abandons what is still held, frees the slot
-//	a.pick(rt, &a.main)                             // breaker-admitted; a refusal costs no attempt
-//	for {
-//		a.dispatch(&a.main)                         // the in-flight hold, as the request leaves
-//		... send the request, read the answer (the data plane's I/O) ...
-//		a.main.settle(status, err)                  // or a.handOff() to stream the answer
-//		if !a.retryable(status, err) { deliver; return }
-//		pause, ok := a.retry(w, time.Now())         // budget and deadline
-//		... wait pause, unless the client leaves ... ; a.pick(rt, &a.main)
+//	a.beginOrPark(s, req, w, unpark)  // admission (or a park in its queue); the deadline starts
+//	a.pick(rt, &a.main)               // breaker-admitted; a refusal costs no attempt
+//	a.dispatch(&a.main)               // the in-flight hold, as the request leaves
+//	... send the request, read the answer (the loop's I/O) ...
+//	a.main.settle(status, err)
+//	if a.retryable(status, err) {
+//		pause, ok := a.retry(w, now)  // budget and deadline; then a loop timer, a.pick again
 //	}
+//	a.end()                           // abandons what is still held, frees the slot
 //
 // In PD mode the prefill worker is a second leg (a.prefill) picked and dispatched the same
 // way, and in EPD mode the encode worker a third (a.encode). An attempt is owned by one
-// request at a time (it lives in the pooled exchange); a leg moved out of it (handOff, take)
-// belongs to its new owner.
+// request at a time (it lives in the loop exchange); a leg moved out of it (take) belongs to
+// its new owner.
 type attempt struct {
 	s   *Server
 	req *policy.Request
@@ -39,10 +38,8 @@ type attempt struct {
 	deadline time.Time
 	// failures counts the attempts that failed and were given up (retry).
 	failures int
-	// admitted is set while the request holds its admission slot (handOff moves it away).
+	// admitted is set while the request holds its admission slot.
 	admitted bool
-	// handedOff is set once handOff gave the answering leg to a relay.
-	handedOff bool
 	// once is set for a request whose body is streamed to the worker (streamed.go): it can
 	// be sent only once, so nothing is retried.
 	once bool
@@ -57,16 +54,6 @@ type attempt struct {
 	key  uint64
 }
 
-// begin admits the request (it may wait in the admission queue) and starts its deadline. ok
-// false carries the error to answer; otherwise the caller must call end exactly once.
-func (a *attempt) begin(s *Server, req *policy.Request) (apiError, bool) {
-	if e, ok := s.adm.admit(); !ok {
-		return e, false
-	}
-	a.start(s, req)
-	return apiError{}, true
-}
-
 // start readies an admitted request's attempt: its deadline and its routing key.
 func (a *attempt) start(s *Server, req *policy.Request) {
 	*a = attempt{s: s, req: req, admitted: true, deadline: time.Now().Add(s.cfg.RequestTimeout)}
@@ -77,10 +64,9 @@ func (a *attempt) start(s *Server, req *policy.Request) {
 	}
 }
 
-// beginOrPark is begin for a data plane that cannot wait (an event loop): the request is
-// admitted (then the caller must call end exactly once), refused (the error to answer), or
-// parked as w (admission.admitOrPark): the caller parks the exchange and, once woken, calls
-// resume.
+// beginOrPark admits the request and starts its deadline (then the caller must call end
+// exactly once), refuses it (the error to answer), or parks it as w (admission.admitOrPark):
+// the caller parks the exchange on its loop and, once woken, calls resume.
 func (a *attempt) beginOrPark(s *Server, req *policy.Request, w *parkedWaiter, unpark evloop.Unparker) (apiError, int) {
 	e, st := s.adm.admitOrPark(w, unpark)
 	if st == admitted {
@@ -101,7 +87,7 @@ func (a *attempt) resume(s *Server, req *policy.Request, w *parkedWaiter) bool {
 
 // end closes the request: what a leg still holds is abandoned (the request ended without an
 // answer that says anything about the worker: a panic, a failed body rewrite, a client that
-// left), and the admission slot is freed unless a relay carries it.
+// left), and the admission slot is freed.
 func (a *attempt) end() {
 	a.main.abandon()
 	a.prefill.abandon()
@@ -169,8 +155,8 @@ func (a *attempt) last() bool { return a.once || a.failures+1 >= a.s.cfg.Retry.a
 // tryDeadline is the deadline of the try about to start at now: the request's deadline, or,
 // for a buffered answer that another try may follow, half the time left, so that a worker
 // that hangs leaves time to retry elsewhere within the request's deadline. A streamed try
-// always has all that is left: fasthttp bounds a stream's body with the deadline of its
-// headers, and a stream may rightly last as long as the request may.
+// always has all that is left: the forward's deadline bounds the stream's body too, and a
+// stream may rightly last as long as the request may.
 func (a *attempt) tryDeadline(stream bool, now time.Time) time.Time {
 	if stream || a.last() {
 		return a.deadline
@@ -216,21 +202,8 @@ func (a *attempt) served(rt *policy.Route, w *worker.Worker) {
 	}
 }
 
-// handOff gives the answering leg, with the request's admission slot, to whoever finishes
-// the answer after the data plane's handler returns (the relay of a streamed answer); end
-// then leaves both alone.
-func (a *attempt) handOff() leg {
-	a.main.firstByte()
-	l := a.take(&a.main)
-	if a.admitted {
-		l.slot, a.admitted = a.s.adm, false
-	}
-	a.handedOff = true
-	return l
-}
-
-// take moves l out of the attempt to a new owner (the prefill leg to its job, which may
-// outlive the handler).
+// take moves l out of the attempt to a new owner (a prefill or encode leg to its
+// evloop.Call, which may outlive the request).
 func (a *attempt) take(l *leg) leg {
 	moved := *l
 	*l = leg{}
@@ -247,7 +220,6 @@ type leg struct {
 	inFlight bool
 	keys     *policy.KeyLoads // set when the leg counts against the request's routing key
 	key      uint64
-	slot     *admission // the request's admission slot, carried by a handed-off leg
 	// sent is when the request left for the worker (clock.Nanos), while it waits for the
 	// answer's first byte; 0 once the answer started (worker/stall reads the waits).
 	sent int64
@@ -313,8 +285,5 @@ func (l *leg) release(o breaker.Outcome) {
 		}
 	}
 	l.w.Breaker.Record(l.permit, o, breaker.Now())
-	if l.slot != nil {
-		l.slot.release()
-	}
 	*l = leg{}
 }

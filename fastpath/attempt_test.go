@@ -150,20 +150,8 @@ func TestHungWorkersTimeOutWithinTheRequestsDeadline(t *testing.T) {
 	testutil.Eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
 }
 
-// serveTCP serves the gateway on a real loopback socket too (a client's close is seen on a
-// socket, not on an in-memory pipe) and returns its address.
-func (g *gateway) serveTCP() string {
-	if testPlane == DataPlaneEvloop { // the gateway's listener is a loopback socket already
-		return g.ln.Addr().String()
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	go func() { _ = g.srv.Serve(ln) }()
-	g.t.Cleanup(func() { _ = ln.Close() })
-	return ln.Addr().String()
-}
+// serveTCP returns the address of the gateway's loopback socket.
+func (g *gateway) serveTCP() string { return g.ln.Addr().String() }
 
 // TestClientLeavingDuringBackoffFreesEverything: a client that hangs up while its request
 // waits out a retry pause (one minute here) ends the request at once: the admission slot is

@@ -98,10 +98,6 @@ type Config struct {
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// DataPlane serves the generation routes from event loops (DataPlaneEvloop, the
-	// default; Serve then needs a TCP listener) or with fasthttp (DataPlaneFastHTTP)
-	// (--data-plane).
-	DataPlane string
 	// MaxConnsPerWorker caps the event loops' connections to one worker
 	// (--max-connections-per-worker; the fasthttp plane's is in worker.ClientOptions).
 	// Default 2048.
@@ -126,7 +122,6 @@ func DefaultConfig() Config {
 		Admission:         DefaultAdmissionConfig(),
 		Retry:             DefaultRetryConfig(),
 		FanOut:            DefaultFanOutConfig(),
-		DataPlane:         DataPlaneEvloop,
 		MaxConnsPerWorker: DefaultMaxConnsPerWorker,
 	}
 }
@@ -169,11 +164,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-connections-per-worker %d: must be positive (default %d)", c.MaxConnsPerWorker, DefaultMaxConnsPerWorker)
 	case c.DrainSettle < 0:
 		return fmt.Errorf("--drain-settle-secs: must not be negative (0: remove at once)")
-	}
-	switch c.DataPlane {
-	case DataPlaneFastHTTP, DataPlaneEvloop:
-	default:
-		return fmt.Errorf("--data-plane %q: must be %s or %s", c.DataPlane, DataPlaneFastHTTP, DataPlaneEvloop)
 	}
 	if err := c.Retry.Validate(); err != nil {
 		return err

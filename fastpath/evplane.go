@@ -19,16 +19,6 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// Data planes (--data-plane).
-const (
-	// DataPlaneFastHTTP serves every route with fasthttp, a goroutine per connection.
-	DataPlaneFastHTTP = "fasthttp"
-	// DataPlaneEvloop serves the generation and pass-through routes, PD included, from event
-	// loops (fastpath/evloop) and hands every other request to the fasthttp handler on a
-	// goroutine.
-	DataPlaneEvloop = "evloop"
-)
-
 // loopPlane is the gateway's evloop.Handler (and the CallHandler of PD prefill calls).
 // Generation and pass-through requests run on the loop, PD and EPD included, to plain and
 // TLS workers alike (evloop/tls.go), with no goroutine and no allocation in steady state
@@ -61,20 +51,20 @@ func (s *Server) startLoops() (*evloop.Server, error) {
 	})
 }
 
-// streamFailureEvent ends a stream whose worker broke mid-answer (the fasthttp relay's tail).
+// streamFailureEvent ends a stream whose worker broke mid-answer: the client learns why its
+// answer stops instead of hanging on a half-closed stream.
 const streamFailureEvent = `data: {"error":{"message":"the worker's stream broke before the answer was complete","type":"server_error","code":"worker_stream_failed","param":null}}` + "\n\ndata: [DONE]\n\n"
 
-// loopExchange is a generation request's state on the loop: the shared exchange scratch
-// (its attempt holds admission, picks, in-flight holds, breaker permits and the retry budget,
-// as on the fasthttp plane) and where the request is. It lives in evloop.Exchange.User,
-// reused from request to request.
+// loopExchange is a generation request's state on the loop: the exchange scratch (its attempt
+// holds admission, picks, in-flight holds, breaker permits and the retry budget) and where
+// the request is. It lives in evloop.Exchange.User, reused from request to request.
 type loopExchange struct {
 	s       *Server
 	ex      *evloop.Exchange // the exchange whose User this is (fixed: both are reused together)
 	x       exchange
 	route   int
 	rt      *policy.Route
-	begun   bool // x.attempt.begin ran: end must run exactly once
+	begun   bool // the request was admitted (x.attempt.start ran): end must run exactly once
 	start   time.Time
 	target  evloop.Target
 	lastErr error
@@ -180,8 +170,8 @@ func (le *loopExchange) unpark(ex *evloop.Exchange) {
 	le.admitted(ex)
 }
 
-// checkHop is the fasthttp plane's checkHop (loops.go) over the loop's request: it refuses a
-// request that went through this gateway already and readies X-SMG-Hop with the gateway's id.
+// checkHop refuses a request that went through this gateway already (loops.go) and readies
+// X-SMG-Hop with the gateway's id.
 func (le *loopExchange) checkHop(ex *evloop.Exchange) bool {
 	s, x := le.s, &le.x
 	seen := ex.Req().Header(headerHop)
@@ -209,8 +199,8 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 	now := ex.Now()
 	deadline := a.tryDeadline(x.fields.Stream, now)
 	le.target = evloop.Target{Addr: w.Host, TLS: w.TLSConfig(), Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
-	// --first-byte-timeout-secs, as on the fasthttp plane: it bounds a non-streamed answer
-	// whole (it starts only when complete) and a stream's head.
+	// --first-byte-timeout-secs bounds a non-streamed answer whole (it starts only when
+	// complete) and a stream's head.
 	if fbt := le.s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {
 		if x.fields.Stream {
 			le.target.HeadBy = now.Add(fbt)
@@ -225,9 +215,8 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 	ex.Forward(le, &le.target, deadline)
 }
 
-// KeepWaiting cuts the wait for the head of a worker that worker/stall found unresponsive
-// (the fasthttp plane's worker.ErrWorkerUnresponsive): the attempt fails as a fault and is
-// retried elsewhere.
+// KeepWaiting cuts the wait for the head of a worker that worker/stall found unresponsive:
+// the attempt fails as a fault and is retried elsewhere.
 func (le *loopExchange) KeepWaiting(*evloop.Exchange) bool {
 	w := le.x.attempt.main.w
 	return w == nil || w.StallState() != worker.StallUnresponsive
@@ -265,7 +254,7 @@ func (le *loopExchange) answerHeaders(ex *evloop.Exchange, w *worker.Worker) {
 }
 
 // UpstreamDone settles the attempt's leg with the worker's answer and then delivers the
-// answer, retries elsewhere or answers the failure, as the fasthttp plane's dispatch does.
+// answer, retries elsewhere or answers the failure.
 func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 	a := &le.x.attempt
 	switch {
@@ -279,8 +268,8 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		}
 		le.finish(499)
 	case errors.Is(err, evloop.ErrClientGone) || errors.Is(err, evloop.ErrShutdown):
-		// The client left: the leg still held is abandoned (end), like the fasthttp relay's
-		// close with an error; a relayed answer counts as the worker's error class.
+		// The client left: the leg still held is abandoned (end); a relayed answer counts
+		// as the worker's error class.
 		status := 499 // nginx's "client closed request": no answer was complete
 		if w := a.main.w; w != nil && ex.Relayed() {
 			status = ex.Status()
@@ -475,7 +464,7 @@ func (p loopPlane) bridge(ex *evloop.Exchange) {
 	}
 	r := ex.Req()
 	ctx := new(fasthttp.RequestCtx)
-	ctx.Init2(&bridgeConn{st: st}, fasthttpLogger{p.s.log}, true)
+	ctx.Init2(&bridgeConn{}, fasthttpLogger{p.s.log}, true)
 	req := &ctx.Request
 	req.Header.SetMethodBytes(r.Method())
 	req.SetRequestURIBytes(r.Target())
@@ -492,7 +481,7 @@ func (p loopPlane) bridge(ex *evloop.Exchange) {
 	keepAlive := r.KeepAlive()
 	go func() {
 		s := p.s
-		s.Handle(ctx)
+		s.serveBridged(ctx)
 		ctx.Response.SkipBody = string(ctx.Method()) == "HEAD"
 		if !keepAlive {
 			ctx.Response.SetConnectionClose()
@@ -507,22 +496,10 @@ func (p loopPlane) bridge(ex *evloop.Exchange) {
 }
 
 // bridgeConn is the connection a bridged request's fasthttp handler sees: it reads and writes
-// nothing (the loop does), and tells a retry's pause (pause.go) and a round trip waiting for
-// its worker (ClientLeft) when the client left.
-type bridgeConn struct{ st *evloop.Stream }
+// nothing (the loop does).
+type bridgeConn struct{}
 
 var bridgeAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
-
-// ClientLeft tells a worker's round trip waiting for its first byte that the client left
-// (worker.Watch).
-func (b *bridgeConn) ClientLeft() bool {
-	select {
-	case <-b.st.Left():
-		return true
-	default:
-		return false
-	}
-}
 
 func (*bridgeConn) Read([]byte) (int, error)         { return 0, io.EOF }
 func (*bridgeConn) Write(p []byte) (int, error)      { return 0, errors.New("bridged connection") }

@@ -6,14 +6,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"os"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
@@ -21,18 +19,8 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// testPlane is the data plane the package's tests run against: the default, evloop, unless
-// the environment says SMG_TEST_DATA_PLANE=fasthttp (make test runs the package both ways).
-// The event loops need real sockets: on evloop the gateway and the fake workers listen on
-// loopback, on fasthttp in memory.
-var testPlane = func() string {
-	if p := os.Getenv("SMG_TEST_DATA_PLANE"); p != "" {
-		return p
-	}
-	return DataPlaneEvloop
-}()
-
-// dialListener is a listener a test can dial: in memory, or a loopback TCP listener.
+// dialListener is a listener a test can dial: a loopback TCP listener (the event loops need
+// real sockets), or one wrapping it (tlsListener).
 type dialListener interface {
 	net.Listener
 	Dial() (net.Conn, error)
@@ -42,15 +30,8 @@ type tcpListener struct{ *net.TCPListener }
 
 func (l tcpListener) Dial() (net.Conn, error) { return net.Dial("tcp", l.Addr().String()) }
 
-// newTestListener returns a listener for the test's data plane.
+// newTestListener returns a loopback listener on a free port.
 func newTestListener(t testing.TB) dialListener {
-	if testPlane == DataPlaneEvloop {
-		return newLoopbackListener(t)
-	}
-	return fasthttputil.NewInmemoryListener()
-}
-
-func newLoopbackListener(t testing.TB) dialListener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +39,7 @@ func newLoopbackListener(t testing.TB) dialListener {
 	return tcpListener{ln.(*net.TCPListener)}
 }
 
-// fakeWorker is an in-memory engine: a fasthttp server on an InmemoryListener that answers
+// fakeWorker is a fake engine: a fasthttp server on a loopback listener that answers
 // chat completions with a fixed JSON body or, for "stream":true, with SSE events paced by
 // the test through the events channel.
 type fakeWorker struct {
@@ -151,8 +132,6 @@ type gateway struct {
 	fakesMu sync.Mutex
 	// others are the listeners of other fakes (PD) by worker host:port, for resolve.
 	others map[string]dialListener
-	// loopback makes the gateway listen on a loopback socket whatever the data plane.
-	loopback bool
 	// tls configures the connections to https workers (worker.ClientOptions.TLS).
 	tls *tls.Config
 }
@@ -199,9 +178,6 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 		t.Fatal(err)
 	}
 	g.reg.Subscribe(router.Update)
-	if cfg.DataPlane == "" {
-		cfg.DataPlane = testPlane
-	}
 	g.srv, err = New(withDefaults(cfg), g.reg, router)
 	if err != nil {
 		t.Fatal(err)
@@ -209,11 +185,7 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 	g.srv.DiscoverModels = nil
 	g.srv.resolveUpstream = g.resolve
 	addWorkers()
-	if g.loopback {
-		g.ln = newLoopbackListener(t)
-	} else {
-		g.ln = newTestListener(t)
-	}
+	g.ln = newTestListener(t)
 	go func() { _ = g.srv.Serve(g.ln) }()
 	t.Cleanup(func() { _ = g.srv.Shutdown(context.Background()); _ = g.ln.Close() })
 	g.client = &fasthttp.HostClient{Addr: "gateway", Dial: func(string) (net.Conn, error) { return g.ln.Dial() }, MaxConns: 64}
@@ -242,7 +214,8 @@ func overlay(dst, src reflect.Value) {
 }
 
 // resolve maps a fake worker's made-up address to where it listens (the event loops connect
-// by address; the fasthttp plane dials through the registry's Dial instead).
+// by address; the registry's Dial, for the admin routes' and probes' round trips, goes to the
+// same fakes).
 func (g *gateway) resolve(addr string) string {
 	if f := g.fake(addr); f != nil {
 		return f.ln.Addr().String()

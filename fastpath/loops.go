@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
 // Forwarding loops (issue 17): a gateway registered as its own worker, directly or through
@@ -34,24 +32,6 @@ func newHopID() []byte {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return []byte(hex.EncodeToString(b[:]))
-}
-
-// checkHop refuses a request that went through this gateway already and adds the gateway's
-// id to its X-SMG-Hop header. It returns false after answering 508.
-func (s *Server) checkHop(ctx *fasthttp.RequestCtx, x *exchange, route int) bool {
-	h := &ctx.Request.Header
-	seen := h.Peek(headerHop)
-	if len(seen) == 0 {
-		h.SetBytesV(headerHop, s.hopID)
-		return true
-	}
-	if len(seen) > maxHopHeader || hopListHas(seen, s.hopID) {
-		s.fail(ctx, route, errLoop, "the request came back to the gateway that forwarded it (X-SMG-Hop): a worker URL points at a gateway; remove it with DELETE /workers/{id}")
-		return false
-	}
-	x.hops = append(append(append(x.hops[:0], seen...), ", "...), s.hopID...)
-	h.SetBytesV(headerHop, x.hops)
-	return true
 }
 
 // hopListHas reports whether the comma-separated list holds id.

@@ -99,8 +99,6 @@ func newLegsGateway(t testing.TB, cfg Config, rc policy.RouterConfig, legs ...le
 	for _, l := range legs {
 		for _, f := range l.fakes {
 			if f != nil {
-				_, tcp := f.ln.(tcpListener)
-				g.loopback = g.loopback || tcp
 				if tl, ok := f.ln.(tlsListener); ok { // workers behind TLS (tlsworker_test.go)
 					g.tls = tl.client
 				}
@@ -396,10 +394,9 @@ func TestPDClientErrorIsNotRetried(t *testing.T) {
 }
 
 // netHTTPPDFake is a PD engine on net/http over loopback, whose handler sees its request
-// cancelled (r.Context) when the gateway closes the connection. A gateway over such fakes
-// listens on loopback too, on either data plane (a client's close is seen on a socket).
+// cancelled (r.Context) when the gateway closes the connection.
 func netHTTPPDFake(t *testing.T, h http.HandlerFunc) *pdFake {
-	ln := newLoopbackListener(t)
+	ln := newTestListener(t)
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })

@@ -2,13 +2,11 @@ package fastpath
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,14 +18,15 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// Server is the gateway's HTTP front end.
+// Server is the gateway's HTTP front end: the event loops (fastpath/evloop) serve every
+// client connection; the generation and pass-through routes run on them, every other route
+// is bridged to the fasthttp handler (serveBridged) on a goroutine.
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	reg    *worker.Registry
 	router *policy.Router
-	srv    *fasthttp.Server
-	loops  *evloop.Server // the event loops of DataPlaneEvloop; nil with fasthttp
+	loops  *evloop.Server // set by Serve, then loopsReady is closed
 	// resolveUpstream maps worker addresses for the event loops (tests); nil: none.
 	resolveUpstream func(string) string
 	loopsReady      chan struct{} // closed once Serve has built s.loops
@@ -45,11 +44,6 @@ type Server struct {
 	// logDecisions is set when the logger takes debug records: every routing decision is then
 	// logged (spec: Observability). Decided once, so the hot path tests one bool.
 	logDecisions bool
-
-	exchanges sync.Pool // *exchange
-	relays    sync.Pool // *relay
-	// prefillSenders run the prefill legs of SGLang PD requests.
-	prefillSenders senders
 
 	// DiscoverModels asks a new worker which models it serves when its spec names none.
 	// Replaceable in tests. Default worker.DiscoverModels.
@@ -74,44 +68,9 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		hopID:          newHopID(),
 		logDecisions:   cfg.Logger.Enabled(context.Background(), slog.LevelDebug),
 		DiscoverModels: worker.DiscoverModels,
-		prefillSenders: newSenders(),
-	}
-	s.exchanges.New = func() any { return new(exchange) }
-	s.relays.New = func() any { return new(relay) }
-	s.srv = &fasthttp.Server{
-		Handler:                      s.Handle,
-		ErrorHandler:                 s.handleServerError,
-		Name:                         "smg",
-		MaxRequestBodySize:           cfg.MaxPayloadSize,
-		ReadTimeout:                  cfg.ReadTimeout,
-		IdleTimeout:                  cfg.IdleTimeout,
-		Concurrency:                  cfg.MaxConnections,
-		NoDefaultServerHeader:        true,
-		DisablePreParseMultipartForm: true,
-		CloseOnShutdown:              true,
-		TCPKeepalive:                 true,
-		// The body is read by Handle into a buffer that grows as bytes arrive (body.go).
-		StreamRequestBody: true,
-		// The read buffer holds the whole header block: its size is the header limit.
-		ReadBufferSize: cfg.MaxHeaderSize,
-		// fasthttp's parse errors otherwise quote the raw request, Authorization included,
-		// in logs and in the 400 answer's body.
-		SecureErrorLogMessage: true,
-		HeaderReceived:        s.headerReceived,
-		Logger:                fasthttpLogger{cfg.Logger},
 	}
 	s.loopsReady = make(chan struct{})
 	return s, nil
-}
-
-// headerReceived runs once a request's headers are read, before its body. fasthttp reads the
-// first bytes of a streamed body (up to 8 KiB) before the handler runs; for a declared body
-// past --max-payload-size, one byte is enough for Handle to answer 413 at once.
-func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if h.ContentLength() > s.cfg.MaxPayloadSize {
-		return fasthttp.RequestConfig{MaxRequestBodySize: 1}
-	}
-	return fasthttp.RequestConfig{}
 }
 
 // Addr is the configured listen address.
@@ -119,35 +78,24 @@ func (s *Server) Addr() string {
 	return net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port))
 }
 
-// Serve serves connections from ln until Shutdown. With DataPlaneEvloop, ln must be a TCP
-// listener.
+// Serve serves connections from ln, a TCP listener, on the event loops until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.listen.Store(a)
 	}
-	if s.cfg.DataPlane == DataPlaneEvloop {
-		loops, err := s.startLoops()
-		if err != nil {
-			return err
-		}
-		s.loops = loops
-		close(s.loopsReady)
-		return loops.Serve(ln)
+	loops, err := s.startLoops()
+	if err != nil {
+		return err
 	}
-	err := s.srv.Serve(lingerListener{ln})
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
+	s.loops = loops
+	close(s.loopsReady)
+	return loops.Serve(ln)
 }
 
 // openConnections counts the client connections being served.
 func (s *Server) openConnections() int {
-	if s.cfg.DataPlane == DataPlaneEvloop {
-		<-s.loopsReady
-		return int(s.loops.OpenConnections())
-	}
-	return int(s.srv.GetOpenConnectionsCount())
+	<-s.loopsReady
+	return int(s.loops.OpenConnections())
 }
 
 // Drain makes readiness answer 503 "draining" so load balancers stop sending; requests keep
@@ -161,28 +109,21 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // streams included, to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Drain()
-	if s.cfg.DataPlane == DataPlaneEvloop {
-		select {
-		case <-s.loopsReady:
-			return s.loops.Shutdown(ctx)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	select {
+	case <-s.loopsReady:
+		return s.loops.Shutdown(ctx)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return s.srv.ShutdownWithContext(ctx)
 }
 
-// Handle is the fasthttp handler: it routes by path with one switch.
-func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
+// serveBridged is the fasthttp handler of the requests the event loops bridge
+// (loopPlane.bridge): the worker API, the probes, /v1/models, the admin routes, and any
+// method but POST on a generation or pass-through route. It routes by path with one switch.
+func (s *Server) serveBridged(ctx *fasthttp.RequestCtx) {
 	defer s.recoverPanic(ctx)
-	route, er, generation := generationRoute(ctx.Path())
-	body, ok := s.readBody(ctx, generation)
-	if !ok {
-		return
-	}
-	defer s.releaseBody(ctx, body)
-	if generation {
-		s.generation(ctx, body, route, er)
+	if route, _, ok := generationRoute(ctx.Path()); ok { // the loops serve their POSTs
+		s.methodNotAllowed(ctx, route, "POST")
 		return
 	}
 	switch string(ctx.Path()) {
@@ -271,28 +212,6 @@ func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx) {
 		s.log.Error("Panic while serving a request", "method", string(ctx.Method()), "path", string(ctx.Path()), "panic", p, "stack", string(debug.Stack()))
 		writeError(ctx, errInternal, "internal error; the gateway logged the details")
 	}
-}
-
-// handleServerError answers errors fasthttp meets before the handler runs (body too large,
-// malformed HTTP, read timeout) in the gateway's envelope.
-func (s *Server) handleServerError(ctx *fasthttp.RequestCtx, err error) {
-	var small *fasthttp.ErrSmallBuffer
-	switch {
-	case errors.As(err, &small):
-		lingerOnClose(ctx.Conn())
-		writeError(ctx, errHeaderTooLarge, fmt.Sprintf("request header block exceeds --max-header-size (%d bytes)", s.cfg.MaxHeaderSize))
-	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		lingerOnClose(ctx.Conn())
-		writeError(ctx, errPayloadTooLarge, fmt.Sprintf("request body exceeds --max-payload-size (%d bytes)", s.cfg.MaxPayloadSize))
-	default:
-		var te interface{ Timeout() bool }
-		if errors.As(err, &te) && te.Timeout() {
-			writeError(ctx, errReadTimeout, "timed out reading the request")
-			return
-		}
-		writeError(ctx, errInvalidRequest, "malformed HTTP request: "+err.Error())
-	}
-	s.m.observe(routeOther, ctx.Response.StatusCode(), time.Now())
 }
 
 func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, route int, allow string) {

@@ -34,7 +34,7 @@ func tlsGateway(t *testing.T, h http.HandlerFunc) (*gateway, *worker.Worker) {
 	t.Cleanup(srv.Close)
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
-	g := &gateway{t: t, loopback: true, tls: &tls.Config{RootCAs: roots, ServerName: "example.com", MinVersion: tls.VersionTLS13}}
+	g := &gateway{t: t, tls: &tls.Config{RootCAs: roots, ServerName: "example.com", MinVersion: tls.VersionTLS13}}
 	addr := srv.Listener.Addr().String()
 	var w *worker.Worker
 	g.start(Config{Retry: fastRetries()}, policy.RouterConfig{DefaultPolicy: "round_robin"},
@@ -155,7 +155,7 @@ func TestTLSWorkerWhoseTicketsFollowTheHandshake(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pem)
-	g := &gateway{t: t, loopback: true, tls: &tls.Config{RootCAs: roots, ServerName: "example.com"}}
+	g := &gateway{t: t, tls: &tls.Config{RootCAs: roots, ServerName: "example.com"}}
 	g.start(Config{}, policy.RouterConfig{DefaultPolicy: "round_robin"},
 		func(string) (net.Conn, error) { return net.Dial("tcp", addr) },
 		func() {
@@ -176,8 +176,8 @@ func TestTLSWorkerWhoseTicketsFollowTheHandshake(t *testing.T) {
 
 // tlsListener serves a fake worker over TLS with a certificate of a test PKI: Accept
 // wraps each connection in a TLS server and counts it (one per handshake: connections to a
-// worker are kept alive); Dial stays plain (the fasthttp plane's worker client runs TLS over
-// it). newLegsGateway makes its workers https:// and trusts client.
+// worker are kept alive); Dial stays plain (the registry's worker client, for probes and the
+// admin routes, runs TLS over it). newLegsGateway makes its workers https:// and trusts client.
 type tlsListener struct {
 	dialListener
 	server, client *tls.Config

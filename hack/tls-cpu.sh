@@ -1,7 +1,9 @@
 #!/bin/bash
 # CPU per request of smg in front of one TLS worker (mockworker --server fasthttp over TLS):
 # base (91c5d04: TLS workers bridged to the fasthttp handler on the evloop plane), new native
-# TLS on the loops, new --data-plane fasthttp, and new evloop to a plain worker (reference).
+# TLS on the loops, the fasthttp plane (smg-fasthttp, built from 338cee7, the last commit that
+# had --data-plane fasthttp; the row is left out without it), and new evloop to a plain
+# worker (reference).
 # smg alone on core 0 (GOMAXPROCS=1); mocks and loadgen on core 1. Rows alternate, ROUNDS rounds.
 # D holds the binaries (smg-base built from 91c5d04, smg-new, mockworker, loadgen) and a CA
 # (ca.pem) with a worker certificate for IP 127.0.0.1 (cert.pem, key.pem); see
@@ -38,6 +40,8 @@ for r in $(seq $ROUNDS); do
   echo "round $r (stream=$STREAM, $CONC clients, $DUR)"
   row base-bridged 30100 $D/smg-base "SSL_CERT_FILE=$D/ca.pem" --worker-urls https://127.0.0.1:18443
   row new-native   30200 $D/smg-new  "" --worker-urls https://127.0.0.1:18443 --worker-ca-file $D/ca.pem
-  row new-fasthttp 30300 $D/smg-new  "" --worker-urls https://127.0.0.1:18443 --worker-ca-file $D/ca.pem --data-plane fasthttp
+  if [ -x $D/smg-fasthttp ]; then
+    row fasthttp   30300 $D/smg-fasthttp "" --worker-urls https://127.0.0.1:18443 --worker-ca-file $D/ca.pem --data-plane fasthttp
+  fi
   row new-plain    30400 $D/smg-new  "" --worker-urls http://127.0.0.1:18080
 done

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -51,6 +52,22 @@ type options struct {
 	enableIGW bool
 }
 
+// dataPlaneEvloop is the one value --data-plane takes.
+const dataPlaneEvloop = "evloop"
+
+// checkDataPlane accepts --data-plane evloop, which earlier versions took to choose the event
+// loops over the fasthttp generation path; that path is gone (issue 14), so the flag chooses
+// nothing and fasthttp is refused with what to run instead.
+func checkDataPlane(v string) error {
+	switch v {
+	case dataPlaneEvloop:
+		return nil
+	case "fasthttp":
+		return errors.New("the fasthttp data plane was removed: the event loops serve every route and every worker, TLS included (docs/differences.md)")
+	}
+	return errors.New("not a data plane")
+}
+
 // newFlagSet registers every flag of `smg launch` on o.
 func newFlagSet(o *options) *cli.FlagSet {
 	fs := cli.NewFlagSet("smg launch")
@@ -68,7 +85,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Duration("first-byte-timeout-secs", &g.FirstByteTimeout, 0, "Time a worker has to start its answer, per try, before the request is retried elsewhere and the worker's breaker counts a fault (0: none); a non-streamed answer starts when complete")
 	fs.String("api-key", &g.APIKey, "", "Bearer token the worker API (/workers) requires; empty leaves it open (also --api-key-file, or $SMG_API_KEY)").WithMetavar("KEY")
 	fs.String("api-key-file", &o.apiKeyFile, "", "File holding --api-key on one line; unlike the flag, process listings do not show it").WithMetavar("FILE")
-	fs.Enum("data-plane", &g.DataPlane, fastpath.DataPlaneEvloop, []string{fastpath.DataPlaneEvloop, fastpath.DataPlaneFastHTTP}, "What serves the generation routes: evloop (epoll event loops, one per core) or fasthttp (a goroutine per connection); see docs/benchmarks.md").WithMetavar("PLANE")
+	fs.Func("data-plane", dataPlaneEvloop, dataPlaneEvloop, "Accepted for the command lines of earlier versions: evloop, the epoll event loops (one per core), is the only data plane; fasthttp was removed (docs/differences.md)", checkDataPlane).WithMetavar("PLANE")
 	fs.Duration("shutdown-grace-period-secs", &o.shutdownGrace, 180*time.Second, "On SIGTERM, how long in-flight requests may take to finish before exit")
 
 	fs.Duration("drain-settle-secs", &g.DrainSettle, fastpath.DefaultDrainSettle, "How long a removed worker (and the gateway itself on SIGTERM) keeps serving what it has before it leaves; 0 leaves at once")

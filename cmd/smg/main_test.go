@@ -28,10 +28,25 @@ func TestRunRejectsBadFlagsWithExitTwo(t *testing.T) {
 		{"--prometheus-port", "70000"},
 		{"--max-connections-per-worker", "0"},
 		{"--port", "30123", "--worker-urls", "http://localhost:30123"},
+		{"--data-plane", "fasthttp"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}
+
+// TestDataPlaneFlagTakesOnlyTheEventLoops: --data-plane evloop, which scripts of earlier
+// versions pass, still parses; fasthttp, whose generation path was removed, is refused with
+// the reason, and any other value too.
+func TestDataPlaneFlagTakesOnlyTheEventLoops(t *testing.T) {
+	if _, err := parseValid(t, "--data-plane", "evloop"); err != nil {
+		t.Fatalf("--data-plane evloop: %v", err)
+	}
+	for value, want := range map[string]string{"fasthttp": "fasthttp data plane was removed", "epoll": "not a data plane"} {
+		if _, err := parse(t, "--data-plane", value); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "give evloop") {
+			t.Errorf("--data-plane %s: %v, want an error saying %q and naming evloop", value, err, want)
 		}
 	}
 }

@@ -199,11 +199,6 @@ func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
 	port, prom := FreePort(t, "127.0.0.1"), FreePort(t, "127.0.0.1")
 	all := append([]string{"launch", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(prom)}, args...)
-	// SMG_TEST_DATA_PLANE=fasthttp (or evloop, the default) runs every gateway of the suite on
-	// that data plane.
-	if plane := os.Getenv("SMG_TEST_DATA_PLANE"); plane != "" && !contains(args, "--data-plane") {
-		all = append(all, "--data-plane", plane)
-	}
 	g := &Gateway{Process: StartEnv(t, env, b.SMG, all...),
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port), MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", prom)}
 	testutil.Eventually(t, "gateway /health", func() bool {

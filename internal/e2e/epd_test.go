@@ -80,19 +80,13 @@ func TestEPDSGLang(t *testing.T) {
 	runEPDSGLang(t, "127.0.0.41", "127.0.0.42", "127.0.0.43")
 }
 
-// TestEPDOnTheEventLoopPlane: the same with --data-plane evloop, where the encode leg is an
-// evloop.Call on the client connection's loop and the PD legs run as in PD mode there.
-func TestEPDOnTheEventLoopPlane(t *testing.T) {
-	runEPDSGLang(t, "127.0.0.44", "127.0.0.45", "127.0.0.46", "--data-plane", "evloop")
-}
-
-func runEPDSGLang(t *testing.T, encodeHost, prefillHost, decodeHost string, extra ...string) {
+func runEPDSGLang(t *testing.T, encodeHost, prefillHost, decodeHost string) {
 	e := startPDMock(t, encodeHost, "encode", "sglang", 2, FreePort(t, encodeHost))
 	p := startPDMock(t, prefillHost, "prefill", "sglang", 1, FreePort(t, prefillHost), "--require-encode")
 	d := startPDMock(t, decodeHost, "decode", "sglang", 2, 8998)
-	args := append([]string{"--epd-disaggregation",
+	args := []string{"--epd-disaggregation",
 		"--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0], "--decode", d.URLs[1],
-		"--encode-policy", "round_robin", "--prefill-policy", "random", "--decode-policy", "round_robin"}, extra...)
+		"--encode-policy", "round_robin", "--prefill-policy", "random", "--decode-policy", "round_robin"}
 	g := StartGateway(t, args...)
 	testutil.Eventually(t, "readiness 503 without an encode worker", func() bool {
 		r, err := Do(http.MethodGet, g.URL+"/readiness", "", nil)
@@ -347,10 +341,10 @@ func TestEPDDiscoveredRoles(t *testing.T) {
 	}
 }
 
-// TestEPDHangUpCancelsThePDLegs: on either data plane a client that leaves while the
-// prefill and decode workers hold its image request (after the encode leg succeeded) gets
-// both legs cancelled: every worker's in-flight count is back to 0 at once, although the held
-// workers would answer only after 10 minutes, and no breaker blames them.
+// TestEPDHangUpCancelsThePDLegs: a client that leaves while the prefill and decode workers
+// hold its image request (after the encode leg succeeded) gets both legs cancelled: every
+// worker's in-flight count is back to 0 at once, although the held workers would answer only
+// after 10 minutes, and no breaker blames them.
 func TestEPDHangUpCancelsThePDLegs(t *testing.T) {
 	e := startPDMock(t, "127.0.0.57", "encode", "sglang", 1, FreePort(t, "127.0.0.57"))
 	p := startPDMock(t, "127.0.0.58", "prefill", "sglang", 1, FreePort(t, "127.0.0.58"), "--require-encode")
@@ -366,28 +360,25 @@ func TestEPDHangUpCancelsThePDLegs(t *testing.T) {
 			}
 		}
 	}
-	for i, plane := range []string{"fasthttp", "evloop"} {
-		delay(0)
-		g := StartGateway(t, "--epd-disaggregation", "--data-plane", plane,
-			"--encode", e.URLs[0], strconv.Itoa(e.bootstrapPort), "--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0])
-		if r := MustDo(t, http.MethodPost, g.URL+mm.path, mm.body, nil); r.Status != 200 {
-			t.Fatalf("%s: image request before the hang-up: %d %s", plane, r.Status, r.Body)
-		}
-		delay(600000)
-		impatient := &http.Client{Timeout: 700 * time.Millisecond}
-		req, _ := http.NewRequest(http.MethodPost, g.URL+mm.path, strings.NewReader(mm.body))
-		if resp, err := impatient.Do(req); err == nil {
-			resp.Body.Close()
-			t.Fatalf("%s: the held PD legs answered: %d", plane, resp.StatusCode)
-		}
-		if got, want := pdCountAt(t, e.URLs[0], "encode", "ok"), 2*(i+1); got != want {
-			t.Fatalf("%s: the encode worker encoded %d requests, want %d: the hang-up must come after the encode leg", plane, got, want)
-		}
-		checkNoneInFlight(t, g, all...)
-		for _, u := range all {
-			if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, u)); v != 0 {
-				t.Errorf("%s: worker %s's breaker is %v after a client left it, want 0 (closed)", plane, u, v)
-			}
+	g := StartGateway(t, "--epd-disaggregation",
+		"--encode", e.URLs[0], strconv.Itoa(e.bootstrapPort), "--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0])
+	if r := MustDo(t, http.MethodPost, g.URL+mm.path, mm.body, nil); r.Status != 200 {
+		t.Fatalf("image request before the hang-up: %d %s", r.Status, r.Body)
+	}
+	delay(600000)
+	impatient := &http.Client{Timeout: 700 * time.Millisecond}
+	req, _ := http.NewRequest(http.MethodPost, g.URL+mm.path, strings.NewReader(mm.body))
+	if resp, err := impatient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the held PD legs answered: %d", resp.StatusCode)
+	}
+	if got, want := pdCountAt(t, e.URLs[0], "encode", "ok"), 2; got != want {
+		t.Fatalf("the encode worker encoded %d requests, want %d: the hang-up must come after the encode leg", got, want)
+	}
+	checkNoneInFlight(t, g, all...)
+	for _, u := range all {
+		if v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_cb_state{worker=%q}`, u)); v != 0 {
+			t.Errorf("worker %s's breaker is %v after a client left it, want 0 (closed)", u, v)
 		}
 	}
 }
