@@ -211,6 +211,9 @@ func TestFlagErrorsAreOneLineWithTheFix(t *testing.T) {
 		{[]string{"compare", "a.json", "b.json", "--max-regresion", "5%"}, "loadgen compare: unknown flag --max-regresion; did you mean --max-regression?"},
 		{[]string{"report", "r.json", "--htm", "x.html"}, "loadgen report: unknown flag --htm; did you mean --html?"},
 		{[]string{"fakeserver", "--token-delay", "1"}, `loadgen fakeserver: invalid value "1" for --token-delay: give a duration`},
+		{[]string{"frobnicate"}, `loadgen: unexpected argument "frobnicate": loadgen's commands are run, compare, report and fakeserver, and run takes flags only (run 'loadgen --help')`},
+		{[]string{"base.json", "new.json"}, `loadgen: unexpected arguments "base.json" "new.json": to compare two results, run 'loadgen compare base.json new.json'`},
+		{[]string{"--model", "m", "r.json"}, `loadgen: unexpected argument "r.json": to summarize a result, run 'loadgen report r.json'`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := dispatch(tc.args, &stdout, &stderr)

@@ -153,7 +153,7 @@ func parseRun(args []string, stderr io.Writer) (cfg loadgen.Config, opts runOpti
 	}
 	opts = runOptions{output: *output, html: *html, progress: *progress, cpuProfile: *cpuProfile}
 	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "loadgen: unexpected argument %q: flags only (did you mean \"loadgen compare\"?)\n", rest[0])
+		fmt.Fprintf(stderr, "loadgen: %s\n", unexpectedArgument(rest))
 		return cfg, opts, exitUsage, true
 	}
 	if cfg.APIKey == "" {
@@ -266,4 +266,23 @@ func (e enumFlag[T]) Set(s string) error {
 		}
 	}
 	return fmt.Errorf("use one of %v", e.choices)
+}
+
+// unexpectedArgument says what to run instead of a run command line with positional
+// arguments: result files are compare's (two) or report's (one); anything else is a command
+// loadgen does not have, or a flag's value without its flag.
+func unexpectedArgument(rest []string) string {
+	json := 0
+	for _, a := range rest {
+		if strings.HasSuffix(a, ".json") {
+			json++
+		}
+	}
+	switch {
+	case json == 2 && len(rest) == 2:
+		return fmt.Sprintf("unexpected arguments %q %q: to compare two results, run 'loadgen compare %s %s'", rest[0], rest[1], rest[0], rest[1])
+	case json == 1 && len(rest) == 1:
+		return fmt.Sprintf("unexpected argument %q: to summarize a result, run 'loadgen report %s'", rest[0], rest[0])
+	}
+	return fmt.Sprintf("unexpected argument %q: loadgen's commands are run, compare, report and fakeserver, and run takes flags only (run 'loadgen --help')", rest[0])
 }
