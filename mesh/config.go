@@ -121,6 +121,7 @@ func (c *Config) Validate() error {
 func ParsePeerURL(s string) (string, error) {
 	ap, err := netip.ParseAddrPort(strings.TrimSpace(s))
 	if err != nil || ap.Port() == 0 {
+		//lint:ignore ST1005 the spec's message (high-availability.md: Troubleshooting), capital included
 		return "", fmt.Errorf("Invalid mesh peer URL %q: give IP:port such as 10.0.0.1:39527 (hostnames are not resolved; on Kubernetes use router discovery)", s)
 	}
 	return ap.String(), nil

@@ -25,8 +25,6 @@ type peer struct {
 	backoff   time.Duration // current backoff; 0 after a success
 	probing   bool          // a probe of it is in flight
 	suspectAt time.Time     // when it became SUSPECTED
-
-	sync syncState
 }
 
 func (p *peer) probeable() bool {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -129,7 +128,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 // rounds runs one Tick per round. A round blocked on a dead peer's connect timeout runs on
 // while the next starts; at most two overlap.
 func (m *Mesh) rounds(ctx context.Context) {
-	t := time.NewTicker(m.node.o.Round)
+	t := m.node.o.Clock.NewTicker(m.node.o.Round)
 	defer t.Stop()
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
@@ -138,7 +137,7 @@ func (m *Mesh) rounds(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		select {
 		case sem <- struct{}{}:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"sort"
-	"time"
 
 	"github.com/smg-go/smg/mesh/wire"
 )
@@ -268,10 +267,10 @@ func (n *Node) syncRound(ctx context.Context) {
 		s.Close()
 	}
 	for _, o := range outs {
-		start := time.Now()
+		start := n.o.Clock.Now()
 		err := o.st.stream.Send(o.msg)
 		if !o.st.inbound {
-			n.met.roundDuration(o.name, time.Since(start))
+			n.met.roundDuration(o.name, n.o.Clock.Now().Sub(start))
 		}
 		if err == nil {
 			n.mu.Lock()

@@ -89,14 +89,14 @@ func (ws *WorkerSync) Kick() {
 
 // Run reconciles on every kick and every reconcile interval until ctx ends.
 func (ws *WorkerSync) Run(ctx context.Context) {
-	t := time.NewTicker(ws.interval)
+	t := ws.node.o.Clock.NewTicker(ws.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ws.kick:
-		case <-t.C:
+		case <-t.C():
 		}
 		ws.Reconcile(ctx)
 	}

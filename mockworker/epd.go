@@ -152,8 +152,8 @@ func (w *Worker) resolveEncode(r *reply, done, gone <-chan struct{}) bool {
 	if res == pdOK {
 		pd.enc = nil
 		if w.engine == nil {
-			if err := w.pdf.rv.publish(pd.key, pd.rec); err != nil {
-				res, err = pdRejected, fmt.Errorf("%s: %w", pd.label, err)
+			if perr := w.pdf.rv.publish(pd.key, pd.rec); perr != nil {
+				res, err = pdRejected, fmt.Errorf("%s: %w", pd.label, perr)
 			} else {
 				w.countPD(pdOK)
 				r.pd = nil // nothing more to wait for

@@ -66,10 +66,10 @@ func (m *model) match(key []byte) (Match, []TenantStamp) {
 	res := Match{InputChars: len(bs)}
 	sh := m.held[m.shardIndex(key)]
 	for i := len(bs) - 1; i >= 0; i-- {
-		p := string(key[:bs[i]])
+		p := key[:bs[i]]
 		var holders []TenantStamp
 		for t, prefixes := range sh {
-			if st, ok := prefixes[p]; ok {
+			if st, ok := prefixes[string(p)]; ok {
 				holders = append(holders, TenantStamp{t, st})
 			}
 		}

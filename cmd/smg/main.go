@@ -25,6 +25,7 @@ import (
 	"github.com/smg-go/smg/discovery/k8s"
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
@@ -292,7 +293,7 @@ func (g *gateway) newRouter() error {
 
 // startMonitors starts the policies' maintenance, the load monitor and the health checker.
 func (g *gateway) startMonitors(ctx context.Context) error {
-	go g.policies.Maintenance.Run(ctx)
+	go g.policies.Maintenance.Run(ctx, clock.Real{})
 	lc := g.o.loadmon
 	lc.Metrics, lc.Logger = g.set, g.log
 	lc.Required = func() bool { return usesLoadAwarePolicy(g.router.Current()) }

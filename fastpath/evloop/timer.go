@@ -54,18 +54,6 @@ func (h *timerHeap) fire(l *loop) {
 	}
 }
 
-// waitMillis is epoll_wait's timeout: until the first timer, rounded up, or -1 for none.
-func (h timerHeap) waitMillis(now int64) int {
-	if len(h) == 0 {
-		return -1
-	}
-	d := h[0].at - now
-	if d <= 0 {
-		return 0
-	}
-	return int((d + 999_999) / 1_000_000)
-}
-
 func (h timerHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].idx, h[j].idx = i, j

@@ -12,6 +12,16 @@ type Clock interface {
 	NewTimer(d time.Duration) Timer
 	// After returns a channel that receives the time once d has passed (NewTimer(d).C()).
 	After(d time.Duration) <-chan time.Time
+	// NewTicker returns a ticker that fires every d (d > 0). Like time.Ticker, a tick the
+	// reader has not taken yet is not queued behind another: a slow reader skips ticks.
+	NewTicker(d time.Duration) Ticker
+}
+
+// Ticker is the part of time.Ticker the control plane uses.
+type Ticker interface {
+	C() <-chan time.Time
+	// Stop turns the ticker off; no tick is sent after it returns.
+	Stop()
 }
 
 // Timer is the part of time.Timer the control plane uses.
@@ -35,10 +45,18 @@ func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)}
 // After returns time.After(d).
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
+// NewTicker returns a time.Ticker.
+func (Real) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+
 type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+type realTicker struct{ t *time.Ticker }
+
+func (r realTicker) C() <-chan time.Time { return r.t.C }
+func (r realTicker) Stop()               { r.t.Stop() }
 
 // start anchors Nanos: time.Since reads the monotonic clock.
 var start = time.Now()
@@ -49,9 +67,10 @@ func Nanos() int64 { return int64(time.Since(start)) }
 
 // Fake is a Clock that moves only when the test advances it. It starts at FakeEpoch.
 type Fake struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*fakeTimer]bool
+	mu      sync.Mutex
+	now     time.Time
+	timers  map[*fakeTimer]bool
+	tickers map[*fakeTicker]bool
 }
 
 // FakeEpoch is where a NewFake clock starts (2023-11-14 22:13:20 UTC): a fixed time, so that
@@ -62,7 +81,9 @@ var FakeEpoch = time.Unix(1_700_000_000, 0)
 func NewFake() *Fake { return NewFakeAt(FakeEpoch) }
 
 // NewFakeAt returns a fake clock at t.
-func NewFakeAt(t time.Time) *Fake { return &Fake{now: t, timers: map[*fakeTimer]bool{}} }
+func NewFakeAt(t time.Time) *Fake {
+	return &Fake{now: t, timers: map[*fakeTimer]bool{}, tickers: map[*fakeTicker]bool{}}
+}
 
 var _ Clock = (*Fake)(nil)
 
@@ -89,7 +110,21 @@ func (c *Fake) NewTimer(d time.Duration) Timer {
 // After returns NewTimer(d).C().
 func (c *Fake) After(d time.Duration) <-chan time.Time { return c.NewTimer(d).C() }
 
-// Advance moves the clock by d and fires the timers that fall due.
+// NewTicker returns a ticker that fires each time Advance passes another multiple of d
+// since now; an Advance over several periods sends one tick, as a slow reader of a
+// time.Ticker gets.
+func (c *Fake) NewTicker(d time.Duration) Ticker {
+	if d <= 0 {
+		panic("clock: non-positive interval for NewTicker")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTicker{c: c, next: c.now.Add(d), every: d, ch: make(chan time.Time, 1)}
+	c.tickers[t] = true
+	return t
+}
+
+// Advance moves the clock by d and fires the timers and tickers that fall due.
 func (c *Fake) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -98,6 +133,18 @@ func (c *Fake) Advance(d time.Duration) {
 		if !t.at.After(c.now) {
 			t.ch <- c.now
 			delete(c.timers, t)
+		}
+	}
+	for t := range c.tickers {
+		if t.next.After(c.now) {
+			continue
+		}
+		select {
+		case t.ch <- c.now:
+		default: // the last tick is still unread: this one is dropped, as time.Ticker does
+		}
+		for !t.next.After(c.now) {
+			t.next = t.next.Add(t.every)
 		}
 	}
 }
@@ -111,11 +158,12 @@ func (c *Fake) Set(t time.Time) {
 	c.Advance(d)
 }
 
-// Waiting returns how many timers have not fired and were not stopped.
+// Waiting returns how many timers have not fired and were not stopped, and tickers that
+// were not stopped.
 func (c *Fake) Waiting() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.timers)
+	return len(c.timers) + len(c.tickers)
 }
 
 type fakeTimer struct {
@@ -132,4 +180,19 @@ func (t *fakeTimer) Stop() bool {
 	active := t.c.timers[t]
 	delete(t.c.timers, t)
 	return active
+}
+
+type fakeTicker struct {
+	c     *Fake
+	next  time.Time
+	every time.Duration
+	ch    chan time.Time
+}
+
+func (t *fakeTicker) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTicker) Stop() {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	delete(t.c.tickers, t)
 }

@@ -58,3 +58,44 @@ func TestRealTimerFires(t *testing.T) {
 	}
 	<-c.After(0)
 }
+
+// TestFakeTickerTicksEveryPeriod: a fake ticker fires each time Advance passes another
+// period; an Advance over several periods, or a tick left unread, gives one tick (the
+// reader of a time.Ticker gets the same), and a stopped ticker is silent.
+func TestFakeTickerTicksEveryPeriod(t *testing.T) {
+	c := NewFake()
+	tk := c.NewTicker(time.Second)
+	c.Advance(999 * time.Millisecond)
+	if fired(tk.C()) {
+		t.Fatal("ticked before its period")
+	}
+	c.Advance(time.Millisecond)
+	if !fired(tk.C()) {
+		t.Fatal("no tick after one period")
+	}
+	c.Advance(3500 * time.Millisecond) // periods 2, 3 and 4 pass: one tick
+	if !fired(tk.C()) || fired(tk.C()) {
+		t.Fatal("an Advance over three periods must give one tick")
+	}
+	c.Advance(500 * time.Millisecond) // period 5
+	c.Advance(time.Second)            // period 6, while 5's tick is unread
+	if !fired(tk.C()) || fired(tk.C()) {
+		t.Fatal("an unread tick must not queue another")
+	}
+	if c.Waiting() != 1 {
+		t.Fatalf("waiting %d with one ticker", c.Waiting())
+	}
+	tk.Stop()
+	c.Advance(10 * time.Second)
+	if fired(tk.C()) || c.Waiting() != 0 {
+		t.Fatal("a stopped ticker ticked")
+	}
+}
+
+func TestRealTickerTicks(t *testing.T) {
+	var c Clock = Real{}
+	tk := c.NewTicker(time.Millisecond)
+	<-tk.C()
+	<-tk.C()
+	tk.Stop()
+}

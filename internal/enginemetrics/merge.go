@@ -97,9 +97,6 @@ func (m *Merger) family(name string) *family {
 	return f
 }
 
-// Samples is the number of samples kept.
-func (m *Merger) Samples() int { return m.samples }
-
 // WriteTo writes the merged exposition: families in name order, each with its HELP and TYPE
 // line (the first seen) and every worker's samples.
 func (m *Merger) WriteTo(w io.Writer) (int64, error) {

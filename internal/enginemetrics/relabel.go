@@ -3,21 +3,15 @@ package enginemetrics
 import (
 	"bytes"
 	"strconv"
-
-	"github.com/smg-go/smg/internal/promlabel"
 )
 
 // LabelWorker is the label every re-exported sample carries: the worker's URL.
 const LabelWorker = "worker"
 
-// AppendRelabeled appends the sample line `name{labels} value [timestamp]` to dst with the
-// label worker="<url>" first; an engine's own worker label becomes exported_worker. ok is
-// false, and dst is returned unchanged, when line is not a well-formed sample.
-func AppendRelabeled(dst, line []byte, url string) ([]byte, bool) {
-	return appendRelabeled(dst, line, promlabel.Quote(url))
-}
-
-// appendRelabeled is AppendRelabeled with the worker label's value already quoted.
+// appendRelabeled appends the sample line `name{labels} value [timestamp]` to dst with the
+// label worker=quotedURL first (promlabel.Quote of the worker's URL); an engine's own worker
+// label becomes exported_worker. ok is false, and dst is returned unchanged, when line is not
+// a well-formed sample.
 func appendRelabeled(dst, line []byte, quotedURL string) ([]byte, bool) {
 	start := len(dst)
 	if bytes.IndexByte(line, '\n') >= 0 {

@@ -1,10 +1,13 @@
 package all
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/bucket"
 	"github.com/smg-go/smg/policy/cacheaware"
@@ -99,5 +102,41 @@ func TestAnEleventhPolicyIsOneTableLine(t *testing.T) {
 	m.Maintain(time.Unix(1, 0))
 	if len(built.maintained) != 1 {
 		t.Fatalf("maintained %d times, want 1", len(built.maintained))
+	}
+}
+
+// TestMaintenanceRunsOnItsClock: Run maintains every MaintenanceInterval of the clock it is
+// given, and stops with its context.
+func TestMaintenanceRunsOnItsClock(t *testing.T) {
+	saved := table
+	t.Cleanup(func() { table = saved })
+	built := &eleventh{}
+	table = append(slices.Clone(table), entry{policy.Descriptor{Name: "eleventh", Prototype: (*eleventh)(nil)},
+		func(*Config, bool) (policy.Builder, error) { return built, nil }})
+	m, clk := NewMaintenance(), clock.NewFake()
+	if _, err := NewBuilderFunc(Config{Maintenance: m, PDMode: true})("eleventh", true); err != nil {
+		t.Fatal(err)
+	}
+	maintained := func() int {
+		m.round.Lock() // Maintain holds it for the whole round
+		defer m.round.Unlock()
+		return len(built.maintained)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx, clk); close(done) }()
+	testutil.Eventually(t, "Run's ticker", func() bool { return clk.Waiting() == 1 })
+	if n := maintained(); n != 0 {
+		t.Fatalf("maintained %d times before the clock moved", n)
+	}
+	clk.Advance(MaintenanceInterval)
+	testutil.Eventually(t, "a round one interval later", func() bool { return maintained() == 1 })
+	if got := built.maintained[0]; !got.Equal(clock.FakeEpoch.Add(MaintenanceInterval)) {
+		t.Fatalf("maintained at %v, want the fake clock's time", got)
+	}
+	cancel()
+	<-done
+	if clk.Waiting() != 0 {
+		t.Fatal("Run left its ticker running")
 	}
 }

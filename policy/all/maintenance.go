@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 )
 
@@ -66,15 +67,15 @@ func (m *Maintenance) Maintain(now time.Time) {
 	m.mu.Unlock()
 }
 
-// Run calls Maintain every MaintenanceInterval until ctx is done.
-func (m *Maintenance) Run(ctx context.Context) {
-	t := time.NewTicker(MaintenanceInterval)
+// Run calls Maintain every MaintenanceInterval of clk until ctx is done.
+func (m *Maintenance) Run(ctx context.Context, clk clock.Clock) {
+	t := clk.NewTicker(MaintenanceInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-t.C():
 			m.Maintain(now)
 		}
 	}

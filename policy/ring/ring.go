@@ -51,9 +51,6 @@ type Builder struct {
 // NewBuilder returns a Builder with no previous ring.
 func NewBuilder() *Builder { return &Builder{} }
 
-// New builds the ring of ws from scratch.
-func New(ws []*worker.Worker) *Ring { return NewBuilder().Build(ws) }
-
 // Build returns the ring of ws (at most MaxWorkers; extra workers are left off). When ws
 // is the previous ring's worker list, the previous ring is returned as is.
 func (b *Builder) Build(ws []*worker.Worker) *Ring {

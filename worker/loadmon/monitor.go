@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/internal/enginemetrics"
@@ -79,7 +78,7 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 
 // Run polls every Interval until ctx is done. The first round starts at once.
 func (m *Monitor) Run(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Interval)
+	t := m.cfg.Clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	for {
 		if m.active() {
@@ -88,7 +87,7 @@ func (m *Monitor) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
 	"github.com/valyala/fasthttp"
 )
@@ -223,24 +224,41 @@ func TestDisabledMonitoringPollsOnlyWhenRequired(t *testing.T) {
 	}
 }
 
-func TestRunStopsWithItsContext(t *testing.T) {
+// TestRunPollsOnItsClockAndStopsWithItsContext: Run polls at once, then once per Interval
+// of the injected clock (none while the clock stands still), and returns when ctx ends.
+func TestRunPollsOnItsClockAndStopsWithItsContext(t *testing.T) {
 	e := startEngine(t)
 	e.loads.Store(str(mockLoads))
 	reg, ws := register(t, e.url)
+	clk := clock.NewFake()
 	cfg := DefaultConfig()
 	cfg = cfg.WithInterval(time.Hour)
+	cfg.Clock = clk
 	m, err := New(cfg, reg.Current)
 	if err != nil {
 		t.Fatal(err)
 	}
+	polls := func() int64 {
+		n, ok := e.hits.Load(pathLoads)
+		if !ok {
+			return 0
+		}
+		return n.(*atomic.Int64).Load()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
-	for ws[0].Load() == nil { // the first round starts at once
-		time.Sleep(time.Millisecond)
+	testutil.Eventually(t, "the first round, at once", func() bool { return ws[0].Load() != nil && clk.Waiting() == 1 })
+	if n := polls(); n != 1 {
+		t.Fatalf("%d polls before the clock moved, want 1", n)
 	}
+	clk.Advance(time.Hour)
+	testutil.Eventually(t, "the second round, one interval later", func() bool { return polls() == 2 })
 	cancel()
 	<-done
+	if clk.Waiting() != 0 {
+		t.Fatal("Run left its ticker running")
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -147,9 +147,6 @@ func (m *Monitor) Run(ctx context.Context) {
 	}
 }
 
-// Typical is the fleet's typical time to first byte (0 until one was measured).
-func (m *Monitor) Typical() time.Duration { return time.Duration(m.typical) }
-
 // Threshold is the silence past which a worker is silent.
 func (m *Monitor) Threshold() time.Duration {
 	return max(m.cfg.MinSilence, time.Duration(m.cfg.Factor*m.typical))
