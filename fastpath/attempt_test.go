@@ -3,6 +3,7 @@ package fastpath
 import (
 	"math/rand/v2"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +126,44 @@ func TestRetriedRequestNeverOutlivesItsDeadline(t *testing.T) {
 	testutil.Eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
 }
 
+// TestDisaggregatedRetriesNeverOutliveTheDeadline is TestRetriedRequestNeverOutlivesItsDeadline
+// for PD and EPD requests, whose retries wake on their own paths (a new pair, a new triple):
+// ten prefill workers that always answer 503, a budget of 50 retries 250 ms apart and a 1 s
+// deadline give at most 4 attempts, then the last prefill's own 503.
+func TestDisaggregatedRetriesNeverOutliveTheDeadline(t *testing.T) {
+	const timeout, pause = time.Second, 250 * time.Millisecond
+	cfg := Config{RequestTimeout: timeout, Retry: RetryConfig{MaxRetries: 50, InitialBackoff: pause, MaxBackoff: pause, Multiplier: 1}}
+	for _, mode := range []string{"pd", "epd"} {
+		t.Run(mode, func(t *testing.T) {
+			busy := make([]*pdFake, 10)
+			for i := range busy {
+				busy[i] = newPDFake(t, status503)
+			}
+			decode := []*pdFake{newPDFake(t, answerJSON(decodeAnswer))}
+			var g *gateway
+			var resp *fasthttp.Response
+			if mode == "pd" {
+				g = newPDGatewayConfig(t, cfg, busy, decode, nil)
+				resp = g.do("POST", "/v1/chat/completions", chatBody)
+			} else {
+				g = newEPDGatewayConfig(t, cfg, []*pdFake{newPDFake(t, answerJSON(`{"encoded":true}`))}, busy, decode, nil)
+				resp = g.do("POST", "/v1/chat/completions", epdImageChat)
+			}
+			if resp.StatusCode() != 503 || !strings.Contains(string(resp.Body()), "busy") {
+				t.Fatalf("%d %s: want the last prefill worker's own 503", resp.StatusCode(), resp.Body())
+			}
+			n := 0
+			for _, f := range busy {
+				n += len(f.received())
+			}
+			if n < 2 || n > int(timeout/pause) {
+				t.Fatalf("%d attempts; want at least one retry and at most %d within the deadline", n, timeout/pause)
+			}
+			testutil.Eventually(t, "in-flight 0", func() bool { return g.inFlight() == 0 })
+		})
+	}
+}
+
 // TestHungWorkersTimeOutWithinTheRequestsDeadline: workers that do not answer are cut at half
 // the time left while retries are possible (so that one hung worker leaves time for another),
 // and a retry is made only when its 100 ms pause ends before the deadline. With a 1 s
@@ -155,11 +194,11 @@ func (g *gateway) serveTCP() string { return g.ln.Addr().String() }
 
 // TestClientLeavingDuringBackoffFreesEverything: a client that hangs up while its request
 // waits out a retry pause (one minute here) ends the request at once: the admission slot is
-// free, nothing is in flight, no breaker permit is held, and no further attempt is made.
+// free, nothing is in flight, no breaker permit is held, and no further attempt is made; for
+// a regular request, a PD pair and an EPD triple alike.
 func TestClientLeavingDuringBackoffFreesEverything(t *testing.T) {
-	for _, pd := range []bool{false, true} {
-		name := map[bool]string{false: "regular", true: "pd"}[pd]
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range []string{"regular", "pd", "epd"} {
+		t.Run(mode, func(t *testing.T) {
 			cfg := Config{
 				RequestTimeout: time.Hour,
 				Admission:      AdmissionConfig{MaxConcurrent: 4},
@@ -167,16 +206,24 @@ func TestClientLeavingDuringBackoffFreesEverything(t *testing.T) {
 			}
 			var g *gateway
 			var attempts func() int
-			if pd {
+			body := chatBody
+			switch mode {
+			case "pd":
 				p := newPDFake(t, status503)
 				g = newPDGatewayConfig(t, cfg, []*pdFake{p}, []*pdFake{newPDFake(t, answerJSON(decodeAnswer))}, nil)
 				attempts = func() int { return len(p.received()) }
-			} else {
+			case "epd":
+				p := newPDFake(t, status503)
+				g = newEPDGatewayConfig(t, cfg, []*pdFake{newPDFake(t, answerJSON(`{"encoded":true}`))}, []*pdFake{p},
+					[]*pdFake{newPDFake(t, answerJSON(decodeAnswer))}, nil)
+				attempts = func() int { return len(p.received()) }
+				body = epdImageChat
+			default:
 				busy := newFakeWorker(t, "busy", 503)
 				g = newGateway(t, "round_robin", cfg, busy)
 				attempts = func() int { return len(busy.served) }
 			}
-			conn := sendChat(t, g.serveTCP())
+			conn := sendBody(t, g.serveTCP(), body)
 			testutil.Eventually(t, "the first attempt", func() bool { return attempts() == 1 && g.srv.adm.active.Load() == 1 })
 			conn.Close()
 			testutil.Eventually(t, "the admission slot freed", func() bool { return g.srv.adm.active.Load() == 0 })
@@ -249,14 +296,17 @@ func TestClientLeavingBeforeTheFirstByteIsNotTheWorkersFault(t *testing.T) {
 
 // sendChat dials the gateway at addr over TCP and sends a chat request on the connection,
 // which the test closes to leave (and the test's cleanup closes anyway).
-func sendChat(t *testing.T, addr string) net.Conn {
+func sendChat(t *testing.T, addr string) net.Conn { return sendBody(t, addr, chatBody) }
+
+// sendBody is sendChat with the request body body.
+func sendBody(t *testing.T, addr, body string) net.Conn {
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	req := "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: " +
-		itoa(len(chatBody)) + "\r\n\r\n" + chatBody
+		itoa(len(body)) + "\r\n\r\n" + body
 	if _, err := conn.Write([]byte(req)); err != nil {
 		t.Fatal(err)
 	}

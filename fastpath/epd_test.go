@@ -21,12 +21,17 @@ import (
 // port 9100, and the prefill's KV connector if it has one), prefill workers at 10.0.1.x with
 // prefillLabels, decode workers at 10.0.2.x; every leg round robin.
 func newEPDGateway(t testing.TB, encode, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
+	return newEPDGatewayConfig(t, Config{Retry: DefaultRetryConfig()}, encode, prefill, decode, prefillLabels)
+}
+
+// newEPDGatewayConfig is newEPDGateway with the gateway configured by cfg.
+func newEPDGatewayConfig(t testing.TB, cfg Config, encode, prefill, decode []*pdFake, prefillLabels map[string]string) *gateway {
 	encodeLabels := map[string]string{worker.LabelBootstrapPort: "9100"}
 	if c := prefillLabels[worker.LabelKVConnector]; c != "" {
 		encodeLabels[worker.LabelKVConnector] = c
 	}
 	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin", Encode: "round_robin"}}
-	return newLegsGateway(t, Config{Retry: DefaultRetryConfig()}, rc, legFakes{"10.0.3", worker.TypeEncode, encodeLabels, encode},
+	return newLegsGateway(t, cfg, rc, legFakes{"10.0.3", worker.TypeEncode, encodeLabels, encode},
 		legFakes{"10.0.1", worker.TypePrefill, prefillLabels, prefill}, legFakes{"10.0.2", worker.TypeDecode, nil, decode})
 }
 
