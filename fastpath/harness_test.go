@@ -255,14 +255,10 @@ func (g *gateway) addWorker(url, model string) *worker.Worker {
 
 // waitTable waits until the router has published a table covering the registry's snapshot.
 func (g *gateway) waitTable(ok func(int) bool) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if g.srv.router.Current().Snapshot.Version == g.reg.Current().Version && ok(len(g.srv.router.Current().Snapshot.Workers)) {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	g.t.Fatal("route table not published")
+	g.t.Helper()
+	testutil.Eventually(g.t, "the route table published", func() bool {
+		return g.srv.router.Current().Snapshot.Version == g.reg.Current().Version && ok(len(g.srv.router.Current().Snapshot.Workers))
+	})
 }
 
 func (g *gateway) do(method, path, body string, hdr ...string) *fasthttp.Response {

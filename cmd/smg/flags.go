@@ -114,8 +114,8 @@ func newFlagSet(o *options) *cli.FlagSet {
 	r := &g.Retry
 	*r = fastpath.DefaultRetryConfig()
 	fs.Int("retry-max-retries", &r.MaxRetries, r.MaxRetries, "Retries of a request whose worker failed before answering (another worker each time)")
-	fs.Func("retry-initial-backoff-ms", "50", "a number of milliseconds such as 50", "Pause before the first retry, in milliseconds", millis(&r.InitialBackoff)).WithMetavar("MS")
-	fs.Func("retry-max-backoff-ms", "30000", "a number of milliseconds such as 30000", "Longest pause between retries, in milliseconds", millis(&r.MaxBackoff)).WithMetavar("MS")
+	fs.Func("retry-initial-backoff-ms", msString(r.InitialBackoff), "a number of milliseconds such as "+msString(r.InitialBackoff), "Pause before the first retry, in milliseconds", millis(&r.InitialBackoff)).WithMetavar("MS")
+	fs.Func("retry-max-backoff-ms", msString(r.MaxBackoff), "a number of milliseconds such as "+msString(r.MaxBackoff), "Longest pause between retries, in milliseconds", millis(&r.MaxBackoff)).WithMetavar("MS")
 	fs.Float("retry-backoff-multiplier", &r.Multiplier, r.Multiplier, "Growth of the pause per retry")
 	fs.Float("retry-jitter-factor", &r.Jitter, r.Jitter, "Random spread of each pause, as a fraction (0 to 1)")
 	fs.Bool("disable-retries", &r.Disabled, false, "Never retry: deliver the first worker's answer or failure")
@@ -155,6 +155,11 @@ func newFlagSet(o *options) *cli.FlagSet {
 }
 
 // millis parses a flag given in milliseconds into d.
+// msString is d as --retry-*-backoff-ms shows it: whole milliseconds, or fractional ones.
+func msString(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
+}
+
 func millis(d *time.Duration) func(string) error {
 	return func(v string) error {
 		ms, err := strconv.ParseFloat(v, 64)

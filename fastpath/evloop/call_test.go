@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // callProxy forwards every request to main and, beside it, calls side with a body of its own.
@@ -241,7 +243,7 @@ func TestAwaitingExchangeLearnsTheClientLeft(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // let the main answer arrive: the exchange awaits
 	_ = c.Close()
 	waitCancelled(t, cancelled, "the awaited call")
-	eventually(t, func() bool { return p.gone.Load() == 1 })
+	testutil.Eventually(t, "the exchange gone", func() bool { return p.gone.Load() == 1 })
 }
 
 // TestCallOutlivesItsExchange: a call left to finish alone ends after the client got its
@@ -268,7 +270,7 @@ func TestCallOutlivesItsExchange(t *testing.T) {
 	if n := p.calls.Load(); n != 0 {
 		t.Fatalf("%d calls ended before the answers: the side worker answers after 200 ms", n)
 	}
-	eventually(t, func() bool { return p.calls.Load() == 2 && p.callErrs.Load() == 0 })
+	testutil.Eventually(t, "two calls without error", func() bool { return p.calls.Load() == 2 && p.callErrs.Load() == 0 })
 }
 
 // TestCallFailureIsReported: a call whose worker cannot be reached ends with an

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // proxy is a minimal handler: /stream answers are relayed, everything else is held and
@@ -166,7 +168,7 @@ func TestProxyRelaysEventsAsTheyArrive(t *testing.T) {
 	if err != nil || len(rest) != 0 {
 		t.Fatalf("tail %q %v", rest, err)
 	}
-	eventually(t, func() bool { return p.done.Load() == 1 })
+	testutil.Eventually(t, "the exchange done", func() bool { return p.done.Load() == 1 })
 }
 
 func TestClientHangUpCancelsTheWorkerRequest(t *testing.T) {
@@ -194,7 +196,7 @@ func TestClientHangUpCancelsTheWorkerRequest(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the worker's request was not cancelled")
 	}
-	eventually(t, func() bool { return p.gone.Load() == 1 })
+	testutil.Eventually(t, "the exchange gone", func() bool { return p.gone.Load() == 1 })
 }
 
 func TestWorkerFailureMidStreamEndsWithTail(t *testing.T) {
@@ -216,7 +218,7 @@ func TestWorkerFailureMidStreamEndsWithTail(t *testing.T) {
 	if err != nil || string(b) != "data: one\n\ndata: par\n\ndata: broken\n\n" {
 		t.Fatalf("%q %v", b, err)
 	}
-	eventually(t, func() bool { return p.fails.Load() == 1 })
+	testutil.Eventually(t, "one failed attempt", func() bool { return p.fails.Load() == 1 })
 }
 
 // TestSlowClientBoundsBuffering: a client that stops reading makes the proxy stop reading the
@@ -302,17 +304,6 @@ func TestDeadlineOnAPooledConnection(t *testing.T) {
 	}
 	if p.fails.Load() != 1 {
 		t.Fatalf("%d failed attempts, want 1", p.fails.Load())
-	}
-}
-
-func eventually(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

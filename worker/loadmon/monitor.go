@@ -60,14 +60,12 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 	cfg.fillDefaults()
 	m := &Monitor{cfg: cfg, log: cfg.Logger, current: current, prefer: map[*worker.Worker]string{}, polls: map[string]*metrics.Counter{},
 		engine: map[*worker.Worker][]byte{}}
+	sources := []string{SourceLoads, SourceMetrics}
 	if cfg.EngineMetrics {
 		m.engineDropped = cfg.Metrics.GetOrCreateCounter(`smg_engine_metrics_dropped_samples_total`)
-		for _, outcome := range []string{"ok", "error"} {
-			m.polls[sourceEngine+outcome] = cfg.Metrics.GetOrCreateCounter(
-				fmt.Sprintf(`smg_load_monitor_polls_total{source=%q,outcome=%q}`, sourceEngine, outcome))
-		}
+		sources = append(sources, sourceEngine)
 	}
-	for _, src := range []string{SourceLoads, SourceMetrics} {
+	for _, src := range sources {
 		for _, outcome := range []string{"ok", "error"} {
 			m.polls[src+outcome] = cfg.Metrics.GetOrCreateCounter(
 				`smg_load_monitor_polls_total{source=` + promlabel.Quote(src) + `,outcome=` + promlabel.Quote(outcome) + `}`)
