@@ -99,8 +99,8 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// MaxConnsPerWorker caps the event loops' connections to one worker
-	// (--max-connections-per-worker; the fasthttp plane's is in worker.ClientOptions).
-	// Default 2048.
+	// (--max-connections-per-worker, which also caps the worker's HostClient, in
+	// worker.ClientOptions, for probes and the admin routes). Default 2048.
 	MaxConnsPerWorker int
 }
 

@@ -68,8 +68,8 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		hopID:          newHopID(),
 		logDecisions:   cfg.Logger.Enabled(context.Background(), slog.LevelDebug),
 		DiscoverModels: worker.DiscoverModels,
+		loopsReady:     make(chan struct{}),
 	}
-	s.loopsReady = make(chan struct{})
 	return s, nil
 }
 
