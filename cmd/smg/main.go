@@ -45,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "launch":
 			args = args[1:]
+		case "help": // as git and go: "smg help" is "smg --help"
+			args = []string{"--help"}
 		case "serve":
 			fmt.Fprintf(stderr, "smg: %s\n", serveRefusal)
 			return 2

@@ -51,10 +51,14 @@ func TestDataPlaneFlagTakesOnlyTheEventLoops(t *testing.T) {
 	}
 }
 
+// TestHelpListsFlags: every way of asking for help (--help, -h, "smg help") prints the
+// launch flags and exits 0.
 func TestHelpListsFlags(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run([]string{"launch", "--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "--worker-urls") {
-		t.Fatalf("exit %d: %s", code, out.String())
+	for _, args := range [][]string{{"launch", "--help"}, {"--help"}, {"-h"}, {"help"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 || !strings.Contains(out.String(), "--worker-urls") || errb.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q, stdout %.200q", args, code, errb.String(), out.String())
+		}
 	}
 }
 
