@@ -15,6 +15,9 @@ type httpRequest struct {
 	keepAlive bool
 	// expectContinue: the client sent "Expect: 100-continue" and waits for it before the body.
 	expectContinue bool
+	// need is the whole request's size once its head is parsed and names a Content-Length,
+	// 0 otherwise (a chunked body's end is found by parsing).
+	need int
 }
 
 // Limits of the gnet server's parser; a request beyond them is refused and the connection closed.
@@ -35,7 +38,7 @@ func parseHTTPRequest(buf []byte, req *httpRequest, chunkScratch *[]byte) (int, 
 	*req = httpRequest{
 		method: r.Method(), path: r.Path(), body: r.Body(),
 		requestID: r.Header(headerRequestID), fault: r.Header(faultHeader),
-		keepAlive: r.KeepAlive(), expectContinue: r.ExpectContinue(),
+		keepAlive: r.KeepAlive(), expectContinue: r.ExpectContinue(), need: r.Need(),
 	}
 	return n, err
 }

@@ -40,6 +40,11 @@ type gnetConn struct {
 	out       []byte        // answers of the current OnTraffic call
 	chunked   []byte        // decoded chunked request body
 	scratch   []byte        // response body scratch
+	// need is the size of the request being read once its head named a Content-Length: until
+	// that much is buffered there is nothing to parse. Peek(-1) copies the whole inbound
+	// buffer into one slice when it spans gnet's ring and list buffers, so parsing on every
+	// read event made receiving a large body quadratic (a 48 MiB body took 25 s).
+	need int
 }
 
 func newGnetServer(done <-chan struct{}, loops int) *gnetServer {
@@ -118,6 +123,9 @@ func (s *gnetServer) OnTraffic(c gnet.Conn) gnet.Action {
 func (s *gnetServer) drain(c gnet.Conn, st *gnetConn) gnet.Action {
 	var req httpRequest
 	for !st.busy {
+		if c.InboundBuffered() < st.need {
+			return gnet.None
+		}
 		buf, _ := c.Peek(-1)
 		if len(buf) == 0 {
 			return gnet.None
@@ -130,13 +138,14 @@ func (s *gnetServer) drain(c gnet.Conn, st *gnetConn) gnet.Action {
 			return gnet.Close
 		}
 		if n == 0 {
+			st.need = req.need
 			if req.expectContinue && !st.continued {
 				st.continued = true
 				st.out = append(st.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
 			}
 			return gnet.None
 		}
-		st.continued = false
+		st.continued, st.need = false, 0
 		ex := exchange{method: req.method, path: req.path, body: req.body, fault: req.fault, requestID: req.requestID}
 		r := st.w.handle(&ex, st.scratch[:0])
 		head := string(req.method) == "HEAD"
