@@ -188,3 +188,44 @@ func TestChunkedBodyPastThePayloadLimitIsNotRunByTheEngine(t *testing.T) {
 		t.Fatalf("%v requests in flight", v)
 	}
 }
+
+// TestEPDLargeBodiesAreReadWhole (issue 18): the same rule in EPD mode: a multimodal body 3
+// times past --max-buffered-request-bytes, with a Content-Length or chunked, goes through all
+// three real mock engines whole (the language-only prefill claims the encode worker's
+// embedding, the decode the prefill's KV: each mock checks that its prompt is the one before
+// it), and the answer counts every prompt token.
+func TestEPDLargeBodiesAreReadWhole(t *testing.T) {
+	e := startPDMock(t, "127.0.0.44", "encode", "sglang", 1, FreePort(t, "127.0.0.44"))
+	p := startPDMock(t, "127.0.0.45", "prefill", "sglang", 1, FreePort(t, "127.0.0.45"), "--require-encode")
+	d := startPDMock(t, "127.0.0.46", "decode", "sglang", 1, 8998)
+	g := StartGateway(t, "--epd-disaggregation", "--encode", e.URLs[0], strconv.Itoa(e.bootstrapPort),
+		"--prefill", p.URLs[0], strconv.Itoa(p.bootstrapPort), "--decode", d.URLs[0],
+		"--max-buffered-request-bytes", "65536", "--max-payload-size", "1048576")
+	text := strings.Repeat("what is in it? ", 13_000) // 195 KB
+	body := `{"model":"mock-model","messages":[{"role":"user","content":[{"type":"text","text":"` + text +
+		`"},{"type":"image_url","image_url":{"url":"http://images.test/a.png"}}]}],"max_tokens":4}`
+	for _, chunked := range []bool{false, true} {
+		var r *Response
+		if chunked {
+			r = doChunked(t, g.URL+"/v1/chat/completions", body)
+		} else {
+			r = MustDo(t, http.MethodPost, g.URL+"/v1/chat/completions", body, nil)
+		}
+		var answer struct {
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		if r.Status != 200 || json.Unmarshal([]byte(r.Body), &answer) != nil || r.Header.Get("X-Smg-Encode-Worker-Id") != e.URLs[0] {
+			t.Fatalf("chunked %v: %d, encode worker %q: %.300s", chunked, r.Status, r.Header.Get("X-Smg-Encode-Worker-Id"), r.Body)
+		}
+		if answer.Usage.PromptTokens < len(text)/4 {
+			t.Fatalf("chunked %v: the engine counted %d prompt tokens for a %d-byte prompt: it did not get the whole body", chunked, answer.Usage.PromptTokens, len(text))
+		}
+	}
+	if ok := pdCount(t, e, "encode", "ok"); ok != 2 {
+		t.Errorf("the encode mock encoded %d requests, want 2", ok)
+	}
+	checkHandovers(t, 2, []*pdMock{p}, []*pdMock{d})
+	checkNoneInFlight(t, g, e.URLs[0], p.URLs[0], d.URLs[0])
+}
