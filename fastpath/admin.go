@@ -197,7 +197,9 @@ func decodeStrict(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	// Only JSON white space may follow (dec.More would let a stray "}" or "]" through, found by
+	// FuzzWorkerUpdate).
+	if rest := bytes.Trim(body[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return errors.New("data after the JSON object")
 	}
 	return nil

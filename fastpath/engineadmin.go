@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -189,13 +190,18 @@ func usedTokens(body []byte) (int64, error) {
 	if len(doc.Loads) == 0 {
 		return 0, errors.New(`no "loads" entries`)
 	}
-	var sum int64
+	// Summed as floats and capped: an engine reporting 1e19 tokens (or ranks whose counts
+	// add past 2^63) must not wrap to a negative load (found by FuzzUsedTokens).
+	var sum float64
 	for _, l := range doc.Loads {
 		if l.Used != nil && *l.Used > 0 {
-			sum += int64(*l.Used)
+			sum += math.Trunc(*l.Used)
 		}
 	}
-	return sum, nil
+	if sum >= math.MaxInt64 {
+		return math.MaxInt64, nil
+	}
+	return int64(sum), nil
 }
 
 // serveFlushCache is POST /flush_cache: every worker's POST /flush_cache; 200 when all
