@@ -68,7 +68,7 @@ func TestInsertAllocatesNothing(t *testing.T) {
 }
 
 func TestTokenTreeAllocatesNothing(t *testing.T) {
-	tr, err := NewTokenTree(Config{})
+	tr, err := NewTokenTree(DefaultTokenConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

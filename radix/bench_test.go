@@ -63,7 +63,7 @@ type benchFixture struct {
 }
 
 func newBenchFixture(tb testing.TB, chars, tenants int, cfg Config) *benchFixture {
-	tree, err := NewTextTree(cfg)
+	tree, err := NewTextTree(cfg.withDefaults(false))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 func TestConcurrentInsertsMatchModel(t *testing.T) {
 	for _, cfg := range []Config{{Shards: 1}, {Shards: 8, ShardPrefix: 2}} {
 		t.Run(fmt.Sprintf("shards=%d", cfg.Shards), func(t *testing.T) {
-			c, err := newCore(cfg, false)
+			c, err := newCore(cfg.withDefaults(false), false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,7 +35,8 @@ const MaxShards = 4096
 // MATCHED_TENANTS_CAP.
 const MaxMatchTenants = 8
 
-// Config configures a tree. The zero value selects every default.
+// Config configures a tree. Start from DefaultTextConfig or DefaultTokenConfig: every field
+// must be set (a zero is refused by Validate, not read as "the default").
 type Config struct {
 	// Shards is the number of sub-trees, each behind its own lock. A text lands in
 	// the shard picked by a hash of its first ShardPrefix units, so requests of
@@ -55,36 +56,29 @@ type Config struct {
 	EvictSliceNodes int
 }
 
-func (c Config) withDefaults(tokens bool) Config {
-	if c.Shards == 0 {
-		c.Shards = DefaultShards
-	}
-	if c.ShardPrefix == 0 {
-		c.ShardPrefix = DefaultTextShardPrefix
-		if tokens {
-			c.ShardPrefix = DefaultTokenShardPrefix
-		}
-	}
-	if c.EvictSliceNodes == 0 {
-		c.EvictSliceNodes = DefaultEvictSliceNodes
-	}
-	return c
+// DefaultTextConfig returns the defaults of a text tree.
+func DefaultTextConfig() Config {
+	return Config{Shards: DefaultShards, ShardPrefix: DefaultTextShardPrefix, EvictSliceNodes: DefaultEvictSliceNodes}
+}
+
+// DefaultTokenConfig returns the defaults of a token tree.
+func DefaultTokenConfig() Config {
+	return Config{Shards: DefaultShards, ShardPrefix: DefaultTokenShardPrefix, EvictSliceNodes: DefaultEvictSliceNodes}
 }
 
 // Validate reports every field that is out of range, saying how to fix it.
-// Zero fields are valid: they select the defaults.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Shards < 0 || c.Shards > MaxShards || c.Shards&(c.Shards-1) != 0 {
-		errs = append(errs, fmt.Errorf("radix: Shards is %d: set a power of two between 1 and %d, or 0 for the default %d",
+	if c.Shards < 1 || c.Shards > MaxShards || c.Shards&(c.Shards-1) != 0 {
+		errs = append(errs, fmt.Errorf("radix: Shards is %d: set a power of two between 1 and %d (default %d)",
 			c.Shards, MaxShards, DefaultShards))
 	}
-	if c.ShardPrefix < 0 || c.ShardPrefix > 1<<20 {
-		errs = append(errs, fmt.Errorf("radix: ShardPrefix is %d: set a count of leading units between 1 and %d, or 0 for the default",
-			c.ShardPrefix, 1<<20))
+	if c.ShardPrefix < 1 || c.ShardPrefix > 1<<20 {
+		errs = append(errs, fmt.Errorf("radix: ShardPrefix is %d: set a count of leading units between 1 and %d (defaults %d bytes of text, %d tokens)",
+			c.ShardPrefix, 1<<20, DefaultTextShardPrefix, DefaultTokenShardPrefix))
 	}
-	if c.EvictSliceNodes < 0 {
-		errs = append(errs, fmt.Errorf("radix: EvictSliceNodes is %d: set a positive count, or 0 for the default %d",
+	if c.EvictSliceNodes < 1 {
+		errs = append(errs, fmt.Errorf("radix: EvictSliceNodes is %d: set a positive count (default %d)",
 			c.EvictSliceNodes, DefaultEvictSliceNodes))
 	}
 	return errors.Join(errs...)

@@ -53,7 +53,7 @@ type runner struct {
 const testTenants = 12
 
 func newRunner(t testing.TB, cfg Config, tokens bool, src *byteSource) *runner {
-	c, err := newCore(cfg, tokens)
+	c, err := newCore(cfg.withDefaults(tokens), tokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func (r *runner) compareContent(pageBytes int) error {
 		return nil // a replayed short path may hash to another shard than it lives in
 	}
 	// Replaying the walk into an empty tree reproduces the content.
-	replay, err := newCore(Config{Shards: 1}, r.c.tokens)
+	replay, err := newCore(Config{Shards: 1}.withDefaults(r.c.tokens), r.c.tokens)
 	if err != nil {
 		return err
 	}

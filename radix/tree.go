@@ -68,7 +68,6 @@ func newCore(cfg Config, tokens bool) (*core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults(tokens)
 	c := &core{
 		shards:     make([]*shard, cfg.Shards),
 		shardMask:  uint64(cfg.Shards - 1),

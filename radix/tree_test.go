@@ -11,7 +11,7 @@ import (
 
 func newText(t testing.TB, cfg Config) *TextTree {
 	t.Helper()
-	tr, err := NewTextTree(cfg)
+	tr, err := NewTextTree(cfg.withDefaults(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestMatchAndInsertChooser(t *testing.T) {
 }
 
 func TestTokenTree(t *testing.T) {
-	tr, err := NewTokenTree(Config{Shards: 2, ShardPrefix: 2})
+	tr, err := NewTokenTree(Config{Shards: 2, ShardPrefix: 2}.withDefaults(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +133,18 @@ func TestTokenTree(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := (Config{}).Validate(); err != nil {
-		t.Fatalf("zero Config: %v", err)
+	for _, c := range []Config{DefaultTextConfig(), DefaultTokenConfig()} {
+		if err := c.Validate(); err != nil {
+			t.Fatalf("defaults %+v: %v", c, err)
+		}
+	}
+	// No zero means "the default" (issue 16): the zero Config names every field to set.
+	if err := (Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "Shards is 0") ||
+		!strings.Contains(err.Error(), "ShardPrefix is 0") || !strings.Contains(err.Error(), "EvictSliceNodes is 0") {
+		t.Fatalf("zero Config: %v, want every field refused", err)
+	}
+	if _, err := NewTextTree(Config{}); err == nil {
+		t.Fatal("NewTextTree accepted the zero Config")
 	}
 	bad := Config{Shards: 3, ShardPrefix: -1, EvictSliceNodes: -5}
 	err := bad.Validate()
@@ -149,7 +159,7 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := NewTextTree(bad); err == nil {
 		t.Fatal("NewTextTree accepted an invalid Config")
 	}
-	if _, err := NewTokenTree(Config{Shards: MaxShards * 2}); err == nil {
+	if _, err := NewTokenTree(Config{Shards: MaxShards * 2}.withDefaults(true)); err == nil {
 		t.Fatal("NewTokenTree accepted too many shards")
 	}
 }

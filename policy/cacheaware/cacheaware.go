@@ -75,11 +75,11 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
 	}
-	text, err := radix.NewTextTree(radix.Config{})
+	text, err := radix.NewTextTree(radix.DefaultTextConfig())
 	if err != nil {
-		panic(err) // the zero radix.Config is valid
+		panic(err) // the default radix.Config is valid
 	}
-	tokens, err := radix.NewTokenTree(radix.Config{})
+	tokens, err := radix.NewTokenTree(radix.DefaultTokenConfig())
 	if err != nil {
 		panic(err)
 	}
