@@ -287,7 +287,7 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 		tlsConfig = workerTLSConfig(opts.TLS, w.BootstrapHost)
 		w.tlsConfig = tlsConfig
 	}
-	w.Client.Dial = wrapDial(dial, w, tlsConfig, opts.DialTimeout)
+	w.Client.Dial = wrapDial(dial, tlsConfig, opts.DialTimeout)
 	return w
 }
 
