@@ -1,6 +1,7 @@
 package poweroftwo
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -48,9 +49,10 @@ func TestIdleReportDoesNotWinEveryPair(t *testing.T) {
 // holds all three.
 //
 // Not herding is not matching round robin: two random candidates compared by a noisy signal
-// (a request in flight may be prefilling or decoding) put consecutive requests on one worker
-// more often than strict rotation does, and TTFT p99 on these traces is 1.5-2.1 times round
-// robin's for every metric (docs/differences.md).
+// put consecutive requests on one worker more often than strict rotation does (TTFT p99 on
+// these traces 1.5-2.1 times round robin's for every metric with independent pairs); the
+// queue's rotation and the tail tests (TestUniformTailOnSimulatedFleet) hold that now; this
+// test holds least_requests too, which scans the fleet.
 func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := make([]policytest.Engine, 8)
@@ -81,7 +83,8 @@ func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 // time (about 70% of round robin's capacity on this mix; see leastload's test of the same
 // name). The expected wait credits each request at its size (policy.DispatchTokens), so of two
 // candidates the one that just took a long prompt loses. (The in-flight metrics count requests
-// whatever their size: 0.46-0.74 x round robin's p99 on these traces, not held here.)
+// whatever their size and are not held here: 0.46-0.74 x round robin's p99 on these traces
+// with random pairs; on the suite's mix the queue made requests worse, docs/differences.md.)
 func TestMixedSizesOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := make([]policytest.Engine, 8)
@@ -100,41 +103,45 @@ func TestMixedSizesOnSimulatedFleet(t *testing.T) {
 	}
 }
 
-// TestCandidatesAreDealtNotRedrawn: with every worker equally loaded, a worker picked is a
-// candidate again only after the others have been (the deck): 262 of 8,000 picks (3.3%) repeat the
-// previous pick's worker here, against 930 of 8,000 (11.6%) when each pair was drawn
-// independently, the pattern that put consecutive requests on one worker.
-func TestCandidatesAreDealtNotRedrawn(t *testing.T) {
-	f := policytest.NewFleet(t, 8, "m")
+// TestEqualWorkersArePickedInTurn: with every worker equally loaded (the same report, each
+// pick credited as the gateway does), the queue deals a strict rotation: every n consecutive
+// picks hold every worker once, as round robin's do. Pairs drawn at random, or dealt from a
+// shuffled deck, repeated the previous pick's worker in 11.6% and 3.3% of picks here and
+// left some worker out of most windows of n picks: the pattern that put TTFT p99 above round
+// robin's on uniform prompts (TestUniformTailOnSimulatedFleet).
+func TestEqualWorkersArePickedInTurn(t *testing.T) {
 	for _, metric := range []string{MetricExpectedWait, MetricRequests} {
+		f := policytest.NewFleet(t, 8, "m")
+		for _, w := range f.Workers {
+			policytest.SetReport(w, policytest.Report{Running: 4, Throughput: 400, TokenUsage: 0.1}, time.Time{})
+		}
 		p := build(t, f, metric, 5)
 		const picks = 8000
-		repeats := 0
-		var last *worker.Worker
-		for range picks {
+		window := map[*worker.Worker]int{}
+		for i := range picks {
 			res, err := p.Pick(&policy.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Worker == last {
-				repeats++
+			res.Worker.NoteDispatch(-1)
+			window[res.Worker]++
+			if (i+1)%len(f.Workers) == 0 {
+				if len(window) != len(f.Workers) {
+					t.Fatalf("%s: picks %d-%d went to %d distinct workers, want all %d in turn", metric, i+2-len(f.Workers), i+1, len(window), len(f.Workers))
+				}
+				clear(window)
 			}
-			last = res.Worker
-		}
-		// At a reshuffle (every 4th pick) the last winner is in the first pair with chance
-		// 1/4 and wins it with chance 1/2: 1/32 of picks at most, 1/8 at the boundaries only.
-		t.Logf("%s: %d of %d picks repeated the previous worker", metric, repeats, picks)
-		if repeats > picks/25 {
-			t.Errorf("%s: %d of %d picks repeated the previous worker: want at most %d (independent pairs: about %d)", metric, repeats, picks, picks/25, picks/8)
 		}
 	}
 }
 
-// TestUniformTailOnSimulatedFleet: the traces of TestNoHerdingOnSimulatedFleet, expected_wait.
-// Pairs drawn independently gave TTFT p99 1.63-1.94 times round robin's; dealt from the deck,
-// 1.25-1.51; the candidate with less work awaiting its first token winning
-// (score.Scorer.AwaitingWork), 0.89-1.07 (two candidates still miss the least loaded worker
-// more often than strict rotation does; docs/differences.md).
+// TestUniformTailOnSimulatedFleet: the traces of TestNoHerdingOnSimulatedFleet (shared
+// prefixes, 40 requests/s of model time, about 70% of round robin's capacity). Pairs drawn
+// independently gave expected_wait a TTFT p99 of 1.63-1.94 times round robin's; dealt from a
+// shuffled deck, 1.25-1.51; the candidate with less work awaiting its first token winning
+// (score.Scorer.AwaitingWork), 0.89-1.07; dealt from the least recently picked (queue), with
+// the expected wait deciding only past a request's worth of difference, 0.78-0.93. The
+// requests metric: 1.37-1.53 before the queue, 0.88-1.11 with it.
 func TestUniformTailOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := make([]policytest.Engine, 8)
@@ -144,10 +151,44 @@ func TestUniformTailOnSimulatedFleet(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := policytest.PoissonTrace(seed, 40, 100*time.Second, policytest.SharedPrefix(64, 16, 2590, 161, 32))
 		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
-		r := policytest.Simulate(build(t, f, MetricExpectedWait, seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
-		t.Logf("seed %d: TTFT p99 %v, round robin %v", seed, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99))
-		if p99, limit := r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*11/10; p99 > limit {
-			t.Errorf("seed %d: TTFT p99 %v, above 1.1 x round robin's (%v)", seed, p99, limit)
+		for _, c := range []struct {
+			metric   string
+			maxRatio float64
+		}{{MetricExpectedWait, 1.0}, {MetricRequests, 1.15}} {
+			r := policytest.Simulate(build(t, f, c.metric, seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			ratio := float64(r.TTFTQuantile(0.99)) / float64(rr.TTFTQuantile(0.99))
+			t.Logf("seed %d %s: TTFT p99 %v, round robin %v (%.2f x)", seed, c.metric, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ratio)
+			if ratio > c.maxRatio {
+				t.Errorf("seed %d %s: TTFT p99 %.2f x round robin's, want at most %.2f x", seed, c.metric, ratio, c.maxRatio)
+			}
+		}
+	}
+}
+
+// TestMultiTurnTailOnSimulatedFleet: the suite's multi-turn case as loadgen runs it (512
+// conversations of 6 rounds, a 645-token system prompt, 161-token turns, 32-token answers,
+// each turn resending the conversation and ready only once its previous answer is complete:
+// policytest.Conversations), engines caching 65,536 prompt tokens, a closed-loop warm-up,
+// then 30 s at 52.6 requests/s of model time, where round robin's TTFT p99 is about twice its
+// p50 as on the real fleet at 70% (run QT: 239-266 vs 119 ms). Dealt from a shuffled deck,
+// expected_wait's p99 was 1.42-1.58 times round robin's on these traces (run QT on the mocks:
+// 1.27-1.32); from the queue, 1.00-1.02.
+func TestMultiTurnTailOnSimulatedFleet(t *testing.T) {
+	f := policytest.NewFleet(t, 8, "m")
+	engines := slices.Repeat([]policytest.Engine{{CacheTokens: 65_536}}, 8)
+	rate, openAt := 52.6, 12*time.Second // the warm-up's closed loop has drained by openAt
+	for seed := uint64(1); seed <= 3; seed++ {
+		run := func(p policy.Picker) policytest.SimResult {
+			return policytest.Simulate(p, f.Workers, policytest.OpenLoopTurns(seed, rate, openAt, 30*time.Second), policytest.SimConfig{
+				Engines: engines, Warmup: openAt, ReportSpread: 50 * time.Millisecond, Seed: seed,
+				Conversations: policytest.NewConversations(512, 6, 645, 161, 32)})
+		}
+		rr := run(roundrobin.New().Build(f.Group("m")))
+		r := run(build(t, f, MetricExpectedWait, seed))
+		ratio := float64(r.TTFTQuantile(0.99)) / float64(rr.TTFTQuantile(0.99))
+		t.Logf("seed %d: TTFT p99 %v, round robin %v (%.2f x); p50 %v, %v", seed, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ratio, r.TTFTQuantile(0.5), rr.TTFTQuantile(0.5))
+		if ratio > 1.1 {
+			t.Errorf("seed %d: TTFT p99 %.2f x round robin's, want at most 1.1 x", seed, ratio)
 		}
 	}
 }

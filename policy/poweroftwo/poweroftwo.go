@@ -70,7 +70,7 @@ func (*Builder) Name() string { return Name }
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
 	return &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
-		deck: newDeck(len(g.Workers))}
+		queue: newQueue(len(g.Workers), b.rnd)}
 }
 
 type picker struct {
@@ -79,7 +79,7 @@ type picker struct {
 	scorer  *score.Scorer
 	rate    *policy.FleetRate // of the whole group, though a pick scores two workers
 	rnd     policy.Rand
-	deck    *deck // deals the candidate pairs
+	queue   *queue // deals the candidate pairs
 }
 
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
@@ -96,75 +96,141 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 }
 
 func (p *picker) twoChoices(req *policy.Request) *worker.Worker {
+	if w := p.queue.pick(req, p); w != nil {
+		return w
+	}
+	// Fewer than two workers usable for req: the spec's sampling among those that are.
 	var pair [2]*worker.Worker
-	switch n := p.deck.deal(req, p.workers, p.rnd, &pair); n {
+	switch sampleTwo(req, p.workers, p.rnd, &pair) {
 	case 0:
 		return nil
 	case 1: // a single available worker is selected directly
 		return pair[0]
 	}
+	w, _ := p.better(req, &pair)
+	return w
+}
+
+// better returns the better of a pair, first (pair[0]) on a tie, and whether the second won
+// on load while itself busy (work awaiting its first token), which queue reads.
+//
+// Under the requests metric fewer in-flight requests win; a tie goes on to the expected wait.
+// The expected wait: the candidate with less work awaiting its first token
+// (score.Scorer.AwaitingWork) wins; at equal awaiting work the lower expected wait wins when
+// the two differ by more than one request of mean size at the fleet rate, and first otherwise
+// (queue: the candidate picked less recently). The expected waits of two equally loaded
+// workers differ by what each was sent since its own last report and by the noise of the KV
+// term, less than a request: letting that decide, as Lowest does, put consecutive requests
+// on one worker where a rotation spaces them (docs/differences.md). Without both load
+// reports the pair degrades as least_load does (score.Scorer.Lowest: fewer in-flight
+// requests when neither reports).
+func (p *picker) better(req *policy.Request, pair *[2]*worker.Worker) (w *worker.Worker, busyWinner bool) {
+	first, second := pair[0], pair[1]
 	if p.metric == MetricRequests {
-		a, b := pair[0].InFlight.Load(), pair[1].InFlight.Load()
-		switch {
+		switch a, b := first.InFlight.Load(), second.InFlight.Load(); {
 		case a < b:
-			return pair[0]
+			return first, false
 		case b < a:
-			return pair[1]
+			return second, false
 		}
 	}
-	// Lowest, not LowestAt: at the fleet rate for every worker, a slower engine's own rate
-	// (score.Rate) is least_load's alone. Deciding a pair on it outright put TTFT p99 at
-	// 1.10-1.13 × round robin's against 0.89-1.07 × on uniform engines serving shared
-	// prefixes (policytest, 70%; an engine's step estimate moves with its prefill), for
-	// 0.94-0.95 × against 1.00 on the heterogeneous fleet (docs/differences.md).
-	return p.scorer.Lowest(req, pair[:], p.rate.TokensPerSecond(), p.rnd, policy.NoHotLimit)
+	ra, rb := first.Load(), second.Load()
+	if ra == nil || rb == nil {
+		return p.scorer.Lowest(req, pair[:], p.rate.TokensPerSecond(), p.rnd, policy.NoHotLimit), false
+	}
+	switch a, b := p.scorer.AwaitingWork(first), p.scorer.AwaitingWork(second); {
+	case a < b:
+		return first, false
+	case b < a:
+		return second, b > 0
+	}
+	rate := score.Rate{TokensPerSecond: p.rate.TokensPerSecond()}
+	a, _ := p.scorer.ReportedWait(first, ra, rate)
+	b, _ := p.scorer.ReportedWait(second, rb, rate)
+	if a-b > float64(p.scorer.Config().MeanPrefillTokens)/rate.TokensPerSecond {
+		return second, false
+	}
+	return first, false
 }
 
-// deck deals power_of_two's candidate pairs without replacement: the group's workers in a
-// random order, two per pick, shuffled again once fewer than two are left. Every pair is
-// still two distinct workers drawn at random, but consecutive picks do not redraw the workers
-// just drawn, so every worker is a candidate once every n/2 picks. Pairs drawn independently
-// (the spec's sampling) made some workers candidates, and so winners, several picks in a row
-// while others waited: on the simulated fleet that alone put TTFT p99 at 1.6-1.9 × round
-// robin's on uniform prompts (docs/differences.md, issue 13). The shuffle costs one draw per
-// card, as the independent pairs did, and a short lock.
-type deck struct {
+// queue deals power_of_two's candidates: the group's workers in a ring, the least recently
+// picked first (shuffled at build, so the order is random), and each pick compares the first
+// two usable ones. The winner goes to the back. A first candidate that lost keeps its place,
+// to be compared again at the next pick, unless it lost on awaiting work to a partner that
+// was itself busy (both had work awaiting a first token): then both go to the back, the loser
+// ahead, so that a worker busy with a long prompt does not take one of the two places pick
+// after pick while both are busy. Pairs drawn at random (the spec's sampling, and the
+// shuffled deck after it) let a worker win pairs at short intervals while others waited,
+// where round robin spaces every worker's requests n apart; on the simulated fleet at 70%
+// of round robin's capacity (policytest) that put TTFT p99 at 1.06-1.20 × round robin's on
+// uniform prompts, and 1.08-1.32 × on the real fleet (docs/benchmarks.md §3, run QT).
+// Every pick still reads two workers' loads, and both candidates are random in the sense
+// that matters: no worker is favoured by its position in the group.
+type queue struct {
 	mu    sync.Mutex
-	order []int32 // indexes into the group's workers
-	next  int     // the next card to deal
+	order []int32 // indexes into the group's workers; order[head] is the first candidate
+	head  int
 }
 
-func newDeck(n int) *deck {
-	d := &deck{order: make([]int32, n), next: n}
-	for i := range d.order {
-		d.order[i] = int32(i)
+func newQueue(n int, rnd policy.Rand) *queue {
+	q := &queue{order: make([]int32, n)}
+	for i := range q.order {
+		q.order[i] = int32(i)
 	}
-	return d
+	for i := n - 1; i > 0; i-- { // Fisher-Yates
+		j := rnd.IntN(i + 1)
+		q.order[i], q.order[j] = q.order[j], q.order[i]
+	}
+	return q
 }
 
-// deal fills pair with the next two cards and returns 2 when both are usable for req; else,
-// or with fewer than two workers, it leaves the deck as it is and returns sampleTwo's answer.
-func (d *deck) deal(req *policy.Request, ws []*worker.Worker, rnd policy.Rand, pair *[2]*worker.Worker) int {
-	if len(ws) < 2 {
-		return sampleTwo(req, ws, rnd, pair)
+// pick compares the first two workers of the queue usable for req and moves them as queue
+// explains; it returns nil, and leaves the order of the usable workers as it was, when fewer
+// than two are usable. A worker not usable for req is passed over (moved to the back), so a
+// broken or draining worker does not hold the front.
+func (q *queue) pick(req *policy.Request, p *picker) *worker.Worker {
+	n := len(q.order)
+	if n < 2 {
+		return nil
 	}
-	d.mu.Lock()
-	if d.next+2 > len(d.order) {
-		for i := len(d.order) - 1; i > 0; i-- { // Fisher-Yates
-			j := rnd.IntN(i + 1)
-			d.order[i], d.order[j] = d.order[j], d.order[i]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for range n {
+		if req.Usable(p.workers[q.order[q.head]]) {
+			break
 		}
-		d.next = 0
+		q.head = q.next(q.head)
 	}
-	a, b := ws[d.order[d.next]], ws[d.order[d.next+1]]
-	if req.Usable(a) && req.Usable(b) {
-		d.next += 2
-		d.mu.Unlock()
-		pair[0], pair[1] = a, b
-		return 2
+	i := q.head
+	j := q.next(i)
+	for ; j != i && !req.Usable(p.workers[q.order[j]]); j = q.next(j) {
 	}
-	d.mu.Unlock()
-	return sampleTwo(req, ws, rnd, pair)
+	if j == i || !req.Usable(p.workers[q.order[i]]) {
+		return nil
+	}
+	if k := q.next(i); j != k { // bring the second usable worker next to the first
+		q.order[j], q.order[k] = q.order[k], q.order[j]
+		j = k
+	}
+	pair := [2]*worker.Worker{p.workers[q.order[i]], p.workers[q.order[j]]}
+	w, busyWinner := p.better(req, &pair)
+	switch {
+	case w == pair[0]: // to the back
+		q.head = j
+	case busyWinner: // both to the back, the first ahead
+		q.head = q.next(j)
+	default: // the second to the back, the first keeps its place
+		q.order[i], q.order[j] = q.order[j], q.order[i]
+		q.head = j
+	}
+	return w
+}
+
+func (q *queue) next(i int) int {
+	if i++; i == len(q.order) {
+		return 0
+	}
+	return i
 }
 
 // sampleTwo fills pair with two distinct usable workers drawn uniformly at random and returns
