@@ -217,6 +217,9 @@ func TestCommittedBaselines(t *testing.T) {
 				"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin",
 				// Issue 14's system-call target on the event-loop plane.
 				"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx",
+				// Issue 15: the pass-through routes and EPD, in CI too.
+				"routes.pass_through.max_cpu_ratio.smg-evloop/chat",
+				"routes.epd.cpu_ratio.smg-evloop/pd",
 			} {
 				if !gated[m] {
 					t.Errorf("%s is not gated", m)

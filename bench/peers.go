@@ -13,13 +13,16 @@ import (
 // buffering (so a server-sent event leaves as soon as it arrives), one worker process or
 // thread, pinned to the proxy core like the gateway (DESIGN.md §9).
 
-// peerPackages are the Debian packages EnsurePeers installs, and the program each provides.
+// peerPackages are the Debian packages EnsurePeers installs, and the program each provides:
+// the reference proxies of the overhead suite, and wrk, the routes suite's load (loadgen
+// speaks the generation APIs only).
 var peerPackages = []struct{ pkg, program string }{
 	{"nginx-light", "nginx"},
 	{"haproxy", "haproxy"},
+	{"wrk", "wrk"},
 }
 
-// EnsurePeers finds nginx and HAProxy, installing the missing ones with apt-get when running
+// EnsurePeers finds nginx, HAProxy and wrk, installing the missing ones with apt-get when running
 // as root, and returns the program paths it found (absent keys: not available). It never
 // fails: a missing peer is reported in the table as "not installed", not as a regression.
 func EnsurePeers(install bool, logf func(format string, args ...any)) map[string]string {

@@ -21,6 +21,18 @@ func TestQualityConfigSmoke(t *testing.T) {
 	}
 }
 
+// TestRoutesConfigSmoke: the smoke's routes suite measures what its gates read, without the
+// direct rows; make bench keeps them.
+func TestRoutesConfigSmoke(t *testing.T) {
+	noInstall := func(string, ...any) {}
+	if smoke := routesConfig(&options{smoke: true}, bench.Binaries{}, noInstall); !smoke.SkipDirect {
+		t.Error("the smoke's routes suite measures the direct rows")
+	}
+	if full := routesConfig(&options{}, bench.Binaries{}, noInstall); full.SkipDirect {
+		t.Error("make bench's routes suite skips the direct rows")
+	}
+}
+
 func TestQualityConfigFlags(t *testing.T) {
 	o := &options{qualityCases: "heterogeneous, mixed-size", qualityPolicies: "round_robin,random", qualityLoadPolicies: "none", qualitySatScale: 3}
 	cfg, err := qualityConfig(o, bench.Binaries{}, nil)
