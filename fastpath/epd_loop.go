@@ -7,15 +7,15 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// EPD mode on the event loops: dispatchEPD's protocol (epd.go), the same attempt, legs and
-// retries, with the encode leg an evloop.Call that the exchange awaits before the PD legs
+// EPD mode on the event loops: the protocol epd.go describes, run with the request's attempt,
+// legs and retries, with the encode leg an evloop.Call that the exchange awaits before the PD legs
 // start (evpd.go runs those, from the encode handshake's body instead of the client's). A
 // request without media is a PD request and never gets here.
 //
 // Whatever leg is under way when the client leaves is cancelled (its worker connection
 // closed, its leg abandoned): the encode call while the exchange awaits it, the prefill and
 // decode legs as in PD mode. A retryable failure of any leg before the client saw a byte
-// re-picks the whole triple and runs the encode leg again, as the fasthttp plane does.
+// re-picks the whole triple and runs the encode leg again.
 
 // loopEPD is a loop exchange's EPD state.
 type loopEPD struct {
@@ -82,7 +82,7 @@ func (le *loopExchange) startEncode(ex *evloop.Exchange) {
 		return
 	}
 	le.pdBody = body // copied out by the call: the PD legs' rewrite reuses it
-	// --first-byte-timeout-secs bounds the encode answer too, as on the fasthttp plane.
+	// --first-byte-timeout-secs bounds the encode answer too: it is the first answer awaited.
 	now := ex.Now()
 	deadline := a.tryDeadline(false, now)
 	if fbt := le.s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {
@@ -114,7 +114,7 @@ func (le *loopExchange) encodeDone(ex *evloop.Exchange, pf *loopPrefill) {
 
 // wakeEPD sends the request to a new triple after a retry's pause, or answers the last
 // failure when there is no whole triple to try (the route table lost a leg, or every worker
-// of one is excluded), as dispatchEPD does.
+// of one is excluded).
 func (le *loopExchange) wakeEPD(ex *evloop.Exchange) {
 	tab := le.s.router.Current()
 	prt, drt, ok := lookupPD(tab, le.x.fields.Model)

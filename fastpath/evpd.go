@@ -10,8 +10,8 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// PD mode on the event loops: the same protocols as dispatchPD (pd.go), the same attempt, its
-// legs and retries, with the prefill leg as an evloop.Call beside (SGLang) or before (vLLM)
+// PD mode on the event loops: the protocols pd.go describes, run with the request's attempt,
+// its legs and retries, with the prefill leg as an evloop.Call beside (SGLang) or before (vLLM)
 // the exchange's forward to the decode worker, all on the client connection's loop.
 //
 //   - SGLang: the bootstrap body goes to the prefill worker (the Call) and to the decode
@@ -25,8 +25,11 @@ import (
 //     kv_transfer_params the prefill returned.
 //
 // A prefill that is of no use any more is cancelled (its connection closed, its leg
-// abandoned): the decode leg failed, or the client left. The fasthttp plane does the same
-// through the prefill job's watched round trip (pd.go).
+// abandoned): the decode leg failed, or the client left.
+//
+// The body: every pair gets the client's body rewritten (handover) and a retry rewrites it
+// again for the next pair, so a PD request's body is always read whole, whatever
+// --max-buffered-request-bytes says (streamedOnLoops), bounded by --max-payload-size.
 
 // loopPD is a loop exchange's PD state.
 type loopPD struct {
