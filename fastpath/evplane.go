@@ -31,24 +31,18 @@ type loopPlane struct{ s *Server }
 
 // startLoops builds the event-loop server.
 func (s *Server) startLoops() (*evloop.Server, error) {
-	return evloop.New(evloop.Config{
-		MaxBodySize:       s.cfg.MaxPayloadSize,
-		MaxHeaderSize:     s.cfg.MaxHeaderSize,
-		Reserve:           s.bodies.reserve,
-		Release:           s.bodies.release,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxConns:          s.cfg.MaxConnections,
-		UpstreamMaxConns:  s.cfg.MaxConnsPerWorker,
-		StreamFailureTail: []byte(streamFailureEvent),
-		StreamBodyOver:    s.cfg.MaxBufferedBody,
-		StreamBody:        s.streamedOnLoops,
-		Handler:           loopPlane{s},
-		ResolveAddr:       s.resolveUpstream,
-		OnPanic: func(p any) {
-			s.log.Error("Panic while serving a request", "panic", p, "stack", string(debug.Stack()))
-		},
-	})
+	cfg := evloop.DefaultConfig()
+	cfg.MaxBodySize, cfg.MaxHeaderSize = s.cfg.MaxPayloadSize, s.cfg.MaxHeaderSize
+	cfg.Reserve, cfg.Release = s.bodies.reserve, s.bodies.release
+	cfg.ReadTimeout, cfg.IdleTimeout = s.cfg.ReadTimeout, s.cfg.IdleTimeout
+	cfg.MaxConns, cfg.UpstreamMaxConns = s.cfg.MaxConnections, s.cfg.MaxConnsPerWorker
+	cfg.StreamFailureTail = []byte(streamFailureEvent)
+	cfg.StreamBodyOver, cfg.StreamBody = s.cfg.MaxBufferedBody, s.streamedOnLoops
+	cfg.Handler, cfg.ResolveAddr = loopPlane{s}, s.resolveUpstream
+	cfg.OnPanic = func(p any) {
+		s.log.Error("Panic while serving a request", "panic", p, "stack", string(debug.Stack()))
+	}
+	return evloop.New(cfg)
 }
 
 // streamFailureEvent ends a stream whose worker broke mid-answer: the client learns why its

@@ -112,7 +112,9 @@ func startCallProxy(t *testing.T, p *callProxy) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Handler: p, MaxBodySize: 1 << 20, Loops: 1})
+	cfg := DefaultConfig()
+	cfg.Handler, cfg.MaxBodySize, cfg.Loops = p, 1<<20, 1
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

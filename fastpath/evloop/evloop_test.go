@@ -79,7 +79,8 @@ func startProxy(t testing.TB, p *proxy, tweak func(*Config)) string {
 		t.Fatal(err)
 	}
 	p.target = Target{Addr: p.addr, RequestID: []byte("rid-1")}
-	cfg := Config{Handler: p, MaxBodySize: 1 << 20, Loops: 2, StreamFailureTail: []byte("data: broken\n\n")}
+	cfg := DefaultConfig()
+	cfg.Handler, cfg.MaxBodySize, cfg.Loops, cfg.StreamFailureTail = p, 1<<20, 2, []byte("data: broken\n\n")
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -370,5 +371,28 @@ func TestIdleTimeoutAfterKeepAliveTraffic(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(20 * idle))
 	if n, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("idle connection: read %v, %v; want the server to close it (EOF)", n, err)
+	}
+}
+
+// TestConfigZeroIsRefused: no zero setting means "the default" (issue 16): DefaultConfig with
+// a handler and a body bound is valid, and a zeroed setting is refused naming where to start.
+func TestConfigZeroIsRefused(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Handler, cfg.MaxBodySize = &proxy{}, 1<<20
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	for name, zero := range map[string]func(*Config){
+		"Loops": func(c *Config) { c.Loops = 0 }, "OutputLimit": func(c *Config) { c.OutputLimit = 0 },
+		"ReadTimeout": func(c *Config) { c.ReadTimeout = 0 }, "WatchInterval": func(c *Config) { c.WatchInterval = 0 },
+	} {
+		c := cfg
+		zero(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "DefaultConfig") {
+			t.Errorf("zero %s: %v, want a refusal naming DefaultConfig", name, err)
+		}
+		if _, err := New(c); err == nil {
+			t.Errorf("New accepted a zero %s", name)
+		}
 	}
 }

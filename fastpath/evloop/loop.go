@@ -70,39 +70,14 @@ type Config struct {
 	OnPanic func(p any)
 }
 
-func (c *Config) fillDefaults() {
-	if c.Loops <= 0 {
-		c.Loops = runtime.GOMAXPROCS(0)
-	}
-	if c.MaxHeaderSize <= 0 {
-		c.MaxHeaderSize = 64 << 10
-	}
-	if c.ReadTimeout <= 0 {
-		c.ReadTimeout = 60 * time.Second
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 120 * time.Second
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = 65536
-	}
-	if c.OutputLimit <= 0 {
-		c.OutputLimit = 256 << 10
-	}
-	if c.MaxHeldBody <= 0 {
-		c.MaxHeldBody = 256 << 20
-	}
-	if c.UpstreamMaxConns <= 0 {
-		c.UpstreamMaxConns = 2048
-	}
-	if c.UpstreamIdleTimeout <= 0 {
-		c.UpstreamIdleTimeout = 90 * time.Second
-	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = 5 * time.Second
-	}
-	if c.WatchInterval <= 0 {
-		c.WatchInterval = 250 * time.Millisecond
+// DefaultConfig returns the defaults above; the caller sets Handler and MaxBodySize. A zero
+// setting is refused by Validate, not read as "the default".
+func DefaultConfig() Config {
+	return Config{
+		Loops: runtime.GOMAXPROCS(0), MaxHeaderSize: 64 << 10, ReadTimeout: 60 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxConns: 65536, OutputLimit: 256 << 10, MaxHeldBody: 256 << 20,
+		UpstreamMaxConns: 2048, UpstreamIdleTimeout: 90 * time.Second, DialTimeout: 5 * time.Second,
+		WatchInterval: 250 * time.Millisecond,
 	}
 }
 
@@ -113,6 +88,12 @@ func (c *Config) Validate() error {
 		return errors.New("evloop: Config.Handler is required")
 	case c.MaxBodySize <= 0:
 		return errors.New("evloop: Config.MaxBodySize must be positive (--max-payload-size)")
+	case c.Loops <= 0 || c.MaxHeaderSize <= 0 || c.MaxConns <= 0 || c.OutputLimit <= 0 || c.MaxHeldBody <= 0 || c.UpstreamMaxConns <= 0:
+		return fmt.Errorf("evloop: Loops %d, MaxHeaderSize %d, MaxConns %d, OutputLimit %d, MaxHeldBody %d and UpstreamMaxConns %d must all be positive: start from evloop.DefaultConfig()",
+			c.Loops, c.MaxHeaderSize, c.MaxConns, c.OutputLimit, c.MaxHeldBody, c.UpstreamMaxConns)
+	case c.ReadTimeout <= 0 || c.IdleTimeout <= 0 || c.UpstreamIdleTimeout <= 0 || c.DialTimeout <= 0 || c.WatchInterval <= 0:
+		return fmt.Errorf("evloop: ReadTimeout %v, IdleTimeout %v, UpstreamIdleTimeout %v, DialTimeout %v and WatchInterval %v must all be positive: start from evloop.DefaultConfig()",
+			c.ReadTimeout, c.IdleTimeout, c.UpstreamIdleTimeout, c.DialTimeout, c.WatchInterval)
 	}
 	return nil
 }
@@ -139,7 +120,6 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.fillDefaults()
 	return &Server{cfg: cfg, lnfd: -1, serving: make(chan struct{}), done: make(chan struct{}), upstreamConns: map[string]*atomic.Int32{}}, nil
 }
 
