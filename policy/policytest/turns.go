@@ -2,7 +2,11 @@ package policytest
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
 )
 
 // OpenLoopTurns is the arrival side of loadgen's multi-turn run, for SimConfig.Conversations:
@@ -17,4 +21,16 @@ func OpenLoopTurns(seed uint64, rate float64, openAt, d time.Duration) []SimRequ
 		trace = append(trace, r)
 	}
 	return trace
+}
+
+// SimulateMultiTurn runs p over ws on the routing-quality suite's multi-turn case as loadgen
+// runs it: 512 conversations of 6 rounds (a 645-token system prompt, 161-token turns, 32-token
+// answers, each turn resending the conversation; Conversations), engines whose prefix caches
+// hold 65,536 tokens (the mocks' KV), a closed-loop warm-up that has drained by 12 s, then 30 s
+// of Poisson arrivals at rate (OpenLoopTurns), reports every 4 s spread over 50 ms.
+func SimulateMultiTurn(p policy.Picker, ws []*worker.Worker, seed uint64, rate float64) SimResult {
+	const openAt = 12 * time.Second
+	return Simulate(p, ws, OpenLoopTurns(seed, rate, openAt, 30*time.Second), SimConfig{
+		Engines: slices.Repeat([]Engine{{CacheTokens: 65_536}}, len(ws)), Warmup: openAt,
+		ReportSpread: 50 * time.Millisecond, Seed: seed, Conversations: NewConversations(512, 6, 645, 161, 32)})
 }

@@ -1,7 +1,6 @@
 package poweroftwo
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -175,16 +174,9 @@ func TestUniformTailOnSimulatedFleet(t *testing.T) {
 // 1.27-1.32); from the queue, 1.00-1.02.
 func TestMultiTurnTailOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := slices.Repeat([]policytest.Engine{{CacheTokens: 65_536}}, 8)
-	rate, openAt := 52.6, 12*time.Second // the warm-up's closed loop has drained by openAt
 	for seed := uint64(1); seed <= 3; seed++ {
-		run := func(p policy.Picker) policytest.SimResult {
-			return policytest.Simulate(p, f.Workers, policytest.OpenLoopTurns(seed, rate, openAt, 30*time.Second), policytest.SimConfig{
-				Engines: engines, Warmup: openAt, ReportSpread: 50 * time.Millisecond, Seed: seed,
-				Conversations: policytest.NewConversations(512, 6, 645, 161, 32)})
-		}
-		rr := run(roundrobin.New().Build(f.Group("m")))
-		r := run(build(t, f, MetricExpectedWait, seed))
+		rr := policytest.SimulateMultiTurn(roundrobin.New().Build(f.Group("m")), f.Workers, seed, 52.6)
+		r := policytest.SimulateMultiTurn(build(t, f, MetricExpectedWait, seed), f.Workers, seed, 52.6)
 		ratio := float64(r.TTFTQuantile(0.99)) / float64(rr.TTFTQuantile(0.99))
 		t.Logf("seed %d: TTFT p99 %v, round robin %v (%.2f x); p50 %v, %v", seed, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ratio, r.TTFTQuantile(0.5), rr.TTFTQuantile(0.5))
 		if ratio > 1.1 {
