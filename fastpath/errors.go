@@ -26,7 +26,6 @@ var (
 	errMethod          = apiError{fasthttp.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed"}
 	errNoWorkers       = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "no_available_workers"}
 	errTargetWorker    = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "invalid_target_worker"}
-	errDraining        = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "draining"}
 	errPassThroughPD   = apiError{fasthttp.StatusNotImplemented, "invalid_request_error", "unsupported_in_pd_mode"}
 	// The spec product answers 500 for an unreachable worker; 502 is what HTTP means.
 	errUpstreamUnreachable = apiError{fasthttp.StatusBadGateway, "server_error", "worker_unreachable"}

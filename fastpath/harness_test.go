@@ -48,7 +48,6 @@ type fakeWorker struct {
 	srv    *fasthttp.Server
 	events chan string // each value is sent as one SSE event; closing ends the stream
 	served chan struct{}
-	mu     sync.Mutex
 	closed chan struct{} // receives when a stream's writer saw its client go away
 	delay  time.Duration // non-streamed answers wait this long (timeouts)
 	bodies chan []byte   // when set, receives a copy of every generation request's body
@@ -282,4 +281,10 @@ func (g *gateway) inFlight() (sum int64) {
 		sum += w.InFlight.Load()
 	}
 	return sum
+}
+
+// openConnections counts the client connections the server is serving.
+func (s *Server) openConnections() int {
+	<-s.loopsReady
+	return int(s.loops.OpenConnections())
 }

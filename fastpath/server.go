@@ -92,12 +92,6 @@ func (s *Server) Serve(ln net.Listener) error {
 	return loops.Serve(ln)
 }
 
-// openConnections counts the client connections being served.
-func (s *Server) openConnections() int {
-	<-s.loopsReady
-	return int(s.loops.OpenConnections())
-}
-
 // Drain makes readiness answer 503 "draining" so load balancers stop sending; requests keep
 // being served until Shutdown.
 func (s *Server) Drain() { s.draining.Store(true) }
