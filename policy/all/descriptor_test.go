@@ -73,14 +73,21 @@ func (*eleventh) RoutesLeg(l policy.Leg) bool            { return l == policy.Le
 func (b *eleventh) Maintain(now time.Time)               { b.maintained = append(b.maintained, now) }
 func (b *eleventh) MaintainWeakly() func(time.Time) bool { return policy.Weakly(b) }
 
-// TestAnEleventhPolicyIsOneTableLine: adding a line is all it takes for every check to know
-// the new policy's abilities: load polling, PD legs, maintenance.
-func TestAnEleventhPolicyIsOneTableLine(t *testing.T) {
+// addEleventh adds the eleventh policy's line to the table for the test, and returns the
+// Builder its line builds.
+func addEleventh(t *testing.T) *eleventh {
 	saved := table
 	t.Cleanup(func() { table = saved })
 	built := &eleventh{}
 	table = append(slices.Clone(table), entry{policy.Descriptor{Name: "eleventh", Prototype: (*eleventh)(nil)},
 		func(*Config, bool) (policy.Builder, error) { return built, nil }})
+	return built
+}
+
+// TestAnEleventhPolicyIsOneTableLine: adding a line is all it takes for every check to know
+// the new policy's abilities: load polling, PD legs, maintenance.
+func TestAnEleventhPolicyIsOneTableLine(t *testing.T) {
+	built := addEleventh(t)
 
 	if !LoadAware("eleventh") || !slices.Contains(Names(), "eleventh") {
 		t.Fatal("the new policy is not known as load-aware")
@@ -108,11 +115,7 @@ func TestAnEleventhPolicyIsOneTableLine(t *testing.T) {
 // TestMaintenanceRunsOnItsClock: Run maintains every MaintenanceInterval of the clock it is
 // given, and stops with its context.
 func TestMaintenanceRunsOnItsClock(t *testing.T) {
-	saved := table
-	t.Cleanup(func() { table = saved })
-	built := &eleventh{}
-	table = append(slices.Clone(table), entry{policy.Descriptor{Name: "eleventh", Prototype: (*eleventh)(nil)},
-		func(*Config, bool) (policy.Builder, error) { return built, nil }})
+	built := addEleventh(t)
 	m, clk := NewMaintenance(), clock.NewFake()
 	if _, err := NewBuilderFunc(Config{Maintenance: m, PDMode: true})("eleventh", true); err != nil {
 		t.Fatal(err)
