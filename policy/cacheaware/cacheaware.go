@@ -305,18 +305,21 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 // all when everyone is (spill). A holder is hot past the fleet mean by the smaller of
 // --balance-abs-threshold and what the hit is worth (hitWorth of the matched share, ratio).
 //
-// A doubtful hit (doubtful: the tree's match m says the holder last used the prefix more than
-// half its horizon ago, so its engine may have dropped it) must also not queue: the holder is
-// passed over (spill) when the work awaiting its first token there exceeds the least-loaded
-// worker's by more than the prefill the hit would save (savedTokens). The spill gate counts
-// requests in flight, most of them decoding, and let multi-turn's holders queue a run of
-// turns whose prefixes were gone, each a whole prefill: loadgen's ready queue hands out
+// A doubtful hit must also not queue. doubt (liveness.go) is q, how likely the holder's
+// engine has dropped the prefix, from the holder's stamp on it: 0 up to half its horizon, 1
+// at it. The holder is passed over (spill, to the least-loaded worker) when the work awaiting
+// its first token there, each request costing its unmatched share and, with probability q,
+// its matched one (awaiting work × (1 - ratio × (1 - q))), exceeds the least-loaded worker's
+// by more than what the hit saves in expectation (savedTokens × (1 - q)). The spill gate
+// counts requests in flight, most of them decoding, and let multi-turn's holders queue a run
+// of turns whose prefixes were gone, each a whole prefill: loadgen's ready queue hands out
 // conversations in the order their answers completed, and an engine completes a batch of
 // them at once, so the turns of one holder come round together every round (run QT: TTFT
-// p99 2.9-3.2x round robin's at 70% load; issue 13, docs/differences.md). A recent hit keeps
-// the gate alone: the requests awaiting there hit too and cost a few percent of their size,
-// which the awaiting work, counted at the requests' whole size, does not see (on shared
-// prefixes such a rule cut the hit rate and raised the tail, TestTailsOnSimulatedFleet).
+// p99 2.9-3.2x round robin's at 70% load; issue 13, docs/differences.md). Applied in full to
+// every hit older than half the horizon (a200530) the rule spilled the shared-prefix
+// workload's rarely used replicas at saturation into more replicas: simulated hit rate 0.93
+// → 0.48, real 0.88 → 0.72-0.75 (TestSharedPrefixSaturationKeepsHits). A recent hit keeps
+// the gate alone.
 func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.Rate, ratio, savedTokens float64, m *radix.Match, now int64) *worker.Worker {
 	b := p.b
 	mean := p.mean.Mean()
@@ -326,10 +329,15 @@ func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.
 		w = b.scorer.LowestAt(req, cands, rate, b.rnd, hot)
 	}
 	if w != nil {
-		if aw := b.scorer.AwaitingWork(w); aw > savedTokens && p.doubtful(w, m, now) {
-			if best := b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); best != nil && aw-b.scorer.AwaitingWork(best) > savedTokens {
-				b.br.spill.Inc()
-				return best
+		if q := p.doubt(w, m, now); q > 0 {
+			// The awaiting requests there are doubtful hits too: each costs its unmatched
+			// share and, with probability q, the matched one.
+			saved := savedTokens * (1 - q)
+			if aw := b.scorer.AwaitingWork(w) * (1 - ratio*(1-q)); aw > saved {
+				if best := b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); best != nil && aw-b.scorer.AwaitingWork(best) > saved {
+					b.br.spill.Inc()
+					return best
+				}
 			}
 		}
 		b.br.match.Inc()

@@ -26,8 +26,9 @@
 //     The spill target becomes another holder of the prefix, so a hot prefix replicates.
 //     A holder that last used the prefix more than half its horizon ago (its engine may have
 //     dropped it, liveness.go) is passed over too, when the token work awaiting its first
-//     token there exceeds the least-loaded worker's by more than the hit would save (spill):
-//     such a hit may be a whole prefill queued behind others (decide, issue 13).
+//     token there exceeds the least-loaded worker's by more than the hit would save, both
+//     weighed by how doubtful the hit is (spill): such a hit may be a whole prefill queued
+//     behind others (decide, issue 13).
 //  3. When a retry moves a request, the gateway's Record call inserts the prefix for the worker
 //     that finally served it.
 //

@@ -81,9 +81,9 @@ func TestNoHitWorkloadsRouteAsLeastLoad(t *testing.T) {
 //
 // It fails on the spill gate alone, which let a holder queue the run of turns that completed
 // on it together, each a whole prefill for a prefix its engine had dropped: TTFT p99 1.9-3.3×
-// least_load's (run QT on the mocks: 2.9-3.2× round robin's). Passing over a doubtful
-// holder (its stamp older than half its horizon) whose awaiting work exceeds the least-loaded
-// worker's by more than the hit saves: 0.94-1.03×.
+// least_load's (run QT on the mocks: 2.9-3.2× round robin's). Passing over a doubtful holder
+// (its stamp older than half its horizon) whose awaiting work, weighed by how doubtful the
+// hit is, exceeds the least-loaded worker's by more than the hit saves: 0.94-1.08×.
 func TestMultiTurnHolderQueueIsBounded(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := make([]policytest.Engine, 8)

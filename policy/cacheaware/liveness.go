@@ -81,23 +81,24 @@ func (c *chooser) advanceClock(m radix.Match, matched int, w *worker.Worker) {
 	c.p.b.clock.Add(int64(added / c.unitsPerToken))
 }
 
-// doubtful reports whether w's engine may have dropped the prefix of m (nil: the placement
-// map, which keeps no LRU stamps): w last used it more than half its horizon ago, the age
-// from which advanceClock counts a hit's reused blocks (a prefix that old is near eviction).
-// A peer's path, and a worker that reports no capacity, are not doubtful: their belief stands.
-func (p *picker) doubtful(w *worker.Worker, m *radix.Match, now int64) bool {
+// doubt is how likely w's engine has dropped the prefix of m (nil: the placement map, which
+// keeps no LRU stamps), from w's stamp on it: 0 up to half its horizon (the age from which
+// advanceClock counts a hit's reused blocks: a prefix that old is near eviction), rising
+// linearly to 1 at the horizon, where Live drops the holder. A peer's path, and a worker that
+// reports no capacity, are not doubted: their belief stands.
+func (p *picker) doubt(w *worker.Worker, m *radix.Match, now int64) float64 {
 	if m == nil {
-		return false
+		return 0
 	}
 	for i, t := range m.Tenants {
 		if t != radix.Tenant(w.Index) {
 			continue
 		}
-		if m.Stamps[i] <= peerStamp {
-			return false
-		}
 		horizon, ok := p.horizon(w)
-		return ok && float64(now-m.Stamps[i]) > horizon/2
+		if m.Stamps[i] <= peerStamp || !ok {
+			return 0
+		}
+		return min(1, max(0, 2*float64(now-m.Stamps[i])/horizon-1))
 	}
-	return false
+	return 0
 }
