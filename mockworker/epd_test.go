@@ -95,6 +95,38 @@ func TestEPDSGLang(t *testing.T) {
 	}
 }
 
+// TestEPDPrefillReusingARoomIsRefused: an instant-mode EPD prefill whose embeddings arrived
+// but whose bootstrap_room was already published answers 500 saying so (the error was lost to
+// a shadowed variable, and the answer dereferenced a nil error).
+func TestEPDPrefillReusingARoomIsRefused(t *testing.T) {
+	forEachServer(t, func(t *testing.T, kind ServerKind) {
+		base := Config{Server: kind, Mode: ModeInstant, TimeScale: 50}
+		ec := base
+		ec.Role, ec.Host, ec.KVTransferTimeout = RoleEncode, "127.0.0.13", 10*time.Second
+		ef := startFleet(t, ec)
+		pc := base
+		pc.Role, pc.Host, pc.KVTransferTimeout, pc.RequireEncode = RolePrefill, "127.0.0.11", 2*time.Second, true
+		pf := startFleet(t, pc)
+		eu, pu := ef.URLs()[0]+"/v1/chat/completions", pf.URLs()[0]+"/v1/chat/completions"
+		pdRoom := rooms.Add(1)
+		for i := range 2 {
+			encodeRoom := rooms.Add(1)
+			if resp, b := do(t, "POST", eu, epdBody(t, "a cat", map[string]any{"bootstrap_host": "127.0.0.13", "bootstrap_port": ef.BootstrapPort(), "bootstrap_room": encodeRoom})); resp.StatusCode != 200 {
+				t.Fatalf("encode %d: %d %s", i, resp.StatusCode, b)
+			}
+			hs := map[string]any{"encode_bootstrap_host": "127.0.0.13", "encode_bootstrap_port": ef.BootstrapPort(), "encode_bootstrap_room": encodeRoom,
+				"bootstrap_host": "127.0.0.11", "bootstrap_port": pf.BootstrapPort(), "bootstrap_room": pdRoom}
+			resp, b := do(t, "POST", pu, epdBody(t, "a cat", hs))
+			if i == 0 && resp.StatusCode != 200 {
+				t.Fatalf("first prefill: %d %s", resp.StatusCode, b)
+			}
+			if i == 1 {
+				wantError(t, "a prefill reusing its room", resp.StatusCode, b, 500, "every request needs its own bootstrap_room")
+			}
+		}
+	})
+}
+
 // TestEPDVLLMEncode: vLLM's encode request must be unstreamed with one output token and
 // carry media.
 func TestEPDVLLMEncode(t *testing.T) {
