@@ -1,5 +1,3 @@
-// Package random implements the random policy: every available worker equally likely, no
-// state (spec: Random).
 package random
 
 import "github.com/smg-go/smg/policy"
