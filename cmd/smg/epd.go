@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/policy/all"
@@ -21,17 +20,7 @@ type epdOptions struct {
 
 func registerEPDFlags(fs *cli.FlagSet, o *epdOptions) {
 	fs.Bool("epd-disaggregation", &o.enabled, false, "Encode-prefill-decode disaggregation: PD mode, and multimodal requests first go to an encode worker")
-	fs.Occurrences("encode", 1, 2, "URL [BOOTSTRAP_PORT|none]", "An encode worker and its bootstrap port (none: the engine's default); repeat for more", func(words []string) error {
-		spec := worker.Spec{URL: words[0], WorkerType: worker.TypeEncode}
-		if len(words) == 2 && words[1] != "none" {
-			if n, err := strconv.Atoi(words[1]); err != nil || n < 1 || n > 65535 {
-				return fmt.Errorf("bootstrap port %q is not a port in 1-65535 or none", words[1])
-			}
-			spec.Labels = map[string]string{worker.LabelBootstrapPort: words[1]}
-		}
-		o.encode = append(o.encode, spec)
-		return nil
-	})
+	fs.Occurrences("encode", 1, 2, "URL [BOOTSTRAP_PORT|none]", "An encode worker and its bootstrap port (none: the engine's default); repeat for more", bootstrapWorker(worker.TypeEncode, &o.encode))
 	fs.String("encode-policy", &o.policy, all.DefaultEncodePolicy, "Policy of the encode leg: random, round_robin or consistent_hashing").WithMetavar("POLICY")
 }
 

@@ -26,19 +26,25 @@ type pdOptions struct {
 	epd epdOptions
 }
 
-func registerPDFlags(fs *cli.FlagSet, o *pdOptions) {
-	fs.Bool("pd-disaggregation", &o.enabled, false, "Prefill-decode disaggregation: every request goes to a prefill and a decode worker")
-	fs.Occurrences("prefill", 1, 2, "URL [BOOTSTRAP_PORT|none]", "A prefill worker and its KV bootstrap port (none: the engine's default); repeat for more", func(words []string) error {
-		spec := worker.Spec{URL: words[0], WorkerType: worker.TypePrefill}
+// bootstrapWorker parses one --prefill or --encode occurrence, URL [BOOTSTRAP_PORT|none],
+// into a worker of type typ appended to dst.
+func bootstrapWorker(typ string, dst *[]worker.Spec) func(words []string) error {
+	return func(words []string) error {
+		spec := worker.Spec{URL: words[0], WorkerType: typ}
 		if len(words) == 2 && words[1] != "none" {
 			if n, err := strconv.Atoi(words[1]); err != nil || n < 1 || n > 65535 {
 				return fmt.Errorf("bootstrap port %q is not a port in 1-65535 or none", words[1])
 			}
 			spec.Labels = map[string]string{worker.LabelBootstrapPort: words[1]}
 		}
-		o.prefill = append(o.prefill, spec)
+		*dst = append(*dst, spec)
 		return nil
-	})
+	}
+}
+
+func registerPDFlags(fs *cli.FlagSet, o *pdOptions) {
+	fs.Bool("pd-disaggregation", &o.enabled, false, "Prefill-decode disaggregation: every request goes to a prefill and a decode worker")
+	fs.Occurrences("prefill", 1, 2, "URL [BOOTSTRAP_PORT|none]", "A prefill worker and its KV bootstrap port (none: the engine's default); repeat for more", bootstrapWorker(worker.TypePrefill, &o.prefill))
 	fs.StringList("decode", &o.decode, "Decode worker URLs; the flag may repeat").WithMetavar("URL")
 	fs.String("prefill-policy", &o.prefillPolicy, "", "Policy of the prefill leg (default: --policy); bucket fits here").WithMetavar("POLICY")
 	fs.String("decode-policy", &o.decodePolicy, "", "Policy of the decode leg (default: --policy); not bucket or passthrough").WithMetavar("POLICY")
