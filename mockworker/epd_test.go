@@ -19,6 +19,16 @@ func epdBody(t *testing.T, prompt string, extra map[string]any) string {
 	return mustJSON(t, b)
 }
 
+// startEPDFleets starts an encode worker at 127.0.0.13 and a prefill worker that requires
+// its embeddings at 127.0.0.11, waiting for them up to prefillWait, both configured as base.
+func startEPDFleets(t *testing.T, base Config, prefillWait time.Duration) (encode, prefill *Fleet) {
+	ec := base
+	ec.Role, ec.Host, ec.KVTransferTimeout = RoleEncode, "127.0.0.13", 10*time.Second
+	pc := base
+	pc.Role, pc.Host, pc.KVTransferTimeout, pc.RequireEncode = RolePrefill, "127.0.0.11", prefillWait, true
+	return startFleet(t, ec), startFleet(t, pc)
+}
+
 // TestEPDSGLang: the encode worker publishes the embedding record under its room; an EPD
 // prefill claims it before it publishes its own KV, which the decode then claims; every
 // mistake a gateway can make is a 400 or a 500 that says what went wrong. In both modes and
@@ -28,12 +38,7 @@ func TestEPDSGLang(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			forEachServer(t, func(t *testing.T, kind ServerKind) {
 				base := Config{Server: kind, Mode: mode, TimeScale: 50}
-				ec := base
-				ec.Role, ec.Host, ec.KVTransferTimeout = RoleEncode, "127.0.0.13", 10*time.Second
-				ef := startFleet(t, ec)
-				pc := base
-				pc.Role, pc.Host, pc.KVTransferTimeout, pc.RequireEncode = RolePrefill, "127.0.0.11", 300*time.Millisecond, true
-				pf := startFleet(t, pc)
+				ef, pf := startEPDFleets(t, base, 300*time.Millisecond)
 				dc := base
 				dc.Role, dc.Host, dc.KVTransferTimeout, dc.BootstrapPort = RoleDecode, "127.0.0.12", 2*time.Second, pf.BootstrapPort()
 				df := startFleet(t, dc)
@@ -100,13 +105,7 @@ func TestEPDSGLang(t *testing.T) {
 // a shadowed variable, and the answer dereferenced a nil error).
 func TestEPDPrefillReusingARoomIsRefused(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		base := Config{Server: kind, Mode: ModeInstant, TimeScale: 50}
-		ec := base
-		ec.Role, ec.Host, ec.KVTransferTimeout = RoleEncode, "127.0.0.13", 10*time.Second
-		ef := startFleet(t, ec)
-		pc := base
-		pc.Role, pc.Host, pc.KVTransferTimeout, pc.RequireEncode = RolePrefill, "127.0.0.11", 2*time.Second, true
-		pf := startFleet(t, pc)
+		ef, pf := startEPDFleets(t, Config{Server: kind, Mode: ModeInstant, TimeScale: 50}, 2*time.Second)
 		eu, pu := ef.URLs()[0]+"/v1/chat/completions", pf.URLs()[0]+"/v1/chat/completions"
 		pdRoom := rooms.Add(1)
 		for i := range 2 {
