@@ -8,5 +8,6 @@
 // # Concurrency
 //
 // Real and Fake are safe for concurrent use. A Fake moves only when the test calls Advance,
-// which fires, in the calling goroutine, every timer that falls due.
+// which fires, in the calling goroutine, every timer and ticker that falls due (a ticker
+// sends at most one tick per Advance and none while its last is unread, as time.Ticker).
 package clock
