@@ -202,3 +202,44 @@ func TestEngineMetricsFlagReExportsTheEnginesSeries(t *testing.T) {
 		return !strings.Contains(body, `worker="`+m.URLs[1]+`"`) && strings.Contains(body, series(m.URLs[0]))
 	})
 }
+
+// TestPassThroughRoutesFollowTheirRoutingText: the pass-through routes give the policy their
+// routing text (issue 15: "so cache_aware and prefix_hash work on them"): under each prefix
+// policy the same text on a route keeps one worker, and twelve different texts spread.
+func TestPassThroughRoutesFollowTheirRoutingText(t *testing.T) {
+	routes := []struct{ path, tmpl string }{
+		{"/v1/embeddings", `{"model":"mock-model","input":%q}`},
+		{"/v1/rerank", `{"model":"mock-model","query":%q,"documents":["a","b"]}`},
+		{"/v1/messages", `{"model":"mock-model","messages":[{"role":"user","content":%q}],"max_tokens":8}`},
+		{"/v1/responses", `{"model":"mock-model","input":%q}`},
+	}
+	for _, name := range []string{"cache_aware", "prefix_hash"} {
+		t.Run(name, func(t *testing.T) {
+			m := StartMocks(t, 3)
+			g := StartGateway(t, append([]string{"--policy", name, "--worker-urls"}, m.URLs...)...)
+			served := func(path, body string) string {
+				r := MustDo(t, "POST", g.URL+path, body, nil)
+				if r.Status != 200 || r.Header.Get("X-Smg-Routed-Worker-Id") == "" {
+					t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+				}
+				return r.Header.Get("X-Smg-Routed-Worker-Id")
+			}
+			for ri, rt := range routes {
+				text := longPrompt(100 + ri)
+				first := served(rt.path, fmt.Sprintf(rt.tmpl, text))
+				for range 5 {
+					if got := served(rt.path, fmt.Sprintf(rt.tmpl, text)); got != first {
+						t.Fatalf("%s: the same text went to %s, then %s", rt.path, first, got)
+					}
+				}
+				seen := map[string]bool{}
+				for i := 1; i <= 12; i++ {
+					seen[served(rt.path, fmt.Sprintf(rt.tmpl, longPrompt(200+20*ri+i)))] = true
+				}
+				if len(seen) < 2 {
+					t.Fatalf("%s: 12 different texts all went to %v", rt.path, seen)
+				}
+			}
+		})
+	}
+}
