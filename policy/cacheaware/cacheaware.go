@@ -318,8 +318,10 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 // p99 2.9-3.2x round robin's at 70% load; issue 13, docs/differences.md). Applied in full to
 // every hit older than half the horizon (a200530) the rule spilled the shared-prefix
 // workload's rarely used replicas at saturation into more replicas: simulated hit rate 0.93
-// → 0.48, real 0.88 → 0.72-0.75 (TestSharedPrefixSaturationKeepsHits). A recent hit keeps
-// the gate alone.
+// → 0.48, real 0.88 → 0.72-0.75 (TestSharedPrefixSaturationKeepsHits); weighed by q, 0.85-0.87
+// (real 0.84, run QM4), and only for a prefix's sole candidate (a conversation's last turn has
+// one holder; a shared prefix's replicas are several), 0.87-0.88. A recent hit keeps the gate
+// alone.
 func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.Rate, ratio, savedTokens float64, m *radix.Match, now int64) *worker.Worker {
 	b := p.b
 	mean := p.mean.Mean()
@@ -329,7 +331,7 @@ func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.
 		w = b.scorer.LowestAt(req, cands, rate, b.rnd, hot)
 	}
 	if w != nil {
-		if q := p.doubt(w, m, now); q > 0 {
+		if q := p.doubt(w, m, now); q > 0 && len(cands) == 1 {
 			// The awaiting requests there are doubtful hits too: each costs its unmatched
 			// share and, with probability q, the matched one.
 			saved := savedTokens * (1 - q)

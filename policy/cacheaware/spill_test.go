@@ -144,7 +144,8 @@ func withBursts(seed uint64, trace []policytest.SimRequest, gen func(*rand.Rand)
 // round robin's hit rate (the target is 3× on the mocks). The doubtful-holder spill
 // applied in full to every hit older than half the horizon (a200530) spilled the rarely used
 // replicas of a group into more replicas and cut the hit rate to 0.48 (1.4× round robin's
-// 0.35); with the spill weighed by how doubtful the hit is, 0.85-0.87; without it, 0.93.
+// 0.35); with the spill weighed by how doubtful the hit is, 0.85-0.87, and only for a
+// prefix's sole candidate, 0.87-0.88; without it, 0.93.
 func TestSharedPrefixSaturationKeepsHits(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := make([]policytest.Engine, 8)
