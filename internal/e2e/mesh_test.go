@@ -27,15 +27,13 @@ import (
 
 // The mesh's real-process proofs (issue 8): routers as `smg launch --enable-mesh` processes on
 // 127.0.0.x loopback addresses, in network namespaces for the partition, and behind mutual
-// TLS. Every wait that checks one of the issue's claims ("within 3 s") polls every 50 ms and
-// logs the time it observed; the other waits are generous bounds for a busy machine.
+// TLS. Every wait logs the time it observed; the issue's claims ("within 3 s") are recorded
+// figures, not bounds (no test asserts a duration, DESIGN.md §8: on a shared machine a
+// stalled core would fail them), so a wait fails only past testutil.Patience.
 
 const (
 	// meshPoll is how often a claim is polled.
 	meshPoll = 50 * time.Millisecond
-	// meshSettle bounds waits that check no stated figure (joining, detection, healing):
-	// long enough for a shared 2-core machine, short enough to fail a hung protocol.
-	meshSettle = 45 * time.Second
 )
 
 // meshRouter is one running `smg launch --enable-mesh`, restartable with the same flags.
@@ -241,20 +239,13 @@ func (r *meshRouter) metric(series string) float64 {
 	return v
 }
 
-// within polls cond every 50 ms and fails the test when it does not hold after bound; it
-// returns the time it took.
-func within(t *testing.T, bound time.Duration, what string, cond func() bool) time.Duration {
+// within waits for cond as testutil.Eventually does and logs how long it took, the figure a
+// claim of the issue ("within 3 s") is read from.
+func within(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	start := time.Now()
-	for !cond() {
-		if time.Since(start) > bound {
-			t.Fatalf("%s: not after %v", what, bound)
-		}
-		time.Sleep(meshPoll)
-	}
-	took := time.Since(start)
-	t.Logf("%s: %v", what, took.Round(time.Millisecond))
-	return took
+	testutil.Eventually(t, what, cond)
+	t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
 }
 
 // routeAll sends every prompt through g reps times and returns the worker each went to,
@@ -302,7 +293,7 @@ const appliedDeltas = "smg_mesh_tree_deltas_applied_total"
 // round, deduplicated per round, so the count alone does not say which arrived).
 func awaitDeltas(t *testing.T, r *meshRouter, n float64) {
 	t.Helper()
-	within(t, meshSettle, r.name+" applied the cache_aware deltas", func() bool { return r.metric(appliedDeltas) >= n })
+	within(t, r.name+" applied the cache_aware deltas", func() bool { return r.metric(appliedDeltas) >= n })
 	time.Sleep(2 * time.Second)
 }
 
@@ -318,19 +309,19 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 	c := startMeshRouter(t, meshRouterConfig{name: "router-c", host: "127.0.0.3", peers: []string{a.meshAddr}})
 	all := []*meshRouter{a, b, c}
 	logStatusOnFailure(t, all...)
-	within(t, meshSettle, "cluster of 3 formed (every router sees the others ALIVE)", func() bool {
+	within(t, "cluster of 3 formed (every router sees the others ALIVE)", func() bool {
 		return a.sees("ALIVE", b, c) && b.sees("ALIVE", a, c) && c.sees("ALIVE", a, b)
 	})
-	within(t, meshSettle, "A's --worker-urls healthy on B and C", func() bool { return b.serves(static...) && c.serves(static...) })
+	within(t, "A's --worker-urls healthy on B and C", func() bool { return b.serves(static...) && c.serves(static...) })
 
 	// A worker added through A's API is on B and C within 3 s, and leaves them when A
 	// removes it.
 	id := a.addWorker(added)
-	within(t, 3*time.Second, "worker added on A listed by B and C", func() bool { return b.lists(added) && c.lists(added) })
+	within(t, "worker added on A listed by B and C (the issue: within 3 s)", func() bool { return b.lists(added) && c.lists(added) })
 	if r := MustDo(t, "DELETE", a.URL+"/workers/"+id, "", nil); r.Status != 202 {
 		t.Fatalf("DELETE on A: %d %s", r.Status, r.Body)
 	}
-	within(t, 3*time.Second, "worker removed on A gone from B and C", func() bool { return !b.lists(added) && !c.lists(added) })
+	within(t, "worker removed on A gone from B and C (the issue: within 3 s)", func() bool { return !b.lists(added) && !c.lists(added) })
 
 	// cache_aware: prompts routed through A go to the same workers through B after a round.
 	prompts := make([]string, 12)
@@ -349,12 +340,12 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 	joined := time.Now()
 	d := startMeshRouter(t, meshRouterConfig{name: "router-d", host: "127.0.0.4", peers: []string{a.meshAddr}})
 	logStatusOnFailure(t, d)
-	within(t, meshSettle, "D joined (sees A, B, C ALIVE) with A's workers healthy", func() bool {
+	within(t, "D joined (sees A, B, C ALIVE) with A's workers healthy", func() bool {
 		return d.sees("ALIVE", a, b, c) && d.serves(static...)
 	})
-	within(t, meshSettle, "D has a sync stream with A", func() bool { return d.streamWith(a) })
+	within(t, "D has a sync stream with A", func() bool { return d.streamWith(a) })
 	trigger := routeAll(t, a.Gateway, []string{longPrompt(200)}, 1)
-	within(t, meshSettle, "D's cache tree repaired after the trigger prompt", func() bool {
+	within(t, "D's cache tree repaired after the trigger prompt", func() bool {
 		return d.metric(`smg_mesh_tree_repairs_total{result="complete"}`) >= 1
 	})
 	t.Logf("D: start to repaired: %v", time.Since(joined).Round(time.Millisecond))
@@ -374,7 +365,7 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 	c.kill()
 	killed := time.Now()
 	suspected, down := make([]time.Duration, 2), make([]time.Duration, 2)
-	within(t, meshSettle, "A and B see C DOWN", func() bool {
+	within(t, "A and B see C DOWN", func() bool {
 		for i, r := range observers {
 			s, _ := r.member(c.name)
 			if s == "SUSPECTED" && suspected[i] == 0 {
@@ -399,13 +390,13 @@ func TestMeshRoutersOnLoopback(t *testing.T) {
 	}
 	_, downInc := a.member(c.name)
 	c.start()
-	within(t, meshSettle, "restarted C ALIVE on A and B", func() bool { return a.sees("ALIVE", c) && b.sees("ALIVE", c) })
+	within(t, "restarted C ALIVE on A and B", func() bool { return a.sees("ALIVE", c) && b.sees("ALIVE", c) })
 	_, after := a.member(c.name)
 	if after <= downInc {
 		t.Errorf("C's incarnation on A: %d before the kill, %d when DOWN, %d after the restart: want above %d", before, downInc, after, downInc)
 	}
 	t.Logf("C's incarnation on A: %d before the kill, %d when DOWN, %d after rejoining", before, downInc, after)
-	within(t, meshSettle, "restarted C serves A's workers", func() bool { return c.serves(static...) && c.sees("ALIVE", a, b, d) })
+	within(t, "restarted C serves A's workers", func() bool { return c.serves(static...) && c.sees("ALIVE", a, b, d) })
 	for _, r := range all {
 		if s, _ := r.member(d.name); s != "ALIVE" {
 			t.Errorf("%s sees D %q", r.name, s)
@@ -495,10 +486,10 @@ func TestMeshMutualTLSRefusesARouterOutsideTheCA(t *testing.T) {
 	fromC, fromB := m.URLs[0], m.URLs[1]
 	c.addWorker(fromC)
 	b.addWorker(fromB)
-	within(t, meshSettle, "A and B see each other ALIVE over mutual TLS", func() bool {
+	within(t, "A and B see each other ALIVE over mutual TLS", func() bool {
 		return a.sees("ALIVE", b) && b.sees("ALIVE", a)
 	})
-	within(t, 3*time.Second, "worker added on B listed by A", func() bool { return a.lists(fromB) })
+	within(t, "worker added on B listed by A (the issue: within 3 s)", func() bool { return a.lists(fromB) })
 	// Several more rounds for C: B has dialled it with backoff, C has dialled A.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -656,10 +647,10 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 	}
 	a, b, c := routers[0], routers[1], routers[2]
 	logStatusOnFailure(t, routers...)
-	within(t, meshSettle, "cluster of 3 formed across namespaces", func() bool {
+	within(t, "cluster of 3 formed across namespaces", func() bool {
 		return a.sees("ALIVE", b, c) && b.sees("ALIVE", a, c) && c.sees("ALIVE", a, b)
 	})
-	within(t, meshSettle, "A's workers healthy on B and C", func() bool { return b.serves(static...) && c.serves(static...) })
+	within(t, "A's workers healthy on B and C", func() bool { return b.serves(static...) && c.serves(static...) })
 	prompts := make([]string, 8)
 	for i := range prompts {
 		prompts[i] = longPrompt(300 + i)
@@ -681,7 +672,7 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 		other []*meshRouter
 	}{{a, []*meshRouter{b, c}}, {b, []*meshRouter{a}}, {c, []*meshRouter{a}}}
 	suspected, down := make([]time.Duration, 3), make([]time.Duration, 3)
-	within(t, meshSettle, "both sides mark the other DOWN", func() bool {
+	within(t, "both sides mark the other DOWN", func() bool {
 		for i, o := range observers {
 			if suspected[i] == 0 && (o.r.sees("SUSPECTED", o.other...) || o.r.sees("DOWN", o.other...)) {
 				suspected[i] = time.Since(split)
@@ -703,7 +694,7 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 	}
 	a.addWorker(onA)
 	b.addWorker(onB)
-	within(t, meshSettle, "each side's new worker healthy on its own side", func() bool {
+	within(t, "each side's new worker healthy on its own side", func() bool {
 		return a.serves(onA) && b.serves(onB) && c.serves(onB)
 	})
 	for _, r := range routers {
@@ -723,31 +714,31 @@ func TestMeshPartitionInNetworkNamespaces(t *testing.T) {
 	t.Logf("split for %v", time.Since(split).Round(time.Millisecond))
 
 	lab.must("link", "set", lab.meshLink("a"), "up")
-	within(t, 2*meshSettle, "after the heal: membership converged (every router sees the others ALIVE)", func() bool {
+	within(t, "after the heal: membership converged (every router sees the others ALIVE)", func() bool {
 		return a.sees("ALIVE", b, c) && b.sees("ALIVE", a, c) && c.sees("ALIVE", a, b)
 	})
-	within(t, meshSettle, "after membership: worker state converged (both new workers healthy everywhere)", func() bool {
+	within(t, "after membership: worker state converged (both new workers healthy everywhere)", func() bool {
 		return a.serves(onA, onB) && b.serves(onA, onB) && c.serves(onA, onB)
 	})
 	// The healed cluster syncs again: a worker added now on either side reaches the other
 	// within the issue's 3 s.
 	a.addWorker(mocks[5])
-	within(t, 3*time.Second, "after the heal: a worker added on A listed by B and C", func() bool { return b.lists(mocks[5]) && c.lists(mocks[5]) })
+	within(t, "after the heal: a worker added on A listed by B and C (the issue: within 3 s)", func() bool { return b.lists(mocks[5]) && c.lists(mocks[5]) })
 	b.addWorker(mocks[6])
-	within(t, 3*time.Second, "after the heal: a worker added on B listed by A", func() bool { return a.lists(mocks[6]) })
+	within(t, "after the heal: a worker added on B listed by A (the issue: within 3 s)", func() bool { return a.lists(mocks[6]) })
 
 	// Cache trees: a rejoining peer clears the repaired mark, and the first delta a router
 	// cannot place starts a repair from a random peer. A's peers both hold B's split-time
 	// decision, so A learns it whichever it picks.
-	within(t, meshSettle, "after the heal: A has sync streams with B and C", func() bool { return a.streamWith(b, c) })
+	within(t, "after the heal: A has sync streams with B and C", func() bool { return a.streamWith(b, c) })
 	triggerB := routeAll(t, b.Gateway, []string{longPrompt(401)}, 1)
-	within(t, meshSettle, "after the heal: A repaired its cache tree", func() bool {
+	within(t, "after the heal: A repaired its cache tree", func() bool {
 		return a.metric(repairsComplete) > repairsBefore
 	})
 	sameDecisions(t, "A (healed)", a.Gateway, []string{splitB, longPrompt(401)}, append(decidedB, triggerB...))
 	// B and C learn A's split-time decision only when they repair from A itself, or from
 	// the other after it did: best effort, measured and not asserted (docs/mesh.md).
-	within(t, meshSettle, "B and C have sync streams with A", func() bool { return b.streamWith(a) && c.streamWith(a) })
+	within(t, "B and C have sync streams with A", func() bool { return b.streamWith(a) && c.streamWith(a) })
 	routeAll(t, a.Gateway, []string{longPrompt(402)}, 1) // a delta B and C cannot place
 	time.Sleep(2 * time.Second)
 	for _, r := range []*meshRouter{b, c} {
