@@ -1,4 +1,4 @@
-// Package evloop is the gateway's generation data plane (--data-plane evloop, the default):
+// Package evloop is the gateway's generation data plane (the only one: --data-plane accepts evloop alone):
 // HTTP/1.1 served from epoll event loops, with the connections to the workers driven by the
 // same loops, plain or over TLS (Target.TLS): a worker connection's TLS handshake runs once
 // on a goroutine of its own, then the loop runs the record layer over memory (tls.go).
