@@ -64,6 +64,15 @@ func checkHash(t *testing.T, r *Response, body string) {
 	}
 }
 
+// postChat posts body to gateway's chat completions route, chunked or with its length.
+func postChat(t *testing.T, gateway, body string, chunked bool) *Response {
+	t.Helper()
+	if chunked {
+		return doChunked(t, gateway+"/v1/chat/completions", body)
+	}
+	return MustDo(t, http.MethodPost, gateway+"/v1/chat/completions", body, nil)
+}
+
 // doChunked sends body to url chunked (no Content-Length), writing it in 16 KiB pieces, and
 // returns the answer; a gateway that answers early and closes may end the upload with an
 // error the answer explains, so a write error is not the test's failure.
@@ -116,12 +125,7 @@ func TestPDLargeBodiesAreReadWholeAndBounded(t *testing.T) {
 	text := strings.Repeat("tell me more. ", 14_000) // 196 KB
 	body := `{"model":"mock-model","messages":[{"role":"user","content":"` + text + `"}],"max_tokens":4}`
 	for _, chunked := range []bool{false, true} {
-		var r *Response
-		if chunked {
-			r = doChunked(t, g.URL+"/v1/chat/completions", body)
-		} else {
-			r = MustDo(t, http.MethodPost, g.URL+"/v1/chat/completions", body, nil)
-		}
+		r := postChat(t, g.URL, body, chunked)
 		var answer struct {
 			Usage struct {
 				PromptTokens int `json:"prompt_tokens"`
@@ -205,12 +209,7 @@ func TestEPDLargeBodiesAreReadWhole(t *testing.T) {
 	body := `{"model":"mock-model","messages":[{"role":"user","content":[{"type":"text","text":"` + text +
 		`"},{"type":"image_url","image_url":{"url":"http://images.test/a.png"}}]}],"max_tokens":4}`
 	for _, chunked := range []bool{false, true} {
-		var r *Response
-		if chunked {
-			r = doChunked(t, g.URL+"/v1/chat/completions", body)
-		} else {
-			r = MustDo(t, http.MethodPost, g.URL+"/v1/chat/completions", body, nil)
-		}
+		r := postChat(t, g.URL, body, chunked)
 		var answer struct {
 			Usage struct {
 				PromptTokens int `json:"prompt_tokens"`
