@@ -137,6 +137,13 @@ type gateway struct {
 
 func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorker) *gateway {
 	g := &gateway{t: t, fakes: map[string]*fakeWorker{}}
+	g.startOnFakes(cfg, policyName, "http", fakes)
+	return g
+}
+
+// startOnFakes starts the gateway over fakes, worker i at <scheme>://10.0.0.<i+1>:8000 serving
+// model m1, dialled over the fakes' in-memory listeners.
+func (g *gateway) startOnFakes(cfg Config, policyName, scheme string, fakes []*fakeWorker) {
 	for i, f := range fakes {
 		g.fakes[fmt.Sprintf("10.0.0.%d:8000", i+1)] = f
 	}
@@ -148,10 +155,9 @@ func newGateway(t testing.TB, policyName string, cfg Config, fakes ...*fakeWorke
 		return f.ln.Dial()
 	}, func() {
 		for i := range fakes {
-			g.addWorker(fmt.Sprintf("http://10.0.0.%d:8000", i+1), "m1")
+			g.addWorker(fmt.Sprintf("%s://10.0.0.%d:8000", scheme, i+1), "m1")
 		}
 	})
-	return g
 }
 
 // start builds the registry (dialing workers with dial), the router (rc, quiet, with the

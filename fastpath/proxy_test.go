@@ -205,6 +205,14 @@ func readEvent(t *testing.T, br *bufio.Reader) string {
 func TestStreamIsRelayedEventByEvent(t *testing.T) {
 	fw := newFakeWorker(t, "a", 200)
 	g := newGateway(t, "round_robin", Config{}, fw)
+	checkStreamRelayedEventByEvent(t, g, fw)
+}
+
+// checkStreamRelayedEventByEvent opens a stream through g to its one worker fw and checks
+// that each event fw sends reaches the client before the next is sent, with the request in
+// flight until the stream ends.
+func checkStreamRelayedEventByEvent(t *testing.T, g *gateway, fw *fakeWorker) {
+	t.Helper()
 	conn, br := openStream(t, g)
 	defer conn.Close()
 	w := g.reg.Current().Workers[0]

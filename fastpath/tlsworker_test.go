@@ -208,20 +208,7 @@ func newTLSFakeWorker(t testing.TB, pki *testutil.PKI, name string, status int) 
 // roots only (the gateway's --worker-ca-file) for the test PKI's server name.
 func newTLSGateway(t testing.TB, cfg Config, roots *x509.CertPool, fakes ...*fakeWorker) *gateway {
 	g := &gateway{t: t, fakes: map[string]*fakeWorker{}, tls: &tls.Config{RootCAs: roots, ServerName: testutil.PKIServerName}}
-	for i, f := range fakes {
-		g.fakes[fmt.Sprintf("10.0.0.%d:8000", i+1)] = f
-	}
-	g.start(cfg, policy.RouterConfig{DefaultPolicy: "round_robin"}, func(addr string) (net.Conn, error) {
-		f := g.fake(addr)
-		if f == nil {
-			return nil, fmt.Errorf("dial %s: connection refused", addr)
-		}
-		return f.ln.Dial()
-	}, func() {
-		for i := range fakes {
-			g.addWorker(fmt.Sprintf("https://10.0.0.%d:8000", i+1), "m1")
-		}
-	})
+	g.startOnFakes(cfg, "round_robin", "https", fakes)
 	return g
 }
 
@@ -249,23 +236,7 @@ func TestTLSWorkerStreamIsRelayedEventByEvent(t *testing.T) {
 	pki := testutil.NewPKI(t)
 	fw, _ := newTLSFakeWorker(t, pki, "a", 200)
 	g := newTLSGateway(t, Config{}, pki.Roots, fw)
-	conn, br := openStream(t, g)
-	defer conn.Close()
-	w := g.reg.Current().Workers[0]
-	for i, ev := range []string{`{"n":1}`, `{"n":2}`, `{"n":3}`} {
-		fw.events <- ev
-		if got := readEvent(t, br); got != "data: "+ev+"\n\n" {
-			t.Fatalf("event %d: %q", i, got)
-		}
-		if w.InFlight.Load() != 1 {
-			t.Fatalf("in-flight %d mid-stream, want 1", w.InFlight.Load())
-		}
-	}
-	close(fw.events)
-	if got := readEvent(t, br); got != "data: [DONE]\n\n" {
-		t.Fatalf("last event %q", got)
-	}
-	testutil.Eventually(t, "in-flight 0 after the stream ended", func() bool { return w.InFlight.Load() == 0 })
+	checkStreamRelayedEventByEvent(t, g, fw)
 }
 
 // TestTLSWorkerTakesAStreamedBody: a body past --max-buffered-request-bytes streams to a
