@@ -73,7 +73,3 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
-
-// fasthttp v1.79.0 with one patch (third_party/README.md): a streamed request body read to
-// its end is not discarded through io.CopyN, whose LimitReader allocated once per request.
-replace github.com/valyala/fasthttp => ./third_party/fasthttp

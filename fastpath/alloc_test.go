@@ -17,8 +17,8 @@ import (
 // TestProxyRoundTripDoesNotAllocate drives complete non-streamed round trips (client →
 // gateway → worker → gateway → client) over loopback connections and counts heap
 // allocations of the whole process: once pools and buffers are warm, there must be none (the
-// request body is streamed and read by the gateway; the patched fasthttp does not allocate to
-// discard an exhausted stream, third_party/README.md).
+// event loops read the request body into the connection's buffer; no fasthttp server is on
+// this path).
 func TestProxyRoundTripDoesNotAllocate(t *testing.T) {
 	g := newGateway(t, "round_robin", Config{}, newFakeWorker(t, "a", 200), newFakeWorker(t, "b", 200))
 	assertRoundTripDoesNotAllocate(t, g)

@@ -1,2 +1,0 @@
-// Package fasthttputil provides utility functions for fasthttp.
-package fasthttputil

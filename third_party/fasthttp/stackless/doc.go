@@ -1,3 +1,0 @@
-// Package stackless provides functionality that may save stack space
-// for high number of concurrently running goroutines.
-package stackless
