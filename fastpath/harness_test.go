@@ -177,7 +177,12 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 		t.Fatal(err)
 	}
 	t.Cleanup(g.reg.Close)
-	rc.NewBuilder, rc.Logger = all.NewBuilderFunc(all.Config{Logger: quiet, PDMode: rc.PD != nil}), quiet
+	pc := all.DefaultConfig()
+	pc.Logger, pc.PDMode = quiet, rc.PD != nil
+	if rc.NewBuilder, err = all.NewBuilderFunc(pc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Logger = quiet
 	router, err := policy.NewRouter(rc)
 	if err != nil {
 		t.Fatal(err)

@@ -22,8 +22,13 @@ func TestReadinessFollowsTheRouteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	router, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: "round_robin",
-		NewBuilder: all.NewBuilderFunc(all.Config{Logger: testutil.Quiet}), Logger: testutil.Quiet})
+	pc := all.DefaultConfig()
+	pc.Logger = testutil.Quiet
+	builders, err := all.NewBuilderFunc(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: "round_robin", NewBuilder: builders, Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

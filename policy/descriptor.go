@@ -1,19 +1,64 @@
 package policy
 
 import (
+	"log/slog"
 	"time"
 	"weak"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/clock"
 )
 
-// Descriptor describes one policy to the table that knows them all (policy/all): its name,
-// and its abilities. Every policy package exports one. An ability is an interface its Builder
-// implements, checked by type assertion on Prototype, a nil *Builder of the package (grpc-go's
-// balancer style): a policy declares what it does by having the method, and no list of names
-// elsewhere must be kept in step, so an eleventh policy is its package plus one table line.
-type Descriptor struct {
+// Descriptor is what a policy package exports to the table that knows them all (policy/all):
+// its Facts (name and abilities), the settings of an instance no flag tunes, and how to build
+// an instance. C is the package's Config (struct{} for a policy without settings). The table
+// line only says which part of the gateway's settings is the package's C.
+type Descriptor[C any] struct {
+	Facts
+	// Builtin is the settings of an instance no flag tunes: a worker's policy label naming a
+	// policy other than --policy gets them (spec: Policy Scope). New must not modify its
+	// slices: every such instance shares them.
+	Builtin C
+	// New builds an instance from cfg (Builtin or the flags') and what the gateway shares.
+	New func(cfg C, s Shared) Builder
+}
+
+// Describe returns a policy package's Descriptor: name, the settings of an instance no flag
+// tunes, and its constructor. The abilities are those of build's result type B (its
+// Prototype), so they cannot disagree with what build returns.
+func Describe[C any, B Builder](name string, builtin C, build func(cfg C, s Shared) B) Descriptor[C] {
+	var prototype B
+	return Descriptor[C]{
+		Facts:   Facts{Name: name, Prototype: prototype},
+		Builtin: builtin,
+		New:     func(cfg C, s Shared) Builder { return build(cfg, s) },
+	}
+}
+
+// Facts are what the table knows of a policy without building it: its name, and its
+// abilities. An ability is an interface its Builder implements, checked by type assertion on
+// Prototype, a nil *Builder of the package (grpc-go's balancer style): a policy declares what
+// it does by having the method, and no list of names elsewhere must be kept in step, so an
+// eleventh policy is its package plus one table line.
+type Facts struct {
 	Name string
 	// Prototype is a nil pointer of the policy's Builder type; only its method set is used.
 	Prototype Builder
+}
+
+// Shared is what every policy instance is built with besides its own settings: the
+// gateway's services and gateway-wide settings. policy/all fills every service (none is nil).
+type Shared struct {
+	Logger *slog.Logger
+	Rand   Rand
+	// Clock is read when an instance is created (starting coarse clocks).
+	Clock clock.Clock
+	// Metrics receives the policies' branch counters and gauges.
+	Metrics *metrics.Set
+	// TreeObserver is told of every prefix cache_aware records (the mesh); nil: none.
+	TreeObserver TreeObserver
+	// RoutingKeyOverride is --routing-key-override: the body's rid is a routing key too.
+	RoutingKeyOverride bool
 }
 
 // LoadReader is the ability of a policy whose pickers read load reports (spec: Load
@@ -37,13 +82,13 @@ type LegRestricted interface {
 }
 
 // Can reports whether the policy has ability A.
-func Can[A any](d Descriptor) bool {
+func Can[A any](d Facts) bool {
 	_, ok := d.Prototype.(A)
 	return ok
 }
 
 // RoutesLeg reports whether the policy can route leg.
-func (d Descriptor) RoutesLeg(leg Leg) bool {
+func (d Facts) RoutesLeg(leg Leg) bool {
 	r, ok := d.Prototype.(LegRestricted)
 	return !ok || r.RoutesLeg(leg)
 }

@@ -16,9 +16,22 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
+// quietPolicies is every policy with the default settings, logging nothing (PD legs only
+// when pdMode).
+func quietPolicies(t *testing.T, pdMode bool) policy.NewBuilderFunc {
+	t.Helper()
+	pc := all.DefaultConfig()
+	pc.Logger, pc.PDMode = testutil.Quiet, pdMode
+	nb, err := all.NewBuilderFunc(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nb
+}
+
 func newRouter(t *testing.T, reg *worker.Registry, def string) *policy.Router {
 	t.Helper()
-	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: def, NewBuilder: all.NewBuilderFunc(all.Config{Logger: testutil.Quiet}), Logger: testutil.Quiet})
+	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: def, NewBuilder: quietPolicies(t, false), Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +127,7 @@ func TestPDLegsRouteByWorkerTypeWithTheirPolicies(t *testing.T) {
 	d1 := add("http://d1:1", worker.TypeDecode, nil)
 	set := metrics.NewSet()
 	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: "cache_aware", PD: &policy.PDPolicies{Prefill: "bucket", Decode: "round_robin"},
-		NewBuilder: all.NewBuilderFunc(all.Config{Logger: testutil.Quiet, PDMode: true}), Logger: testutil.Quiet, Metrics: set})
+		NewBuilder: quietPolicies(t, true), Logger: testutil.Quiet, Metrics: set})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +182,7 @@ func TestPanickingPickerBuildKeepsThePreviousTable(t *testing.T) {
 	var boom atomic.Bool
 	set := metrics.NewSet()
 	logger, logs := testutil.Logger(slog.LevelInfo)
-	rr := all.NewBuilderFunc(all.Config{Logger: testutil.Quiet})
+	rr := quietPolicies(t, false)
 	r, err := policy.NewRouter(policy.RouterConfig{
 		DefaultPolicy: "round_robin", Metrics: set, Logger: logger,
 		NewBuilder: func(name string, fromFlags bool) (policy.Builder, error) {

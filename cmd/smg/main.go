@@ -277,10 +277,14 @@ func (g *gateway) newRouter() error {
 	if o.pd.enabled {
 		legs = &o.pd.legs
 	}
+	builders, err := all.NewBuilderFunc(pc)
+	if err != nil {
+		return err
+	}
 	router, err := policy.NewRouter(policy.RouterConfig{
 		DefaultPolicy: o.policy,
 		PD:            legs,
-		NewBuilder:    all.NewBuilderFunc(pc),
+		NewBuilder:    builders,
 		Metrics:       g.set, Logger: g.log,
 	})
 	if err != nil {

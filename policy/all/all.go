@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sort"
 	"strings"
 
@@ -27,75 +26,45 @@ import (
 // DefaultPolicy is --policy's default (spec: cache_aware is the production default).
 const DefaultPolicy = cacheaware.Name
 
-// factory builds an instance of a policy: from cfg's flag-tuned settings when fromFlags, else
-// from the policy's built-in defaults (spec: Policy Scope).
-type factory func(cfg *Config, fromFlags bool) (policy.Builder, error)
-
-// entry is one line of the table: a policy's descriptor (name and abilities) and how to build
-// it from Config.
+// entry is one line of the table: a policy's Facts (name and abilities) and how to build an
+// instance of it from the gateway's settings.
 type entry struct {
-	policy.Descriptor
-	build factory
+	policy.Facts
+	// build builds an instance: with the flag-tuned settings when fromFlags, else with the
+	// policy's built-in ones (spec: Policy Scope).
+	build func(c *Config, s policy.Shared, fromFlags bool) policy.Builder
 }
 
-// table is every policy. A new policy is its package plus one line here: what it can do
-// (read loads, read the routing key itself, route only some PD legs, run background work) is
-// found on its Builder by type assertion, not listed by name.
+// bind makes d a table line whose flag-tuned settings flags reads from Config; flags is nil
+// for a policy without flags of its own, whose instances all get d.Builtin.
+func bind[C any](d policy.Descriptor[C], flags func(*Config) C) entry {
+	return entry{d.Facts, func(c *Config, s policy.Shared, fromFlags bool) policy.Builder {
+		cfg := d.Builtin
+		if fromFlags && flags != nil {
+			cfg = flags(c)
+		}
+		return d.New(cfg, s)
+	}}
+}
+
+// table is every policy. A new policy is its package plus one line here, which names the
+// part of Config its flags fill: what it can do (read loads, read the routing key itself,
+// route only some PD legs, run background work) is found on its Builder by type assertion,
+// not listed by name, and how it is built is its package's Descriptor.
 var table = []entry{
-	{roundrobin.Descriptor, func(*Config, bool) (policy.Builder, error) { return roundrobin.New(), nil }},
-	{random.Descriptor, func(c *Config, _ bool) (policy.Builder, error) { return random.New(c.Rand), nil }},
-	{passthrough.Descriptor, func(c *Config, _ bool) (policy.Builder, error) {
-		return passthrough.New(c.Logger), nil
-	}},
-	{cacheaware.Descriptor, func(c *Config, fromFlags bool) (policy.Builder, error) {
-		cfg := cacheaware.BuiltinConfig()
-		if fromFlags {
-			cfg = c.CacheAware
-		}
-		cfg.Metrics, cfg.Observer = c.Metrics, c.TreeObserver
-		return cacheaware.New(cfg, c.Rand), nil
-	}},
-	{leastload.Descriptor, func(c *Config, fromFlags bool) (policy.Builder, error) {
-		cfg := leastload.DefaultConfig()
-		if fromFlags {
-			cfg = c.LeastLoad
-		}
-		return leastload.New(cfg, c.Rand), nil
-	}},
-	{poweroftwo.Descriptor, func(c *Config, fromFlags bool) (policy.Builder, error) {
-		cfg := poweroftwo.DefaultConfig()
-		if fromFlags {
-			cfg = c.PowerOfTwo
-		}
-		return poweroftwo.New(cfg, c.Rand), nil
-	}},
-	{consistenthash.Descriptor, func(c *Config, _ bool) (policy.Builder, error) {
-		// --routing-key-override is gateway-wide: it applies to label-chosen instances too.
-		return consistenthash.New(consistenthash.Config{RoutingKeyOverride: c.RoutingKeyOverride, Metrics: c.Metrics}, c.Rand), nil
-	}},
-	{prefixhash.Descriptor, func(c *Config, fromFlags bool) (policy.Builder, error) {
-		cfg := prefixhash.DefaultConfig()
-		if fromFlags {
-			cfg = c.PrefixHash
-		}
-		cfg.Metrics = c.Metrics
-		return prefixhash.New(cfg, c.Rand), nil
-	}},
-	{manual.Descriptor, func(c *Config, fromFlags bool) (policy.Builder, error) {
-		cfg := manual.DefaultConfig()
-		if fromFlags {
-			cfg = c.Manual
-		}
-		cfg.RoutingKeyOverride, cfg.Metrics = c.RoutingKeyOverride, c.Metrics
-		return manual.New(cfg, c.Rand, c.Clock.Now()), nil
-	}},
-	{bucket.Descriptor, func(c *Config, fromFlags bool) (policy.Builder, error) {
-		cfg := bucket.DefaultConfig()
-		if fromFlags {
-			cfg = bucket.Config{BalanceAbsThreshold: c.CacheAware.BalanceAbsThreshold, BalanceRelThreshold: c.CacheAware.BalanceRelThreshold}
-		}
-		return bucket.New(cfg, c.Rand), nil
-	}},
+	bind(roundrobin.Descriptor, nil),
+	bind(random.Descriptor, nil),
+	bind(passthrough.Descriptor, nil),
+	bind(cacheaware.Descriptor, func(c *Config) cacheaware.Config { return c.CacheAware }),
+	bind(leastload.Descriptor, func(c *Config) leastload.Config { return c.LeastLoad }),
+	bind(poweroftwo.Descriptor, func(c *Config) poweroftwo.Config { return c.PowerOfTwo }),
+	bind(consistenthash.Descriptor, nil),
+	bind(prefixhash.Descriptor, func(c *Config) prefixhash.Config { return c.PrefixHash }),
+	bind(manual.Descriptor, func(c *Config) manual.Config { return c.Manual }),
+	// bucket's spill gate is cache_aware's (--balance-abs-threshold, --balance-rel-threshold).
+	bind(bucket.Descriptor, func(c *Config) bucket.Config {
+		return bucket.Config{BalanceAbsThreshold: c.CacheAware.BalanceAbsThreshold, BalanceRelThreshold: c.CacheAware.BalanceRelThreshold}
+	}),
 }
 
 // ErrPDOnly refuses, outside PD mode, a policy that routes only PD legs (bucket: its buckets
@@ -106,7 +75,7 @@ var ErrPDOnly = errors.New("the policy routes only legs of PD disaggregation")
 var ErrBucketOutsidePD = ErrPDOnly
 
 // pdOnlyError is ErrPDOnly for one policy, saying which leg it routes.
-type pdOnlyError struct{ policy.Descriptor }
+type pdOnlyError struct{ policy.Facts }
 
 func (e pdOnlyError) Error() string {
 	leg := policy.LegPrefill
@@ -133,7 +102,7 @@ func lookup(name string) (entry, bool) {
 // --disable-load-monitoring keeps polling while one is in use.
 func LoadAware(name string) bool {
 	e, ok := lookup(name)
-	return ok && policy.Can[policy.LoadReader](e.Descriptor)
+	return ok && policy.Can[policy.LoadReader](e.Facts)
 }
 
 // Names returns the known policy names, sorted.
@@ -161,31 +130,36 @@ func CheckPolicy(name string, pdMode bool) error {
 		return err
 	}
 	if e, _ := lookup(name); !pdMode && !e.RoutesLeg(policy.LegRegular) {
-		return pdOnlyError{e.Descriptor}
+		return pdOnlyError{e.Facts}
 	}
 	return nil
 }
 
-// NewBuilderFunc returns the policy.NewBuilderFunc the Router uses to create policy instances.
-// fromFlags=false gives a policy its built-in defaults (spec: Policy Scope). Sub-configs of cfg
-// left entirely zero take their defaults, so Config{} works. Every instance is wrapped with
-// sticky sessions when cfg.RoutingKeyOverride is set (except the policy.KeyReader ones, manual
-// and consistent_hashing, which read the rid themselves), and every instance with background work is registered with
-// cfg.Maintenance (DefaultMaintenance when nil).
-func NewBuilderFunc(cfg Config) policy.NewBuilderFunc {
-	cfg = cfg.withDefaults()
+// NewBuilderFunc returns the policy.NewBuilderFunc the Router uses to create policy instances,
+// or cfg.Validate's error: start from DefaultConfig, whose every per-policy part is set (a
+// zero part is refused, not read as its defaults). fromFlags=false gives a policy its
+// built-in defaults (spec: Policy Scope). Every instance is wrapped with sticky sessions when
+// cfg.RoutingKeyOverride is set (except the policy.KeyReader ones, manual and
+// consistent_hashing, which read the rid themselves), and every instance with background work
+// is registered with cfg.Maintenance.
+func NewBuilderFunc(cfg Config) (policy.NewBuilderFunc, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withServices()
+	shared := policy.Shared{
+		Logger: cfg.Logger, Rand: cfg.Rand, Clock: cfg.Clock, Metrics: cfg.Metrics,
+		TreeObserver: cfg.TreeObserver, RoutingKeyOverride: cfg.RoutingKeyOverride,
+	}
 	return func(name string, fromFlags bool) (policy.Builder, error) {
 		e, ok := lookup(name)
 		if !ok {
 			return nil, Check(name)
 		}
 		if !cfg.PDMode && !e.RoutesLeg(policy.LegRegular) {
-			return nil, pdOnlyError{e.Descriptor}
+			return nil, pdOnlyError{e.Facts}
 		}
-		b, err := e.build(&cfg, fromFlags)
-		if err != nil {
-			return nil, err
-		}
+		b := e.build(&cfg, shared, fromFlags)
 		if _, readsKey := b.(policy.KeyReader); cfg.RoutingKeyOverride && !readsKey {
 			sc := cfg.Sticky
 			sc.Metrics, sc.KeyLoads = cfg.Metrics, cfg.KeyLoads
@@ -193,12 +167,12 @@ func NewBuilderFunc(cfg Config) policy.NewBuilderFunc {
 		}
 		cfg.Maintenance.Track(b)
 		return b, nil
-	}
+	}, nil
 }
 
-// withDefaults fills what a zero Config leaves out.
-func (c Config) withDefaults() Config {
-	d := DefaultConfig()
+// withServices gives each service left nil its documented stand-in (Config's fields say
+// which); a nil service is "not given", not a number read as a default.
+func (c Config) withServices() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -214,20 +188,7 @@ func (c Config) withDefaults() Config {
 	if c.Maintenance == nil {
 		c.Maintenance = DefaultMaintenance
 	}
-	fill(&c.CacheAware, d.CacheAware)
-	fill(&c.LeastLoad, d.LeastLoad)
-	fill(&c.PowerOfTwo, d.PowerOfTwo)
-	fill(&c.PrefixHash, d.PrefixHash)
-	fill(&c.Manual, d.Manual)
-	fill(&c.Sticky, d.Sticky)
 	return c
-}
-
-// fill replaces an entirely zero sub-config with its defaults.
-func fill[T any](p *T, def T) {
-	if reflect.ValueOf(p).Elem().IsZero() {
-		*p = def
-	}
 }
 
 // PDPolicies resolves and checks the leg policies of PD mode (spec: PD and EPD Legs): each

@@ -2,7 +2,6 @@ package all
 
 import (
 	"errors"
-	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,13 +14,14 @@ import (
 	"github.com/smg-go/smg/policy/leastload"
 	"github.com/smg-go/smg/policy/manual"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/policy/poweroftwo"
 	"github.com/smg-go/smg/policy/prefixhash"
 	"github.com/smg-go/smg/policy/sticky"
 )
 
 func TestEveryPolicyBuildsAndPicks(t *testing.T) {
 	f := policytest.NewFleet(t, 3, "m")
-	nb := NewBuilderFunc(Config{PDMode: true, Maintenance: NewMaintenance()})
+	nb := builders(t, func(c *Config) { c.PDMode = true })
 	if len(Names()) != 10 {
 		t.Fatalf("%d policies, want the spec's ten: %v", len(Names()), Names())
 	}
@@ -52,7 +52,7 @@ func TestBucketRefusedOutsidePD(t *testing.T) {
 	if err := CheckPolicy(bucket.Name, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewBuilderFunc(Config{Maintenance: NewMaintenance()})(bucket.Name, true); !errors.Is(err, ErrBucketOutsidePD) {
+	if _, err := builders(t, nil)(bucket.Name, true); !errors.Is(err, ErrBucketOutsidePD) {
 		t.Fatalf("building bucket outside PD: %v", err)
 	}
 	if DefaultPolicy != "cache_aware" {
@@ -61,10 +61,7 @@ func TestBucketRefusedOutsidePD(t *testing.T) {
 }
 
 func TestFromFlagsOrBuiltinDefaults(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.CacheAware.CacheThreshold = 0.9
-	cfg.Maintenance = NewMaintenance()
-	nb := NewBuilderFunc(cfg)
+	nb := builders(t, func(c *Config) { c.CacheAware.CacheThreshold = 0.9 })
 	flags, _ := nb(cacheaware.Name, true)
 	builtin, _ := nb(cacheaware.Name, false)
 	if got := flags.(*cacheaware.Builder).Config().CacheThreshold; got != 0.9 {
@@ -76,7 +73,7 @@ func TestFromFlagsOrBuiltinDefaults(t *testing.T) {
 }
 
 func TestStickyWrapping(t *testing.T) {
-	nb := NewBuilderFunc(Config{RoutingKeyOverride: true, Maintenance: NewMaintenance()})
+	nb := builders(t, func(c *Config) { c.RoutingKeyOverride = true })
 	for name, wrapped := range map[string]bool{
 		cacheaware.Name: true, leastload.Name: true, prefixhash.Name: true,
 		manual.Name: false, consistenthash.Name: false,
@@ -96,7 +93,7 @@ func TestStickyWrapping(t *testing.T) {
 
 func TestMaintenanceForgetsCollectedInstances(t *testing.T) {
 	m := NewMaintenance()
-	nb := NewBuilderFunc(Config{Maintenance: m, PDMode: true})
+	nb := builders(t, func(c *Config) { c.Maintenance, c.PDMode = m, true })
 	keep, _ := nb(cacheaware.Name, true)
 	for _, name := range []string{manual.Name, bucket.Name, cacheaware.Name} {
 		if _, err := nb(name, true); err != nil {
@@ -117,18 +114,51 @@ func TestMaintenanceForgetsCollectedInstances(t *testing.T) {
 	runtime.KeepAlive(keep)
 }
 
-func TestZeroConfigWorks(t *testing.T) {
-	b, err := NewBuilderFunc(Config{Maintenance: NewMaintenance()})(cacheaware.Name, true)
+// A per-policy part left zero is refused, naming the field and saying to start from
+// DefaultConfig: zero never means "the defaults" (issue 16 item 5).
+func TestZeroSubConfigIsRefused(t *testing.T) {
+	d := DefaultConfig()
+	if err := d.Validate(); err != nil {
+		t.Fatalf("DefaultConfig does not validate: %v", err)
+	}
+	for field, zero := range map[string]func(*Config){
+		"CacheAware": func(c *Config) { c.CacheAware = cacheaware.Config{} },
+		"LeastLoad":  func(c *Config) { c.LeastLoad = leastload.Config{} },
+		"PowerOfTwo": func(c *Config) { c.PowerOfTwo = poweroftwo.Config{} },
+		"PrefixHash": func(c *Config) { c.PrefixHash = prefixhash.Config{} },
+		"Manual":     func(c *Config) { c.Manual = manual.Config{} },
+		"Sticky":     func(c *Config) { c.Sticky = sticky.Config{} },
+	} {
+		c := DefaultConfig()
+		zero(&c)
+		nb, err := NewBuilderFunc(c)
+		if err == nil || nb != nil {
+			t.Fatalf("a zero %s was accepted", field)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "all.Config."+field+" is zero") || !strings.Contains(msg, "all.DefaultConfig()") {
+			t.Fatalf("zero %s: %q does not name the field and DefaultConfig", field, msg)
+		}
+	}
+	var c Config
+	if err := c.Validate(); err == nil || strings.Count(err.Error(), "is zero") != 6 {
+		t.Fatalf("a zero Config: %v, want all six parts named", err)
+	}
+}
+
+// builders is NewBuilderFunc over DefaultConfig with a private Maintenance, changed by set
+// (nil: nothing).
+func builders(t testing.TB, set func(*Config)) policy.NewBuilderFunc {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Maintenance = NewMaintenance()
+	if set != nil {
+		set(&cfg)
+	}
+	nb, err := NewBuilderFunc(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.(*cacheaware.Builder).Config(); !reflect.DeepEqual(got.CacheThreshold, cacheaware.DefaultCacheThreshold) || got.MaxTreeSize != cacheaware.DefaultMaxTreeSize {
-		t.Fatalf("zero Config built %+v", got)
-	}
-	var c Config
-	if err := c.Validate(); err != nil {
-		t.Fatalf("zero Config does not validate: %v", err)
-	}
+	return nb
 }
 
 // Len returns how many instances are tracked (collected ones count until the next round).

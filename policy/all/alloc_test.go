@@ -26,7 +26,7 @@ func TestEveryPickAllocatesNothing(t *testing.T) {
 		{},
 	}
 	for _, override := range []bool{false, true} {
-		nb := NewBuilderFunc(Config{PDMode: true, RoutingKeyOverride: override, Maintenance: NewMaintenance()})
+		nb := builders(t, func(c *Config) { c.PDMode, c.RoutingKeyOverride = true, override })
 		for _, name := range Names() {
 			b, err := nb(name, true)
 			if err != nil {

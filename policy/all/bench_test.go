@@ -35,7 +35,7 @@ func BenchmarkPick(b *testing.B) {
 				w.InFlight.Store(int64(i % 5))
 			}
 			g := f.Group("m")
-			nb := NewBuilderFunc(Config{PDMode: true, Maintenance: NewMaintenance()})
+			nb := builders(b, func(c *Config) { c.PDMode = true })
 			for _, name := range Names() {
 				b.Run("policy="+name, func(b *testing.B) {
 					bl, err := nb(name, true)

@@ -2,7 +2,9 @@ package all
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"reflect"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/internal/clock"
@@ -16,8 +18,10 @@ import (
 )
 
 // Config carries what policies need to be built: every policy's CLI-tuned settings and the
-// shared services. Start from DefaultConfig; NewBuilderFunc also accepts a partly zero
-// Config and fills the zero parts.
+// shared services. Start from DefaultConfig: a per-policy part left zero is refused by
+// Validate (and so by NewBuilderFunc), never read as its defaults. The services (Logger,
+// Rand, Clock, Metrics, Maintenance) may be left nil: nil means "not given" and each field
+// says what stands in; that is no number read as a default.
 type Config struct {
 	// Per-policy settings, each with its spec defaults and Validate.
 	CacheAware cacheaware.Config
@@ -40,11 +44,11 @@ type Config struct {
 	// sticky.DefaultInFlightCap requests in flight. Nil: no cap.
 	KeyLoads *policy.KeyLoads
 
-	// Logger defaults to slog.Default().
+	// Logger: nil means slog.Default().
 	Logger *slog.Logger
 	// Rand is the randomness source (nil: policy.RuntimeRand).
 	Rand policy.Rand
-	// Clock is read when a policy instance is created (starting coarse clocks). Default
+	// Clock is read when a policy instance is created (starting coarse clocks). Nil:
 	// clock.Real.
 	Clock clock.Clock
 	// Metrics receives the policies' branch counters and gauges. Nil: a private set.
@@ -67,12 +71,26 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every setting out of range; each message names the flag and the valid range.
+// Validate reports every setting out of range (each message names the flag and the valid
+// range) and every per-policy part left zero (the message names the field and says to start
+// from DefaultConfig).
 func (c *Config) Validate() error {
-	d := c.withDefaults()
-	errs := []error{
-		d.CacheAware.Validate(), d.LeastLoad.Validate(), d.PowerOfTwo.Validate(),
-		d.PrefixHash.Validate(), d.Manual.Validate(), d.Sticky.Validate(),
+	var errs []error
+	check := func(field string, zero bool, validate func() error) {
+		if zero {
+			errs = append(errs, fmt.Errorf("policy settings: all.Config.%s is zero: start from all.DefaultConfig() and change what you need", field))
+			return
+		}
+		errs = append(errs, validate())
 	}
+	check("CacheAware", isZero(c.CacheAware), c.CacheAware.Validate)
+	check("LeastLoad", isZero(c.LeastLoad), c.LeastLoad.Validate)
+	check("PowerOfTwo", isZero(c.PowerOfTwo), c.PowerOfTwo.Validate)
+	check("PrefixHash", isZero(c.PrefixHash), c.PrefixHash.Validate)
+	check("Manual", isZero(c.Manual), c.Manual.Validate)
+	check("Sticky", isZero(c.Sticky), c.Sticky.Validate)
 	return errors.Join(errs...)
 }
+
+// isZero reports whether v is its type's zero value.
+func isZero[T any](v T) bool { return reflect.ValueOf(&v).Elem().IsZero() }

@@ -24,13 +24,13 @@ func TestAbilitiesAreTheSpecsFacts(t *testing.T) {
 	var loads, keys, maintained []string
 	legs := map[string][]policy.Leg{}
 	for _, e := range table {
-		if policy.Can[policy.LoadReader](e.Descriptor) {
+		if policy.Can[policy.LoadReader](e.Facts) {
 			loads = append(loads, e.Name)
 		}
-		if policy.Can[policy.KeyReader](e.Descriptor) {
+		if policy.Can[policy.KeyReader](e.Facts) {
 			keys = append(keys, e.Name)
 		}
-		if policy.Can[policy.Maintainer](e.Descriptor) {
+		if policy.Can[policy.Maintainer](e.Facts) {
 			maintained = append(maintained, e.Name)
 		}
 		for _, l := range []policy.Leg{policy.LegRegular, policy.LegPrefill, policy.LegDecode} {
@@ -79,8 +79,7 @@ func addEleventh(t *testing.T) *eleventh {
 	saved := table
 	t.Cleanup(func() { table = saved })
 	built := &eleventh{}
-	table = append(slices.Clone(table), entry{policy.Descriptor{Name: "eleventh", Prototype: (*eleventh)(nil)},
-		func(*Config, bool) (policy.Builder, error) { return built, nil }})
+	table = append(slices.Clone(table), bind(policy.Describe("eleventh", struct{}{}, func(struct{}, policy.Shared) *eleventh { return built }), nil))
 	return built
 }
 
@@ -102,7 +101,7 @@ func TestAnEleventhPolicyIsOneTableLine(t *testing.T) {
 		t.Fatal("the prefill leg accepted a decode-only policy")
 	}
 	m := NewMaintenance()
-	b, err := NewBuilderFunc(Config{Maintenance: m, PDMode: true})("eleventh", true)
+	b, err := builders(t, func(c *Config) { c.Maintenance, c.PDMode = m, true })("eleventh", true)
 	if err != nil || b != policy.Builder(built) {
 		t.Fatalf("built %v, %v", b, err)
 	}
@@ -117,7 +116,7 @@ func TestAnEleventhPolicyIsOneTableLine(t *testing.T) {
 func TestMaintenanceRunsOnItsClock(t *testing.T) {
 	built := addEleventh(t)
 	m, clk := NewMaintenance(), clock.NewFake()
-	if _, err := NewBuilderFunc(Config{Maintenance: m, PDMode: true})("eleventh", true); err != nil {
+	if _, err := builders(t, func(c *Config) { c.Maintenance, c.PDMode = m, true })("eleventh", true); err != nil {
 		t.Fatal(err)
 	}
 	maintained := func() int {

@@ -17,7 +17,7 @@ import (
 func TestDistributions(t *testing.T) {
 	const n, picks = 5, 100_000
 	f := policytest.NewFleet(t, n, "m")
-	nb := NewBuilderFunc(Config{Rand: testutil.NewRand(2024), Maintenance: NewMaintenance()})
+	nb := builders(t, func(c *Config) { c.Rand = testutil.NewRand(2024) })
 	for _, name := range []string{roundrobin.Name, random.Name} {
 		b, err := nb(name, true)
 		if err != nil {

@@ -1,10 +1,10 @@
 // Package all is the table of policies: the one place that knows every policy, so that the
-// gateway (and per-model policy labels) can name any of them. A line of the table is a
-// policy's Descriptor and how to build it from Config; everything else about a policy (it
-// reads load reports, reads the routing key itself, routes only some PD legs, has background
-// work) is an ability its Builder has, found by type assertion (policy.LoadReader,
-// policy.KeyReader, policy.LegRestricted, policy.Maintainer), so that no list of names must
-// be kept in step with the table.
+// gateway (and per-model policy labels) can name any of them. A line of the table binds a
+// policy package's Descriptor (name, built-in settings, constructor) to the part of Config
+// its flags fill; everything else about a policy (it reads load reports, reads the routing
+// key itself, routes only some PD legs, has background work) is an ability its Builder has,
+// found by type assertion (policy.LoadReader, policy.KeyReader, policy.LegRestricted,
+// policy.Maintainer), so that no list of names must be kept in step with the table.
 //
 // It also holds every policy setting of the spec (Config, Validate; cmd/smg registers their
 // flags), the rule that refuses a PD-only policy such as bucket outside PD mode (CheckPolicy,

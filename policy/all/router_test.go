@@ -15,10 +15,9 @@ import (
 // --policy gets the flags, another policy its built-in defaults; the model keeps its policy
 // until its last worker leaves.
 func TestPerModelPoliciesFromLabels(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.CacheAware.CacheThreshold = 0.8 // a flag value the label-built instances must not get
-	cfg.Maintenance = NewMaintenance()
-	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: cacheaware.Name, NewBuilder: NewBuilderFunc(cfg)})
+	// 0.8: a flag value the label-built instances must not get.
+	nb := builders(t, func(c *Config) { c.CacheAware.CacheThreshold = 0.8 })
+	r, err := policy.NewRouter(policy.RouterConfig{DefaultPolicy: cacheaware.Name, NewBuilder: nb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ const Name = "bucket"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
 // Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+var Descriptor = policy.Describe(Name, DefaultConfig(), func(cfg Config, s policy.Shared) *Builder { return New(cfg, s.Rand) })
 
 // Timing of the spec.
 const (

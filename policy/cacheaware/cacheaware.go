@@ -17,8 +17,11 @@ import (
 const Name = "cache_aware"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
-// Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+// Builder below; an instance no flag tunes gets BuiltinConfig.
+var Descriptor = policy.Describe(Name, BuiltinConfig(), func(cfg Config, s policy.Shared) *Builder {
+	cfg.Metrics, cfg.Observer = s.Metrics, s.TreeObserver
+	return New(cfg, s.Rand)
+})
 
 // Branches of smg_cache_aware_policy_branch_total.
 const (

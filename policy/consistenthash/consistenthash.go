@@ -11,8 +11,10 @@ import (
 const Name = "consistent_hashing"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
-// Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+// Builder below; it has no settings but the gateway-wide --routing-key-override.
+var Descriptor = policy.Describe(Name, struct{}{}, func(_ struct{}, s policy.Shared) *Builder {
+	return New(Config{RoutingKeyOverride: s.RoutingKeyOverride, Metrics: s.Metrics}, s.Rand)
+})
 
 // Branches of smg_consistent_hashing_policy_branch_total.
 const (

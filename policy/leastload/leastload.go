@@ -11,7 +11,7 @@ const Name = "least_load"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
 // Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+var Descriptor = policy.Describe(Name, DefaultConfig(), func(cfg Config, s policy.Shared) *Builder { return New(cfg, s.Rand) })
 
 // Config configures least_load: the expected-wait tuning of the --least-load-* flags.
 type Config struct {

@@ -15,7 +15,10 @@ const Name = "manual"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
 // Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+var Descriptor = policy.Describe(Name, DefaultConfig(), func(cfg Config, s policy.Shared) *Builder {
+	cfg.RoutingKeyOverride, cfg.Metrics = s.RoutingKeyOverride, s.Metrics
+	return New(cfg, s.Rand, s.Clock.Now())
+})
 
 // Config configures manual.
 type Config struct {

@@ -11,7 +11,7 @@ const Name = "passthrough"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
 // Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+var Descriptor = policy.Describe(Name, struct{}{}, func(_ struct{}, s policy.Shared) *Builder { return New(s.Logger) })
 
 // Builder builds passthrough pickers.
 type Builder struct {

@@ -16,7 +16,10 @@ const Name = "prefix_hash"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
 // Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+var Descriptor = policy.Describe(Name, DefaultConfig(), func(cfg Config, s policy.Shared) *Builder {
+	cfg.Metrics = s.Metrics
+	return New(cfg, s.Rand)
+})
 
 // Defaults of the spec.
 const (

@@ -7,7 +7,7 @@ const Name = "random"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
 // Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+var Descriptor = policy.Describe(Name, struct{}{}, func(_ struct{}, s policy.Shared) *Builder { return New(s.Rand) })
 
 // Builder builds random pickers. Rand defaults to policy.RuntimeRand.
 type Builder struct {

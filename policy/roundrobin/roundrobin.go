@@ -13,7 +13,7 @@ const Name = "round_robin"
 
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
 // Builder below.
-var Descriptor = policy.Descriptor{Name: Name, Prototype: (*Builder)(nil)}
+var Descriptor = policy.Describe(Name, struct{}{}, func(struct{}, policy.Shared) *Builder { return New() })
 
 // MaxSets bounds the number of candidate sets whose cursors are kept (spec: at most 4,096).
 const MaxSets = 4096
