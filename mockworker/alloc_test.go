@@ -7,7 +7,7 @@ import "testing"
 // TestHandleAllocs: the null path (a non-streamed generation, a health probe) allocates
 // nothing once the pools are warm.
 func TestHandleAllocs(t *testing.T) {
-	cfg := Config{}.withDefaults()
+	cfg := DefaultConfig()
 	w := newWorker(0, "127.0.0.1:1", &cfg, 0)
 	cases := map[string]exchange{
 		"chat":     {method: []byte("POST"), path: []byte("/v1/chat/completions"), body: []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}],"max_tokens":8}`)},

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkHandle measures the handler alone (no I/O): parse, render, for the null path.
 func BenchmarkHandle(b *testing.B) {
-	cfg := Config{}.withDefaults()
+	cfg := DefaultConfig()
 	w := newWorker(0, "127.0.0.1:1", &cfg, 0)
 	for _, bc := range []struct {
 		name string
@@ -78,7 +78,7 @@ func BenchmarkEngineStep(b *testing.B) {
 func BenchmarkEngineStreams(b *testing.B) {
 	for _, conc := range []int{1, 16, 64} {
 		b.Run("conc="+strconv.Itoa(conc), func(b *testing.B) {
-			f, err := Start(Config{Mode: ModeEngine, OutputTokens: 32})
+			f, err := Start(config(func(c *Config) { c.Mode, c.OutputTokens = ModeEngine, 32 }))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -55,7 +55,7 @@ const (
 	ServerFastHTTP ServerKind = "fasthttp"
 )
 
-// Defaults applied by Start to zero-valued Config fields.
+// Defaults: DefaultConfig's values (and cmd/mockworker's flag defaults).
 const (
 	DefaultHost         = "127.0.0.1"
 	DefaultCount        = 1
@@ -78,7 +78,9 @@ const (
 	DefaultKVTransferTimeout = 10 * time.Second
 )
 
-// Config describes a fleet of mock workers. The zero value of every field means its default.
+// Config describes a fleet of mock workers. Start from DefaultConfig and change what you
+// need: a zero field means zero (no pacing, a free port, seed 0), never "the default", and
+// Validate refuses a zero where zero makes no sense (no workers, no model, no batch).
 type Config struct {
 	// Host is the address every worker binds. Default "127.0.0.1".
 	Host string
@@ -106,7 +108,8 @@ type Config struct {
 	// URLs): a gateway's TLS client can be tested against a real engine process. Needs
 	// Server "fasthttp" (the gnet server has no TLS). Default: plain HTTP.
 	TLSCert, TLSKey string
-	// EventLoops is the number of gnet event loops shared by the fleet. Default GOMAXPROCS.
+	// EventLoops is the number of gnet event loops shared by the fleet. Default GOMAXPROCS
+	// (when DefaultConfig is called).
 	EventLoops int
 	// Mode is "instant" (the null backend) or "engine" (the engine model). Default "instant".
 	Mode Mode
@@ -126,8 +129,8 @@ type Config struct {
 	PrefillChunk int
 	// DecodeBase is the fixed time of a step. Default 8ms.
 	DecodeBase time.Duration
-	// DecodePerReq is the time a step adds per sequence producing a token. Default 100µs.
-	// (Zero means the default; to model no batch effect use a negligible value such as 1ns.)
+	// DecodePerReq is the time a step adds per sequence producing a token. Default 100µs;
+	// 0 models no batch effect.
 	DecodePerReq time.Duration
 	// TimeScale runs the model this many times faster than the wall clock (tests). Default 1.
 	TimeScale float64
@@ -160,66 +163,40 @@ type Config struct {
 	RequireEncode bool
 }
 
-// withDefaults returns c with every zero field replaced by its default.
-func (c Config) withDefaults() Config {
-	if c.Host == "" {
-		c.Host = DefaultHost
+// DefaultConfig returns one instant-mode SGLang worker of DefaultModel on a free port of
+// DefaultHost, every engine parameter at its default.
+func DefaultConfig() Config {
+	return Config{
+		Host:              DefaultHost,
+		Count:             DefaultCount,
+		Model:             DefaultModel,
+		Dialect:           DefaultDialect,
+		OutputTokens:      DefaultOutputTokens,
+		Server:            DefaultServer,
+		EventLoops:        runtime.GOMAXPROCS(0),
+		Mode:              DefaultMode,
+		KVTokens:          DefaultKVTokens,
+		MaxRunning:        DefaultMaxRunning,
+		BlockSize:         DefaultBlockSize,
+		PrefillTPS:        DefaultPrefillTPS,
+		PrefillChunk:      DefaultPrefillChunk,
+		DecodeBase:        DefaultDecodeBase,
+		DecodePerReq:      DefaultDecodePerReq,
+		TimeScale:         DefaultTimeScale,
+		KVTransferTimeout: DefaultKVTransferTimeout,
 	}
-	if c.Count == 0 {
-		c.Count = DefaultCount
-	}
-	if c.Model == "" {
-		c.Model = DefaultModel
-	}
-	if c.Dialect == "" {
-		c.Dialect = DefaultDialect
-	}
-	if c.OutputTokens == 0 {
-		c.OutputTokens = DefaultOutputTokens
-	}
-	if c.Server == "" {
-		c.Server = DefaultServer
-	}
-	if c.EventLoops == 0 {
-		c.EventLoops = runtime.GOMAXPROCS(0)
-	}
-	if c.KVTokens == 0 {
-		c.KVTokens = DefaultKVTokens
-	}
-	if c.MaxRunning == 0 {
-		c.MaxRunning = DefaultMaxRunning
-	}
-	if c.Mode == "" {
-		c.Mode = DefaultMode
-	}
-	if c.BlockSize == 0 {
-		c.BlockSize = DefaultBlockSize
-	}
-	if c.PrefillTPS == 0 {
-		c.PrefillTPS = DefaultPrefillTPS
-	}
-	if c.PrefillChunk == 0 {
-		c.PrefillChunk = DefaultPrefillChunk
-	}
-	if c.DecodeBase == 0 {
-		c.DecodeBase = DefaultDecodeBase
-	}
-	if c.DecodePerReq == 0 {
-		c.DecodePerReq = DefaultDecodePerReq
-	}
-	if c.TimeScale == 0 {
-		c.TimeScale = DefaultTimeScale
-	}
-	if c.KVTransferTimeout == 0 {
-		c.KVTransferTimeout = DefaultKVTransferTimeout
-	}
-	return c
 }
 
-// Validate reports every problem in c (after defaults), each saying how to fix it.
+// Validate reports every problem in c, each saying how to fix it; a Config not built from
+// DefaultConfig fails here on its zero fields.
 func (c Config) Validate() error {
-	c = c.withDefaults()
 	var errs []error
+	if c.Host == "" {
+		errs = append(errs, errors.New("host is empty: name an address such as 127.0.0.1 (start from mockworker.DefaultConfig())"))
+	}
+	if c.Model == "" {
+		errs = append(errs, errors.New("model is empty: name the model served (start from mockworker.DefaultConfig())"))
+	}
 	if c.Count < 1 {
 		errs = append(errs, fmt.Errorf("count %d: set at least 1 worker", c.Count))
 	}
@@ -266,8 +243,8 @@ func (c Config) Validate() error {
 	if c.PrefillChunk < 1 {
 		errs = append(errs, fmt.Errorf("prefill chunk %d: use at least 1 token", c.PrefillChunk))
 	}
-	if c.DecodeBase < 0 || c.DecodePerReq < 0 {
-		errs = append(errs, fmt.Errorf("decode times %v + %v per request: use positive durations", c.DecodeBase, c.DecodePerReq))
+	if c.DecodeBase <= 0 || c.DecodePerReq < 0 {
+		errs = append(errs, fmt.Errorf("decode times %v + %v per request: use a positive step time and a per-request time >= 0", c.DecodeBase, c.DecodePerReq))
 	}
 	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 0) {
 		errs = append(errs, fmt.Errorf("time scale %v: use a positive factor (10 runs the model 10× faster)", c.TimeScale))
@@ -289,7 +266,7 @@ func (c Config) Validate() error {
 	if c.BootstrapPort < 0 || c.BootstrapPort > 65535 {
 		errs = append(errs, fmt.Errorf("bootstrap port %d (--bootstrap-port): use 0 (a free port) or 1..65535", c.BootstrapPort))
 	}
-	if c.KVTransferTimeout < 0 {
+	if c.KVTransferTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("kv transfer timeout %v (--kv-transfer-timeout-ms): use a positive duration", c.KVTransferTimeout))
 	}
 	if strings.ContainsAny(c.KVEngineID, "\"\\\r\n") {

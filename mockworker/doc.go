@@ -5,7 +5,9 @@
 //
 // # Starting
 //
-//	f, err := mockworker.Start(mockworker.Config{Count: 3}) // free ports on 127.0.0.1
+//	cfg := mockworker.DefaultConfig() // every field set: a zero field means zero
+//	cfg.Count = 3                     // free ports on 127.0.0.1
+//	f, err := mockworker.Start(cfg)
 //	defer f.Close()
 //	f.URLs() // ["http://127.0.0.1:41235", ...]; f.Workers()[i].ID(), .Served(), .Configure()
 //

@@ -15,7 +15,9 @@ import (
 
 // fastEngine is an engine-mode fleet config that runs the model 1000× faster than real time.
 func fastEngine(kind ServerKind, d Dialect) Config {
-	return Config{Server: kind, Dialect: d, Mode: ModeEngine, TimeScale: 1000, OutputTokens: 4}
+	return config(func(c *Config) {
+		c.Server, c.Dialect, c.Mode, c.TimeScale, c.OutputTokens = kind, d, ModeEngine, 1000, 4
+	})
 }
 
 func TestEngineModeAnswersAndPrefixCache(t *testing.T) {
@@ -120,7 +122,7 @@ func TestVLLMDialect(t *testing.T) {
 }
 
 func TestEngineQueueVisibleInLoads(t *testing.T) {
-	f := startFleet(t, Config{Mode: ModeEngine, MaxRunning: 1, DecodeBase: time.Hour})
+	f := startFleet(t, config(func(c *Config) { c.Mode, c.MaxRunning, c.DecodeBase = ModeEngine, 1, time.Hour }))
 	u := f.URLs()[0]
 	var conns []net.Conn
 	for range 3 {
@@ -205,7 +207,7 @@ func TestTransportFaults(t *testing.T) {
 
 func TestStreamHeadersBeforeFirstToken(t *testing.T) {
 	// gnet sends a stream's headers at once; the first token waits for slow-ttft (an hour).
-	f := startFleet(t, Config{})
+	f := startFleet(t, DefaultConfig())
 	c, err := net.Dial("tcp", f.Addrs()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +225,7 @@ func TestStreamHeadersBeforeFirstToken(t *testing.T) {
 
 func TestFailureRateIsSeeded(t *testing.T) {
 	failures := func(seed uint64) []bool {
-		f := startFleet(t, Config{Seed: seed})
+		f := startFleet(t, config(func(c *Config) { c.Seed = seed }))
 		if err := f.Workers()[0].Configure(AdminConfig{FailureRate: 0.5, FailureStatus: 429}); err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +262,7 @@ func TestFailureRateIsSeeded(t *testing.T) {
 }
 
 func TestAdminRuntimeKnobs(t *testing.T) {
-	f := startFleet(t, Config{})
+	f := startFleet(t, DefaultConfig())
 	u := f.URLs()[0]
 	resp, body := do(t, "POST", u+"/admin/config", `{"failure_rate":1,"failure_status":502,"prefill_multiplier":2,"decode_multiplier":3,"health_flap_ms":3600000}`)
 	m := decode(t, body)
@@ -347,7 +349,7 @@ func TestSlowTTFTHoldsNonStreamedAnswers(t *testing.T) {
 
 // Each engine of a started fleet gets its own worker's decode factor.
 func TestFleetAppliesDecodeFactors(t *testing.T) {
-	f := startFleet(t, Config{Mode: ModeEngine, Count: 3, DecodeFactors: map[int]float64{2: 2}})
+	f := startFleet(t, config(func(c *Config) { c.Mode, c.Count, c.DecodeFactors = ModeEngine, 3, map[int]float64{2: 2} }))
 	for i, w := range f.Workers() {
 		want := DefaultDecodeBase
 		if i == 2 {

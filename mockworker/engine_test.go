@@ -450,7 +450,9 @@ func TestEngineLateCallerDoesNotDrift(t *testing.T) {
 
 // A worker's DecodeFactors entry stretches the decode part of its steps, not the prefill.
 func TestDecodeFactorsSlowDecodeOnly(t *testing.T) {
-	cfg := Config{Count: 8, PrefillTPS: 1000, DecodeBase: 10 * ms, DecodePerReq: 1 * ms, DecodeFactors: map[int]float64{6: 2, 7: 2}}.withDefaults()
+	cfg := config(func(c *Config) {
+		c.Count, c.PrefillTPS, c.DecodeBase, c.DecodePerReq, c.DecodeFactors = 8, 1000, 10*ms, 1*ms, map[int]float64{6: 2, 7: 2}
+	})
 	for i := range cfg.Count {
 		p := cfg.engineParams(i)
 		e := newEngine(p)
@@ -482,7 +484,7 @@ func TestDecodeFactorsValidate(t *testing.T) {
 		{map[int]float64{1: 0}, true},
 		{map[int]float64{1: -2}, true},
 	} {
-		err := Config{Count: 4, DecodeFactors: tc.factors}.Validate()
+		err := config(func(c *Config) { c.Count, c.DecodeFactors = 4, tc.factors }).Validate()
 		if (err != nil) != tc.bad || (err != nil && !strings.Contains(err.Error(), "--decode-factors")) {
 			t.Errorf("factors %v: error %v, want bad=%v naming --decode-factors", tc.factors, err, tc.bad)
 		}

@@ -37,7 +37,7 @@ func TestEPDSGLang(t *testing.T) {
 	for _, mode := range []Mode{ModeInstant, ModeEngine} {
 		t.Run(string(mode), func(t *testing.T) {
 			forEachServer(t, func(t *testing.T, kind ServerKind) {
-				base := Config{Server: kind, Mode: mode, TimeScale: 50}
+				base := config(func(c *Config) { c.Server, c.Mode, c.TimeScale = kind, mode, 50 })
 				ef, pf := startEPDFleets(t, base, 300*time.Millisecond)
 				dc := base
 				dc.Role, dc.Host, dc.KVTransferTimeout, dc.BootstrapPort = RoleDecode, "127.0.0.12", 2*time.Second, pf.BootstrapPort()
@@ -105,7 +105,7 @@ func TestEPDSGLang(t *testing.T) {
 // a shadowed variable, and the answer dereferenced a nil error).
 func TestEPDPrefillReusingARoomIsRefused(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		ef, pf := startEPDFleets(t, Config{Server: kind, Mode: ModeInstant, TimeScale: 50}, 2*time.Second)
+		ef, pf := startEPDFleets(t, config(func(c *Config) { c.Server, c.Mode, c.TimeScale = kind, ModeInstant, 50 }), 2*time.Second)
 		eu, pu := ef.URLs()[0]+"/v1/chat/completions", pf.URLs()[0]+"/v1/chat/completions"
 		pdRoom := rooms.Add(1)
 		for i := range 2 {
@@ -129,7 +129,7 @@ func TestEPDPrefillReusingARoomIsRefused(t *testing.T) {
 // TestEPDVLLMEncode: vLLM's encode request must be unstreamed with one output token and
 // carry media.
 func TestEPDVLLMEncode(t *testing.T) {
-	ef := startFleet(t, Config{Role: RoleEncode, Dialect: DialectVLLM, Host: "127.0.0.13"})
+	ef := startFleet(t, config(func(c *Config) { c.Role, c.Dialect, c.Host = RoleEncode, DialectVLLM, "127.0.0.13" }))
 	u := ef.URLs()[0] + "/v1/chat/completions"
 	post := func(body string) (int, string) {
 		resp, b := do(t, "POST", u, body)
@@ -147,7 +147,7 @@ func TestEPDVLLMEncode(t *testing.T) {
 	if got, want := ef.Workers()[0].PDStats(), (PDStats{OK: 1, Rejected: 3}); got != want {
 		t.Errorf("encode stats %+v, want %+v", got, want)
 	}
-	if err := (Config{Role: RoleDecode, RequireEncode: true}).Validate(); err == nil || !strings.Contains(err.Error(), "prefill worker's setting") {
+	if err := config(func(c *Config) { c.Role, c.RequireEncode = RoleDecode, true }).Validate(); err == nil || !strings.Contains(err.Error(), "prefill worker's setting") {
 		t.Errorf("RequireEncode on a decode: %v", err)
 	}
 }

@@ -36,7 +36,6 @@ func Start(cfg Config) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cannot start mockworker: %w", err)
 	}
-	cfg = cfg.withDefaults()
 	f := &Fleet{cfg: cfg, done: make(chan struct{})}
 	lns := make([]net.Listener, 0, cfg.Count)
 	f.pd = &pdShared{bootstrapPort: cfg.BootstrapPort}

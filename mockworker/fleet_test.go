@@ -18,6 +18,13 @@ import (
 
 var servers = []ServerKind{ServerGnet, ServerFastHTTP}
 
+// config is DefaultConfig changed by set: a test says only what differs from the defaults.
+func config(set func(c *Config)) Config {
+	c := DefaultConfig()
+	set(&c)
+	return c
+}
+
 // startFleet starts a fleet closed at the end of the test.
 func startFleet(t *testing.T, cfg Config) *Fleet {
 	t.Helper()
@@ -98,7 +105,7 @@ func path(t *testing.T, v any, keys ...any) any {
 
 func TestRoutes(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		f := startFleet(t, Config{Server: kind, Count: 2, Model: "m-1", OutputTokens: 3})
+		f := startFleet(t, config(func(c *Config) { c.Server, c.Count, c.Model, c.OutputTokens = kind, 2, "m-1", 3 }))
 		for i, w := range f.Workers() {
 			if w.ID() != f.Addrs()[i] {
 				t.Errorf("worker %d id %q, want its address %q", i, w.ID(), f.Addrs()[i])
@@ -184,7 +191,7 @@ func TestWorkerIDPrefixAndFixedPorts(t *testing.T) {
 	for attempt := 0; f == nil; attempt++ {
 		port = 20000 + rng.IntN(12000)
 		var err error
-		f, err = Start(Config{Port: port, Count: 2, WorkerIDPrefix: "w-"})
+		f, err = Start(config(func(c *Config) { c.Port, c.Count, c.WorkerIDPrefix = port, 2, "w-" }))
 		if err != nil && attempt == 50 {
 			t.Fatal(err)
 		}
@@ -225,7 +232,7 @@ func sseEvents(t *testing.T, body string) []string {
 
 func TestStreamFraming(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		u := startFleet(t, Config{Server: kind}).URLs()[0]
+		u := startFleet(t, config(func(c *Config) { c.Server = kind })).URLs()[0]
 
 		resp, body := do(t, "POST", u+"/v1/chat/completions",
 			`{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`)
@@ -285,7 +292,7 @@ func TestStreamFraming(t *testing.T) {
 
 func TestLoadsShape(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		u := startFleet(t, Config{Server: kind, KVTokens: 1000, MaxRunning: 8}).URLs()[0]
+		u := startFleet(t, config(func(c *Config) { c.Server, c.KVTokens, c.MaxRunning = kind, 1000, 8 })).URLs()[0]
 		resp, body := do(t, "GET", u+"/v1/loads", "")
 		m := decode(t, body)
 		if resp.StatusCode != 200 {
@@ -321,7 +328,7 @@ func TestLoadsShape(t *testing.T) {
 }
 
 func TestLoadsCountsRequestsInProgress(t *testing.T) {
-	f := startFleet(t, Config{TokenInterval: time.Hour})
+	f := startFleet(t, config(func(c *Config) { c.TokenInterval = time.Hour }))
 	u := f.URLs()[0]
 	resp, err := http.Post(u+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","stream":true}`))
 	if err != nil {
@@ -338,7 +345,7 @@ func TestLoadsCountsRequestsInProgress(t *testing.T) {
 
 func TestAdminConfig(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		f := startFleet(t, Config{Server: kind, Count: 2})
+		f := startFleet(t, config(func(c *Config) { c.Server, c.Count = kind, 2 }))
 		u := f.URLs()[0]
 		resp, body := do(t, "POST", u+"/admin/config", `{"status":503}`)
 		if resp.StatusCode != 200 || path(t, decode(t, body), "status") != 503.0 || path(t, decode(t, body), "healthy") != true {
@@ -386,7 +393,7 @@ func TestAdminConfig(t *testing.T) {
 // matter, not asserted here.
 func TestDelay(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		f := startFleet(t, Config{Server: kind})
+		f := startFleet(t, config(func(c *Config) { c.Server = kind }))
 		if err := f.Workers()[0].Configure(AdminConfig{Delay: time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +414,7 @@ func TestDelay(t *testing.T) {
 
 func TestFaultHeader(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		f := startFleet(t, Config{Server: kind})
+		f := startFleet(t, config(func(c *Config) { c.Server = kind }))
 		u := f.URLs()[0]
 		resp, body := do(t, "POST", u+"/v1/chat/completions", `{"messages":[{"content":"x"}]}`, faultHeader, "status=429")
 		if resp.StatusCode != 429 || path(t, decode(t, body), "error", "type") != "mock_fault" {
@@ -447,7 +454,7 @@ func TestFaultHeader(t *testing.T) {
 
 func TestHangUpMidStream(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		f := startFleet(t, Config{Server: kind, TokenInterval: 5 * time.Millisecond})
+		f := startFleet(t, config(func(c *Config) { c.Server, c.TokenInterval = kind, 5*time.Millisecond }))
 		conn, err := net.Dial("tcp", f.Addrs()[0])
 		if err != nil {
 			t.Fatal(err)
@@ -472,7 +479,7 @@ func TestHangUpMidStream(t *testing.T) {
 }
 
 func TestGnetHTTPDetails(t *testing.T) {
-	f := startFleet(t, Config{OutputTokens: 1})
+	f := startFleet(t, config(func(c *Config) { c.OutputTokens = 1 }))
 	conn, err := net.Dial("tcp", f.Addrs()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -546,7 +553,7 @@ func TestGnetHTTPDetails(t *testing.T) {
 }
 
 func TestPipelinedBehindPacedStream(t *testing.T) {
-	f := startFleet(t, Config{TokenInterval: time.Millisecond})
+	f := startFleet(t, config(func(c *Config) { c.TokenInterval = time.Millisecond }))
 	conn, err := net.Dial("tcp", f.Addrs()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -579,24 +586,37 @@ func TestPipelinedBehindPacedStream(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := (Config{}).Validate(); err != nil {
-		t.Fatalf("zero config: %v", err)
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig: %v", err)
+	}
+	// Zero is zero, never "the default" (issue 16 item 5): a Config not built from
+	// DefaultConfig is refused on every field whose zero makes no sense.
+	err := Config{}.Validate()
+	for _, field := range []string{"host", "model", "count", "dialect", "output tokens", "server", "event loops",
+		"kv tokens", "max running", "mode", "block size", "prefill tokens/s", "prefill chunk", "decode times",
+		"time scale", "kv transfer timeout", "mockworker.DefaultConfig()"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("zero Config: %v, want it to name %q", err, field)
+		}
+	}
+	if c := config(func(c *Config) { c.DecodePerReq, c.TokenInterval, c.Seed = 0, 0, 0 }); c.Validate() != nil {
+		t.Errorf("a zero where zero means zero (no batch effect, no pacing, seed 0) was refused: %v", c.Validate())
 	}
 	bad := []struct {
 		cfg    Config
 		errHas string
 	}{
-		{Config{Count: -1}, "count"},
-		{Config{Port: 70000}, "port"},
-		{Config{Port: 65535, Count: 2}, "past 65535"},
-		{Config{Dialect: "tgi"}, "dialect"},
-		{Config{Server: "nginx"}, "server"},
-		{Config{OutputTokens: -2}, "output tokens"},
-		{Config{TokenInterval: -1}, "token interval"},
-		{Config{EventLoops: -1}, "event loops"},
-		{Config{KVTokens: -1}, "kv tokens"},
-		{Config{MaxRunning: -1}, "max running"},
-		{Config{WorkerIDPrefix: "a\nb"}, "prefix"},
+		{config(func(c *Config) { c.Count = -1 }), "count"},
+		{config(func(c *Config) { c.Port = 70000 }), "port"},
+		{config(func(c *Config) { c.Port, c.Count = 65535, 2 }), "past 65535"},
+		{config(func(c *Config) { c.Dialect = "tgi" }), "dialect"},
+		{config(func(c *Config) { c.Server = "nginx" }), "server"},
+		{config(func(c *Config) { c.OutputTokens = -2 }), "output tokens"},
+		{config(func(c *Config) { c.TokenInterval = -1 }), "token interval"},
+		{config(func(c *Config) { c.EventLoops = -1 }), "event loops"},
+		{config(func(c *Config) { c.KVTokens = -1 }), "kv tokens"},
+		{config(func(c *Config) { c.MaxRunning = -1 }), "max running"},
+		{config(func(c *Config) { c.WorkerIDPrefix = "a\nb" }), "prefix"},
 	}
 	for _, b := range bad {
 		err := b.cfg.Validate()

@@ -116,7 +116,7 @@ func FuzzParsePD(f *testing.F) {
 	workers := map[[2]uint8]*Worker{}
 	for d, dialect := range []Dialect{DialectSGLang, DialectVLLM} {
 		for r, role := range []Role{RolePrefill, RoleDecode} {
-			cfg := Config{Dialect: dialect, Role: role, KVEngineID: "e"}.withDefaults()
+			cfg := config(func(c *Config) { c.Dialect, c.Role, c.KVEngineID = dialect, role, "e" })
 			w := newWorker(0, "127.0.0.1:1", &cfg, 0)
 			w.pdf = &pdShared{bootstrapPort: 8998}
 			workers[[2]uint8{uint8(d), uint8(r)}] = w

@@ -30,7 +30,7 @@ func ownGoroutines() []string {
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	for _, mode := range []Mode{ModeInstant, ModeEngine} {
 		forEachServer(t, func(t *testing.T, kind ServerKind) {
-			f, err := Start(Config{Server: kind, Mode: mode, TokenInterval: time.Hour, DecodeBase: time.Hour})
+			f, err := Start(config(func(c *Config) { c.Server, c.Mode, c.TokenInterval, c.DecodeBase = kind, mode, time.Hour, time.Hour }))
 			if err != nil {
 				t.Fatal(err)
 			}

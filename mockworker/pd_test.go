@@ -84,7 +84,7 @@ func TestPDSGLang(t *testing.T) {
 	for _, mode := range []Mode{ModeInstant, ModeEngine} {
 		t.Run(string(mode), func(t *testing.T) {
 			forEachServer(t, func(t *testing.T, kind ServerKind) {
-				cfg := Config{Server: kind, Mode: mode, TimeScale: 1000}
+				cfg := config(func(c *Config) { c.Server, c.Mode, c.TimeScale = kind, mode, 1000 })
 				pf, df := pdFleets(t, cfg, 10*time.Second, 10*time.Second)
 				n := 0
 				for _, rt := range pdRoutes {
@@ -165,7 +165,7 @@ func wantError(t *testing.T, what string, status int, body string, wantStatus in
 
 func TestPDSGLangErrors(t *testing.T) {
 	forEachServer(t, func(t *testing.T, kind ServerKind) {
-		pf, df := pdFleets(t, Config{Server: kind}, 10*time.Second, 200*time.Millisecond)
+		pf, df := pdFleets(t, config(func(c *Config) { c.Server = kind }), 10*time.Second, 200*time.Millisecond)
 		pu, du := pf.URLs()[0]+"/v1/completions", df.URLs()[0]+"/v1/completions"
 		port := pf.BootstrapPort()
 		post := func(u, body string) (int, string) {
@@ -245,7 +245,9 @@ func TestPDVLLM(t *testing.T) {
 	for _, mode := range []Mode{ModeInstant, ModeEngine} {
 		t.Run(string(mode), func(t *testing.T) {
 			forEachServer(t, func(t *testing.T, kind ServerKind) {
-				pf, df := pdFleets(t, Config{Server: kind, Mode: mode, TimeScale: 1000, Dialect: DialectVLLM, KVEngineID: "engine-p"}, 10*time.Second, 300*time.Millisecond)
+				pf, df := pdFleets(t, config(func(c *Config) {
+					c.Server, c.Mode, c.TimeScale, c.Dialect, c.KVEngineID = kind, mode, 1000, DialectVLLM, "engine-p"
+				}), 10*time.Second, 300*time.Millisecond)
 				post := func(u string, body map[string]any) (int, string) {
 					resp, b := do(t, "POST", u, mustJSON(t, body))
 					return resp.StatusCode, b
@@ -364,7 +366,7 @@ func TestPDVLLM(t *testing.T) {
 
 // TestPDEntriesExpire: unclaimed records go after the timeout; claimed ones too.
 func TestPDEntriesExpire(t *testing.T) {
-	pf := startFleet(t, Config{Role: RolePrefill, KVTransferTimeout: 100 * time.Millisecond})
+	pf := startFleet(t, config(func(c *Config) { c.Role, c.KVTransferTimeout = RolePrefill, 100*time.Millisecond }))
 	for range 3 {
 		resp, b := do(t, "POST", pf.URLs()[0]+"/v1/completions", sglangPD(t, "x", rooms.Add(1), "127.0.0.1", nil))
 		if resp.StatusCode != 200 {
@@ -389,12 +391,16 @@ func TestPDCloseWhileWaiting(t *testing.T) {
 }
 
 func closeWhileWaiting(t *testing.T, kind ServerKind, prefillFirst bool) {
-	pc := Config{Server: kind, Role: RolePrefill, Host: "127.0.0.11", KVTransferTimeout: time.Hour}
+	pc := config(func(c *Config) {
+		c.Server, c.Role, c.Host, c.KVTransferTimeout = kind, RolePrefill, "127.0.0.11", time.Hour
+	})
 	pf, err := Start(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	df, err := Start(Config{Server: kind, Role: RoleDecode, Host: "127.0.0.12", KVTransferTimeout: time.Hour, BootstrapPort: pf.BootstrapPort()})
+	df, err := Start(config(func(c *Config) {
+		c.Server, c.Role, c.Host, c.KVTransferTimeout, c.BootstrapPort = kind, RoleDecode, "127.0.0.12", time.Hour, pf.BootstrapPort()
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,17 +447,17 @@ func TestPDConfig(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Role: "both"}, "--role"},
-		{Config{Role: RolePrefill, BootstrapPort: 70000}, "--bootstrap-port"},
-		{Config{Role: RoleDecode, KVTransferTimeout: -1}, "--kv-transfer-timeout-ms"},
-		{Config{KVEngineID: "a\"b"}, "--kv-engine-id"},
+		{config(func(c *Config) { c.Role = "both" }), "--role"},
+		{config(func(c *Config) { c.Role, c.BootstrapPort = RolePrefill, 70000 }), "--bootstrap-port"},
+		{config(func(c *Config) { c.Role, c.KVTransferTimeout = RoleDecode, -1 }), "--kv-transfer-timeout-ms"},
+		{config(func(c *Config) { c.KVEngineID = "a\"b" }), "--kv-engine-id"},
 	} {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error naming %s", c.cfg, err, c.want)
 		}
 	}
 	// A unified fleet ignores PD fields.
-	f := startFleet(t, Config{})
+	f := startFleet(t, DefaultConfig())
 	resp, b := do(t, "POST", f.URLs()[0]+"/v1/completions", `{"prompt":"x","max_tokens":2,"bootstrap_room":"junk","kv_transfer_params":7}`)
 	if resp.StatusCode != 200 || f.BootstrapPort() != 0 || f.KVEntries() != 0 {
 		t.Errorf("unified with PD fields: %d %s", resp.StatusCode, b)
@@ -467,7 +473,7 @@ func TestPDConfig(t *testing.T) {
 func TestPDConcurrent(t *testing.T) {
 	for _, mode := range []Mode{ModeInstant, ModeEngine} {
 		t.Run(string(mode), func(t *testing.T) {
-			pf, df := pdFleets(t, Config{Count: 2, Mode: mode, TimeScale: 1000}, 10*time.Second, 10*time.Second)
+			pf, df := pdFleets(t, config(func(c *Config) { c.Count, c.Mode, c.TimeScale = 2, mode, 1000 }), 10*time.Second, 10*time.Second)
 			const pairs = 64
 			var wg sync.WaitGroup
 			for i := range pairs {
@@ -500,7 +506,7 @@ func TestPDConcurrent(t *testing.T) {
 // TestPDClientLeavesWhileWaiting: a decode whose client hangs up withdraws its claim (gnet
 // notices the hang-up), so the rendezvous forgets the key and a prefill can still publish it.
 func TestPDClientLeavesWhileWaiting(t *testing.T) {
-	pf, df := pdFleets(t, Config{Server: ServerGnet}, 10*time.Second, time.Hour)
+	pf, df := pdFleets(t, config(func(c *Config) { c.Server = ServerGnet }), 10*time.Second, time.Hour)
 	c, err := net.Dial("tcp", df.Addrs()[0])
 	if err != nil {
 		t.Fatal(err)

@@ -17,13 +17,16 @@ import (
 func startMockPD(t *testing.T) (prefill, decode *mockworker.Fleet) {
 	t.Helper()
 	var err error
-	prefill, err = mockworker.Start(mockworker.Config{Host: "127.0.0.1", Role: mockworker.RolePrefill, TokenInterval: time.Millisecond})
+	pc := mockworker.DefaultConfig() // on 127.0.0.1
+	pc.Role, pc.TokenInterval = mockworker.RolePrefill, time.Millisecond
+	prefill, err = mockworker.Start(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { prefill.Close() })
-	decode, err = mockworker.Start(mockworker.Config{Host: "127.0.0.1", Role: mockworker.RoleDecode, BootstrapPort: prefill.BootstrapPort(),
-		KVTransferTimeout: 5 * time.Second, TokenInterval: time.Millisecond})
+	dc := mockworker.DefaultConfig()
+	dc.Role, dc.BootstrapPort, dc.KVTransferTimeout, dc.TokenInterval = mockworker.RoleDecode, prefill.BootstrapPort(), 5*time.Second, time.Millisecond
+	decode, err = mockworker.Start(dc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,8 +60,9 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 
 // parseFlags maps the command line onto a Config; every error names the flag to fix.
 func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
+	// Every flag's default is DefaultConfig's value (bar --bootstrap-port: see below).
 	var (
-		cfg                   mockworker.Config
+		cfg                   = mockworker.DefaultConfig()
 		dialect, server, mode string
 		role                  string
 		kvTransferTimeoutMS   float64
@@ -71,38 +72,40 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	)
 	fs := flag.NewFlagSet("mockworker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Host, "host", mockworker.DefaultHost, "address every worker binds")
-	fs.IntVar(&cfg.Port, "port", 0, "first worker's port; worker i listens on port+i; 0 picks free ports")
-	fs.IntVar(&cfg.Count, "count", mockworker.DefaultCount, "number of workers")
-	fs.StringVar(&cfg.Model, "model", mockworker.DefaultModel, "model name served and echoed")
-	fs.StringVar(&dialect, "dialect", string(mockworker.DefaultDialect), "engine to imitate: sglang or vllm")
-	fs.IntVar(&cfg.OutputTokens, "output-tokens", mockworker.DefaultOutputTokens, "tokens generated when a request names no maximum")
-	fs.Float64Var(&tokenIntervalMS, "token-interval-ms", 0, "pace streamed tokens this many ms apart (0: all at once)")
+	fs.StringVar(&cfg.Host, "host", cfg.Host, "address every worker binds")
+	fs.IntVar(&cfg.Port, "port", cfg.Port, "first worker's port; worker i listens on port+i; 0 picks free ports")
+	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of workers")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name served and echoed")
+	fs.StringVar(&dialect, "dialect", string(cfg.Dialect), "engine to imitate: sglang or vllm")
+	fs.IntVar(&cfg.OutputTokens, "output-tokens", cfg.OutputTokens, "tokens generated when a request names no maximum")
+	fs.Float64Var(&tokenIntervalMS, "token-interval-ms", ms(cfg.TokenInterval), "pace streamed tokens this many ms apart (0: all at once)")
 	fs.StringVar(&cfg.WorkerIDPrefix, "worker-id-prefix", "", "name worker i <prefix><i> instead of host:port")
-	fs.StringVar(&server, "server", string(mockworker.DefaultServer), "HTTP implementation: gnet or fasthttp")
+	fs.StringVar(&server, "server", string(cfg.Server), "HTTP implementation: gnet or fasthttp")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve over TLS with this PEM certificate (with --tls-key and --server fasthttp)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
-	fs.IntVar(&cfg.EventLoops, "event-loops", 0, "gnet event loops (0: GOMAXPROCS)")
-	fs.StringVar(&mode, "mode", string(mockworker.DefaultMode), "instant (null backend) or engine (continuous-batching model)")
-	fs.IntVar(&cfg.KVTokens, "kv-tokens", mockworker.DefaultKVTokens, "KV-cache capacity in tokens")
-	fs.IntVar(&cfg.MaxRunning, "max-running", mockworker.DefaultMaxRunning, "most requests in the running batch")
-	fs.IntVar(&cfg.BlockSize, "block-size", mockworker.DefaultBlockSize, "KV-cache page size in tokens (prefix caching works in whole pages)")
-	fs.Float64Var(&cfg.PrefillTPS, "prefill-tps", mockworker.DefaultPrefillTPS, "engine: prompt tokens computed per second")
-	fs.IntVar(&cfg.PrefillChunk, "chunked-prefill-size", mockworker.DefaultPrefillChunk, "engine: most prompt tokens computed per step")
-	fs.Float64Var(&decodeBaseMS, "decode-base-ms", ms(mockworker.DefaultDecodeBase), "engine: fixed time of a step, ms")
-	fs.Float64Var(&decodePerReqMS, "decode-per-req-ms", ms(mockworker.DefaultDecodePerReq), "engine: time a step adds per sequence in the batch, ms")
-	fs.Float64Var(&cfg.TimeScale, "time-scale", mockworker.DefaultTimeScale, "engine: run the model this many times faster than real time")
+	fs.IntVar(&cfg.EventLoops, "event-loops", cfg.EventLoops, "gnet event loops (default GOMAXPROCS)")
+	fs.StringVar(&mode, "mode", string(cfg.Mode), "instant (null backend) or engine (continuous-batching model)")
+	fs.IntVar(&cfg.KVTokens, "kv-tokens", cfg.KVTokens, "KV-cache capacity in tokens")
+	fs.IntVar(&cfg.MaxRunning, "max-running", cfg.MaxRunning, "most requests in the running batch")
+	fs.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "KV-cache page size in tokens (prefix caching works in whole pages)")
+	fs.Float64Var(&cfg.PrefillTPS, "prefill-tps", cfg.PrefillTPS, "engine: prompt tokens computed per second")
+	fs.IntVar(&cfg.PrefillChunk, "chunked-prefill-size", cfg.PrefillChunk, "engine: most prompt tokens computed per step")
+	fs.Float64Var(&decodeBaseMS, "decode-base-ms", ms(cfg.DecodeBase), "engine: fixed time of a step, ms")
+	fs.Float64Var(&decodePerReqMS, "decode-per-req-ms", ms(cfg.DecodePerReq), "engine: time a step adds per sequence in the batch, ms")
+	fs.Float64Var(&cfg.TimeScale, "time-scale", cfg.TimeScale, "engine: run the model this many times faster than real time")
 	fs.Func("decode-factors", "engine: a heterogeneous fleet, `i=f,...`: worker i's decode step (decode-base and decode-per-req) lasts f times as long, e.g. 6=2,7=2 makes workers 6 and 7 decode twice as slowly (prefill unchanged)", func(v string) error {
 		factors, err := parseDecodeFactors(v)
 		cfg.DecodeFactors = factors
 		return err
 	})
-	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random choices (admin failure_rate)")
-	fs.StringVar(&role, "role", "", `disaggregation role: "" (unified), prefill, decode or encode (EPD)`)
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the random choices (admin failure_rate)")
+	fs.StringVar(&role, "role", string(cfg.Role), `disaggregation role: "" (unified), prefill, decode or encode (EPD)`)
 	fs.BoolVar(&cfg.RequireEncode, "require-encode", false, "prefill: refuse (400) a multimodal request without the EPD encode handshake (sglang dialect)")
+	// The library's 0 picks a free port (tests start many fleets); the command defaults to
+	// SGLang's --disaggregation-bootstrap-port, which a decode asks for when given none.
 	fs.IntVar(&cfg.BootstrapPort, "bootstrap-port", mockworker.DefaultBootstrapPort, "prefill and encode: port of the fleet's rendezvous (0: a free port); decode: the port asked when bootstrap_port is null")
 	fs.StringVar(&cfg.KVEngineID, "kv-engine-id", "", "vLLM prefill: the remote_engine_id reported (default: the worker id; with --count > 1, <id>-<i>)")
-	fs.Float64Var(&kvTransferTimeoutMS, "kv-transfer-timeout-ms", ms(mockworker.DefaultKVTransferTimeout), "how long a decode waits for its prefill's KV and a prefill keeps an unclaimed one, ms")
+	fs.Float64Var(&kvTransferTimeoutMS, "kv-transfer-timeout-ms", ms(cfg.KVTransferTimeout), "how long a decode waits for its prefill's KV and a prefill keeps an unclaimed one, ms")
 	rest, err := cli.ParseStd(fs, args)
 	if err != nil {
 		return cfg, err
@@ -131,7 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 		{"--server", cfg.Server != mockworker.ServerGnet && cfg.Server != mockworker.ServerFastHTTP, "use gnet or fasthttp"},
 		{"--tls-key", (cfg.TLSCert == "") != (cfg.TLSKey == ""), "give --tls-cert and --tls-key together"},
 		{"--tls-cert", cfg.TLSCert != "" && cfg.Server != mockworker.ServerFastHTTP, "add --server fasthttp (the gnet server has no TLS)"},
-		{"--event-loops", cfg.EventLoops < 0, "use 0 (GOMAXPROCS) or a positive number"},
+		{"--event-loops", cfg.EventLoops < 1, "use a positive number (default GOMAXPROCS)"},
 		{"--mode", cfg.Mode != mockworker.ModeInstant && cfg.Mode != mockworker.ModeEngine, "use instant or engine"},
 		{"--kv-tokens", cfg.KVTokens < 1, "use a positive number"},
 		{"--max-running", cfg.MaxRunning < 1, "use a positive number"},

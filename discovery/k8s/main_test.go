@@ -128,7 +128,9 @@ func (g *gateway) waitWorkers(t *testing.T, what string, urls ...string) {
 // engines starts n mock engines on 127.0.0.1 and returns their ports.
 func engines(t testing.TB, n int) []int {
 	t.Helper()
-	f, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: n, EventLoops: 1})
+	mc := mockworker.DefaultConfig() // on 127.0.0.1
+	mc.Count, mc.EventLoops = n, 1
+	f, err := mockworker.Start(mc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,9 @@ func TestRegistrationRetriedUntilEngineStarts(t *testing.T) {
 	if len(g.workers()) != 0 {
 		t.Fatal("registered a worker whose engine is down")
 	}
-	f, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Port: port, EventLoops: 1})
+	mc := mockworker.DefaultConfig() // on 127.0.0.1
+	mc.Port, mc.EventLoops = port, 1
+	f, err := mockworker.Start(mc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,9 @@ const (
 func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
 	api, ns := startAPIServer(t, "rr")
 	ctx := context.Background()
-	fleet, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: 4, WorkerIDPrefix: "engine-", EventLoops: 1})
+	mc := mockworker.DefaultConfig() // on 127.0.0.1
+	mc.Count, mc.WorkerIDPrefix, mc.EventLoops = 4, "engine-", 1
+	fleet, err := mockworker.Start(mc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,8 +262,9 @@ func TestEPDEncodeFailureRetriesAndHangUp(t *testing.T) {
 func TestEPDDiscoveredRoles(t *testing.T) {
 	api, ns := startAPIServer(t, "epd")
 	ctx := context.Background()
-	start := func(cfg mockworker.Config) *mockworker.Fleet {
-		cfg.Host, cfg.EventLoops = "127.0.0.1", 1
+	start := func(role mockworker.Role, requireEncode bool) *mockworker.Fleet {
+		cfg := mockworker.DefaultConfig() // one worker on 127.0.0.1
+		cfg.Role, cfg.RequireEncode, cfg.EventLoops = role, requireEncode, 1
 		f, err := mockworker.Start(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -271,9 +272,9 @@ func TestEPDDiscoveredRoles(t *testing.T) {
 		t.Cleanup(func() { _ = f.Close() })
 		return f
 	}
-	encode := start(mockworker.Config{Count: 1, Role: mockworker.RoleEncode})
-	prefill := start(mockworker.Config{Count: 1, Role: mockworker.RolePrefill, RequireEncode: true})
-	decode := start(mockworker.Config{Count: 1, Role: mockworker.RoleDecode})
+	encode := start(mockworker.RoleEncode, false)
+	prefill := start(mockworker.RolePrefill, true)
+	decode := start(mockworker.RoleDecode, false)
 	port := func(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
 	encodeBoot, prefillBoot := strconv.Itoa(encode.BootstrapPort()), strconv.Itoa(prefill.BootstrapPort())
 	pods := []k8stest.PodSpec{

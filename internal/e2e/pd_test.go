@@ -309,12 +309,16 @@ func TestPDBucketSeparatesShortAndLongPrompts(t *testing.T) {
 func TestPDDiscoveredRolesAndBootstrapPorts(t *testing.T) {
 	api, ns := startAPIServer(t, "pd")
 	ctx := context.Background()
-	prefill, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: 1, Role: mockworker.RolePrefill, EventLoops: 1})
+	pc := mockworker.DefaultConfig() // one worker on 127.0.0.1
+	pc.Role, pc.EventLoops = mockworker.RolePrefill, 1
+	prefill, err := mockworker.Start(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prefill.Close()
-	decode, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: 2, Role: mockworker.RoleDecode, EventLoops: 1})
+	dc := mockworker.DefaultConfig()
+	dc.Count, dc.Role, dc.EventLoops = 2, mockworker.RoleDecode, 1
+	decode, err := mockworker.Start(dc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -524,7 +524,9 @@ func enginePods(t *testing.T, ns string, labels []map[string]string) {
 // mockEngines starts n mock engines on 127.0.0.1 for the test.
 func mockEngines(t *testing.T, n int) *mockworker.Fleet {
 	t.Helper()
-	f, err := mockworker.Start(mockworker.Config{Host: "127.0.0.1", Count: n, EventLoops: 1})
+	mc := mockworker.DefaultConfig() // on 127.0.0.1
+	mc.Count, mc.EventLoops = n, 1
+	f, err := mockworker.Start(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
