@@ -43,7 +43,7 @@ func inMemoryClient(t *testing.T, cfg Config, ln *fasthttputil.InmemoryListener)
 		cfg.BaseURL = "http://fake/v1"
 	}
 	cfg.Dial = func(string) (net.Conn, error) { return ln.Dial() }
-	cfg.applyDefaults()
+	cfg.derive()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

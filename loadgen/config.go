@@ -105,8 +105,11 @@ type RawConfig struct {
 	OutputTokens int `json:"output_tokens"` // max_tokens of the fixed request; default 8
 }
 
-// Config describes one load-generation run. Zero numeric fields take the documented
-// defaults (see DefaultConfig and each field); booleans default as DefaultConfig sets them.
+// Config describes one load-generation run. Start from DefaultConfig, which sets every
+// default (each field says its own); Validate refuses a zero where zero makes no sense
+// (a prompt of no tokens, no timeout). Three zeros have a meaning of their own, derived from
+// other fields and documented on them: NumRequests (the workload's size), Random.NumPrompts
+// (min(NumRequests, 1000)) and MaxConcurrency (no cap; a closed loop runs one client).
 type Config struct {
 	// BaseURL of an OpenAI-compatible server, e.g. "http://127.0.0.1:30000/v1". Required.
 	// "https://" enables TLS.
@@ -176,13 +179,19 @@ type Config struct {
 	Dial fasthttp.DialFunc `json:"-"`
 }
 
-// DefaultConfig returns a Config with every default filled in except BaseURL, Model and
-// the defaults that depend on other fields (NumRequests, Random.NumPrompts), which Run
-// derives.
+// DefaultConfig returns a Config with every default set except BaseURL and Model, and the
+// three zeros that Run derives from other fields (NumRequests, Random.NumPrompts,
+// MaxConcurrency; see Config).
 func DefaultConfig() Config {
-	c := Config{Stream: true, IgnoreEOS: true}
-	c.applyStaticDefaults()
-	return c
+	return Config{
+		Endpoint: EndpointChat, Stream: true, IgnoreEOS: true, Timeout: DefaultTimeout,
+		Workload: WorkloadRandom, Arrival: ArrivalPoisson, TimelineInterval: DefaultTimelineInterval,
+		Random:       RandomConfig{InputLen: 1024, OutputLen: 128, Distribution: LengthUniform},
+		SharedPrefix: SharedPrefixConfig{NumGroups: 64, PromptsPerGroup: 16, SystemPromptLen: 2048, QuestionLen: 128, OutputLen: 256},
+		MultiTurn:    MultiTurnConfig{Users: 16, Rounds: 4, TurnLen: 128, OutputLen: 128},
+		MixedSize:    MixedSizeConfig{NumPrompts: 4096, ShortLen: 256, LongLen: 7680, LongFraction: 0.1, OutputLen: 32},
+		Raw:          RawConfig{OutputTokens: 8},
+	}
 }
 
 // Defaults, exported for documentation and flag help.
@@ -193,9 +202,10 @@ const (
 	defaultRandomPrompts    = 1000
 )
 
-// applyDefaults fills zero fields. It is idempotent.
-func (c *Config) applyDefaults() {
-	c.applyStaticDefaults()
+// derive sets the zeros whose meaning depends on other fields (see Config): the random
+// workload's distinct prompts and, without a Duration, the workload's size as NumRequests.
+// It is idempotent.
+func (c *Config) derive() {
 	if c.Random.NumPrompts == 0 {
 		c.Random.NumPrompts = defaultRandomPrompts
 		if c.NumRequests > 0 && c.NumRequests < defaultRandomPrompts {
@@ -204,40 +214,6 @@ func (c *Config) applyDefaults() {
 	}
 	if c.NumRequests == 0 && c.Duration == 0 {
 		c.NumRequests = c.naturalSize()
-	}
-}
-
-// applyStaticDefaults fills the zero fields whose default does not depend on other fields.
-func (c *Config) applyStaticDefaults() {
-	setDefault(&c.Endpoint, EndpointChat)
-	setDefault(&c.Workload, WorkloadRandom)
-	setDefault(&c.Arrival, ArrivalPoisson)
-	setDefault(&c.Timeout, DefaultTimeout)
-	setDefault(&c.TimelineInterval, DefaultTimelineInterval)
-	setDefault(&c.Random.InputLen, 1024)
-	setDefault(&c.Random.Distribution, LengthUniform)
-	setDefault(&c.Random.OutputLen, 128)
-	setDefault(&c.SharedPrefix.NumGroups, 64)
-	setDefault(&c.SharedPrefix.PromptsPerGroup, 16)
-	setDefault(&c.SharedPrefix.SystemPromptLen, 2048)
-	setDefault(&c.SharedPrefix.QuestionLen, 128)
-	setDefault(&c.SharedPrefix.OutputLen, 256)
-	setDefault(&c.MultiTurn.Users, 16)
-	setDefault(&c.MultiTurn.Rounds, 4)
-	setDefault(&c.MultiTurn.TurnLen, 128)
-	setDefault(&c.MultiTurn.OutputLen, 128)
-	setDefault(&c.MixedSize.NumPrompts, 4096)
-	setDefault(&c.MixedSize.ShortLen, 256)
-	setDefault(&c.MixedSize.LongLen, 7680)
-	setDefault(&c.MixedSize.LongFraction, 0.1)
-	setDefault(&c.MixedSize.OutputLen, 32)
-	setDefault(&c.Raw.OutputTokens, 8)
-}
-
-func setDefault[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
 	}
 }
 

@@ -64,22 +64,41 @@ func TestDefaults(t *testing.T) {
 	}{{WorkloadRandom, 1000}, {WorkloadSharedPrefix, 64 * 16}, {WorkloadMultiTurn, 16 * 4}, {WorkloadRaw, 1000}} {
 		c := DefaultConfig()
 		c.Workload = tc.kind
-		c.applyDefaults()
+		c.derive()
 		if c.NumRequests != tc.want {
 			t.Errorf("%s: NumRequests default %d, want %d", tc.kind, c.NumRequests, tc.want)
 		}
 	}
 	c = DefaultConfig()
 	c.Duration = time.Second
-	c.applyDefaults()
+	c.derive()
 	if c.NumRequests != 0 {
 		t.Errorf("with a duration, NumRequests defaults to %d, want 0 (no limit)", c.NumRequests)
 	}
 	c = DefaultConfig()
 	c.NumRequests = 10
-	c.applyDefaults()
+	c.derive()
 	if c.Random.NumPrompts != 10 {
 		t.Errorf("NumPrompts %d, want NumRequests 10", c.Random.NumPrompts)
+	}
+}
+
+// Zero is not "the default" (issue 16 item 5): a Config not built from DefaultConfig is
+// refused on every field whose zero makes no sense, each message saying what to do.
+func TestZeroConfigIsRefused(t *testing.T) {
+	c := Config{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}
+	err := c.Validate()
+	for _, field := range []string{"Endpoint", "Workload", "Arrival", "Random.Distribution", "Timeout (--timeout) 0s",
+		"TimelineInterval 0s", "Random.InputLen", "SharedPrefix.NumGroups", "MultiTurn.Users", "MixedSize.LongLen",
+		"Raw.OutputTokens", "loadgen.DefaultConfig()"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("zero Config: %v, want it to name %q", err, field)
+		}
+	}
+	d := DefaultConfig()
+	d.BaseURL, d.Model = c.BaseURL, c.Model
+	if err := d.Validate(); err != nil {
+		t.Fatalf("DefaultConfig: %v", err)
 	}
 }
 

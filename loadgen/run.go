@@ -18,7 +18,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.applyDefaults()
+	cfg.derive()
 	src, err := newSource(&cfg)
 	if err != nil {
 		return nil, err

@@ -46,7 +46,7 @@ func testConfig() Config {
 func smallRandom(base string) Config {
 	c := testConfig()
 	c.BaseURL, c.Model = base, "m"
-	c.Random = RandomConfig{InputLen: 40, OutputLen: 6, RangeRatio: 0.5}
+	c.Random = RandomConfig{InputLen: 40, OutputLen: 6, Distribution: LengthUniform, RangeRatio: 0.5}
 	c.NumRequests = 30
 	c.MaxConcurrency = 3
 	return c
@@ -98,7 +98,7 @@ func runOK(t *testing.T, cfg Config) *Result {
 // always answers exactly max_tokens.
 func sumMaxTokens(t *testing.T, cfg Config, n int) (out, in int64) {
 	t.Helper()
-	cfg.applyDefaults()
+	cfg.derive()
 	src, err := newSource(&cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestRunTimeout(t *testing.T) {
 	srv := startServer(t, loadgentest.Options{TokenDelay: time.Second})
 	cfg := smallRandom(srv.BaseURL)
 	cfg.NumRequests, cfg.MaxConcurrency, cfg.Timeout = 1, 1, 50*time.Millisecond
-	cfg.Random = RandomConfig{InputLen: 5, OutputLen: 3, RangeRatio: 1}
+	cfg.Random = RandomConfig{InputLen: 5, OutputLen: 3, Distribution: LengthUniform, RangeRatio: 1}
 	res := runOK(t, cfg)
 	if res.StatusCounts["timeout"] != 1 {
 		t.Fatalf("status %v, want one timeout", res.StatusCounts)

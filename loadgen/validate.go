@@ -11,10 +11,11 @@ import (
 // maxPromptTokens bounds prompt sizes so a typo cannot allocate gigabytes of prompt text.
 const maxPromptTokens = 1 << 20
 
-// Validate reports every problem with the configuration (after defaults), each saying how
-// to fix it. Run calls it; call it yourself to check flags early.
+// Validate reports every problem with the configuration, each saying how to fix it; a
+// Config not built from DefaultConfig fails here on its zero fields. Run calls it; call it
+// yourself to check flags early.
 func (c Config) Validate() error {
-	c.applyDefaults()
+	c.derive()
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
@@ -69,14 +70,18 @@ func (c Config) Validate() error {
 		{"NumRequests (--num-requests)", int64(c.NumRequests)},
 		{"Warmup (--warmup)", int64(c.Warmup)},
 		{"Duration (--duration)", int64(c.Duration)},
-		{"Timeout (--timeout)", int64(c.Timeout)},
-		{"TimelineInterval", int64(c.TimelineInterval)},
 		{"MultiTurn.ThinkTime (--think-time)", int64(c.MultiTurn.ThinkTime)},
 		{"MultiTurn.SystemPromptLen (--mt-system-prompt-len)", int64(c.MultiTurn.SystemPromptLen)},
 	}
+	if c.Timeout <= 0 {
+		bad("Timeout (--timeout) %v: use a positive duration (default %v; start from loadgen.DefaultConfig())", c.Timeout, DefaultTimeout)
+	}
+	if c.TimelineInterval <= 0 {
+		bad("TimelineInterval %v: use a positive duration (default %v; start from loadgen.DefaultConfig())", c.TimelineInterval, DefaultTimelineInterval)
+	}
 	for _, f := range nonNegative {
 		if f.v < 0 {
-			bad("%s is negative: use 0 for the default or a positive value", f.name)
+			bad("%s is negative: use 0 or a positive value", f.name)
 		}
 	}
 	lengths := []struct {
@@ -102,8 +107,8 @@ func (c Config) Validate() error {
 		{"Raw.OutputTokens (--output-tokens)", c.Raw.OutputTokens},
 	}
 	for _, f := range lengths {
-		if f.v < 0 || f.v > maxPromptTokens {
-			bad("%s = %d is out of range: use 1..%d, or 0 for the default", f.name, f.v, maxPromptTokens)
+		if f.v < 1 || f.v > maxPromptTokens {
+			bad("%s = %d is out of range: use 1..%d (start from loadgen.DefaultConfig())", f.name, f.v, maxPromptTokens)
 		}
 	}
 	switch c.Random.Distribution {

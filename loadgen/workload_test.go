@@ -11,11 +11,11 @@ import (
 func workloadConfig(kind WorkloadKind, seed int64) Config {
 	c := DefaultConfig()
 	c.BaseURL, c.Model, c.Workload, c.Seed = "http://127.0.0.1:1/v1", "m", kind, seed
-	c.Random = RandomConfig{InputLen: 50, OutputLen: 20, RangeRatio: 0.25, NumPrompts: 40}
+	c.Random = RandomConfig{InputLen: 50, OutputLen: 20, Distribution: LengthUniform, RangeRatio: 0.25, NumPrompts: 40}
 	c.SharedPrefix = SharedPrefixConfig{NumGroups: 3, PromptsPerGroup: 4, SystemPromptLen: 30, QuestionLen: 5, OutputLen: 9}
 	c.MultiTurn = MultiTurnConfig{Users: 3, Rounds: 3, SystemPromptLen: 4, TurnLen: 6, OutputLen: 5}
 	c.MixedSize = MixedSizeConfig{NumPrompts: 50, ShortLen: 6, LongLen: 180, LongFraction: 0.1, OutputLen: 7}
-	c.applyDefaults()
+	c.derive()
 	return c
 }
 
@@ -211,7 +211,7 @@ func TestMixedSizeDefaultsAndValidation(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	if c.applyDefaults(); c.NumRequests != 4096 {
+	if c.derive(); c.NumRequests != 4096 {
 		t.Fatalf("natural size %d, want NumPrompts 4096", c.NumRequests)
 	}
 	for _, tc := range []struct {
