@@ -40,16 +40,11 @@ type queuedJob struct {
 	run func(context.Context) error
 }
 
-// NewJobQueue starts a queue with the given capacity and concurrency (0 picks the default).
+// NewJobQueue starts a queue with the given capacity and concurrency, both at least 1 (zero
+// is refused, not read as the defaults DefaultJobQueueCapacity and DefaultJobQueueConcurrency).
 // onDone, if not nil, runs after every job with its key and error, on the job's goroutine.
 func NewJobQueue(capacity, concurrency int, onDone func(key string, err error)) (*JobQueue, error) {
-	if capacity == 0 {
-		capacity = DefaultJobQueueCapacity
-	}
-	if concurrency == 0 {
-		concurrency = DefaultJobQueueConcurrency
-	}
-	if capacity < 0 || concurrency < 0 {
+	if capacity < 1 || concurrency < 1 {
 		return nil, fmt.Errorf("job queue capacity %d and concurrency %d: give positive numbers (defaults %d and %d)",
 			capacity, concurrency, DefaultJobQueueCapacity, DefaultJobQueueConcurrency)
 	}

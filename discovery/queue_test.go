@@ -110,4 +110,10 @@ func TestJobQueueClose(t *testing.T) {
 	if _, err := NewJobQueue(-1, 1, nil); err == nil {
 		t.Fatal("negative capacity accepted")
 	}
+	if _, err := NewJobQueue(0, 1, nil); err == nil {
+		t.Fatal("zero capacity accepted (zero is not the default)")
+	}
+	if _, err := NewJobQueue(1, 0, nil); err == nil {
+		t.Fatal("zero concurrency accepted (zero is not the default)")
+	}
 }
