@@ -430,10 +430,7 @@ func (l *loop) wait() (int, error) {
 // idle timer re-armed), so an earlier deadline still pending is kept: the loop then wakes
 // once before its first timer is due, finds nothing due, and parks again with the new one.
 func (l *loop) setParkDeadline() {
-	var want int64
-	if len(l.timers) > 0 {
-		want = l.timers[0].at
-	}
+	want := l.timers.next()
 	expired := l.parkedUntil != 0 && l.parkedUntil <= l.now
 	switch {
 	case want == 0 && !expired:

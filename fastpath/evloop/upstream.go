@@ -351,7 +351,7 @@ func (u *upstreamConn) close() {
 	u.closed = true
 	u.owner = nil
 	l := u.pool.l
-	l.timers.disarm(&u.t)
+	l.timers.remove(&u.t) // the connection is dropped: its heap entry must not keep it
 	if u.tls != nil {
 		u.tls.cancel() // a handshake still running ends; tlsReady closes its socket
 	}
