@@ -10,28 +10,19 @@ import (
 
 	"github.com/smg-go/smg/loadgen"
 	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/mockworker/mockworkertest"
 )
 
 // startMockPD starts a real prefill mock (its KV rendezvous on a free port) and a real
 // decode mock that asks that rendezvous by default.
 func startMockPD(t *testing.T) (prefill, decode *mockworker.Fleet) {
 	t.Helper()
-	var err error
 	pc := mockworker.DefaultConfig() // on 127.0.0.1
 	pc.Role, pc.TokenInterval = mockworker.RolePrefill, time.Millisecond
-	prefill, err = mockworker.Start(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { prefill.Close() })
+	prefill = mockworkertest.Start(t, pc)
 	dc := mockworker.DefaultConfig()
 	dc.Role, dc.BootstrapPort, dc.KVTransferTimeout, dc.TokenInterval = mockworker.RoleDecode, prefill.BootstrapPort(), 5*time.Second, time.Millisecond
-	decode, err = mockworker.Start(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { decode.Close() })
-	return prefill, decode
+	return prefill, mockworkertest.Start(t, dc)
 }
 
 // TestPDAgainstRealMocks runs the command's PD mode against the mock engines' prefill and

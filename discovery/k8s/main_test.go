@@ -18,6 +18,7 @@ import (
 	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/mockworker/mockworkertest"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -130,11 +131,7 @@ func engines(t testing.TB, n int) []int {
 	t.Helper()
 	mc := mockworker.DefaultConfig() // on 127.0.0.1
 	mc.Count, mc.EventLoops = n, 1
-	f, err := mockworker.Start(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
+	f := mockworkertest.Start(t, mc)
 	var ports []int
 	for _, a := range f.Addrs() {
 		_, p, _ := strings.Cut(a, ":")

@@ -17,6 +17,7 @@ import (
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/mockworker/mockworkertest"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -203,11 +204,7 @@ func TestRegistrationRetriedUntilEngineStarts(t *testing.T) {
 	}
 	mc := mockworker.DefaultConfig() // on 127.0.0.1
 	mc.Port, mc.EventLoops = port, 1
-	f, err := mockworker.Start(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	mockworkertest.Start(t, mc)
 	g.waitWorkers(t, "registered once the engine answers", urlsOf(port)...)
 }
 

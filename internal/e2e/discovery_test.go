@@ -10,6 +10,7 @@ import (
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/mockworker/mockworkertest"
 )
 
 // TestDiscoveredEnginesGetRoundRobinTraffic: pods on a real kube-apiserver are discovered by
@@ -29,11 +30,7 @@ func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {
 	ctx := context.Background()
 	mc := mockworker.DefaultConfig() // on 127.0.0.1
 	mc.Count, mc.WorkerIDPrefix, mc.EventLoops = 4, "engine-", 1
-	fleet, err := mockworker.Start(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fleet.Close()
+	fleet := mockworkertest.Start(t, mc)
 	var ports []string
 	for _, a := range fleet.Addrs() {
 		ports = append(ports, a[strings.LastIndexByte(a, ':')+1:])

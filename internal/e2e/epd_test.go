@@ -13,6 +13,7 @@ import (
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/mockworker/mockworkertest"
 )
 
 // Encode-prefill-decode disaggregation end to end: a real smg in EPD mode in front of mock
@@ -265,12 +266,7 @@ func TestEPDDiscoveredRoles(t *testing.T) {
 	start := func(role mockworker.Role, requireEncode bool) *mockworker.Fleet {
 		cfg := mockworker.DefaultConfig() // one worker on 127.0.0.1
 		cfg.Role, cfg.RequireEncode, cfg.EventLoops = role, requireEncode, 1
-		f, err := mockworker.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Close() })
-		return f
+		return mockworkertest.Start(t, cfg)
 	}
 	encode := start(mockworker.RoleEncode, false)
 	prefill := start(mockworker.RolePrefill, true)

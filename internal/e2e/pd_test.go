@@ -14,6 +14,7 @@ import (
 	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/mockworker/mockworkertest"
 )
 
 // Prefill-decode disaggregation end to end: a real smg in PD mode in front of mock engines
@@ -311,18 +312,10 @@ func TestPDDiscoveredRolesAndBootstrapPorts(t *testing.T) {
 	ctx := context.Background()
 	pc := mockworker.DefaultConfig() // one worker on 127.0.0.1
 	pc.Role, pc.EventLoops = mockworker.RolePrefill, 1
-	prefill, err := mockworker.Start(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prefill.Close()
+	prefill := mockworkertest.Start(t, pc)
 	dc := mockworker.DefaultConfig()
 	dc.Count, dc.Role, dc.EventLoops = 2, mockworker.RoleDecode, 1
-	decode, err := mockworker.Start(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer decode.Close()
+	decode := mockworkertest.Start(t, dc)
 	port := func(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
 	boot := strconv.Itoa(prefill.BootstrapPort())
 	pods := []k8stest.PodSpec{

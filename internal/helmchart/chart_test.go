@@ -25,6 +25,7 @@ import (
 	"github.com/smg-go/smg/internal/e2e"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/mockworker/mockworkertest"
 )
 
 // chartCase is one values set: the objects it must render, the engine pods the gateway it
@@ -526,12 +527,7 @@ func mockEngines(t *testing.T, n int) *mockworker.Fleet {
 	t.Helper()
 	mc := mockworker.DefaultConfig() // on 127.0.0.1
 	mc.Count, mc.EventLoops = n, 1
-	f, err := mockworker.Start(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	return f
+	return mockworkertest.Start(t, mc)
 }
 
 func jsonOf(v any) string {
