@@ -14,7 +14,8 @@ const DefaultMaxSeries = 50_000
 
 // Merger collects the expositions of several workers into one.
 type Merger struct {
-	// MaxSeries bounds the samples kept; 0 means DefaultMaxSeries.
+	// MaxSeries bounds the samples kept (the callers' Configs default it to DefaultMaxSeries
+	// and refuse less than 1); a Merger with no bound set keeps none and counts them Dropped.
 	MaxSeries int
 
 	families map[string]*family
@@ -36,9 +37,6 @@ func (m *Merger) Add(url string, body []byte) int {
 		m.families = map[string]*family{}
 	}
 	limit := m.MaxSeries
-	if limit <= 0 {
-		limit = DefaultMaxSeries
-	}
 	kept := 0
 	quoted := promlabel.Quote(url)
 	current := "" // the family the last HELP or TYPE line named

@@ -21,7 +21,7 @@ broken{le="unterminated} 1
 `
 
 func TestMergerGroupsFamiliesAndLabelsEveryWorker(t *testing.T) {
-	var m Merger
+	m := Merger{MaxSeries: DefaultMaxSeries}
 	if n := m.Add("http://10.0.0.1:8000", []byte(sglangBody)); n != 6 {
 		t.Fatalf("kept %d samples of the first worker, want 6", n)
 	}
@@ -104,7 +104,7 @@ func FuzzAppendRelabeled(f *testing.F) {
 		if !ok || !strings.Contains(string(again), `exported_worker="http://h:1"`) {
 			t.Fatalf("relabeled line %q does not parse again: %q", got, again)
 		}
-		var m Merger
+		m := Merger{MaxSeries: DefaultMaxSeries}
 		m.Add("u", []byte(line))
 		var buf bytes.Buffer
 		m.WriteTo(&buf)

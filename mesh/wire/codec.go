@@ -15,8 +15,8 @@ const Name = "smg-mesh"
 
 // Limits bound what Decode accepts.
 type Limits struct {
-	// MaxMessage is the largest encoded message in bytes. Default 8 MiB: a repair page is
-	// about 2 MiB, and a round's batch of deltas for a busy model must fit too.
+	// MaxMessage is the largest encoded message in bytes. DefaultMaxMessage, 8 MiB: a repair
+	// page is about 2 MiB, and a round's batch of deltas for a busy model must fit too.
 	MaxMessage int
 }
 
@@ -39,11 +39,9 @@ type Codec struct {
 	rejected atomic.Uint64
 }
 
-// NewCodec returns a codec; zero limits select the defaults.
+// NewCodec returns a codec that accepts what l allows. A zero MaxMessage is not the default
+// (DefaultMaxMessage, which the mesh's options start from): it accepts no message.
 func NewCodec(l Limits) *Codec {
-	if l.MaxMessage <= 0 {
-		l.MaxMessage = DefaultMaxMessage
-	}
 	return &Codec{limits: l}
 }
 

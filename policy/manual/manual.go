@@ -56,7 +56,7 @@ type Builder struct {
 // New returns a Builder; cfg must be valid, rnd nil selects policy.RuntimeRand, and now
 // starts the coarse clock of idle eviction.
 func New(cfg Config, rnd policy.Rand, now time.Time) *Builder {
-	pc := sticky.PinnerConfig{AssignmentMode: cfg.AssignmentMode, MaxIdle: cfg.MaxIdle, Metrics: cfg.Metrics}
+	pc := sticky.PinnerConfig{AssignmentMode: cfg.AssignmentMode, MaxIdle: cfg.MaxIdle, MaxPins: sticky.DefaultMaxPins, Metrics: cfg.Metrics}
 	if pc.AssignmentMode == sticky.AssignDelegate {
 		pc.AssignmentMode = sticky.AssignMinLoad // nothing to delegate to
 	}

@@ -76,13 +76,11 @@ type pinEntry struct {
 	last  int64
 }
 
-// NewPinTable returns an empty table. maxIdle <= 0 disables idle eviction; entries, when
-// non-nil, tracks the number of pins (smg_manual_policy_cache_entries).
+// NewPinTable returns an empty table. maxIdle <= 0 disables idle eviction; maxPins bounds
+// the pins (past it new keys are served but not pinned); entries, when non-nil, tracks the
+// number of pins (smg_manual_policy_cache_entries).
 func NewPinTable(now time.Time, maxIdle time.Duration, maxPins int, entries *metrics.Gauge) *PinTable {
 	t := &PinTable{maxPins: int64(maxPins), maxIdle: int64(maxIdle / time.Second), entries: entries, lastSweep: now}
-	if t.maxPins <= 0 {
-		t.maxPins = DefaultMaxPins
-	}
 	for i := range t.shards {
 		t.shards[i].m = map[uint64]pinEntry{}
 	}

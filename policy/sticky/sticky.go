@@ -18,7 +18,8 @@ type PinnerConfig struct {
 	AssignmentMode string
 	// MaxIdle (--max-idle-secs) drops a key unused this long; 0 keeps keys forever.
 	MaxIdle time.Duration
-	// MaxPins bounds the keys remembered; 0 selects DefaultMaxPins.
+	// MaxPins bounds the keys remembered (past it new keys are served but not pinned):
+	// DefaultMaxPins in DefaultConfig, at least 1 (no flag sets it).
 	MaxPins int
 	// Metrics receives smg_manual_policy_branch_total and smg_manual_policy_cache_entries.
 	// Nil: a private set.
@@ -173,13 +174,16 @@ type Config struct {
 // idle for DefaultMaxIdle are forgotten, a session may have DefaultInFlightCap requests in
 // flight on its worker.
 func DefaultConfig() Config {
-	return Config{PinnerConfig: PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle}, InFlightCap: DefaultInFlightCap}
+	return Config{PinnerConfig: PinnerConfig{AssignmentMode: AssignDelegate, MaxIdle: DefaultMaxIdle, MaxPins: DefaultMaxPins}, InFlightCap: DefaultInFlightCap}
 }
 
-// Validate reports an unknown assignment mode or a cap under 1.
+// Validate reports an unknown assignment mode, or a cap or pin bound under 1.
 func (c Config) Validate() error {
 	if err := ValidateAssignmentMode(c.AssignmentMode); err != nil {
 		return err
+	}
+	if c.MaxPins < 1 {
+		return fmt.Errorf("sticky session pin bound %d: give 1 or more (default %d); start from sticky.DefaultConfig()", c.MaxPins, DefaultMaxPins)
 	}
 	if c.InFlightCap < 1 {
 		return fmt.Errorf("sticky session in-flight cap %d: give 1 or more (default %d); start from sticky.DefaultConfig()", c.InFlightCap, DefaultInFlightCap)

@@ -183,4 +183,12 @@ func TestConfigValidateRefusesAZeroCap(t *testing.T) {
 	if cfg.Validate() == nil {
 		t.Error("unknown assignment mode accepted")
 	}
+	cfg = sticky.DefaultConfig()
+	if cfg.MaxPins != sticky.DefaultMaxPins {
+		t.Fatalf("DefaultConfig: pin bound %d, want %d", cfg.MaxPins, sticky.DefaultMaxPins)
+	}
+	cfg.MaxPins = 0
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "pin bound 0") {
+		t.Errorf("a zero pin bound: %v, want it refused (zero is not the default)", err)
+	}
 }
