@@ -233,6 +233,11 @@ func TestCommittedBaselines(t *testing.T) {
 				"overhead.json_open.cpu_ratio.smg-evloop-cache_aware/nginx",
 				"overhead.json_open.p50_ratio.smg-evloop-cache_aware/nginx",
 				"overhead.sse_unloaded.ttft_p50_ratio.smg-evloop-cache_aware/nginx",
+				// The loops against HAProxy and the bare proxy (the fasthttp plane's gates).
+				"overhead.json.cpu_ratio.smg-evloop-cache_aware/haproxy",
+				"overhead.sse.cpu_ratio.smg-evloop-cache_aware/haproxy",
+				"overhead.sse.cpu_ratio.smg-evloop-cache_aware/bare",
+				"overhead.sse_paced.cpu_ratio.smg-evloop-cache_aware/haproxy",
 			} {
 				if name == "baseline.json" && !gated[m] {
 					t.Errorf("%s is not gated", m)
