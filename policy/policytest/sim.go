@@ -135,15 +135,25 @@ type SimResult struct {
 	MaxBacklog int
 	// HitRate is cached prompt tokens over prompt tokens.
 	HitRate float64
+	// WorkerTTFT holds each worker's TTFTs (sorted): whose requests make the tail.
+	WorkerTTFT [][]time.Duration
 }
 
 // TTFTQuantile returns the q-quantile of the TTFTs (nearest rank).
-func (r SimResult) TTFTQuantile(q float64) time.Duration {
-	if len(r.TTFT) == 0 {
+func (r SimResult) TTFTQuantile(q float64) time.Duration { return quantile(r.TTFT, q) }
+
+// WorkerTTFTQuantile returns the q-quantile of worker i's TTFTs (nearest rank), 0 when it
+// served none after the warm-up.
+func (r SimResult) WorkerTTFTQuantile(i int, q float64) time.Duration {
+	return quantile(r.WorkerTTFT[i], q)
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(math.Ceil(q*float64(len(r.TTFT)))) - 1
-	return r.TTFT[max(0, min(i, len(r.TTFT)-1))]
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // Simulate routes trace with p over ws (one simulated engine per worker, cfg.Engines[i] for
@@ -173,7 +183,7 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 			panic("policytest.Simulate: a worker has requests awaiting their first token before the run")
 		}
 	}
-	res := SimResult{Picks: make([]int, len(ws))}
+	res := SimResult{Picks: make([]int, len(ws)), WorkerTTFT: make([][]time.Duration, len(ws))}
 	window := make([]int, len(ws))
 	closeWindow := func() {
 		total := 0
@@ -235,6 +245,7 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 				for _, s := range e.finishStep(now) {
 					if s.req.At >= cfg.Warmup {
 						res.TTFT = append(res.TTFT, s.ttft)
+						res.WorkerTTFT[idx[e.w]] = append(res.WorkerTTFT[idx[e.w]], s.ttft)
 					}
 				}
 			}
@@ -304,6 +315,9 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 		}
 	}
 	slices.Sort(res.TTFT)
+	for _, t := range res.WorkerTTFT {
+		slices.Sort(t)
+	}
 	if prompt > 0 {
 		res.HitRate = float64(cached) / float64(prompt)
 	}
