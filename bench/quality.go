@@ -171,6 +171,10 @@ type QualityConfig struct {
 	Seed int64 `json:"seed"`
 	// WorkDir receives the loadgen results. Default a temporary directory, removed afterwards.
 	WorkDir string `json:"-"`
+	// RequestLogDir, when set, keeps each row's per-request records: the mocks' request log
+	// (mockworker --request-log) as <row>.mock.jsonl and loadgen's result as <row>.json, for
+	// a routing study of a real run (docs/benchmarks.md §3, run QMT1). Default none.
+	RequestLogDir string `json:"-"`
 	// Logf reports progress (one line per row); nil is silent.
 	Logf func(format string, args ...any) `json:"-"`
 }
@@ -387,6 +391,11 @@ func Quality(cfg QualityConfig) (*QualityResult, error) {
 		return nil, err
 	}
 	defer cleanup()
+	if cfg.RequestLogDir != "" {
+		if err := os.MkdirAll(cfg.RequestLogDir, 0o755); err != nil {
+			return nil, fmt.Errorf("cannot create the request-log directory (--quality-request-logs): %w", err)
+		}
+	}
 	res := &QualityResult{Config: cfg}
 	for _, k := range cfg.Cases {
 		cr := QualityCaseResult{Case: k, Capacity: cfg.Capacity}
@@ -492,6 +501,9 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 	mockArgs := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
 		"--model", "mock-model", "--mode", "engine", "--time-scale", scale,
 		"--kv-tokens", strconv.Itoa(cfg.KVTokens), "--seed", strconv.FormatInt(cfg.Seed, 10)}, k.Mock...)
+	if cfg.RequestLogDir != "" {
+		mockArgs = append(mockArgs, "--request-log", filepath.Join(cfg.RequestLogDir, name+".mock.jsonl"))
+	}
 	mocks, err := start(-1, cfg.Bin.MockWorker, mockArgs...)
 	if err != nil {
 		return err
@@ -509,6 +521,9 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 	defer gw.stop()
 
 	out := filepath.Join(cfg.WorkDir, name+".json")
+	if cfg.RequestLogDir != "" {
+		out = filepath.Join(cfg.RequestLogDir, name+".json")
+	}
 	lgArgs := append([]string{"run", "--base-url", base + "/v1", "--model", "mock-model", "--stream=" + strconv.FormatBool(!row.NoStream),
 		"--duration", (settle + d).String(), "--seed", strconv.FormatInt(cfg.Seed, 10), "--progress", "off", "--output", out}, k.Loadgen...)
 	lgArgs = append(lgArgs, args...)

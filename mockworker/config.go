@@ -3,6 +3,7 @@ package mockworker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"strings"
@@ -134,6 +135,11 @@ type Config struct {
 	DecodePerReq time.Duration
 	// TimeScale runs the model this many times faster than the wall clock (tests). Default 1.
 	TimeScale float64
+	// RequestLog, when set in engine mode, receives one JSON line per finished sequence (its
+	// worker, arrival, prompt and cached tokens, the engine's state at its arrival, its TTFT)
+	// and per /v1/loads answer: requestlog.go describes the fields. A debug output for routing
+	// studies on real processes (cmd/mockworker --request-log). Default none.
+	RequestLog io.Writer
 	// DecodeFactors makes a heterogeneous fleet: worker i's decode part of a step
 	// (DecodeBase + DecodePerReq × sequences) lasts DecodeFactors[i] times as long, as on a
 	// slower accelerator; prefill is unchanged. {6: 2, 7: 2} gives two of eight workers a

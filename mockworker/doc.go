@@ -15,7 +15,7 @@
 // --count, --model, --dialect, --mode, --output-tokens, --token-interval-ms, --kv-tokens,
 // --block-size, --max-running, --prefill-tps, --chunked-prefill-size, --decode-base-ms,
 // --decode-per-req-ms, --decode-factors, --time-scale, --seed, --server, --event-loops, --worker-id-prefix,
-// --role, --bootstrap-port, --kv-engine-id, --kv-transfer-timeout-ms).
+// --role, --bootstrap-port, --kv-engine-id, --kv-transfer-timeout-ms, --request-log).
 // It prints one line per worker once listening (a PD role adds ", role R, bootstrap port P"):
 //
 //	mockworker: worker 0 listening on http://127.0.0.1:18000 (model M, dialect sglang)
@@ -50,6 +50,11 @@
 //   - DecodeFactors (--decode-factors 6=2,7=2) makes a heterogeneous fleet: worker i's
 //     DecodeBase and DecodePerReq are multiplied by its factor (a slower accelerator's
 //     decode step); prefill is unchanged.
+//   - RequestLog (--request-log FILE) is a debug output for routing studies of real runs: one
+//     JSON line per finished sequence (worker, arrival on the wall clock, prompt and cached
+//     tokens, the engine's running, waiting and awaiting-first-token state at its arrival,
+//     TTFT) and per /v1/loads answer (requestlog.go has the fields). smgbench keeps it per
+//     routing-quality row with --quality-request-logs DIR.
 //
 // # Routes
 //

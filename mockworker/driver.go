@@ -44,6 +44,7 @@ type engineDriver struct {
 	epoch time.Time
 	done  <-chan struct{}
 	wake  chan struct{} // capacity 1: a sequence was submitted
+	log   *requestLog   // Config.RequestLog; nil: none
 
 	mu  sync.Mutex // guards eng
 	eng *engine
@@ -66,7 +67,11 @@ func (d *engineDriver) wall(t time.Duration) time.Time {
 // submit queues s; it fails when s can never fit in the KV cache.
 func (d *engineDriver) submit(s *seq) error {
 	d.mu.Lock()
-	err := d.eng.submit(s, d.now())
+	now := d.now()
+	if d.log != nil {
+		s.atArrival = d.eng.arrivalState(now)
+	}
+	err := d.eng.submit(s, now)
 	d.mu.Unlock()
 	if err == nil {
 		select {
@@ -126,6 +131,9 @@ func (d *engineDriver) run() {
 			}
 			if em.sink != nil {
 				em.sink.publish(em.generated, em.cached, em.finished)
+			}
+			if em.finished && d.log != nil {
+				d.log.request(d.w.index, d.epoch, d.scale, em.s)
 			}
 			em.s, em.sink = nil, nil
 		}

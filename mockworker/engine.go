@@ -61,7 +61,11 @@ type seq struct {
 	shared    int // leading hashes this sequence references
 	private   int // private blocks held
 	lastToken time.Duration
-	done      bool // finished or cancelled; holds nothing
+	// firstToken is the model time of the first token (0 before it); atArrival the engine's
+	// state when the sequence arrived, filled only for Config.RequestLog (requestlog.go).
+	firstToken time.Duration
+	atArrival  arrivalState
+	done       bool // finished or cancelled; holds nothing
 	// remote: the prompt's KV came from a prefill worker (PD decode): admitted as computed.
 	remote bool
 
@@ -214,6 +218,7 @@ func (e *engine) step(now time.Duration, prefillMul, decodeMul float64) (end tim
 		s := em.s
 		if s.generated == 0 {
 			em.ttft = end - s.arrival
+			s.firstToken = end
 		} else {
 			em.itl = end - s.lastToken
 		}

@@ -94,8 +94,10 @@ func Start(cfg Config) (*Fleet, error) {
 		f.workers = append(f.workers, w)
 	}
 	if cfg.Mode == ModeEngine {
+		log := newRequestLog(cfg.RequestLog)
 		for _, w := range f.workers {
 			w.engine = newEngineDriver(w, cfg.engineParams(w.index), cfg.TimeScale, f.done)
+			w.engine.log = log
 			f.engines.Go(w.engine.run)
 		}
 	}

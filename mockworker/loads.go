@@ -19,6 +19,9 @@ type loadReport struct {
 // appendLoads writes the /v1/loads document (see doc.go for the shape).
 func (w *Worker) appendLoads(dst []byte, now time.Time) []byte {
 	l := w.load()
+	if w.engine != nil && w.engine.log != nil {
+		w.engine.log.load(w.index, now, l)
+	}
 	usage := float64(l.usedTokens) / float64(l.maxTotalTokens)
 	util := float64(l.running) / float64(l.maxRunning)
 	dst = append(dst, `{"timestamp":"`...)

@@ -20,7 +20,7 @@ func FuzzParseFlags(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		cfg, err := parseFlags(strings.Fields(line), io.Discard)
+		cfg, _, err := parseFlags(strings.Fields(line), io.Discard)
 		if err != nil {
 			return
 		}

@@ -23,13 +23,22 @@ func main() {
 // run is main without the process: it returns the exit code. stop, when non-nil, replaces the
 // signal channel (tests).
 func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
-	cfg, err := parseFlags(args, stderr)
+	cfg, requestLog, err := parseFlags(args, stderr)
 	if err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
 		fmt.Fprintf(stderr, "mockworker: %v\n", err)
 		return 2
+	}
+	if requestLog != "" {
+		f, err := os.Create(requestLog)
+		if err != nil {
+			fmt.Fprintf(stderr, "mockworker: cannot create the request log (--request-log): %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		cfg.RequestLog = f
 	}
 	fleet, err := mockworker.Start(cfg)
 	if err != nil {
@@ -58,9 +67,14 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	return 0
 }
 
-// parseFlags maps the command line onto a Config; every error names the flag to fix.
-func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
-	// Every flag's default is DefaultConfig's value (bar --bootstrap-port: see below).
+// parseFlags maps the command line onto a Config and the --request-log path (opened by run);
+// every error names the flag to fix.
+func parseFlags(args []string, stderr io.Writer) (cfg mockworker.Config, requestLog string, err error) {
+	cfg, err = parseConfig(args, stderr, &requestLog)
+	return cfg, requestLog, err
+}
+
+func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworker.Config, error) {
 	var (
 		cfg                   = mockworker.DefaultConfig()
 		dialect, server, mode string
@@ -105,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (mockworker.Config, error) {
 	// SGLang's --disaggregation-bootstrap-port, which a decode asks for when given none.
 	fs.IntVar(&cfg.BootstrapPort, "bootstrap-port", mockworker.DefaultBootstrapPort, "prefill and encode: port of the fleet's rendezvous (0: a free port); decode: the port asked when bootstrap_port is null")
 	fs.StringVar(&cfg.KVEngineID, "kv-engine-id", "", "vLLM prefill: the remote_engine_id reported (default: the worker id; with --count > 1, <id>-<i>)")
+	fs.StringVar(requestLog, "request-log", "", "engine: write one JSON line per finished request (worker, arrival, prompt and cached tokens, the engine's state at arrival, TTFT) and per /v1/loads answer to this file, for routing studies")
 	fs.Float64Var(&kvTransferTimeoutMS, "kv-transfer-timeout-ms", ms(cfg.KVTransferTimeout), "how long a decode waits for its prefill's KV and a prefill keeps an unclaimed one, ms")
 	rest, err := cli.ParseStd(fs, args)
 	if err != nil {

@@ -126,14 +126,14 @@ func TestFlagErrors(t *testing.T) {
 }
 
 func TestDecodeFactorsFlag(t *testing.T) {
-	cfg, err := parseFlags([]string{"--count", "8", "--mode", "engine", "--decode-factors", "6=2, 7=2.5"}, io.Discard)
+	cfg, _, err := parseFlags([]string{"--count", "8", "--mode", "engine", "--decode-factors", "6=2, 7=2.5"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.DecodeFactors) != 2 || cfg.DecodeFactors[6] != 2 || cfg.DecodeFactors[7] != 2.5 {
 		t.Fatalf("DecodeFactors = %v, want map[6:2 7:2.5]", cfg.DecodeFactors)
 	}
-	if cfg, err = parseFlags([]string{"--count", "8"}, io.Discard); err != nil || cfg.DecodeFactors != nil {
+	if cfg, _, err = parseFlags([]string{"--count", "8"}, io.Discard); err != nil || cfg.DecodeFactors != nil {
 		t.Fatalf("without the flag: %v, %v; want no factors", cfg.DecodeFactors, err)
 	}
 }

@@ -72,6 +72,7 @@ func main() {
 	flag.Float64Var(&o.qualitySatScale, "quality-sat-time-scale", 0, "engine time scale of every case's saturation rows (default each case's)")
 	flag.Float64Var(&o.qualityLoadScale, "quality-load-time-scale", 0, "engine time scale of every case's load rows (default each case's)")
 	flag.IntVar(&o.quality.KVTokens, "quality-kv-tokens", 0, "KV-cache tokens per mock engine (default 65536)")
+	flag.StringVar(&o.quality.RequestLogDir, "quality-request-logs", "", "keep each routing-quality row's per-request records in this directory: the mocks' request log (<row>.mock.jsonl: worker, prompt and cached tokens, engine state at arrival, TTFT) and loadgen's result (<row>.json)")
 	flag.StringVar(&o.qualityHTML, "quality-html", "", "write the routing-quality plots (offline HTML, inline SVG) to this file")
 	flag.Parse()
 	os.Exit(run(&o))
