@@ -28,9 +28,9 @@ import (
 // holders of evicted conversations and seed 1 fails: p99 247 ms against 230 ms.
 func TestNoHitWorkloadsRouteAsLeastLoad(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	heterogeneous := make([]policytest.Engine, 8)
+	heterogeneous := policytest.DefaultEngines(8)
 	heterogeneous[6].DecodeFactor, heterogeneous[7].DecodeFactor = 2, 2
-	evicting := make([]policytest.Engine, 8)
+	evicting := policytest.DefaultEngines(8)
 	for i := range evicting {
 		evicting[i].CacheGroups = 40
 		evicting[i].KVTokens = 40 * 1400 // conversations are 640-1,640 tokens, 1,200 mean
@@ -52,7 +52,7 @@ func TestNoHitWorkloadsRouteAsLeastLoad(t *testing.T) {
 	}
 	for _, c := range cases {
 		for seed := uint64(1); seed <= 2; seed++ {
-			cfg := policytest.SimConfig{Engines: c.engines}
+			cfg := policytest.DefaultSimConfig(c.engines)
 			ll := policytest.Simulate(leastload.New(leastload.DefaultConfig(), testutil.NewRand(seed)).Build(f.Group("m")), f.Workers, c.trace(seed), cfg)
 			b, set := newBuilder(t, DefaultConfig())
 			ca := policytest.Simulate(b.Build(f.Group("m")), f.Workers, c.trace(seed), cfg)
@@ -86,7 +86,7 @@ func TestNoHitWorkloadsRouteAsLeastLoad(t *testing.T) {
 // hit is, exceeds the least-loaded worker's by more than the hit saves: 0.94-1.08×.
 func TestMultiTurnHolderQueueIsBounded(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := make([]policytest.Engine, 8)
+	engines := policytest.DefaultEngines(8)
 	for i := range engines {
 		engines[i].CacheTokens = 65_536
 	}
@@ -102,8 +102,10 @@ func TestMultiTurnHolderQueueIsBounded(t *testing.T) {
 				return tr
 			}
 			cfg := func() policytest.SimConfig {
-				return policytest.SimConfig{Engines: engines, Warmup: openAt, ReportSpread: time.Second,
-					Conversations: policytest.NewConversations(512, 6, 645, 161, 32)}
+				cfg := policytest.DefaultSimConfig(engines)
+				cfg.Warmup, cfg.ReportSpread = openAt, time.Second
+				cfg.Conversations = policytest.NewConversations(512, 6, 645, 161, 32)
+				return cfg
 			}
 			ll := policytest.Simulate(leastload.New(leastload.DefaultConfig(), testutil.NewRand(seed)).Build(f.Group("m")), f.Workers, trace(), cfg())
 			b, set := newBuilder(t, DefaultConfig())

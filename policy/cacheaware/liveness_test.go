@@ -142,7 +142,7 @@ func TestOldBeliefWithoutCapacityOrFromAPeer(t *testing.T) {
 // that did not exist.
 func TestMultiTurnOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := make([]policytest.Engine, 8)
+	engines := policytest.DefaultEngines(8)
 	for i := range engines {
 		engines[i].CacheGroups = 40
 		engines[i].KVTokens = 40 * 1400 // conversations are 640-1,640 tokens, 1,200 mean
@@ -150,7 +150,7 @@ func TestMultiTurnOnSimulatedFleet(t *testing.T) {
 	for _, rate := range []float64{40, 60} {
 		trace := policytest.PoissonTrace(1, rate, 60*time.Second, policytest.MultiTurn(512, 6, 640, 160, 40))
 		b, set := newBuilder(t, DefaultConfig())
-		res := policytest.Simulate(b.Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		res := policytest.Simulate(b.Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
 		match, miss := branch(set, BranchTreeMatch), branch(set, BranchExpectedWaitFallback)
 		t.Logf("rate %v: tree_match %d, spill %d, miss %d; hit rate %.3f, TTFT p99 %v", rate, match, branch(set, BranchSpill), miss, res.HitRate, res.TTFTQuantile(0.99))
 		if res.HitRate != 0 {

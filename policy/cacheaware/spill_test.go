@@ -82,7 +82,7 @@ func boolCount(b bool) uint64 {
 // prefill is a few percent of that (docs/differences.md).
 func TestTailsOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := make([]policytest.Engine, 8)
+	engines := policytest.DefaultEngines(8)
 	for i := range engines {
 		engines[i].CacheGroups = 24
 	}
@@ -105,9 +105,9 @@ func TestTailsOnSimulatedFleet(t *testing.T) {
 			case "bursts":
 				trace = withBursts(seed, policytest.PoissonTrace(seed, 40, 100*time.Second, uniform), uniform)
 			}
-			rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
 			b, _ := newBuilder(t, DefaultConfig())
-			ca := policytest.Simulate(b.Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			ca := policytest.Simulate(b.Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
 			t.Logf("%s seed %d: TTFT p99 cache_aware %v, round_robin %v; hit rate %.3f vs %.3f; backlog %d vs %d",
 				wl, seed, ca.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ca.HitRate, rr.HitRate, ca.MaxBacklog, rr.MaxBacklog)
 			if ca.TTFTQuantile(0.99) > rr.TTFTQuantile(0.99)/2 {
@@ -148,13 +148,14 @@ func withBursts(seed uint64, trace []policytest.SimRequest, gen func(*rand.Rand)
 // prefix's sole candidate, 0.87-0.88; without it, 0.93.
 func TestSharedPrefixSaturationKeepsHits(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := make([]policytest.Engine, 8)
+	engines := policytest.DefaultEngines(8)
 	for i := range engines {
 		engines[i].CacheTokens = 65_536
 	}
 	for seed := uint64(1); seed <= 2; seed++ {
 		trace := policytest.PoissonTrace(seed, 200, 40*time.Second, policytest.SharedPrefix(64, 16, 2580, 161, 32))
-		cfg := policytest.SimConfig{Engines: engines, ReportSpread: time.Second}
+		cfg := policytest.DefaultSimConfig(engines)
+		cfg.ReportSpread = time.Second
 		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, cfg)
 		b, set := newBuilder(t, DefaultConfig())
 		ca := policytest.Simulate(b.Build(f.Group("m")), f.Workers, trace, cfg)

@@ -75,7 +75,7 @@ func TestIdleReportCountsAsIdle(t *testing.T) {
 // simEngines returns n default engines whose prefix caches each hold 24 of the trace's 64
 // groups, as the routing-quality suite's engines hold about two fifths of its prefixes.
 func simEngines(n int) []policytest.Engine {
-	es := make([]policytest.Engine, n)
+	es := policytest.DefaultEngines(n)
 	for i := range es {
 		es[i].CacheGroups = 24
 	}
@@ -97,8 +97,8 @@ func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 	engines := simEngines(8)
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := policytest.PoissonTrace(seed, 40, 100*time.Second, policytest.SharedPrefix(64, 16, 2590, 161, 32))
-		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
-		ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
+		ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 		t.Logf("seed %d: TTFT p99 least_load %v, round_robin %v; busiest window share %.2f; backlog %d vs %d",
 			seed, ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ll.MaxWindowShare, ll.MaxBacklog, rr.MaxBacklog)
 		if ll.MaxWindowShare > 1.5 {
@@ -128,8 +128,8 @@ func TestMixedSizesOnSimulatedFleet(t *testing.T) {
 	gen := policytest.MixedSizes(policytest.SharedPrefix(64, 16, 2590, 161, 32), 0.1, 10)
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := policytest.PoissonTrace(seed, 20, 100*time.Second, gen)
-		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
-		ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
+		ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 		t.Logf("seed %d: TTFT p50 %v vs %v, p99 least_load %v, round_robin %v", seed, ll.TTFTQuantile(0.5), rr.TTFTQuantile(0.5), ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99))
 		if p99, limit := ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99)*35/100; p99 > limit {
 			t.Errorf("seed %d: TTFT p99 %v, above 0.35 x round robin's (%v)", seed, p99, limit)
@@ -140,7 +140,7 @@ func TestMixedSizesOnSimulatedFleet(t *testing.T) {
 // heterogeneousEngines returns the routing-quality suite's heterogeneous fleet: 8 engines,
 // the last two decoding twice as slowly (mockworker --decode-factors 6=2,7=2).
 func heterogeneousEngines() []policytest.Engine {
-	es := make([]policytest.Engine, 8)
+	es := policytest.DefaultEngines(8)
 	es[6].DecodeFactor, es[7].DecodeFactor = 2, 2
 	return es
 }
@@ -167,8 +167,8 @@ func TestHeterogeneousFleetSlowEnginesAtTheirRate(t *testing.T) {
 	}{{101, 0.96}, {200, 0.75}} {
 		for seed := uint64(1); seed <= 2; seed++ {
 			trace := policytest.PoissonTrace(seed, c.rate, 60*time.Second, policytest.Distinct(176, 64))
-			rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
-			ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
+			ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 			ratio := float64(ll.TTFTQuantile(0.99)) / float64(rr.TTFTQuantile(0.99))
 			t.Logf("%v/s seed %d: TTFT p99 least_load %v, round_robin %v (%.2f x); picks %v", c.rate, seed, ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ratio, ll.Picks)
 			if ratio > c.maxRatio {
@@ -217,8 +217,8 @@ func TestHeterogeneousFleetOnSimulatedFleet(t *testing.T) {
 	engines := heterogeneousEngines()
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := policytest.PoissonTrace(seed, 370, 60*time.Second, policytest.Distinct(176, 64))
-		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
-		ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
+		ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 		t.Logf("seed %d: TTFT p99 least_load %v, round_robin %v; busiest window share %.2f; backlog %d vs %d; picks %v",
 			seed, ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ll.MaxWindowShare, ll.MaxBacklog, rr.MaxBacklog, ll.Picks)
 		if ll.MaxWindowShare > 1.5 {

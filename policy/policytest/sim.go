@@ -2,6 +2,7 @@ package policytest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -42,26 +43,50 @@ type Engine struct {
 	DecodeFactor float64
 }
 
-func (e Engine) withDefaults() Engine {
-	if e.PrefillTPS == 0 {
-		e.PrefillTPS = 16_000
+// DefaultEngine returns the Engine every simulation starts from: mockworker's engine mode at
+// its defaults (16,000 prefill tokens/s in chunks of 8,192, 8 ms + 0.1 ms per sequence a
+// step, 65,536 KV tokens, decode factor 1) with no prefix cache (CacheGroups and CacheTokens
+// 0). Change the fields a case needs; Validate refuses the zeros that make no sense.
+func DefaultEngine() Engine {
+	return Engine{PrefillTPS: 16_000, PrefillChunk: 8192, DecodeBase: 8 * time.Millisecond,
+		DecodePerReq: 100 * time.Microsecond, KVTokens: 65_536, DecodeFactor: 1}
+}
+
+// DefaultEngines returns n DefaultEngine()s, one per worker of a fleet.
+func DefaultEngines(n int) []Engine {
+	return slices.Repeat([]Engine{DefaultEngine()}, n)
+}
+
+// Validate reports the fields whose value makes no sense (a zero prefill rate, no KV...);
+// DecodePerReq 0 (no batch effect), CacheGroups 0 and CacheTokens 0 (no prefix cache) are
+// meaningful.
+func (e Engine) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format+" (start from policytest.DefaultEngine())", args...))
 	}
-	if e.PrefillChunk == 0 {
-		e.PrefillChunk = 8192
+	if !(e.PrefillTPS > 0) {
+		bad("Engine.PrefillTPS %v: use a positive rate", e.PrefillTPS)
 	}
-	if e.DecodeBase == 0 {
-		e.DecodeBase = 8 * time.Millisecond
+	if e.PrefillChunk < 1 {
+		bad("Engine.PrefillChunk %d: use at least 1 token", e.PrefillChunk)
 	}
-	if e.DecodePerReq == 0 {
-		e.DecodePerReq = 100 * time.Microsecond
+	if e.DecodeBase <= 0 {
+		bad("Engine.DecodeBase %v: use a positive step time", e.DecodeBase)
 	}
-	if e.KVTokens == 0 {
-		e.KVTokens = 65_536
+	if e.DecodePerReq < 0 {
+		bad("Engine.DecodePerReq %v: use 0 (no batch effect) or more", e.DecodePerReq)
 	}
-	if e.DecodeFactor == 0 {
-		e.DecodeFactor = 1
+	if e.KVTokens < 1 {
+		bad("Engine.KVTokens %d: use at least 1 token", e.KVTokens)
 	}
-	return e
+	if e.CacheGroups < 0 || e.CacheTokens < 0 {
+		bad("Engine.CacheGroups %d, CacheTokens %d: use 0 (no cache) or more", e.CacheGroups, e.CacheTokens)
+	}
+	if !(e.DecodeFactor > 0) {
+		bad("Engine.DecodeFactor %v: use a positive factor (1: as fast as the default)", e.DecodeFactor)
+	}
+	return errors.Join(errs...)
 }
 
 // SimRequest is one request of a simulated trace.
@@ -93,12 +118,13 @@ func PoissonTrace(seed uint64, rate float64, d time.Duration, gen func(rng *rand
 
 // SimConfig configures Simulate.
 type SimConfig struct {
-	// Engines holds each worker's model (len = fleet size); zero fields take the defaults.
+	// Engines holds each worker's model (len = fleet size), each from DefaultEngine.
 	Engines []Engine
 	// ReportEvery is the load-report period (the gateway's --load-monitor-interval in model
-	// time); default 4 s, the routing-quality suite's 1 s at time scale 4.
+	// time); default 4 s, the routing-quality suite's 1 s at time scale 4. Must be positive.
 	ReportEvery time.Duration
-	// Warmup is the leading model time left out of the statistics; default 4 s.
+	// Warmup is the leading model time left out of the statistics; default 4 s, 0 keeps
+	// everything.
 	Warmup time.Duration
 	// ReportSpread spreads each round's answers: every engine answers its poll (the report is
 	// taken) at a uniformly random offset in [0, ReportSpread) after the round starts, as the
@@ -121,6 +147,31 @@ type SimConfig struct {
 	// (Conversations explains why that order matters). An arrival with no conversation ready
 	// waits for the next answer, as loadgen's open loop does; its TTFT counts from then.
 	Conversations *Conversations
+}
+
+// DefaultSimConfig returns the SimConfig a simulation starts from: engines (one per worker,
+// each from DefaultEngine), reports every 4 s, 4 s of warm-up, all answers at the round's
+// start, no lag.
+func DefaultSimConfig(engines []Engine) SimConfig {
+	return SimConfig{Engines: engines, ReportEvery: 4 * time.Second, Warmup: 4 * time.Second}
+}
+
+// Validate reports what makes no sense: no report period, a negative warm-up, spread or lag,
+// an Engine Validate refuses.
+func (c SimConfig) Validate() error {
+	var errs []error
+	if c.ReportEvery <= 0 {
+		errs = append(errs, fmt.Errorf("SimConfig.ReportEvery %v: use a positive period (start from policytest.DefaultSimConfig())", c.ReportEvery))
+	}
+	if c.Warmup < 0 || c.ReportSpread < 0 || c.ReportLag < 0 {
+		errs = append(errs, fmt.Errorf("SimConfig.Warmup %v, ReportSpread %v, ReportLag %v: use 0 or more", c.Warmup, c.ReportSpread, c.ReportLag))
+	}
+	for i, e := range c.Engines {
+		if err := e.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("Engines[%d]: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // SimResult is what a simulated run measured, after the warm-up.
@@ -165,18 +216,19 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // last second, KV usage; no waiting queue, as Engine explains) and publishes it as the load
 // monitor does (SimConfig.ReportSpread, ReportLag, CreditFromPublication). Deterministic: no
 // goroutines, no sleeps, no wall clock.
+// A cfg that Validate refuses, or whose Engines are not one per worker, panics.
 func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimConfig) SimResult {
-	if cfg.ReportEvery == 0 {
-		cfg.ReportEvery = 4 * time.Second
+	if err := cfg.Validate(); err != nil {
+		panic("policytest.Simulate: " + err.Error())
 	}
-	if cfg.Warmup == 0 {
-		cfg.Warmup = 4 * time.Second
+	if len(cfg.Engines) < len(ws) {
+		panic(fmt.Sprintf("policytest.Simulate: %d Engines for %d workers: give one per worker (DefaultEngines(n))", len(cfg.Engines), len(ws)))
 	}
 	idx := map[*worker.Worker]int{}
 	engines := make([]*simEngine, len(ws))
 	for i, w := range ws {
 		idx[w] = i
-		engines[i] = &simEngine{e: cfg.Engines[i].withDefaults(), w: w, takeAt: math.MaxInt64, publishAt: math.MaxInt64}
+		engines[i] = &simEngine{e: cfg.Engines[i], w: w, takeAt: math.MaxInt64, publishAt: math.MaxInt64}
 		w.SetLoad(nil)
 		w.InFlight.Store(0)
 		if n, _, _ := w.Awaiting(); n != 0 { // a previous run ends with every request answered

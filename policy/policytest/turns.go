@@ -2,7 +2,6 @@ package policytest
 
 import (
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/smg-go/smg/policy"
@@ -30,7 +29,12 @@ func OpenLoopTurns(seed uint64, rate float64, openAt, d time.Duration) []SimRequ
 // of Poisson arrivals at rate (OpenLoopTurns), reports every 4 s spread over 50 ms.
 func SimulateMultiTurn(p policy.Picker, ws []*worker.Worker, seed uint64, rate float64) SimResult {
 	const openAt = 12 * time.Second
-	return Simulate(p, ws, OpenLoopTurns(seed, rate, openAt, 30*time.Second), SimConfig{
-		Engines: slices.Repeat([]Engine{{CacheTokens: 65_536}}, len(ws)), Warmup: openAt,
-		ReportSpread: 50 * time.Millisecond, Seed: seed, Conversations: NewConversations(512, 6, 645, 161, 32)})
+	engines := DefaultEngines(len(ws))
+	for i := range engines {
+		engines[i].CacheTokens = 65_536
+	}
+	cfg := DefaultSimConfig(engines)
+	cfg.Warmup, cfg.ReportSpread, cfg.Seed = openAt, 50*time.Millisecond, seed
+	cfg.Conversations = NewConversations(512, 6, 645, 161, 32)
+	return Simulate(p, ws, OpenLoopTurns(seed, rate, openAt, 30*time.Second), cfg)
 }

@@ -54,15 +54,15 @@ func TestIdleReportDoesNotWinEveryPair(t *testing.T) {
 // test holds least_requests too, which scans the fleet.
 func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := make([]policytest.Engine, 8)
+	engines := policytest.DefaultEngines(8)
 	for i := range engines {
 		engines[i].CacheGroups = 24
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := policytest.PoissonTrace(seed, 40, 100*time.Second, policytest.SharedPrefix(64, 16, 2590, 161, 32))
-		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
 		for _, metric := range Metrics {
-			r := policytest.Simulate(build(t, f, metric, seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			r := policytest.Simulate(build(t, f, metric, seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 			t.Logf("seed %d %s: TTFT p99 %v (round robin %v); busiest window share %.2f; backlog %d (round robin %d)",
 				seed, metric, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), r.MaxWindowShare, r.MaxBacklog, rr.MaxBacklog)
 			if r.MaxWindowShare > 1.5 {
@@ -86,15 +86,15 @@ func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 // with random pairs; on the suite's mix the queue made requests worse, docs/differences.md.)
 func TestMixedSizesOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := make([]policytest.Engine, 8)
+	engines := policytest.DefaultEngines(8)
 	for i := range engines {
 		engines[i].CacheGroups = 24
 	}
 	gen := policytest.MixedSizes(policytest.SharedPrefix(64, 16, 2590, 161, 32), 0.1, 10)
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := policytest.PoissonTrace(seed, 20, 100*time.Second, gen)
-		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
-		r := policytest.Simulate(build(t, f, MetricExpectedWait, seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
+		r := policytest.Simulate(build(t, f, MetricExpectedWait, seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 		t.Logf("seed %d: TTFT p99 %v, round robin %v", seed, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99))
 		if r.TTFTQuantile(0.99) > rr.TTFTQuantile(0.99)*7/10 {
 			t.Errorf("seed %d: TTFT p99 %v, above 0.7 x round robin's %v", seed, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99))
@@ -143,18 +143,18 @@ func TestEqualWorkersArePickedInTurn(t *testing.T) {
 // requests metric: 1.37-1.53 before the queue, 0.88-1.11 with it.
 func TestUniformTailOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := make([]policytest.Engine, 8)
+	engines := policytest.DefaultEngines(8)
 	for i := range engines {
 		engines[i].CacheGroups = 24
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := policytest.PoissonTrace(seed, 40, 100*time.Second, policytest.SharedPrefix(64, 16, 2590, 161, 32))
-		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
 		for _, c := range []struct {
 			metric   string
 			maxRatio float64
 		}{{MetricExpectedWait, 1.0}, {MetricRequests, 1.15}} {
-			r := policytest.Simulate(build(t, f, c.metric, seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			r := policytest.Simulate(build(t, f, c.metric, seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 			ratio := float64(r.TTFTQuantile(0.99)) / float64(rr.TTFTQuantile(0.99))
 			t.Logf("seed %d %s: TTFT p99 %v, round robin %v (%.2f x)", seed, c.metric, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ratio)
 			if ratio > c.maxRatio {
@@ -194,16 +194,16 @@ func TestMultiTurnTailOnSimulatedFleet(t *testing.T) {
 // the awaiting work breaking their ties (checked on the first trace).
 func TestHeterogeneousFleetOnSimulatedFleet(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
-	engines := make([]policytest.Engine, 8)
+	engines := policytest.DefaultEngines(8)
 	engines[6].DecodeFactor, engines[7].DecodeFactor = 2, 2
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := policytest.PoissonTrace(seed, 370, 60*time.Second, policytest.Distinct(176, 64))
-		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.SimConfig{Engines: engines})
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
 		for _, metric := range Metrics {
 			if seed > 1 && metric != MetricExpectedWait {
 				continue // the in-flight metrics are not what changed: one trace keeps them honest (-race cost)
 			}
-			r := policytest.Simulate(build(t, f, metric, seed), f.Workers, trace, policytest.SimConfig{Engines: engines})
+			r := policytest.Simulate(build(t, f, metric, seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 			t.Logf("seed %d %s: TTFT p99 %v, round robin %v; busiest window share %.2f; picks %v", seed, metric, r.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), r.MaxWindowShare, r.Picks)
 			if r.MaxWindowShare > 1.5 {
 				t.Errorf("seed %d %s: a worker took %.2f times its fair share of the picks between two reports: herding", seed, metric, r.MaxWindowShare)
