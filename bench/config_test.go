@@ -43,16 +43,17 @@ func TestHostPorts(t *testing.T) {
 }
 
 func TestOverheadConfigDefaultsAndValidate(t *testing.T) {
-	var c OverheadConfig
-	c.fillDefaults()
+	c := DefaultOverheadConfig()
+	c.derive()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 	if c.Workers != 4 || c.ProxyCore != 0 || c.LoadCore != 1 || len(c.Policies) != 2 || c.Policies[0] != "cache_aware" {
 		t.Errorf("defaults = %+v", c)
 	}
-	bad := OverheadConfig{Duration: 100 * time.Millisecond, Connections: -1, ProxyCore: 1, LoadCore: 1, StreamIntervalMS: -1}
-	bad.fillDefaults()
+	bad := DefaultOverheadConfig()
+	bad.Duration, bad.Connections, bad.ProxyCore, bad.LoadCore, bad.StreamIntervalMS = 100*time.Millisecond, -1, 1, 1, -1
+	bad.derive()
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("bad config validated")
@@ -65,8 +66,7 @@ func TestOverheadConfigDefaultsAndValidate(t *testing.T) {
 }
 
 func TestQualityConfigDefaultsAndValidate(t *testing.T) {
-	var c QualityConfig
-	c.fillDefaults()
+	c := DefaultQualityConfig()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
@@ -77,9 +77,9 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 	if got := strings.Join(QualityCaseNames(), ","); got != "shared-prefix,multi-turn,mixed-size,heterogeneous" || len(c.Cases) != 4 {
 		t.Errorf("cases %s (%d configured), want the four of issue 13", got, len(c.Cases))
 	}
-	bad := QualityConfig{Workers: 1, SatDuration: time.Millisecond, LoadFraction: 1.5, Repeats: -1,
-		Policies: []string{"random"}, Cases: []QualityCase{{Name: "a b"}, {Name: "x", SatTimeScale: 1, LoadTimeScale: 1, SatClients: 1, Loadgen: []string{"--workload", "raw"}}}}
-	bad.fillDefaults()
+	bad := DefaultQualityConfig()
+	bad.Workers, bad.SatDuration, bad.LoadFraction, bad.Repeats = 1, time.Millisecond, 1.5, -1
+	bad.Policies, bad.Cases = []string{"random"}, []QualityCase{{Name: "a b"}, {Name: "x", SatTimeScale: 1, LoadTimeScale: 1, SatClients: 1, Loadgen: []string{"--workload", "raw"}}}
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("bad config validated")
@@ -90,14 +90,14 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, hint)
 		}
 	}
-	negative := QualityConfig{Capacity: -2}
-	negative.fillDefaults()
+	negative := DefaultQualityConfig()
+	negative.Capacity = -2
 	if err := negative.Validate(); err == nil || !strings.Contains(err.Error(), "use 0 (measure round robin's)") {
 		t.Errorf("negative capacity: %v", err)
 	}
 	// Without saturation rows a given capacity is enough.
-	ok := QualityConfig{Policies: []string{}, Capacity: 56}
-	ok.fillDefaults()
+	ok := DefaultQualityConfig()
+	ok.Policies, ok.Capacity = []string{}, 56
 	if err := ok.Validate(); err != nil || len(ok.Policies) != 0 {
 		t.Errorf("load rows at a given capacity: %v (policies %v)", err, ok.Policies)
 	}
@@ -126,23 +126,26 @@ func TestSelectQualityCases(t *testing.T) {
 func TestPacedConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		cfg    OverheadConfig
+		set    func(c *OverheadConfig) // on DefaultOverheadConfig
 		paced  bool
 		errSub string // "" = valid
 	}{
-		{name: "defaults", cfg: OverheadConfig{Rounds: 2}, paced: true},
-		{name: "skipped", cfg: OverheadConfig{PacedRounds: -1, PacedIntervalMS: -5}, paced: false},
-		{name: "no streams", cfg: OverheadConfig{StreamTokens: -1, PacedDuration: time.Millisecond}, paced: false},
-		{name: "negative interval", cfg: OverheadConfig{PacedIntervalMS: -1}, paced: true, errSub: "use a positive interval, connections ≥ 1"},
-		{name: "no connections", cfg: OverheadConfig{PacedConnections: -3}, paced: true, errSub: "connections ≥ 1"},
-		{name: "shorter than two streams", cfg: OverheadConfig{PacedIntervalMS: 100, PacedDuration: 5 * time.Second}, paced: true,
+		{name: "defaults", set: func(c *OverheadConfig) { c.Rounds = 2 }, paced: true},
+		{name: "skipped", set: func(c *OverheadConfig) { c.PacedRounds, c.PacedIntervalMS = -1, -5 }, paced: false},
+		{name: "no streams", set: func(c *OverheadConfig) { c.StreamTokens, c.PacedDuration = -1, time.Millisecond }, paced: false},
+		{name: "no streams (0)", set: func(c *OverheadConfig) { c.StreamTokens, c.PacedDuration = 0, time.Millisecond }, paced: false},
+		{name: "negative interval", set: func(c *OverheadConfig) { c.PacedIntervalMS = -1 }, paced: true, errSub: "use a positive interval, connections ≥ 1"},
+		{name: "zero interval", set: func(c *OverheadConfig) { c.PacedIntervalMS = 0 }, paced: true, errSub: "bench.DefaultOverheadConfig()"},
+		{name: "no connections", set: func(c *OverheadConfig) { c.PacedConnections = -3 }, paced: true, errSub: "connections ≥ 1"},
+		{name: "shorter than two streams", set: func(c *OverheadConfig) { c.PacedIntervalMS, c.PacedDuration = 100, 5*time.Second }, paced: true,
 			errSub: "two streams' length (32 tokens × 100 ms = 3.2s each)"},
-		{name: "under a second", cfg: OverheadConfig{PacedIntervalMS: 1, PacedDuration: 500 * time.Millisecond}, paced: true, errSub: "at least 1s"},
-		{name: "long enough", cfg: OverheadConfig{PacedIntervalMS: 100, PacedDuration: 7 * time.Second}, paced: true},
+		{name: "under a second", set: func(c *OverheadConfig) { c.PacedIntervalMS, c.PacedDuration = 1, 500*time.Millisecond }, paced: true, errSub: "at least 1s"},
+		{name: "long enough", set: func(c *OverheadConfig) { c.PacedIntervalMS, c.PacedDuration = 100, 7*time.Second }, paced: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := tc.cfg
-			c.fillDefaults()
+			c := DefaultOverheadConfig()
+			tc.set(&c)
+			c.derive()
 			if got := c.paced(); got != tc.paced {
 				t.Errorf("paced() = %v, want %v", got, tc.paced)
 			}
@@ -155,9 +158,9 @@ func TestPacedConfig(t *testing.T) {
 			}
 		})
 	}
-	var c OverheadConfig
+	c := DefaultOverheadConfig()
 	c.Rounds = 2
-	c.fillDefaults()
+	c.derive()
 	if c.PacedRounds != 2 || c.PacedIntervalMS != 20 || c.PacedConnections != 256 || c.PacedDuration != 4*time.Second || c.PacedWarmup != 256 {
 		t.Errorf("paced defaults: rounds %d interval %g connections %d duration %v warmup %d; want 2, 20, 256, 4s, 256",
 			c.PacedRounds, c.PacedIntervalMS, c.PacedConnections, c.PacedDuration, c.PacedWarmup)
@@ -198,6 +201,29 @@ func TestWithSkippedBare(t *testing.T) {
 		}
 		if got := keys(withSkippedBare(ms)); got != tc.want {
 			t.Errorf("withSkippedBare(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Zero is not "the default" (issue 16 item 5): a config not built from its DefaultXConfig is
+// refused on the fields whose zero makes no sense, each message saying where to start.
+func TestZeroConfigsAreRefused(t *testing.T) {
+	o := OverheadConfig{LoadCore: 1}
+	o.derive()
+	q := QualityConfig{Cases: DefaultQualityCases()}
+	for name, err := range map[string]error{"overhead": o.Validate(), "quality": q.Validate()} {
+		if err == nil || !strings.Contains(err.Error(), "bench.Default") {
+			t.Errorf("zero %s config: %v, want it refused with a pointer to its DefaultConfig", name, err)
+		}
+	}
+	for _, hint := range []string{"overhead duration 0s", "overhead rounds 0", "policies", "connections 0, workers 0"} {
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), hint) {
+			t.Errorf("zero overhead config: %v, want it to name %q", err, hint)
+		}
+	}
+	for _, hint := range []string{"quality workers 0", "quality durations 0s", "repeats 0"} {
+		if err := q.Validate(); err == nil || !strings.Contains(err.Error(), hint) {
+			t.Errorf("zero quality config: %v, want it to name %q", err, hint)
 		}
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// OverheadConfig configures the overhead suite. Zero values take the defaults.
+// OverheadConfig configures the overhead suite. Start from DefaultOverheadConfig, which sets
+// every default; a zero means zero (no warm-up, no retries, rows skipped) where a field says so.
 type OverheadConfig struct {
 	Bin Binaries
 	// Duration of each measured run. Default 3 s.
@@ -36,16 +37,16 @@ type OverheadConfig struct {
 	Warmup int
 	// StreamTokens is the SSE events per streamed request; StreamIntervalMS spaces them at the
 	// mock so that each event is its own read and write. Defaults 32 and 1 ms. StreamTokens < 0
-	// skips the streamed runs.
+	// skips the streamed runs (so does 0).
 	StreamTokens     int
 	StreamIntervalMS float64
 	// Paced SSE rows: the same streams with the tokens PacedIntervalMS apart at the mock (a
 	// fleet of its own), as a real engine's inter-token latency spaces them, so that every
 	// proxy reads and writes each event on its own. A stream then lasts StreamTokens ×
 	// PacedIntervalMS, so the closed loop needs many more connections to relay thousands of
-	// events per run. PacedRounds defaults to Rounds; < 0 skips the paced rows (the smoke
-	// does), as does StreamTokens < 0. Defaults: 20 ms, 256 connections, 4 s per run after
-	// PacedWarmup streams (default PacedConnections: one per connection). The bare fasthttp
+	// events per run. PacedRounds 0 is as many as Rounds; < 0 skips the paced rows (the smoke
+	// does), as does StreamTokens ≤ 0. Defaults: 20 ms, 256 connections, 4 s per run after
+	// PacedWarmup streams (0: PacedConnections, one per connection). The bare fasthttp
 	// proxy is not measured (it does not stream: its row says so).
 	PacedRounds      int
 	PacedIntervalMS  float64
@@ -56,7 +57,7 @@ type OverheadConfig struct {
 	// "not installed" row.
 	Peers map[string]string
 	// PDRounds is the rounds of the PD rows (one prefill and one decode mock; loadgen
-	// straight to both, then through `smg --pd-disaggregation`). Default Rounds; < 0 skips
+	// straight to both, then through `smg --pd-disaggregation`). 0 is as many as Rounds; < 0 skips
 	// them. PDPolicy is the gateway's --policy there, default round_robin. PDSkipSSE leaves
 	// out the streamed PD runs (the smoke does).
 	PDRounds  int
@@ -71,141 +72,99 @@ type OverheadConfig struct {
 	// Open loop: loadgen sends OpenLoopRate non-streamed requests a second, evenly spaced
 	// (--arrival constant, at most 64 in flight), for OpenLoopDuration after Warmup
 	// requests; OpenLoopRounds rounds, the least proxy CPU kept. Defaults 2,000 req/s, 5 s,
-	// 2 rounds; OpenLoopRounds < 0 skips them.
+	// 2 rounds; OpenLoopRounds ≤ 0 skips them.
 	OpenLoopRate     float64
 	OpenLoopDuration time.Duration
 	OpenLoopRounds   int
 	// Unloaded stream: one stream at a time of UnloadedTokens events PacedIntervalMS apart at
 	// the mock, for UnloadedDuration; a proxy's added TTFB is its TTFT p50 minus the direct
 	// run's. UnloadedRounds rounds, the lowest TTFT p50 kept. Defaults 4 tokens, 3 s, 2
-	// rounds; < 0 skips them.
+	// rounds; ≤ 0 skips them.
 	UnloadedTokens   int
 	UnloadedDuration time.Duration
 	UnloadedRounds   int
 	// System calls: the JSON closed loop (and the paced SSE one when the paced rows run)
 	// again, with `perf stat -e raw_syscalls:sys_enter -p <proxy>` counting every system
 	// call of the proxy over the whole load, warm-up included; SyscallRounds rounds, the
-	// fewest calls kept. Default 1; < 0 skips them; without perf (Perf, default looked up on
-	// PATH) the rows say so.
+	// fewest calls kept. Default 1; ≤ 0 skips them; without perf (Perf, default looked up on
+	// PATH; "" none) the rows say so.
 	SyscallRounds int
 	Perf          string
 	// Scaling: the JSON closed loop through each proxy on ProxyCore alone (GOMAXPROCS=1, one
 	// nginx worker, one HAProxy thread) and on ProxyCore and LoadCore together (GOMAXPROCS=2,
 	// so two event loops; two nginx workers; two HAProxy threads), the load generator and
 	// the mocks staying on LoadCore. ScalingRounds rounds, the least CPU kept. Default 2;
-	// < 0 skips them.
+	// ≤ 0 skips them.
 	ScalingRounds int
 	// StealRetries: a row whose every round had more hypervisor steal than stealLimit (10%)
 	// is measured again up to this many times, until a round below it (keepBest). Default 2;
-	// < 0 never.
+	// ≤ 0 never.
 	StealRetries int
 
 	// proxyAt overrides where the proxies run (the scaling rows); zero: ProxyCore alone.
 	proxyAt placement
 }
 
-func (c *OverheadConfig) fillDefaults() {
-	if c.Duration == 0 {
-		c.Duration = 3 * time.Second
+// DefaultOverheadConfig returns the suite's defaults (each field says its own), perf looked
+// up on PATH. Start from it: Validate refuses the zeros that make no sense. PDRounds and
+// PacedRounds 0 (as many as Rounds) and PacedWarmup 0 (one stream per paced connection) are
+// derived when the suite runs.
+func DefaultOverheadConfig() OverheadConfig {
+	perf, _ := exec.LookPath("perf")
+	return OverheadConfig{
+		Duration: 3 * time.Second, Rounds: 3, Connections: 32, Workers: 4,
+		Policies: []string{"cache_aware", "round_robin"}, ProxyCore: 0, LoadCore: 1, Warmup: 2000,
+		StreamTokens: 32, StreamIntervalMS: 1,
+		PacedIntervalMS: 20, PacedConnections: 256, PacedDuration: 4 * time.Second,
+		PDPolicy:     "round_robin",
+		OpenLoopRate: 2000, OpenLoopDuration: 5 * time.Second, OpenLoopRounds: 2,
+		UnloadedTokens: 4, UnloadedDuration: 3 * time.Second, UnloadedRounds: 2,
+		SyscallRounds: 1, Perf: perf, ScalingRounds: 2, StealRetries: 2,
 	}
-	if c.Rounds == 0 {
-		c.Rounds = 3
-	}
-	if c.Connections == 0 {
-		c.Connections = 32
-	}
-	if c.Workers == 0 {
-		c.Workers = 4
-	}
-	if len(c.Policies) == 0 {
-		c.Policies = []string{"cache_aware", "round_robin"}
-	}
-	if c.ProxyCore == 0 && c.LoadCore == 0 {
-		c.LoadCore = 1
-	}
-	if c.Warmup == 0 {
-		c.Warmup = 2000
-	}
-	if c.StreamTokens == 0 {
-		c.StreamTokens = 32
-	}
-	if c.StreamIntervalMS == 0 {
-		c.StreamIntervalMS = 1
-	}
+}
+
+// derive sets the zeros whose meaning depends on other fields (see DefaultOverheadConfig).
+func (c *OverheadConfig) derive() {
 	if c.PDRounds == 0 {
 		c.PDRounds = c.Rounds
 	}
 	if c.PacedRounds == 0 {
 		c.PacedRounds = c.Rounds
 	}
-	if c.PacedIntervalMS == 0 {
-		c.PacedIntervalMS = 20
-	}
-	if c.PacedConnections == 0 {
-		c.PacedConnections = 256
-	}
-	if c.PacedDuration == 0 {
-		c.PacedDuration = 4 * time.Second
-	}
 	if c.PacedWarmup == 0 {
 		c.PacedWarmup = c.PacedConnections
 	}
-	if c.PDPolicy == "" {
-		c.PDPolicy = "round_robin"
-	}
-	if c.OpenLoopRate == 0 {
-		c.OpenLoopRate = 2000
-	}
-	if c.OpenLoopDuration == 0 {
-		c.OpenLoopDuration = 5 * time.Second
-	}
-	if c.OpenLoopRounds == 0 {
-		c.OpenLoopRounds = 2
-	}
-	if c.UnloadedTokens == 0 {
-		c.UnloadedTokens = 4
-	}
-	if c.UnloadedDuration == 0 {
-		c.UnloadedDuration = 3 * time.Second
-	}
-	if c.UnloadedRounds == 0 {
-		c.UnloadedRounds = 2
-	}
-	if c.SyscallRounds == 0 {
-		c.SyscallRounds = 1
-	}
-	if c.Perf == "" {
-		c.Perf, _ = exec.LookPath("perf")
-	}
-	if c.ScalingRounds == 0 {
-		c.ScalingRounds = 2
-	}
-	if c.StealRetries == 0 {
-		c.StealRetries = 2
-	}
 }
 
-// Validate reports configuration errors after defaults are applied.
+// Validate reports configuration errors (after derive), each saying how to fix it; a Config
+// not built from DefaultOverheadConfig fails here on its zero fields.
 func (c *OverheadConfig) Validate() error {
 	var errs []error
+	const start = " (start from bench.DefaultOverheadConfig())"
 	if c.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("overhead duration %v: use at least 1s so CPU time (10 ms ticks) is measurable", c.Duration))
+		errs = append(errs, fmt.Errorf("overhead duration %v: use at least 1s so CPU time (10 ms ticks) is measurable"+start, c.Duration))
 	}
 	if c.Rounds < 1 {
-		errs = append(errs, fmt.Errorf("overhead rounds %d: use at least 1", c.Rounds))
+		errs = append(errs, fmt.Errorf("overhead rounds %d: use at least 1"+start, c.Rounds))
 	}
 	if c.Connections < 1 || c.Workers < 1 || c.Warmup < 0 {
-		errs = append(errs, fmt.Errorf("overhead connections %d, workers %d, warmup %d: use connections and workers ≥ 1, warmup ≥ 0", c.Connections, c.Workers, c.Warmup))
+		errs = append(errs, fmt.Errorf("overhead connections %d, workers %d, warmup %d: use connections and workers ≥ 1, warmup ≥ 0"+start, c.Connections, c.Workers, c.Warmup))
+	}
+	if len(c.Policies) == 0 {
+		errs = append(errs, errors.New("overhead policies: name at least one gateway --policy"+start))
+	}
+	if c.PDRounds > 0 && c.PDPolicy == "" {
+		errs = append(errs, errors.New("overhead PD policy empty: name the PD rows' gateway --policy"+start))
 	}
 	if c.ProxyCore == c.LoadCore && c.ProxyCore >= 0 {
 		errs = append(errs, fmt.Errorf("proxy core and load core are both %d: give the proxy a core of its own", c.ProxyCore))
 	}
-	if c.StreamIntervalMS < 0 {
-		errs = append(errs, fmt.Errorf("stream interval %v ms: use a positive interval", c.StreamIntervalMS))
+	if c.StreamTokens > 0 && !(c.StreamIntervalMS > 0) {
+		errs = append(errs, fmt.Errorf("stream interval %v ms: use a positive interval"+start, c.StreamIntervalMS))
 	}
 	if c.paced() {
-		if c.PacedIntervalMS < 0 || c.PacedConnections < 1 || c.PacedWarmup < 0 {
-			errs = append(errs, fmt.Errorf("paced interval %v ms, connections %d, warmup %d: use a positive interval, connections ≥ 1, warmup ≥ 0",
+		if !(c.PacedIntervalMS > 0) || c.PacedConnections < 1 || c.PacedWarmup < 0 {
+			errs = append(errs, fmt.Errorf("paced interval %v ms, connections %d, warmup %d: use a positive interval, connections ≥ 1, warmup ≥ 0"+start,
 				c.PacedIntervalMS, c.PacedConnections, c.PacedWarmup))
 		} else if stream := c.pacedStream(); c.PacedDuration < 2*stream || c.PacedDuration < time.Second {
 			errs = append(errs, fmt.Errorf("paced duration %v: use at least 1s and two streams' length (%d tokens × %v ms = %v each)",
@@ -213,10 +172,10 @@ func (c *OverheadConfig) Validate() error {
 		}
 	}
 	if c.OpenLoopRounds > 0 && (c.OpenLoopRate <= 0 || c.OpenLoopDuration < time.Second) {
-		errs = append(errs, fmt.Errorf("open loop at %v req/s for %v: use a positive rate and at least 1s", c.OpenLoopRate, c.OpenLoopDuration))
+		errs = append(errs, fmt.Errorf("open loop at %v req/s for %v: use a positive rate and at least 1s"+start, c.OpenLoopRate, c.OpenLoopDuration))
 	}
 	if c.UnloadedRounds > 0 && c.StreamTokens > 0 && (c.UnloadedTokens < 1 || c.UnloadedDuration < time.Second) {
-		errs = append(errs, fmt.Errorf("unloaded streams of %d tokens for %v: use at least 1 token and 1s", c.UnloadedTokens, c.UnloadedDuration))
+		errs = append(errs, fmt.Errorf("unloaded streams of %d tokens for %v: use at least 1 token and 1s"+start, c.UnloadedTokens, c.UnloadedDuration))
 	}
 	return errors.Join(errs...)
 }
@@ -323,7 +282,7 @@ type proxyUnderTest struct {
 // Overhead runs the suite: mocks on LoadCore; loadgen straight to a mock, then through each
 // proxy alone on ProxyCore, non-streamed and streamed.
 func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
-	cfg.fillDefaults()
+	cfg.derive()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -612,10 +571,10 @@ func (cfg *OverheadConfig) streamTokens(l load) int {
 	return cfg.StreamTokens
 }
 
-// loads are the regular runs: non-streamed, then streamed unless StreamTokens < 0.
+// loads are the regular runs: non-streamed, then streamed unless StreamTokens ≤ 0.
 func (cfg *OverheadConfig) loads() []load {
 	ls := []load{cfg.regularLoad(false)}
-	if cfg.StreamTokens >= 0 {
+	if cfg.StreamTokens > 0 {
 		ls = append(ls, cfg.regularLoad(true))
 	}
 	return ls

@@ -67,8 +67,9 @@ func fakeLoadgen(t *testing.T, result string) string {
 func TestDriveReadsTheLoadgenResult(t *testing.T) {
 	lg := fakeLoadgen(t, `{"completed": 9000, "failed": 0, "request_throughput": 3000,
 		"e2e_latency_ms": {"median": 1.5, "p99": 7}, "ttft_ms": {"median": 0.5, "p99": 2}}`)
-	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: -1, LoadCore: -1}
-	cfg.fillDefaults()
+	cfg := DefaultOverheadConfig()
+	cfg.Bin, cfg.WorkDir, cfg.ProxyCore, cfg.LoadCore = Binaries{LoadGen: lg}, t.TempDir(), -1, -1
+	cfg.derive()
 	cfg.Warmup = 1000
 	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "", baseURLArgs("http://127.0.0.1:1"), nil, cfg.regularLoad(true))
 	if err != nil {
@@ -84,8 +85,9 @@ func TestDriveReadsTheLoadgenResult(t *testing.T) {
 
 func TestDriveFailsOnFailedRequests(t *testing.T) {
 	lg := fakeLoadgen(t, `{"completed": 10, "failed": 2, "error_examples": {"502": "bad gateway"}}`)
-	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: -1, LoadCore: -1}
-	cfg.fillDefaults()
+	cfg := DefaultOverheadConfig()
+	cfg.Bin, cfg.WorkDir, cfg.ProxyCore, cfg.LoadCore = Binaries{LoadGen: lg}, t.TempDir(), -1, -1
+	cfg.derive()
 	_, err := cfg.drive(Measurement{Key: "smg-x", Name: "smg (x)"}, "", baseURLArgs("http://127.0.0.1:1"), nil, cfg.regularLoad(false))
 	if err == nil || !strings.Contains(err.Error(), "2 requests failed") || !strings.Contains(err.Error(), "bad gateway") {
 		t.Errorf("drive = %v, want the failures named", err)
@@ -105,8 +107,9 @@ func TestDrivePacedLoad(t *testing.T) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := OverheadConfig{Bin: Binaries{LoadGen: script}, WorkDir: dir, ProxyCore: -1, LoadCore: -1}
-	cfg.fillDefaults()
+	cfg := DefaultOverheadConfig()
+	cfg.Bin, cfg.WorkDir, cfg.ProxyCore, cfg.LoadCore = Binaries{LoadGen: script}, dir, -1, -1
+	cfg.derive()
 	m, err := cfg.drive(Measurement{Key: "direct", Name: "direct"}, "", baseURLArgs("http://127.0.0.1:1"), nil, cfg.pacedLoad())
 	if err != nil {
 		t.Fatal(err)

@@ -117,17 +117,18 @@ func QualityCaseNames() []string {
 	return names
 }
 
-// QualityConfig configures the suite. Zero values take the defaults, which
-// docs/benchmarks.md §3 derives.
+// QualityConfig configures the suite. Start from DefaultQualityConfig, which sets every
+// default (docs/benchmarks.md §3 derives them); an empty policy list means none, a zero
+// Capacity or WarmupSeconds means what their fields say.
 type QualityConfig struct {
 	Bin Binaries `json:"-"`
 	// Cases measured, in order. Default DefaultQualityCases.
 	Cases []QualityCase `json:"cases"`
-	// Policies of the saturation rows, in table order. Default the seven of issue 13. Without
-	// round_robin among them Capacity must be set.
+	// Policies of the saturation rows, in table order. Default the seven of issue 13; empty:
+	// none. Without round_robin among them Capacity must be set.
 	Policies []string `json:"policies"`
 	// LoadPolicies of the load rows, besides round_robin (always measured first: the
-	// reference). Default least_load, power_of_two, cache_aware.
+	// reference). Default least_load, power_of_two, cache_aware; empty: no load rows.
 	LoadPolicies []string `json:"load_policies"`
 	// Workers is the fleet size. Default 8.
 	Workers int `json:"workers"`
@@ -152,7 +153,7 @@ type QualityConfig struct {
 	Capacity float64 `json:"capacity_override,omitempty"`
 	// WarmupSeconds of requests (model time at the load rate; the saturation rows send one
 	// request per client) are sent before measuring, so the caches are past their cold start.
-	// Default 16 s of model time.
+	// Default 16 s of model time; 0: none.
 	WarmupSeconds float64 `json:"warmup_model_s"`
 	// LoadReportSeconds is the gateway's --load-monitor-interval in model time (the flag gets
 	// it ÷ the time scale), so the load-aware policies see reports as often in every row.
@@ -188,60 +189,33 @@ var DefaultLoadPolicies = []string{"least_load", "power_of_two", "cache_aware"}
 // referencePolicy is what every ratio divides by.
 const referencePolicy = "round_robin"
 
-func (c *QualityConfig) fillDefaults() {
-	if c.Cases == nil {
-		c.Cases = DefaultQualityCases()
-	}
-	if c.Policies == nil {
-		c.Policies = DefaultQualityPolicies
-	}
-	if c.LoadPolicies == nil {
-		c.LoadPolicies = DefaultLoadPolicies
-	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	deff := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Workers, 8)
-	def(&c.KVTokens, 65536)
-	def(&c.MaxConcurrency, 1024)
-	def(&c.Repeats, 3)
-	deff(&c.SatRampFraction, 0.25)
-	deff(&c.LoadFraction, 0.7)
-	deff(&c.WarmupSeconds, 16)
-	deff(&c.LoadReportSeconds, 4)
-	deff(&c.MaxWallEvents, 8000)
-	if c.SatDuration == 0 {
-		c.SatDuration = 8 * time.Second
-	}
-	if c.LoadDuration == 0 {
-		c.LoadDuration = 10 * time.Second
-	}
-	if c.Seed == 0 {
-		c.Seed = 1
+// DefaultQualityConfig returns the suite's defaults (each field says its own;
+// docs/benchmarks.md §3 derives them). Start from it: Validate refuses the zeros that make
+// no sense.
+func DefaultQualityConfig() QualityConfig {
+	return QualityConfig{
+		Cases: DefaultQualityCases(), Policies: slices.Clone(DefaultQualityPolicies), LoadPolicies: slices.Clone(DefaultLoadPolicies),
+		Workers: 8, KVTokens: 65536, SatDuration: 8 * time.Second, SatRampFraction: 0.25,
+		LoadDuration: 10 * time.Second, LoadFraction: 0.7, Repeats: 3, WarmupSeconds: 16,
+		LoadReportSeconds: 4, MaxWallEvents: 8000, MaxConcurrency: 1024, Seed: 1,
 	}
 }
 
-// Validate reports configuration errors after defaults are applied.
+// Validate reports configuration errors, each saying how to fix it; a Config not built from
+// DefaultQualityConfig fails here on its zero fields.
 func (c *QualityConfig) Validate() error {
 	var errs []error
 	if c.Workers < 2 {
-		errs = append(errs, fmt.Errorf("quality workers %d: use at least 2, routing needs a choice", c.Workers))
+		errs = append(errs, fmt.Errorf("quality workers %d: use at least 2, routing needs a choice (start from bench.DefaultQualityConfig())", c.Workers))
 	}
 	if c.SatDuration < time.Second || c.LoadDuration < time.Second {
-		errs = append(errs, fmt.Errorf("quality durations %v (saturation), %v (load): use at least 1s each", c.SatDuration, c.LoadDuration))
+		errs = append(errs, fmt.Errorf("quality durations %v (saturation), %v (load): use at least 1s each (start from bench.DefaultQualityConfig())", c.SatDuration, c.LoadDuration))
 	}
 	if !(c.SatRampFraction > 0 && c.SatRampFraction < 1) || !(c.LoadFraction > 0 && c.LoadFraction <= 1) {
-		errs = append(errs, fmt.Errorf("quality ramp fraction %g, load fraction %g: use a ramp in (0, 1) and a load in (0, 1]", c.SatRampFraction, c.LoadFraction))
+		errs = append(errs, fmt.Errorf("quality ramp fraction %g, load fraction %g: use a ramp in (0, 1) and a load in (0, 1] (start from bench.DefaultQualityConfig())", c.SatRampFraction, c.LoadFraction))
 	}
 	if c.Repeats < 1 || c.KVTokens < 1 || c.MaxConcurrency < 1 || c.WarmupSeconds < 0 || !(c.LoadReportSeconds > 0) || !(c.MaxWallEvents > 0) {
-		errs = append(errs, fmt.Errorf("quality repeats %d, kv tokens %d, max concurrency %d, warm-up %gs, load report interval %gs, event budget %g/s: use positive values (warm-up may be 0)",
+		errs = append(errs, fmt.Errorf("quality repeats %d, kv tokens %d, max concurrency %d, warm-up %gs, load report interval %gs, event budget %g/s: use positive values (warm-up may be 0) (start from bench.DefaultQualityConfig())",
 			c.Repeats, c.KVTokens, c.MaxConcurrency, c.WarmupSeconds, c.LoadReportSeconds, c.MaxWallEvents))
 	}
 	if c.Capacity < 0 {
@@ -382,7 +356,6 @@ type QualityResult struct {
 // Quality runs the suite, unpinned (the engines' pacing needs both cores more than the
 // measurement needs attribution). It returns what it measured so far with any error.
 func Quality(cfg QualityConfig) (*QualityResult, error) {
-	cfg.fillDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

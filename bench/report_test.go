@@ -210,8 +210,9 @@ func TestReportPDMetricsAndTable(t *testing.T) {
 }
 
 func TestPDDefaults(t *testing.T) {
-	c := OverheadConfig{Rounds: 2}
-	c.fillDefaults()
+	c := DefaultOverheadConfig()
+	c.Rounds = 2
+	c.derive()
 	if c.PDRounds != 2 || c.PDPolicy != "round_robin" {
 		t.Errorf("PD defaults: rounds %d policy %q, want 2 and round_robin", c.PDRounds, c.PDPolicy)
 	}

@@ -29,13 +29,14 @@ import (
 //     requests: encode, prefill, decode) against a text-only one on the same gateway (PD:
 //     prefill and decode). There is no direct row: no client drives the three legs itself.
 
-// RoutesConfig configures the routes suite. Zero values take the defaults.
+// RoutesConfig configures the routes suite. Start from DefaultRoutesConfig, which sets every
+// default.
 type RoutesConfig struct {
 	Bin Binaries
 	// Wrk is the load generator. Default looked up on PATH; the suite fails without it.
 	Wrk string
 	// Duration of each measured run, after Warmup of the same load (not counted), both whole
-	// seconds (wrk's unit). Defaults 2 s and 1 s.
+	// seconds (wrk's unit). Defaults 2 s and 1 s (0: no warm-up).
 	Duration, Warmup time.Duration
 	// Rounds: every run is measured this many times, the runs alternating within a round;
 	// the round with the least proxy CPU per request is kept (for direct runs, the most
@@ -47,7 +48,8 @@ type RoutesConfig struct {
 	Routes []string
 	// ProxyCore runs smg; LoadCore runs wrk and the mocks. Defaults 0 and 1.
 	ProxyCore, LoadCore int
-	// EPDRounds is the rounds of the EPD rows. Default Rounds; < 0 skips them.
+	// EPDRounds is the rounds of the EPD rows. 0 (the default) is as many as Rounds; < 0
+	// skips them.
 	EPDRounds int
 	// WorkDir receives the Lua scripts. Default a temporary directory, removed afterwards.
 	WorkDir string
@@ -78,49 +80,36 @@ var (
 	epdText  = RouteBody{"/v1/chat/completions", `{"model":"mock-model","messages":[{"role":"user","content":"no picture here"}],"max_tokens":8}`}
 )
 
-func (c *RoutesConfig) fillDefaults() {
-	if c.Wrk == "" {
-		c.Wrk, _ = exec.LookPath("wrk")
+// DefaultRoutesConfig returns the suite's defaults (each field says its own), wrk looked up
+// on PATH. Start from it: Validate refuses the zeros that make no sense. EPDRounds 0 (as many
+// as Rounds) is derived when the suite runs.
+func DefaultRoutesConfig() RoutesConfig {
+	wrk, _ := exec.LookPath("wrk")
+	c := RoutesConfig{Wrk: wrk, Duration: 2 * time.Second, Warmup: time.Second, Rounds: 2, Connections: 32, ProxyCore: 0, LoadCore: 1}
+	for _, r := range PassThroughRoutes {
+		c.Routes = append(c.Routes, r.Path)
 	}
-	if c.Duration == 0 {
-		c.Duration = 2 * time.Second
-	}
-	if c.Warmup == 0 {
-		c.Warmup = time.Second
-	}
-	if c.Rounds == 0 {
-		c.Rounds = 2
-	}
-	if c.Connections == 0 {
-		c.Connections = 32
-	}
-	if len(c.Routes) == 0 {
-		for _, r := range PassThroughRoutes {
-			c.Routes = append(c.Routes, r.Path)
-		}
-	}
-	if c.ProxyCore == 0 && c.LoadCore == 0 {
-		c.LoadCore = 1
-	}
-	if c.EPDRounds == 0 {
-		c.EPDRounds = c.Rounds
-	}
+	return c
 }
 
-// Validate reports configuration errors after defaults are applied.
+// Validate reports configuration errors, each saying how to fix it; a Config not built from
+// DefaultRoutesConfig fails here on its zero fields.
 func (c *RoutesConfig) Validate() error {
 	var errs []error
 	if c.Wrk == "" {
 		errs = append(errs, errors.New("routes suite: wrk not found on PATH: install it (apt-get install wrk) or leave the suite out"))
 	}
 	if c.Duration < time.Second || c.Warmup < 0 || c.Duration%time.Second != 0 || c.Warmup%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("routes duration %v, warmup %v: use whole seconds (wrk's unit), a duration of at least 1s (CPU time ticks are 10 ms) and a warmup ≥ 0", c.Duration, c.Warmup))
+		errs = append(errs, fmt.Errorf("routes duration %v, warmup %v: use whole seconds (wrk's unit), a duration of at least 1s (CPU time ticks are 10 ms) and a warmup ≥ 0 (start from bench.DefaultRoutesConfig())", c.Duration, c.Warmup))
 	}
 	if c.Rounds < 1 || c.Connections < 1 {
-		errs = append(errs, fmt.Errorf("routes rounds %d, connections %d: use at least 1 of each", c.Rounds, c.Connections))
+		errs = append(errs, fmt.Errorf("routes rounds %d, connections %d: use at least 1 of each (start from bench.DefaultRoutesConfig())", c.Rounds, c.Connections))
 	}
 	if c.ProxyCore == c.LoadCore && c.ProxyCore >= 0 {
 		errs = append(errs, fmt.Errorf("proxy core and load core are both %d: give the proxy a core of its own", c.ProxyCore))
+	}
+	if len(c.Routes) == 0 {
+		errs = append(errs, errors.New("routes suite: no routes: name at least one path of bench.PassThroughRoutes (start from bench.DefaultRoutesConfig())"))
 	}
 	for _, r := range c.Routes {
 		if routeBody(r) == nil {
@@ -164,7 +153,9 @@ type RoutesResult struct {
 
 // Routes runs the suite.
 func Routes(cfg RoutesConfig) (*RoutesResult, error) {
-	cfg.fillDefaults()
+	if cfg.EPDRounds == 0 {
+		cfg.EPDRounds = cfg.Rounds
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -39,20 +39,30 @@ func TestParseWrk(t *testing.T) {
 }
 
 func TestRoutesConfigValidate(t *testing.T) {
-	ok := RoutesConfig{Wrk: "/usr/bin/wrk"}
-	ok.fillDefaults()
+	ok := DefaultRoutesConfig()
+	ok.Wrk = "/usr/bin/wrk"
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("defaults refused: %v", err)
 	}
-	for name, c := range map[string]RoutesConfig{
-		"no wrk":           {Wrk: "", Duration: time.Second, Warmup: time.Second, Rounds: 1, Connections: 1, LoadCore: 1},
-		"half a second":    {Wrk: "wrk", Duration: 1500 * time.Millisecond, Rounds: 1, Connections: 1, LoadCore: 1},
-		"one core":         {Wrk: "wrk", Duration: time.Second, Rounds: 1, Connections: 1, ProxyCore: 1, LoadCore: 1},
-		"unknown route":    {Wrk: "wrk", Duration: time.Second, Rounds: 1, Connections: 1, LoadCore: 1, Routes: []string{"/v1/nope"}},
-		"no rounds at all": {Wrk: "wrk", Duration: time.Second, Rounds: -1, Connections: 1, LoadCore: 1},
+	if len(ok.Routes) != len(PassThroughRoutes) || ok.Rounds != 2 || ok.Duration != 2*time.Second || ok.LoadCore != 1 {
+		t.Errorf("defaults = %+v: want every route, 2 rounds of 2 s, the load on core 1", ok)
+	}
+	for name, tc := range map[string]struct {
+		set    func(c *RoutesConfig) // on DefaultRoutesConfig
+		errSub string
+	}{
+		"no wrk":           {func(c *RoutesConfig) { c.Wrk = "" }, "wrk not found"},
+		"half a second":    {func(c *RoutesConfig) { c.Duration = 1500 * time.Millisecond }, "whole seconds"},
+		"one core":         {func(c *RoutesConfig) { c.ProxyCore, c.LoadCore = 1, 1 }, "a core of its own"},
+		"unknown route":    {func(c *RoutesConfig) { c.Routes = []string{"/v1/nope"} }, "unknown route"},
+		"no routes":        {func(c *RoutesConfig) { c.Routes = nil }, "bench.DefaultRoutesConfig()"},
+		"no rounds at all": {func(c *RoutesConfig) { c.Rounds = -1 }, "at least 1 of each"},
+		"zero config":      {func(c *RoutesConfig) { *c = RoutesConfig{Wrk: "wrk", LoadCore: 1} }, "bench.DefaultRoutesConfig()"},
 	} {
-		if err := c.Validate(); err == nil {
-			t.Errorf("%s: accepted", name)
+		c := ok
+		tc.set(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.errSub) {
+			t.Errorf("%s: %v, want an error with %q", name, err, tc.errSub)
 		}
 	}
 }

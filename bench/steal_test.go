@@ -69,8 +69,9 @@ func TestTableNamesTheRowsTheHostStoleFrom(t *testing.T) {
 
 func TestDriveRecordsTheStealOverItsRun(t *testing.T) {
 	lg := fakeLoadgen(t, `{"completed": 100, "failed": 0, "request_throughput": 50, "e2e_latency_ms": {"median": 1, "p99": 2}}`)
-	cfg := OverheadConfig{Bin: Binaries{LoadGen: lg}, WorkDir: t.TempDir(), ProxyCore: 0, LoadCore: 1}
-	cfg.fillDefaults()
+	cfg := DefaultOverheadConfig()
+	cfg.Bin, cfg.WorkDir = Binaries{LoadGen: lg}, t.TempDir()
+	cfg.derive()
 	reads := []cpuTicks{{steal: 5, total: 1000}, {steal: 65, total: 1200}}
 	var asked [][]int
 	coreTicks = func(cores ...int) (cpuTicks, error) {

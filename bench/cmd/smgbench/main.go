@@ -32,56 +32,75 @@ type options struct {
 	qualityHTML                          string
 	qualitySatScale, qualityLoadScale    float64
 	microBenchTime                       string
+	// set holds the flags given on the command line: --smoke shortens only the others.
+	set map[string]bool
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.binDir, "bin", "bin", "directory holding smg, mockworker, loadgen and bareproxy (make build)")
-	flag.StringVar(&o.out, "out", "", "write the JSON report to this file")
-	flag.StringVar(&o.baseline, "baseline", "", "baseline to gate against (default bench/baseline.json, or bench/baseline-smoke.json with --smoke; \"none\" disables the gate)")
-	flag.StringVar(&o.suites, "suites", "", "comma-separated suites to run: overhead, micro, quality, routes (the pass-through routes and EPD, by wrk); default all four (the smoke's routes suite without its direct rows)")
-	flag.BoolVar(&o.smoke, "smoke", false, "shortened runs for CI: three rounds of 2 s overhead runs of smg (cache_aware) and the references (the least disturbed kept), the micro gate on the small cases, one 6 s routing-quality row each of round_robin, least_load and cache_aware at 70% of the calibrated shared-prefix capacity, the routes suite (pass-through routes vs chat, EPD vs PD) without its direct rows")
-	flag.BoolVar(&o.installPeers, "install-peers", true, "apt-get install nginx-light and haproxy when missing and running as root")
-	flag.BoolVar(&o.confirm, "confirm", true, "when a gated overhead or quality metric regresses, measure that suite once more and fail only the metrics past their limit in both runs (timing ratios of short runs on shared machines see disturbed runs)")
-	flag.BoolVar(&o.printMetrics, "print-metrics", true, "print every metric name and value after the table (the names a baseline can gate)")
-	flag.StringVar(&o.goCmd, "go", "go", "go command for the micro suite")
-	flag.DurationVar(&o.overhead.Duration, "duration", 0, "length of each overhead run (default 3s, smoke 2s)")
-	flag.IntVar(&o.overhead.Rounds, "rounds", 0, "overhead rounds, the proxies alternating; the least disturbed round is kept (default 3, smoke 3)")
-	flag.IntVar(&o.overhead.Connections, "connections", 0, "overhead closed-loop connections (default 32)")
-	flag.IntVar(&o.overhead.PDRounds, "pd-rounds", 0, "rounds of the overhead suite's PD rows (loadgen straight to a prefill and a decode mock, then smg --pd-disaggregation); default --rounds, smoke 3 (JSON only); -1 skips them")
-	flag.StringVar(&o.overhead.PDPolicy, "pd-policy", "", "gateway --policy of the PD rows (default round_robin)")
-	flag.IntVar(&o.overhead.PacedRounds, "paced-rounds", 0, "rounds of the overhead suite's paced SSE rows (tokens --paced-interval-ms apart at the mock); default --rounds, smoke -1; -1 skips them")
-	flag.Float64Var(&o.overhead.PacedIntervalMS, "paced-interval-ms", 0, "inter-token interval of the paced SSE rows' mocks, ms (default 20)")
-	flag.IntVar(&o.overhead.PacedConnections, "paced-connections", 0, "closed-loop connections of the paced SSE rows (default 256)")
-	flag.DurationVar(&o.overhead.PacedDuration, "paced-duration", 0, "length of each paced SSE run, after one warm-up stream per connection (default 4s)")
-	flag.IntVar(&o.overhead.OpenLoopRounds, "open-loop-rounds", 0, "rounds of the overhead suite's open-loop rows (2,000 req/s); default 2; -1 skips them")
-	flag.IntVar(&o.overhead.UnloadedRounds, "unloaded-rounds", 0, "rounds of the overhead suite's unloaded paced-stream (added TTFB) rows; default 2; -1 skips them")
-	flag.IntVar(&o.overhead.SyscallRounds, "syscall-rounds", 0, "rounds of the overhead suite's system-call rows (perf stat); default 1; -1 skips them")
-	flag.IntVar(&o.overhead.ScalingRounds, "scaling-rounds", 0, "rounds of the overhead suite's 1- and 2-core rows; default 2; -1 skips them")
-	flag.IntVar(&o.overhead.StealRetries, "steal-retries", 0, "times an overhead row stolen from in every round (hypervisor steal past 10% of the proxy and load cores) is measured again; default 2, smoke 1; -1 never")
-	flag.StringVar(&o.policies, "policies", "", "gateway policies of the overhead suite (default cache_aware,round_robin; smoke cache_aware)")
-	flag.StringVar(&o.microBenchTime, "micro-benchtime", "", "go test -benchtime of the micro suite (default 5000x, smoke 1000x)")
-	flag.StringVar(&o.qualityCases, "quality-cases", "", "routing-quality cases, comma-separated: "+strings.Join(bench.QualityCaseNames(), ", ")+" (default all; smoke shared-prefix)")
-	flag.StringVar(&o.qualityPolicies, "quality-policies", "", "policies of the saturation rows (default the seven of issue 13; smoke none); \"none\" skips them (then give --quality-capacity)")
-	flag.StringVar(&o.qualityLoadPolicies, "quality-load-policies", "", "policies of the load rows besides round_robin (default least_load,power_of_two,cache_aware; smoke least_load,cache_aware); \"none\" skips the load rows")
-	flag.DurationVar(&o.quality.SatDuration, "quality-sat-duration", 0, "length of each saturation row (default 8s)")
-	flag.DurationVar(&o.quality.LoadDuration, "quality-load-duration", 0, "length of each load row (default 10s, smoke 6s)")
-	flag.IntVar(&o.quality.Repeats, "quality-repeats", 0, "repeats of the load rows (default 3, smoke 1)")
-	flag.Float64Var(&o.quality.LoadFraction, "quality-load-fraction", 0, "load rows' rate as a fraction of round robin's capacity (default 0.7)")
-	flag.Float64Var(&o.quality.Capacity, "quality-capacity", 0, "round robin's capacity, requests/s of model time, for the load rows instead of measuring it (smoke: the calibrated shared-prefix figure)")
-	flag.Float64Var(&o.qualitySatScale, "quality-sat-time-scale", 0, "engine time scale of every case's saturation rows (default each case's)")
-	flag.Float64Var(&o.qualityLoadScale, "quality-load-time-scale", 0, "engine time scale of every case's load rows (default each case's)")
-	flag.IntVar(&o.quality.KVTokens, "quality-kv-tokens", 0, "KV-cache tokens per mock engine (default 65536)")
-	flag.StringVar(&o.quality.RequestLogDir, "quality-request-logs", "", "keep each routing-quality row's per-request records in this directory: the mocks' request log (<row>.mock.jsonl: worker, prompt and cached tokens, engine state at arrival, TTFT) and loadgen's result (<row>.json)")
-	flag.StringVar(&o.qualityHTML, "quality-html", "", "write the routing-quality plots (offline HTML, inline SVG) to this file")
-	flag.Parse()
-	os.Exit(run(&o))
+	o, err := parseArgs(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		os.Exit(2) // the flag package has printed the error and the usage
+	}
+	os.Exit(run(o))
+}
+
+// parseArgs maps the command line onto options. Every flag's default is its package's
+// DefaultConfig value (issue 16 item 5); --smoke's shorter settings replace only the flags
+// not given.
+func parseArgs(args []string) (*options, error) {
+	o := &options{overhead: bench.DefaultOverheadConfig(), quality: bench.DefaultQualityConfig(), set: map[string]bool{}}
+	fs := flag.NewFlagSet("smgbench", flag.ContinueOnError)
+	fs.StringVar(&o.binDir, "bin", "bin", "directory holding smg, mockworker, loadgen and bareproxy (make build)")
+	fs.StringVar(&o.out, "out", "", "write the JSON report to this file")
+	fs.StringVar(&o.baseline, "baseline", "bench/baseline.json", "baseline to gate against (smoke: bench/baseline-smoke.json); \"none\" disables the gate")
+	fs.StringVar(&o.suites, "suites", "overhead,micro,quality,routes", "comma-separated suites to run: overhead, micro, quality, routes (the pass-through routes and EPD, by wrk; the smoke's without its direct rows)")
+	fs.BoolVar(&o.smoke, "smoke", false, "shortened runs for CI: three rounds of 2 s overhead runs of smg (cache_aware) and the references (the least disturbed kept), the micro gate on the small cases, one 6 s routing-quality row each of round_robin, least_load and cache_aware at 70% of the calibrated shared-prefix capacity, the routes suite (pass-through routes vs chat, EPD vs PD) without its direct rows")
+	fs.BoolVar(&o.installPeers, "install-peers", true, "apt-get install nginx-light and haproxy when missing and running as root")
+	fs.BoolVar(&o.confirm, "confirm", true, "when a gated overhead or quality metric regresses, measure that suite once more and fail only the metrics past their limit in both runs (timing ratios of short runs on shared machines see disturbed runs)")
+	fs.BoolVar(&o.printMetrics, "print-metrics", true, "print every metric name and value after the table (the names a baseline can gate)")
+	fs.StringVar(&o.goCmd, "go", "go", "go command for the micro suite")
+	oh := &o.overhead
+	fs.DurationVar(&oh.Duration, "duration", oh.Duration, "length of each overhead run (smoke 2s)")
+	fs.IntVar(&oh.Rounds, "rounds", oh.Rounds, "overhead rounds, the proxies alternating; the least disturbed round is kept (smoke 3)")
+	fs.IntVar(&oh.Connections, "connections", oh.Connections, "overhead closed-loop connections")
+	fs.IntVar(&oh.PDRounds, "pd-rounds", oh.PDRounds, "rounds of the overhead suite's PD rows (loadgen straight to a prefill and a decode mock, then smg --pd-disaggregation); 0: --rounds; smoke 3 (JSON only); -1 skips them")
+	fs.StringVar(&oh.PDPolicy, "pd-policy", oh.PDPolicy, "gateway --policy of the PD rows")
+	fs.IntVar(&oh.PacedRounds, "paced-rounds", oh.PacedRounds, "rounds of the overhead suite's paced SSE rows (tokens --paced-interval-ms apart at the mock); 0: --rounds; smoke -1; -1 skips them")
+	fs.Float64Var(&oh.PacedIntervalMS, "paced-interval-ms", oh.PacedIntervalMS, "inter-token interval of the paced SSE rows' mocks, ms")
+	fs.IntVar(&oh.PacedConnections, "paced-connections", oh.PacedConnections, "closed-loop connections of the paced SSE rows")
+	fs.DurationVar(&oh.PacedDuration, "paced-duration", oh.PacedDuration, "length of each paced SSE run, after one warm-up stream per connection")
+	fs.IntVar(&oh.OpenLoopRounds, "open-loop-rounds", oh.OpenLoopRounds, "rounds of the overhead suite's open-loop rows (2,000 req/s); -1 (or 0) skips them")
+	fs.IntVar(&oh.UnloadedRounds, "unloaded-rounds", oh.UnloadedRounds, "rounds of the overhead suite's unloaded paced-stream (added TTFB) rows; -1 (or 0) skips them")
+	fs.IntVar(&oh.SyscallRounds, "syscall-rounds", oh.SyscallRounds, "rounds of the overhead suite's system-call rows (perf stat); -1 (or 0) skips them")
+	fs.IntVar(&oh.ScalingRounds, "scaling-rounds", oh.ScalingRounds, "rounds of the overhead suite's 1- and 2-core rows; -1 (or 0) skips them")
+	fs.IntVar(&oh.StealRetries, "steal-retries", oh.StealRetries, "times an overhead row stolen from in every round (hypervisor steal past 10% of the proxy and load cores) is measured again; smoke 1; -1 (or 0) never")
+	fs.StringVar(&o.policies, "policies", strings.Join(oh.Policies, ","), "gateway policies of the overhead suite (smoke cache_aware)")
+	fs.StringVar(&o.microBenchTime, "micro-benchtime", "", "go test -benchtime of the micro suite (default 5000x, smoke 1000x)")
+	q := &o.quality
+	fs.StringVar(&o.qualityCases, "quality-cases", strings.Join(bench.QualityCaseNames(), ","), "routing-quality cases, comma-separated: "+strings.Join(bench.QualityCaseNames(), ", ")+" (smoke shared-prefix)")
+	fs.StringVar(&o.qualityPolicies, "quality-policies", strings.Join(q.Policies, ","), "policies of the saturation rows (the seven of issue 13; smoke none); \"none\" skips them (then give --quality-capacity)")
+	fs.StringVar(&o.qualityLoadPolicies, "quality-load-policies", strings.Join(q.LoadPolicies, ","), "policies of the load rows besides round_robin (smoke least_load,cache_aware); \"none\" skips the load rows")
+	fs.DurationVar(&q.SatDuration, "quality-sat-duration", q.SatDuration, "length of each saturation row")
+	fs.DurationVar(&q.LoadDuration, "quality-load-duration", q.LoadDuration, "length of each load row (smoke 6s)")
+	fs.IntVar(&q.Repeats, "quality-repeats", q.Repeats, "repeats of the load rows (smoke 1)")
+	fs.Float64Var(&q.LoadFraction, "quality-load-fraction", q.LoadFraction, "load rows' rate as a fraction of round robin's capacity")
+	fs.Float64Var(&q.Capacity, "quality-capacity", q.Capacity, "round robin's capacity, requests/s of model time, for the load rows instead of measuring it; 0 measures it (smoke: the calibrated shared-prefix figure)")
+	fs.Float64Var(&o.qualitySatScale, "quality-sat-time-scale", 0, "engine time scale of every case's saturation rows; 0: each case's own")
+	fs.Float64Var(&o.qualityLoadScale, "quality-load-time-scale", 0, "engine time scale of every case's load rows; 0: each case's own (smoke 4)")
+	fs.IntVar(&q.KVTokens, "quality-kv-tokens", q.KVTokens, "KV-cache tokens per mock engine")
+	fs.StringVar(&q.RequestLogDir, "quality-request-logs", "", "keep each routing-quality row's per-request records in this directory: the mocks' request log (<row>.mock.jsonl: worker, prompt and cached tokens, engine state at arrival, TTFT) and loadgen's result (<row>.json)")
+	fs.StringVar(&o.qualityHTML, "quality-html", "", "write the routing-quality plots (offline HTML, inline SVG) to this file")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return o, nil
 }
 
 func run(o *options) int {
-	if o.suites == "" {
-		o.suites = "overhead,micro,quality,routes"
-	}
 	suites := map[string]bool{}
 	for _, s := range strings.Split(o.suites, ",") {
 		switch s = strings.TrimSpace(s); s {
@@ -94,11 +113,8 @@ func run(o *options) int {
 		}
 	}
 	baselinePath := o.baseline
-	if baselinePath == "" {
-		baselinePath = "bench/baseline.json"
-		if o.smoke {
-			baselinePath = "bench/baseline-smoke.json"
-		}
+	if o.smoke && !o.set["baseline"] {
+		baselinePath = "bench/baseline-smoke.json"
 	}
 	var baseline *bench.Baseline
 	if baselinePath != "none" {
@@ -220,38 +236,7 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 	rep = &bench.Report{}
 
 	if suites["overhead"] {
-		cfg := o.overhead
-		cfg.Bin = bin
-		cfg.Policies = splitList(o.policies)
-		if o.smoke {
-			cfg.Duration = orDuration(cfg.Duration, 2*time.Second)
-			cfg.Warmup = 500
-			if cfg.Rounds == 0 {
-				// One 2 s round measured smg/bare anywhere from 1.04 to 1.33 on a quiet
-				// machine; the least disturbed of three is what the gate can rely on.
-				cfg.Rounds = 3
-			}
-			if len(cfg.Policies) == 0 {
-				cfg.Policies = []string{"cache_aware"}
-			}
-			// The PD row, JSON only, three 2 s rounds like the other rows: one round measured
-			// the PD/regular ratio anywhere from 1.93 to 2.80 in CI runs of one commit.
-			if cfg.PDRounds == 0 {
-				cfg.PDRounds = 3
-			}
-			cfg.PDSkipSSE = true
-			// One more try for a row the host stole from in all three rounds: a steal stretch
-			// lasts minutes, and the confirmation run measures a not-judged gate again anyway
-			// (with two, a smoke under 10-40% steal took 11 min before its confirmation run;
-			// a quiet one takes about 5).
-			if cfg.StealRetries == 0 {
-				cfg.StealRetries = 1
-			}
-			// The paced SSE rows need seconds per run for thousands of events: full runs only.
-			if cfg.PacedRounds == 0 {
-				cfg.PacedRounds = -1
-			}
-		}
+		cfg := overheadConfig(o, bin)
 		cfg.Peers = bench.EnsurePeers(o.installPeers, logf)
 		logf("smgbench: overhead suite…")
 		res, err := bench.Overhead(cfg)
@@ -292,7 +277,7 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 	}
 	if suites["routes"] {
 		logf("smgbench: routes suite…")
-		res, err := bench.Routes(routesConfig(o, bin, logf))
+		res, err := bench.Routes(routesConfig(o, bin, bench.EnsurePeers(o.installPeers, logf)["wrk"]))
 		if err != nil {
 			failures = append(failures, fmt.Errorf("routes: %w", err))
 		}
@@ -302,11 +287,54 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 	return rep, failures, 0
 }
 
+// overheadConfig maps the flags, and the smoke's shortened settings where a flag was not
+// given, onto the suite (Peers are left to EnsurePeers).
+func overheadConfig(o *options, bin bench.Binaries) bench.OverheadConfig {
+	cfg := o.overhead
+	cfg.Bin = bin
+	cfg.Policies = splitList(o.policies)
+	if o.smoke {
+		if !o.set["duration"] {
+			cfg.Duration = 2 * time.Second
+		}
+		cfg.Warmup = 500
+		if !o.set["rounds"] {
+			// One 2 s round measured smg/bare anywhere from 1.04 to 1.33 on a quiet
+			// machine; the least disturbed of three is what the gate can rely on.
+			cfg.Rounds = 3
+		}
+		if !o.set["policies"] {
+			cfg.Policies = []string{"cache_aware"}
+		}
+		// The PD row, JSON only, three 2 s rounds like the other rows: one round measured
+		// the PD/regular ratio anywhere from 1.93 to 2.80 in CI runs of one commit.
+		if !o.set["pd-rounds"] {
+			cfg.PDRounds = 3
+		}
+		cfg.PDSkipSSE = true
+		// One more try for a row the host stole from in all three rounds: a steal stretch
+		// lasts minutes, and the confirmation run measures a not-judged gate again anyway
+		// (with two, a smoke under 10-40% steal took 11 min before its confirmation run;
+		// a quiet one takes about 5).
+		if !o.set["steal-retries"] {
+			cfg.StealRetries = 1
+		}
+		// The paced SSE rows need seconds per run for thousands of events: full runs only.
+		if !o.set["paced-rounds"] {
+			cfg.PacedRounds = -1
+		}
+	}
+	return cfg
+}
+
 // routesConfig maps the smoke's shortened routes suite onto the suite: it measures what its
 // gates read (the pass-through routes against chat, EPD against PD) and leaves out the rows
-// straight to the mock, which no gate reads (make bench keeps them). About 85 s.
-func routesConfig(o *options, bin bench.Binaries, logf func(string, ...any)) bench.RoutesConfig {
-	return bench.RoutesConfig{Bin: bin, Wrk: bench.EnsurePeers(o.installPeers, logf)["wrk"], SkipDirect: o.smoke}
+// straight to the mock, which no gate reads (make bench keeps them). About 85 s. wrk is the
+// load generator's path ("" when it is missing: the suite then says so).
+func routesConfig(o *options, bin bench.Binaries, wrk string) bench.RoutesConfig {
+	cfg := bench.DefaultRoutesConfig()
+	cfg.Bin, cfg.Wrk, cfg.SkipDirect = bin, wrk, o.smoke
+	return cfg
 }
 
 // smokeCapacity is round robin's shared-prefix capacity (requests/s of model time) the
@@ -322,7 +350,7 @@ func qualityConfig(o *options, bin bench.Binaries, logf func(string, ...any)) (b
 	cfg := o.quality
 	cfg.Bin, cfg.Logf = bin, logf
 	names := splitList(o.qualityCases)
-	if o.smoke && len(names) == 0 {
+	if o.smoke && !o.set["quality-cases"] {
 		names = []string{"shared-prefix"}
 	}
 	cases, err := bench.SelectQualityCases(names)
@@ -343,35 +371,37 @@ func qualityConfig(o *options, bin bench.Binaries, logf func(string, ...any)) (b
 	if o.smoke {
 		// One short herding check: round robin, least_load and cache_aware at 70% of the
 		// calibrated capacity, no saturation rows (they would take minutes).
-		if cfg.Policies == nil {
+		if !o.set["quality-policies"] {
 			cfg.Policies = []string{}
 		}
-		if cfg.LoadPolicies == nil {
+		if !o.set["quality-load-policies"] {
 			cfg.LoadPolicies = []string{"least_load", "cache_aware"}
 		}
-		if cfg.Capacity == 0 && !slices.Contains(cfg.Policies, "round_robin") {
+		if !o.set["quality-capacity"] && !slices.Contains(cfg.Policies, "round_robin") {
 			cfg.Capacity = smokeCapacity
 		}
-		cfg.LoadDuration = orDuration(cfg.LoadDuration, 6*time.Second)
+		if !o.set["quality-load-duration"] {
+			cfg.LoadDuration = 6 * time.Second
+		}
 		// The smoke's gates were calibrated at time scale 4 (more requests in its 6 s row).
 		for i := range cfg.Cases {
-			if o.qualityLoadScale == 0 {
+			if !o.set["quality-load-time-scale"] {
 				cfg.Cases[i].LoadTimeScale = smokeLoadTimeScale
 			}
 		}
-		if cfg.Repeats == 0 {
+		if !o.set["quality-repeats"] {
 			cfg.Repeats = 1
 		}
 	}
 	return cfg, nil
 }
 
-// policyList parses a policy list flag: "" is nil (the default), "none" an empty list.
+// policyList parses a policy list flag: "none" (or "") is an empty list.
 func policyList(s string) []string {
 	if strings.TrimSpace(s) == "none" {
 		return []string{}
 	}
-	return splitList(s)
+	return append([]string{}, splitList(s)...)
 }
 
 func writeQualityHTML(path string, q *bench.QualityResult) error {
@@ -394,13 +424,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-func orDuration(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 func writeJSON(path string, v any) error {
