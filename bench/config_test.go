@@ -211,7 +211,10 @@ func TestZeroConfigsAreRefused(t *testing.T) {
 	o := OverheadConfig{LoadCore: 1}
 	o.derive()
 	q := QualityConfig{Cases: DefaultQualityCases()}
-	for name, err := range map[string]error{"overhead": o.Validate(), "quality": q.Validate()} {
+	if err := DefaultMicroConfig().Validate(); err != nil {
+		t.Errorf("DefaultMicroConfig: %v", err)
+	}
+	for name, err := range map[string]error{"overhead": o.Validate(), "quality": q.Validate(), "micro": MicroConfig{}.Validate()} {
 		if err == nil || !strings.Contains(err.Error(), "bench.Default") {
 			t.Errorf("zero %s config: %v, want it refused with a pointer to its DefaultConfig", name, err)
 		}

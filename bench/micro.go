@@ -50,7 +50,8 @@ type MicroResult struct {
 	HasAllocs bool `json:"has_allocs"`
 }
 
-// MicroConfig configures the micro suite.
+// MicroConfig configures the micro suite. Start from DefaultMicroConfig, which sets every
+// default; Validate refuses the empty fields.
 type MicroConfig struct {
 	// Go is the go command. Default "go".
 	Go string
@@ -59,19 +60,28 @@ type MicroConfig struct {
 	// BenchTime is go test's -benchtime. Default 5000x: a fixed count keeps the run short and
 	// is plenty for allocs/op, which is an exact count, not a timing.
 	BenchTime string
-	Suites    []MicroSuite
+	// Suites are the benchmarks run. Default HotPathSuites(false).
+	Suites []MicroSuite
+}
+
+// DefaultMicroConfig returns the micro suite's defaults (each field says its own).
+func DefaultMicroConfig() MicroConfig {
+	return MicroConfig{Go: "go", ModuleDir: ".", BenchTime: "5000x", Suites: HotPathSuites(false)}
+}
+
+// Validate reports configuration errors, each saying how to fix it.
+func (c MicroConfig) Validate() error {
+	if c.Go == "" || c.ModuleDir == "" || c.BenchTime == "" || len(c.Suites) == 0 {
+		return fmt.Errorf("micro suite: go command %q, module dir %q, benchtime %q, %d suites: give each (start from bench.DefaultMicroConfig())",
+			c.Go, c.ModuleDir, c.BenchTime, len(c.Suites))
+	}
+	return nil
 }
 
 // Micro runs every suite with -benchmem and returns the parsed lines in order.
 func Micro(cfg MicroConfig) ([]MicroResult, error) {
-	if cfg.Go == "" {
-		cfg.Go = "go"
-	}
-	if cfg.ModuleDir == "" {
-		cfg.ModuleDir = "."
-	}
-	if cfg.BenchTime == "" {
-		cfg.BenchTime = "5000x"
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	var all []MicroResult
 	for _, s := range cfg.Suites {

@@ -78,7 +78,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.IntVar(&oh.ScalingRounds, "scaling-rounds", oh.ScalingRounds, "rounds of the overhead suite's 1- and 2-core rows; -1 (or 0) skips them")
 	fs.IntVar(&oh.StealRetries, "steal-retries", oh.StealRetries, "times an overhead row stolen from in every round (hypervisor steal past 10% of the proxy and load cores) is measured again; smoke 1; -1 (or 0) never")
 	fs.StringVar(&o.policies, "policies", strings.Join(oh.Policies, ","), "gateway policies of the overhead suite (smoke cache_aware)")
-	fs.StringVar(&o.microBenchTime, "micro-benchtime", "", "go test -benchtime of the micro suite (default 5000x, smoke 1000x)")
+	fs.StringVar(&o.microBenchTime, "micro-benchtime", bench.DefaultMicroConfig().BenchTime, "go test -benchtime of the micro suite (smoke 1000x)")
 	q := &o.quality
 	fs.StringVar(&o.qualityCases, "quality-cases", strings.Join(bench.QualityCaseNames(), ","), "routing-quality cases, comma-separated: "+strings.Join(bench.QualityCaseNames(), ", ")+" (smoke shared-prefix)")
 	fs.StringVar(&o.qualityPolicies, "quality-policies", strings.Join(q.Policies, ","), "policies of the saturation rows (the seven of issue 13; smoke none); \"none\" skips them (then give --quality-capacity)")
@@ -246,12 +246,8 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 		rep.Overhead = res
 	}
 	if suites["micro"] {
-		bt := o.microBenchTime
-		if bt == "" && o.smoke {
-			bt = "1000x"
-		}
 		logf("smgbench: micro suite…")
-		res, err := bench.Micro(bench.MicroConfig{Go: o.goCmd, BenchTime: bt, Suites: bench.HotPathSuites(o.smoke)})
+		res, err := bench.Micro(microConfig(o))
 		rep.Micro = res
 		if err != nil {
 			failures = append(failures, fmt.Errorf("micro: %w", err))
@@ -323,6 +319,16 @@ func overheadConfig(o *options, bin bench.Binaries) bench.OverheadConfig {
 		if !o.set["paced-rounds"] {
 			cfg.PacedRounds = -1
 		}
+	}
+	return cfg
+}
+
+// microConfig maps the flags, and the smoke's smaller cases and count, onto the micro suite.
+func microConfig(o *options) bench.MicroConfig {
+	cfg := bench.DefaultMicroConfig()
+	cfg.Go, cfg.BenchTime, cfg.Suites = o.goCmd, o.microBenchTime, bench.HotPathSuites(o.smoke)
+	if o.smoke && !o.set["micro-benchtime"] {
+		cfg.BenchTime = "1000x"
 	}
 	return cfg
 }

@@ -77,15 +77,16 @@ func TestMakefileCommandLines(t *testing.T) {
 		repeats                                        int
 		loadDuration                                   time.Duration
 		capacity, loadScale                            float64
+		benchTime                                      string
 	}
 	full := want{baseline: "bench/baseline.json", duration: 3 * time.Second, rounds: 3, warmup: 2000, pdRounds: 0, pacedRounds: 0, retries: 2,
 		openLoop: 2, unloaded: 2, syscall: 1, scaling: 2, policies: "cache_aware,round_robin",
 		cases: "shared-prefix,multi-turn,mixed-size,heterogeneous", satPolicies: strings.Join(bench.DefaultQualityPolicies, ","),
-		loadPolicies: "least_load,power_of_two,cache_aware", repeats: 3, loadDuration: 10 * time.Second, capacity: 0, loadScale: 2}
+		loadPolicies: "least_load,power_of_two,cache_aware", repeats: 3, loadDuration: 10 * time.Second, capacity: 0, loadScale: 2, benchTime: "5000x"}
 	smoke := want{baseline: "bench/baseline-smoke.json", duration: 2 * time.Second, rounds: 3, warmup: 500, pdRounds: 3, pacedRounds: -1, retries: 1,
 		openLoop: 2, unloaded: 2, syscall: 1, scaling: 2, pdSkipSSE: true, policies: "cache_aware",
 		cases: "shared-prefix", satPolicies: "", loadPolicies: "least_load,cache_aware", repeats: 1, loadDuration: 6 * time.Second,
-		capacity: smokeCapacity, loadScale: smokeLoadTimeScale}
+		capacity: smokeCapacity, loadScale: smokeLoadTimeScale, benchTime: "1000x"}
 	partial := full // docs/benchmarks.md's run H and the issue 17 before/after runs
 	partial.baseline, partial.pdRounds, partial.pacedRounds = "none", 1, 1
 	skips := full
@@ -107,6 +108,7 @@ func TestMakefileCommandLines(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		rc := routesConfig(o, bench.Binaries{}, "wrk")
+		mc := microConfig(o)
 		baseline := o.baseline
 		if o.smoke && !o.set["baseline"] {
 			baseline = "bench/baseline-smoke.json"
@@ -118,7 +120,7 @@ func TestMakefileCommandLines(t *testing.T) {
 		got := want{baseline: baseline, duration: oc.Duration, rounds: oc.Rounds, warmup: oc.Warmup, pdRounds: oc.PDRounds, pacedRounds: oc.PacedRounds,
 			retries: oc.StealRetries, openLoop: oc.OpenLoopRounds, unloaded: oc.UnloadedRounds, syscall: oc.SyscallRounds, scaling: oc.ScalingRounds,
 			pdSkipSSE: oc.PDSkipSSE, policies: strings.Join(oc.Policies, ","), cases: strings.Join(cases, ","), satPolicies: strings.Join(qc.Policies, ","),
-			loadPolicies: strings.Join(qc.LoadPolicies, ","), repeats: qc.Repeats, loadDuration: qc.LoadDuration, capacity: qc.Capacity, loadScale: qc.Cases[0].LoadTimeScale}
+			loadPolicies: strings.Join(qc.LoadPolicies, ","), repeats: qc.Repeats, loadDuration: qc.LoadDuration, capacity: qc.Capacity, loadScale: qc.Cases[0].LoadTimeScale, benchTime: mc.BenchTime}
 		if got != tc.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", name, got, tc.want)
 		}
@@ -129,7 +131,7 @@ func TestMakefileCommandLines(t *testing.T) {
 		if qc.SatDuration != 8*time.Second || qc.LoadFraction != 0.7 || qc.KVTokens != 65536 || qc.Workers != 8 || qc.WarmupSeconds != 16 || qc.Seed != 1 {
 			t.Errorf("%s: quality config %+v: the defaults changed", name, qc)
 		}
-		for suite, err := range map[string]error{"overhead": oc.Validate(), "quality": qc.Validate(), "routes": rc.Validate()} {
+		for suite, err := range map[string]error{"overhead": oc.Validate(), "quality": qc.Validate(), "routes": rc.Validate(), "micro": mc.Validate()} {
 			if err != nil {
 				t.Errorf("%s: the %s suite refuses its configuration: %v", name, suite, err)
 			}
