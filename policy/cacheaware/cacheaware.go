@@ -128,10 +128,12 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 		bound = max(bound, int(w.Index)+1)
 	}
 	byIndex := make([]*worker.Worker, bound)
-	for _, w := range g.Workers {
-		byIndex[w.Index] = w
+	pos := make([]int32, bound)
+	for i, w := range g.Workers {
+		byIndex[w.Index], pos[w.Index] = w, int32(i)
 	}
-	return &picker{b: b, workers: g.Workers, byIndex: byIndex, mean: policy.NewFleetMean(g.Workers), rate: b.scorer.NewFleetRate(g.Workers)}
+	return &picker{b: b, workers: g.Workers, byIndex: byIndex, pos: pos, mean: policy.NewFleetMean(g.Workers), rate: b.scorer.NewFleetRate(g.Workers),
+		turns: score.NewTurns(len(g.Workers), b.rnd)}
 }
 
 // purgeDeparted removes from the trees every tenant whose worker is no longer registered, and
@@ -235,6 +237,18 @@ type picker struct {
 	byIndex []*worker.Worker // tenant → available candidate; nil for others
 	mean    *policy.FleetMean
 	rate    *policy.FleetRate
+	// pos[w.Index] is w's place in workers. turns records when each was last picked: where
+	// load alone decides over the whole fleet (a miss, a spill), workers equal for all the
+	// gateway can tell are taken in turn (score.Scorer.LowestInTurn, as least_load does).
+	pos   []int32
+	turns *score.Turns
+}
+
+// lowest is the worker of the whole fleet with the lowest expected wait, skipping those with
+// more than hotAbove requests in flight, equal workers taken in turn (score.Scorer.LowestInTurn).
+func (p *picker) lowest(req *policy.Request, rate score.Rate, hotAbove float64) *worker.Worker {
+	w, _ := p.b.scorer.LowestInTurn(req, p.workers, rate, p.b.rnd, hotAbove, p.turns)
+	return w
 }
 
 // Pick implements policy.Picker.
@@ -257,11 +271,12 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	default:
 		// Nothing to match (no text, or tokens shorter than one page): load decides and
 		// nothing is recorded.
-		c.chosen = b.scorer.LowestAt(req, p.workers, b.scorer.RateOf(p.rate), b.rnd, policy.NoHotLimit)
+		c.chosen = p.lowest(req, b.scorer.RateOf(p.rate), policy.NoHotLimit)
 	}
 	if c.chosen == nil {
 		return policy.Result{}, policy.ErrNoAvailableWorkers
 	}
+	p.turns.Note(int(p.pos[c.chosen.Index]))
 	if b.cfg.Observer != nil && c.pageSize > 0 { // trees only: the mesh does not sync placements
 		b.observe(req, c.chosen)
 	}
@@ -339,7 +354,7 @@ func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.
 			// share and, with probability q, the matched one.
 			saved := savedTokens * (1 - q)
 			if aw := b.scorer.AwaitingWork(w) * (1 - ratio*(1-q)); aw > saved {
-				if best := b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); best != nil && aw-b.scorer.AwaitingWork(best) > saved {
+				if best := p.lowest(req, rate, policy.NoHotLimit); best != nil && aw-b.scorer.AwaitingWork(best) > saved {
 					b.br.spill.Inc()
 					return best
 				}
@@ -348,8 +363,8 @@ func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.
 		b.br.match.Inc()
 		return w
 	}
-	if w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, hot); w == nil {
-		w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit)
+	if w = p.lowest(req, rate, hot); w == nil {
+		w = p.lowest(req, rate, policy.NoHotLimit)
 	}
 	if w != nil {
 		b.br.spill.Inc()
@@ -415,7 +430,7 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 		}
 		w = p.decide(req, c.cands[:n], rate, ratio, float64(matched)/float64(c.unitsPerToken), &m, c.now)
 	} else {
-		if w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
+		if w = p.lowest(req, rate, policy.NoHotLimit); w != nil {
 			b.br.miss.Inc()
 		}
 	}

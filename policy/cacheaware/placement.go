@@ -152,7 +152,7 @@ func (p *picker) pickByPlacement(req *policy.Request, c *chooser) *worker.Worker
 	n := headHashes(req.Tokens, b.cfg.CacheBoundaries, &hashes)
 	rate := b.scorer.RateOf(p.rate)
 	if n == 0 {
-		return b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit)
+		return p.lowest(req, rate, policy.NoHotLimit)
 	}
 	now := b.now.Load()
 	since := now - int64(b.cfg.CacheTTL)
@@ -169,7 +169,7 @@ func (p *picker) pickByPlacement(req *policy.Request, c *chooser) *worker.Worker
 		}
 	}
 	if !found {
-		if w = b.scorer.LowestAt(req, p.workers, rate, b.rnd, policy.NoHotLimit); w != nil {
+		if w = p.lowest(req, rate, policy.NoHotLimit); w != nil {
 			b.br.miss.Inc()
 		}
 	}

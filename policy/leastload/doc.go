@@ -5,7 +5,12 @@
 // own reported throughput, which made busy workers look cheap between reports (herding); the
 // one fleet rate is a deliberate difference (score.Config, docs/differences.md), and so is the
 // KV-pressure term's usage, the report's moved by the in-flight change since it was polled
-// (worker.LoadReport.KVOccupancyAt), where the spec reads the report alone.
+// (worker.LoadReport.KVOccupancyAt), where the spec reads the report alone. Workers equal
+// for all the gateway can tell (awaiting work within half a request when every worker is
+// computing a prefill; expected waits within one request among those computing none) are
+// taken in turn, the one picked longest ago first (score.Scorer.LowestInTurn): its prefill
+// started first, so it ends first, where the fewest awaiting tokens say nothing of progress
+// (issue 13's multi-turn tail; docs/differences.md).
 //
 // The score itself (score.Scorer) is shared with power_of_two and cache_aware, which use its
 // defaults; only this policy takes the --least-load-* flags, including the waiting-queue cap.
@@ -20,6 +25,6 @@
 //
 // # Ownership
 //
-// The Picker keeps the Group's worker slice, which is immutable. Pick allocates nothing: the
-// tie buffer is pooled.
+// The Picker keeps the Group's worker slice, which is immutable, and one atomic turn per
+// worker (the pick count at its last pick). Pick allocates nothing: the tie buffer is pooled.
 package leastload

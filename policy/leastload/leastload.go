@@ -43,7 +43,8 @@ func (*Builder) Name() string { return Name }
 
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
-	return &picker{workers: g.Workers, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd}
+	return &picker{workers: g.Workers, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
+		turns: score.NewTurns(len(g.Workers), b.rnd)}
 }
 
 type picker struct {
@@ -51,16 +52,21 @@ type picker struct {
 	scorer  *score.Scorer
 	rate    *policy.FleetRate
 	rnd     policy.Rand
+	// turns records when each worker was last picked: of workers equal for all the gateway
+	// can tell, the one picked longest ago wins (score.Scorer.LowestInTurn).
+	turns *score.Turns
 }
 
-// Pick returns the lowest expected wait. When the waiting-queue cap excludes every reporting
-// worker and none is left, it fails with ErrNoAvailableWorkers (503) rather than deepen a
-// backlog, as the spec says.
+// Pick returns the lowest expected wait, equal workers taken in turn. When the waiting-queue
+// cap excludes every reporting worker and none is left, it fails with ErrNoAvailableWorkers
+// (503) rather than deepen a backlog, as the spec says.
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
-	if w := p.scorer.LowestAt(req, p.workers, p.scorer.RateOf(p.rate), p.rnd, policy.NoHotLimit); w != nil {
-		return policy.Result{Worker: w}, nil
+	w, i := p.scorer.LowestInTurn(req, p.workers, p.scorer.RateOf(p.rate), p.rnd, policy.NoHotLimit, p.turns)
+	if w == nil {
+		return policy.Result{}, policy.ErrNoAvailableWorkers
 	}
-	return policy.Result{}, policy.ErrNoAvailableWorkers
+	p.turns.Note(i)
+	return policy.Result{Worker: w}, nil
 }
 
 // ReadsLoad marks the policy as a policy.LoadReader: its picks read load reports.

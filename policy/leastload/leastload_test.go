@@ -95,11 +95,15 @@ func TestPicksLowestExpectedWait(t *testing.T) {
 		t.Fatalf("picked %s, want %s", got.URL, c.URL)
 	}
 	// In-flight credit: one unknown-size request sent to c since its report (1024/4000 s)
-	// does not lift it over b; two more do.
+	// puts it within one request of mean size of b (1.256 s against 1.5 s): the two count as
+	// equal and b, picked less recently, wins (score.Scorer.LowestInTurn).
 	c.NoteDispatch(-1)
-	if got := pickOne(t, p, &policy.Request{}); got != c {
-		t.Fatalf("picked %s, want %s", got.URL, c.URL)
+	if got := pickOne(t, p, &policy.Request{}); got != b {
+		t.Fatalf("picked %s, want %s", got.URL, b.URL)
 	}
+	// Past a request's difference the lower wait wins, even over the workers picked longer
+	// ago: b, just picked, at 1.5 s; a at 2 s, c at (4000+4×1024)/4000 = 2.024 s.
+	c.NoteDispatch(-1)
 	c.NoteDispatch(-1)
 	c.NoteDispatch(-1)
 	if got := pickOne(t, p, &policy.Request{}); got != b {

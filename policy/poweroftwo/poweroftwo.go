@@ -141,6 +141,11 @@ func (p *picker) better(req *policy.Request, pair *[2]*worker.Worker) (w *worker
 	switch a, b := p.scorer.AwaitingWork(first), p.scorer.AwaitingWork(second); {
 	case a < b:
 		return first, false
+	case b < a && b > 0 && a-b <= p.scorer.HalfRequest(req):
+		// Both are computing a prefill and their awaiting work is within half a request like
+		// req: the first, picked less recently, started its prefill first and ends it first
+		// (score.Scorer.LowestInTurn says why the tokens alone mislead).
+		return first, false
 	case b < a:
 		return second, b > 0
 	}

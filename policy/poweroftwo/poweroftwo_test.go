@@ -178,3 +178,32 @@ func pickOne(t *testing.T, p policy.Picker) *worker.Worker {
 	}
 	return res.Worker
 }
+
+// TestBusyPairTakesTheOlderPrefill: when both candidates are computing a prefill and their
+// awaiting work differs by less than half a request like the new one, the first (picked less
+// recently, so its prefill started first) wins, where the fewer awaiting tokens won before
+// (score.Scorer.LowestInTurn: least_load's tail on the real multi-turn fleet); past half a
+// request, or against a candidate with nothing awaiting, the fewer tokens win.
+func TestBusyPairTakesTheOlderPrefill(t *testing.T) {
+	f := policytest.NewFleet(t, 2, "m")
+	a, b := f.Workers[0], f.Workers[1]
+	for _, w := range f.Workers {
+		policytest.SetReport(w, policytest.Report{Throughput: 2000}, time.Time{})
+	}
+	p := build(t, f, MetricExpectedWait, 1).(*picker)
+	req := &policy.Request{Text: make([]byte, 1400*policy.BytesPerToken)} // a band of 700 tokens
+	a.NoteAwaiting(1400)
+	b.NoteAwaiting(1380)
+	if w, _ := p.better(req, &[2]*worker.Worker{a, b}); w != a {
+		t.Fatalf("picked %s, want the first candidate %s", w.URL, a.URL)
+	}
+	a.NoteAwaiting(800) // 2,200 against 1,380: past the band
+	if w, busy := p.better(req, &[2]*worker.Worker{a, b}); w != b || !busy {
+		t.Fatalf("picked %s (busy winner %v), want %s, a busy winner", w.URL, busy, b.URL)
+	}
+	a.NoteFirstToken(800)
+	a.NoteFirstToken(1400) // a has nothing awaiting: it wins as the second candidate too
+	if w, _ := p.better(req, &[2]*worker.Worker{b, a}); w != a {
+		t.Fatalf("picked %s, want the idle candidate %s", w.URL, a.URL)
+	}
+}

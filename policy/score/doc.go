@@ -2,10 +2,14 @@
 // load-balancing fallback rank workers by (spec: Least Load; the fleet-rate change is in
 // docs/differences.md): Config and its defaults, Scorer.ReportedWait (the reference formula)
 // and Scorer.Lowest (the hand-inlined selection the pickers run, checked against it in
-// score_test.go), with ties broken uniformly at random.
+// score_test.go), with ties broken uniformly at random; Scorer.LowestInTurn, the same
+// selection with equal workers taken in the caller's turn order (the one picked longest ago
+// first).
 //
 // # Concurrency and ownership
 //
 // A Scorer is immutable and safe for concurrent use; Lowest reads the workers' atomics live
-// and allocates nothing in steady state (its tie buffers are pooled).
+// and allocates nothing in steady state (its tie buffers are pooled). LowestInTurn reads the
+// caller's turns atomically; the caller records its pick's turn after it (a pick racing in
+// the same instant may see the older turn, as it may see the pre-dispatch score).
 package score

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -54,6 +55,12 @@ const (
 // A fourth: least_load (LowestAt with Rate's step) drains a clearly slower engine's work at
 // its own rate rather than the fleet's (Rate, SlowStepRatio); power_of_two and cache_aware
 // score at the fleet rate (Lowest).
+//
+// A fifth: least_load and cache_aware's whole-fleet choices (LowestInTurn) and power_of_two's
+// pairs take workers that are equal for all the gateway can tell in turn, the one picked
+// longest ago first: awaiting work within half a request like the new one (HalfRequest) when
+// every worker is computing a prefill, expected waits within one request of mean size among
+// workers with nothing awaiting. The spec's order decides only past those bands.
 //
 // The zero value is not valid; start from DefaultConfig.
 type Config struct {
@@ -161,6 +168,19 @@ func (s *Scorer) AwaitingWork(w *worker.Worker) float64 {
 	return float64(known) + float64(unknown)*float64(s.cfg.MeanPrefillTokens)
 }
 
+// HalfRequest is half of req's token count (policy.DispatchTokens; MeanPrefillTokens when
+// unknown): awaiting work closer than that to another worker's is the same number of requests
+// like req queued, so LowestInTurn and power_of_two treat it as equal. A whole request (or
+// a request of mean size) of tolerance put the simulated heterogeneous fleet's short prompts
+// on slower engines in turn (TTFT p99 0.71-0.75 → 0.71-0.76 × round robin's); half of one
+// keeps them off (0.72-0.73) and the multi-turn gain.
+func (s *Scorer) HalfRequest(req *policy.Request) float64 {
+	if own := policy.DispatchTokens(req); own >= 0 {
+		return float64(own) / 2
+	}
+	return float64(s.cfg.MeanPrefillTokens) / 2
+}
+
 // ReportedWait returns w's expected wait from its load report r (non-nil) at rate (the
 // fleet's, Rate), crediting the work dispatched to w since r. capped is true when the
 // waiting-queue cap excludes w. It is the reference formula; LowestAt inlines it.
@@ -208,6 +228,56 @@ func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec f
 // LowestAt is Lowest with a clearly slower worker's work drained at its own rate (Rate,
 // SecondsPerToken); Lowest is LowestAt with no mean step, every worker at the fleet rate.
 func (s *Scorer) LowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64) *worker.Worker {
+	w, _ := s.lowestAt(req, ws, rate, rnd, hotAbove, nil)
+	return w
+}
+
+// LowestInTurn is LowestAt with the caller's record of when each worker was last picked
+// (turns, for ws in order: the caller Notes each pick) deciding among reporting workers that are equal for
+// all the gateway can tell, as round robin's rotation would; it returns the index in ws of
+// the worker chosen too (-1 with none), for the caller to record its turn.
+//
+//   - When every reporting worker has work awaiting its first token (each is computing a
+//     prefill), those whose awaiting work is within one request of mean size
+//     (MeanPrefillTokens) of the least are equal, and the one picked longest ago wins: its
+//     prefill started first, so it ends first. The awaiting tokens say how much is queued,
+//     not how far the engine has got with it; ranked on them alone, least_load's picks at 70%
+//     load on the real multi-turn fleet went to a worker whose prefill would end 85 ms later
+//     on average, where the soonest-free one's ended in 36 ms; round robin's went to one
+//     ending in 37 (docs/benchmarks.md §3, run QMT1: per-request records of the mocks).
+//   - When some have none, those are the candidates, and among them expected waits within
+//     one request of mean size of the lowest are equal, the one picked longest ago winning.
+//
+// Past those bands the spec's order stands (docs/differences.md).
+func (s *Scorer) LowestInTurn(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64, turns *Turns) (*worker.Worker, int) {
+	return s.lowestAt(req, ws, rate, rnd, hotAbove, turns)
+}
+
+// Turns records when each worker of a group (by its place in the group's slice) was last
+// picked, on a clock that counts picks, for LowestInTurn. Safe for concurrent use: atomics.
+type Turns struct {
+	at    []atomic.Uint64
+	clock atomic.Uint64
+}
+
+// NewTurns returns the turns of a group of n workers, in a random first order (so no worker
+// is favoured by its place in the group).
+func NewTurns(n int, rnd policy.Rand) *Turns {
+	t := &Turns{at: make([]atomic.Uint64, n)}
+	for i := range t.at {
+		j := rnd.IntN(i + 1) // Fisher-Yates of 0..n-1 into at
+		t.at[i].Store(t.at[j].Load())
+		t.at[j].Store(uint64(i))
+	}
+	t.clock.Store(uint64(n))
+	return t
+}
+
+// Note records that the worker at place i was picked now.
+func (t *Turns) Note(i int) { t.at[i].Store(t.clock.Add(1)) }
+
+// lowestAt is LowestAt and, with turns, LowestInTurn.
+func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64, turns *Turns) (*worker.Worker, int) {
 	t := getTies()
 	defer putTies(t)
 	// The loop is ReportedWait written out: this is the O(n) part of least_load and
@@ -261,6 +331,9 @@ func (s *Scorer) LowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 		score := (queued+float64(known)+float64(unknown)*mean)*perToken + kvWeight*r.KVOccupancyAt(inFlight)
 		_, awKnown, awUnknown := w.Awaiting()
 		awaiting := float64(awKnown) + float64(awUnknown)*mean
+		if turns != nil {
+			t.near = append(t.near, near{i: int32(i), awaiting: awaiting, score: score})
+		}
 		switch {
 		case awaiting < bestAwaiting || awaiting == bestAwaiting && score < bestRep:
 			bestAwaiting, bestRep = awaiting, score
@@ -269,26 +342,60 @@ func (s *Scorer) LowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 			t.rep = append(t.rep, int32(i))
 		}
 	}
+	if turns != nil && len(t.rep) > 0 {
+		// The earliest turn among the equals replaces the exact ties; bestRep stays the lowest
+		// wait, which is what a worker without a report is compared with below.
+		awaitingLimit := bestAwaiting
+		if bestAwaiting > 0 {
+			awaitingLimit += s.HalfRequest(req)
+		}
+		scoreLimit := math.Inf(1)
+		for _, c := range t.near {
+			if c.awaiting <= awaitingLimit {
+				scoreLimit = min(scoreLimit, c.score)
+			}
+		}
+		scoreLimit += mean * inv
+		first := uint64(math.MaxUint64)
+		for _, c := range t.near {
+			if c.awaiting <= awaitingLimit && c.score <= scoreLimit {
+				if turn := turns.at[c.i].Load(); turn < first {
+					first = turn
+					t.rep = append(t.rep[:0], c.i)
+				}
+			}
+		}
+	}
+	i := t.choose(rnd, bestRep, bestRep+float64(minDark)*mean*inv)
+	if i < 0 {
+		return nil, -1
+	}
+	return ws[i], i
+}
+
+// choose returns the index of a worker among the best reporting ones (rep, at score best) and
+// those without a report (dark, at darkScore): the spec's graceful degradation, exact ties
+// broken at random; -1 when there are none.
+func (t *ties) choose(rnd policy.Rand, best, darkScore float64) int {
 	switch {
 	case len(t.rep) == 0 && len(t.dark) == 0:
-		return nil
+		return -1
 	case len(t.rep) == 0: // nobody reports: join the shortest queue
-		return ws[t.dark[pick(rnd, len(t.dark))]]
+		return int(t.dark[pick(rnd, len(t.dark))])
 	case len(t.dark) == 0:
-		return ws[t.rep[pick(rnd, len(t.rep))]]
+		return int(t.rep[pick(rnd, len(t.rep))])
 	}
-	darkScore := bestRep + float64(minDark)*mean*inv
 	switch {
-	case darkScore < bestRep: // only with a negative in-flight count, which is a bug elsewhere
-		return ws[t.dark[pick(rnd, len(t.dark))]]
-	case darkScore > bestRep:
-		return ws[t.rep[pick(rnd, len(t.rep))]]
+	case darkScore < best: // only with a negative in-flight count, which is a bug elsewhere
+		return int(t.dark[pick(rnd, len(t.dark))])
+	case darkScore > best:
+		return int(t.rep[pick(rnd, len(t.rep))])
 	}
 	k := pick(rnd, len(t.rep)+len(t.dark))
 	if k < len(t.rep) {
-		return ws[t.rep[k]]
+		return int(t.rep[k])
 	}
-	return ws[t.dark[k-len(t.rep)]]
+	return int(t.dark[k-len(t.rep)])
 }
 
 func pick(rnd policy.Rand, n int) int {
@@ -302,6 +409,13 @@ func pick(rnd policy.Rand, n int) int {
 // over an idle fleet, where every worker ties, allocates nothing in steady state.
 type ties struct {
 	rep, dark []int32
+	near      []near // LowestInTurn: every reporting worker considered
+}
+
+// near is a reporting worker's keys in one LowestInTurn selection.
+type near struct {
+	i               int32
+	awaiting, score float64
 }
 
 var tiesPool = sync.Pool{New: func() any { return new(ties) }}
@@ -309,6 +423,6 @@ var tiesPool = sync.Pool{New: func() any { return new(ties) }}
 func getTies() *ties { return tiesPool.Get().(*ties) }
 
 func putTies(t *ties) {
-	t.rep, t.dark = t.rep[:0], t.dark[:0]
+	t.rep, t.dark, t.near = t.rep[:0], t.dark[:0], t.near[:0]
 	tiesPool.Put(t)
 }

@@ -147,3 +147,40 @@ func scoreOf(s *score.Scorer, ws []*worker.Worker, w *worker.Worker, rate score.
 	// plus its own in-flight requests.
 	return key{bestRep.awaiting, bestRep.wait + float64(w.InFlight.Load())*float64(s.Config().MeanPrefillTokens)/rate.TokensPerSecond}
 }
+
+// TestLowestInTurnTakesTheOldestPrefill: when every worker is computing a prefill, awaiting
+// work that differs by less than half a request like the new one is equal, and the worker
+// picked longest ago wins, where LowestAt takes the fewest awaiting tokens (the tail of
+// least_load on the real multi-turn fleet, docs/benchmarks.md §3 run QMT1). A worker with
+// nothing awaiting still wins outright, and past half a request the fewer tokens win.
+func TestLowestInTurnTakesTheOldestPrefill(t *testing.T) {
+	f := policytest.NewFleet(t, 3, "m")
+	a, b, c := f.Workers[0], f.Workers[1], f.Workers[2]
+	for _, w := range f.Workers {
+		policytest.SetReport(w, policytest.Report{Throughput: 2000}, time.Time{})
+	}
+	s := score.New(score.DefaultConfig())
+	rate := s.RateOf(s.NewFleetRate(f.Workers))
+	req := &policy.Request{Text: make([]byte, 1400*policy.BytesPerToken)} // 1,400 tokens: a band of 700
+	a.NoteAwaiting(1400)
+	b.NoteAwaiting(1380)
+	c.NoteAwaiting(1390)
+	turns := score.NewTurns(3, testutil.NewRand(1))
+	turns.Note(0) // a picked longest ago: its prefill started first
+	turns.Note(2)
+	turns.Note(1)
+	if got := s.LowestAt(req, f.Workers, rate, testutil.NewRand(1), policy.NoHotLimit); got != b {
+		t.Fatalf("LowestAt picked %s, want the fewest awaiting tokens %s", got.URL, b.URL)
+	}
+	if got, i := s.LowestInTurn(req, f.Workers, rate, testutil.NewRand(1), policy.NoHotLimit, turns); got != a || i != 0 {
+		t.Fatalf("LowestInTurn picked %v (index %d), want the one picked longest ago %s", got, i, a.URL)
+	}
+	a.NoteAwaiting(800) // a: 2,200 tokens, 820 more than b's: past the band
+	if got, _ := s.LowestInTurn(req, f.Workers, rate, testutil.NewRand(1), policy.NoHotLimit, turns); got != c {
+		t.Fatalf("LowestInTurn picked %s, want %s (c picked before b, both in the band)", got.URL, c.URL)
+	}
+	b.NoteFirstToken(1380) // b computes nothing: it wins whatever the turns
+	if got, _ := s.LowestInTurn(req, f.Workers, rate, testutil.NewRand(1), policy.NoHotLimit, turns); got != b {
+		t.Fatalf("LowestInTurn picked %s, want the worker with nothing awaiting %s", got.URL, b.URL)
+	}
+}
