@@ -238,8 +238,8 @@ func (s *Scorer) LowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 // the worker chosen too (-1 with none), for the caller to record its turn.
 //
 //   - When every reporting worker has work awaiting its first token (each is computing a
-//     prefill), those whose awaiting work is within one request of mean size
-//     (MeanPrefillTokens) of the least are equal, and the one picked longest ago wins: its
+//     prefill), those whose awaiting work is within half of req's tokens (HalfRequest) of
+//     the least are equal, and the one picked longest ago wins: its
 //     prefill started first, so it ends first. The awaiting tokens say how much is queued,
 //     not how far the engine has got with it; ranked on them alone, least_load's picks at 70%
 //     load on the real multi-turn fleet went to a worker whose prefill would end 85 ms later
