@@ -37,9 +37,8 @@ const lingerTimeout = 2 * time.Second
 var ErrClientGone = errors.New("the client closed the connection")
 
 const (
-	initialIn = 4 << 10
-	// Sockets are watched edge-triggered (readAgain in loop.go says how nothing is missed).
-	baseEvents  = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
+	initialIn   = 4 << 10
+	baseEvents  = unix.EPOLLIN | unix.EPOLLRDHUP
 	readEvents  = unix.EPOLLIN
 	writeEvents = unix.EPOLLOUT
 )
@@ -56,8 +55,6 @@ type clientConn struct {
 	events     uint32
 	readPaused bool
 	dirty      bool
-	again      bool // queued to be read again (loop.readAgain)
-	peerClosed bool // EPOLLRDHUP seen: every read is followed by another until the end
 	closeAfter bool // close once out is sent (no keep-alive, refused request, draining)
 	continued  bool // "100 Continue" was sent for the request being read
 	resuming   bool // queued to parse a pipelined request
@@ -92,18 +89,6 @@ func (l *loop) open(fd int) {
 func (c *clientConn) onEvent(ev uint32) {
 	if c.state == stateClosed {
 		return
-	}
-	if ev == evAgain {
-		switch {
-		case c.lingering:
-			c.discard()
-		case !c.readPaused: // a paused connection is read again when it resumes (setEvents)
-			c.read()
-		}
-		return
-	}
-	if ev&unix.EPOLLRDHUP != 0 {
-		c.peerClosed = true
 	}
 	if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 		c.close(ErrClientGone)
@@ -166,10 +151,6 @@ func (c *clientConn) discard() {
 	}
 	if err != nil || n == 0 {
 		c.close(nil)
-		return
-	}
-	if n == len(buf) || c.peerClosed {
-		c.l.readAgain(c)
 	}
 }
 
@@ -381,7 +362,7 @@ func (c *clientConn) flush() {
 
 // setEvents registers the events the connection's state calls for.
 func (c *clientConn) setEvents() {
-	ev := uint32(unix.EPOLLRDHUP | unix.EPOLLET)
+	ev := uint32(unix.EPOLLRDHUP)
 	if !c.readPaused {
 		ev |= readEvents
 	}
@@ -431,7 +412,6 @@ func (c *clientConn) recycle() {
 		c.out = nil
 	}
 	c.readPaused, c.closeAfter, c.continued, c.resuming = false, false, false, false
-	c.peerClosed = false
 	c.linger, c.lingering = false, false
 	c.x.reset()
 	c.l.free = append(c.l.free, c)
@@ -448,9 +428,6 @@ func (c *clientConn) readClient(buf []byte) int {
 	case err != 0 || n == 0:
 		c.close(ErrClientGone)
 		return 0
-	}
-	if n == len(buf) || c.peerClosed {
-		c.l.readAgain(c)
 	}
 	return n
 }

@@ -52,8 +52,6 @@ type upstreamConn struct {
 	events     uint32
 	leftover   bool // bytes after the answer: the connection cannot be reused
 	closed     bool
-	again      bool // queued to be read again (loop.readAgain)
-	peerClosed bool // EPOLLRDHUP seen: every read is followed by another until the end
 	t          timer
 	tls        *tlsConn // a worker behind TLS (tls.go); out and in are its plaintext
 }
@@ -220,7 +218,7 @@ func (u *upstreamConn) write() error {
 }
 
 func (u *upstreamConn) setEvents() {
-	ev := uint32(unix.EPOLLRDHUP | unix.EPOLLET)
+	ev := uint32(unix.EPOLLRDHUP)
 	if !u.paused {
 		ev |= readEvents
 	}
@@ -243,15 +241,6 @@ func (u *upstreamConn) pauseReads(paused bool) {
 func (u *upstreamConn) onEvent(ev uint32) {
 	if u.closed {
 		return
-	}
-	if ev == evAgain {
-		if !u.paused && !u.connecting { // a paused connection is read again when it resumes
-			u.read()
-		}
-		return
-	}
-	if ev&unix.EPOLLRDHUP != 0 {
-		u.peerClosed = true
 	}
 	if u.connecting {
 		if ev&(writeEvents|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
@@ -323,9 +312,6 @@ func (u *upstreamConn) read() {
 		u.fail(&UpstreamError{Err: errEOF})
 		return
 	}
-	if n == cap(u.in)-len(u.in) || u.peerClosed {
-		u.pool.l.readAgain(u)
-	}
 	u.in = u.in[:len(u.in)+n]
 	u.owner.onUpstreamData(u)
 }
@@ -365,7 +351,7 @@ func (u *upstreamConn) close() {
 	u.closed = true
 	u.owner = nil
 	l := u.pool.l
-	l.timers.remove(&u.t) // the connection is dropped: its heap entry must not keep it
+	l.timers.disarm(&u.t)
 	if u.tls != nil {
 		u.tls.cancel() // a handshake still running ends; tlsReady closes its socket
 	}
