@@ -253,11 +253,7 @@ func TestAwaitingExchangeLearnsTheClientLeft(t *testing.T) {
 func TestCallOutlivesItsExchange(t *testing.T) {
 	p := &callProxy{main: echoUpstream(t, "main", 0), side: echoUpstream(t, "side", 200*time.Millisecond)}
 	addr := startCallProxy(t, p)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialClosed(t, addr)
 	br := bufio.NewReader(c)
 	for i := range 2 {
 		fmt.Fprintf(c, "POST /alone HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nb%d", i)

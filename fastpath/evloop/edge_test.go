@@ -61,11 +61,7 @@ func TestWholeRequestAndAnswerLargerThanOneRead(t *testing.T) {
 	})
 	p := &proxy{addr: up}
 	addr := startProxy(t, p, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialClosed(t, addr)
 	br := bufio.NewReader(c)
 	for i, bodyLen := range []int{600 << 10, 3000, 100 << 10} { // past the first 4 KiB read, and not
 		req := append([]byte(fmt.Sprintf("POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", bodyLen)), bytes.Repeat([]byte("b"), bodyLen)...)
@@ -110,11 +106,7 @@ func TestClientFINRightAfterItsRequestEndsTheExchange(t *testing.T) {
 	}))
 	p := &proxy{addr: up}
 	addr := startProxy(t, p, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialClosed(t, addr)
 	// The request and the FIN leave together; nothing follows them.
 	fmt.Fprintf(c, "POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {

@@ -239,11 +239,7 @@ func TestSlowClientBoundsBuffering(t *testing.T) {
 	}))
 	p := &proxy{addr: up}
 	addr := startProxy(t, p, func(c *Config) { c.OutputLimit = 64 << 10 })
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialClosed(t, addr)
 	_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
 	fmt.Fprintf(c, "POST /stream HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
 	// An unbounded proxy takes everything the worker writes (gigabytes a second on
@@ -349,11 +345,7 @@ func TestIdleTimeoutAfterKeepAliveTraffic(t *testing.T) {
 	}))
 	const idle = 300 * time.Millisecond
 	addr := startProxy(t, &proxy{addr: up}, func(c *Config) { c.Loops, c.IdleTimeout = 1, idle })
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialClosed(t, addr)
 	br := bufio.NewReader(c)
 	for i := range 12 { // about 2 idle periods of traffic, one request per sixth of one
 		fmt.Fprint(c, "POST /x HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
@@ -395,4 +387,15 @@ func TestConfigZeroIsRefused(t *testing.T) {
 			t.Errorf("New accepted a zero %s", name)
 		}
 	}
+}
+
+// dialClosed connects to the proxy at addr, the connection closed when the test ends.
+func dialClosed(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
