@@ -628,3 +628,25 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// The gnet event loops hold a P each while they wait, so an engine-mode fleet on gnet asks
+// for Ps beside them (Config.SchedulerProcs); the other fleets keep the process's.
+func TestSchedulerProcsGivesEngineLoopsTheirOwnPs(t *testing.T) {
+	for _, tc := range []struct {
+		mode   Mode
+		server ServerKind
+		loops  int
+		want   int
+	}{
+		{ModeEngine, ServerGnet, 2, 4},
+		{ModeEngine, ServerGnet, 1, 3},
+		{ModeEngine, ServerFastHTTP, 2, 2},
+		{ModeInstant, ServerGnet, 2, 2},
+	} {
+		cfg := DefaultConfig()
+		cfg.Mode, cfg.Server, cfg.EventLoops = tc.mode, tc.server, tc.loops
+		if got := cfg.SchedulerProcs(2); got != tc.want {
+			t.Errorf("%s on %s with %d loops: SchedulerProcs(2) = %d, want %d", tc.mode, tc.server, tc.loops, got, tc.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,9 @@ import (
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/mockworker"
 )
+
+// startProcs is the process's GOMAXPROCS before run changes it (run stays repeatable in tests).
+var startProcs = runtime.GOMAXPROCS(0)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil))
@@ -40,6 +44,8 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 		defer f.Close()
 		cfg.RequestLog = f
 	}
+	// The engine model's timers need Ps that the event loops' waits do not hold.
+	runtime.GOMAXPROCS(cfg.SchedulerProcs(startProcs))
 	fleet, err := mockworker.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "mockworker: %v\n", err)
