@@ -37,8 +37,9 @@ const lingerTimeout = 2 * time.Second
 var ErrClientGone = errors.New("the client closed the connection")
 
 const (
-	initialIn   = 4 << 10
-	baseEvents  = unix.EPOLLIN | unix.EPOLLRDHUP
+	initialIn = 4 << 10
+	// Sockets are watched edge-triggered (readAgain in loop.go says how nothing is missed).
+	baseEvents  = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
 	readEvents  = unix.EPOLLIN
 	writeEvents = unix.EPOLLOUT
 )
@@ -55,6 +56,8 @@ type clientConn struct {
 	events     uint32
 	readPaused bool
 	dirty      bool
+	again      bool // queued to be read again (loop.readAgain)
+	peerClosed bool // EPOLLRDHUP seen: every read is followed by another until the end
 	closeAfter bool // close once out is sent (no keep-alive, refused request, draining)
 	continued  bool // "100 Continue" was sent for the request being read
 	resuming   bool // queued to parse a pipelined request
@@ -89,6 +92,18 @@ func (l *loop) open(fd int) {
 func (c *clientConn) onEvent(ev uint32) {
 	if c.state == stateClosed {
 		return
+	}
+	if ev == evAgain {
+		switch {
+		case c.lingering:
+			c.discard()
+		case !c.readPaused: // a paused connection is read again when it resumes (setEvents)
+			c.read()
+		}
+		return
+	}
+	if ev&unix.EPOLLRDHUP != 0 {
+		c.peerClosed = true
 	}
 	if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 		c.close(ErrClientGone)
@@ -151,6 +166,10 @@ func (c *clientConn) discard() {
 	}
 	if err != nil || n == 0 {
 		c.close(nil)
+		return
+	}
+	if n == len(buf) || c.peerClosed {
+		c.l.readAgain(c)
 	}
 }
 
@@ -362,7 +381,7 @@ func (c *clientConn) flush() {
 
 // setEvents registers the events the connection's state calls for.
 func (c *clientConn) setEvents() {
-	ev := uint32(unix.EPOLLRDHUP)
+	ev := uint32(unix.EPOLLRDHUP | unix.EPOLLET)
 	if !c.readPaused {
 		ev |= readEvents
 	}
@@ -412,6 +431,7 @@ func (c *clientConn) recycle() {
 		c.out = nil
 	}
 	c.readPaused, c.closeAfter, c.continued, c.resuming = false, false, false, false
+	c.peerClosed = false
 	c.linger, c.lingering = false, false
 	c.x.reset()
 	c.l.free = append(c.l.free, c)
@@ -428,6 +448,9 @@ func (c *clientConn) readClient(buf []byte) int {
 	case err != 0 || n == 0:
 		c.close(ErrClientGone)
 		return 0
+	}
+	if n == len(buf) || c.peerClosed {
+		c.l.readAgain(c)
 	}
 	return n
 }

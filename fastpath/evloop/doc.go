@@ -13,6 +13,12 @@
 // fed it (flushes are coalesced per wake-up, never corked: the bytes go out before the loop
 // sleeps again).
 //
+// Sockets are registered edge-triggered (EPOLLET), as nginx registers them: level-triggered
+// epoll polls every socket it reported once more in the next epoll_wait, which made the empty
+// poll before a park cost a socket poll per event of the wake-up before. A read that filled
+// its buffer, or one after the peer's FIN was reported, is followed by one more before the
+// loop waits (loop.readAgain): what level-triggered epoll would have reported next.
+//
 // The loops are built on golang.org/x/sys/unix's epoll, not on gnet/v2's engine, for two
 // reasons found reading gnet v2.9.7: gnet cannot stop reading one connection (its read
 // handler always drains the socket into an unbounded buffer), so it cannot give a slow

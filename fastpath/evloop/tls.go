@@ -313,6 +313,9 @@ func (u *upstreamConn) readTLS() {
 	case n == 0:
 		w.eof = true
 	default:
+		if n == cap(w.raw)-len(w.raw) || u.peerClosed {
+			u.pool.l.readAgain(u)
+		}
 		w.raw = w.raw[:len(w.raw)+n]
 	}
 	got, err := u.decrypt()

@@ -52,6 +52,8 @@ type upstreamConn struct {
 	events     uint32
 	leftover   bool // bytes after the answer: the connection cannot be reused
 	closed     bool
+	again      bool // queued to be read again (loop.readAgain)
+	peerClosed bool // EPOLLRDHUP seen: every read is followed by another until the end
 	t          timer
 	tls        *tlsConn // a worker behind TLS (tls.go); out and in are its plaintext
 }
@@ -218,7 +220,7 @@ func (u *upstreamConn) write() error {
 }
 
 func (u *upstreamConn) setEvents() {
-	ev := uint32(unix.EPOLLRDHUP)
+	ev := uint32(unix.EPOLLRDHUP | unix.EPOLLET)
 	if !u.paused {
 		ev |= readEvents
 	}
@@ -241,6 +243,15 @@ func (u *upstreamConn) pauseReads(paused bool) {
 func (u *upstreamConn) onEvent(ev uint32) {
 	if u.closed {
 		return
+	}
+	if ev == evAgain {
+		if !u.paused && !u.connecting { // a paused connection is read again when it resumes
+			u.read()
+		}
+		return
+	}
+	if ev&unix.EPOLLRDHUP != 0 {
+		u.peerClosed = true
 	}
 	if u.connecting {
 		if ev&(writeEvents|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
@@ -312,6 +323,9 @@ func (u *upstreamConn) read() {
 		u.fail(&UpstreamError{Err: errEOF})
 		return
 	}
+	if n == cap(u.in)-len(u.in) || u.peerClosed {
+		u.pool.l.readAgain(u)
+	}
 	u.in = u.in[:len(u.in)+n]
 	u.owner.onUpstreamData(u)
 }
@@ -351,7 +365,7 @@ func (u *upstreamConn) close() {
 	u.closed = true
 	u.owner = nil
 	l := u.pool.l
-	l.timers.disarm(&u.t)
+	l.timers.remove(&u.t) // the connection is dropped: its heap entry must not keep it
 	if u.tls != nil {
 		u.tls.cancel() // a handshake still running ends; tlsReady closes its socket
 	}
