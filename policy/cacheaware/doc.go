@@ -25,10 +25,11 @@
 //     among the workers that are not hot does, or among all when every worker is hot (spill).
 //     The spill target becomes another holder of the prefix, so a hot prefix replicates.
 //     A holder that last used the prefix more than half its horizon ago (its engine may have
-//     dropped it, liveness.go) is passed over too, when the token work awaiting its first
-//     token there exceeds the least-loaded worker's by more than the hit would save, both
-//     weighed by how doubtful the hit is (spill): such a hit may be a whole prefill queued
-//     behind others (decide, issue 13).
+//     dropped it, liveness.go) is passed over too, for a worker with nothing awaiting its
+//     first token, when the token work awaiting its first token there exceeds what the hit
+//     would save, both weighed by how doubtful the hit is (spill): such a hit may be a whole
+//     prefill queued behind others (decide, issue 13). With no such worker (a busy fleet)
+//     the holder keeps it.
 //  3. When a retry moves a request, the gateway's Record call inserts the prefix for the worker
 //     that finally served it.
 //
