@@ -52,6 +52,9 @@ type attempt struct {
 	// keys and key count the request against its routing key while main is in flight.
 	keys *policy.KeyLoads
 	key  uint64
+	// decode times main's relayed stream, a token a piece, for its worker's decode-step
+	// estimate (worker.DecodeTimer).
+	decode worker.DecodeTimer
 }
 
 // start readies an admitted request's attempt: its deadline and its routing key.
@@ -147,6 +150,17 @@ func (a *attempt) awaitFirstToken(l *leg) {
 	l.awaitTokens, l.awaiting = policy.DispatchTokens(a.req), true
 	l.w.NoteAwaiting(l.awaitTokens)
 }
+
+// streamPiece records a piece of main's relayed stream arriving at now (clock nanoseconds):
+// the first is its first token.
+func (a *attempt) streamPiece(now int64) {
+	a.main.firstToken()
+	a.decode.Piece(now)
+}
+
+// streamDone records that main's relayed stream ended whole: the gaps between its pieces are
+// its worker's decode steps (worker.Worker.NoteDecode).
+func (a *attempt) streamDone() { a.decode.Finish(a.main.w) }
 
 // last reports whether the attempt under way is the request's last by count: a retryable
 // answer is then delivered as it is.

@@ -227,8 +227,11 @@ func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
 	return true
 }
 
-// UpstreamBody implements evloop.BodyWatcher: a relayed stream's first token arrived.
-func (le *loopExchange) UpstreamBody(*evloop.Exchange) { le.x.attempt.main.firstToken() }
+// UpstreamBody implements evloop.BodyWatcher: a piece of a relayed stream arrived, the first
+// its first token.
+func (le *loopExchange) UpstreamBody(ex *evloop.Exchange) {
+	le.x.attempt.streamPiece(ex.Now().UnixNano())
+}
 
 func (le *loopExchange) addHeaders(ex *evloop.Exchange) {
 	le.answerHeaders(ex, le.x.attempt.main.w)
@@ -276,6 +279,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		if err != nil { // the stream broke on the worker's side: a fault
 			a.main.settle(0, err)
 		} else {
+			a.streamDone()
 			a.main.settle(ex.Status(), nil)
 			a.served(le.rt, w)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/smg-go/smg/internal/testutil"
+	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/breaker"
 )
 
@@ -268,6 +269,47 @@ func TestStreamAwaitsItsFirstToken(t *testing.T) {
 	close(fw.events)
 	readEvent(t, br)
 	testutil.Eventually(t, "in-flight 0 after the stream ended", func() bool { return w.InFlight.Load() == 0 })
+}
+
+// TestStreamTimesItsDecodeSteps: a relayed stream that ends whole gives its worker one sample
+// of its decode step (worker.Worker.DecodeStep: the gaps between its pieces after the first,
+// worker.DecodeTimer), the speed the load-aware policies compare workers by; one with fewer
+// than worker.MinDecodeSteps pieces after its first, or a buffered answer, gives none.
+func TestStreamTimesItsDecodeSteps(t *testing.T) {
+	for _, c := range []struct {
+		events, samples int
+		buffered        bool
+	}{
+		{worker.MinDecodeSteps + 2, 1, false}, // its first, then MinDecodeSteps+2 gaps (the fake's [DONE] a piece of its own)
+		{worker.MinDecodeSteps - 1, 0, false}, // MinDecodeSteps-1 gaps
+		{0, 0, true},
+	} {
+		fw := newFakeWorker(t, "a", 200)
+		g := newGateway(t, "round_robin", Config{}, fw)
+		w := g.reg.Current().Workers[0]
+		if c.buffered {
+			if r := g.do("POST", "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hello"}]}`); r.StatusCode() != 200 {
+				t.Fatalf("buffered request: %d %s", r.StatusCode(), r.Body())
+			}
+		} else {
+			conn, br := openStream(t, g)
+			for i := range c.events {
+				fw.events <- fmt.Sprintf(`{"n":%d}`, i)
+				readEvent(t, br) // relayed before the next leaves: a piece each
+				time.Sleep(time.Millisecond)
+			}
+			close(fw.events)
+			readEvent(t, br)
+			// Closed only once the gateway has the whole answer: a client gone before the
+			// worker's last chunk is no answer ended whole.
+			defer conn.Close()
+		}
+		testutil.Eventually(t, "in-flight 0 after the answer", func() bool { return w.InFlight.Load() == 0 })
+		if step, n := w.DecodeStep(); n != int64(c.samples) || c.samples > 0 && !(step > 0) {
+			t.Errorf("stream of %d events (buffered %v): DecodeStep %v s from %d answers, want %d sample(s), above 0",
+				c.events, c.buffered, step, n, c.samples)
+		}
+	}
 }
 
 // TestFailedStreamStopsAwaiting: a stream answered with an error, which never sends an event,

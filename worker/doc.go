@@ -12,7 +12,8 @@
 // never races with itself.
 //
 // Fast-changing state is not copied into snapshots: a Worker's in-flight count and status are
-// atomics read live. A Snapshot only changes when membership or status changes.
+// atomics read live, and so are the request path's measurements (the requests awaiting a
+// first token, the first-byte waits, the decode-step estimate of speed.go). A Snapshot only changes when membership or status changes.
 //
 // # Ownership
 //

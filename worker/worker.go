@@ -134,6 +134,8 @@ type Worker struct {
 	cbMetrics *breaker.Metrics
 	// firstByte is the request path's record of answers starting (stall.go).
 	firstByte firstByteState
+	// decode is the worker's decode-step estimate from the answers relayed (speed.go).
+	decode decodeState
 }
 
 // Status returns the worker's current status.

@@ -36,9 +36,10 @@ type Forwarder interface {
 	Wake(x *Exchange)
 }
 
-// BodyWatcher is a Forwarder told when the body of an answer it relays starts: a stream's
-// first event, which is its first token (the expected-wait score counts the requests
-// awaiting theirs).
+// BodyWatcher is a Forwarder told of each piece of the body of an answer it relays, as the
+// piece is relayed (Now is when it arrived): a stream's first piece is its first token (the
+// expected-wait score counts the requests awaiting theirs), and the gaps between the later
+// ones are the engine's decode steps (worker.DecodeTimer).
 type BodyWatcher interface {
 	UpstreamBody(x *Exchange)
 }
@@ -133,7 +134,6 @@ type Exchange struct {
 	dec        bodyDecoder
 	chunked    bool // the relayed answer goes to the client chunked
 	relayed    bool
-	bodySeen   bool // a relayed answer's body started (BodyWatcher)
 	lastTwo    [2]byte
 	upPaused   bool
 	held       []byte // the held answer's head as the worker sent it (x.head indexes it)
@@ -622,10 +622,9 @@ func (x *Exchange) onUpstreamData(up *upstreamConn) {
 	}
 }
 
-// noteBody tells a BodyWatcher forwarder when n > 0 is the first of the answer's body relayed.
+// noteBody tells a BodyWatcher forwarder of a piece of n > 0 bytes of the answer's body relayed.
 func (x *Exchange) noteBody(n int) {
-	if n > 0 && !x.bodySeen {
-		x.bodySeen = true
+	if n > 0 {
 		if bw, ok := x.fw.(BodyWatcher); ok {
 			bw.UpstreamBody(x)
 		}
@@ -648,7 +647,7 @@ func (x *Exchange) startAnswer(head []byte) {
 	x.c.l.timers.disarm(&x.tw)
 	x.dec.init(h)
 	if x.fw.UpstreamHead(x, h.status) {
-		x.phase, x.relayed, x.lastTwo, x.bodySeen = phaseRelaying, true, [2]byte{}, false
+		x.phase, x.relayed, x.lastTwo = phaseRelaying, true, [2]byte{}
 		if !x.target.HeadBy.IsZero() { // the head came in time: the body has the deadline
 			x.c.l.timers.arm(&x.t, x.deadline, timerDeadline)
 		}

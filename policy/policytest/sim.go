@@ -211,7 +211,9 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // ws[i]) on a synthetic clock and returns what it measured. It does what the gateway does
 // around a pick: NoteDispatch (policy.DispatchTokens: the routing text's size) and the
 // in-flight count, up at the pick and down when the last token is out; the requests awaiting
-// their first token (Worker.NoteAwaiting), up at the pick and down at the first token; and every ReportEvery
+// their first token (Worker.NoteAwaiting), up at the pick and down at the first token; each
+// answer's decode steps, the gaps between its tokens after the first (worker.DecodeTimer; every
+// worker's estimate is cleared at the start); and every ReportEvery
 // it polls each engine's load report (running requests, output tokens per second over the
 // last second, KV usage; no waiting queue, as Engine explains) and publishes it as the load
 // monitor does (SimConfig.ReportSpread, ReportLag, CreditFromPublication). Deterministic: no
@@ -231,6 +233,7 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 		engines[i] = &simEngine{e: cfg.Engines[i], w: w, takeAt: math.MaxInt64, publishAt: math.MaxInt64}
 		w.SetLoad(nil)
 		w.InFlight.Store(0)
+		w.ClearDecode()
 		if n, _, _ := w.Awaiting(); n != 0 { // a previous run ends with every request answered
 			panic("policytest.Simulate: a worker has requests awaiting their first token before the run")
 		}
@@ -392,6 +395,9 @@ type simSeq struct {
 	prefilled int // prompt tokens computed or cached
 	generated int
 	ttft      time.Duration
+	// decode times its tokens after the first, one a step, as the gateway's relay does
+	// (worker.DecodeTimer).
+	decode worker.DecodeTimer
 }
 
 type simEngine struct {
@@ -461,6 +467,7 @@ func (e *simEngine) finishStep(now time.Duration) (first []*simSeq) {
 			e.w.NoteFirstToken(s.tokens)
 			first = append(first, s)
 		}
+		s.decode.Piece(int64(now))
 		s.generated++
 	}
 	b := &e.buckets[int(now/(100*time.Millisecond))%len(e.buckets)]
@@ -471,6 +478,7 @@ func (e *simEngine) finishStep(now time.Duration) (first []*simSeq) {
 	kept := e.running[:0]
 	for _, s := range e.running {
 		if s.generated >= s.req.OutputTokens {
+			s.decode.Finish(e.w)
 			e.w.InFlight.Add(-1)
 			if s.req.conv != nil {
 				e.completed = append(e.completed, s)
