@@ -15,6 +15,12 @@ func TestPickAllocatesNothing(t *testing.T) {
 		// Steps of 1-4 ms: the slower workers drain at their own rate (score.Rate).
 		policytest.SetReport(w, policytest.Report{WaitingTokens: int64(i % 3), Running: 1 + i%4, Throughput: 1000}, t0)
 	}
+	for i, w := range f.Workers { // every eighth decodes twice as slowly: the speed flags' path too
+		w.ClearDecode()
+		for range 16 {
+			w.NoteDecode(int64(9e6 * (1 + i%8/7)))
+		}
+	}
 	p := New(DefaultConfig(), nil).Build(f.Group("m"))
 	req := &policy.Request{}
 	if n := testing.AllocsPerRun(1000, func() {

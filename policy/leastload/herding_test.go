@@ -148,50 +148,116 @@ func heterogeneousEngines() []policytest.Engine {
 // TestHeterogeneousFleetSlowEnginesAtTheirRate is the suite's heterogeneous case at the rate
 // its load rows offer (101 requests/s of model time, 70% of round robin's capacity with
 // mockworker's 32-sequence batches) and at 200/s. At 101/s nothing queues: round robin's TTFT
-// p99 is 50 ms, a slow engine's step or two, as on the real fleet (55-95 ms); at the fleet
-// rate for every worker least_load's picks were even (711 of 5,737 to each slow engine, seed
-// 1) and its p99 1.00 × round robin's (0.83-0.85 × at 200/s). An engine whose step estimate
-// is more than SlowStepRatio times the fleet's drains its work at its own rate
-// (score.Rate): the slow engines take about 0.6 times a fast one's picks and p99 is
-// 0.93 × (0.67-0.68 × at 200/s). With Config.IgnoreSpeed both checks fail. The rest of the
-// tail is the slow engines' own steps, which no share above zero avoids: this does not reach
-// issue 13's 0.7 × at 70%. The per-worker TTFTs at 101/s show it (and the test checks it):
-// the fast engines' p99 is 29 ms, 0.59 × round robin's fleet p99, while the slow engines'
-// median is 38-39 ms, above 0.7 ×, so the target needs them to take under about 1% of the
-// requests (docs/benchmarks.md §3, "Why least_load's heterogeneous tail stays at 0.93 ×").
+// p99 is 50 ms, a slow engine's step or two, as on the real fleet. Every request a slow
+// engine takes has a TTFT in the fleet's tail (its median first token, 38-39 ms, is above 0.7 ×
+// round robin's p99), so issue 13's 0.7 × needs them to take under about 1% of the requests.
+// Draining a slow engine's work at its own rate (score.Rate, the load report's step) gave them
+// 0.6 times a fast one's picks and p99 0.93 × round robin's (0.67-0.68 × at 200/s). With the
+// decode step the gateway measures on the answers it relays (worker.DecodeTimer) the slow
+// engines are flagged (score.SpeedFlags) and rank as if SlowPenaltyRequests requests awaited
+// there: at 101/s they take nothing after the warm-up and p99 is 0.60 × (the fast engines'
+// own), at 200/s they take 3% and p99 is 0.63-0.64 ×. With Config.IgnoreSpeed (neither
+// speed) the checks fail.
 func TestHeterogeneousFleetSlowEnginesAtTheirRate(t *testing.T) {
 	f := policytest.NewFleet(t, 8, "m")
 	engines := heterogeneousEngines()
 	for _, c := range []struct {
-		rate, maxRatio float64
-	}{{101, 0.96}, {200, 0.75}} {
+		rate, maxRatio, maxSlowShare float64
+	}{{101, 0.7, 0.01}, {200, 0.7, 0.05}} {
 		for seed := uint64(1); seed <= 2; seed++ {
 			trace := policytest.PoissonTrace(seed, c.rate, 60*time.Second, policytest.Distinct(176, 64))
 			rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, policytest.DefaultSimConfig(engines))
 			ll := policytest.Simulate(newPicker(t, f, DefaultConfig(), seed), f.Workers, trace, policytest.DefaultSimConfig(engines))
 			ratio := float64(ll.TTFTQuantile(0.99)) / float64(rr.TTFTQuantile(0.99))
+			slowShare := float64(ll.Picks[6]+ll.Picks[7]) / float64(len(ll.TTFT))
 			t.Logf("%v/s seed %d: TTFT p99 least_load %v, round_robin %v (%.2f x); picks %v", c.rate, seed, ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ratio, ll.Picks)
 			if ratio > c.maxRatio {
 				t.Errorf("%v/s seed %d: TTFT p99 %.2f x round robin's, want at most %.2f x", c.rate, seed, ratio, c.maxRatio)
 			}
-			if slow, fast := ll.Picks[6]+ll.Picks[7], ll.Picks[0]+ll.Picks[1]; float64(slow) > 0.75*float64(fast) {
-				t.Errorf("%v/s seed %d: the slow engines took %d picks, two fast ones %d: want at most 0.75 x", c.rate, seed, slow, fast)
+			if slowShare > c.maxSlowShare {
+				t.Errorf("%v/s seed %d: the slow engines took %.1f%% of the requests, want at most %.0f%%", c.rate, seed, 100*slowShare, 100*c.maxSlowShare)
 			}
-			if c.rate > 101 {
-				continue
+		}
+	}
+}
+
+// TestHeterogeneousRowAfterItsWarmupBurst is the suite's heterogeneous load row as it reaches
+// the gateway (docs/benchmarks.md §3, session 9): loadgen's 1,619 warm-up requests arrive as a
+// burst in the first 2.5 s, nothing for 6 s, then the measured 10 s at 101 requests/s. Session
+// 9's estimate counted in picks (score.Speeds, not landed) formed in the burst and flipped
+// after it, so the slow engines still took 9-25% of the measured requests on the real fleet.
+// The decode step is measured per answer, in time: the burst's full batches lengthen every
+// engine's step alike (a slow one's stays about twice a fast one's), and the slow engines are
+// flagged within the burst and stay so. Here they take nothing of the measured part and the
+// TTFT p99 is 0.60 × round robin's; without the flags (IgnoreSpeedFlags), 1.00-1.01 ×.
+func TestHeterogeneousRowAfterItsWarmupBurst(t *testing.T) {
+	f := policytest.NewFleet(t, 8, "m")
+	const measuredFrom = 8500 * time.Millisecond
+	cfg := policytest.DefaultSimConfig(heterogeneousEngines())
+	cfg.Warmup = measuredFrom
+	for seed := uint64(1); seed <= 3; seed++ {
+		trace := policytest.PoissonTrace(seed, 650, 2500*time.Millisecond, policytest.Distinct(176, 64))
+		for _, r := range policytest.PoissonTrace(seed+100, 101, 10*time.Second, policytest.Distinct(176, 64)) {
+			r.At += measuredFrom
+			trace = append(trace, r)
+		}
+		rr := policytest.Simulate(roundrobin.New().Build(f.Group("m")), f.Workers, trace, cfg)
+		for _, ignore := range []bool{false, true} {
+			c := DefaultConfig()
+			c.IgnoreSpeedFlags = ignore
+			ll := policytest.Simulate(newPicker(t, f, c, seed), f.Workers, trace, cfg)
+			ratio := float64(ll.TTFTQuantile(0.99)) / float64(rr.TTFTQuantile(0.99))
+			t.Logf("seed %d IgnoreSpeedFlags %v: TTFT p99 least_load %v, round_robin %v (%.2f x); measured picks %v", seed, ignore, ll.TTFTQuantile(0.99), rr.TTFTQuantile(0.99), ratio, ll.Picks)
+			switch slow := ll.Picks[6] + ll.Picks[7]; {
+			case ignore && ratio < 0.85:
+				t.Errorf("seed %d: without the speeds TTFT p99 %.2f x round robin's: the case no longer tells them apart", seed, ratio)
+			case !ignore && ratio > 0.7:
+				t.Errorf("seed %d: TTFT p99 %.2f x round robin's, want at most 0.7 x", seed, ratio)
+			case !ignore && float64(slow) > 0.01*float64(len(ll.TTFT)):
+				t.Errorf("seed %d: the slow engines took %d of the %d measured requests, want under 1%%", seed, slow, len(ll.TTFT))
 			}
-			target := rr.TTFTQuantile(0.99) * 7 / 10
-			t.Logf("%v/s seed %d: TTFT p99 of fast engine 0 %v, p50 of slow engines %v and %v; 0.7 x round robin's p99 %v",
-				c.rate, seed, ll.WorkerTTFTQuantile(0, 0.99), ll.WorkerTTFTQuantile(6, 0.5), ll.WorkerTTFTQuantile(7, 0.5), target)
-			for i := range 6 { // the tail is not the fast engines'
-				if p := ll.WorkerTTFTQuantile(i, 0.99); p > target {
-					t.Errorf("%v/s seed %d: fast engine %d's TTFT p99 %v, above 0.7 x round robin's fleet p99 (%v)", c.rate, seed, i, p, target)
-				}
-			}
-			for _, i := range []int{6, 7} { // it is the slow engines' own steps
-				if p := ll.WorkerTTFTQuantile(i, 0.5); p <= target {
-					t.Errorf("%v/s seed %d: slow engine %d's TTFT p50 %v, within 0.7 x round robin's fleet p99 (%v)", c.rate, seed, i, p, target)
-				}
+		}
+	}
+}
+
+// flagWatch is a least_load picker that records every worker its speed flags ever called slow.
+type flagWatch struct {
+	*picker
+	flagged map[int]int // place -> picks it was slow at
+}
+
+func (w *flagWatch) Pick(r *policy.Request) (policy.Result, error) {
+	res, err := w.picker.Pick(r)
+	for i := range w.workers {
+		if w.speeds.Slow(i) {
+			w.flagged[i]++
+		}
+	}
+	return res, err
+}
+
+// TestUniformFleetsFlagNobody: on the uniform simulated fleets (shared prefixes at 40/s, mixed
+// sizes at 20/s, multi-turn at 52.6/s; the suite's other cases) no worker is ever called slow,
+// though their answers' steps carry prefill chunks of up to 0.5 s: the decode-step estimates
+// of uniform engines stay within 1.19 times the group's median there (worker.DecodeTimer
+// says why), under SlowDecodeFlag's 1.5.
+func TestUniformFleetsFlagNobody(t *testing.T) {
+	f := policytest.NewFleet(t, 8, "m")
+	watch := func(seed uint64) *flagWatch {
+		return &flagWatch{picker: newPicker(t, f, DefaultConfig(), seed).(*picker), flagged: map[int]int{}}
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		shared := watch(seed)
+		policytest.Simulate(shared, f.Workers, policytest.PoissonTrace(seed, 40, 100*time.Second, policytest.SharedPrefix(64, 16, 2590, 161, 32)),
+			policytest.DefaultSimConfig(simEngines(8)))
+		mixed := watch(seed)
+		policytest.Simulate(mixed, f.Workers, policytest.PoissonTrace(seed, 20, 100*time.Second,
+			policytest.MixedSizes(policytest.SharedPrefix(64, 16, 2590, 161, 32), 0.1, 10)), policytest.DefaultSimConfig(simEngines(8)))
+		multi := watch(seed)
+		policytest.SimulateMultiTurn(multi, f.Workers, seed, 52.6)
+		for name, w := range map[string]*flagWatch{"shared-prefix": shared, "mixed-size": mixed, "multi-turn": multi} {
+			if len(w.flagged) > 0 {
+				t.Errorf("%s seed %d: uniform workers called slow (place: picks) %v", name, seed, w.flagged)
 			}
 		}
 	}

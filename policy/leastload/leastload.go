@@ -44,7 +44,7 @@ func (*Builder) Name() string { return Name }
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
 	return &picker{workers: g.Workers, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
-		turns: score.NewTurns(len(g.Workers), b.rnd)}
+		turns: score.NewTurns(len(g.Workers), b.rnd), speeds: score.NewSpeedFlags(len(g.Workers))}
 }
 
 type picker struct {
@@ -55,13 +55,17 @@ type picker struct {
 	// turns records when each worker was last picked: of workers equal for all the gateway
 	// can tell, the one picked longest ago wins (score.Scorer.LowestInTurn).
 	turns *score.Turns
+	// speeds flags the workers that decode clearly more slowly than the others: they take work
+	// only when the others queue (score.Scorer.LowestInTurnAt).
+	speeds *score.SpeedFlags
 }
 
 // Pick returns the lowest expected wait, equal workers taken in turn. When the waiting-queue
 // cap excludes every reporting worker and none is left, it fails with ErrNoAvailableWorkers
 // (503) rather than deepen a backlog, as the spec says.
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
-	w, i := p.scorer.LowestInTurn(req, p.workers, p.scorer.RateOf(p.rate), p.rnd, policy.NoHotLimit, p.turns)
+	p.speeds.Observe(p.workers)
+	w, i := p.scorer.LowestInTurnAt(req, p.workers, p.scorer.RateOf(p.rate), p.rnd, policy.NoHotLimit, p.turns, p.speeds)
 	if w == nil {
 		return policy.Result{}, policy.ErrNoAvailableWorkers
 	}

@@ -15,6 +15,12 @@ func TestPickAllocatesNothing(t *testing.T) {
 	for i, w := range f.Workers[:16] {
 		policytest.SetReport(w, policytest.Report{WaitingTokens: int64(i % 2), Throughput: 1000}, time.Time{})
 	}
+	for i, w := range f.Workers { // every eighth decodes twice as slowly: the speed flags' path too
+		w.ClearDecode()
+		for range 16 {
+			w.NoteDecode(int64(9e6 * (1 + i%8/7)))
+		}
+	}
 	for _, metric := range Metrics {
 		p := New(Config{LoadMetric: metric}, nil).Build(f.Group("m"))
 		req := &policy.Request{}

@@ -10,7 +10,10 @@
 // seconds at the rate of the whole group (policy.FleetRate, refreshed every n/16 picks), not
 // the sampled worker's own report, so a pick still reads two workers' loads amortised. The
 // least_requests metric gives up sampling and keeps the workers with the fewest in-flight
-// requests across the fleet.
+// requests across the fleet. A worker that decodes clearly more slowly than the group
+// (score.SpeedFlags) is left out of the pairs while two others are usable and takes a request
+// only when the pair's winner has more than score.SlowPenaltyRequests requests' work awaiting
+// beyond its own.
 //
 // # Concurrency
 //

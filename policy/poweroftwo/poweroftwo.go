@@ -70,7 +70,7 @@ func (*Builder) Name() string { return Name }
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
 	return &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
-		queue: newQueue(len(g.Workers), b.rnd)}
+		queue: newQueue(len(g.Workers), b.rnd), speeds: score.NewSpeedFlags(len(g.Workers))}
 }
 
 type picker struct {
@@ -80,6 +80,9 @@ type picker struct {
 	rate    *policy.FleetRate // of the whole group, though a pick scores two workers
 	rnd     policy.Rand
 	queue   *queue // deals the candidate pairs
+	// speeds flags the workers that decode clearly more slowly than the others (queue.pick says
+	// what becomes of them).
+	speeds *score.SpeedFlags
 }
 
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
@@ -96,6 +99,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 }
 
 func (p *picker) twoChoices(req *policy.Request) *worker.Worker {
+	p.speeds.Observe(p.workers)
 	if w := p.queue.pick(req, p); w != nil {
 		return w
 	}
@@ -193,6 +197,14 @@ func newQueue(n int, rnd policy.Rand) *queue {
 // explains; it returns nil, and leaves the order of the usable workers as it was, when fewer
 // than two are usable. A worker not usable for req is passed over (moved to the back), so a
 // broken or draining worker does not hold the front.
+//
+// A worker the speed flags call slow (score.SpeedFlags: it decodes clearly more slowly than
+// the group) is passed over the same way while two others are usable, and it takes the
+// request instead of the pair's winner only when that winner has more than
+// score.Scorer.SlowPenalty's work awaiting its first token beyond the slow worker's own, as
+// least_load ranks it. Every request a slower engine takes has a TTFT in the fleet's tail;
+// compared in the pair with the penalty alone, a slow first candidate kept its place after
+// losing and met the other slow engine every few picks, one of them winning.
 func (q *queue) pick(req *policy.Request, p *picker) *worker.Worker {
 	n := len(q.order)
 	if n < 2 {
@@ -200,17 +212,32 @@ func (q *queue) pick(req *policy.Request, p *picker) *worker.Worker {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if p.speeds.Count() > 0 {
+		if w := q.pickFrom(req, p, true); w != nil {
+			return q.spill(req, p, w)
+		}
+	}
+	return q.pickFrom(req, p, false)
+}
+
+// pickFrom is pick over the workers usable for req, the slow ones passed over too when
+// skipSlow; q.mu held.
+func (q *queue) pickFrom(req *policy.Request, p *picker, skipSlow bool) *worker.Worker {
+	ok := func(k int) bool {
+		return req.Usable(p.workers[q.order[k]]) && !(skipSlow && p.speeds.Slow(int(q.order[k])))
+	}
+	n := len(q.order)
 	for range n {
-		if req.Usable(p.workers[q.order[q.head]]) {
+		if ok(q.head) {
 			break
 		}
 		q.head = q.next(q.head)
 	}
 	i := q.head
 	j := q.next(i)
-	for ; j != i && !req.Usable(p.workers[q.order[j]]); j = q.next(j) {
+	for ; j != i && !ok(j); j = q.next(j) {
 	}
-	if j == i || !req.Usable(p.workers[q.order[i]]) {
+	if j == i || !ok(i) {
 		return nil
 	}
 	if k := q.next(i); j != k { // bring the second usable worker next to the first
@@ -227,6 +254,25 @@ func (q *queue) pick(req *policy.Request, p *picker) *worker.Worker {
 	default: // the second to the back, the first keeps its place
 		q.order[i], q.order[j] = q.order[j], q.order[i]
 		q.head = j
+	}
+	return w
+}
+
+// spill returns the slow worker, the first in the queue's order usable for req, whose awaiting
+// work with score.Scorer.SlowPenalty added is less than that of w, the winner of a pair of
+// others; else w. q.mu held.
+func (q *queue) spill(req *policy.Request, p *picker, w *worker.Worker) *worker.Worker {
+	limit := p.scorer.AwaitingWork(w) - p.scorer.SlowPenalty(req)
+	if limit <= 0 {
+		return w
+	}
+	for k, i := 0, q.head; k < len(q.order); k, i = k+1, q.next(i) {
+		if s := p.workers[q.order[i]]; p.speeds.Slow(int(q.order[i])) && req.Usable(s) {
+			if p.scorer.AwaitingWork(s) < limit {
+				return s
+			}
+			return w
+		}
 	}
 	return w
 }

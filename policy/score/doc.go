@@ -4,7 +4,8 @@
 // and Scorer.Lowest (the hand-inlined selection the pickers run, checked against it in
 // score_test.go), with ties broken uniformly at random; Scorer.LowestInTurn, the same
 // selection with equal workers taken in the caller's turn order (the one picked longest ago
-// first).
+// first); SpeedFlags, the verdicts on which workers decode clearly more slowly than their group
+// (speed.go), which LowestInTurnAt and power_of_two read.
 //
 // # Concurrency and ownership
 //

@@ -77,9 +77,14 @@ type Config struct {
 	// Only least_load sets it. Default 0.
 	MaxWaitingRequests int
 	// IgnoreSpeed makes every worker drain at the fleet rate whatever its decode step (the
-	// score before the per-worker speed, see Rate): no flag sets it; it is the A/B switch of
-	// the tests that measure the speed's effect. Default false.
+	// score before the per-worker speed, see Rate) and LowestInTurnAt ignore its SpeedFlags:
+	// no flag sets it; it is the A/B switch of the tests that measure the speeds' effect.
+	// Default false.
 	IgnoreSpeed bool
+	// IgnoreSpeedFlags makes LowestInTurnAt ignore its SpeedFlags only (the score as
+	// cache_aware, which does not read them, ranks): the A/B switch of the tests that measure
+	// the flags' effect; no flag sets it. Default false.
+	IgnoreSpeedFlags bool
 }
 
 // DefaultConfig returns the spec's defaults.
@@ -228,7 +233,7 @@ func (s *Scorer) Lowest(req *policy.Request, ws []*worker.Worker, tokensPerSec f
 // LowestAt is Lowest with a clearly slower worker's work drained at its own rate (Rate,
 // SecondsPerToken); Lowest is LowestAt with no mean step, every worker at the fleet rate.
 func (s *Scorer) LowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64) *worker.Worker {
-	w, _ := s.lowestAt(req, ws, rate, rnd, hotAbove, nil)
+	w, _ := s.lowestAt(req, ws, rate, rnd, hotAbove, nil, nil)
 	return w
 }
 
@@ -250,7 +255,17 @@ func (s *Scorer) LowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 //
 // Past those bands the spec's order stands (docs/differences.md).
 func (s *Scorer) LowestInTurn(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64, turns *Turns) (*worker.Worker, int) {
-	return s.lowestAt(req, ws, rate, rnd, hotAbove, turns)
+	return s.lowestAt(req, ws, rate, rnd, hotAbove, turns, nil)
+}
+
+// LowestInTurnAt is LowestInTurn with speeds (for ws in order): a worker it flags slow ranks as
+// if SlowPenaltyRequests requests like req awaited its first token there besides its own
+// (speed.go). Config.IgnoreSpeed and IgnoreSpeedFlags ignore speeds.
+func (s *Scorer) LowestInTurnAt(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64, turns *Turns, speeds *SpeedFlags) (*worker.Worker, int) {
+	if s.cfg.IgnoreSpeed || s.cfg.IgnoreSpeedFlags {
+		speeds = nil
+	}
+	return s.lowestAt(req, ws, rate, rnd, hotAbove, turns, speeds)
 }
 
 // Turns records when each worker of a group (by its place in the group's slice) was last
@@ -276,8 +291,8 @@ func NewTurns(n int, rnd policy.Rand) *Turns {
 // Note records that the worker at place i was picked now.
 func (t *Turns) Note(i int) { t.at[i].Store(t.clock.Add(1)) }
 
-// lowestAt is LowestAt and, with turns, LowestInTurn.
-func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64, turns *Turns) (*worker.Worker, int) {
+// lowestAt is LowestAt and, with turns, LowestInTurn (with speeds, LowestInTurnAt).
+func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64, turns *Turns, speeds *SpeedFlags) (*worker.Worker, int) {
 	t := getTies()
 	defer putTies(t)
 	// The loop is ReportedWait written out: this is the O(n) part of least_load and
@@ -331,6 +346,9 @@ func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 		score := (queued+float64(known)+float64(unknown)*mean)*perToken + kvWeight*r.KVOccupancyAt(inFlight)
 		_, awKnown, awUnknown := w.Awaiting()
 		awaiting := float64(awKnown) + float64(awUnknown)*mean
+		if speeds.Slow(i) {
+			awaiting += s.SlowPenalty(req)
+		}
 		if turns != nil {
 			t.near = append(t.near, near{i: int32(i), awaiting: awaiting, score: score})
 		}
