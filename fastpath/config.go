@@ -3,11 +3,13 @@ package fastpath
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
@@ -48,6 +50,11 @@ type Config struct {
 	// without its text, sent once (nothing to retry with), its answer relayed. 0 streams
 	// every body. Other routes, and PD mode, always read the body whole.
 	MaxBufferedBody int
+	// EventLoops is the number of event loops of the data plane. Default GOMAXPROCS when
+	// DefaultConfig runs. The process should run with GOMAXPROCS SchedulerProcs(EventLoops):
+	// a loop waits for events in epoll_pwait2 on its own P, and the gateway's other goroutines
+	// need one more (cmd/smg raises it itself; fastpath/evloop/wait.go says why).
+	EventLoops int
 	// MaxHeaderSize bounds a request's header block in bytes (--max-header-size, default
 	// 64 KiB); larger ones get 431. It is the size of each client connection's read buffer.
 	MaxHeaderSize int
@@ -123,8 +130,13 @@ func DefaultConfig() Config {
 		Retry:             DefaultRetryConfig(),
 		FanOut:            DefaultFanOutConfig(),
 		MaxConnsPerWorker: DefaultMaxConnsPerWorker,
+		EventLoops:        runtime.GOMAXPROCS(0),
 	}
 }
+
+// SchedulerProcs is the GOMAXPROCS a process serving with loops event loops should run with:
+// a P per loop and one for the rest (evloop.SchedulerProcs).
+func SchedulerProcs(loops int) int { return evloop.SchedulerProcs(loops) }
 
 // fillDeps supplies the dependencies left nil: a private metrics set, the default logger.
 // Settings are never filled: a Config starts from DefaultConfig.
@@ -158,6 +170,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--request-timeout-secs: must be positive (default %v)", DefaultRequestTimeout.Seconds())
 	case c.ReadTimeout <= 0 || c.IdleTimeout <= 0:
 		return fmt.Errorf("read timeout %v and idle timeout %v must be positive: start from fastpath.DefaultConfig() (%v, %v)", c.ReadTimeout, c.IdleTimeout, DefaultReadTimeout, DefaultIdleTimeout)
+	case c.EventLoops <= 0:
+		return fmt.Errorf("event loops %d must be positive: start from fastpath.DefaultConfig() (GOMAXPROCS)", c.EventLoops)
 	case c.MaxConnections <= 0:
 		return fmt.Errorf("max connections %d must be positive: start from fastpath.DefaultConfig() (%d)", c.MaxConnections, DefaultMaxConnections)
 	case c.MaxConnsPerWorker <= 0:

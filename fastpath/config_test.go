@@ -25,6 +25,7 @@ func TestZeroSettingsAreRefused(t *testing.T) {
 		{func(c *Config) { c.ReadTimeout = 0 }, "DefaultConfig"},
 		{func(c *Config) { c.IdleTimeout = 0 }, "DefaultConfig"},
 		{func(c *Config) { c.MaxConnections = 0 }, "DefaultConfig"},
+		{func(c *Config) { c.EventLoops = 0 }, "DefaultConfig"},
 		{func(c *Config) { c.MaxConnsPerWorker = 0 }, "--max-connections-per-worker 0"},
 		{func(c *Config) { c.Admission.QueueTimeout = 0 }, "--queue-timeout-secs"},
 		{func(c *Config) { c.FanOut.Concurrency = 0 }, "DefaultFanOutConfig"},

@@ -32,6 +32,7 @@ type loopPlane struct{ s *Server }
 // startLoops builds the event-loop server.
 func (s *Server) startLoops() (*evloop.Server, error) {
 	cfg := evloop.DefaultConfig()
+	cfg.Loops = s.cfg.EventLoops
 	cfg.MaxBodySize, cfg.MaxHeaderSize = s.cfg.MaxPayloadSize, s.cfg.MaxHeaderSize
 	cfg.Reserve, cfg.Release = s.bodies.reserve, s.bodies.release
 	cfg.ReadTimeout, cfg.IdleTimeout = s.cfg.ReadTimeout, s.cfg.IdleTimeout

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,10 @@ import (
 	"github.com/smg-go/smg/worker/loadmon"
 	"github.com/smg-go/smg/worker/stall"
 )
+
+// startProcs is the process's GOMAXPROCS before serve raises it (run stays repeatable in
+// tests): the number of event loops.
+var startProcs = runtime.GOMAXPROCS(0)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -175,6 +180,10 @@ func newLogger(w io.Writer, level string, asJSON bool) *slog.Logger {
 // serve wires the gateway, runs it until SIGTERM or SIGINT, then drains.
 func serve(o options, log *slog.Logger) error {
 	logCompatNotes(&o, log)
+	// One event loop per P the process was given, and one P more for everything else: a loop
+	// waits in epoll_pwait2 holding its P (fastpath/evloop/wait.go; docs/differences.md).
+	o.gateway.EventLoops = startProcs
+	runtime.GOMAXPROCS(fastpath.SchedulerProcs(startProcs))
 	g, err := build(o, log)
 	defer g.close() // also when build failed half-way: what it started stops
 	if err != nil {

@@ -25,22 +25,23 @@
 // client bounded buffering, and it has no timers per connection. The loop here is a few
 // hundred lines with both.
 //
-// A loop does not block in epoll_wait: the runtime's sysmon takes the P away from a thread
-// that sits in a system call and wakes other threads to run goroutines (measured: thousands
-// of futex and nanosleep calls a second). It calls epoll_wait without a timeout and, when
-// nothing is ready, parks in Go's netpoller on the epoll descriptor (readable while events
-// are pending), the next timer as the deadline. A wake-up from idle so costs a second
-// epoll_wait (the one that found nothing), which a busy loop, finding events each time, does
-// not pay. The reads, writes, epoll_ctl and zero-timeout epoll_wait calls are raw system
-// calls (rawsys.go): none can block, and Syscall's entersyscall wakes a sleeping sysmon on
-// nearly every wake-up of a loop that parks between events (measured: a sixth of the CPU of
-// paced SSE went to sysmon's polling and its context switches).
+// A loop blocks in its own epoll_pwait2, the next timer as the timeout, as nginx does: one
+// system call per wake-up, and no pass through Go's scheduler or netpoller. It is an ordinary
+// system call (the scheduler knows the goroutine is in the kernel); the process runs with a P
+// per loop and one more (SchedulerProcs: cmd/smg raises GOMAXPROCS itself), so the runtime's
+// sysmon, finding an idle P, leaves a waiting loop its P, and a loop goes through the
+// scheduler every 8-9 ms (runtime.Gosched) so that sysmon never preempts it (wait.go). Until
+// session 10 a loop parked in Go's netpoller instead, on the epoll descriptor: per wake-up
+// from idle an empty epoll_wait, the runtime's netpoll calls and a scheduler pass
+// (docs/benchmarks.md §1, "Session 10"). The reads, writes, epoll_ctl and zero-timeout
+// epoll_wait calls are raw system calls (rawsys.go): none can block, and entersyscall would
+// wake a sleeping sysmon.
 //
 // # Concurrency model
 //
-// Loops (Config.Loops, default GOMAXPROCS) each own an epoll instance, their client
-// connections, their pools of worker connections (per address), their timers (a heap) and
-// everything reachable from an Exchange. Accepted connections are dealt to the loops in turn;
+// Loops (Config.Loops, default GOMAXPROCS; run the process with SchedulerProcs(Loops) Ps)
+// each own an epoll instance, their client connections, their pools of worker connections
+// (per address), their timers (a heap) and everything reachable from an Exchange. Accepted connections are dealt to the loops in turn;
 // a request's worker connection is taken from its own loop's pool, so one request never
 // crosses loops. Other goroutines talk to a loop only by posting tasks (a mutex-guarded
 // queue and an eventfd). Handler and Forwarder callbacks run on the loop and must not

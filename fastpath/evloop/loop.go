@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,7 +16,8 @@ import (
 
 // Config configures the event loops.
 type Config struct {
-	// Loops is the number of event loops, each on its own goroutine. Default GOMAXPROCS.
+	// Loops is the number of event loops, each on its own goroutine. Default GOMAXPROCS. A
+	// waiting loop holds its P (wait.go): the process should run with SchedulerProcs(Loops).
 	Loops int
 	// MaxHeaderSize bounds a request head; a larger one gets 431. Default 64 KiB.
 	MaxHeaderSize int
@@ -245,26 +245,23 @@ type loop struct {
 	idx  int
 	epfd int
 	evfd int
-	// poll is epfd as a file of Go's netpoller, where the loop parks (wait).
-	poll        *os.File
-	pollRaw     syscall.RawConn
-	parkedUntil int64              // the park's deadline (monotonic ns), 0 for none
-	pollFn      func(uintptr) bool // l.pollOnce
-	polled      int
-	pollErr     unix.Errno
-	events      [128]unix.EpollEvent
-	fds         []pollable // by file descriptor
-	timers      timerHeap
-	now         int64 // monotonic ns, refreshed once per wake-up
-	soon        []soon
-	dirty       []*clientConn // client connections with output to flush after this wake-up
-	again       []rereadable  // sockets to read again before the loop waits (readAgain)
-	againNext   []rereadable
-	pools       map[string]*hostPool
-	conns       int // client connections of this loop
-	free        []*clientConn
-	calls       []*Call // released calls, for reuse
-	bodyBuf     []byte  // a streamed request body is read through it (stream.go)
+	// waitTS is the timeout of the blocking epoll_pwait2 (wait); a field, so that the
+	// kernel is handed no pointer to the stack.
+	waitTS    unix.Timespec
+	lastYield int64 // when the loop last went through the Go scheduler (wait.go)
+	events    [128]unix.EpollEvent
+	fds       []pollable // by file descriptor
+	timers    timerHeap
+	now       int64 // monotonic ns, refreshed once per wake-up
+	soon      []soon
+	dirty     []*clientConn // client connections with output to flush after this wake-up
+	again     []rereadable  // sockets to read again before the loop waits (readAgain)
+	againNext []rereadable
+	pools     map[string]*hostPool
+	conns     int // client connections of this loop
+	free      []*clientConn
+	calls     []*Call // released calls, for reuse
+	bodyBuf   []byte  // a streamed request body is read through it (stream.go)
 	// tlsPools are the pools of workers behind TLS (Target.TLS, tls.go).
 	tlsPools map[string]*hostPool
 	// callX and callGen are the exchange and request of the Call whose CallDone runs.
@@ -289,17 +286,6 @@ func newLoop(s *Server, idx int) (*loop, error) {
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)
-	}
-	// Non-blocking, so that os.NewFile registers it with Go's netpoller (wait).
-	if err := unix.SetNonblock(l.epfd, true); err != nil {
-		_ = unix.Close(l.epfd)
-		return nil, fmt.Errorf("evloop: epoll descriptor: %w", err)
-	}
-	l.poll = os.NewFile(uintptr(l.epfd), "evloop-epoll")
-	l.pollFn = l.pollOnce
-	if l.pollRaw, err = l.poll.SyscallConn(); err != nil {
-		_ = l.poll.Close()
-		return nil, fmt.Errorf("evloop: epoll descriptor: %w", err)
 	}
 	if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		l.closeFDs()
@@ -331,8 +317,8 @@ func (l *loop) closeFDs() {
 	if l.evfd >= 0 {
 		_ = unix.Close(l.evfd)
 	}
-	if l.poll != nil {
-		_ = l.poll.Close() // closes epfd
+	if l.epfd >= 0 {
+		_ = unix.Close(l.epfd)
 	}
 }
 
@@ -403,63 +389,6 @@ func (l *loop) run() {
 			return
 		}
 	}
-}
-
-// wait returns the loop's next events, waiting for them or for the next timer. The loop
-// never blocks in epoll_wait itself: a goroutine blocked in a system call has its P taken
-// away by the runtime's sysmon after 10 ms, which then wakes threads (futex) and polls
-// (nanosleep) thousands of times a second. Instead the goroutine asks epoll_wait without a
-// timeout (pollOnce) and, when it finds nothing, parks in Go's netpoller on the epoll
-// descriptor itself (an epoll instance is readable while it has events), with the next
-// timer as the read deadline. pollOnce runs inside RawConn.Read, after the netpoller's
-// readiness flag is reset, so an event arriving before the park is never missed, and a busy
-// loop pays one epoll_wait per wake-up, an idle one two (the one that finds nothing, and the
-// one after the park).
-func (l *loop) wait() (int, error) {
-	if len(l.again) > 0 { // sockets wait to be read again: look for events, do not park
-		l.pollOnce(0)
-		if l.pollErr != 0 && l.pollErr != unix.EINTR {
-			return 0, l.pollErr
-		}
-		return l.polled, nil
-	}
-	l.setParkDeadline()
-	l.polled, l.pollErr = 0, 0
-	rerr := l.pollRaw.Read(l.pollFn)
-	if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
-		return 0, rerr
-	}
-	if l.pollErr != 0 && l.pollErr != unix.EINTR {
-		return 0, l.pollErr
-	}
-	return l.polled, nil
-}
-
-// setParkDeadline makes the park end by the first timer. Moving a netpoller deadline takes
-// a lock and a runtime timer update, and the first timer moves on nearly every request (an
-// idle timer re-armed), so an earlier deadline still pending is kept: the loop then wakes
-// once before its first timer is due, finds nothing due, and parks again with the new one.
-func (l *loop) setParkDeadline() {
-	want := l.timers.next()
-	expired := l.parkedUntil != 0 && l.parkedUntil <= l.now
-	switch {
-	case want == 0 && !expired:
-		return // no timer; a pending deadline only costs one early wake-up
-	case want != 0 && l.parkedUntil != 0 && l.parkedUntil <= want && !expired:
-		return
-	}
-	var d time.Time
-	if want != 0 {
-		d = epoch.Add(time.Duration(want))
-	}
-	_ = l.poll.SetReadDeadline(d)
-	l.parkedUntil = want
-}
-
-// pollOnce is the read function of wait's park (a method value made once: no allocation).
-func (l *loop) pollOnce(uintptr) bool {
-	l.polled, l.pollErr = rawEpollPoll(l.epfd, l.events[:])
-	return l.polled > 0 || (l.pollErr != 0 && l.pollErr != unix.EINTR)
 }
 
 // dispatch hands an event to its connection. A panic in a handler callback costs that

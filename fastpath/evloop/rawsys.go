@@ -6,12 +6,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The loops' per-request system calls (reads and writes of non-blocking sockets, epoll_wait
-// without a timeout) are made with RawSyscall, not Syscall: none of them can block, and
-// Syscall's entersyscall/exitsyscall pair costs more than the bookkeeping it buys. Above all,
+// The loops' per-request system calls (reads and writes of non-blocking sockets, epoll_ctl)
+// are made with RawSyscall, not Syscall: none of them can block, and Syscall's
+// entersyscall/exitsyscall pair costs more than the bookkeeping it buys. Above all,
 // entersyscall wakes the runtime's sysmon whenever sysmon sleeps because every P was idle,
-// which on a loop that parks between events is nearly every wake-up: sysmon then polls in
-// 20 µs nanosleeps until the loop parks again. Measured on paced SSE (256 streams, an event
+// which on a loop that parked between events (sessions 4-9) was nearly every wake-up: sysmon
+// then polled in 20 µs nanosleeps until the loop parked again. Only the blocking wait is a
+// Syscall (wait.go). Measured on paced SSE (256 streams, an event
 // every 20 ms per stream, one core): sysmon's nanosleep and futex calls and the context
 // switches they cause were about a sixth of the gateway's CPU (docs/benchmarks.md §1).
 //
@@ -43,16 +44,6 @@ func rawWrite(fd int, p []byte) (int, unix.Errno) {
 	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(bufPtr(p)), uintptr(len(p)))
 	if e != 0 {
 		return -1, e
-	}
-	return int(n), 0
-}
-
-// rawEpollPoll is epoll_pwait(2) with a zero timeout: it returns the events ready now and
-// never blocks (the loops park in Go's netpoller instead: loop.wait).
-func rawEpollPoll(epfd int, events []unix.EpollEvent) (int, unix.Errno) {
-	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-	if e != 0 {
-		return 0, e
 	}
 	return int(n), 0
 }
