@@ -152,7 +152,9 @@ type QualityConfig struct {
 	// saturation rows, gives the calibrated figure. Default 0 (measure).
 	Capacity float64 `json:"capacity_override,omitempty"`
 	// WarmupSeconds of requests (model time at the load rate; the saturation rows send one
-	// request per client) are sent before measuring, so the caches are past their cold start.
+	// request per client) are sent before measuring, so the caches are past their cold start:
+	// a load row's are the open loop's first arrivals at its rate, measured from the steady
+	// state they lead into (loadgen Config.Warmup).
 	// Default 16 s of model time; 0: none.
 	WarmupSeconds float64 `json:"warmup_model_s"`
 	// LoadReportSeconds is the gateway's --load-monitor-interval in model time (the flag gets

@@ -164,7 +164,7 @@ func (q *QualityResult) Table() string {
 	fmt.Fprintf(&sb, "## 3. Routing quality (engine-mode mocks)\n\n%d engine-mode mock workers (KV %d tokens each) behind smg, a fresh fleet and gateway per row; "+
 		"rates, TTFT and TPOT in model time (wall clock × the row's time scale); the gateway polls loads every %g s of model time. "+
 		"Saturation: a closed loop, capacity = completed requests per second over the last %.0f%% of each %v run. "+
-		"Load: an open loop (Poisson) at %.0f%% of round robin's capacity, %v per row, %d repeat(s), each after %g s (model) of warm-up; "+
+		"Load: an open loop (Poisson) at %.0f%% of round robin's capacity, %v per row, %d repeat(s), each after %g s (model) of warm-up at the same rate; "+
 		"completed requests per second over the same steady part of the run, sent = started over the whole run. "+
 		"CPU: cores the row's mocks, gateway and loadgen used (the whole machine's busy cores and the hypervisor's steal in brackets).\n\n",
 		c.Workers, c.KVTokens, c.LoadReportSeconds, (1-c.SatRampFraction)*100, c.SatDuration, c.LoadFraction*100, c.LoadDuration, c.Repeats, c.WarmupSeconds)

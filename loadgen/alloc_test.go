@@ -70,7 +70,7 @@ func TestRequestCycleAllocations(t *testing.T) {
 	start := time.Now()
 	cycle := func() {
 		it, _ := src.next(context.Background())
-		if s := cl.do(st, it, start, false); s.fail != failNone {
+		if s := cl.do(st, it, start, false, true); s.fail != failNone {
 			t.Fatalf("request failed: %+v", s)
 		}
 	}
@@ -101,7 +101,7 @@ func TestStreamingRequestAllocations(t *testing.T) {
 	start := time.Now()
 	cycle := func() {
 		it, _ := src.next(context.Background())
-		if s := cl.do(st, it, start, false); s.fail != failNone || s.contentEvents != 16 {
+		if s := cl.do(st, it, start, false, true); s.fail != failNone || s.contentEvents != 16 {
 			t.Fatalf("request failed: %+v", s)
 		}
 	}
@@ -128,7 +128,7 @@ func TestPDRequestCycleAllocations(t *testing.T) {
 	start := time.Now()
 	cycle := func() {
 		it, _ := src.next(context.Background())
-		if s := cl.do(st, it, start, false); s.fail != failNone {
+		if s := cl.do(st, it, start, false, true); s.fail != failNone {
 			t.Fatalf("request failed: %+v %s", s, s.detail)
 		}
 	}

@@ -190,9 +190,9 @@ type sample struct {
 	finished time.Time
 }
 
-// do sends it, reads the whole answer, records the sample into st.rec and returns it.
-// runStart is the zero of sample.end.
-func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer bool) sample {
+// do sends it, reads the whole answer, records the sample into st.rec when measured (a
+// warm-up request is not) and returns it. runStart is the zero of sample.end.
+func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer, measured bool) sample {
 	req, resp := &st.req, &st.resp
 	hc := cl.hc
 	if cl.pd != nil {
@@ -219,7 +219,9 @@ func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer b
 		s.detail = []byte(err.Error())
 	} else {
 		s.status = resp.StatusCode()
-		st.rec.countWorker(workerID(resp))
+		if measured {
+			st.rec.countWorker(workerID(resp))
+		}
 		if cl.stream {
 			s = cl.readStream(st, start, wantAnswer, s)
 		} else {
@@ -248,7 +250,9 @@ func (cl *client) do(st *clientState, it *item, runStart time.Time, wantAnswer b
 			s.ttft = s.e2e
 		}
 	}
-	st.rec.record(&s, st.itl, cl.stream)
+	if measured {
+		st.rec.record(&s, st.itl, cl.stream)
+	}
 	return s
 }
 

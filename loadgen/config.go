@@ -160,8 +160,11 @@ type Config struct {
 	NumRequests int `json:"num_requests"`
 	// Duration stops issuing new requests after this long; requests in flight finish.
 	Duration time.Duration `json:"duration_ns"`
-	// Warmup requests are sent before measuring (closed loop, MaxConcurrency clients) and
-	// left out of the result. Default 0.
+	// Warmup requests are sent before measuring, in the run's own shape, and left out of the
+	// result: a closed loop's clients send them and the measured loop starts when they have
+	// finished; an open loop's first Warmup arrivals are the warm-up and the measured ones
+	// follow on the same schedule, so the measured window opens on the offered rate's steady
+	// state. Default 0.
 	Warmup int `json:"warmup"`
 	// Seed makes prompts, lengths, order and arrival gaps reproducible.
 	Seed int64 `json:"seed"`

@@ -10,9 +10,17 @@ import (
 
 // budget decides whether another request may start: a count limit, a deadline, or both.
 type budget struct {
-	limit    int64     // 0: no count limit
-	deadline time.Time // zero: no deadline
+	limit    int64         // 0: no count limit
+	window   time.Duration // 0: no deadline; else the deadline is this long after start
+	deadline time.Time     // set by start
 	issued   atomic.Int64
+}
+
+// start opens the measured window at t: the deadline, if any, counts from there.
+func (b *budget) start(t time.Time) {
+	if b.window > 0 {
+		b.deadline = t.Add(b.window)
+	}
 }
 
 func (b *budget) take() bool {
@@ -26,16 +34,27 @@ func (b *budget) take() bool {
 type driver struct {
 	cl       *client
 	src      source
-	want     bool // src.wantsAnswer()
-	runStart time.Time
-	prog     *progress // nil: no progress display
+	want     bool          // src.wantsAnswer()
+	runStart time.Time     // the measured window's start
+	cpuStart time.Duration // the process's CPU time then
+	prog     *progress     // nil: no progress display
 }
 
-// send performs one request on st and tells the source and the progress display.
-func (d *driver) send(st *clientState, it *item) {
-	s := d.cl.do(st, it, d.runStart, d.want)
-	d.src.done(it, outcome{ok: s.fail == failNone, answer: st.answer, outputTokens: s.outputTokens})
-	if d.prog != nil {
+// job is one request handed to a sender: its item, and the zero of its sample's end, or the
+// zero time for a warm-up request, which is sent like the others but not measured.
+type job struct {
+	it       *item
+	runStart time.Time
+}
+
+func (j job) measured() bool { return !j.runStart.IsZero() }
+
+// send performs one request on st and tells the source and, when measured, the progress
+// display.
+func (d *driver) send(st *clientState, j job) {
+	s := d.cl.do(st, j.it, j.runStart, d.want, j.measured())
+	d.src.done(j.it, outcome{ok: s.fail == failNone, answer: st.answer, outputTokens: s.outputTokens})
+	if d.prog != nil && j.measured() {
 		d.prog.add(s.fail == failNone)
 	}
 }
@@ -51,7 +70,7 @@ func (d *driver) closedLoop(ctx context.Context, states []*clientState, b *budge
 				if err != nil {
 					return
 				}
-				d.send(st, it)
+				d.send(st, job{it, d.runStart})
 			}
 		})
 	}
@@ -60,30 +79,37 @@ func (d *driver) closedLoop(ctx context.Context, states []*clientState, b *budge
 
 // openLoop starts requests on a fixed schedule of arrival times, independent of how fast
 // answers come (so a slow server builds a queue instead of slowing the load), with at most
-// maxInFlight in flight (0: no cap). Arrival times are absolute offsets from runStart: a
-// dispatcher that fell behind (timer granularity, a full cap) catches up in a burst, keeping
-// the average rate.
+// maxInFlight in flight (0: no cap). Arrival times are absolute offsets from the loop's
+// start: a dispatcher that fell behind (timer granularity, a full cap) catches up in a
+// burst, keeping the average rate.
+//
+// The first warmup arrivals are the warm-up: sent on the same schedule and not measured, so
+// the measured window (b's, from the first measured arrival's time: d.runStart) opens on
+// the steady state of the offered rate. A warm-up sent any other way measures something
+// else: a closed loop at the client cap overloads the server and, draining before the
+// measured arrivals, leaves it idle; both leave their traces in the first seconds measured
+// (docs/benchmarks.md §3).
 //
 // Requests are handed to long-lived sender goroutines over an unbuffered channel; a sender
 // is added only when none is idle. Compared with a goroutine per request this saves the
 // goroutine start and, above all, regrowing its stack through fasthttp's deep call chain on
-// every request. It returns the senders' states and, per request, how late it started
-// against its scheduled arrival (ms).
-func (d *driver) openLoop(ctx context.Context, newState func() *clientState, maxInFlight int, b *budget, rate float64, arrival ArrivalKind, seed int64) (states []*clientState, lags []float64) {
+// every request. It returns the senders' states and, per measured request, how late it
+// started against its scheduled arrival (ms).
+func (d *driver) openLoop(ctx context.Context, newState func() *clientState, maxInFlight int, b *budget, rate float64, arrival ArrivalKind, seed int64, warmup int) (states []*clientState, lags []float64) {
 	gaps := rand.New(rand.NewPCG(uint64(seed), streamArrival))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	jobs := make(chan *item)
+	jobs := make(chan job)
 	var wg sync.WaitGroup
 	defer func() {
 		close(jobs)
 		wg.Wait()
 	}()
-	// hand gives it to an idle sender, else to a new one, else (at the cap) to the first
+	// hand gives j to an idle sender, else to a new one, else (at the cap) to the first
 	// sender that finishes; false when ctx ended first.
-	hand := func(it *item) bool {
+	hand := func(j job) bool {
 		select {
-		case jobs <- it:
+		case jobs <- j:
 			return true
 		default:
 		}
@@ -91,7 +117,7 @@ func (d *driver) openLoop(ctx context.Context, newState func() *clientState, max
 			st := newState()
 			states = append(states, st)
 			wg.Go(func() {
-				d.send(st, it)
+				d.send(st, j)
 				for next := range jobs {
 					d.send(st, next)
 				}
@@ -99,15 +125,34 @@ func (d *driver) openLoop(ctx context.Context, newState func() *clientState, max
 			return true
 		}
 		select {
-		case jobs <- it:
+		case jobs <- j:
 			return true
 		case <-ctx.Done():
 			return false
 		}
 	}
+	// The measured window's deadline also ends waits for a ready conversation or a free slot.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var deadline *time.Timer
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
+		}
+	}()
+	zero := time.Now()
 	var at time.Duration
-	for ctx.Err() == nil {
-		if wait := at - time.Since(d.runStart); wait > 0 {
+	for n := 0; ctx.Err() == nil; n++ {
+		measured := n >= warmup
+		if n == warmup { // the measured window opens at this arrival's time
+			d.runStart = zero.Add(at)
+			d.cpuStart = processCPU()
+			b.start(d.runStart)
+			if !b.deadline.IsZero() {
+				deadline = time.AfterFunc(time.Until(b.deadline), cancel)
+			}
+		}
+		if wait := at - time.Since(zero); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
@@ -115,14 +160,23 @@ func (d *driver) openLoop(ctx context.Context, newState func() *clientState, max
 				return states, lags
 			}
 		}
-		if !b.take() {
+		if measured && !b.take() {
 			return states, lags
 		}
 		it, err := d.src.next(ctx)
-		if err != nil || !hand(it) {
+		if err != nil {
 			return states, lags
 		}
-		lags = append(lags, ms(time.Since(d.runStart)-at))
+		j := job{it: it}
+		if measured {
+			j.runStart = d.runStart
+		}
+		if !hand(j) {
+			return states, lags
+		}
+		if measured {
+			lags = append(lags, ms(time.Since(zero)-at))
+		}
 		at += nextGap(gaps, rate, arrival)
 	}
 	return states, lags

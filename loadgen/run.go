@@ -50,35 +50,34 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	d := &driver{cl: cl, src: src, want: src.wantsAnswer()}
 
-	if cfg.Warmup > 0 {
+	if cfg.Warmup > 0 && cfg.closedLoop() {
 		d.runStart = time.Now()
 		d.closedLoop(ctx, makeStates(cfg.clients(), newState), &budget{limit: int64(cfg.Warmup)})
 	}
 
-	b := &budget{limit: int64(cfg.NumRequests)}
-	runCtx := ctx
-	d.runStart = time.Now()
-	if cfg.Duration > 0 {
-		b.deadline = d.runStart.Add(cfg.Duration)
-		// The deadline also ends waits for a ready conversation or a free slot.
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithDeadline(ctx, b.deadline)
-		defer cancel()
-	}
+	b := &budget{limit: int64(cfg.NumRequests), window: cfg.Duration}
 	if cfg.Progress != nil {
 		d.prog = startProgress(cfg.Progress, int64(cfg.NumRequests), cfg.Duration)
 	}
-	cpuBefore := processCPU()
 	var states []*clientState
 	var lags []float64
 	if cfg.closedLoop() {
+		runCtx := ctx
+		d.runStart, d.cpuStart = time.Now(), processCPU()
+		b.start(d.runStart)
+		if !b.deadline.IsZero() {
+			// The deadline also ends waits for a ready conversation.
+			var cancel context.CancelFunc
+			runCtx, cancel = context.WithDeadline(ctx, b.deadline)
+			defer cancel()
+		}
 		states = makeStates(cfg.clients(), newState)
 		d.closedLoop(runCtx, states, b)
 	} else {
-		states, lags = d.openLoop(runCtx, newState, cfg.MaxConcurrency, b, cfg.RequestRate, cfg.Arrival, cfg.Seed)
+		states, lags = d.openLoop(ctx, newState, cfg.MaxConcurrency, b, cfg.RequestRate, cfg.Arrival, cfg.Seed, cfg.Warmup)
 	}
 	duration := time.Since(d.runStart)
-	cpu := processCPU() - cpuBefore
+	cpu := processCPU() - d.cpuStart
 	if d.prog != nil {
 		d.prog.finish()
 	}

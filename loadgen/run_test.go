@@ -304,6 +304,41 @@ func TestRunWarmupIsNotMeasured(t *testing.T) {
 	}
 }
 
+// An open loop's warm-up is the first arrivals of its own schedule: the measured arrivals
+// follow while the warm-up's requests are still in flight, where a warm-up sent first and
+// drained would leave the server idle before them (and, sent as a closed loop at the client
+// cap, overload it first).
+func TestOpenLoopWarmupRunsStraightIntoTheMeasuredArrivals(t *testing.T) {
+	const warm = 5
+	release := make(chan struct{})
+	var arrived, held atomic.Int64
+	var overlapped atomic.Bool
+	srv := startServer(t, loadgentest.Options{Record: func(*fasthttp.Request) {
+		switch n := arrived.Add(1); {
+		case n <= warm: // hold the warm-up until a measured request arrives
+			held.Add(1)
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second): // a warm-up that must drain first never is released
+			}
+			held.Add(-1)
+		case n == warm+1:
+			overlapped.Store(held.Load() > 0)
+			close(release)
+		}
+	}})
+	cfg := smallRandom(srv.BaseURL)
+	cfg.RequestRate, cfg.Arrival, cfg.MaxConcurrency = 1000, ArrivalConstant, 16
+	cfg.Warmup, cfg.NumRequests = warm, 10
+	res := runOK(t, cfg)
+	if !overlapped.Load() {
+		t.Fatal("the first measured request arrived after the warm-up had drained")
+	}
+	if res.Completed != 10 || srv.Requests() != warm+10 || len(res.Timeline) == 0 {
+		t.Fatalf("completed %d, served %d, want 10 measured of %d", res.Completed, srv.Requests(), warm+10)
+	}
+}
+
 func TestRunTLSAndAPIKey(t *testing.T) {
 	var auth atomic.Value
 	var extra atomic.Value

@@ -50,7 +50,7 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 	fs.IntVar(&c.MaxConcurrency, "max-concurrency", 0, "cap on requests in flight (open loop; 0 = none) or number of clients (closed loop; 0 = 1)")
 	fs.IntVar(&c.NumRequests, "num-requests", 0, "measured requests (default: the workload's size, or no limit with --duration)")
 	fs.DurationVar(&c.Duration, "duration", 0, "stop issuing requests after this long")
-	fs.IntVar(&c.Warmup, "warmup", 0, "unmeasured requests sent first")
+	fs.IntVar(&c.Warmup, "warmup", 0, "unmeasured requests sent first (an open loop: its first arrivals, on the same schedule)")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of prompts, lengths, order and arrivals")
 	fs.DurationVar(&c.TimelineInterval, "timeline-interval", c.TimelineInterval, "bucket width of the throughput/latency-over-time timeline")
 
