@@ -69,10 +69,16 @@ var (
 	// the engines stay prefill-bound.
 	sharedPrefixArgs = []string{"--workload", "shared-prefix", "--gsp-num-groups", "64", "--gsp-prompts-per-group", "16",
 		"--gsp-system-prompt-len", "2048", "--gsp-question-len", "128", "--gsp-output-len", "32"}
-	// multiTurnArgs: 512 users, each conversation 6 rounds of 128-word turns after a 512-word
+	// multiTurnArgs: 256 users, each conversation 6 rounds of 128-word turns after a 512-word
 	// system prompt of its own, 32 output tokens per answer, no think time; each turn resends
-	// the whole conversation, so the previous turn's worker holds all but the new turn.
-	multiTurnArgs = []string{"--workload", "multi-turn", "--mt-users", "512", "--mt-rounds", "6",
+	// the whole conversation, so the previous turn's worker holds all but the new turn. The
+	// conversations (~1,050 tokens on average, 269k in all) fit in half the fleet's KV
+	// (8 × 65,536): with 512 (until session 11) they filled it, so an LRU cache serving their
+	// cycle evicted each conversation just before its next turn under any routing and the
+	// policies' tails differed by noise (docs/benchmarks.md §3, "The multi-turn case's size").
+	// Its closed loop has one client per conversation (256): round robin's prefill queues
+	// saturate the fleet with that, cache_aware's hits do not, so its capacity is a lower bound.
+	multiTurnArgs = []string{"--workload", "multi-turn", "--mt-users", "256", "--mt-rounds", "6",
 		"--mt-system-prompt-len", "512", "--mt-turn-len", "128", "--mt-output-len", "32"}
 	// mixedSizeArgs: loadgen's mixed-size defaults, 4,096 distinct prompts, 10% of them 7,680
 	// words (30× the others' 256), 32 output tokens; no shared prefix.
@@ -90,8 +96,8 @@ func DefaultQualityCases() []QualityCase {
 	return []QualityCase{
 		{Name: "shared-prefix", About: "64 groups × 16 questions sharing 2,048-word system prompts (SGLang bench_serving's generated-shared-prefix); 32 output tokens",
 			Loadgen: sharedPrefixArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 384},
-		{Name: "multi-turn", About: "512 conversations of 6 rounds (512-word system prompt, 128-word turns, 32-token answers); each turn resends the conversation",
-			Loadgen: multiTurnArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 384},
+		{Name: "multi-turn", About: "256 conversations of 6 rounds (512-word system prompt, 128-word turns, 32-token answers); each turn resends the conversation",
+			Loadgen: multiTurnArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 256},
 		{Name: "mixed-size", About: "distinct prompts, 90% of 256 words and 10% of 7,680 (30×); 32 output tokens; nothing to share",
 			Loadgen: mixedSizeArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 384},
 		// Round robin gives every engine an equal share, so on this fleet it sustains the fleet

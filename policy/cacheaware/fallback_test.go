@@ -75,7 +75,8 @@ func TestNoHitWorkloadsRouteAsLeastLoad(t *testing.T) {
 }
 
 // TestMultiTurnHolderQueueIsBounded runs the routing-quality suite's multi-turn case as the
-// bench runs it on the mocks: 512 conversations of 6 rounds (645-token system prompts,
+// bench ran it on the mocks until session 11 (now 256 conversations; this overflowing shape
+// is kept as the harder case): 512 conversations of 6 rounds (645-token system prompts,
 // 161-token turns, 32-token answers) from loadgen's ready queue (policytest.Conversations: a
 // conversation comes round again when its answer is complete), a closed-loop warm-up of 16 s
 // of requests, then 20 s at 70% of round robin's capacity (run QT's 67.7 req/s, and 52.6, a

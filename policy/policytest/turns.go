@@ -23,7 +23,9 @@ func OpenLoopTurns(seed uint64, rate float64, openAt, d time.Duration) []SimRequ
 }
 
 // SimulateMultiTurn runs p over ws on the routing-quality suite's multi-turn case as loadgen
-// runs it: 512 conversations of 6 rounds (a 645-token system prompt, 161-token turns, 32-token
+// ran it until session 11 (the suite now runs 256 conversations, which fit in the fleet's
+// KV; this shape, whose working set overflows it, is kept as the harder case): 512
+// conversations of 6 rounds (a 645-token system prompt, 161-token turns, 32-token
 // answers, each turn resending the conversation; Conversations), engines whose prefix caches
 // hold 65,536 tokens (the mocks' KV), a closed-loop warm-up that has drained by 12 s, then 30 s
 // of Poisson arrivals at rate (OpenLoopTurns), reports every 4 s spread over 50 ms.
