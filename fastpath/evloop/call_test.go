@@ -2,6 +2,7 @@ package evloop
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -118,9 +119,17 @@ func startCallProxy(t *testing.T, p *callProxy) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = s.Shutdown(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() { // not t.Context(): it is cancelled before cleanups run, and the loops would stay
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
 		_ = ln.Close()
 	})
 	return ln.Addr().String()

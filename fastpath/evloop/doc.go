@@ -33,7 +33,9 @@
 // scheduler every 8-9 ms (runtime.Gosched) so that sysmon never preempts it (wait.go). Until
 // session 10 a loop parked in Go's netpoller instead, on the epoll descriptor: per wake-up
 // from idle an empty epoll_wait, the runtime's netpoll calls and a scheduler pass
-// (docs/benchmarks.md §1, "Session 10"). The reads, writes, epoll_ctl and zero-timeout
+// (docs/benchmarks.md §1, "Session 10"). A process that gives its loops no P to spare
+// (GOMAXPROCS at most the loops, as under testing.AllocsPerRun) still gets that park: a loop
+// blocked in the kernel there would hold the P its own clients' goroutines wait for. The reads, writes, epoll_ctl and zero-timeout
 // epoll_wait calls are raw system calls (rawsys.go): none can block, and entersyscall would
 // wake a sleeping sysmon.
 //

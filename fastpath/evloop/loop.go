@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,7 +18,8 @@ import (
 // Config configures the event loops.
 type Config struct {
 	// Loops is the number of event loops, each on its own goroutine. Default GOMAXPROCS. A
-	// waiting loop holds its P (wait.go): the process should run with SchedulerProcs(Loops).
+	// waiting loop holds its P (wait.go): the process should run with SchedulerProcs(Loops)
+	// (with fewer, the loops wait in Go's netpoller, at a system call or two more a wake-up).
 	Loops int
 	// MaxHeaderSize bounds a request head; a larger one gets 431. Default 64 KiB.
 	MaxHeaderSize int
@@ -153,11 +155,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		s.loops = append(s.loops, l)
 	}
+	liveLoops.Add(int32(len(s.loops)))
 	for _, l := range s.loops {
 		wg.Go(l.run)
 	}
 	close(s.serving)
 	wg.Wait()
+	liveLoops.Add(-int32(len(s.loops)))
 	_ = unix.Close(s.lnfd)
 	close(s.done)
 	return s.err
@@ -249,19 +253,30 @@ type loop struct {
 	// kernel is handed no pointer to the stack.
 	waitTS    unix.Timespec
 	lastYield int64 // when the loop last went through the Go scheduler (wait.go)
-	events    [128]unix.EpollEvent
-	fds       []pollable // by file descriptor
-	timers    timerHeap
-	now       int64 // monotonic ns, refreshed once per wake-up
-	soon      []soon
-	dirty     []*clientConn // client connections with output to flush after this wake-up
-	again     []rereadable  // sockets to read again before the loop waits (readAgain)
-	againNext []rereadable
-	pools     map[string]*hostPool
-	conns     int // client connections of this loop
-	free      []*clientConn
-	calls     []*Call // released calls, for reuse
-	bodyBuf   []byte  // a streamed request body is read through it (stream.go)
+	// parks: the process has no P to spare for a loop waiting in the kernel, so the loop
+	// waits in Go's netpoller instead (wait.go, park); decided at each yield.
+	parks bool
+	// park's state: epfd as a file of Go's netpoller (made at the first park), the park's
+	// deadline (monotonic ns, 0 for none) and what the poll inside it found.
+	poll        *os.File
+	pollRaw     syscall.RawConn
+	parkedUntil int64
+	pollFn      func(uintptr) bool // l.pollOnce
+	polled      int
+	pollErr     unix.Errno
+	events      [128]unix.EpollEvent
+	fds         []pollable // by file descriptor
+	timers      timerHeap
+	now         int64 // monotonic ns, refreshed once per wake-up
+	soon        []soon
+	dirty       []*clientConn // client connections with output to flush after this wake-up
+	again       []rereadable  // sockets to read again before the loop waits (readAgain)
+	againNext   []rereadable
+	pools       map[string]*hostPool
+	conns       int // client connections of this loop
+	free        []*clientConn
+	calls       []*Call // released calls, for reuse
+	bodyBuf     []byte  // a streamed request body is read through it (stream.go)
 	// tlsPools are the pools of workers behind TLS (Target.TLS, tls.go).
 	tlsPools map[string]*hostPool
 	// callX and callGen are the exchange and request of the Call whose CallDone runs.
@@ -317,7 +332,10 @@ func (l *loop) closeFDs() {
 	if l.evfd >= 0 {
 		_ = unix.Close(l.evfd)
 	}
-	if l.epfd >= 0 {
+	switch {
+	case l.poll != nil:
+		_ = l.poll.Close() // closes epfd
+	case l.epfd >= 0:
 		_ = unix.Close(l.epfd)
 	}
 }

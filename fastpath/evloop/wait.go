@@ -1,8 +1,12 @@
 package evloop
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +34,15 @@ import (
 //     and blocks no longer than until blockUntil after that: the scheduler's tick moves at
 //     least every 9 ms plus one wake-up's work, and sysmon finds nothing to do.
 //
+// Without a spare P (GOMAXPROCS at most the process's loops: a test under
+// testing.AllocsPerRun, which runs at GOMAXPROCS 1, or a program that embeds the loops and
+// did not raise it), a loop blocked in the kernel keeps the P every other goroutine needs
+// until sysmon takes it, and each hand-off between a loop and a goroutine of the process
+// waits for sysmon: `go test -run DoesNotAllocate ./fastpath/` took 199 s, 3 s with the
+// park (session 11, 2-core machine). So a loop checks at each yield whether the process has
+// a P to spare for it (liveLoops) and, if not, parks in Go's netpoller on its epoll
+// descriptor instead (park), as the loops did before.
+//
 // The price: an idle loop wakes every 9 ms (about 110 times a second), and each Gosched
 // wakes a spinning thread for the spare P (two futex calls). Before this (sessions 4-9), a
 // loop polled epoll_wait without a timeout and, finding nothing, parked in Go's netpoller on
@@ -55,6 +68,10 @@ func (l *loop) wait() (int, error) {
 		runtime.Gosched()
 		now = monotonic()
 		l.lastYield = now
+		l.parks = !spareP(runtime.GOMAXPROCS(0), int(liveLoops.Load()))
+	}
+	if l.parks && len(l.again) == 0 {
+		return l.park()
 	}
 	timeout := int64(0)
 	if len(l.again) == 0 {
@@ -68,6 +85,82 @@ func (l *loop) wait() (int, error) {
 		return 0, errno
 	}
 	return n, nil
+}
+
+// liveLoops counts the loops running in the process, every Server's: each one waiting in
+// epoll_pwait2 holds a P. parkedWaits counts the waits in the netpoller (park), for tests.
+var liveLoops atomic.Int32
+var parkedWaits atomic.Uint64
+
+// spareP reports whether a process with gomaxprocs Ps running loops event loops leaves a P
+// for everything else while every loop waits in the kernel (SchedulerProcs).
+func spareP(gomaxprocs, loops int) bool { return gomaxprocs >= SchedulerProcs(loops) }
+
+// park waits for the loop's next events in Go's netpoller, its P free meanwhile: an epoll
+// instance is readable while it has events, so the loop parks on epfd as a file of the
+// netpoller, with the next timer as the read deadline. pollOnce runs inside RawConn.Read,
+// after the netpoller's readiness flag is reset, so an event arriving before the park is
+// never missed; a parked wake-up costs the empty poll before the park and the one after it.
+// epfd joins the netpoller at the first park only: registered, every event of the loop
+// would also wake the runtime's own epoll_wait.
+func (l *loop) park() (int, error) {
+	if l.poll == nil {
+		if err := l.pollable(); err != nil {
+			return 0, err
+		}
+	}
+	l.setParkDeadline()
+	l.polled, l.pollErr = 0, 0
+	parkedWaits.Add(1)
+	if err := l.pollRaw.Read(l.pollFn); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, err
+	}
+	if l.pollErr != 0 && l.pollErr != unix.EINTR {
+		return 0, l.pollErr
+	}
+	return l.polled, nil
+}
+
+// pollable makes epfd a file of Go's netpoller (non-blocking, so that os.NewFile registers it).
+func (l *loop) pollable() error {
+	if err := unix.SetNonblock(l.epfd, true); err != nil {
+		return fmt.Errorf("evloop: epoll descriptor: %w", err)
+	}
+	l.poll = os.NewFile(uintptr(l.epfd), "evloop-epoll") // closeFDs closes it, and epfd with it
+	raw, err := l.poll.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("evloop: epoll descriptor: %w", err)
+	}
+	l.pollRaw, l.pollFn = raw, l.pollOnce
+	return nil
+}
+
+// setParkDeadline makes the park end by the first timer. Moving a netpoller deadline takes a
+// lock and a runtime timer update, and the first timer moves on nearly every request (an
+// idle timer re-armed), so an earlier deadline still pending is kept: the loop then wakes
+// once before its first timer is due, finds nothing due, and parks again with the new one.
+func (l *loop) setParkDeadline() {
+	want := l.timers.next()
+	expired := l.parkedUntil != 0 && l.parkedUntil <= l.now
+	switch {
+	case want == 0 && !expired:
+		return // no timer; a pending deadline only costs one early wake-up
+	case want != 0 && l.parkedUntil != 0 && l.parkedUntil <= want && !expired:
+		return
+	}
+	var d time.Time
+	if want != 0 {
+		d = epoch.Add(time.Duration(want))
+	}
+	_ = l.poll.SetReadDeadline(d)
+	l.parkedUntil = want
+}
+
+// pollOnce is park's read function (a method value made once: no allocation): the events
+// ready now, without waiting.
+func (l *loop) pollOnce(uintptr) bool {
+	l.polled, l.pollErr = l.epollWait(0)
+	return l.polled > 0 || (l.pollErr != 0 && l.pollErr != unix.EINTR)
 }
 
 // noPwait2 is set once epoll_pwait2 answered ENOSYS (Linux before 5.11): loops then wait in
