@@ -76,9 +76,11 @@ var (
 	// (8 × 65,536): with 512 (until session 11) they filled it, so an LRU cache serving their
 	// cycle evicted each conversation just before its next turn under any routing and the
 	// policies' tails differed by noise (docs/benchmarks.md §3, "The multi-turn case's size").
+	// The users' first conversations are staggered (--mt-stagger), so the rounds are spread
+	// over the run instead of arriving in step, the longest one as a burst near capacity.
 	// Its closed loop has one client per conversation (256): round robin's prefill queues
 	// saturate the fleet with that, cache_aware's hits do not, so its capacity is a lower bound.
-	multiTurnArgs = []string{"--workload", "multi-turn", "--mt-users", "256", "--mt-rounds", "6",
+	multiTurnArgs = []string{"--workload", "multi-turn", "--mt-users", "256", "--mt-rounds", "6", "--mt-stagger",
 		"--mt-system-prompt-len", "512", "--mt-turn-len", "128", "--mt-output-len", "32"}
 	// mixedSizeArgs: loadgen's mixed-size defaults, 4,096 distinct prompts, 10% of them 7,680
 	// words (30× the others' 256), 32 output tokens; no shared prefix.
@@ -96,7 +98,7 @@ func DefaultQualityCases() []QualityCase {
 	return []QualityCase{
 		{Name: "shared-prefix", About: "64 groups × 16 questions sharing 2,048-word system prompts (SGLang bench_serving's generated-shared-prefix); 32 output tokens",
 			Loadgen: sharedPrefixArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 384},
-		{Name: "multi-turn", About: "256 conversations of 6 rounds (512-word system prompt, 128-word turns, 32-token answers); each turn resends the conversation",
+		{Name: "multi-turn", About: "256 conversations of 6 rounds (512-word system prompt, 128-word turns, 32-token answers), the users out of step; each turn resends the conversation",
 			Loadgen: multiTurnArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 256},
 		{Name: "mixed-size", About: "distinct prompts, 90% of 256 words and 10% of 7,680 (30×); 32 output tokens; nothing to share",
 			Loadgen: mixedSizeArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 384},

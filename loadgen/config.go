@@ -88,6 +88,11 @@ type MultiTurnConfig struct {
 	TurnLen         int           `json:"turn_len"`          // tokens per user turn; default 128
 	OutputLen       int           `json:"output_len"`        // max_tokens per answer; default 128
 	ThinkTime       time.Duration `json:"think_time_ns"`     // pause after an answer before the next round; default 0
+	// Stagger gives user u's first conversation 1 + u mod Rounds rounds instead of Rounds, so
+	// that the users are spread over the rounds from the start: without it they all start
+	// together and, with equal turns, stay in step, each round arriving as one phase of the
+	// run (the last, longest, one near the fleet's capacity). Default false.
+	Stagger bool `json:"stagger"`
 }
 
 // MixedSizeConfig shapes WorkloadMixedSize. Exactly round(NumPrompts × LongFraction) prompts

@@ -16,7 +16,8 @@
 //
 // random (bench_serving's random dataset), shared-prefix (its generated-shared-prefix),
 // multi-turn (users × rounds; each turn carries the whole conversation so far, including the
-// server's previous answers), mixed-size (distinct prompts of two sizes: by default 10% of
+// server's previous answers; MultiTurnConfig.Stagger shortens the users' first conversations so
+// that they are not in step), mixed-size (distinct prompts of two sizes: by default 10% of
 // them 7,680 tokens, 30× the others' 256, so a few requests cost an engine 30× the prefill;
 // no shared prefix, so where a request lands matters more than cache affinity) and raw (one
 // tiny fixed chat request, for measuring proxy overhead). Prompt text, lengths, order and open-loop arrival gaps are deterministic in

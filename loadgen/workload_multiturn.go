@@ -12,6 +12,7 @@ type conversation struct {
 	user         int
 	generation   int // how many conversations this user has started before this one
 	round        int // user turns sent so far in this conversation
+	rounds       int // user turns it has in all (MultiTurnConfig.Rounds, or fewer: Stagger)
 	msgs         []message
 	promptTokens int // words in msgs: the fallback prompt size
 	session      string
@@ -21,7 +22,8 @@ type conversation struct {
 // multiTurnSource runs Users conversations of Rounds turns. A conversation is ready when its
 // previous answer arrived and ThinkTime passed; next hands out ready conversations in FIFO
 // order (SGLang's bench_multiturn does the same with its ready queue). After its last round,
-// or after a failed turn, a user starts a fresh conversation.
+// or after a failed turn, a user starts a fresh conversation; with Stagger the users' first
+// conversations are shorter, 1 + user mod Rounds rounds, so that the users are out of step.
 //
 // The user side of every conversation is deterministic in (Seed, user, generation); the
 // assistant side is whatever the server answered.
@@ -45,8 +47,12 @@ func (s *multiTurnSource) start(user, generation int) *conversation {
 	c := &conversation{
 		user:       user,
 		generation: generation,
+		rounds:     s.cfg.Rounds,
 		text:       newPrompt(s.seed, streamMultiTurnBase+(uint64(user)<<32|uint64(generation))),
 		session:    "user-" + strconv.Itoa(user) + "-" + strconv.Itoa(generation),
+	}
+	if s.cfg.Stagger && generation == 0 {
+		c.rounds = 1 + user%s.cfg.Rounds
 	}
 	if s.cfg.SystemPromptLen > 0 {
 		c.msgs = append(c.msgs, message{role: "system", content: c.text.words(s.cfg.SystemPromptLen)})
@@ -75,7 +81,7 @@ func (s *multiTurnSource) next(ctx context.Context) (*item, error) {
 
 func (s *multiTurnSource) done(it *item, o outcome) {
 	c := it.conv
-	if o.ok && c.round < s.cfg.Rounds {
+	if o.ok && c.round < c.rounds {
 		c.msgs = append(c.msgs, message{role: "assistant", content: string(o.answer)})
 		c.promptTokens += o.outputTokens
 	} else {

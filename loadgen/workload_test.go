@@ -323,3 +323,35 @@ func TestMultiTurnThinkTimeDelaysReadiness(t *testing.T) {
 		t.Fatal("next returned without a ready conversation")
 	}
 }
+
+// TestMultiTurnStaggerSpreadsTheFirstConversations: with Stagger, user u's first conversation
+// ends after 1 + u mod Rounds turns and every later one after Rounds, so the users are out of
+// step from the start; without it every conversation has Rounds turns.
+func TestMultiTurnStaggerSpreadsTheFirstConversations(t *testing.T) {
+	for _, stagger := range []bool{false, true} {
+		c := workloadConfig(WorkloadMultiTurn, 1) // 3 users, 3 rounds
+		c.MultiTurn.Stagger = stagger
+		src, _ := newSource(&c)
+		turns := map[[2]int]int{} // user, generation -> turns sent
+		for range 40 {
+			it, err := src.next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			turns[[2]int{it.conv.user, it.conv.generation}]++
+			src.done(it, outcome{ok: true, answer: []byte("a"), outputTokens: 1})
+		}
+		for u := range c.MultiTurn.Users {
+			want := c.MultiTurn.Rounds
+			if stagger {
+				want = 1 + u%c.MultiTurn.Rounds
+			}
+			if got := turns[[2]int{u, 0}]; got != want {
+				t.Errorf("stagger %v: user %d's first conversation had %d turns, want %d", stagger, u, got, want)
+			}
+			if got := turns[[2]int{u, 1}]; got != c.MultiTurn.Rounds {
+				t.Errorf("stagger %v: user %d's second conversation had %d turns, want %d", stagger, u, got, c.MultiTurn.Rounds)
+			}
+		}
+	}
+}

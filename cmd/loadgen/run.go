@@ -72,6 +72,7 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 	fs.IntVar(&c.MultiTurn.TurnLen, "mt-turn-len", c.MultiTurn.TurnLen, "multi-turn: tokens per user turn")
 	fs.IntVar(&c.MultiTurn.OutputLen, "mt-output-len", c.MultiTurn.OutputLen, "multi-turn: output tokens per answer")
 	fs.DurationVar(&c.MultiTurn.ThinkTime, "think-time", 0, "multi-turn: pause between an answer and the next turn")
+	fs.BoolVar(&c.MultiTurn.Stagger, "mt-stagger", false, "multi-turn: user u's first conversation has 1 + u mod --mt-rounds rounds, so the users are not in step")
 
 	fs.IntVar(&c.MixedSize.NumPrompts, "ms-num-prompts", c.MixedSize.NumPrompts, "mixed-size: distinct prompts, cycled")
 	fs.IntVar(&c.MixedSize.ShortLen, "ms-short-len", c.MixedSize.ShortLen, "mixed-size: tokens of a short prompt")
