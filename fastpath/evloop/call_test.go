@@ -2,7 +2,6 @@ package evloop
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -119,19 +118,7 @@ func startCallProxy(t *testing.T, p *callProxy) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	t.Cleanup(func() { // not t.Context(): it is cancelled before cleanups run, and the loops would stay
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		_ = ln.Close()
-	})
+	serve(t, s, ln)
 	return ln.Addr().String()
 }
 

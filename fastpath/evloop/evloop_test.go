@@ -88,6 +88,14 @@ func startProxy(t testing.TB, p *proxy, tweak func(*Config)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serve(t, s, ln)
+	return ln.Addr().String()
+}
+
+// serve runs s on ln until the test ends, then shuts it down and checks that both ended
+// cleanly. Not with t.Context(): it is cancelled before cleanups run, and the loops would
+// outlive the test.
+func serve(t testing.TB, s *Server, ln net.Listener) {
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -101,7 +109,6 @@ func startProxy(t testing.TB, p *proxy, tweak func(*Config)) string {
 		}
 		_ = ln.Close()
 	})
-	return ln.Addr().String()
 }
 
 func TestProxyHeldRoundTrips(t *testing.T) {
