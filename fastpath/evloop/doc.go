@@ -35,9 +35,9 @@
 // from idle an empty epoll_wait, the runtime's netpoll calls and a scheduler pass
 // (docs/benchmarks.md §1, "Session 10"). A process that gives its loops no P to spare
 // (GOMAXPROCS at most the loops, as under testing.AllocsPerRun) still gets that park: a loop
-// blocked in the kernel there would hold the P its own clients' goroutines wait for. The reads, writes, epoll_ctl and zero-timeout
-// epoll_wait calls are raw system calls (rawsys.go): none can block, and entersyscall would
-// wake a sleeping sysmon.
+// blocked in the kernel there would hold the P its own clients' goroutines wait for. The
+// reads, writes, epoll_ctl and zero-timeout epoll_wait calls are raw system calls
+// (rawsys.go): none can block, and entersyscall would wake a sleeping sysmon.
 //
 // # Concurrency model
 //
