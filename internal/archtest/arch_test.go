@@ -67,6 +67,7 @@ var layers = map[string][]string{
 	"discovery":  {"worker"},
 	"mockworker": {},
 	"loadgen":    {},
+	"engine":     {"worker"},
 }
 
 // parts lists the sub-packages a package is built from and may import: helpers of its own
@@ -79,8 +80,12 @@ var parts = map[string][]string{
 
 // shared lists the helper packages every member of a family may import: the consistent-hash
 // ring serves consistent_hashing and prefix_hash alike, the expected-wait score three policies,
-// the pins of sticky sessions manual and the sticky wrapper.
-var shared = map[string][]string{"policy": {"policy/ring", "policy/score", "policy/sticky"}}
+// the pins of sticky sessions manual and the sticky wrapper; the engines' generated packages
+// (engine/sglangpb, engine/vllmpb) share the messages of engine/commonpb.
+var shared = map[string][]string{
+	"policy": {"policy/ring", "policy/score", "policy/sticky"},
+	"engine": {"engine/commonpb"},
+}
 
 // tables are the packages that assemble a family: policy/all is the name → builder table of
 // every policy/<name>.
@@ -188,8 +193,8 @@ func TestImportRules(t *testing.T) {
 			switch {
 			case strings.HasPrefix(dep, "k8s.io/client-go") && !under(from, "discovery/k8s") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
 				t.Errorf("%s depends on client-go, which only discovery/k8s may use", from)
-			case strings.HasPrefix(dep, "google.golang.org/grpc") && !under(from, "mesh") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
-				t.Errorf("%s depends on grpc, which only mesh may use", from)
+			case strings.HasPrefix(dep, "google.golang.org/grpc") && !under(from, "mesh") && !under(from, "engine") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
+				t.Errorf("%s depends on grpc, which only mesh and engine may use", from)
 			}
 		}
 		if _, known := layers[top(from)]; !known && !under(from, "internal") && top(from) != "cmd" && top(from) != "bench" && from != "" {
@@ -258,6 +263,13 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"worker", "worker/health", false},
 		{"worker", "worker/breaker", true},
 		{"discovery", "discovery/k8s", false},
+		{"engine", "worker", true},
+		{"engine", "policy", false},
+		{"engine/sglangpb", "engine/commonpb", true},
+		{"engine/vllmpb", "engine/commonpb", true},
+		{"engine/sglangpb", "engine/vllmpb", false},
+		{"engine/commonpb", "engine/sglangpb", false},
+		{"worker", "engine/sglangpb", false},
 	} {
 		if got := allowed(tc.from, tc.to); got != tc.ok {
 			t.Errorf("allowed(%s → %s) = %v, want %v", tc.from, tc.to, got, tc.ok)
