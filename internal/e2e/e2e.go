@@ -126,33 +126,75 @@ func (p *Process) Wait(d time.Duration) int {
 	}
 }
 
-// handedOut holds every port FreePort returned in this test process: the kernel may hand the
-// same free port to two listeners in a row (seen: one router got it for --port and
-// --mesh-port), and a port given to one process must not be given to the next.
-var handedOut = struct {
+// reserved holds the lock files of the ports FreePort handed out; they stay locked until the
+// test process exits (the kernel drops the locks then, even after a crash).
+var reserved struct {
 	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
+	files []*os.File
+}
 
-// FreePort returns a TCP port that was free on host a moment ago and that no earlier call in
-// this test process returned.
+// FreePort returns a TCP port free on host that no other caller of FreePort holds, in this
+// test process or any other on the machine (parallel packages of `go test ./...`).
+//
+// A port chosen by listening on :0 and closing is not enough: the kernel may give the same
+// port to the next :0 listener of another package before our process binds it. FreePort
+// therefore picks below the kernel's ephemeral range (net.ipv4.ip_local_port_range), which
+// :0 listeners and outgoing connections never get, and reserves each port across processes
+// with an flock on a file named after it. Use it only for ports a process must be told
+// before it starts (mesh ports, engines' bootstrap ports, a port reused after a restart);
+// StartGateway and StartMocks listen on :0 and read the bound port back.
 func FreePort(t testing.TB, host string) int {
 	t.Helper()
-	for {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	dir := filepath.Join(os.TempDir(), "smg-e2e-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := reservablePorts()
+	n := hi - lo
+	start := int(time.Now().UnixNano()/1000+int64(os.Getpid())*7919) % n
+	for i := range n {
+		port := lo + (start+i)%n
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
 		if err != nil {
 			t.Fatal(err)
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close() // another FreePort holds it
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			f.Close() // in use by something that did not ask FreePort
+			continue
+		}
 		ln.Close()
-		handedOut.Lock()
-		seen := handedOut.ports[port]
-		handedOut.ports[port] = true
-		handedOut.Unlock()
-		if !seen {
-			return port
+		reserved.Lock()
+		reserved.files = append(reserved.files, f)
+		reserved.Unlock()
+		return port
+	}
+	t.Fatalf("no reservable free port on %s in %d-%d", host, lo, hi-1)
+	return 0
+}
+
+// reservablePorts is the range FreePort draws from, [lo, hi): below the ephemeral range, or
+// above it when the ephemeral range starts too low to leave room.
+func reservablePorts() (lo, hi int) {
+	ephLo, ephHi := 32768, 60999 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if a, err := strconv.Atoi(f[0]); err == nil {
+				ephLo = a
+			}
+			if a, err := strconv.Atoi(f[1]); err == nil {
+				ephHi = a
+			}
 		}
 	}
+	if ephLo-10000 >= 4096 {
+		return 10000, ephLo
+	}
+	return ephHi + 1, 65536
 }
 
 // Mocks is a running mockworker fleet.
@@ -196,11 +238,10 @@ func StartGateway(t testing.TB, args ...string) *Gateway {
 func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
 	t.Helper()
 	b := Build(t)
-	port, prom := FreePort(t, "127.0.0.1"), FreePort(t, "127.0.0.1")
-	all := append([]string{"launch", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(prom)}, args...)
-	g := &Gateway{Process: StartEnv(t, env, b.SMG, all...),
-		URL: fmt.Sprintf("http://127.0.0.1:%d", port), MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", prom)}
+	all := append([]string{"launch", "--host", "127.0.0.1", "--port", "0",
+		"--prometheus-host", "127.0.0.1", "--prometheus-port", "0"}, args...)
+	g := &Gateway{Process: StartEnv(t, env, b.SMG, all...)}
+	g.readAddresses(t)
 	testutil.Eventually(t, "gateway /health", func() bool {
 		r, err := Do("GET", g.URL+"/health", "", nil)
 		return err == nil && r.Status == 200
@@ -212,6 +253,35 @@ func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
 		g.WaitReady(t)
 	}
 	return g
+}
+
+var (
+	listenAddrs  = regexp.MustCompile(`msg="SMG-Go gateway listening" address=(\S+) .*metrics=(\S+)`)
+	listenAddrsJ = regexp.MustCompile(`"msg":"SMG-Go gateway listening","address":"([^"]+)".*"metrics":"([^"]+)"`)
+)
+
+// readAddresses waits for the gateway's "SMG-Go gateway listening" line and sets URL and
+// MetricsURL from the addresses it bound (the gateway was started with port 0: ports the
+// kernel hands out cannot collide with another test process's).
+func (g *Gateway) readAddresses(t testing.TB) {
+	t.Helper()
+	testutil.Eventually(t, "gateway listening line", func() bool {
+		out := g.Output()
+		m := listenAddrs.FindStringSubmatch(out)
+		if m == nil {
+			m = listenAddrsJ.FindStringSubmatch(out)
+		}
+		if m == nil {
+			select {
+			case <-g.done:
+				t.Fatalf("smg exited before listening:\n%s", tail(out, 4000))
+			default:
+			}
+			return false
+		}
+		g.URL, g.MetricsURL = "http://"+m[1], "http://"+m[2]+"/metrics"
+		return true
+	})
 }
 
 // hasEveryRole reports whether args name the static workers the gateway needs to be ready:

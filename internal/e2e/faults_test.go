@@ -387,7 +387,8 @@ func TestFaultWorkerKilledMidLoad(t *testing.T) {
 	t.Parallel()
 	mockArgs := []string{"--output-tokens", "60", "--token-interval-ms", "10"} // 0.6 s streams
 	survivors := StartMocks(t, 2, mockArgs...)
-	victim := StartMocks(t, 1, mockArgs...)
+	// The victim comes back on its port: a reserved one, which no other process can take while it is dead.
+	victim := StartMocks(t, 1, append(mockArgs, "--port", strconv.Itoa(FreePort(t, "127.0.0.1")))...)
 	victimURL := victim.URLs[0]
 	workers := append(append([]string{}, survivors.URLs...), victimURL)
 	g := StartGateway(t, gatewayArgs(workers)...)
@@ -660,7 +661,8 @@ func TestFaultHangingWorkerCutAtTimeoutAndRetried(t *testing.T) {
 // requests that find out), never hangs, and serves again when the workers return.
 func TestFaultAllWorkersDownThenBack(t *testing.T) {
 	t.Parallel()
-	a, b := StartMocks(t, 1), StartMocks(t, 1)
+	// Reserved ports: the workers come back on them.
+	a, b := StartMocks(t, 1, "--port", strconv.Itoa(FreePort(t, "127.0.0.1"))), StartMocks(t, 1, "--port", strconv.Itoa(FreePort(t, "127.0.0.1")))
 	workers := []string{a.URLs[0], b.URLs[0]}
 	g := StartGateway(t, gatewayArgs(workers)...)
 	idle := goroutines(t, g)
