@@ -205,9 +205,36 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
+// maxSpecBody bounds a worker API body (POST, PUT, PATCH /workers): a spec at every field's
+// bound (worker.MaxLabels labels of worker.MaxLabelValueBytes, worker.MaxModels models...) is
+// under 1 MiB, and refusing a larger body before decoding it keeps a huge one from being
+// decoded into the maps and strings it describes.
+const maxSpecBody = 1 << 20
+
+// oversizeBodyKey is the user value by which the event loops' bridge passes the length of a
+// worker API body past maxSpecBody instead of the body.
+const oversizeBodyKey = "smg.oversizeBody"
+
+// specBodyFits answers 413 and returns false when the body is past maxSpecBody.
+func specBodyFits(ctx *fasthttp.RequestCtx) bool {
+	n := len(ctx.PostBody())
+	if v, ok := ctx.UserValue(oversizeBodyKey).(int); ok {
+		n = v
+	}
+	if n > maxSpecBody {
+		writeAPIError(ctx, fasthttp.StatusRequestEntityTooLarge, "SPEC_TOO_LARGE",
+			fmt.Sprintf("worker spec body is %d bytes, at most %d allowed", n, maxSpecBody))
+		return false
+	}
+	return true
+}
+
 // readSpec decodes and checks a worker spec (POST /workers, PUT /workers/{id}); it answers
 // the client itself and returns false when the spec is refused.
 func (s *Server) readSpec(ctx *fasthttp.RequestCtx, spec *worker.Spec) bool {
+	if !specBodyFits(ctx) {
+		return false
+	}
 	if err := decodeStrict(ctx.PostBody(), spec); err != nil {
 		writeAPIError(ctx, fasthttp.StatusBadRequest, "INVALID_REQUEST", "invalid worker spec: "+err.Error()+`; send {"url":"http://host:port", ...}`)
 		return false
@@ -230,12 +257,13 @@ func (s *Server) readSpec(ctx *fasthttp.RequestCtx, spec *worker.Spec) bool {
 }
 
 // workerPatch is the body of PATCH /workers/{id}: the fields given change, the others stay.
-// labels are merged into the worker's (a key given replaces its value); health overrides are
-// merged field by field. As in the spec product.
+// labels are merged into the worker's (a key given replaces its value, as in the spec
+// product; a key given null removes the label, which the spec product cannot do: its labels
+// are strings); health overrides are merged field by field.
 type workerPatch struct {
 	Priority *int                   `json:"priority"`
 	Cost     *float64               `json:"cost"`
-	Labels   map[string]string      `json:"labels"`
+	Labels   map[string]*string     `json:"labels"`
 	APIKey   *string                `json:"api_key"`
 	Health   *worker.HealthOverride `json:"health"`
 }
@@ -251,7 +279,11 @@ func (p *workerPatch) apply(spec worker.Spec) worker.Spec {
 		spec.Labels = make(map[string]string, len(p.Labels))
 	}
 	for k, v := range p.Labels {
-		spec.Labels[k] = v
+		if v == nil {
+			delete(spec.Labels, k)
+		} else {
+			spec.Labels[k] = *v
+		}
 	}
 	if p.APIKey != nil {
 		spec.APIKey = *p.APIKey
@@ -284,6 +316,9 @@ func (p *workerPatch) apply(spec worker.Spec) worker.Spec {
 // overrides, applied by the registry's writer and visible in the next snapshot (202).
 func (s *Server) patchWorker(ctx *fasthttp.RequestCtx, id string) {
 	var p workerPatch
+	if !specBodyFits(ctx) {
+		return
+	}
 	if err := decodeStrict(ctx.PostBody(), &p); err != nil {
 		writeAPIError(ctx, fasthttp.StatusBadRequest, "INVALID_REQUEST", "invalid worker update: "+err.Error()+
 			"; PATCH takes priority, cost, labels, api_key and health (use PUT for the whole spec)")
@@ -375,6 +410,10 @@ func (s *Server) addWorker(ctx *fasthttp.RequestCtx) {
 		} else if err != nil {
 			s.log.Warn("Cannot discover the worker's models; it will serve requests for any model", "url", spec.URL, "error", err)
 		}
+	}
+	if err := spec.CheckLimits(); err != nil { // the models the worker declared
+		writeAPIError(ctx, fasthttp.StatusBadGateway, "INVALID_WORKER_MODELS", "the worker's model list: "+err.Error())
+		return
 	}
 	status := worker.StatusReady
 	if s.cfg.InitialStatus != nil {

@@ -109,6 +109,7 @@ func FuzzWorkerUpdate(f *testing.F) {
 		`{"url":"http://10.0.0.1:8000","worker_type":"prefill","labels":{"sglang.ai/bootstrap-port":"8998"}}`,
 		`{"url":"http://[::1]:8000","models":[{"id":"m"},"n"],"runtime_type":"vllm"}`,
 		`{"health":null,"labels":null,"priority":null}`,
+		`{"labels":{"keep":null,"new":"x"},"priority":-1}`,
 		`[]`, `null`, `{`, ``,
 	} {
 		f.Add([]byte(seed))
@@ -141,8 +142,9 @@ func FuzzWorkerUpdate(f *testing.F) {
 			t.Fatalf("apply(%q): priority %v", body, *next.Priority)
 		}
 		for k, v := range p.Labels {
-			if next.Labels[k] != v {
-				t.Fatalf("apply(%q): label %q = %q, want %q", body, k, next.Labels[k], v)
+			got, ok := next.Labels[k]
+			if v == nil && ok || v != nil && got != *v {
+				t.Fatalf("apply(%q): label %q = %q (present %v), want %v", body, k, got, ok, v)
 			}
 		}
 		for k, v := range baseLabels {

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -476,7 +477,12 @@ func (p loopPlane) bridge(ex *evloop.Exchange) {
 			req.Header.AddBytesKV(name, value)
 		}
 	})
-	req.SetBody(r.Body())
+	if body := r.Body(); len(body) > maxSpecBody && bytes.HasPrefix(r.Path(), []byte("/workers")) {
+		// The worker API refuses it with 413 by its length alone: no copy of a huge body.
+		ctx.SetUserValue(oversizeBodyKey, len(body))
+	} else {
+		req.SetBody(body)
+	}
 	keepAlive := r.KeepAlive()
 	go func() {
 		s := p.s

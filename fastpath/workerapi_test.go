@@ -64,6 +64,12 @@ func TestPatchAndPutRefuseBadInputWithTheWorkerAPIEnvelope(t *testing.T) {
 		{"PATCH", "/workers/" + w.ID, `{"priorty":1}`, 400, "INVALID_REQUEST", `"priorty"`},
 		{"PATCH", "/workers/" + w.ID, `{"priority":"high"}`, 400, "INVALID_REQUEST", "priority"},
 		{"PATCH", "/workers/" + w.ID, `{"cost":-1}`, 400, "INVALID_REQUEST", "cost"},
+		{"PATCH", "/workers/" + w.ID, `{"priority":-1}`, 400, "INVALID_REQUEST", "must be in 0-4294967295"},
+		{"PATCH", "/workers/" + w.ID, `{"priority":4294967296}`, 400, "INVALID_REQUEST", "must be in 0-4294967295"},
+		{"PATCH", "/workers/" + w.ID, `{"labels":{"big":"` + strings.Repeat("x", 4097) + `"}}`, 400, "INVALID_REQUEST", `labels["big"] is 4097 bytes, at most 4096`},
+		{"PATCH", "/workers/" + w.ID, `{"labels":{"big":"` + strings.Repeat("x", 1<<20) + `"}}`, 413, "SPEC_TOO_LARGE", "at most 1048576"},
+		{"POST", "/workers", `{"url":"http://10.0.0.7:8000","labels":{"big":"` + strings.Repeat("x", 5000) + `"}}`, 400, "INVALID_REQUEST", `labels["big"] is 5000 bytes`},
+		{"POST", "/workers", `{"url":"http://10.0.0.7:8000","api_key":"` + strings.Repeat("x", 2<<20) + `"}`, 413, "SPEC_TOO_LARGE", "at most 1048576"},
 		{"PATCH", "/workers/" + w.ID, `{"url":"http://10.0.0.9:8000"}`, 400, "INVALID_REQUEST", `"url"`},
 		{"PATCH", "/workers/" + w.ID, `{"labels":{"sglang.ai/bootstrap-port":"9000"}}`, 400, "IMMUTABLE_FIELD", "bootstrap-port"},
 		{"PATCH", "/workers/" + w.ID, `{} {}`, 400, "INVALID_REQUEST", "after the JSON object"},
@@ -157,5 +163,22 @@ func TestAddWorkerTakesModelCards(t *testing.T) {
 	}
 	if r := g.do("POST", "/workers", `{"url":"http://10.0.0.6:8000","models":[{"name":"x"}]}`); r.StatusCode() != 400 || !strings.Contains(string(r.Body()), `models[0]`) {
 		t.Fatalf("a model card without id: %d %s", r.StatusCode(), r.Body())
+	}
+}
+
+// TestPatchRemovesALabelGivenNull: "labels": {"k": null} removes k and leaves the others.
+func TestPatchRemovesALabelGivenNull(t *testing.T) {
+	g := newGateway(t, "round_robin", Config{}, newFakeWorker(t, "a", 200))
+	w := g.reg.Current().Workers[0]
+	if r := g.do("PATCH", "/workers/"+w.ID, `{"labels":{"tier":"gold","zone":"b"}}`); r.StatusCode() != 202 {
+		t.Fatalf("PATCH: %d %s", r.StatusCode(), r.Body())
+	}
+	if r := g.do("PATCH", "/workers/"+w.ID, `{"labels":{"tier":null,"absent":null}}`); r.StatusCode() != 202 {
+		t.Fatalf("PATCH with null: %d %s", r.StatusCode(), r.Body())
+	}
+	var v workerView
+	decodeBody(t, g.do("GET", "/workers/"+w.ID, "").Body(), &v)
+	if _, ok := v.Labels["tier"]; ok || v.Labels["zone"] != "b" || len(v.Labels) != 1 {
+		t.Fatalf("labels after removing tier: %v", v.Labels)
 	}
 }

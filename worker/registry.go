@@ -318,6 +318,10 @@ func (r *Registry) apply(ev event) bool {
 				return false
 			}
 		}
+		if err := ev.spec.CheckLimits(); err != nil { // a model list learned after Normalize
+			r.reply(ev, nil, err)
+			return false
+		}
 		if len(r.workers) >= r.cfg.MaxWorkers {
 			r.reply(ev, nil, fmt.Errorf("%w: the gateway holds --max-workers (%d) workers already; remove some or raise the flag", ErrTooManyWorkers, r.cfg.MaxWorkers))
 			return false

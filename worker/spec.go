@@ -108,12 +108,77 @@ type HealthOverride struct {
 	Disable          *bool   `json:"disable_health_check,omitempty"`
 }
 
+// Bounds of a worker spec, checked on every registration path (the worker API, discovery,
+// mesh peers, the command line): the registry keeps every spec for the life of the worker
+// and GET /workers, the mesh and the metrics repeat its strings, so one spec must not be able
+// to hold the gateway's memory. Each is far above what an engine or a pod needs (a Kubernetes
+// label key is at most 317 bytes, its value 63).
+const (
+	MaxURLBytes        = 2048      // url
+	MaxModelIDBytes    = 1024      // model_id and each of models (a served model name may be a path)
+	MaxModels          = 256       // model_id plus models
+	MaxLabels          = 64        // labels per worker
+	MaxLabelKeyBytes   = 320       // each label key
+	MaxLabelValueBytes = 4096      // each label value
+	MaxAPIKeyBytes     = 4096      // api_key (a JWT fits)
+	MaxEndpointBytes   = 1024      // health.endpoint
+	MaxPriority        = 1<<32 - 1 // priority is the spec product's u32: 0 to 4294967295
+)
+
+// ErrSpecTooLarge reports a spec field or label past its bound.
+var ErrSpecTooLarge = errors.New("worker spec past a limit")
+
+// CheckLimits reports the first field of s past its bound, naming the field and the bound.
+func (s *Spec) CheckLimits() error {
+	tooLong := func(field string, n, limit int) error {
+		return fmt.Errorf("%w: %s is %d bytes, at most %d allowed", ErrSpecTooLarge, field, n, limit)
+	}
+	if len(s.URL) > MaxURLBytes {
+		return tooLong("url", len(s.URL), MaxURLBytes)
+	}
+	if len(s.ModelID) > MaxModelIDBytes {
+		return tooLong("model_id", len(s.ModelID), MaxModelIDBytes)
+	}
+	if len(s.Models) > MaxModels {
+		return fmt.Errorf("%w: models has %d entries, at most %d allowed", ErrSpecTooLarge, len(s.Models), MaxModels)
+	}
+	for i, m := range s.Models {
+		if len(m) > MaxModelIDBytes {
+			return tooLong(fmt.Sprintf("models[%d]", i), len(m), MaxModelIDBytes)
+		}
+	}
+	if len(s.Labels) > MaxLabels {
+		return fmt.Errorf("%w: labels has %d entries, at most %d allowed", ErrSpecTooLarge, len(s.Labels), MaxLabels)
+	}
+	for k, v := range s.Labels {
+		if len(k) > MaxLabelKeyBytes {
+			return tooLong(fmt.Sprintf("label key %.40q…", k), len(k), MaxLabelKeyBytes)
+		}
+		if len(v) > MaxLabelValueBytes {
+			return tooLong(fmt.Sprintf("labels[%.64q]", k), len(v), MaxLabelValueBytes)
+		}
+	}
+	if len(s.APIKey) > MaxAPIKeyBytes {
+		return tooLong("api_key", len(s.APIKey), MaxAPIKeyBytes)
+	}
+	if h := s.Health; h != nil && h.Endpoint != nil && len(*h.Endpoint) > MaxEndpointBytes {
+		return tooLong("health.endpoint", len(*h.Endpoint), MaxEndpointBytes)
+	}
+	if p := s.Priority; p != nil && (*p < 0 || *p > MaxPriority) {
+		return fmt.Errorf("invalid priority %d: must be in 0-%d", *p, MaxPriority)
+	}
+	return nil
+}
+
 // ErrInvalidURL reports a worker URL the gateway cannot dial.
 var ErrInvalidURL = errors.New("invalid worker URL")
 
 // Normalize validates s and fills defaults: it returns the canonical URL (scheme://host:port
 // without a trailing slash), or an error that tells the user what to fix.
 func (s *Spec) Normalize() error {
+	if err := s.CheckLimits(); err != nil {
+		return err
+	}
 	u, err := CanonicalURL(s.URL)
 	if err != nil {
 		return err
