@@ -1,0 +1,146 @@
+package chat
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// goldenFamilies are the tokenizer families whose chat templates have
+// goldens (Llama 2's tokenizer config carries no chat template), with the
+// content format and tool-argument handling the goldens were rendered with
+// (hack/tokenizer/render_goldens.py).
+var goldenFamilies = []struct {
+	name      string
+	parseArgs bool
+}{
+	{"qwen3", true},
+	{"llama3", false},
+	{"deepseek_v3", false},
+}
+
+// goldenClock is the fixed clock render_goldens.py gives strftime_now.
+var goldenClock = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+
+func dataDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("SMG_TOKENIZER_DATA")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(home, ".cache", "smg-tokenizers", "v1")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "qwen3", "tokenizer_config.json")); err != nil {
+		t.Fatalf("tokenizer test data missing in %s (run make tools): %v", dir, err)
+	}
+	return dir
+}
+
+func loadTemplate(t testing.TB, family string) *Template {
+	t.Helper()
+	cfg, err := os.ReadFile(filepath.Join(dataDir(t), family, "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := FromTokenizerConfig(cfg, WithClock(goldenClock))
+	if err != nil {
+		t.Fatalf("%s: %v", family, err)
+	}
+	return tmpl
+}
+
+type goldenRequest struct {
+	Name    string          `json:"name"`
+	Request json.RawMessage `json:"request"`
+	Only    []string        `json:"only"`
+}
+
+type golden struct {
+	Name   string  `json:"name"`
+	Prompt *string `json:"prompt"`
+	Error  *string `json:"error"`
+}
+
+func readJSONL[T any](t *testing.T, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestGoldens renders every request of testdata/requests.jsonl with each
+// family's real chat template and compares byte for byte with Python jinja2
+// (testdata/golden_<family>.jsonl); requests jinja2 rejects must be rejected
+// with a *TemplateError.
+func TestGoldens(t *testing.T) {
+	reqs := map[string]json.RawMessage{}
+	for _, r := range readJSONL[goldenRequest](t, filepath.Join("testdata", "requests.jsonl")) {
+		reqs[r.Name] = r.Request
+	}
+	for _, fam := range goldenFamilies {
+		t.Run(fam.name, func(t *testing.T) {
+			tmpl := loadTemplate(t, fam.name)
+			if tmpl.ContentFormat() != ContentString {
+				t.Errorf("content format %v, goldens use string", tmpl.ContentFormat())
+			}
+			if tmpl.ParsesToolArguments() != fam.parseArgs {
+				t.Errorf("ParsesToolArguments() = %v, goldens use %v", tmpl.ParsesToolArguments(), fam.parseArgs)
+			}
+			goldens := readJSONL[golden](t, filepath.Join("testdata", "golden_"+fam.name+".jsonl"))
+			if len(goldens) < 30 {
+				t.Fatalf("only %d goldens", len(goldens))
+			}
+			for _, g := range goldens {
+				body, ok := reqs[g.Name]
+				if !ok {
+					t.Fatalf("golden %q has no request", g.Name)
+				}
+				var got []byte
+				req, err := DecodeRequest(body)
+				if err == nil {
+					got, err = tmpl.Render(nil, req)
+				}
+				if g.Error != nil {
+					var te *TemplateError
+					if !errors.As(err, &te) {
+						t.Errorf("%s: jinja2 failed (%s), got err=%v output %q", g.Name, *g.Error, err, got)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("%s: %v", g.Name, err)
+					continue
+				}
+				if string(got) != *g.Prompt {
+					t.Errorf("%s: mismatch\n got: %q\nwant: %q", g.Name, got, *g.Prompt)
+				}
+			}
+		})
+	}
+}

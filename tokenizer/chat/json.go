@@ -1,0 +1,333 @@
+package chat
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// maxJSONDepth bounds nesting in DecodeJSON so hostile input cannot exhaust
+// the stack.
+const maxJSONDepth = 256
+
+// DecodeJSON decodes one JSON value into a template value the way Python's
+// json.loads does: objects become dicts that keep their keys in document
+// order (a repeated key keeps its first position and its last value),
+// numbers without a fraction or exponent become ints (floats when they do not
+// fit in int64), null becomes none. Trailing non-space input is an error.
+func DecodeJSON(data []byte) (jinja.Value, error) {
+	d := decoder{data: data}
+	d.skipSpace()
+	v, err := d.value(0)
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	d.skipSpace()
+	if d.pos != len(d.data) {
+		return jinja.Undefined(), d.errorf("unexpected %q after top-level value", d.data[d.pos])
+	}
+	return v, nil
+}
+
+type decoder struct {
+	data []byte
+	pos  int
+}
+
+func (d *decoder) errorf(format string, args ...any) error {
+	return fmt.Errorf("invalid JSON at offset %d: %s", d.pos, fmt.Sprintf(format, args...))
+}
+
+func (d *decoder) skipSpace() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (d *decoder) value(depth int) (jinja.Value, error) {
+	if depth > maxJSONDepth {
+		return jinja.Undefined(), d.errorf("nesting deeper than %d", maxJSONDepth)
+	}
+	if d.pos >= len(d.data) {
+		return jinja.Undefined(), d.errorf("unexpected end of input")
+	}
+	switch c := d.data[d.pos]; {
+	case c == '{':
+		return d.object(depth)
+	case c == '[':
+		return d.array(depth)
+	case c == '"':
+		s, err := d.str()
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		return jinja.NewString(s), nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		return d.number()
+	case d.literal("true"):
+		return jinja.NewBool(true), nil
+	case d.literal("false"):
+		return jinja.NewBool(false), nil
+	case d.literal("null"):
+		return jinja.None(), nil
+	default:
+		return jinja.Undefined(), d.errorf("unexpected %q", c)
+	}
+}
+
+func (d *decoder) literal(lit string) bool {
+	if len(d.data)-d.pos >= len(lit) && string(d.data[d.pos:d.pos+len(lit)]) == lit {
+		d.pos += len(lit)
+		return true
+	}
+	return false
+}
+
+func (d *decoder) object(depth int) (jinja.Value, error) {
+	d.pos++ // '{'
+	v := jinja.NewDict()
+	dict := v.AsDict()
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return v, nil
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
+			return jinja.Undefined(), d.errorf("expected object key")
+		}
+		key, err := d.str()
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
+			return jinja.Undefined(), d.errorf("expected ':' after object key")
+		}
+		d.pos++
+		d.skipSpace()
+		item, err := d.value(depth + 1)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		dict.Set(key, item)
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return jinja.Undefined(), d.errorf("unterminated object")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return v, nil
+		default:
+			return jinja.Undefined(), d.errorf("expected ',' or '}' in object")
+		}
+	}
+}
+
+func (d *decoder) array(depth int) (jinja.Value, error) {
+	d.pos++ // '['
+	var items []jinja.Value
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		return jinja.NewList(items), nil
+	}
+	for {
+		d.skipSpace()
+		item, err := d.value(depth + 1)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		items = append(items, item)
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return jinja.Undefined(), d.errorf("unterminated array")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			return jinja.NewList(items), nil
+		default:
+			return jinja.Undefined(), d.errorf("expected ',' or ']' in array")
+		}
+	}
+}
+
+func (d *decoder) number() (jinja.Value, error) {
+	start := d.pos
+	isFloat := false
+	if d.data[d.pos] == '-' {
+		d.pos++
+	}
+	digits := func() int {
+		n := 0
+		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+			d.pos++
+			n++
+		}
+		return n
+	}
+	intStart := d.pos
+	if n := digits(); n == 0 {
+		return jinja.Undefined(), d.errorf("malformed number")
+	} else if n > 1 && d.data[intStart] == '0' {
+		return jinja.Undefined(), d.errorf("number with leading zero")
+	}
+	if d.pos < len(d.data) && d.data[d.pos] == '.' {
+		isFloat = true
+		d.pos++
+		if digits() == 0 {
+			return jinja.Undefined(), d.errorf("malformed number fraction")
+		}
+	}
+	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
+		isFloat = true
+		d.pos++
+		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
+			d.pos++
+		}
+		if digits() == 0 {
+			return jinja.Undefined(), d.errorf("malformed number exponent")
+		}
+	}
+	text := string(d.data[start:d.pos])
+	if !isFloat {
+		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return jinja.NewInt(n), nil
+		}
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil && f == 0 {
+		return jinja.Undefined(), d.errorf("malformed number %q", text)
+	}
+	// Out-of-range values parse to ±Inf, as Python's float() does.
+	return jinja.NewFloat(f), nil
+}
+
+// str decodes a JSON string starting at the opening quote. Invalid UTF-8 and
+// unpaired surrogate escapes become U+FFFD.
+func (d *decoder) str() (string, error) {
+	d.pos++ // opening quote
+	start := d.pos
+	// Fast path: no escapes, valid UTF-8.
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		if c == '"' {
+			s := d.data[start:d.pos]
+			d.pos++
+			if utf8.Valid(s) {
+				return string(s), nil
+			}
+			return string([]rune(string(s))), nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", d.errorf("control character in string")
+		}
+		d.pos++
+	}
+	buf := append([]byte(nil), d.data[start:d.pos]...)
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			d.pos++
+			if !utf8.Valid(buf) {
+				return string([]rune(string(buf))), nil
+			}
+			return string(buf), nil
+		case c < 0x20:
+			return "", d.errorf("control character in string")
+		case c != '\\':
+			buf = append(buf, c)
+			d.pos++
+			continue
+		}
+		d.pos++
+		if d.pos >= len(d.data) {
+			break
+		}
+		e := d.data[d.pos]
+		d.pos++
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := d.hex4()
+			if !ok {
+				return "", d.errorf("malformed \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
+					save := d.pos
+					d.pos += 2
+					var ok2 bool
+					if r2, ok2 = d.hex4(); !ok2 {
+						return "", d.errorf("malformed \\u escape")
+					}
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+					} else {
+						d.pos = save
+						r = utf8.RuneError
+					}
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", d.errorf("invalid escape \\%c", e)
+		}
+	}
+	return "", d.errorf("unterminated string")
+}
+
+func (d *decoder) hex4() (rune, bool) {
+	if len(d.data)-d.pos < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d.data[d.pos : d.pos+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return 0, false
+		}
+	}
+	d.pos += 4
+	return r, true
+}
