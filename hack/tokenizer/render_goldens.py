@@ -49,7 +49,12 @@ FAMILIES = ["qwen3", "llama3", "deepseek_v3", "llama2"]
 
 # Which templates get tool-call arguments as objects. tokenizer/chat derives
 # this from the template source; its golden test checks it agrees.
-PARSE_ARGS = {"qwen3": True, "llama3": False, "deepseek_v3": False, "llama2": False}
+PARSE_ARGS = {"qwen3": True, "llama3": False, "deepseek_v3": False, "llama2": False, "semantics": True}
+
+# testdata/semantics.jinja is a template written to exercise the jinja2 and
+# transformers semantics (value printing, tojson options, whitespace control,
+# loop controls, raise_exception); it renders every request with these tokens.
+SEMANTICS_TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
 
 SPECIAL = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]
 CLOCK = datetime.datetime(2026, 1, 2, 3, 4, 5)
@@ -126,17 +131,22 @@ def main():
     with open(os.path.join(TESTDATA, "requests.jsonl"), encoding="utf-8") as f:
         requests = [json.loads(line) for line in f if line.strip()]
     env = environment()
-    for family in FAMILIES:
-        path = os.path.join(DATA, family, "tokenizer_config.json")
-        if not os.path.exists(path):
-            sys.exit("missing %s: run make tools" % path)
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-        source = config.get("chat_template")
-        if not source:
-            print("%s: no chat_template, skipped" % family)
-            continue
-        special = {k: token_text(config[k]) for k in SPECIAL if token_text(config.get(k)) is not None}
+    for family in FAMILIES + ["semantics"]:
+        if family == "semantics":
+            with open(os.path.join(TESTDATA, "semantics.jinja"), encoding="utf-8") as f:
+                source = f.read()
+            special = SEMANTICS_TOKENS
+        else:
+            path = os.path.join(DATA, family, "tokenizer_config.json")
+            if not os.path.exists(path):
+                sys.exit("missing %s: run make tools" % path)
+            with open(path, encoding="utf-8") as f:
+                config = json.load(f)
+            source = config.get("chat_template")
+            if not source:
+                print("%s: no chat_template, skipped" % family)
+                continue
+            special = {k: token_text(config[k]) for k in SPECIAL if token_text(config.get(k)) is not None}
         template = env.from_string(source)
         out = []
         for r in requests:

@@ -22,6 +22,7 @@ var goldenFamilies = []struct {
 	{"qwen3", true},
 	{"llama3", false},
 	{"deepseek_v3", false},
+	{"semantics", true}, // testdata/semantics.jinja, not a model's template
 }
 
 // goldenClock is the fixed clock render_goldens.py gives strftime_now.
@@ -45,6 +46,18 @@ func dataDir(t testing.TB) string {
 
 func loadTemplate(t testing.TB, family string) *Template {
 	t.Helper()
+	if family == "semantics" {
+		src, err := os.ReadFile(filepath.Join("testdata", "semantics.jinja"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := Compile(string(src), WithClock(goldenClock),
+			WithSpecialTokens(map[string]string{"bos_token": "<s>", "eos_token": "</s>"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tmpl
+	}
 	cfg, err := os.ReadFile(filepath.Join(dataDir(t), family, "tokenizer_config.json"))
 	if err != nil {
 		t.Fatal(err)

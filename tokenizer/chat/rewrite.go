@@ -17,7 +17,9 @@ const (
 //   - newlines are normalised to "\n" and one trailing newline is dropped
 //     (jinja2's newline_sequence and keep_trailing_newline=False);
 //   - every {{ expr }} becomes {{ (expr) | __smg_str }} so values print the
-//     way Python's str() prints them (None, floats, list and dict repr);
+//     way Python's str() prints them (None, floats, list and dict repr),
+//     except where the expression is a string by construction (see
+//     printsString), which saves a filter call per output;
 //   - every "| tojson" filter becomes "| __smg_tojson", transformers' tojson
 //     (json.dumps with ensure_ascii=False and its indent, separators and
 //     sort_keys arguments), because the engine resolves its built-in filters
@@ -90,7 +92,7 @@ func rewriteSource(src string) string {
 		}
 		body = renameFilter(body, "tojson", tojsonFilter)
 		out.WriteString(open)
-		if closer == "}}" && strings.TrimSpace(body) != "" {
+		if closer == "}}" && strings.TrimSpace(body) != "" && !printsString(body) {
 			out.WriteString(" (")
 			out.WriteString(body)
 			out.WriteString(") | " + printFilter + " ")
@@ -186,4 +188,99 @@ func renameFilter(body, from, to string) string {
 	}
 	out.WriteString(body[last:])
 	return out.String()
+}
+
+// printsString reports whether an expression certainly evaluates to a
+// string in the engine, so printing it needs no Python str() conversion: at
+// its top level (outside brackets) it uses only the operators + and ~, no
+// keywords (if, and, or, not, in, is) or comparisons, and either has a ~
+// (the engine's ~ always yields a string) or one of its + operands is a bare
+// string literal or ends in the tojson filter (the engine's + yields a string
+// when either side is one).
+func printsString(body string) bool {
+	const (
+		other   = iota // operand of unknown type
+		literal        // operand so far is one bare string literal
+		json           // operand so far ends in | tojson (args may follow)
+	)
+	stringy := false
+	state, fresh := other, true // fresh: at the start of an operand
+	depth := 0
+	for i := 0; i < len(body); {
+		c := body[i]
+		if c == '\'' || c == '"' {
+			i++
+			for i < len(body) && body[i] != c {
+				if body[i] == '\\' && i+1 < len(body) {
+					i++
+				}
+				i++
+			}
+			i++
+			if depth == 0 {
+				if fresh {
+					state = literal
+				} else {
+					state = other
+				}
+				fresh = false
+			}
+			continue
+		}
+		if isIdentByte(c) {
+			k := i
+			for k < len(body) && isIdentByte(body[k]) {
+				k++
+			}
+			switch body[i:k] {
+			case "if", "else", "and", "or", "not", "in", "is":
+				if depth == 0 {
+					return false
+				}
+			}
+			if depth == 0 {
+				state, fresh = other, false
+			}
+			i = k
+			continue
+		}
+		i++
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '(', '[', '{':
+			if depth == 0 && !(c == '(' && state == json) {
+				state = other
+			}
+			depth++
+			continue
+		case ')', ']', '}':
+			depth--
+			continue
+		}
+		if depth > 0 {
+			continue
+		}
+		switch c {
+		case '+', '~':
+			if c == '~' || state != other {
+				stringy = true
+			}
+			state, fresh = other, true
+		case '|':
+			for i < len(body) && body[i] == ' ' {
+				i++
+			}
+			if k := i + len(tojsonFilter); strings.HasPrefix(body[i:], tojsonFilter) && (k == len(body) || !isIdentByte(body[k])) {
+				i = k
+				state = json
+			} else {
+				state = other
+			}
+			fresh = false
+		default:
+			return false
+		}
+	}
+	return depth == 0 && (stringy || state != other)
 }
