@@ -91,7 +91,10 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 		return
 	}
 	if ex.Streamed() {
-		x.streamedFields(r.Body())
+		if !x.streamedFields(r.Body()) {
+			le.fail(ex, errInvalidRequest, `"model" must be a string or null`)
+			return
+		}
 	} else if err := extract.Extract(r.Body(), er, &x.fields); err != nil {
 		le.fail(ex, errInvalidRequest, err.Error())
 		return

@@ -13,21 +13,24 @@ import (
 // of the client's body as it arrives, the client read only as fast as the worker takes the
 // body (fastpath/evloop/stream.go), so that the gateway holds at most the head and one buffer
 // of it whatever its size, to plain and TLS workers alike. Nothing of it is parsed but the
-// head's top-level "model", to choose the model's workers: the policy picks without the
-// routing text (prefix_hash and consistent_hashing fall back on the routing-key header or the
-// least-loaded worker, cache_aware and the others pick as for a request without text), and
-// the answer is relayed as it arrives, whatever it is. The request is sent once: its body
-// cannot be replayed, so it is never retried. In PD mode, which rewrites bodies, the body is
-// read whole.
+// head's last top-level "model" (last wins, as for buffered bodies), to choose the model's
+// workers: the policy picks without the routing text (prefix_hash and consistent_hashing fall
+// back on the routing-key header or the least-loaded worker, cache_aware and the others pick
+// as for a request without text), and the answer is relayed as it arrives, whatever it is.
+// The request is sent once: its body cannot be replayed, so it is never retried. In PD mode,
+// which rewrites bodies, the body is read whole.
 
 var scanStacks = sync.Pool{New: func() any { return new(jsonscan.Stack) }}
 
 // streamedFields sets what routing knows of a request whose body's head alone was read: its
 // model, if the head names it, and that its answer is relayed as it arrives (the body was not
-// read for "stream").
-func (x *exchange) streamedFields(head []byte) {
-	x.fields.Model = headModel(head)
+// read for "stream"). It returns false when the head's "model" is neither a string nor null,
+// which a buffered body's extraction refuses too.
+func (x *exchange) streamedFields(head []byte) bool {
+	m, ok := headModel(head)
+	x.fields.Model = m
 	x.fields.Stream = true
+	return ok
 }
 
 // streamedOnLoops reports whether the event loops serve a request whose body is past
@@ -42,45 +45,56 @@ func (s *Server) streamedOnLoops(r *evloop.Request) bool {
 	return ok && string(r.Method()) == "POST" && !s.router.Current().PD
 }
 
-// headModel returns the top-level "model" of the JSON object whose first bytes are head, when
-// it is among the members head holds whole (as clients write it, first); nil otherwise, and
-// the request then goes to the route of requests naming no model. A model name with escapes
-// is not decoded: nil.
-func headModel(head []byte) []byte {
+// headModel returns the top-level "model" of the JSON object whose first bytes are head, by
+// the rule of buffered bodies, the last occurrence wins (fastpath/extract): the last "model"
+// member among those head holds whole, nil when that one is null, a string with escapes (not
+// decoded here) or cut by the end of head, or when head names none; the request then goes to
+// the route of requests naming no model. ok is false when that last "model" is neither a
+// string nor null (400, as a buffered body). A "model" past the head cannot be seen: such a
+// body is routed by the head's (docs/compatibility.md, --max-buffered-request-bytes).
+func headModel(head []byte) (model []byte, ok bool) {
 	st := scanStacks.Get().(*jsonscan.Stack)
 	defer scanStacks.Put(st)
 	c, i := jsonscan.Peek(head, 0)
 	if c != '{' {
-		return nil
+		return nil, true
 	}
 	for i++; ; i++ {
 		if c, i = jsonscan.Peek(head, i); c != '"' {
-			return nil
+			return model, true // the object ends, or the head does
 		}
 		end, escaped, k := jsonscan.String(head, i)
 		if k != jsonscan.OK {
-			return nil
+			return model, true // a name cut by the end of head: not "model" as far as head shows
 		}
 		name := head[i+1 : end-1]
 		if c, i = jsonscan.Peek(head, end); c != ':' {
-			return nil
+			return model, true
 		}
 		if !escaped && string(name) == "model" {
+			model = nil // replaced by this member, whatever it holds
 			c, j := jsonscan.Peek(head, i+1)
-			if c != '"' {
-				return nil
+			switch c {
+			case '"':
+				vend, vescaped, k := jsonscan.String(head, j)
+				if k != jsonscan.OK {
+					return nil, true // cut by the end of head: unknown
+				}
+				if !vescaped {
+					model = head[j+1 : vend-1]
+				}
+			case 'n':
+			case 0:
+				return nil, true // the value is past the head
+			default:
+				return nil, false
 			}
-			vend, vescaped, k := jsonscan.String(head, j)
-			if k != jsonscan.OK || vescaped {
-				return nil
-			}
-			return head[j+1 : vend-1]
 		}
 		if i, k = jsonscan.SkipValue(head, i+1, 1, st); k != jsonscan.OK {
-			return nil
+			return model, true // cut by the end of head, or malformed: the worker will say
 		}
 		if c, i = jsonscan.Peek(head, i); c != ',' {
-			return nil
+			return model, true
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -104,33 +105,48 @@ func TestStreamedChunkedBody(t *testing.T) {
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
 
+// TestHeadModel: the head's last whole top-level "model" wins, as in a buffered body.
 func TestHeadModel(t *testing.T) {
-	for _, tc := range []struct{ head, want string }{
-		{`{"model":"m1","messages":[`, "m1"},
-		{` { "stream" : true , "n": [1, {"a":"}"}], "model" : "llama" , "messages": [`, "llama"},
-		{`{"messages":[{"role":"user","content":"long`, ""},
-		{`{"model":"a\u0062"}`, ""},
-		{`{"model":7}`, ""},
-		{`["model","m"]`, ""},
-		{`{"mod`, ""},
-		{``, ""},
+	for _, tc := range []struct {
+		head, want string
+		bad        bool
+	}{
+		{`{"model":"m1","messages":[`, "m1", false},
+		{` { "stream" : true , "n": [1, {"a":"}"}], "model" : "llama" , "messages": [`, "llama", false},
+		{`{"messages":[{"role":"user","content":"long`, "", false},
+		{`{"model":"a\u0062"}`, "", false},
+		{`{"model":7}`, "", true},
+		{`["model","m"]`, "", false},
+		{`{"mod`, "", false},
+		{``, "", false},
+		// Duplicates: the last one the head holds whole wins.
+		{`{"model":"first","messages":[],"model":"last","prompt":"long`, "last", false},
+		{`{"model":"first","x":{"model":"nested"},"messages":[{"content":"long`, "first", false},
+		{`{"model":"first","model":null,"messages":[`, "", false},
+		{`{"model":"first","model":"a\u0062","messages":[`, "", false},
+		{`{"model":"first","model":["m"],"messages":[`, "", true},
+		{`{"model":"first","messages":[],"model":"la`, "", false}, // the last is cut: unknown
+		{`{"model":"first","messages":[],"model":`, "", false},
+		{`{"model":"first","messages":[],"mod`, "first", false},
 	} {
-		if got := string(headModel([]byte(tc.head))); got != tc.want {
-			t.Errorf("headModel(%q) = %q, want %q", tc.head, got, tc.want)
+		got, ok := headModel([]byte(tc.head))
+		if string(got) != tc.want || ok == tc.bad {
+			t.Errorf("headModel(%q) = %q, %v; want %q, %v", tc.head, got, ok, tc.want, !tc.bad)
 		}
 	}
 }
 
-// FuzzHeadModel: on any head no panic, and on a complete JSON object whose only "model" is a
-// plain string, every prefix that holds that member whole finds it.
+// FuzzHeadModel: on any head no panic, and on a complete JSON object without escapes the
+// "model" found is encoding/json's, where the last duplicate wins too.
 func FuzzHeadModel(f *testing.F) {
-	for _, s := range []string{`{"model":"m1","messages":[]}`, `{"stream":true,"model":"x"}`, `{"a":{"model":"no"},"model":"yes"}`, `{"model":"\n"}`, `[1]`, `{`} {
+	for _, s := range []string{`{"model":"m1","messages":[]}`, `{"stream":true,"model":"x"}`, `{"a":{"model":"no"},"model":"yes"}`, `{"model":"\n"}`, `[1]`, `{`, `{"model":"a","model":"b"}`, `{"model":"a","model":null}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got := headModel(b)
+		got, _ := headModel(b)
 		var v map[string]json.RawMessage
-		if json.Unmarshal(b, &v) != nil || bytes.Count(b, []byte(`"model"`)) != 1 {
+		// encoding/json: the last duplicate wins; it decodes escapes and replaces invalid UTF-8, which headModel leaves alone
+		if json.Unmarshal(b, &v) != nil || bytes.IndexByte(b, '\\') >= 0 || !utf8.Valid(b) {
 			return
 		}
 		var want string
