@@ -117,11 +117,13 @@ const (
 	evSetStatus
 	evSync
 	evUpdate
+	evLearnModels
 )
 
 type event struct {
 	kind   eventKind
 	spec   Spec
+	models []string
 	id     string
 	status Status
 	change func(Spec) (Spec, error)
@@ -202,6 +204,24 @@ func (r *Registry) Add(ctx context.Context, spec Spec, status Status) (*Worker, 
 func (r *Registry) Remove(ctx context.Context, id string) (*Worker, error) {
 	reply := make(chan result, 1)
 	if err := r.submit(ctx, event{kind: evRemove, id: id, reply: reply}, true); err != nil {
+		return nil, err
+	}
+	return wait(ctx, reply)
+}
+
+// ErrNotPending refuses LearnModels for a worker that is no longer pending or already has
+// models.
+var ErrNotPending = errors.New("worker is not a pending worker without models")
+
+// LearnModels gives the models a worker declared to a pending worker registered without any
+// (it did not answer at registration), and returns the worker that replaces it. A worker's
+// models are read without synchronisation by snapshots and the PD path, so they do not change
+// in place: the worker is replaced by one with the same ID, URL and settings, pending too,
+// which the health checker probes at once. A pending worker has served nothing, so nothing
+// in flight or counted is lost.
+func (r *Registry) LearnModels(ctx context.Context, id string, models []string) (*Worker, error) {
+	reply := make(chan result, 1)
+	if err := r.submit(ctx, event{kind: evLearnModels, id: id, models: models, reply: reply}, true); err != nil {
 		return nil, err
 	}
 	return wait(ctx, reply)
@@ -371,6 +391,34 @@ func (r *Registry) apply(ev event) bool {
 				r.reply(ev, w, err)
 				return err == nil
 			}
+		}
+		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+	case evLearnModels:
+		for i, w := range r.workers {
+			if w.ID != ev.id {
+				continue
+			}
+			if w.Status() != StatusPending || len(w.Models) > 0 || len(ev.models) == 0 {
+				r.reply(ev, w, fmt.Errorf("%w: %s is %s with models %v", ErrNotPending, w.URL, w.Status(), w.Models))
+				return false
+			}
+			spec := w.settings.Load().spec
+			spec.ModelID, spec.Models = ev.models[0], append(ModelList(nil), ev.models[1:]...)
+			if err := spec.CheckLimits(); err != nil {
+				r.reply(ev, w, err)
+				return false
+			}
+			nw := newWorker(spec, w.Index, r.cfg.Client)
+			nw.ID = w.ID
+			nw.status.Store(uint32(StatusPending))
+			r.unregisterMetrics(w)
+			w.status.Store(uint32(StatusDraining))
+			w.Client.CloseIdleConnections()
+			r.registerMetrics(nw)
+			r.workers[i] = nw
+			r.log.Info("Learned the worker's models", "worker_id", nw.ID, "url", nw.URL, "models", nw.Models)
+			r.reply(ev, nw, nil)
+			return true
 		}
 		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
 	}

@@ -270,6 +270,27 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	return g, g.listen()
 }
 
+// learnModels asks a pending worker registered without models (it did not answer at
+// registration) for them when it first answers its probe, and gives them to the registry, so
+// that it serves its models and not every model no other worker claims.
+func (g *gateway) learnModels(discover func(ctx context.Context, url, apiKey string) ([]string, error)) func(context.Context, *worker.Worker) bool {
+	return func(ctx context.Context, w *worker.Worker) bool {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		key, _ := strings.CutPrefix(string(w.AuthHeader()), "Bearer ")
+		models, err := discover(ctx, w.URL, key)
+		if err != nil || len(models) == 0 {
+			g.log.Warn("Cannot discover the worker's models; it will serve requests for any model", "url", w.URL, "error", err)
+			return false
+		}
+		if _, err := g.reg.LearnModels(ctx, w.ID, models); err != nil {
+			g.log.Warn("Cannot give the worker its models", "url", w.URL, "error", err)
+			return false
+		}
+		return true
+	}
+}
+
 // newRouter builds the route tables' router over the registry's snapshots.
 func (g *gateway) newRouter() error {
 	o := g.o
@@ -319,6 +340,7 @@ func (g *gateway) startMonitors(ctx context.Context) error {
 
 	hc := g.o.health
 	hc.Metrics, hc.Logger = g.set, g.log
+	hc.LearnModels = g.learnModels(worker.ModelDiscoverer(g.o.workerTLS))
 	checker, err := health.New(hc, g.reg)
 	if err != nil {
 		return err

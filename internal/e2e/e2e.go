@@ -237,6 +237,20 @@ func StartGateway(t testing.TB, args ...string) *Gateway {
 
 func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
 	t.Helper()
+	g := StartGatewayUnready(t, env, args...)
+	// Static workers start pending until their first health probe answers: wait until the
+	// gateway routes, unless the test runs without health checks (it then routes at once) or
+	// gives a disaggregated fleet without every role (it then tests the 503).
+	if hasEveryRole(args) && !contains(args, "--disable-health-check") {
+		g.WaitReady(t)
+	}
+	return g
+}
+
+// StartGatewayUnready is StartGateway with extra environment variables (KEY=value) that
+// waits for /health only: its workers may be down.
+func StartGatewayUnready(t testing.TB, env []string, args ...string) *Gateway {
+	t.Helper()
 	b := Build(t)
 	all := append([]string{"launch", "--host", "127.0.0.1", "--port", "0",
 		"--prometheus-host", "127.0.0.1", "--prometheus-port", "0"}, args...)
@@ -246,12 +260,6 @@ func startGatewayEnv(t testing.TB, env []string, args ...string) *Gateway {
 		r, err := Do("GET", g.URL+"/health", "", nil)
 		return err == nil && r.Status == 200
 	})
-	// Static workers start pending until their first health probe answers: wait until the
-	// gateway routes, unless the test runs without health checks (it then routes at once) or
-	// gives a disaggregated fleet without every role (it then tests the 503).
-	if hasEveryRole(args) && !contains(args, "--disable-health-check") {
-		g.WaitReady(t)
-	}
 	return g
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,26 @@ type entry struct {
 	series  *series
 	// revision is the worker's settings revision set was computed from.
 	revision uint64
+	// fast is when a pending worker gets its next extra probe before next (zero: none), and
+	// backoff the wait after that one; regular tells the probe of this round is one at the
+	// interval (its failure counts) and not an extra one.
+	fast    time.Time
+	backoff time.Duration
+	regular bool
+}
+
+// scheduleFast sets the next extra probe of a pending worker, the backoff's wait with jitter
+// (75-100%, so that workers registered together spread out) from now, doubled each time up to
+// the interval; none once it would come after the regular probe.
+func (e *entry) scheduleFast(now time.Time, first time.Duration) {
+	if e.backoff == 0 {
+		e.backoff = first
+	}
+	d := e.backoff - time.Duration(rand.Int64N(int64(e.backoff)/4+1))
+	e.backoff = min(2*e.backoff, e.set.Interval)
+	if e.fast = now.Add(d); !e.fast.Before(e.next) {
+		e.fast = time.Time{}
+	}
 }
 
 // New validates cfg and returns a Checker over reg. Start runs it.
@@ -170,14 +191,31 @@ func (c *Checker) RunRound(ctx context.Context) time.Time {
 			}
 			continue
 		case !e.next.After(now):
+			e.regular = true
 			due = append(due, e)
 			e.next = now.Add(e.set.Interval)
+			if status == worker.StatusPending {
+				e.scheduleFast(now, c.cfg.PendingBackoff)
+			}
+		case status == worker.StatusPending && !e.fast.IsZero() && !e.fast.After(now):
+			e.regular = false
+			due = append(due, e)
+			e.scheduleFast(now, c.cfg.PendingBackoff)
+		}
+	}
+	c.probeAll(ctx, due)
+	for _, w := range snap.Workers { // after the probes: a pending worker that answered has no extra probe due
+		e := c.entries[w]
+		if w.Status() == worker.StatusDraining || e.set.Disabled {
+			continue
 		}
 		if next.IsZero() || e.next.Before(next) {
 			next = e.next
 		}
+		if !e.fast.IsZero() && e.fast.Before(next) {
+			next = e.fast
+		}
 	}
-	c.probeAll(ctx, due)
 	clear(due)
 	c.due = due[:0]
 	if c.afterRound != nil {
@@ -251,7 +289,20 @@ func (c *Checker) check(ctx context.Context, e *entry) {
 	err := probe(e)
 	e.series.count(err == nil)
 	cur := e.w.Status()
+	if err == nil {
+		e.fast = time.Time{} // it answers: probed at the interval from now on
+	}
+	if err != nil && !e.regular {
+		// An extra probe of a pending worker: only a success counts, so that a worker that
+		// never answers is failed after the same time as without them.
+		c.log.Debug("Health check failed", "worker", e.w.URL, "error", err)
+		return
+	}
 	next := e.tracker.Observe(cur, err == nil, e.set.Thresholds)
+	if cur == worker.StatusPending && next == worker.StatusReady && len(e.w.Models) == 0 && c.cfg.LearnModels != nil &&
+		c.cfg.LearnModels(ctx, e.w) {
+		return // its replacement, which knows its models, is probed at once
+	}
 	if next == cur {
 		if err != nil {
 			c.log.Debug("Health check failed", "worker", e.w.URL, "failures", e.tracker.Failures(), "error", err)

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -29,6 +30,9 @@ const (
 	// failed probes, 12 at the defaults, which at the default 60 s interval is the spec's
 	// "about 12 minutes" of sustained failure.
 	FailedFactor = 4
+	// DefaultPendingBackoff is the first wait before a pending worker is probed again, so that
+	// an engine that starts after the gateway is used within about a second of answering.
+	DefaultPendingBackoff = time.Second
 )
 
 // Config configures the Checker.
@@ -56,6 +60,16 @@ type Config struct {
 	Disable bool
 	// Concurrency bounds the probes in flight at once (default DefaultConcurrency; at least 1).
 	Concurrency int
+	// PendingBackoff is the first wait before probing a pending worker again after a failed
+	// probe (default DefaultPendingBackoff); each further wait doubles up to Interval, with
+	// jitter. These extra probes only make the worker ready: their failures do not count
+	// toward failed, which the probes at Interval decide as for any worker.
+	PendingBackoff time.Duration
+	// LearnModels, when set, runs when a pending worker registered without models answers its
+	// first probe: it asks the worker for its models and, if it learned some, replaces the
+	// worker in the registry (worker.Registry.LearnModels) and returns true; the replacement,
+	// pending too, is probed at once. false: the worker becomes ready as it is.
+	LearnModels func(ctx context.Context, w *worker.Worker) bool
 	// Clock drives the probe schedule. Nil means the real clock.
 	Clock clock.Clock
 	// Metrics receives smg_worker_health and smg_worker_health_checks_total. Nil: a private
@@ -97,6 +111,9 @@ func (c Config) Validate() error {
 }
 
 func (c *Config) fillDefaults() {
+	if c.PendingBackoff <= 0 {
+		c.PendingBackoff = DefaultPendingBackoff
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}

@@ -14,6 +14,13 @@
 //	failed    --with RemoveUnhealthy--------------------->  removed from the registry
 //	draining  never changes and is not probed
 //
+// A pending worker (it has never answered: an engine still loading, or started after the
+// gateway) is also probed between the regular probes, after PendingBackoff (1 s), then twice
+// as long each time up to the interval, jittered, so that it is used within about a second of
+// answering; only those probes' successes count, so the time to failed is unchanged. A
+// pending worker registered without models learns them at the probe that finds it up
+// (Config.LearnModels).
+//
 // A probe succeeds when GET {url}{endpoint} answers 2xx within the timeout. Thresholds,
 // endpoint, interval and timeout come from the flags, overridden per worker by the health
 // section of its spec (Config.For). With health checks disabled (globally, or for one worker)
