@@ -8,7 +8,8 @@ request with Python jinja2 configured the way Hugging Face transformers'
 apply_chat_template configures it:
 
   ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                extensions=[jinja2.ext.loopcontrols])
+                                extensions=[AssistantTracker, jinja2.ext.loopcontrols])
+                                (AssistantTracker as GenerationTag below)
   filters["tojson"]        = json.dumps(ensure_ascii=False, indent, separators, sort_keys)
   globals["raise_exception"] raises TemplateError(message)
   globals["strftime_now"]    formats a fixed clock (2026-01-02 03:04:05)
@@ -28,6 +29,11 @@ The request is turned into template variables the way the gateway does it
 
 Output: tokenizer/chat/testdata/golden_<family>.jsonl, one line per rendered
 request: {"name", "prompt"} or {"name", "error"}.
+
+Besides the model families, testdata/syntax.jsonl holds small templates that
+exercise jinja2's whitespace control and the template features chat
+templates use; each is rendered with testdata/syntax_request.json into
+golden_syntax.jsonl.
 
 Usage: python3 hack/tokenizer/render_goldens.py  (data from
 SMG_TOKENIZER_DATA or ~/.cache/smg-tokenizers/v1; `make tools` fetches it).
@@ -72,8 +78,23 @@ def strftime_now(fmt):
     return CLOCK.strftime(fmt)
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """transformers' AssistantTracker when not tracking: {% generation %}
+    renders its body unchanged."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
 def environment():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -164,6 +185,27 @@ def main():
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
         errors = sum(1 for line in out if "error" in line)
         print("%s: %d renders (%d errors) -> %s" % (family, len(out), errors, os.path.relpath(dst, ROOT)))
+    render_syntax(env)
+
+
+def render_syntax(env):
+    with open(os.path.join(TESTDATA, "syntax_request.json"), encoding="utf-8") as f:
+        req = json.load(f)
+    with open(os.path.join(TESTDATA, "syntax.jsonl"), encoding="utf-8") as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    out = []
+    for c in cases:
+        line = {"name": c["name"]}
+        try:
+            line["prompt"] = env.from_string(c["template"]).render(**prepare("semantics", req, SEMANTICS_TOKENS))
+        except (jinja2.exceptions.TemplateError, TypeError) as e:
+            line["error"] = "%s: %s" % (type(e).__name__, e)
+        out.append(line)
+    dst = os.path.join(TESTDATA, "golden_syntax.jsonl")
+    with open(dst, "w", encoding="utf-8") as f:
+        for line in out:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    print("syntax: %d renders -> %s" % (len(out), os.path.relpath(dst, ROOT)))
 
 
 if __name__ == "__main__":

@@ -118,18 +118,21 @@ func TestTojsonMatchesJSONDumps(t *testing.T) {
 
 func TestRewriteSource(t *testing.T) {
 	cases := []struct{ in, want string }{
-		{"a\r\nb\rc\n", "a\nb\nc"},
-		{"{{ x }}", "{{ ( x ) | __smg_str }}"},
-		{"{{- x -}}", "{{- ( x ) | __smg_str -}}"},
+		{"a\r\nb\rc\n", "{{ 'a\nb\nc' }}"},
+		{"it's \\ {{ x }}", "{{ 'it\\'s \\\\ ' }}{{ ( x ) | __smg_str }}"},
+		{"a  {{- x -}}  b", "{{ 'a' }}{{ ( x ) | __smg_str }}{{ 'b' }}"},
 		{"{{ 'lit' }}{{ 'a' + x }}{{ x ~ y }}{{ t | tojson }}", "{{ 'lit' }}{{ 'a' + x }}{{ x ~ y }}{{ t | __smg_tojson }}"},
 		{"{{ x|tojson(indent=2) }}", "{{ x|__smg_tojson(indent=2) }}"},
 		{"{{ '| tojson' }}", "{{ '| tojson' }}"},
 		{"{% set y = x | tojson %}{% set z = x | tojsonx %}", "{% set y = x | __smg_tojson %}{% set z = x | tojsonx %}"},
-		{"{% raw %}{{ x | tojson }}{% endraw %}{{ x }}", "{% raw %}{{ x | tojson }}{% endraw %}{{ ( x ) | __smg_str }}"},
-		{"{# {{ x | tojson }} #}", "{# {{ x | tojson }} #}"},
+		{"{% raw %}{{ x | tojson }}{% endraw %}{{ x }}", "{{ '{{ x | tojson }}' }}{{ ( x ) | __smg_str }}"},
+		{"a{# {{ x | tojson }} #}b", "{{ 'a' }}{{ 'b' }}"},
+		{"{% if x %}\n  y\n  {% endif %}\n", "{% if x %}{{ '  y\n' }}{% endif %}"},
+		{"{%+ if x +%}\nz", "{% if x %}{{ '\nz' }}"},
 		{"{{ '}}' }}", "{{ '}}' }}"},
+		{"{{ \"a\\x41\\n\" }}", "{{ 'aA\n' }}"},
 		{"{{ }}", "{{ }}"},
-		{"{{ x", "{{ x"},
+		{"a {{ x", "{{ 'a ' }}{{ x"},
 	}
 	for _, c := range cases {
 		if got := rewriteSource(c.in); got != c.want {

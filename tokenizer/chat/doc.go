@@ -18,13 +18,19 @@
 //
 // # Hugging Face semantics
 //
-// Templates run on github.com/ardanlabs/jinja, which already applies
-// transformers' environment settings (trim_blocks, lstrip_blocks, loop
-// controls, namespace, {% generation %} as a no-op). This package adds what
-// transformers defines and the engine lacks or does differently:
+// Templates run on github.com/ardanlabs/jinja (loop controls, namespace,
+// {% generation %} as a no-op come from it). Compile rewrites the source
+// before the engine sees it, to add what transformers defines and the engine
+// lacks or does differently:
 //
+//   - Whitespace control is applied by this package exactly as jinja2's lexer
+//     applies it with trim_blocks=True and lstrip_blocks=True ("-" and "+"
+//     markers included), and template text reaches the engine as string
+//     literals: the engine's own trimming reaches across neighbouring tags
+//     and would drop newlines jinja2 keeps.
 //   - keep_trailing_newline=False: one trailing newline of the source is
-//     dropped; \r\n and \r are read as \n, as jinja2 does.
+//     dropped; \r\n and \r are read as \n, as jinja2 does. String literals
+//     in tags take Python's escapes (\xhh, \uXXXX, \r, ...).
 //   - {{ value }} prints Python's str(value): None, True/False, floats in
 //     repr form (1.0, 1e-05), lists and dicts in repr form with Python's
 //     string quoting. Undefined prints nothing.
@@ -59,14 +65,18 @@
 //     because jinja2 cannot add a dict to a string
 //     (ParsesToolArguments, WithToolArguments).
 //
-// Known differences from jinja2, none of which the goldens' templates reach:
+// Known differences from jinja2, none of which the goldens' templates reach
+// (testdata/syntax.jsonl holds the features that do match):
 // the engine is more lenient where jinja2 raises (str + None concatenates
 // "", attribute access on undefined is undefined, list.append and dict
 // methods are allowed where transformers' immutable sandbox forbids them);
 // "~" and "+" convert floats and None with Go's formatting rather than
 // Python's; number literals need a fraction before an exponent (1.0e16, not
-// 1e16); JSON integers beyond int64 become floats; a namespace() built
-// with several keyword arguments does not keep their order.
+// 1e16); "}}" inside a tag ends it even within braces ({'a': {}}); ** yields
+// a float; "%" string formatting, tuples (they are lists) and filters binding
+// tighter than unary minus differ; JSON integers beyond int64 become floats;
+// a namespace() built with several keyword arguments does not keep their
+// order.
 //
 // # Why ordered JSON
 //

@@ -157,3 +157,51 @@ func TestGoldens(t *testing.T) {
 		})
 	}
 }
+
+type syntaxCase struct {
+	Name     string `json:"name"`
+	Template string `json:"template"`
+}
+
+// TestSyntaxGoldens renders the small templates of testdata/syntax.jsonl
+// (whitespace control, value printing, filters, tests, loops, tojson
+// options, raise_exception) with testdata/syntax_request.json and compares
+// byte for byte with Python jinja2 (testdata/golden_syntax.jsonl).
+func TestSyntaxGoldens(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "syntax_request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := DecodeRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{}
+	for _, c := range readJSONL[syntaxCase](t, filepath.Join("testdata", "syntax.jsonl")) {
+		cases[c.Name] = c.Template
+	}
+	goldens := readJSONL[golden](t, filepath.Join("testdata", "golden_syntax.jsonl"))
+	if len(goldens) != len(cases) {
+		t.Fatalf("%d goldens for %d cases", len(goldens), len(cases))
+	}
+	for _, g := range goldens {
+		tmpl, err := Compile(cases[g.Name], WithClock(goldenClock),
+			WithSpecialTokens(map[string]string{"bos_token": "<s>", "eos_token": "</s>"}))
+		var got []byte
+		if err == nil {
+			got, err = tmpl.Render(nil, req)
+		}
+		if g.Error != nil {
+			var te *TemplateError
+			if !errors.As(err, &te) {
+				t.Errorf("%s: jinja2 failed (%s), got err=%v output %q", g.Name, *g.Error, err, got)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", g.Name, err)
+		} else if string(got) != *g.Prompt {
+			t.Errorf("%s: mismatch\n got: %q\nwant: %q", g.Name, got, *g.Prompt)
+		}
+	}
+}

@@ -1,6 +1,11 @@
 package chat
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // Names the rewritten source uses for the functions this package supplies.
 // They are passed as template variables, so a template cannot reach them by
@@ -12,10 +17,21 @@ const (
 )
 
 // rewriteSource adapts a Hugging Face chat template to the jinja engine
-// while keeping its meaning under Python jinja2:
+// while keeping its meaning under Python jinja2 as transformers configures
+// it:
 //
 //   - newlines are normalised to "\n" and one trailing newline is dropped
 //     (jinja2's newline_sequence and keep_trailing_newline=False);
+//   - whitespace control is applied here, exactly as jinja2's lexer applies
+//     it ("-" and "+" markers, lstrip_blocks, trim_blocks), and every piece
+//     of template text is handed to the engine as a string literal output
+//     ({{ '...' }}), with the markers removed from the tags. The engine's own
+//     trimming then has no text to act on: it trims across intervening tags
+//     (a "{%- if %}" after "{{ x }}" strips text before the {{ x }}), which
+//     jinja2 does not;
+//   - comments are dropped and {% raw %} blocks become literals;
+//   - string literals in tags are decoded with Python's escapes (\xhh,
+//     \uXXXX, \r, ...) and re-quoted with the few escapes the engine knows;
 //   - every {{ expr }} becomes {{ (expr) | __smg_str }} so values print the
 //     way Python's str() prints them (None, floats, list and dict repr),
 //     except where the expression is a string by construction (see
@@ -26,8 +42,8 @@ const (
 //     before template variables and its own tojson differs from json.dumps.
 //
 // Tags are found with the engine's own scanning rules (quotes inside a tag
-// are skipped; {% raw %} blocks are copied untouched), so the rewrite never
-// changes what the engine sees as text.
+// are skipped), so the rewrite and the engine agree on where tags are. An
+// unclosed tag is left in place for the engine to report.
 func rewriteSource(src string) string {
 	if strings.IndexByte(src, '\r') >= 0 {
 		src = strings.ReplaceAll(src, "\r\n", "\n")
@@ -36,18 +52,127 @@ func rewriteSource(src string) string {
 	src = strings.TrimSuffix(src, "\n")
 
 	var out strings.Builder
-	out.Grow(len(src) + len(src)/8)
+	out.Grow(len(src) + len(src)/4)
+	lineStarting := true // jinja2: the previous match ended with "\n"
 	inRaw := false
-	i := 0
-	for i < len(src) {
-		j := strings.IndexByte(src[i:], '{')
-		if j < 0 || i+j+1 >= len(src) {
-			out.WriteString(src[i:])
-			break
+	rawText := ""
+	emitText := func(t string) {
+		if t == "" {
+			return
 		}
-		j += i
+		out.WriteString("{{ '")
+		for i := 0; i < len(t); i++ {
+			if t[i] == '\\' || t[i] == '\'' {
+				out.WriteByte('\\')
+			}
+			out.WriteByte(t[i])
+		}
+		out.WriteString("' }}")
+	}
+	i := 0
+	for {
+		tag, ok := nextTag(src, i)
+		if !ok {
+			// No further (closed) tag: the rest is text, unless an
+			// unclosed tag follows, which is left for the engine.
+			if inRaw {
+				emitText(rawText)
+				out.WriteString("{% raw %}")
+				out.WriteString(src[i:])
+				return out.String()
+			}
+			if tag.start >= 0 {
+				emitText(src[i:tag.start])
+				out.WriteString(src[tag.start:])
+			} else {
+				emitText(src[i:])
+			}
+			return out.String()
+		}
+		text := src[i:tag.start]
+		i = tag.end
+		word := ""
+		if tag.kind == '%' {
+			word = stmtWord(tag.body)
+		}
+		if inRaw {
+			rawText += text
+			if word != "endraw" {
+				rawText += src[tag.start:tag.end]
+				continue
+			}
+			text, rawText = rawText, ""
+			inRaw = false
+		}
+		// Left side of the tag: "-" strips all whitespace before it;
+		// otherwise lstrip_blocks strips the indentation of a block or
+		// comment tag that starts its line.
+		switch {
+		case tag.open == '-':
+			text = strings.TrimRightFunc(text, isPySpace)
+		case tag.open != '+' && tag.kind != '{':
+			lpos := strings.LastIndexByte(text, '\n') + 1
+			if (lpos > 0 || lineStarting) && lpos < len(text) && strings.TrimLeftFunc(text[lpos:], isPySpace) == "" {
+				text = text[:lpos]
+			}
+		}
+		emitText(text)
+		// The tag itself.
+		switch {
+		case tag.kind == '#':
+		case word == "raw":
+			inRaw = true
+		case word == "endraw":
+		case tag.kind == '{':
+			body := renameFilter(pyStrings(tag.body), "tojson", tojsonFilter)
+			if strings.TrimSpace(body) == "" || printsString(body) {
+				out.WriteString("{{" + body + "}}")
+			} else {
+				out.WriteString("{{ (" + body + ") | " + printFilter + " }}")
+			}
+		default:
+			out.WriteString("{%" + renameFilter(pyStrings(tag.body), "tojson", tojsonFilter) + "%}")
+		}
+		// Right side: "-" eats all following whitespace; trim_blocks eats
+		// one newline after a block or comment tag ({% raw %} excepted);
+		// "+" keeps everything.
+		consumed := ""
+		switch {
+		case tag.close == '-':
+			rest := strings.TrimLeftFunc(src[i:], isPySpace)
+			consumed = src[i : len(src)-len(rest)]
+		case tag.close != '+' && tag.kind != '{' && word != "raw" && i < len(src) && src[i] == '\n':
+			consumed = "\n"
+		}
+		i += len(consumed)
+		lineStarting = strings.HasSuffix(consumed, "\n")
+	}
+}
+
+// isPySpace reports whether Python's str.isspace holds for r.
+func isPySpace(r rune) bool {
+	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
+}
+
+// tag is one {{ }}, {% %} or {# #} tag of a template source.
+type tag struct {
+	kind        byte // '{', '%' or '#'
+	start, end  int  // source offsets of the whole tag
+	body        string
+	open, close byte // whitespace-control sign after the opener / before the closer: '-', '+' or 0
+}
+
+// nextTag finds the first closed tag at or after from. When the first tag
+// found is unclosed it returns ok false with tag.start set to its offset;
+// with no tag at all tag.start is -1.
+func nextTag(src string, from int) (t tag, ok bool) {
+	t.start = -1
+	for i := from; i+1 < len(src); i++ {
+		if src[i] != '{' {
+			continue
+		}
 		var closer string
-		switch src[j+1] {
+		switch src[i+1] {
 		case '{':
 			closer = "}}"
 		case '%':
@@ -55,53 +180,28 @@ func rewriteSource(src string) string {
 		case '#':
 			closer = "#}"
 		default:
-			out.WriteString(src[i : j+1])
-			i = j + 1
 			continue
 		}
-		out.WriteString(src[i:j])
-		contentStart := j + 2
-		if contentStart < len(src) && src[contentStart] == '-' {
-			contentStart++
+		t.start, t.kind = i, src[i+1]
+		bodyStart := i + 2
+		if bodyStart < len(src) && (src[bodyStart] == '-' || src[bodyStart] == '+') {
+			t.open = src[bodyStart]
+			bodyStart++
 		}
-		contentEnd, tagEnd, ok := findCloser(src, contentStart, closer, closer == "#}")
-		if !ok {
-			// Unclosed tag: leave the rest alone, the engine reports it.
-			out.WriteString(src[j:])
-			break
+		bodyEnd, tagEnd, found := findCloser(src, bodyStart, closer, t.kind == '#')
+		if !found {
+			return t, false
 		}
-		open := src[j:contentStart]
-		body := src[contentStart:contentEnd]
-		end := src[contentEnd:tagEnd]
-		i = tagEnd
-
-		switch {
-		case closer == "#}":
-			out.WriteString(src[j:tagEnd])
-			continue
-		case inRaw:
-			if closer == "%}" && stmtWord(body) == "endraw" {
-				inRaw = false
-			}
-			out.WriteString(src[j:tagEnd])
-			continue
-		case closer == "%}" && stmtWord(body) == "raw":
-			inRaw = true
-			out.WriteString(src[j:tagEnd])
-			continue
+		if src[bodyEnd] == '-' {
+			t.close = '-'
+		} else if t.kind != '{' && bodyEnd > bodyStart && src[bodyEnd-1] == '+' {
+			t.close = '+'
+			bodyEnd--
 		}
-		body = renameFilter(body, "tojson", tojsonFilter)
-		out.WriteString(open)
-		if closer == "}}" && strings.TrimSpace(body) != "" && !printsString(body) {
-			out.WriteString(" (")
-			out.WriteString(body)
-			out.WriteString(") | " + printFilter + " ")
-		} else {
-			out.WriteString(body)
-		}
-		out.WriteString(end)
+		t.body, t.end = src[bodyStart:bodyEnd], tagEnd
+		return t, true
 	}
-	return out.String()
+	return t, false
 }
 
 // findCloser finds the end of a tag body starting at from: the index where
@@ -286,4 +386,101 @@ func printsString(body string) bool {
 		}
 	}
 	return depth == 0 && (stringy || state != other)
+}
+
+// pyStrings rewrites the string literals of a tag body: each is decoded the
+// way jinja2 decodes it (Python's unicode-escape) and re-quoted with only
+// \\ and \' escaped, the escapes the engine's lexer understands.
+func pyStrings(body string) string {
+	if strings.IndexByte(body, '\\') < 0 {
+		return body // nothing to decode; quotes stay as they are
+	}
+	var out strings.Builder
+	last := 0
+	for i := 0; i < len(body); i++ {
+		q := body[i]
+		if q != '\'' && q != '"' {
+			continue
+		}
+		j := i + 1
+		for j < len(body) && body[j] != q {
+			if body[j] == '\\' && j+1 < len(body) {
+				j++
+			}
+			j++
+		}
+		if j >= len(body) {
+			break // unterminated: leave for the engine
+		}
+		out.WriteString(body[last:i])
+		out.WriteByte('\'')
+		for _, c := range []byte(pyUnescape(body[i+1 : j])) {
+			if c == '\\' || c == '\'' {
+				out.WriteByte('\\')
+			}
+			out.WriteByte(c)
+		}
+		out.WriteByte('\'')
+		last = j + 1
+		i = j
+	}
+	out.WriteString(body[last:])
+	return out.String()
+}
+
+// pyUnescape decodes Python string-literal escapes; unknown escapes keep
+// their backslash, as Python does.
+func pyUnescape(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b = append(b, s[i])
+			continue
+		}
+		i++
+		switch c := s[i]; c {
+		case '\n':
+			// line continuation
+		case '\\', '\'', '"':
+			b = append(b, c)
+		case 'a':
+			b = append(b, '\a')
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'v':
+			b = append(b, '\v')
+		case 'x', 'u', 'U':
+			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
+			if i+1+n <= len(s) {
+				if v, err := strconv.ParseUint(s[i+1:i+1+n], 16, 32); err == nil && utf8.ValidRune(rune(v)) {
+					b = utf8.AppendRune(b, rune(v))
+					i += n
+					continue
+				}
+			}
+			b = append(b, '\\', c)
+		case '0', '1', '2', '3', '4', '5', '6', '7':
+			v, k := 0, i
+			for k < len(s) && k < i+3 && s[k] >= '0' && s[k] <= '7' {
+				v = v*8 + int(s[k]-'0')
+				k++
+			}
+			b = utf8.AppendRune(b, rune(v))
+			i = k - 1
+		default:
+			b = append(b, '\\', c)
+		}
+	}
+	return string(b)
 }
