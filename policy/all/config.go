@@ -55,7 +55,8 @@ type Config struct {
 	Metrics *metrics.Set
 	// TreeObserver is told of every prefix cache_aware records (the mesh). Nil: none.
 	TreeObserver policy.TreeObserver
-	// Maintenance runs the instances' background work. Nil: DefaultMaintenance.
+	// Maintenance runs the instances' background work. Nil: DefaultMaintenance, which the
+	// caller must then run (nothing runs it by itself).
 	Maintenance *Maintenance
 }
 

@@ -25,7 +25,12 @@ type Maintenance struct {
 	entries []func(time.Time) bool // false once the instance is gone
 }
 
-// DefaultMaintenance is the Maintenance of a Config that names none; cmd/smg runs it.
+// DefaultMaintenance is the Maintenance of a Config that names none. Nothing runs it by
+// itself: a program that builds policies without naming a Maintenance must run it
+// (go DefaultMaintenance.Run(ctx, clk)), or its trees and pins are never evicted. cmd/smg
+// names its own Maintenance and runs it (gateway.startMonitors), which
+// internal/e2e.TestCacheAwareTreesAreEvictedByTheShippedBinary and
+// TestStickySessionsAndPinsAreForgottenByTheShippedBinary check on the built binary.
 var DefaultMaintenance = NewMaintenance()
 
 // NewMaintenance returns an empty Maintenance.

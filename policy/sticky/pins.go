@@ -34,7 +34,8 @@ const (
 // DefaultMaxIdle is --max-idle-secs: a key unused this long loses its pin (4 hours).
 const DefaultMaxIdle = 4 * time.Hour
 
-// PinEvictionInterval is how often idle pins are swept.
+// PinEvictionInterval is how often idle pins are swept, or every max idle time when that is
+// shorter, so that a key outlives --max-idle-secs by at most as long again.
 const PinEvictionInterval = 60 * time.Second
 
 // DefaultMaxPins bounds a table; past it new keys are served but not pinned.
@@ -80,7 +81,7 @@ type pinEntry struct {
 // the pins (past it new keys are served but not pinned); entries, when non-nil, tracks the
 // number of pins (smg_manual_policy_cache_entries).
 func NewPinTable(now time.Time, maxIdle time.Duration, maxPins int, entries *metrics.Gauge) *PinTable {
-	t := &PinTable{maxPins: int64(maxPins), maxIdle: int64(maxIdle / time.Second), entries: entries, lastSweep: now}
+	t := &PinTable{maxPins: int64(maxPins), maxIdle: int64((maxIdle + time.Second - 1) / time.Second), entries: entries, lastSweep: now} // whole seconds, rounded up: 0.5 s is not "forever"
 	for i := range t.shards {
 		t.shards[i].m = map[uint64]pinEntry{}
 	}
@@ -212,12 +213,13 @@ func (t *PinTable) CountPins(w *worker.Worker) int {
 	return n
 }
 
-// Maintain advances the coarse clock and, every PinEvictionInterval, drops keys idle for
+// Maintain advances the coarse clock and, every PinEvictionInterval (or max idle time, when
+// shorter), drops keys idle for
 // longer than the table's max idle time. It returns the workers whose pins were dropped with
 // how many pins each lost, for group counters; nil when nothing was swept.
 func (t *PinTable) Maintain(now time.Time) map[*worker.Worker]int {
 	t.now.Store(now.Unix())
-	if t.maxIdle <= 0 || now.Sub(t.lastSweep) < PinEvictionInterval {
+	if t.maxIdle <= 0 || now.Sub(t.lastSweep) < min(PinEvictionInterval, time.Duration(t.maxIdle)*time.Second) {
 		return nil
 	}
 	t.lastSweep = now
