@@ -30,6 +30,10 @@ The request is turned into template variables the way the gateway does it
 Output: tokenizer/chat/testdata/golden_<family>.jsonl, one line per rendered
 request: {"name", "prompt"} or {"name", "error"}.
 
+The chat templates that github.com/ardanlabs/jinja ships in its testdata
+(read from the Go module cache) are rendered with the same requests into
+golden_engine_templates.jsonl.
+
 Besides the model families, testdata/syntax.jsonl holds small templates that
 exercise jinja2's whitespace control and the template features chat
 templates use; each is rendered with testdata/syntax_request.json into
@@ -42,6 +46,8 @@ SMG_TOKENIZER_DATA or ~/.cache/smg-tokenizers/v1; `make tools` fetches it).
 import datetime
 import json
 import os
+import re
+import subprocess
 import sys
 
 import jinja2
@@ -111,14 +117,16 @@ class InputError(Exception):
     pass
 
 
-def prepare(family, req, special):
+def prepare(family, req, special, flatten=True, parse_args=None):
+    if parse_args is None:
+        parse_args = PARSE_ARGS[family]
     messages = []
     for m in req["messages"]:
         m = dict(m)
         c = m.get("content")
-        if isinstance(c, list):
+        if flatten and isinstance(c, list):
             m["content"] = " ".join(p["text"] for p in c if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
-        if PARSE_ARGS[family] and m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
+        if parse_args and m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
             calls = []
             for call in m["tool_calls"]:
                 call = dict(call)
@@ -186,6 +194,49 @@ def main():
         errors = sum(1 for line in out if "error" in line)
         print("%s: %d renders (%d errors) -> %s" % (family, len(out), errors, os.path.relpath(dst, ROOT)))
     render_syntax(env)
+    render_engine_templates(env, requests)
+
+
+# The content-format and tool-argument detection of tokenizer/chat
+# (template.go's partsPattern and objectArgsPattern), for the engine's
+# templates below; the Go test checks it decides the same.
+PARTS_RE = re.compile(r"""for\s+\w+\s+in\s+(?:\w+\s*(?:\.\s*content|\[\s*['"]content['"]\s*\])|content)\b|(?:\.content|\[\s*['"]content['"]\s*\]|\bcontent)\s*(?:\[\s*\d|\|\s*length)""")
+OBJECT_ARGS_RE = re.compile(r"""arguments['"]?\s*\]?\s*(?:\|\s*(?:tojson|items|dictsort)\b|is\s+(?:not\s+)?(?:string|mapping)\b|\.\s*items\s*\()""")
+
+# Templates in github.com/ardanlabs/jinja's testdata (Go module cache) that
+# are rendered too; DeepSeek-V4-Flash is left out because it needs a
+# from_json filter that transformers does not have.
+ENGINE_MODULE = "github.com/ardanlabs/jinja@v1.8.0"
+ENGINE_SKIP = {"DeepSeek-V4-Flash.jinja"}
+
+
+def render_engine_templates(env, requests):
+    modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+    tdir = os.path.join(modcache, ENGINE_MODULE, "testdata", "templates")
+    out = []
+    for fn in sorted(os.listdir(tdir)):
+        if fn in ENGINE_SKIP or not fn.endswith(".jinja"):
+            continue
+        with open(os.path.join(tdir, fn), encoding="utf-8") as f:
+            source = f.read()
+        flatten = not PARTS_RE.search(source)
+        parse_args = bool(OBJECT_ARGS_RE.search(source))
+        template = env.from_string(source)
+        for r in requests:
+            if r.get("only"):
+                continue  # family-specific shapes (null content, ...)
+            line = {"template": fn, "name": r["name"], "format": "string" if flatten else "openai", "parse_args": parse_args}
+            try:
+                ctx = prepare("", r["request"], SEMANTICS_TOKENS, flatten=flatten, parse_args=parse_args)
+                line["prompt"] = template.render(**ctx)
+            except (jinja2.exceptions.TemplateError, InputError, TypeError) as e:
+                line["error"] = "%s: %s" % (type(e).__name__, e)
+            out.append(line)
+    dst = os.path.join(TESTDATA, "golden_engine_templates.jsonl")
+    with open(dst, "w", encoding="utf-8") as f:
+        for line in out:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    print("engine templates: %d renders -> %s" % (len(out), os.path.relpath(dst, ROOT)))
 
 
 def render_syntax(env):

@@ -31,9 +31,9 @@
 //   - keep_trailing_newline=False: one trailing newline of the source is
 //     dropped; \r\n and \r are read as \n, as jinja2 does. String literals
 //     in tags take Python's escapes (\xhh, \uXXXX, \r, ...).
-//   - {{ value }} prints Python's str(value): None, True/False, floats in
-//     repr form (1.0, 1e-05), lists and dicts in repr form with Python's
-//     string quoting. Undefined prints nothing.
+//   - {{ value }} and the string filter give Python's str(value): None,
+//     True/False, floats in repr form (1.0, 1e-05), lists and dicts in repr
+//     form with Python's string quoting. Undefined prints nothing.
 //   - The tojson filter is transformers' json.dumps(x, ensure_ascii=False,
 //     indent=None, separators=None, sort_keys=False): ", " and ": "
 //     separators, (",", ": ") with indent, no HTML escaping, object keys in

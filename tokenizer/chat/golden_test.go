@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -202,6 +204,80 @@ func TestSyntaxGoldens(t *testing.T) {
 			t.Errorf("%s: %v", g.Name, err)
 		} else if string(got) != *g.Prompt {
 			t.Errorf("%s: mismatch\n got: %q\nwant: %q", g.Name, got, *g.Prompt)
+		}
+	}
+}
+
+type engineGolden struct {
+	golden
+	Template  string `json:"template"`
+	Format    string `json:"format"`
+	ParseArgs bool   `json:"parse_args"`
+}
+
+// TestEngineTemplateGoldens renders the requests of testdata/requests.jsonl
+// with the chat templates github.com/ardanlabs/jinja ships in its testdata
+// (Qwen3.5/3.6/VL, Llama 3.2, Mistral, Gemma 4, gpt-oss, GLM, Kimi,
+// Nemotron, ...) and compares with jinja2 (golden_engine_templates.jsonl).
+// Requests jinja2 rejects through raise_exception must be rejected the
+// same way.
+func TestEngineTemplateGoldens(t *testing.T) {
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "github.com", "ardanlabs", "jinja@v1.8.0", "testdata", "templates")
+	reqs := map[string]json.RawMessage{}
+	for _, r := range readJSONL[goldenRequest](t, filepath.Join("testdata", "requests.jsonl")) {
+		reqs[r.Name] = r.Request
+	}
+	templates := map[string]*Template{}
+	perTemplate := map[string]int{}
+	for _, g := range readJSONL[engineGolden](t, filepath.Join("testdata", "golden_engine_templates.jsonl")) {
+		tmpl := templates[g.Template]
+		if tmpl == nil {
+			src, err := os.ReadFile(filepath.Join(dir, g.Template))
+			if err != nil {
+				t.Fatalf("engine testdata template (go mod download github.com/ardanlabs/jinja): %v", err)
+			}
+			if tmpl, err = Compile(string(src), WithClock(goldenClock),
+				WithSpecialTokens(map[string]string{"bos_token": "<s>", "eos_token": "</s>"})); err != nil {
+				t.Fatalf("%s: %v", g.Template, err)
+			}
+			templates[g.Template] = tmpl
+			if tmpl.ContentFormat().String() != g.Format || tmpl.ParsesToolArguments() != g.ParseArgs {
+				t.Errorf("%s: detected format %v, parse arguments %v; goldens use %s, %v",
+					g.Template, tmpl.ContentFormat(), tmpl.ParsesToolArguments(), g.Format, g.ParseArgs)
+			}
+		}
+		perTemplate[g.Template]++
+		req, err := DecodeRequest(reqs[g.Name])
+		if err != nil {
+			t.Fatalf("%s: %v", g.Name, err)
+		}
+		got, err := tmpl.Render(nil, req)
+		if g.Error != nil {
+			var te *TemplateError
+			if !errors.As(err, &te) {
+				t.Errorf("%s %s: jinja2 failed (%s), got err=%v", g.Template, g.Name, *g.Error, err)
+			} else if raised := strings.HasPrefix(*g.Error, "TemplateError: "); raised != te.Raised ||
+				(raised && te.Msg != strings.TrimPrefix(*g.Error, "TemplateError: ")) {
+				t.Errorf("%s %s: jinja2 error %q, got %+v", g.Template, g.Name, *g.Error, te)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %s: %v", g.Template, g.Name, err)
+		} else if string(got) != *g.Prompt {
+			t.Errorf("%s %s: mismatch\n got: %q\nwant: %q", g.Template, g.Name, got, *g.Prompt)
+		}
+	}
+	if len(perTemplate) < 10 {
+		t.Fatalf("goldens cover %d templates", len(perTemplate))
+	}
+	for name, n := range perTemplate {
+		if n < 30 {
+			t.Errorf("%s: %d goldens", name, n)
 		}
 	}
 }

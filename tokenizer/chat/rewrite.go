@@ -36,6 +36,7 @@ const (
 //     way Python's str() prints them (None, floats, list and dict repr),
 //     except where the expression is a string by construction (see
 //     printsString), which saves a filter call per output;
+//   - "| string" becomes "| __smg_str" (Python's str(), as above);
 //   - every "| tojson" filter becomes "| __smg_tojson", transformers' tojson
 //     (json.dumps with ensure_ascii=False and its indent, separators and
 //     sort_keys arguments), because the engine resolves its built-in filters
@@ -124,14 +125,14 @@ func rewriteSource(src string) string {
 			inRaw = true
 		case word == "endraw":
 		case tag.kind == '{':
-			body := renameFilter(pyStrings(tag.body), "tojson", tojsonFilter)
+			body := renameFilters(pyStrings(tag.body))
 			if strings.TrimSpace(body) == "" || printsString(body) {
 				out.WriteString("{{" + body + "}}")
 			} else {
 				out.WriteString("{{ (" + body + ") | " + printFilter + " }}")
 			}
 		default:
-			out.WriteString("{%" + renameFilter(pyStrings(tag.body), "tojson", tojsonFilter) + "%}")
+			out.WriteString("{%" + renameFilters(pyStrings(tag.body)) + "%}")
 		}
 		// Right side: "-" eats all following whitespace; trim_blocks eats
 		// one newline after a block or comment tag ({% raw %} excepted);
@@ -247,6 +248,12 @@ func stmtWord(body string) string {
 
 func isIdentByte(c byte) bool {
 	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}
+
+// renameFilters points the filters this package supplies at their
+// implementations: tojson at transformers' tojson, string at Python's str().
+func renameFilters(body string) string {
+	return renameFilter(renameFilter(body, "tojson", tojsonFilter), "string", printFilter)
 }
 
 // renameFilter replaces the filter name from in "| from" (outside string
