@@ -31,9 +31,10 @@
 //   - keep_trailing_newline=False: one trailing newline of the source is
 //     dropped; \r\n and \r are read as \n, as jinja2 does. String literals
 //     in tags take Python's escapes (\xhh, \uXXXX, \r, ...).
-//   - {{ value }} and the string filter give Python's str(value): None,
-//     True/False, floats in repr form (1.0, 1e-05), lists and dicts in repr
-//     form with Python's string quoting. Undefined prints nothing.
+//   - {{ value }}, the string filter, the operands of ~ and the items of the
+//     join filter are converted with Python's str(): None, True/False, floats
+//     in repr form (1.0, 1e-05), lists and dicts in repr form with Python's
+//     string quoting. Undefined converts to "".
 //   - The tojson filter is transformers' json.dumps(x, ensure_ascii=False,
 //     indent=None, separators=None, sort_keys=False): ", " and ": "
 //     separators, (",", ": ") with indent, no HTML escaping, object keys in
@@ -70,8 +71,8 @@
 // the engine is more lenient where jinja2 raises (str + None concatenates
 // "", attribute access on undefined is undefined, list.append and dict
 // methods are allowed where transformers' immutable sandbox forbids them);
-// "~" and "+" convert floats and None with Go's formatting rather than
-// Python's; number literals need a fraction before an exponent (1.0e16, not
+// "+" with a string converts the other side with Go's formatting rather than
+// raising; number literals need a fraction before an exponent (1.0e16, not
 // 1e16); "}}" inside a tag ends it even within braces ({'a': {}}); ** yields
 // a float; "%" string formatting, tuples (they are lists) and filters binding
 // tighter than unary minus differ; JSON integers beyond int64 become floats;

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -14,6 +15,7 @@ import (
 const (
 	printFilter  = "__smg_str"
 	tojsonFilter = "__smg_tojson"
+	joinFilter   = "__smg_join"
 )
 
 // rewriteSource adapts a Hugging Face chat template to the jinja engine
@@ -36,7 +38,9 @@ const (
 //     way Python's str() prints them (None, floats, list and dict repr),
 //     except where the expression is a string by construction (see
 //     printsString), which saves a filter call per output;
-//   - "| string" becomes "| __smg_str" (Python's str(), as above);
+//   - "| string" becomes "| __smg_str" (Python's str(), as above), and so
+//     does every operand of "~" (see wrapConcat); "| join" becomes
+//     "| __smg_join", which converts items with str() too;
 //   - every "| tojson" filter becomes "| __smg_tojson", transformers' tojson
 //     (json.dumps with ensure_ascii=False and its indent, separators and
 //     sort_keys arguments), because the engine resolves its built-in filters
@@ -251,9 +255,13 @@ func isIdentByte(c byte) bool {
 }
 
 // renameFilters points the filters this package supplies at their
-// implementations: tojson at transformers' tojson, string at Python's str().
+// implementations: tojson at transformers' tojson, string at Python's str(),
+// join at a join that converts items with str().
 func renameFilters(body string) string {
-	return renameFilter(renameFilter(body, "tojson", tojsonFilter), "string", printFilter)
+	body = renameFilter(body, "tojson", tojsonFilter)
+	body = renameFilter(body, "string", printFilter)
+	body = renameFilter(body, "join", joinFilter)
+	return wrapConcat(body)
 }
 
 // renameFilter replaces the filter name from in "| from" (outside string
@@ -491,3 +499,151 @@ func pyUnescape(s string) string {
 	}
 	return string(b)
 }
+
+// exprToken is one lexical token of a tag body, for wrapConcat.
+type exprToken struct {
+	text  string
+	start int
+}
+
+// lexBody splits a tag body into tokens: string literals, names and
+// numbers, two-character operators, and single characters. Whitespace is
+// dropped; start records each token's offset.
+func lexBody(body string) []exprToken {
+	var toks []exprToken
+	for i := 0; i < len(body); {
+		c := body[i]
+		start := i
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+			continue
+		case c == '\'' || c == '"':
+			i++
+			for i < len(body) && body[i] != c {
+				if body[i] == '\\' && i+1 < len(body) {
+					i++
+				}
+				i++
+			}
+			i = min(i+1, len(body))
+		case isIdentByte(c):
+			for i < len(body) && (isIdentByte(body[i]) || (body[i] == '.' && c >= '0' && c <= '9')) {
+				i++
+			}
+		case i+1 < len(body) && isTwoCharOp(body[i:i+2]):
+			i += 2
+		default:
+			i++
+		}
+		toks = append(toks, exprToken{body[start:i], start})
+	}
+	return toks
+}
+
+// wrapConcat rewrites every operand of the ~ operator to
+// (operand) | __smg_str, so it is converted with Python's str() as jinja2
+// does, rather than with the engine's Go formatting (floats as %g, None as
+// ""). Operands are delimited by ~ itself and by every construct of lower
+// precedence: comparisons, in, is, not, and, or, if, else, commas, colons,
+// "=" and brackets.
+func wrapConcat(body string) string {
+	if !strings.Contains(body, "~") {
+		return body
+	}
+	toks := lexBody(body)
+	if !slices.ContainsFunc(toks, func(t exprToken) bool { return t.text == "~" }) {
+		return body // the ~ is inside a string literal
+	}
+	// Each wrapped operand [from, to) inserts "(" at from and ") | str" at
+	// to; insertions are applied at the end in offset order, closings
+	// before openings at the same offset.
+	type insertion struct {
+		at    int
+		close bool
+	}
+	var ins []insertion
+	isDelim := func(s string) bool {
+		switch s {
+		case "==", "!=", "<", ">", "<=", ">=", ",", ":", "=", "in", "is", "not", "and", "or", "if", "else":
+			return true
+		}
+		return false
+	}
+	// walk processes tokens from i up to the bracket closing the current
+	// group (or the end) and returns the index after it.
+	var walk func(i int) int
+	walk = func(i int) int {
+		segStart := i
+		var tildes []int
+		flush := func(end int) {
+			if len(tildes) > 0 {
+				bounds := append([]int{segStart - 1}, tildes...)
+				bounds = append(bounds, end)
+				for k := 0; k+1 < len(bounds); k++ {
+					opStart, opEnd := bounds[k]+1, bounds[k+1]
+					if opStart >= opEnd {
+						continue
+					}
+					ins = append(ins, insertion{toks[opStart].start, false}, insertion{tokEnd(toks[opEnd-1]), true})
+				}
+			}
+			tildes = tildes[:0]
+		}
+		for i < len(toks) {
+			t := toks[i].text
+			switch {
+			case t == "(" || t == "[" || t == "{":
+				i = walk(i + 1)
+				continue
+			case t == ")" || t == "]" || t == "}":
+				flush(i)
+				return i + 1
+			case t == "~":
+				tildes = append(tildes, i)
+			case isDelim(t):
+				flush(i)
+				segStart = i + 1
+			}
+			i++
+		}
+		flush(i)
+		return i
+	}
+	walk(0)
+	slices.SortStableFunc(ins, func(a, b insertion) int {
+		if a.at != b.at {
+			return a.at - b.at
+		}
+		if a.close && !b.close {
+			return -1
+		}
+		if b.close && !a.close {
+			return 1
+		}
+		return 0
+	})
+	var out strings.Builder
+	pos := 0
+	for _, in := range ins {
+		out.WriteString(body[pos:in.at])
+		if in.close {
+			out.WriteString(") | " + printFilter)
+		} else {
+			out.WriteString("(")
+		}
+		pos = in.at
+	}
+	out.WriteString(body[pos:])
+	return out.String()
+}
+
+func isTwoCharOp(s string) bool {
+	switch s {
+	case "==", "!=", "<=", ">=", "**", "//":
+		return true
+	}
+	return false
+}
+
+func tokEnd(t exprToken) int { return t.start + len(t.text) }

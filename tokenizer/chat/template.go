@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -159,6 +160,7 @@ func Compile(source string, opts ...Option) (t *Template, err error) {
 	t.globals = map[string]jinja.Value{
 		printFilter:       jinja.NewCallable(printFilter, filterPrint),
 		tojsonFilter:      jinja.NewCallable("tojson", filterTojson),
+		joinFilter:        jinja.NewCallable("join", filterJoin),
 		"raise_exception": jinja.NewCallable("raise_exception", raiseException),
 		"strftime_now":    jinja.NewCallable("strftime_now", t.strftimeNow),
 	}
@@ -423,6 +425,74 @@ func filterTojson(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Valu
 		return jinja.Undefined(), fmt.Errorf("tojson: %w", err)
 	}
 	return jinja.NewString(string(b)), nil
+}
+
+// filterJoin is jinja2's join(value, d=”, attribute=None): the items (a
+// dict's keys, a string's characters) converted with Python's str() and
+// joined with d.
+func filterJoin(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.Undefined(), errors.New("join: missing value")
+	}
+	sep := ""
+	if d, ok := kwargs["d"]; ok {
+		sep = string(appendPyStr(nil, d))
+	} else if len(args) > 1 {
+		sep = string(appendPyStr(nil, args[1]))
+	}
+	var items []jinja.Value
+	switch v := args[0]; {
+	case v.IsList():
+		items = v.AsList().Items
+	case v.IsDict():
+		for _, k := range v.AsDict().Keys {
+			items = append(items, jinja.NewString(k))
+		}
+	case v.IsString():
+		for _, r := range v.AsString() {
+			items = append(items, jinja.NewString(string(r)))
+		}
+	case v.IsUndefined():
+	default:
+		return jinja.Undefined(), errors.New("join: value is not iterable")
+	}
+	attr, hasAttr := kwargs["attribute"]
+	var b []byte
+	for i, item := range items {
+		if i > 0 {
+			b = append(b, sep...)
+		}
+		if hasAttr {
+			item = getAttribute(item, string(appendPyStr(nil, attr)))
+		}
+		b = appendPyStr(b, item)
+	}
+	return jinja.NewString(string(b)), nil
+}
+
+// getAttribute follows a dotted attribute path (dict keys, list indices) as
+// jinja2's attribute= arguments do; a missing step is undefined.
+func getAttribute(v jinja.Value, path string) jinja.Value {
+	for part := range strings.SplitSeq(path, ".") {
+		switch {
+		case v.IsDict():
+			x, ok := v.AsDict().Get(part)
+			if !ok {
+				return jinja.Undefined()
+			}
+			v = x
+		case v.IsList():
+			n, err := strconv.Atoi(part)
+			items := v.AsList().Items
+			if err != nil || n < 0 || n >= len(items) {
+				return jinja.Undefined()
+			}
+			v = items[n]
+		default:
+			return jinja.Undefined()
+		}
+	}
+	return v
 }
 
 func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
