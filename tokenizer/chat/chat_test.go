@@ -129,7 +129,8 @@ func TestRewriteSource(t *testing.T) {
 		{"{% set y = x | tojson %}{% set z = x | tojsonx %}", "{% set y = x | __smg_tojson %}{% set z = x | tojsonx %}"},
 		{"{% raw %}{{ x | tojson }}{% endraw %}{{ x }}", "{{ '{{ x | tojson }}' }}{{ ( x ) | __smg_str }}"},
 		{"a{# {{ x | tojson }} #}b", "{{ 'a' }}{{ 'b' }}"},
-		{"{% if x %}\n  y\n  {% endif %}\n", "{% if x %}{{ '  y\n' }}{% endif %}"},
+		{"{% if x %}\n  y\n  {% endif %}\n", "{% if x %}{#\n#}{{ '  y\n' }}{% endif %}"},
+		{"a {#\n\n#} {%- if x -%}\n b", "{{ 'a ' }}{#\n\n#}{% if x %}{#\n#}{{ 'b' }}"},
 		{"{%+ if x +%}\nz", "{% if x %}{{ '\nz' }}"},
 		{"{{ '}}' }}", "{{ '}}' }}"},
 		{"{{ \"a\\x41\\n\" }}", "{{ 'aA\n' }}"},
@@ -170,6 +171,11 @@ func TestErrorsAreTemplateErrors(t *testing.T) {
 	_, err := Compile("{% if x %}unclosed")
 	if te := asTE(t, err); te.Phase != PhaseCompile || !strings.Contains(te.Error(), "does not compile") {
 		t.Errorf("compile error = %+v", te)
+	}
+	// Line numbers survive the source rewrite.
+	_, err = Compile("{#- a\ncomment -#}\n{%- if x -%}\n  \n{{ 1 +* }}\n{% endif %}")
+	if te := asTE(t, err); !strings.Contains(te.Msg, "line 5") {
+		t.Errorf("compile error %q does not name line 5", te.Msg)
 	}
 
 	tmpl, err := Compile("{% if messages[0].role != 'user' %}{{ raise_exception('Only user messages: got ' ~ messages[0].role) }}{% endif %}ok")

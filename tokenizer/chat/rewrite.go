@@ -31,7 +31,9 @@ const (
 //     trimming then has no text to act on: it trims across intervening tags
 //     (a "{%- if %}" after "{{ x }}" strips text before the {{ x }}), which
 //     jinja2 does not;
-//   - comments are dropped and {% raw %} blocks become literals;
+//   - comments are dropped and {% raw %} blocks become literals (newlines
+//     removed from the source reappear inside empty comments, keeping line
+//     numbers in the engine's errors);
 //   - string literals in tags are decoded with Python's escapes (\xhh,
 //     \uXXXX, \r, ...) and re-quoted with the few escapes the engine knows;
 //   - every {{ expr }} becomes {{ (expr) | __smg_str }} so values print the
@@ -74,6 +76,11 @@ func rewriteSource(src string) string {
 		}
 		out.WriteString("' }}")
 	}
+	emitLines := func(n int) {
+		if n > 0 {
+			out.WriteString("{#" + strings.Repeat("\n", n) + "#}")
+		}
+	}
 	i := 0
 	for {
 		tag, ok := nextTag(src, i)
@@ -112,6 +119,7 @@ func rewriteSource(src string) string {
 		// Left side of the tag: "-" strips all whitespace before it;
 		// otherwise lstrip_blocks strips the indentation of a block or
 		// comment tag that starts its line.
+		full := text
 		switch {
 		case tag.open == '-':
 			text = strings.TrimRightFunc(text, isPySpace)
@@ -122,12 +130,14 @@ func rewriteSource(src string) string {
 			}
 		}
 		emitText(text)
+		// Newlines dropped from the source go into empty comments, so the
+		// engine's error messages keep the source's line numbers.
+		emitLines(strings.Count(full[len(text):], "\n"))
 		// The tag itself.
 		switch {
-		case tag.kind == '#':
-		case word == "raw":
-			inRaw = true
-		case word == "endraw":
+		case tag.kind == '#', word == "raw", word == "endraw":
+			inRaw = word == "raw"
+			emitLines(strings.Count(tag.body, "\n"))
 		case tag.kind == '{':
 			body := renameFilters(pyStrings(tag.body))
 			if strings.TrimSpace(body) == "" || printsString(body) {
@@ -151,6 +161,7 @@ func rewriteSource(src string) string {
 		}
 		i += len(consumed)
 		lineStarting = strings.HasSuffix(consumed, "\n")
+		emitLines(strings.Count(consumed, "\n"))
 	}
 }
 
