@@ -397,3 +397,26 @@ func TestStrftimeMatchesPython(t *testing.T) {
 		t.Errorf("strftime pm = %q", got)
 	}
 }
+
+// TestNullContentRendersAsEmpty pins the documented leniency: Qwen3 given
+// an assistant message with content null renders it as content "" (jinja2
+// would raise TypeError on str + None).
+func TestNullContentRendersAsEmpty(t *testing.T) {
+	qwen := loadTemplate(t, "qwen3")
+	render := func(content string) string {
+		t.Helper()
+		req, err := DecodeRequest([]byte(`{"messages": [{"role": "user", "content": "w?"}, {"role": "assistant", "content": ` + content +
+			`, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "content": "r"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := qwen.Render(nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	if null, empty := render("null"), render(`""`); null != empty {
+		t.Errorf("content null renders\n%q\ncontent \"\" renders\n%q", null, empty)
+	}
+}

@@ -66,18 +66,19 @@
 //     because jinja2 cannot add a dict to a string
 //     (ParsesToolArguments, WithToolArguments).
 //
-// Known differences from jinja2, none of which the goldens' templates reach
-// (testdata/syntax.jsonl holds the features that do match):
-// the engine is more lenient where jinja2 raises (str + None concatenates
-// "", attribute access on undefined is undefined, list.append and dict
-// methods are allowed where transformers' immutable sandbox forbids them);
-// "+" with a string converts the other side with Go's formatting rather than
-// raising; number literals need a fraction before an exponent (1.0e16, not
-// 1e16); "}}" inside a tag ends it even within braces ({'a': {}}); ** yields
-// a float; "%" string formatting, tuples (they are lists) and filters binding
-// tighter than unary minus differ; JSON integers beyond int64 become floats;
-// a namespace() built with several keyword arguments does not keep their
-// order.
+// Known differences from jinja2 (testdata/syntax.jsonl holds the features
+// that do match). The engine is more lenient where jinja2 raises: "+" with a
+// string converts the other side with Go's formatting, so an assistant
+// message with content null and tool_calls renders in Qwen3-style templates
+// as if content were "" (jinja2 raises TypeError; vLLM turns such content
+// into "" before rendering); attribute access on undefined is undefined;
+// list.append and dict methods are allowed where transformers' immutable
+// sandbox forbids them. Number literals need a fraction before an exponent
+// (1.0e16, not 1e16); "}}" inside a tag ends it even within braces
+// ({'a': {}}); ** yields a float; "%" string formatting, tuples (they are
+// lists) and filters binding tighter than unary minus differ; JSON integers
+// beyond int64 become floats; a namespace() built with several keyword
+// arguments does not keep their order.
 //
 // # Why ordered JSON
 //
