@@ -2,12 +2,18 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -80,7 +86,8 @@ func Start(ctx context.Context, cfg discovery.Config, reg discovery.Registry, op
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d := &Discovery{cancel: cancel, log: log}
-	podInformer := newPodInformer(client, cfg.Namespace, sel)
+	workerErrs := &watchErrors{log: log, msg: "K8s worker watcher error (auto-retrying with backoff)"}
+	podInformer := newPodInformer(client, cfg.Namespace, sel, workerErrs)
 	d.Reconciler, err = discovery.NewReconciler(cfg, reg, func() []discovery.Pod { return podsOf(podInformer.GetStore().List()) })
 	if err != nil {
 		cancel()
@@ -97,10 +104,7 @@ func Start(ctx context.Context, cfg discovery.Config, reg discovery.Registry, op
 		rec.Close()
 		return fail(err)
 	}
-	_ = podInformer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		log.Warn("K8s worker watcher error (auto-retrying with backoff)", "error", err)
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	})
+	_ = podInformer.SetWatchErrorHandlerWithContext(workerErrs.handler)
 	log.Info(fmt.Sprintf("Starting K8s worker watcher | selector: '%s'", sel))
 	d.wg.Add(2)
 	go func() { defer d.wg.Done(); podInformer.RunWithContext(runCtx) }()
@@ -125,18 +129,73 @@ func Start(ctx context.Context, cfg discovery.Config, reg discovery.Registry, op
 // newPodInformer watches the pods matching sel in namespace ("" is all namespaces); the
 // selector is sent to the API server so the cache holds candidates only. No informer resync:
 // the reconciler's periodic pass reads the cache itself.
-func newPodInformer(client kubernetes.Interface, namespace string, sel discovery.Selector) cache.SharedIndexInformer {
+func newPodInformer(client kubernetes.Interface, namespace string, sel discovery.Selector, errs *watchErrors) cache.SharedIndexInformer {
 	selector := sel.String()
 	lw := cache.NewFilteredListWatchFromClient(client.CoreV1().RESTClient(), "pods", namespace,
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
+	lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		obj, err := list(ctx, o)
+		errs.report(ctx, err)
+		return obj, err
+	}
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		w, err := watchFn(ctx, o)
+		errs.report(ctx, err)
+		if err != nil && o.SendInitialEvents != nil && *o.SendInitialEvents &&
+			(utilnet.IsConnectionRefused(err) || apierrors.IsTooManyRequests(err)) {
+			// The reflector retries a watch-list refused this way after a backoff of up to
+			// 30 s that does not end when the informer stops, so SIGTERM waited for it; hidden
+			// from that retry, the error makes it fall back to a list, whose failure goes to
+			// the error handler and a backoff that ends at once on stop.
+			return nil, &opaqueError{err.Error()}
+		}
+		return w, err
+	}
+	lw.ListFunc, lw.WatchFunc = nil, nil // the informer calls the functions with a context
 	return cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
+}
+
+// opaqueError carries an error's text without the error, so that client-go does not recognise
+// its kind.
+type opaqueError struct{ msg string }
+
+func (e *opaqueError) Error() string { return e.msg }
+
+// watchErrors logs the spec's watcher error line for every list or watch call that fails.
+// client-go's reflector retries some failures itself without calling the informer's error
+// handler (a refused connection to an unreachable API server, while it lists through a
+// watch), so the calls are wrapped; the handler still logs the errors it sees that no call
+// returned (a watch stream that broke), once.
+type watchErrors struct {
+	log  *slog.Logger
+	msg  string
+	last atomic.Pointer[error] // the last error a call returned, so the handler does not log it twice
+}
+
+// report logs err, unless it is nil or ctx was cancelled (shutting down is not an error).
+func (w *watchErrors) report(ctx context.Context, err error) {
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	w.last.Store(&err)
+	w.log.Warn(w.msg, "error", err)
+}
+
+// handler is the informer's watch error handler.
+func (w *watchErrors) handler(ctx context.Context, r *cache.Reflector, err error) {
+	if last := w.last.Load(); (last == nil || !errors.Is(err, *last)) && ctx.Err() == nil {
+		w.log.Warn(w.msg, "error", err)
+	}
+	cache.DefaultWatchErrorHandler(ctx, r, err)
 }
 
 // startRouterDiscovery watches the router pods and reports membership changes.
 func (d *Discovery) startRouterDiscovery(ctx context.Context, client kubernetes.Interface, cfg discovery.Config, report func([]discovery.Member)) {
 	sel, _ := discovery.ParseSelector(cfg.RouterSelector) // validated
 	log := cfg.Logger
-	inf := newPodInformer(client, cfg.Namespace, sel)
+	errs := &watchErrors{log: log, msg: "K8s router watcher error (auto-retrying with backoff)"}
+	inf := newPodInformer(client, cfg.Namespace, sel, errs)
 	tracker := &discovery.RouterTracker{Selector: sel, MeshPort: cfg.MeshPort}
 	var mu sync.Mutex
 	update := func() {
@@ -156,10 +215,7 @@ func (d *Discovery) startRouterDiscovery(ctx context.Context, client kubernetes.
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { update() }, UpdateFunc: func(_, _ any) { update() }, DeleteFunc: func(any) { update() },
 	})
-	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		log.Warn("K8s router watcher error (auto-retrying with backoff)", "error", err)
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	})
+	_ = inf.SetWatchErrorHandlerWithContext(errs.handler)
 	// The spec's troubleshooting table tells operators to look for this line.
 	log.Info("Router node discovery enabled", "selector", sel.String())
 	d.wg.Add(1)
