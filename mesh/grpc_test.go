@@ -145,6 +145,15 @@ func TestLoopbackWorkerSyncAndRejoin(t *testing.T) {
 			t.Fatalf("%s marked C DOWN without suspecting it first", r.name)
 		}
 	}
+	// The spec's reconnect counter: C accepted the streams A and B opened, and counted their
+	// ends when it stopped.
+	var sb strings.Builder
+	c.set.WritePrometheus(&sb)
+	for _, peer := range []string{"A", "B"} {
+		if !strings.Contains(sb.String(), `router_mesh_peer_reconnects_total{peer="`+peer+`"} 1`) {
+			t.Fatalf("C did not count the end of %s's stream:\n%s", peer, sb.String())
+		}
+	}
 	// Restart C under its old name at its old address: it rejoins on its own.
 	c2 := startRouter(t, "C", "127.0.0.3", c.port, nil, a)
 	testutil.Eventually(t, "restarted C ALIVE on A and B", func() bool {

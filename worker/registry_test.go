@@ -194,6 +194,7 @@ func TestCanonicalURL(t *testing.T) {
 		{"", "", "empty"},
 		{"ftp://w1:1", "", "scheme"},
 		{"grpc://w1:50051", "", "gRPC workers are not supported yet; serve the engine over HTTP"},
+		{"ipc:///tmp/engine.sock", "", "ipc:// names a ZMQ socket on the gateway's own host"},
 		{"http://w1:99999", "", "port"},
 		{"http://w1:1/v1", "", "only scheme://host:port"},
 		{"http://:80", "", "no host"},

@@ -252,6 +252,9 @@ func CanonicalURL(raw string) (string, error) {
 	if u.Scheme == "grpc" || u.Scheme == "grpcs" {
 		return "", fmt.Errorf("%w %q: gRPC workers are not supported yet; serve the engine over HTTP (SGLang and vLLM both do) and give http://host:port", ErrInvalidURL, raw)
 	}
+	if u.Scheme == "ipc" {
+		return "", fmt.Errorf("%w %q: ipc:// names a ZMQ socket on the gateway's own host, the spec product's host-local ZMQ workers (engines driven over ZMQ with the gateway's tokenizer); SMG-Go does not serve them: it speaks HTTP to workers, so serve the engine over HTTP and give http://host:port", ErrInvalidURL, raw)
+	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return "", fmt.Errorf("%w %q: scheme %q is not supported; use http:// or https://", ErrInvalidURL, raw, u.Scheme)
 	}

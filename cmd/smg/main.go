@@ -82,8 +82,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
 	}
-	log := newLogger(stderr, o.logLevel, o.logJSON)
+	level, rustNote := o.logLevel, ""
+	if v := os.Getenv("RUST_LOG"); v != "" {
+		level, rustNote = rustLogLevel(v, o.logLevel)
+	}
+	log := newLogger(stderr, level, o.logJSON)
 	slog.SetDefault(log)
+	if rustNote != "" {
+		log.Warn(rustNote, "RUST_LOG", os.Getenv("RUST_LOG"), "level", level)
+	}
 	if err := serve(o, log); err != nil {
 		log.Error("Gateway stopped", "error", err)
 		return 1
@@ -165,6 +172,30 @@ func (o *options) validate(fs *cli.FlagSet) error {
 		return err
 	}
 	return o.gateway.Validate()
+}
+
+// rustLogLevel reads the spec product's RUST_LOG (its debug recipes set it, and it replaces
+// the filter --log-level builds): SMG-Go has one level for every line, so the most verbose
+// level the directives name applies ("warn,smg_mesh=debug" is debug; trace is debug, off is
+// error). It returns the level to use and the line that says so; without a level in v,
+// fallback (--log-level) and a line saying RUST_LOG was ignored.
+func rustLogLevel(v, fallback string) (level, note string) {
+	rank := map[string]int{"off": 0, "error": 1, "warn": 2, "info": 3, "debug": 4, "trace": 5}
+	names := [...]string{"error", "error", "warn", "info", "debug", "debug"}
+	best := -1
+	for _, d := range strings.Split(v, ",") {
+		d = strings.TrimSpace(d)
+		if _, lv, ok := strings.Cut(d, "="); ok {
+			d = lv
+		}
+		if r, ok := rank[strings.ToLower(d)]; ok && r > best {
+			best = r
+		}
+	}
+	if best < 0 {
+		return fallback, "RUST_LOG is ignored: it names no level (trace, debug, info, warn, error, off); SMG-Go's log level is --log-level"
+	}
+	return names[best], "RUST_LOG sets the log level: SMG-Go has no per-module filters, so the most verbose level it names applies to every line (--log-level is overridden)"
 }
 
 func newLogger(w io.Writer, level string, asJSON bool) *slog.Logger {
