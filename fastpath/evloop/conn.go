@@ -242,6 +242,10 @@ func (c *clientConn) parse() {
 		c.reject(pe)
 		return
 	}
+	if x.req.HeadLen() > 0 && x.req.MissingHost() {
+		c.reject(http1.ErrBadHost)
+		return
+	}
 	if n == 0 {
 		if c.startStreamed() {
 			return

@@ -9,8 +9,11 @@
 // RFC 9112's syntax, strictly where a lenient parser would let a request be read two ways:
 // a method and header names made of token characters (no whitespace before a colon), no
 // control characters in header values, one Content-Length (repeats must agree),
-// Transfer-Encoding chunked only (it overrides Content-Length), HTTP/1.0 and HTTP/1.1, the
-// origin and absolute forms of the target. At most MaxHeaders header lines are indexed; a
+// Transfer-Encoding chunked only and never with a Content-Length (RFC 9112 §6.3: 400, not
+// "chunked wins"), at most one Host line (MissingHost reports an HTTP/1.1 request without
+// one, which the gateway refuses), lines ended by CRLF (a bare LF is refused as soon as it
+// arrives, not when the head would end), HTTP/1.0 and HTTP/1.1, the origin and absolute
+// forms of the target. At most MaxHeaders header lines are indexed; a
 // request with more is refused (431) like one whose head passes the caller's limit.
 //
 // # Buffers

@@ -35,6 +35,9 @@ type Request struct {
 	need int
 	// headLen is the size of the head (the body starts there) once it has been parsed.
 	headLen int
+	// http11 is set for an HTTP/1.1 request; hosts counts its Host header lines.
+	http11 bool
+	hosts  int
 }
 
 // Method is the request method.
@@ -88,6 +91,14 @@ var (
 	ErrBadLength      = &Error{400, "malformed or conflicting Content-Length"}
 	ErrBadChunk       = &Error{400, "malformed chunked body"}
 	ErrBadEncoding    = &Error{501, "unsupported Transfer-Encoding (only chunked)"}
+	// ErrBadFraming refuses a request that declares both lengths: RFC 9112 §6.3 lets a server
+	// read it one way where a proxy in front read it the other (request smuggling).
+	ErrBadFraming = &Error{400, "both Content-Length and Transfer-Encoding"}
+	// ErrBadHost refuses more than one Host line, or none on HTTP/1.1 (RFC 9112 §3.2).
+	ErrBadHost = &Error{400, "an HTTP/1.1 request needs exactly one Host header"}
+	// ErrBareLF refuses a line ended by LF alone: RFC 9112 §2.2 allows it, but a server
+	// that accepts it reads a head another hop may frame differently.
+	ErrBareLF = &Error{400, "a line ends in LF without CR"}
 )
 
 var (
@@ -99,11 +110,14 @@ var (
 // occupies, or 0 and no error while buf holds only part of it. A chunked body is decoded into
 // *scratch. maxHead and maxBody bound the head and the body.
 func ParseRequest(buf []byte, r *Request, scratch *[]byte, maxHead, maxBody int) (int, error) {
-	*r = Request{buf: buf, contentLength: -1}
+	r.reset(buf)
 	end := bytes.Index(buf, crlfcrlf)
 	if end < 0 {
 		if len(buf) > maxHead {
 			return 0, ErrHeaderTooLarge
+		}
+		if hasBareLF(buf) {
+			return 0, ErrBareLF // answered now: the CRLFCRLF it waits for may never come
 		}
 		return 0, nil
 	}
@@ -123,6 +137,10 @@ func ParseRequest(buf []byte, r *Request, scratch *[]byte, maxHead, maxBody int)
 	for i := range r.nhdr {
 		name, value := r.headers[i].Name.Of(buf), r.headers[i].Value.Of(buf)
 		switch len(name) {
+		case 4:
+			if EqualFold(name, "host") {
+				r.hosts++
+			}
 		case 6:
 			if EqualFold(name, "expect") {
 				r.expectContinue = EqualFold(value, "100-continue")
@@ -152,10 +170,15 @@ func ParseRequest(buf []byte, r *Request, scratch *[]byte, maxHead, maxBody int)
 			}
 		}
 	}
+	if r.chunked && r.contentLength >= 0 {
+		return 0, ErrBadFraming
+	}
+	if r.hosts > 1 {
+		return 0, ErrBadHost
+	}
 	bodyStart := end + 4
 	r.headLen = bodyStart
 	if r.chunked {
-		// RFC 9112 §6.3: Transfer-Encoding overrides Content-Length.
 		n, body, err := decodeChunkedBody(buf[bodyStart:], (*scratch)[:0], maxBody)
 		*scratch = body
 		if err != nil || n == 0 {
@@ -180,6 +203,35 @@ func ParseRequest(buf []byte, r *Request, scratch *[]byte, maxHead, maxBody int)
 	return n, nil
 }
 
+// reset readies r for buf. The header index is not cleared: nhdr bounds what is read of it,
+// and clearing MaxHeaders fields on every parse (each partial read too) costs the hot path.
+func (r *Request) reset(buf []byte) {
+	r.buf, r.method, r.target, r.path, r.nhdr, r.body = buf, Span{}, Span{}, Span{}, 0, nil
+	r.keepAlive, r.expectContinue, r.chunked, r.http11 = false, false, false, false
+	r.contentLength, r.need, r.headLen, r.hosts = -1, 0, 0, 0
+}
+
+// hasBareLF reports whether buf holds an LF not preceded by CR.
+func hasBareLF(buf []byte) bool {
+	for i := 0; i < len(buf); {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i == 0 || buf[i-1] != '\r' {
+			return true
+		}
+		i++
+	}
+	return false
+}
+
+// MissingHost reports an HTTP/1.1 request without a Host header, which a server must refuse
+// (RFC 9112 §3.2; ErrBadHost). ParseRequest does not refuse it itself: the mock engines
+// serve clients that omit it.
+func (r *Request) MissingHost() bool { return r.http11 && r.hosts == 0 }
+
 // parseRequestLine reads "METHOD target HTTP/1.x" and sets the keep-alive default.
 func (r *Request) parseRequestLine(line []byte) error {
 	sp1 := bytes.IndexByte(line, ' ')
@@ -203,7 +255,7 @@ func (r *Request) parseRequestLine(line []byte) error {
 	}
 	switch string(line[sp2+1:]) {
 	case "HTTP/1.1":
-		r.keepAlive = true
+		r.keepAlive, r.http11 = true, true
 	case "HTTP/1.0":
 		r.keepAlive = false
 	default:

@@ -30,6 +30,14 @@ func TestParseRequest(t *testing.T) {
 		{"gzip encoding", "POST /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 0, 501, "", "", false},
 		{"body too large", "POST /x HTTP/1.1\r\nContent-Length: 999\r\n\r\n", 0, 413, "", "", false},
 		{"control in value", "POST /x HTTP/1.1\r\nX-A: a\x00b\r\n\r\n", 0, 400, "", "", false},
+		// RFC 9112 framing: both lengths, Host lines, bare LF (refused before the head ends).
+		{"length and chunked", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 0, 400, "", "", false},
+		{"chunked and length", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", 0, 400, "", "", false},
+		{"two hosts", "GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 0, 400, "", "", false},
+		{"two hosts on 1.0", "GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", 0, 400, "", "", false},
+		{"bare LF request line", "GET / HTTP/1.1\nHost: a\n\n", 0, 400, "", "", false},
+		{"bare LF header, head incomplete", "GET / HTTP/1.1\r\nHost: a\n", 0, 400, "", "", false},
+		{"bare LF in a complete head", "GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", 0, 400, "", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Request
@@ -114,6 +122,30 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("with a request behind it: n %d/%d err %v body %q/%q", n2, n, err, again.Body(), body)
 		}
 	})
+}
+
+// TestMissingHost: an HTTP/1.1 request without Host is reported (the gateway refuses it, the
+// mock engines serve it); HTTP/1.0 may omit it.
+func TestMissingHost(t *testing.T) {
+	for in, want := range map[string]bool{
+		"GET / HTTP/1.1\r\n\r\n":                 true,
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n":      false,
+		"GET / HTTP/1.0\r\n\r\n":                 false,
+		"GET http://a/ HTTP/1.1\r\nX: y\r\n\r\n": true,
+	} {
+		var r Request
+		var scratch []byte
+		if n, err := ParseRequest([]byte(in), &r, &scratch, 1024, 100); n != len(in) || err != nil || r.MissingHost() != want {
+			t.Errorf("%q: n %d err %v MissingHost %v, want %v", in, n, err, r.MissingHost(), want)
+		}
+	}
+	// A reused Request forgets the previous request's Host.
+	var r Request
+	var scratch []byte
+	_, _ = ParseRequest([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), &r, &scratch, 1024, 100)
+	if _, err := ParseRequest([]byte("GET / HTTP/1.1\r\n\r\n"), &r, &scratch, 1024, 100); err != nil || !r.MissingHost() {
+		t.Fatalf("reused: err %v MissingHost %v", err, r.MissingHost())
+	}
 }
 
 // TestParseRequestDoesNotAllocate: a request with headers and a chunked body, the scratch
