@@ -446,6 +446,10 @@ func (le *loopExchange) reject(ex *evloop.Exchange, pe *evloop.ParseError) {
 	s, status, reason := le.s, pe.Status, pe.Reason
 	switch status {
 	case fasthttp.StatusRequestHeaderFieldsTooLarge:
+		if reason == http1.ErrTooManyHeaders.Reason {
+			le.fail(ex, errHeaderTooLarge, fmt.Sprintf("request has more than %d header lines (the gateway's fixed limit on lines; --max-header-size bounds the bytes)", http1.MaxHeaders))
+			break
+		}
 		le.fail(ex, errHeaderTooLarge, fmt.Sprintf("request header block exceeds --max-header-size (%d bytes)", s.cfg.MaxHeaderSize))
 	case fasthttp.StatusServiceUnavailable:
 		le.fail(ex, errBodyMemory, "the gateway is reading too many request bodies at once (--max-request-body-memory); retry later")

@@ -29,7 +29,9 @@ const maxResponseHead = 64 << 10
 // parseResponseHead parses the response head at the start of buf. It returns the bytes the
 // head occupies, or 0 and no error while buf holds only part of it.
 func parseResponseHead(buf []byte, h *respHead) (int, error) {
-	*h = respHead{contentLength: -1}
+	// Not *h = respHead{...}: that clears MaxHeaders fields on every partial read; nhdr bounds
+	// what is read of the index.
+	h.status, h.reason, h.nhdr, h.contentLength, h.chunked, h.close = 0, http1.Span{}, 0, -1, false, false
 	end := bytes.Index(buf, crlfcrlf)
 	if end < 0 {
 		if len(buf) > maxResponseHead {

@@ -13,8 +13,9 @@
 // "chunked wins"), at most one Host line (MissingHost reports an HTTP/1.1 request without
 // one, which the gateway refuses), lines ended by CRLF (a bare LF is refused as soon as it
 // arrives, not when the head would end), HTTP/1.0 and HTTP/1.1, the origin and absolute
-// forms of the target. At most MaxHeaders header lines are indexed; a
-// request with more is refused (431) like one whose head passes the caller's limit.
+// forms of the target. At most MaxHeaders (256) header lines are indexed;
+// a request with more is refused (431, ErrTooManyHeaders), and so is one whose head passes the
+// caller's limit in bytes (ErrHeaderTooLarge): the two errors say which limit was hit.
 //
 // # Buffers
 //

@@ -3,8 +3,11 @@ package http1
 import "bytes"
 
 // MaxHeaders bounds the header lines of a request or response the parser indexes; a message
-// with more is refused (431 for a request, a malformed answer for a response).
-const MaxHeaders = 64
+// with more is refused (431 ErrTooManyHeaders for a request, a malformed answer for a
+// response). Generous: nginx and Envoy bound the head's bytes, not its lines (Envoy's
+// default is 100 lines), and the head's bytes stay bounded by the caller's maxHead. Each
+// index costs 16 bytes a line, per connection.
+const MaxHeaders = 256
 
 // Span is a [Start, End) range into a message buffer: the parser records offsets, not
 // slices, so that an index stays valid when the buffer is moved.
@@ -83,8 +86,8 @@ func (e *Error) Error() string { return e.Reason }
 
 // The refusals, by cause.
 var (
-	ErrHeaderTooLarge = &Error{431, "request header too large"}
-	ErrTooManyHeaders = &Error{431, "too many header lines"}
+	ErrHeaderTooLarge = &Error{431, "request header block larger than the server's limit in bytes"}
+	ErrTooManyHeaders = &Error{431, "more than 256 header lines (the server's fixed limit on lines)"}
 	ErrBodyTooLarge   = &Error{413, "request body too large"}
 	ErrBadRequestLine = &Error{400, "malformed request line"}
 	ErrBadHeader      = &Error{400, "malformed header line"}

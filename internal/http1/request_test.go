@@ -195,3 +195,32 @@ func TestAppendStatusLine(t *testing.T) {
 		t.Fatalf("%v allocations", n)
 	}
 }
+
+// TestHeaderLineLimit: MaxHeaders lines are indexed, one more is ErrTooManyHeaders, whose
+// reason says it is the line limit (not the caller's limit in bytes).
+func TestHeaderLineLimit(t *testing.T) {
+	head := func(n int) []byte {
+		b := []byte("GET / HTTP/1.1\r\n")
+		for i := range n {
+			b = append(b, "X-L: "...)
+			b = append(b, byte('a'+i%26))
+			b = append(b, "\r\n"...)
+		}
+		return append(b, "\r\n"...)
+	}
+	var r Request
+	var scratch []byte
+	in := head(MaxHeaders)
+	if n, err := ParseRequest(in, &r, &scratch, 64<<10, 0); n != len(in) || err != nil || r.NumHeaders() != MaxHeaders {
+		t.Fatalf("%d lines: n %d err %v headers %d", MaxHeaders, n, err, r.NumHeaders())
+	}
+	if MaxHeaders < 256 {
+		t.Fatalf("MaxHeaders %d: the documented limit is 256", MaxHeaders)
+	}
+	if _, err := ParseRequest(head(MaxHeaders+1), &r, &scratch, 64<<10, 0); err != ErrTooManyHeaders || !bytes.Contains([]byte(err.Error()), []byte("header lines")) {
+		t.Fatalf("%d lines: %v, want ErrTooManyHeaders", MaxHeaders+1, err)
+	}
+	if _, err := ParseRequest(head(10), &r, &scratch, 32, 0); err != ErrHeaderTooLarge {
+		t.Fatalf("past maxHead: %v, want ErrHeaderTooLarge", err)
+	}
+}
