@@ -114,13 +114,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // serveBridged is the fasthttp handler of the requests the event loops bridge
 // (loopPlane.bridge): the worker API, the probes, /v1/models, the admin routes, and any
 // method but POST on a generation or pass-through route. It routes by path with one switch.
+//
+// It routes on the path as the client sent it (routePath): no percent-decoding, no
+// dot-segment resolution, no merged slashes, as the event loops route generation requests and
+// as Envoy routes by default (normalize_path off, escaped slashes kept). fasthttp's ctx.Path()
+// decodes %2F before resolving "..", so "/v1/x%2f..%2f..%2fworkers" was the worker API: a
+// front proxy that allowed only /v1/ was bypassed. Now a path the gateway serves is byte for
+// byte the path any front proxy matched.
 func (s *Server) serveBridged(ctx *fasthttp.RequestCtx) {
 	defer s.recoverPanic(ctx)
-	if route, _, ok := generationRoute(ctx.Path()); ok { // the loops serve their POSTs
+	path := routePath(ctx)
+	if route, _, ok := generationRoute(path); ok { // the loops serve their POSTs
 		s.methodNotAllowed(ctx, route, "POST")
 		return
 	}
-	switch string(ctx.Path()) {
+	switch string(path) {
 	case "/v1/models":
 		s.serveModels(ctx)
 	case "/health", "/liveness":
@@ -136,19 +144,27 @@ func (s *Server) serveBridged(ctx *fasthttp.RequestCtx) {
 	case "/flush_cache":
 		s.serveFlushCache(ctx)
 	case "/get_model_info", "/get_server_info":
-		s.serveFromOneWorker(ctx, string(ctx.Path()))
+		s.serveFromOneWorker(ctx, string(path))
 	case "/health_generate":
 		s.serveHealthGenerate(ctx)
 	case "/engine_metrics":
 		s.serveEngineMetrics(ctx)
 	default:
-		if id, ok := workerIDFromPath(ctx.Path()); ok {
+		if id, ok := workerIDFromPath(path); ok {
 			s.serveWorker(ctx, id)
 			return
 		}
-		writeError(ctx, errNotFound, "no route for "+string(ctx.Method())+" "+string(ctx.Path()))
+		writeError(ctx, errNotFound, "no route for "+string(ctx.Method())+" "+string(path))
 		s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time())
 	}
+}
+
+// routePath is the request's path as sent, without the query: what serveBridged routes on.
+func routePath(ctx *fasthttp.RequestCtx) []byte {
+	if p := ctx.URI().PathOriginal(); len(p) > 0 {
+		return p
+	}
+	return ctx.Path()
 }
 
 // generationRoute maps the paths of the generation and engine pass-through routes to their
