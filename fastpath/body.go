@@ -13,6 +13,17 @@ import "sync/atomic"
 // held at once, twice the default --max-payload-size.
 const DefaultMaxBodyMemory = 1 << 30
 
+// Workers' answers read whole (non-streamed generation answers, PD prefill and EPD encode
+// answers) are bounded the same way: each by MaxAnswerSize (a longer declared Content-Length
+// is refused at the head, before a byte of it is read), all together by MaxAnswerMemory,
+// reserved as their buffers grow and returned when the answer has been sent or its request
+// ended (evloop.Config.HeldReserve and HeldRelease). A worker declaring 5 GB used to make the
+// gateway read 256 MiB per request with nothing shared bounding them.
+const (
+	DefaultMaxAnswerSize   = 256 << 20
+	DefaultMaxAnswerMemory = 1 << 30
+)
+
 // bodyBudget counts the bytes of the body buffers in use against a limit.
 type bodyBudget struct {
 	limit int64

@@ -44,6 +44,15 @@ type Config struct {
 	// forwarded (--max-request-body-memory, default DefaultMaxBodyMemory, 1 GiB); past it a
 	// request gets 503 request_body_memory_exhausted. At least MaxPayloadSize.
 	MaxBodyMemory int
+	// MaxAnswerSize bounds a worker's answer the gateway reads whole before answering (every
+	// non-streamed generation answer, PD prefill and EPD encode answers): a larger one fails
+	// with 502 worker_answer_too_large, at its head when the worker declares the length.
+	// Default DefaultMaxAnswerSize (256 MiB); no flag.
+	MaxAnswerSize int
+	// MaxAnswerMemory bounds the bytes of all such answers held at once, being read or
+	// waiting to be sent to their clients (default DefaultMaxAnswerMemory, 1 GiB; no flag):
+	// past it 503 answer_memory_exhausted. At least MaxAnswerSize.
+	MaxAnswerMemory int
 	// MaxBufferedBody (--max-buffered-request-bytes, default 1 MiB) is the largest generation
 	// request body the gateway reads whole and parses (routing text, model, stream, rid); a
 	// larger one is streamed to the worker unparsed as it arrives (streamed.go): picked
@@ -119,6 +128,8 @@ func DefaultConfig() Config {
 		Port:              DefaultPort,
 		MaxPayloadSize:    DefaultMaxPayloadSize,
 		MaxBodyMemory:     DefaultMaxBodyMemory,
+		MaxAnswerSize:     DefaultMaxAnswerSize,
+		MaxAnswerMemory:   DefaultMaxAnswerMemory,
 		MaxHeaderSize:     DefaultMaxHeaderSize,
 		MaxBufferedBody:   DefaultMaxBufferedBody,
 		RequestTimeout:    DefaultRequestTimeout,
@@ -160,6 +171,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-payload-size %d: must be a positive number of bytes (default %d)", c.MaxPayloadSize, DefaultMaxPayloadSize)
 	case c.MaxBodyMemory < c.MaxPayloadSize:
 		return fmt.Errorf("--max-request-body-memory %d: must be at least --max-payload-size (%d), or a request of the largest allowed size could never be read", c.MaxBodyMemory, c.MaxPayloadSize)
+	case c.MaxAnswerSize <= 0 || c.MaxAnswerMemory < c.MaxAnswerSize:
+		return fmt.Errorf("answer size limit %d and answer memory %d: the size must be positive and the memory at least the size: start from fastpath.DefaultConfig() (%d, %d)", c.MaxAnswerSize, c.MaxAnswerMemory, DefaultMaxAnswerSize, DefaultMaxAnswerMemory)
 	case c.MaxBufferedBody < 0:
 		return fmt.Errorf("--max-buffered-request-bytes %d: must be 0 or more", c.MaxBufferedBody)
 	case c.MaxHeaderSize < 1024:

@@ -30,6 +30,8 @@ var (
 	// The spec product answers 500 for an unreachable worker; 502 is what HTTP means.
 	errUpstreamUnreachable = apiError{fasthttp.StatusBadGateway, "server_error", "worker_unreachable"}
 	errUpstreamTimeout     = apiError{fasthttp.StatusGatewayTimeout, "server_error", "worker_timeout"}
+	errAnswerTooLarge      = apiError{fasthttp.StatusBadGateway, "server_error", "worker_answer_too_large"}
+	errAnswerMemory        = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "answer_memory_exhausted"}
 	errLoop                = apiError{fasthttp.StatusLoopDetected, "invalid_request_error", "forwarding_loop"}
 	errInternal            = apiError{fasthttp.StatusInternalServerError, "server_error", "internal_error"}
 )

@@ -36,6 +36,7 @@ func (s *Server) startLoops() (*evloop.Server, error) {
 	cfg.Loops = s.cfg.EventLoops
 	cfg.MaxBodySize, cfg.MaxHeaderSize = s.cfg.MaxPayloadSize, s.cfg.MaxHeaderSize
 	cfg.Reserve, cfg.Release = s.bodies.reserve, s.bodies.release
+	cfg.MaxHeldBody, cfg.HeldReserve, cfg.HeldRelease = s.cfg.MaxAnswerSize, s.answers.reserve, s.answers.release
 	cfg.ReadTimeout, cfg.IdleTimeout = s.cfg.ReadTimeout, s.cfg.IdleTimeout
 	cfg.MaxConns, cfg.UpstreamMaxConns = s.cfg.MaxConnections, s.cfg.MaxConnsPerWorker
 	cfg.StreamFailureTail = []byte(streamFailureEvent)
@@ -289,6 +290,12 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 			a.served(le.rt, w)
 		}
 		le.finish(ex.Status())
+	case errors.Is(err, evloop.ErrAnswerMemory):
+		// The gateway's own budget, not the worker's fault: no breaker fault, no retry (it
+		// would take the same memory elsewhere).
+		a.main.abandon()
+		le.dropPrefill(true)
+		le.fail(ex, errAnswerMemory, "the gateway holds too many workers' answers in memory at once (1 GiB by default); retry later")
 	default:
 		status := 0
 		if err == nil {
@@ -311,6 +318,11 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		// The decode answer decides (or there is no PD): a prefill still running for it is
 		// of no use any more.
 		le.dropPrefill(true)
+		if errors.Is(err, evloop.ErrAnswerTooLarge) {
+			// Not retried: the same request would ask as large an answer of any worker.
+			le.deliverFailure(ex, w, err)
+			return
+		}
 		if !a.retryable(status, err) {
 			le.deliverHeld(ex, w)
 			return
@@ -367,6 +379,10 @@ func (le *loopExchange) deliverFailure(ex *evloop.Exchange, w *worker.Worker, er
 		return
 	}
 	le.s.log.Debug("Upstream request failed", "worker", w.URL, "error", err)
+	if errors.Is(err, evloop.ErrAnswerTooLarge) {
+		le.fail(ex, errAnswerTooLarge, fmt.Sprintf("worker %s answered with a body larger than the %d bytes the gateway reads whole for a non-streamed answer (ask for \"stream\": true)", w.URL, le.s.cfg.MaxAnswerSize))
+		return
+	}
 	var ue *evloop.UpstreamError
 	if errors.As(err, &ue) && ue.Timeout() {
 		le.fail(ex, errUpstreamTimeout, "worker "+w.URL+" did not answer within --request-timeout-secs")

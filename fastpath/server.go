@@ -33,6 +33,7 @@ type Server struct {
 	m               *httpMetrics
 	adm             *admission
 	bodies          bodyBudget
+	answers         bodyBudget                  // workers' answers read whole (body.go)
 	hopID           []byte                      // this gateway's id in X-SMG-Hop (loops.go)
 	listen          atomic.Pointer[net.TCPAddr] // the address Serve listens on
 	draining        atomic.Bool
@@ -65,6 +66,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		adm:            newAdmission(cfg.Admission),
 		started:        time.Now(),
 		bodies:         bodyBudget{limit: int64(cfg.MaxBodyMemory)},
+		answers:        bodyBudget{limit: int64(cfg.MaxAnswerMemory)},
 		hopID:          newHopID(),
 		logDecisions:   cfg.Logger.Enabled(context.Background(), slog.LevelDebug),
 		DiscoverModels: worker.DiscoverModels,

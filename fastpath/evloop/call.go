@@ -36,9 +36,9 @@ type Call struct {
 	up         *upstreamConn
 	head       respHead
 	dec        bodyDecoder
-	held       []byte // the answer's head as the worker sent it (head indexes it)
-	body       []byte
-	out        []byte // the request head
+	held       []byte  // the answer's head as the worker sent it (head indexes it)
+	hb         heldBuf // the answer's body (held.go)
+	out        []byte  // the request head
 	pendingErr error
 	t          timer
 	tw         timer // the head-wait watch (watch.go)
@@ -64,7 +64,7 @@ func (x *Exchange) Call(h CallHandler, t *Target, deadline time.Time) *Call {
 		c.tw = timer{idx: -1, owner: c}
 	}
 	c.phase, c.h, c.pendingErr, c.x, c.gen = callWaiting, h, nil, x, x.gen
-	c.held, c.body, c.head.status = c.held[:0], c.body[:0], 0
+	c.held, c.hb.b, c.head.status = c.held[:0], c.hb.b[:0], 0
 	l.timers.arm(&c.t, int64(deadline.Sub(epoch)), timerDeadline)
 	c.armWatch()
 	up, err := l.upstream(t.Addr, t.TLS)
@@ -86,7 +86,7 @@ func (x *Exchange) Call(h CallHandler, t *Target, deadline time.Time) *Call {
 func (c *Call) Status() int { return c.head.status }
 
 // Body is the answer's body, complete once CallDone was told nil.
-func (c *Call) Body() []byte { return c.body }
+func (c *Call) Body() []byte { return c.hb.b }
 
 // Release gives the call back to its loop. A call still under way is cancelled: its worker
 // connection is closed (the worker sees its request cancelled) and CallDone is not called.
@@ -102,9 +102,7 @@ func (c *Call) Release() {
 	c.l.timers.disarm(&c.t)
 	c.l.timers.disarm(&c.tw)
 	c.phase, c.h, c.pendingErr, c.x = callFree, nil, nil, nil
-	if cap(c.body) > 1<<20 {
-		c.body = nil
-	}
+	c.hb.free(c.l)
 	c.l.calls = append(c.l.calls, c)
 }
 
@@ -162,6 +160,10 @@ func (c *Call) onUpstreamData(up *upstreamConn) {
 		c.dec.init(&c.head)
 		c.phase = callHolding
 		data = data[n:]
+		if refuseDeclared(c.l, &c.dec) {
+			c.failed(&UpstreamError{Err: ErrAnswerTooLarge})
+			return
+		}
 		if c.dec.done() {
 			up.in, up.leftover = up.in[:0], len(data) > 0
 			c.complete()
@@ -171,11 +173,7 @@ func (c *Call) onUpstreamData(up *upstreamConn) {
 	if c.phase != callHolding {
 		return
 	}
-	body, used, done, err := c.dec.decode(data, c.body)
-	c.body = body
-	if err == nil && len(c.body) > c.l.s.cfg.MaxHeldBody {
-		err = errHeldTooLarge
-	}
+	used, done, err := c.hb.decode(c.l, &c.dec, data)
 	up.in = up.in[:0]
 	if err != nil {
 		c.failed(&UpstreamError{Err: err})

@@ -66,7 +66,10 @@ type clientConn struct {
 	t          timer
 	scratch    []byte // decoded chunked request body
 	reserved   int    // bytes of in taken from Config.Reserve
-	x          Exchange
+	// outReserved is the Config.HeldReserve budget of a held answer copied into out
+	// (DeliverHeld, DeliverCall): returned once out is sent.
+	outReserved int
+	x           Exchange
 }
 
 func (l *loop) open(fd int) {
@@ -352,6 +355,9 @@ func (c *clientConn) flush() {
 	limit := c.l.s.cfg.OutputLimit
 	if c.pending() == 0 {
 		c.out, c.sent = c.out[:0], 0
+		if c.outReserved > 0 {
+			c.releaseOut()
+		}
 		if c.events&writeEvents != 0 {
 			c.setEvents()
 		}
@@ -431,14 +437,26 @@ func (c *clientConn) recycle() {
 	if cap(c.in) > 64<<10 {
 		c.in = nil
 	}
-	if cap(c.out) > 256<<10 {
-		c.out = nil
-	}
+	c.releaseOut()
 	c.readPaused, c.closeAfter, c.continued, c.resuming = false, false, false, false
 	c.peerClosed = false
 	c.linger, c.lingering = false, false
 	c.x.reset()
 	c.l.free = append(c.l.free, c)
+}
+
+// releaseOut returns the budget of a held answer that out carried, and drops a large out:
+// a keep-alive connection does not keep an answer's memory while it idles.
+func (c *clientConn) releaseOut() {
+	if c.outReserved > 0 {
+		if f := c.l.s.cfg.HeldRelease; f != nil {
+			f(c.outReserved)
+		}
+		c.outReserved = 0
+	}
+	if cap(c.out) > 256<<10 {
+		c.out = nil
+	}
 }
 
 // readClient reads what the client's socket holds into buf. It returns 0 when nothing is

@@ -136,8 +136,8 @@ type Exchange struct {
 	relayed    bool
 	lastTwo    [2]byte
 	upPaused   bool
-	held       []byte // the held answer's head as the worker sent it (x.head indexes it)
-	heldBody   []byte
+	held       []byte  // the held answer's head as the worker sent it (x.head indexes it)
+	hb         heldBuf // the held answer's body (held.go)
 	heldStatus int
 	extra      []byte // response headers added by the handler
 	extraNames [8]http1.Span
@@ -170,16 +170,14 @@ func (x *Exchange) begin() {
 	x.phase, x.relayed, x.pendingErr = phaseServing, false, nil
 	x.streamed, x.bodyIn = false, false
 	x.extra, x.nextra = x.extra[:0], 0
-	x.held, x.heldBody, x.heldStatus = x.held[:0], x.heldBody[:0], 0
+	x.held, x.hb.b, x.heldStatus = x.held[:0], x.hb.b[:0], 0
 }
 
 func (x *Exchange) reset() {
 	x.begin()
 	x.phase, x.fw, x.up, x.target, x.detached = phaseDone, nil, nil, Target{}, nil
 	x.req = Request{}
-	if cap(x.heldBody) > 1<<20 {
-		x.heldBody = nil
-	}
+	x.hb.free(x.c.l)
 }
 
 // Req is the request being served.
@@ -262,7 +260,7 @@ func (x *Exchange) Respond(status int, contentType string, body []byte) {
 func (x *Exchange) HeldStatus() int { return x.heldStatus }
 
 // HeldBody is the held answer's body.
-func (x *Exchange) HeldBody() []byte { return x.heldBody }
+func (x *Exchange) HeldBody() []byte { return x.hb.b }
 
 // DeliverHeld sends the held answer: the worker's status and headers, the handler's headers.
 func (x *Exchange) DeliverHeld() {
@@ -272,10 +270,11 @@ func (x *Exchange) DeliverHeld() {
 	c := x.c
 	c.out = x.appendAnswerHead(c.out, &x.head, x.held)
 	c.out = append(c.out, "Content-Length: "...)
-	c.out = strconv.AppendInt(c.out, int64(len(x.heldBody)), 10)
+	c.out = strconv.AppendInt(c.out, int64(len(x.hb.b)), 10)
 	c.out = append(c.out, crlf...)
 	c.out = x.appendTrailerHeaders(c.out)
-	c.out = append(c.out, x.heldBody...)
+	c.out = append(c.out, x.hb.b...)
+	c.outReserved += x.hb.handOff() // the copy in the output holds the budget until sent
 	x.end()
 }
 
@@ -288,16 +287,18 @@ func (x *Exchange) DeliverCall(c *Call) {
 	out := x.c.out
 	out = x.appendAnswerHead(out, &c.head, c.held)
 	out = append(out, "Content-Length: "...)
-	out = strconv.AppendInt(out, int64(len(c.body)), 10)
+	out = strconv.AppendInt(out, int64(len(c.hb.b)), 10)
 	out = append(out, crlf...)
 	out = x.appendTrailerHeaders(out)
-	x.c.out = append(out, c.body...)
+	x.c.out = append(out, c.hb.b...)
+	x.c.outReserved += c.hb.handOff()
 	x.end()
 }
 
 // end completes the exchange: its answer is in the client's output.
 func (x *Exchange) end() {
 	x.phase = phaseDone
+	x.hb.free(x.c.l) // the answer is in the client's output: what was held is returned now
 	x.c.l.timers.disarm(&x.t)
 	x.c.l.timers.disarm(&x.tw)
 	x.c.exchangeDone()
@@ -420,7 +421,7 @@ func (x *Exchange) Forward(fw Forwarder, t *Target, deadline time.Time) {
 // send writes the request to a pooled or new connection to the target.
 func (x *Exchange) send() {
 	l := x.c.l
-	x.phase, x.held, x.heldBody = phaseWaiting, x.held[:0], x.heldBody[:0]
+	x.phase, x.held, x.hb.b = phaseWaiting, x.held[:0], x.hb.b[:0]
 	up, err := l.upstream(x.target.Addr, x.target.TLS)
 	if err != nil {
 		x.failSoon(err)
@@ -584,10 +585,7 @@ func (x *Exchange) onUpstreamData(up *upstreamConn) {
 	var err error
 	switch x.phase {
 	case phaseHolding:
-		x.heldBody, used, done, err = x.dec.decode(data, x.heldBody)
-		if err == nil && len(x.heldBody) > x.c.l.s.cfg.MaxHeldBody {
-			err = errHeldTooLarge
-		}
+		used, done, err = x.hb.decode(x.c.l, &x.dec, data)
 	case phaseRelaying:
 		c := x.c
 		if len(data) > 0 {
@@ -675,6 +673,10 @@ func (x *Exchange) startAnswer(head []byte) {
 	}
 	x.phase, x.heldStatus = phaseHolding, h.status
 	x.held = append(x.held[:0], head...)
+	if refuseDeclared(x.c.l, &x.dec) {
+		x.upstreamFailed(&UpstreamError{Err: ErrAnswerTooLarge})
+		return
+	}
 	if x.dec.done() {
 		x.up.in = x.up.in[:0]
 		x.upstreamComplete()

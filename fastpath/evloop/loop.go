@@ -35,8 +35,16 @@ type Config struct {
 	// OutputLimit bounds what a client connection may have unsent: past it the worker's
 	// answer is no longer read until the client has taken half of it. Default 256 KiB.
 	OutputLimit int
-	// MaxHeldBody bounds an answer read whole before it is sent (Hold). Default 256 MiB.
+	// MaxHeldBody bounds an answer read whole before it is sent (a Forwarder's UpstreamHead
+	// false, a Call): past it the attempt fails with ErrAnswerTooLarge, at the head when the
+	// worker declares a longer Content-Length. Default 256 MiB.
 	MaxHeldBody int
+	// HeldReserve and HeldRelease, when set, account the buffers of answers read whole, and
+	// their copies waiting in a client's output, against a budget shared with the caller: an
+	// answer whose buffer cannot grow fails with ErrAnswerMemory. The budget is returned
+	// when the answer is sent or its request ends, not when the connection closes.
+	HeldReserve func(n int) bool
+	HeldRelease func(n int)
 	// UpstreamMaxConns caps the connections to one worker address, over all loops
 	// (--max-connections-per-worker). Default 2048.
 	UpstreamMaxConns int

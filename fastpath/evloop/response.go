@@ -21,7 +21,6 @@ type respHead struct {
 var (
 	errBadResponse      = errors.New("malformed response from the worker")
 	errResponseTooLarge = errors.New("response head from the worker exceeds 64 KiB")
-	errHeldTooLarge     = errors.New("answer from the worker exceeds the buffered-answer limit")
 )
 
 const maxResponseHead = 64 << 10
