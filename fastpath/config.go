@@ -22,7 +22,7 @@ const (
 	DefaultRequestTimeout      = 1800 * time.Second
 	DefaultReadTimeout         = 60 * time.Second
 	DefaultIdleTimeout         = 120 * time.Second
-	DefaultMaxConnections      = 65536
+	DefaultMaxConnections      = 65536 // the cap when RLIMIT_NOFILE allows it (DefaultConfig)
 	DefaultRoutingKeyHeader    = "X-SMG-Routing-Key"
 	DefaultTargetWorkerHeader  = "X-SMG-Target-Worker"
 	DefaultRoutingTokensHeader = "x-smg-routing-tokens"
@@ -81,8 +81,10 @@ type Config struct {
 	ReadTimeout time.Duration
 	// IdleTimeout closes keep-alive client connections idle this long. Default 120 s.
 	IdleTimeout time.Duration
-	// MaxConnections caps concurrent client connections; past it new connections are refused
-	// with 503. Default 65,536.
+	// MaxConnections caps concurrent client connections; past it a new connection takes the
+	// place of the oldest idle keep-alive one, or, with none idle, is refused with 503.
+	// Default evloop.DefaultMaxConns(): 65,536 or, under a lower RLIMIT_NOFILE, half the
+	// descriptors less 64, so that the cap answers before accept runs out of descriptors.
 	MaxConnections int
 	// APIKey, when set, protects the worker API: requests need "Authorization: Bearer <key>".
 	APIKey string
@@ -135,7 +137,7 @@ func DefaultConfig() Config {
 		RequestTimeout:    DefaultRequestTimeout,
 		ReadTimeout:       DefaultReadTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
-		MaxConnections:    DefaultMaxConnections,
+		MaxConnections:    evloop.DefaultMaxConns(),
 		DrainSettle:       DefaultDrainSettle,
 		Admission:         DefaultAdmissionConfig(),
 		Retry:             DefaultRetryConfig(),

@@ -29,8 +29,9 @@ type Config struct {
 	ReadTimeout time.Duration
 	// IdleTimeout closes keep-alive client connections idle this long. Default 120 s.
 	IdleTimeout time.Duration
-	// MaxConns caps client connections; past it a connection gets 503 and is closed.
-	// Default 65,536.
+	// MaxConns caps client connections; past it the loop that accepts closes its oldest idle
+	// keep-alive connection for the new one, or, with none idle, the new connection gets 503
+	// and is closed. Default DefaultMaxConns(): at most 65,536, below RLIMIT_NOFILE.
 	MaxConns int
 	// OutputLimit bounds what a client connection may have unsent: past it the worker's
 	// answer is no longer read until the client has taken half of it. Default 256 KiB.
@@ -85,10 +86,22 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Loops: runtime.GOMAXPROCS(0), MaxHeaderSize: 64 << 10, ReadTimeout: 60 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxConns: 65536, OutputLimit: 256 << 10, MaxHeldBody: 256 << 20,
+		IdleTimeout: 120 * time.Second, MaxConns: DefaultMaxConns(), OutputLimit: 256 << 10, MaxHeldBody: 256 << 20,
 		UpstreamMaxConns: 2048, UpstreamIdleTimeout: 90 * time.Second, DialTimeout: 5 * time.Second,
 		WatchInterval: 250 * time.Millisecond,
 	}
+}
+
+// DefaultMaxConns is the default cap on client connections: 65,536, or, when the process
+// may open fewer descriptors (RLIMIT_NOFILE, read now), half of them less 64: every client
+// connection may need a worker connection beside it, and 128 stay for listeners, probes,
+// the mesh and logs. So the cap answers before accept runs out of descriptors (EMFILE).
+func DefaultMaxConns() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur >= 2*65536+128 {
+		return 65536
+	}
+	return max((int(rl.Cur)-128)/2, 16)
 }
 
 // Validate reports a configuration the server cannot run with.
@@ -298,6 +311,11 @@ type loop struct {
 	dead     bool // the loop stopped and closed its descriptors (guarded by mu)
 	stopping bool
 	drained  bool
+	// While accept finds no descriptor (EMFILE, ENFILE), the loop stops watching the
+	// listener for acceptPause, which doubles while it lasts (acceptExhausted).
+	acceptPaused bool
+	acceptPause  time.Duration
+	acceptT      timer
 }
 
 var epoch = time.Now()
@@ -306,6 +324,7 @@ func monotonic() int64 { return int64(time.Since(epoch)) }
 
 func newLoop(s *Server, idx int) (*loop, error) {
 	l := &loop{s: s, idx: idx, epfd: -1, evfd: -1, pools: map[string]*hostPool{}, tlsPools: map[string]*hostPool{}}
+	l.acceptT = timer{idx: -1, owner: acceptResume{l}}
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)
@@ -561,13 +580,20 @@ func (a acceptor) onEvent(uint32) {
 	l := a.l
 	fd, _, err := unix.Accept4(l.s.lnfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 	if err != nil {
-		return // EAGAIN: another loop took it; EMFILE and the like: the next event retries
+		switch err {
+		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+			l.acceptExhausted()
+		}
+		return // EAGAIN: another loop took it
 	}
+	l.acceptPause = 0
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
 	s := l.s
-	if s.conns.Add(1) > int64(s.cfg.MaxConns) || s.draining.Load() {
-		s.conns.Add(-1)
+	if s.draining.Load() || s.conns.Add(1) > int64(s.cfg.MaxConns) && !l.shedIdle() {
+		if !s.draining.Load() {
+			s.conns.Add(-1)
+		}
 		_, _ = unix.Write(fd, refusedAnswer)
 		_ = unix.Close(fd)
 		return
@@ -578,6 +604,59 @@ func (a acceptor) onEvent(uint32) {
 		return
 	}
 	target.post(adoption{target, fd})
+}
+
+// acceptExhausted handles an accept that found no descriptor for a pending connection. The
+// listener stays readable (it is watched level-triggered), so returning would wake the loop
+// again at once and spin at 100% CPU serving nobody. Like nginx, which reuses idle keep-alive
+// connections when its own run out, the loop closes its oldest idle connection, whose
+// descriptor the next accept takes; with none idle, it stops watching the listener for a
+// pause that doubles from 5 ms to 1 s while accept keeps failing (the backoff of Go's
+// net/http), so the loops keep serving the connections they have.
+func (l *loop) acceptExhausted() {
+	if l.shedIdle() || l.acceptPaused || l.drained {
+		return
+	}
+	l.acceptPaused = true
+	_ = rawEpollCtl(l.epfd, unix.EPOLL_CTL_DEL, l.s.lnfd, nil)
+	l.acceptPause = min(max(2*l.acceptPause, 5*time.Millisecond), time.Second)
+	l.timers.arm(&l.acceptT, l.now+int64(l.acceptPause), 0)
+}
+
+// acceptResume watches the listener again after an accept pause.
+type acceptResume struct{ l *loop }
+
+func (a acceptResume) onTimer(uint8) {
+	l := a.l
+	if !l.acceptPaused {
+		return
+	}
+	l.acceptPaused = false
+	if l.drained || l.stopping {
+		return
+	}
+	_ = l.add(l.s.lnfd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, acceptor{l})
+}
+
+// shedIdle closes the loop's oldest idle keep-alive connection (no request under way, no
+// byte of one received) and reports whether there was one. A client of such a connection
+// sees it closed between requests, which HTTP/1.1 clients retry on a new connection.
+func (l *loop) shedIdle() bool {
+	var oldest *clientConn
+	for _, p := range l.fds {
+		c, ok := p.(*clientConn)
+		if !ok || c.state != stateIdle || len(c.in) > 0 || c.closeAfter || c.lingering || c.t.kind != timerIdle || !c.t.armed() {
+			continue
+		}
+		if oldest == nil || c.t.due < oldest.t.due {
+			oldest = c
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	oldest.close(nil)
+	return true
 }
 
 var refusedAnswer = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 56\r\nConnection: close\r\n\r\nThe gateway is at its connection limit or shutting down.")
@@ -596,6 +675,7 @@ func (l *loop) drain() {
 		return
 	}
 	l.drained = true
+	l.timers.disarm(&l.acceptT)
 	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, l.s.lnfd, nil)
 	for _, p := range l.fds {
 		if c, ok := p.(*clientConn); ok && c.state == stateIdle && len(c.in) == 0 {
