@@ -1,0 +1,227 @@
+package tokenizer
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+type decKind uint8
+
+const (
+	decByteLevel decKind = iota
+	decByteFallback
+	decFuse
+	decReplace
+	decStrip
+	decMetaspace
+)
+
+type decStep struct {
+	kind         decKind
+	a, b         string // Replace pattern and content
+	r            rune   // Strip content, Metaspace replacement
+	start, stop  int    // Strip counts
+	prependFirst bool   // Metaspace: the first token's replacement is dropped
+}
+
+func (t *Tokenizer) buildDecodeTable() {
+	size := int(t.model.maxID) + 1
+	if len(t.model.vocab) == 0 {
+		size = 0
+	}
+	for id := range t.addedByID {
+		size = max(size, int(id)+1)
+	}
+	t.decTokens = make([]string, size)
+	t.decKnown = make([]bool, size)
+	for tok, id := range t.model.vocab {
+		t.decTokens[id], t.decKnown[id] = tok, true
+	}
+	for id, tok := range t.addedByID {
+		t.decTokens[id], t.decKnown[id] = tok, true
+	}
+	if len(t.dec) == 1 && t.dec[0].kind == decByteLevel {
+		t.byteDec = make([][]byte, size)
+		for id, tok := range t.decTokens {
+			t.byteDec[id] = byteLevelBytes(nil, tok)
+		}
+	}
+}
+
+// byteLevelBytes maps a token back through the byte-level alphabet; a token
+// with a character outside it is taken as is, as Hugging Face does.
+func byteLevelBytes(dst []byte, tok string) []byte {
+	n := len(dst)
+	for _, r := range tok {
+		b, ok := charByte[r]
+		if !ok {
+			return append(dst[:n], tok...)
+		}
+		dst = append(dst, b)
+	}
+	return dst
+}
+
+// Decode appends the text of ids to dst and returns it, as Hugging Face's
+// decode(ids, skip_special_tokens): unknown ids are dropped, skipSpecial
+// drops special added tokens, and invalid UTF-8 becomes U+FFFD.
+func (t *Tokenizer) Decode(dst []byte, ids []uint32, skipSpecial bool) []byte {
+	if t.byteDec != nil {
+		n := len(dst)
+		for _, id := range ids {
+			if int(id) >= len(t.byteDec) || !t.decKnown[id] || (skipSpecial && t.special[id]) {
+				continue
+			}
+			dst = append(dst, t.byteDec[id]...)
+		}
+		if utf8.Valid(dst[n:]) {
+			return dst
+		}
+		fixed := appendLossy(nil, dst[n:])
+		return append(dst[:n], fixed...)
+	}
+	toks := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if int(id) >= len(t.decTokens) || !t.decKnown[id] || (skipSpecial && t.special[id]) {
+			continue
+		}
+		toks = append(toks, t.decTokens[id])
+	}
+	if t.dec == nil {
+		return append(dst, strings.Join(toks, " ")...)
+	}
+	for i := range t.dec {
+		toks = t.dec[i].apply(toks)
+	}
+	for _, s := range toks {
+		dst = append(dst, s...)
+	}
+	return dst
+}
+
+func (d *decStep) apply(toks []string) []string {
+	switch d.kind {
+	case decByteLevel:
+		var b []byte
+		for _, tok := range toks {
+			b = byteLevelBytes(b, tok)
+		}
+		return []string{string(appendLossy(nil, b))}
+	case decFuse:
+		return []string{strings.Join(toks, "")}
+	case decReplace:
+		for i, tok := range toks {
+			toks[i] = strings.ReplaceAll(tok, d.a, d.b)
+		}
+		return toks
+	case decByteFallback:
+		out := make([]string, 0, len(toks))
+		var pending []byte
+		flush := func() {
+			if len(pending) == 0 {
+				return
+			}
+			if utf8.Valid(pending) {
+				out = append(out, string(pending))
+			} else {
+				for range pending {
+					out = append(out, "\uFFFD")
+				}
+			}
+			pending = pending[:0]
+		}
+		for _, tok := range toks {
+			if len(tok) == 6 && strings.HasPrefix(tok, "<0x") && tok[5] == '>' {
+				if v, err := strconv.ParseUint(tok[3:5], 16, 8); err == nil {
+					pending = append(pending, byte(v))
+					continue
+				}
+			}
+			flush()
+			out = append(out, tok)
+		}
+		flush()
+		return out
+	case decStrip:
+		for i, tok := range toks {
+			rs := []rune(tok)
+			lo := 0
+			for lo < d.start && lo < len(rs) && rs[lo] == d.r {
+				lo++
+			}
+			hi := len(rs)
+			for k := 0; k < d.stop && hi > lo && rs[hi-1] == d.r; k++ {
+				hi--
+			}
+			toks[i] = string(rs[lo:hi])
+		}
+		return toks
+	case decMetaspace:
+		for i, tok := range toks {
+			var b strings.Builder
+			for _, r := range tok {
+				if r == d.r {
+					if i == 0 && d.prependFirst {
+						continue
+					}
+					b.WriteByte(' ')
+				} else {
+					b.WriteRune(r)
+				}
+			}
+			toks[i] = b.String()
+		}
+		return toks
+	}
+	return toks
+}
+
+// appendLossy appends b with each maximal invalid UTF-8 subpart replaced by
+// U+FFFD, as Rust's String::from_utf8_lossy.
+func appendLossy(dst, b []byte) []byte {
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r != utf8.RuneError || n > 1 {
+			dst = append(dst, b[:n]...)
+			b = b[n:]
+			continue
+		}
+		k := maximalSubpart(b)
+		dst = append(dst, "\uFFFD"...)
+		b = b[k:]
+	}
+	return dst
+}
+
+func maximalSubpart(b []byte) int {
+	c := b[0]
+	var need int
+	lo, hi := byte(0x80), byte(0xBF)
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 1
+	case c == 0xE0:
+		need, lo = 2, 0xA0
+	case c == 0xED:
+		need, hi = 2, 0x9F
+	case c >= 0xE1 && c <= 0xEF:
+		need = 2
+	case c == 0xF0:
+		need, lo = 3, 0x90
+	case c == 0xF4:
+		need, hi = 3, 0x8F
+	case c >= 0xF1 && c <= 0xF3:
+		need = 3
+	default:
+		return 1
+	}
+	if len(b) < 2 || b[1] < lo || b[1] > hi {
+		return 1
+	}
+	i := 2
+	for i <= need && i < len(b) && b[i] >= 0x80 && b[i] <= 0xBF {
+		i++
+	}
+	return i
+}
