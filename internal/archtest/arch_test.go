@@ -76,6 +76,8 @@ var parts = map[string][]string{
 	"fastpath": {"fastpath/disagg", "fastpath/evloop", "fastpath/extract"},
 	"mesh":     {"mesh/wire"},
 	"worker":   {"worker/breaker"},
+	// The engine client speaks both engines' generated protocols.
+	"engine/grpcworker": {"engine/sglangpb", "engine/vllmpb"},
 }
 
 // shared lists the helper packages every member of a family may import: the consistent-hash
@@ -250,6 +252,10 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"internal/cli", "worker", false},
 		{"internal/cli", "internal/x", true},
 		{"discovery/k8s", "discovery", true},
+		{"engine/grpcworker", "engine/sglangpb", true},
+		{"engine/grpcworker", "engine/vllmpb", true},
+		{"engine/grpcworker", "engine/commonpb", true},
+		{"engine/sglangpb", "engine/vllmpb", false},
 		{"discovery", "fastpath", false},
 		{"mesh", "policy", false},
 		{"mesh", "mesh/wire", true},
