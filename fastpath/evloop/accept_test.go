@@ -30,7 +30,7 @@ func cpuSelf(t *testing.T) time.Duration {
 // connection is served.
 func TestAcceptBacksOffWhenDescriptorsRunOut(t *testing.T) {
 	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
-	addr := startProxy(t, &proxy{addr: up}, func(c *Config) { c.Loops, c.MaxConns = 1, 1 << 20 })
+	addr := startProxy(t, &proxy{addr: up}, func(c *Config) { c.Loops, c.MaxConns = 1, 1<<20 })
 	var busy []net.Conn
 	defer func() {
 		for _, c := range busy {

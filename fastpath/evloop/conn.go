@@ -306,6 +306,20 @@ func (c *clientConn) exchangeDone() {
 	}
 	rest := copy(c.in, c.in[c.reqLen:])
 	c.in, c.reqLen = c.in[:rest], 0
+	if c.reserved > 0 {
+		// The request that grew the buffer has ended: its share of the body budget is
+		// returned now, not when the keep-alive connection closes, and a buffer past 64 KiB
+		// goes with it. One up to 64 KiB is kept unaccounted, as every connection may hold
+		// a read buffer of --max-header-size (64 KiB): reallocating it per request would
+		// cost the streamed-body path its zero allocations.
+		c.l.s.cfg.Release(c.reserved)
+		c.reserved = 0
+		if cap(c.in) > 64<<10 && rest <= initialIn {
+			in := make([]byte, rest, initialIn)
+			copy(in, c.in)
+			c.in = in
+		}
+	}
 	if c.readPaused {
 		c.readPaused = false
 		c.setEvents()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -51,8 +52,15 @@ type Config struct {
 	UpstreamMaxConns int
 	// UpstreamIdleTimeout closes idle connections to workers. Default 90 s.
 	UpstreamIdleTimeout time.Duration
-	// DialTimeout bounds connecting to a worker. Default 5 s.
+	// DialTimeout bounds connecting to a worker, and looking its host name up. Default 5 s.
 	DialTimeout time.Duration
+	// DNSTTL is how long a worker's looked-up address is used before it is looked up again
+	// (the old one serves meanwhile); a failed lookup is retried after at most 1 s. Default
+	// 30 s (nginx's resolver honours the record's TTL, Envoy's refreshes every 5 s; Go's
+	// resolver does not report the TTL).
+	DNSTTL time.Duration
+	// LookupHost, when set, replaces the system resolver for workers' host names (tests).
+	LookupHost func(ctx context.Context, host string) ([]netip.Addr, error)
 	// WatchInterval is how often a HeadWatcher or CallWatcher is asked whether to keep
 	// waiting for a worker's response head. Default 250 ms.
 	WatchInterval time.Duration
@@ -87,7 +95,7 @@ func DefaultConfig() Config {
 	return Config{
 		Loops: runtime.GOMAXPROCS(0), MaxHeaderSize: 64 << 10, ReadTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxConns: DefaultMaxConns(), OutputLimit: 256 << 10, MaxHeldBody: 256 << 20,
-		UpstreamMaxConns: 2048, UpstreamIdleTimeout: 90 * time.Second, DialTimeout: 5 * time.Second,
+		UpstreamMaxConns: 2048, UpstreamIdleTimeout: 90 * time.Second, DialTimeout: 5 * time.Second, DNSTTL: 30 * time.Second,
 		WatchInterval: 250 * time.Millisecond,
 	}
 }
@@ -114,9 +122,9 @@ func (c *Config) Validate() error {
 	case c.Loops <= 0 || c.MaxHeaderSize <= 0 || c.MaxConns <= 0 || c.OutputLimit <= 0 || c.MaxHeldBody <= 0 || c.UpstreamMaxConns <= 0:
 		return fmt.Errorf("evloop: Loops %d, MaxHeaderSize %d, MaxConns %d, OutputLimit %d, MaxHeldBody %d and UpstreamMaxConns %d must all be positive: start from evloop.DefaultConfig()",
 			c.Loops, c.MaxHeaderSize, c.MaxConns, c.OutputLimit, c.MaxHeldBody, c.UpstreamMaxConns)
-	case c.ReadTimeout <= 0 || c.IdleTimeout <= 0 || c.UpstreamIdleTimeout <= 0 || c.DialTimeout <= 0 || c.WatchInterval <= 0:
-		return fmt.Errorf("evloop: ReadTimeout %v, IdleTimeout %v, UpstreamIdleTimeout %v, DialTimeout %v and WatchInterval %v must all be positive: start from evloop.DefaultConfig()",
-			c.ReadTimeout, c.IdleTimeout, c.UpstreamIdleTimeout, c.DialTimeout, c.WatchInterval)
+	case c.ReadTimeout <= 0 || c.IdleTimeout <= 0 || c.UpstreamIdleTimeout <= 0 || c.DialTimeout <= 0 || c.WatchInterval <= 0 || c.DNSTTL <= 0:
+		return fmt.Errorf("evloop: ReadTimeout %v, IdleTimeout %v, UpstreamIdleTimeout %v, DialTimeout %v, WatchInterval %v and DNSTTL %v must all be positive: start from evloop.DefaultConfig()",
+			c.ReadTimeout, c.IdleTimeout, c.UpstreamIdleTimeout, c.DialTimeout, c.WatchInterval, c.DNSTTL)
 	}
 	return nil
 }
@@ -135,7 +143,14 @@ type Server struct {
 	err      error
 	// upstreamConns counts connections per worker address over all loops.
 	upstreamMu    sync.Mutex
-	upstreamConns map[string]*atomic.Int32
+	upstreamConns map[string]*upstreamCounter
+}
+
+// upstreamCounter is the connection count of one worker address, shared by the loops'
+// pools of it (pools counts them: the entry goes with the last).
+type upstreamCounter struct {
+	n     atomic.Int32
+	pools int
 }
 
 // New returns a server; Serve starts it.
@@ -143,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, lnfd: -1, serving: make(chan struct{}), done: make(chan struct{}), upstreamConns: map[string]*atomic.Int32{}}, nil
+	return &Server{cfg: cfg, lnfd: -1, serving: make(chan struct{}), done: make(chan struct{}), upstreamConns: map[string]*upstreamCounter{}}, nil
 }
 
 // Serve serves the connections of ln until Shutdown. The listener stays the caller's to
@@ -227,16 +242,28 @@ func (s *Server) OpenConnections() int64 { return s.conns.Load() }
 // Loops returns the number of event loops.
 func (s *Server) Loops() int { return s.cfg.Loops }
 
-// upstreamCount returns the shared connection count of a worker address.
+// upstreamCount returns the shared connection count of a worker address for a new pool.
 func (s *Server) upstreamCount(addr string) *atomic.Int32 {
 	s.upstreamMu.Lock()
 	defer s.upstreamMu.Unlock()
 	c := s.upstreamConns[addr]
 	if c == nil {
-		c = new(atomic.Int32)
+		c = new(upstreamCounter)
 		s.upstreamConns[addr] = c
 	}
-	return c
+	c.pools++
+	return &c.n
+}
+
+// releaseUpstreamCount is told that a pool of addr went (sweepPools).
+func (s *Server) releaseUpstreamCount(addr string) {
+	s.upstreamMu.Lock()
+	defer s.upstreamMu.Unlock()
+	if c := s.upstreamConns[addr]; c != nil {
+		if c.pools--; c.pools <= 0 {
+			delete(s.upstreamConns, addr)
+		}
+	}
 }
 
 // pollable is what a registered file descriptor belongs to.
@@ -308,7 +335,8 @@ type loop struct {
 	tasks    []task
 	spare    []task
 	signaled atomic.Bool
-	dead     bool // the loop stopped and closed its descriptors (guarded by mu)
+	dead     bool        // the loop stopped and closed its descriptors (guarded by mu)
+	gone     atomic.Bool // dead, for the acceptors of other loops
 	stopping bool
 	drained  bool
 	// While accept finds no descriptor (EMFILE, ENFILE), the loop stops watching the
@@ -316,6 +344,7 @@ type loop struct {
 	acceptPaused bool
 	acceptPause  time.Duration
 	acceptT      timer
+	sweepT       timer // sweepPools
 }
 
 var epoch = time.Now()
@@ -325,6 +354,7 @@ func monotonic() int64 { return int64(time.Since(epoch)) }
 func newLoop(s *Server, idx int) (*loop, error) {
 	l := &loop{s: s, idx: idx, epfd: -1, evfd: -1, pools: map[string]*hostPool{}, tlsPools: map[string]*hostPool{}}
 	l.acceptT = timer{idx: -1, owner: acceptResume{l}}
+	l.sweepT = timer{idx: -1, owner: poolSweep{l}}
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)
@@ -344,12 +374,14 @@ func newLoop(s *Server, idx int) (*loop, error) {
 		return nil, err
 	}
 	l.now = monotonic()
+	l.timers.arm(&l.sweepT, l.now+int64(s.cfg.UpstreamIdleTimeout), 0)
 	return l, nil
 }
 
 func (l *loop) closeFDs() {
 	l.mu.Lock()
 	l.dead = true // post writes the eventfd no more: its number may be reused
+	l.gone.Store(true)
 	pending := l.tasks
 	l.tasks = nil
 	l.mu.Unlock()
@@ -599,6 +631,9 @@ func (a acceptor) onEvent(uint32) {
 		return
 	}
 	target := s.loops[int(s.next.Add(1))%len(s.loops)]
+	if target.gone.Load() { // a loop that stopped (epoll failed) adopts nothing: serve it here
+		target = l
+	}
 	if target == l {
 		l.open(fd)
 		return
@@ -668,6 +703,13 @@ type adoption struct {
 }
 
 func (a adoption) run() { a.l.open(a.fd) }
+
+// discard closes a connection dealt to a loop that stopped before adopting it: its
+// descriptor would otherwise leak, and the server's count with it.
+func (a adoption) discard() {
+	_ = unix.Close(a.fd)
+	a.l.s.conns.Add(-1)
+}
 
 // drain stops accepting and closes idle connections; busy ones close after their answer.
 func (l *loop) drain() {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,7 +22,26 @@ type hostPool struct {
 	// A pool of TLS connections (tls.go): their configuration, and sa as host:port.
 	tls      *tls.Config
 	dialAddr string
+	// A worker named by host name (not behind TLS, whose dials resolve off the loop) is
+	// looked up off the loop (resolve): expires is when its address must be looked up
+	// again, resolving is set while a lookup runs, and waiters are the connections waiting
+	// for the first address (or the one after a failure). A stale address serves while its
+	// successor is looked up, and stays when that lookup fails.
+	host, port string
+	expires    int64
+	resolving  bool
+	waiters    []*upstreamConn
+	// live counts this loop's connections to addr; used is when a request last asked for
+	// addr. A pool with neither for UpstreamIdleTimeout goes (sweepPools).
+	live int
+	used int64
+	// addrGen counts the address changes: a connection to an older address is not reused.
+	addrGen uint32
 }
+
+// dnsRetry is how soon a failed lookup is tried again (at most the TTL): requests meanwhile
+// fail at once, as a worker that refuses connections does.
+const dnsRetry = time.Second
 
 // Timer kinds of an upstream connection.
 const (
@@ -56,6 +76,7 @@ type upstreamConn struct {
 	peerClosed bool // EPOLLRDHUP seen: every read is followed by another until the end
 	t          timer
 	tls        *tlsConn // a worker behind TLS (tls.go); out and in are its plaintext
+	addrGen    uint32   // the pool's addrGen when it connected
 }
 
 const upstreamIn = 64 << 10
@@ -70,7 +91,11 @@ func (l *loop) upstream(addr string, cfg *tls.Config) (*upstreamConn, error) {
 	if p == nil {
 		p = l.newPool(pools, addr, cfg)
 	}
-	if p.err != nil {
+	p.used = l.now
+	if p.host != "" && !p.resolving && l.now >= p.expires {
+		l.resolve(p)
+	}
+	if p.err != nil && !p.resolving {
 		return nil, &UpstreamError{Err: p.err, Dial: true}
 	}
 	for n := len(p.idle); n > 0; n = len(p.idle) {
@@ -86,19 +111,152 @@ func (l *loop) upstream(addr string, cfg *tls.Config) (*upstreamConn, error) {
 		p.count.Add(-1)
 		return nil, &UpstreamError{Err: errNoFreeConns}
 	}
+	p.live++
 	if p.tls != nil {
 		return l.dialTLS(p), nil
 	}
+	if p.sa == nil { // the lookup under way: the connection (and its request) waits for it
+		u := &upstreamConn{pool: p, fd: -1, connecting: true, in: make([]byte, 0, upstreamIn)}
+		u.t = timer{idx: -1, owner: u}
+		l.timers.arm(&u.t, l.now+int64(l.s.cfg.DialTimeout), timerConnect)
+		p.waiters = append(p.waiters, u)
+		return u, nil
+	}
 	u, err := l.dial(p)
 	if err != nil {
+		p.live--
 		p.count.Add(-1)
 		return nil, &UpstreamError{Err: err, Dial: true}
 	}
 	return u, nil
 }
 
-// newPool resolves addr once per loop: an IP literal at once, a host name with the resolver
-// (which blocks this loop for the lookup, once).
+// resolve looks p's host name up on a goroutine, never on the loop (a slow resolver would
+// stall every connection of the loop), and posts the answer back (dnsDone).
+func (l *loop) resolve(p *hostPool) {
+	p.resolving = true
+	lookup, timeout := l.s.cfg.LookupHost, l.s.cfg.DialTimeout
+	if lookup == nil {
+		lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		d := dnsDone{p: p}
+		ips, err := lookup(ctx, p.host)
+		switch {
+		case err != nil:
+			d.err = err
+		case len(ips) == 0:
+			d.err = &net.DNSError{Err: "no addresses", Name: p.host}
+		default:
+			d.ap, d.err = netip.ParseAddrPort(net.JoinHostPort(ips[0].Unmap().String(), p.port))
+		}
+		l.post(d)
+	}()
+}
+
+// dnsDone is a lookup's answer, run on the pool's loop.
+type dnsDone struct {
+	p   *hostPool
+	ap  netip.AddrPort
+	err error
+}
+
+func (d dnsDone) run() {
+	p := d.p
+	l := p.l
+	p.resolving = false
+	if d.err != nil {
+		p.expires = l.now + int64(min(dnsRetry, l.s.cfg.DNSTTL))
+		if p.sa == nil {
+			p.err = d.err
+		}
+	} else {
+		p.err = nil
+		if p.sa == nil || !sameAddr(p.sa, d.ap) {
+			p.setAddr(d.ap)
+			p.addrGen++
+			for i, u := range p.idle { // they lead to the old address
+				p.idle[i] = nil
+				u.close()
+			}
+			p.idle = p.idle[:0]
+		}
+		p.expires = l.now + int64(l.s.cfg.DNSTTL)
+	}
+	waiters := p.waiters
+	p.waiters = nil
+	for _, u := range waiters {
+		if u.closed { // its owner gave up (the connect timer, the client left)
+			continue
+		}
+		if p.sa == nil {
+			l.timers.disarm(&u.t)
+			u.connecting = false
+			u.fail(&UpstreamError{Err: p.err, Dial: true})
+			continue
+		}
+		if err := l.connect(u); err != nil {
+			l.timers.disarm(&u.t)
+			u.connecting = false
+			u.fail(&UpstreamError{Err: err, Dial: true})
+			continue
+		}
+		if !u.connecting {
+			u.flush() // connected at once: the request that waited goes out
+		}
+	}
+}
+
+// sameAddr reports whether sa is ap.
+func sameAddr(sa unix.Sockaddr, ap netip.AddrPort) bool {
+	a := ap.Addr().Unmap()
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return a.Is4() && sa.Addr == a.As4() && sa.Port == int(ap.Port())
+	case *unix.SockaddrInet6:
+		return !a.Is4() && sa.Addr == a.As16() && sa.Port == int(ap.Port())
+	}
+	return false
+}
+
+// setAddr makes ap the pool's socket address.
+func (p *hostPool) setAddr(ap netip.AddrPort) {
+	if a := ap.Addr().Unmap(); a.Is4() {
+		p.sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
+	} else {
+		p.sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	}
+}
+
+// sweepPools drops the pools no request asked for during a whole UpstreamIdleTimeout and
+// with no connection left on this loop (their idle connections close after that timeout):
+// the workers that went, whose pools and shared counters would otherwise stay for the
+// process's life. It runs every UpstreamIdleTimeout.
+func (l *loop) sweepPools() {
+	idle := int64(l.s.cfg.UpstreamIdleTimeout)
+	for _, pools := range [2]map[string]*hostPool{l.pools, l.tlsPools} {
+		for addr, p := range pools {
+			if p.live == 0 && !p.resolving && l.now-p.used >= idle {
+				delete(pools, addr)
+				l.s.releaseUpstreamCount(addr)
+			}
+		}
+	}
+	l.timers.arm(&l.sweepT, l.now+idle, 0)
+}
+
+// poolSweep is the timer of sweepPools.
+type poolSweep struct{ l *loop }
+
+func (p poolSweep) onTimer(uint8) { p.l.sweepPools() }
+
+// newPool makes the pool of addr: an IP literal is its address at once; a host name is
+// looked up off the loop when a request first asks for it (upstream, resolve), and again
+// every DNSTTL; behind TLS the handshake's dial resolves it, off the loop too.
 func (l *loop) newPool(pools map[string]*hostPool, addr string, cfg *tls.Config) *hostPool {
 	p := &hostPool{l: l, addr: addr, count: l.s.upstreamCount(addr), tls: cfg}
 	pools[addr] = p
@@ -108,30 +266,17 @@ func (l *loop) newPool(pools map[string]*hostPool, addr string, cfg *tls.Config)
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		host, port, serr := net.SplitHostPort(addr)
-		if serr != nil {
+		switch {
+		case serr != nil:
 			p.err = serr
-			return p
+		case cfg != nil:
+			p.dialAddr = addr
+		default:
+			p.host, p.port = host, port
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.DialTimeout)
-		defer cancel()
-		ips, rerr := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		if rerr != nil || len(ips) == 0 {
-			p.err = rerr
-			if p.err == nil {
-				p.err = &net.DNSError{Err: "no addresses", Name: host}
-			}
-			return p
-		}
-		if ap, err = netip.ParseAddrPort(net.JoinHostPort(ips[0].Unmap().String(), port)); err != nil {
-			p.err = err
-			return p
-		}
+		return p
 	}
-	if a := ap.Addr().Unmap(); a.Is4() {
-		p.sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
-	} else {
-		p.sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
-	}
+	p.setAddr(ap)
 	if cfg != nil {
 		p.dialAddr = ap.String()
 	}
@@ -140,36 +285,46 @@ func (l *loop) newPool(pools map[string]*hostPool, addr string, cfg *tls.Config)
 
 // dial starts a non-blocking connect; the request waits in out until it completes.
 func (l *loop) dial(p *hostPool) (*upstreamConn, error) {
+	u := &upstreamConn{pool: p, fd: -1}
+	u.t = timer{idx: -1, owner: u}
+	if err := l.connect(u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// connect opens u's socket to its pool's address and starts connecting it.
+func (l *loop) connect(u *upstreamConn) error {
+	p := u.pool
 	domain := unix.AF_INET
 	if _, ok := p.sa.(*unix.SockaddrInet6); ok {
 		domain = unix.AF_INET6
 	}
 	fd, err := unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	u := &upstreamConn{pool: p, fd: fd}
-	u.t = timer{idx: -1, owner: u}
 	err = unix.Connect(fd, p.sa)
 	switch err {
 	case nil:
-		u.events = baseEvents
+		u.connecting, u.events = false, baseEvents
 	case unix.EINPROGRESS:
 		u.connecting, u.events = true, baseEvents|writeEvents
 		l.timers.arm(&u.t, l.now+int64(l.s.cfg.DialTimeout), timerConnect)
 	default:
 		_ = unix.Close(fd)
-		return nil, err
+		return err
 	}
 	if err := l.add(fd, u.events, u); err != nil {
 		_ = unix.Close(fd)
-		return nil, err
+		return err
 	}
+	u.fd, u.addrGen = fd, p.addrGen
 	if cap(u.in) == 0 {
 		u.in = make([]byte, 0, upstreamIn)
 	}
-	return u, nil
+	return nil
 }
 
 // send writes an attempt's request: head and body in one write when they fit a buffer copy.
@@ -342,7 +497,7 @@ func (u *upstreamConn) fail(err error) {
 // release returns the connection to its pool after an answer, or closes it.
 func (u *upstreamConn) release(reusable bool) {
 	u.owner = nil
-	if !reusable || u.closed || u.pool.l.drained {
+	if !reusable || u.closed || u.pool.l.drained || u.addrGen != u.pool.addrGen {
 		u.close()
 		return
 	}
@@ -374,4 +529,5 @@ func (u *upstreamConn) close() {
 	}
 	u.fd = -1
 	u.pool.count.Add(-1)
+	u.pool.live--
 }
