@@ -11,7 +11,7 @@ import (
 // leftmost first among equal ranks, as Hugging Face's Word::merge_all does.
 type bpe struct {
 	vocab  map[string]uint32
-	merges map[uint64]uint64 // left<<32|right -> rank<<32|merged id
+	merges *rankTable // left<<32|right -> rank<<32|merged id
 
 	byteIDs [256]uint32 // byte -> id of its byte-level character
 	byteOK  bool        // all 256 byte-level characters are in the vocab
@@ -44,7 +44,7 @@ func newBPE(vocab map[string]uint32, pairs [][2]string, unk *string, fuseUnk, by
 		}
 		m.unk, m.hasUnk = id, true
 	}
-	m.merges = make(map[uint64]uint64, len(pairs))
+	m.merges = newRankTable(len(pairs))
 	for rank, p := range pairs {
 		a, ok1 := vocab[p[0]]
 		b, ok2 := vocab[p[1]]
@@ -55,7 +55,7 @@ func newBPE(vocab map[string]uint32, pairs [][2]string, unk *string, fuseUnk, by
 		if rank >= math.MaxUint32 {
 			return nil, errors.New("model BPE has too many merges")
 		}
-		m.merges[uint64(a)<<32|uint64(b)] = uint64(rank)<<32 | uint64(c)
+		m.merges.set(uint64(a)<<32|uint64(b), uint64(rank)<<32|uint64(c))
 	}
 	m.byteOK = true
 	for b := 0; b < 256; b++ {
@@ -68,7 +68,7 @@ func newBPE(vocab map[string]uint32, pairs [][2]string, unk *string, fuseUnk, by
 }
 
 func (m *bpe) rank(a, b uint32) uint64 {
-	if r, ok := m.merges[uint64(a)<<32|uint64(b)]; ok {
+	if r, ok := m.merges.get(uint64(a)<<32 | uint64(b)); ok {
 		return r
 	}
 	return noMerge

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/smg-go/smg/tokenizer/split"
 )
 
 // Load reads tokenizer.json, tokenizer_config.json and, if present,
@@ -324,7 +326,7 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 		if p.Invert {
 			return nil, errors.New("pre_tokenizer Split invert true is not supported")
 		}
-		var sc scanner
+		var sc split.Scanner
 		switch {
 		case p.Pattern.String != nil:
 			if *p.Pattern.String == "" {

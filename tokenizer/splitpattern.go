@@ -1,16 +1,28 @@
 package tokenizer
 
-import "errors"
+import (
+	"strings"
 
-// scanner tiles a string into pieces: Next returns the end of the piece
-// that starts at start (a match of the pattern or a gap between matches).
-type scanner interface {
-	Next(s string, start int) (end int)
-}
+	"github.com/smg-go/smg/tokenizer/split"
+)
+
+// compileSplit compiles a Split pre-tokenizer's Regex pattern; split refuses
+// every pattern it has no hand-written scanner for.
+func compileSplit(pattern string) (split.Scanner, error) { return split.Compile(pattern) }
 
 // gpt2Pattern is ByteLevel's use_regex pattern.
-const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+const gpt2Pattern = split.PatternGPT2
 
-var compileSplit = func(pattern string) (scanner, error) {
-	return nil, errors.New("no scanner")
+// literalScanner matches a literal string (a Split with a String pattern).
+type literalScanner string
+
+func (l literalScanner) Next(s string, start int) (int, int, bool) {
+	if start >= len(s) {
+		return 0, 0, false
+	}
+	j := strings.Index(s[start:], string(l))
+	if j < 0 {
+		return 0, 0, false
+	}
+	return start + j, start + j + len(l), true
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/smg-go/smg/tokenizer/split"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -289,11 +290,11 @@ const (
 
 type preStep struct {
 	kind        preKind
-	sc          scanner // Split's pattern; ByteLevel's when use_regex
-	prefixSpace bool    // ByteLevel add_prefix_space
-	repl        string  // Metaspace replacement
-	prepend     int     // Metaspace prepend_scheme
-	split       bool    // Metaspace split
+	sc          split.Scanner // Split's pattern; ByteLevel's when use_regex
+	prefixSpace bool          // ByteLevel add_prefix_space
+	repl        string        // Metaspace replacement
+	prepend     int           // Metaspace prepend_scheme
+	split       bool          // Metaspace split
 }
 
 // pretok runs pre-tokenizer steps level.. on s and hands each piece to the
@@ -354,30 +355,13 @@ func (t *Tokenizer) pretok(sc *scratch, level int, s string, first bool) {
 	}
 }
 
-func (t *Tokenizer) splitInto(sc *scratch, level int, p scanner, s string, first bool) {
-	for start := 0; start < len(s); {
-		end := p.Next(s, start)
-		if end <= start || end > len(s) {
-			end = len(s) // a scanner contract breach must not loop forever
-		}
+// splitInto hands each Isolated piece of s (matches and the gaps between
+// them) to the next level.
+func (t *Tokenizer) splitInto(sc *scratch, level int, p split.Scanner, s string, first bool) {
+	it := split.NewPieces(p, s)
+	for start, end, _, ok := it.Next(); ok; start, end, _, ok = it.Next() {
 		t.pretok(sc, level+1, s[start:end], first && start == 0)
-		start = end
 	}
-}
-
-// literalScanner splits on a literal string, Isolated: each occurrence
-// and each gap between occurrences is a piece.
-type literalScanner string
-
-func (l literalScanner) Next(s string, start int) int {
-	p := string(l)
-	if strings.HasPrefix(s[start:], p) {
-		return start + len(p)
-	}
-	if j := strings.Index(s[start:], p); j >= 0 {
-		return start + j
-	}
-	return len(s)
 }
 
 // ---- model stage ----
