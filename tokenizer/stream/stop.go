@@ -206,15 +206,17 @@ func (d *StopDecoder) feed(dst, text []byte, final bool) []byte {
 // partial returns the length of the longest suffix of held that is a proper
 // prefix of a stop string: the bytes that must wait for more text.
 func (d *StopDecoder) partial() int {
-	for k := min(len(d.held), d.maxStop-1); k > 0; k-- {
-		tail := d.held[len(d.held)-k:]
-		for _, s := range d.stopb {
-			if len(s) > k && bytes.Equal(tail, s[:k]) {
-				return k
+	best := 0
+	n := len(d.held)
+	for _, s := range d.stopb {
+		for k := min(n, len(s)-1); k > best; k-- {
+			if d.held[n-k] == s[0] && bytes.Equal(d.held[n-k:], s[:k]) {
+				best = k
+				break
 			}
 		}
 	}
-	return 0
+	return best
 }
 
 func contains(ids []uint32, id uint32) bool {
