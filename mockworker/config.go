@@ -163,6 +163,14 @@ type Config struct {
 	// KVTransferTimeout is how long a decode waits for its prefill's KV and how long a
 	// prefill's rendezvous keeps an unclaimed KV entry. Default 10s.
 	KVTransferTimeout time.Duration
+	// Protocol is "http" (the engines' HTTP APIs) or "grpc" (the engine's own gRPC service,
+	// SGLang's or vLLM's by Dialect; grpc.go). Default "http".
+	Protocol Protocol
+	// TokenizerPath, with Protocol "grpc", is a model directory (tokenizer.json,
+	// tokenizer_config.json) whose tokenizer encodes AnswerText once at start: the answer ids
+	// then decode to AnswerText and end with the model's EOS id. Empty: position ids
+	// (PositionTokenBase). Default "".
+	TokenizerPath string
 	// RequireEncode makes a prefill worker refuse (400) a multimodal request that carries no
 	// encode handshake (SGLang: encode_bootstrap_room), as a language-only prefill of an EPD
 	// deployment has no encoder of its own. Default false: such a prefill encodes locally.
@@ -190,6 +198,7 @@ func DefaultConfig() Config {
 		DecodePerReq:      DefaultDecodePerReq,
 		TimeScale:         DefaultTimeScale,
 		KVTransferTimeout: DefaultKVTransferTimeout,
+		Protocol:          ProtocolHTTP,
 	}
 }
 
@@ -209,7 +218,7 @@ func DefaultConfig() Config {
 // scheduler's, the same rows published 1.0 ms late at p90 and 1.2 ms at p99. Instant mode keeps
 // procs: its paced tokens are the overhead suite's, whose gates compare the same mock both ways.
 func (c *Config) SchedulerProcs(procs int) int {
-	if c.Mode != ModeEngine || c.Server != ServerGnet {
+	if c.Mode != ModeEngine || c.Server != ServerGnet || c.Protocol == ProtocolGRPC {
 		return procs
 	}
 	return procs + c.EventLoops
@@ -300,6 +309,16 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.WorkerIDPrefix, "\r\n") {
 		errs = append(errs, errors.New("worker id prefix: remove line breaks (it is sent as a header)"))
+	}
+	switch {
+	case c.Protocol != ProtocolHTTP && c.Protocol != ProtocolGRPC:
+		errs = append(errs, fmt.Errorf("protocol %q (--protocol): use %q or %q", c.Protocol, ProtocolHTTP, ProtocolGRPC))
+	case c.Protocol == ProtocolGRPC && c.Role != RoleUnified:
+		errs = append(errs, fmt.Errorf("role %q with protocol grpc: the gRPC mock has no PD roles yet; use --protocol http", c.Role))
+	case c.Protocol == ProtocolGRPC && c.TLSCert != "":
+		errs = append(errs, errors.New("TLS with protocol grpc: the gRPC mock serves plaintext HTTP/2 only; drop --tls-cert and --tls-key"))
+	case c.Protocol == ProtocolHTTP && c.TokenizerPath != "":
+		errs = append(errs, errors.New("tokenizer path (--tokenizer-path) with protocol http: the HTTP answers are text; add --protocol grpc"))
 	}
 	return errors.Join(errs...)
 }

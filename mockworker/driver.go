@@ -144,3 +144,17 @@ func (d *engineDriver) run() {
 func (d *engineDriver) fits(s *seq) bool {
 	return d.eng.blocksFor(s) <= d.eng.kv.total // immutable parameters: no lock needed
 }
+
+// flush empties the prefix cache (SGLang's flush_cache) when no sequence is queued or
+// running, and reports whether it did: a running sequence's blocks cannot be dropped.
+func (d *engineDriver) flush() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.eng.running)+len(d.eng.waiting) > 0 {
+		return false
+	}
+	for d.eng.kv.evictable > 0 {
+		d.eng.kv.evictOldest()
+	}
+	return true
+}

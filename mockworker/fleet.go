@@ -36,6 +36,13 @@ func Start(cfg Config) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cannot start mockworker: %w", err)
 	}
+	var v *vocab
+	if cfg.Protocol == ProtocolGRPC {
+		var err error
+		if v, err = loadVocab(cfg.TokenizerPath); err != nil {
+			return nil, fmt.Errorf("cannot start mockworker: %w", err)
+		}
+	}
 	f := &Fleet{cfg: cfg, done: make(chan struct{})}
 	lns := make([]net.Listener, 0, cfg.Count)
 	f.pd = &pdShared{bootstrapPort: cfg.BootstrapPort}
@@ -91,6 +98,7 @@ func Start(cfg Config) (*Fleet, error) {
 		lns = append(lns, ln)
 		w := newWorker(i, addr, &f.cfg, born)
 		w.pdf = f.pd
+		w.done = f.done
 		f.workers = append(f.workers, w)
 	}
 	if cfg.Mode == ModeEngine {
@@ -101,8 +109,10 @@ func Start(cfg Config) (*Fleet, error) {
 			f.engines.Go(w.engine.run)
 		}
 	}
-	switch cfg.Server {
-	case ServerFastHTTP:
+	switch {
+	case cfg.Protocol == ProtocolGRPC:
+		f.server = newGRPCServer(v)
+	case cfg.Server == ServerFastHTTP:
 		f.server = newFastHTTPServer(f.done)
 	default:
 		f.server = newGnetServer(f.done, cfg.EventLoops)

@@ -38,8 +38,12 @@ type Worker struct {
 	kvEngineID string    // the vLLM engine id a prefill reports
 	pdCount    [pdResults]atomic.Uint64
 	pdLog      pdLog
-	parsers    fastjson.ParserPool
-	scratch    sync.Pool // *parseScratch
+	// done is the fleet's: closed by Close, it cuts every wait short.
+	done <-chan struct{}
+	// rpc is the gRPC front end's state (grpc.go); nil on HTTP.
+	rpc     *rpcState
+	parsers fastjson.ParserPool
+	scratch sync.Pool // *parseScratch
 }
 
 // parseScratch holds the prompt text and token ids of one request while it is parsed.
@@ -92,8 +96,12 @@ func (w *Worker) ID() string { return w.id }
 // Addr is the worker's listening "host:port".
 func (w *Worker) Addr() string { return w.addr }
 
-// URL is the worker's base URL, "http://host:port" ("https://" over TLS).
+// URL is the worker's base URL, "http://host:port" ("https://" over TLS, "grpc://" for
+// Protocol "grpc").
 func (w *Worker) URL() string {
+	if w.cfg.Protocol == ProtocolGRPC {
+		return "grpc://" + w.addr
+	}
 	if w.cfg.TLSCert != "" {
 		return "https://" + w.addr
 	}

@@ -6,11 +6,15 @@
 //	mockworker --host 127.0.0.11 --port 18000 --role prefill --bootstrap-port 8998
 //	mockworker --host 127.0.0.12 --port 18000 --role decode --kv-transfer-timeout-ms 10000
 //	mockworker --host 127.0.0.13 --port 18000 --role encode --bootstrap-port 8999   # EPD
+//	mockworker --port 0 --protocol grpc --dialect vllm --mode engine               # the engine's gRPC service
+//	mockworker --port 0 --protocol grpc --tokenizer-path ~/models/Qwen3-8B           # answer ids decode to text
 //
 // It prints one line per worker once listening, so that a parent process can wait for
 // readiness and learn the ports (--port 0 picks free ones):
 //
 //	mockworker: worker 0 listening on http://127.0.0.1:18000 (model M, dialect sglang)
+//
+// With --protocol grpc the URL is grpc://host:port.
 //
 // With --role prefill, decode or encode the line also names the role and the bootstrap port
 // (a prefill's or encoder's bound rendezvous port, which --bootstrap-port 0 picks; a

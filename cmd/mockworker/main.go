@@ -84,6 +84,7 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 	var (
 		cfg                   = mockworker.DefaultConfig()
 		dialect, server, mode string
+		protocol              string
 		role                  string
 		kvTransferTimeoutMS   float64
 		tokenIntervalMS       float64
@@ -97,6 +98,8 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of workers")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name served and echoed")
 	fs.StringVar(&dialect, "dialect", string(cfg.Dialect), "engine to imitate: sglang or vllm")
+	fs.StringVar(&protocol, "protocol", string(cfg.Protocol), "wire served: http (the engine's HTTP API) or grpc (its gRPC service: sglang.grpc.scheduler.SglangScheduler or vllm.grpc.engine.VllmEngine by --dialect)")
+	fs.StringVar(&cfg.TokenizerPath, "tokenizer-path", "", "grpc: a model directory (tokenizer.json, tokenizer_config.json) whose tokenizer encodes the answer text, so the answer ids decode to it and end with the model's EOS id (default: position ids, no EOS)")
 	fs.IntVar(&cfg.OutputTokens, "output-tokens", cfg.OutputTokens, "tokens generated when a request names no maximum")
 	fs.Float64Var(&tokenIntervalMS, "token-interval-ms", ms(cfg.TokenInterval), "pace streamed tokens this many ms apart (0: all at once)")
 	fs.StringVar(&cfg.WorkerIDPrefix, "worker-id-prefix", "", "name worker i <prefix><i> instead of host:port")
@@ -135,6 +138,7 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 		return cfg, fmt.Errorf("unexpected argument %q: every option is a flag (see -h)", rest[0])
 	}
 	cfg.Dialect = mockworker.Dialect(dialect)
+	cfg.Protocol = mockworker.Protocol(protocol)
 	cfg.Mode = mockworker.Mode(mode)
 	cfg.DecodeBase = time.Duration(decodeBaseMS * float64(time.Millisecond))
 	cfg.DecodePerReq = time.Duration(decodePerReqMS * float64(time.Millisecond))
@@ -150,6 +154,9 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 		{"--port", cfg.Port < 0 || cfg.Port > 65535, "use 0 (free ports) or 1..65535"},
 		{"--count", cfg.Count < 1, "use at least 1"},
 		{"--dialect", cfg.Dialect != mockworker.DialectSGLang && cfg.Dialect != mockworker.DialectVLLM, "use sglang or vllm"},
+		{"--protocol", cfg.Protocol != mockworker.ProtocolHTTP && cfg.Protocol != mockworker.ProtocolGRPC, "use http or grpc"},
+		{"--tokenizer-path", cfg.TokenizerPath != "" && cfg.Protocol != mockworker.ProtocolGRPC, "add --protocol grpc (HTTP answers are text)"},
+		{"--role", cfg.Role != mockworker.RoleUnified && cfg.Protocol == mockworker.ProtocolGRPC, "the gRPC mock has no PD roles yet: use --protocol http"},
 		{"--output-tokens", cfg.OutputTokens < 1, "use at least 1"},
 		{"--token-interval-ms", tokenIntervalMS < 0, "use 0 or a positive number"},
 		{"--server", cfg.Server != mockworker.ServerGnet && cfg.Server != mockworker.ServerFastHTTP, "use gnet or fasthttp"},
