@@ -168,9 +168,9 @@ func (c *Client) Generate(ctx context.Context, req *GenerateRequest) (Stream, er
 	var err error
 	switch c.dialect {
 	case SGLang:
-		s.sg, err = c.sglang().Generate(sctx, sglangRequest(req))
+		s.sg, err = c.sglang().Generate(sctx, sglangRequest(req), grpc.ForceCodecV2(genCodec{}))
 	default:
-		s.vl, err = c.vllm().Generate(sctx, vllmRequest(req))
+		s.vl, err = c.vllm().Generate(sctx, vllmRequest(req), grpc.ForceCodecV2(genCodec{}))
 	}
 	if err != nil {
 		// Not started: the engine has nothing to abort.
@@ -197,8 +197,8 @@ type stream struct {
 	stopWatch func() bool
 	sg        grpc.ServerStreamingClient[sglangpb.GenerateResponse]
 	vl        grpc.ServerStreamingClient[vllmpb.GenerateResponse]
-	sgMsg     sglangpb.GenerateResponse
-	vlMsg     vllmpb.GenerateResponse
+	sgMsg     sgRecv
+	vlMsg     vlRecv
 	chunk     Chunk
 	remaining int
 	done      []bool
@@ -321,16 +321,20 @@ func (s *stream) checkIndex(i uint32) error {
 	return nil
 }
 
-func (s *stream) fromSGLang(m *sglangpb.GenerateResponse) error {
+func (s *stream) fromSGLang(m *sgRecv) error {
 	c := &s.chunk
 	*c = Chunk{}
-	switch r := m.Response.(type) {
-	case *sglangpb.GenerateResponse_Chunk:
-		x := r.Chunk
+	switch m.kind {
+	case kindFast:
+		x := &m.fast
+		*c = Chunk{Index: x.index, TokenIDs: x.ids, PromptTokens: x.prompt, CompletionTokens: x.completion,
+			CachedTokens: x.cached, ReasoningTokens: x.reasoning}
+	case kindChunk:
+		x := &m.chunk
 		*c = Chunk{Index: x.Index, TokenIDs: x.TokenIds, PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens,
 			CachedTokens: x.CachedTokens, ReasoningTokens: x.ReasoningTokens}
-	case *sglangpb.GenerateResponse_Complete:
-		x := r.Complete
+	case kindComplete:
+		x := &m.complete
 		*c = Chunk{Index: x.Index, Final: true, FinishReason: x.FinishReason, OutputIDs: x.OutputIds,
 			PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens, CachedTokens: x.CachedTokens,
 			ReasoningTokens: x.ReasoningTokens}
@@ -346,16 +350,20 @@ func (s *stream) fromSGLang(m *sglangpb.GenerateResponse) error {
 	return s.checkIndex(c.Index)
 }
 
-func (s *stream) fromVLLM(m *vllmpb.GenerateResponse) error {
+func (s *stream) fromVLLM(m *vlRecv) error {
 	c := &s.chunk
 	*c = Chunk{}
-	switch r := m.Response.(type) {
-	case *vllmpb.GenerateResponse_Chunk:
-		x := r.Chunk
+	switch m.kind {
+	case kindFast:
+		x := &m.fast
+		*c = Chunk{Index: x.index, TokenIDs: x.ids, PromptTokens: x.prompt, CompletionTokens: x.completion,
+			CachedTokens: x.cached}
+	case kindChunk:
+		x := &m.chunk
 		*c = Chunk{Index: x.Index, TokenIDs: x.TokenIds, PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens,
 			CachedTokens: x.CachedTokens}
-	case *vllmpb.GenerateResponse_Complete:
-		x := r.Complete
+	case kindComplete:
+		x := &m.complete
 		*c = Chunk{Index: x.Index, Final: true, FinishReason: x.FinishReason, OutputIDs: x.OutputIds,
 			PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens, CachedTokens: x.CachedTokens,
 			KVTransferParamsJSON: x.GetKvTransferParamsJson()}
