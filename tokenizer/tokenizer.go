@@ -104,16 +104,16 @@ func (t *Tokenizer) AddBOSToken() bool { return t.addBOS }
 // ---- scratch ----
 
 type scratch struct {
-	dst        []uint32
-	normA      []byte
-	normB      []byte
-	pre        [][]byte
-	mapped     []byte
-	ids        []uint32
-	ranks      []uint64
-	syms       []symbol
-	heap       []uint64
-	normalized bool
+	dst    []uint32
+	normA  []byte
+	normB  []byte
+	pre    [][]byte
+	mapped []byte
+	ids    []uint32
+	ranks  []uint64
+	syms   []symbol
+	heap   []uint64
+	normIt norm.Iter
 }
 
 func (t *Tokenizer) getScratch() *scratch {
@@ -231,10 +231,15 @@ func (t *Tokenizer) normalize(sc *scratch, s string) string {
 		switch st.kind {
 		case normNFC, normNFKC, normNFD, normNFKD:
 			f := st.kind.form()
-			if f.IsNormalString(cur) {
+			if f.QuickSpanString(cur) == len(cur) {
 				continue
 			}
-			buf = f.AppendString(buf, cur)
+			// norm.Iter held in the scratch: IsNormalString and
+			// AppendString allocate on every call.
+			sc.normIt.InitString(f, cur)
+			for !sc.normIt.Done() {
+				buf = append(buf, sc.normIt.Next()...)
+			}
 		case normPrepend:
 			if cur == "" {
 				continue
