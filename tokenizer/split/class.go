@@ -6,10 +6,12 @@ import (
 	"unicode/utf8"
 )
 
-// Character classes, as bits of one byte per rune. The tables are Go's unicode
-// package (general categories and the White_Space property); the Rust regex crate
-// uses the same definitions, possibly from a different Unicode version (only newly
-// assigned code points can differ).
+// Character classes, as bits of one byte per rune. They come from Go's unicode
+// package (general categories and the White_Space property, the definitions the
+// Rust regex engines use) corrected by overrides: the code points whose classes
+// Hugging Face tokenizers' engine sees differently because Go's tables are of an
+// older Unicode version (testdata/hf_classes.json records HF's view of every
+// code point; TestHFClasses checks all of them).
 const (
 	cL  uint8 = 1 << iota // \p{L}
 	cN                    // \p{N}
@@ -34,7 +36,26 @@ func initTables() {
 	})
 }
 
+// classSpan gives the class bits c of the code points lo..hi.
+type classSpan struct {
+	lo, hi rune
+	c      uint8
+}
+
+// slowClass computes the class bits of r from the tables.
 func slowClass(r rune) uint8 {
+	lo, hi := 0, len(overrides)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		switch o := &overrides[m]; {
+		case r < o.lo:
+			hi = m
+		case r > o.hi:
+			lo = m + 1
+		default:
+			return o.c
+		}
+	}
 	var c uint8
 	if unicode.IsLetter(r) {
 		c |= cL

@@ -1,11 +1,14 @@
 package split
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2"
@@ -23,12 +26,73 @@ var allPatterns = []struct{ name, pattern string }{
 
 // refPattern rewrites a pattern for regexp2 (.NET syntax and semantics:
 // backtracking, leftmost-first, \s = Unicode White_Space, \p{..} from Go's
-// unicode tables). The one difference to fancy-regex is case folding: .NET's
-// (?i) does not fold s with U+017F ſ as Rust's simple case folding does, so the
-// case-insensitive group is spelled out.
+// unicode tables). It differs from HF's engine in two ways, both spelled out
+// here: .NET's (?i) does not fold s with U+017F ſ as Rust's simple case folding
+// does, so the case-insensitive group is written as classes; and Go's tables
+// lack the code points assigned since their Unicode version, so each \p{X} gets
+// the overrides of class X added (all overrides are such additions; see
+// TestOverridesAreAdditions).
 func refPattern(p string) string {
-	return strings.Replace(p, `(?i:'s|'t|'re|'ve|'m|'ll|'d)`,
+	p = strings.Replace(p, `(?i:'s|'t|'re|'ve|'m|'ll|'d)`,
 		`(?:'[sSſ]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])`, 1)
+	extra := map[string]string{}
+	for _, o := range overrides {
+		for name, bit := range map[string]uint8{"L": cL, "N": cN, "M": cM, "P": cP, "S": cS} {
+			if o.c == bit {
+				extra[name] += string(o.lo) + "-" + string(o.hi)
+			}
+		}
+	}
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '\\' && i+1 < len(p) {
+			if p[i+1] == 'p' && i+2 < len(p) && p[i+2] == '{' {
+				end := i + strings.IndexByte(p[i:], '}')
+				tok, ex := p[i:end+1], extra[p[i+3:end]]
+				switch {
+				case ex == "":
+					b.WriteString(tok)
+				case inClass:
+					b.WriteString(tok + ex)
+				default:
+					b.WriteString("[" + tok + ex + "]")
+				}
+				i = end
+				continue
+			}
+			b.WriteString(p[i : i+2])
+			i++
+			continue
+		}
+		if c == '[' {
+			inClass = true
+		} else if c == ']' {
+			inClass = false
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// TestOverridesAreAdditions checks what refPattern relies on: every override
+// gives exactly one class (never White_Space) to a code point that Go's tables
+// leave in none of them.
+func TestOverridesAreAdditions(t *testing.T) {
+	if len(overrides) == 0 {
+		t.Fatal("no overrides")
+	}
+	for _, o := range overrides {
+		if o.c&(o.c-1) != 0 || o.c == 0 || o.c == cWS {
+			t.Errorf("override %X-%X has class bits %06b", o.lo, o.hi, o.c)
+		}
+		for r := o.lo; r <= o.hi; r++ {
+			if unicode.In(r, unicode.L, unicode.N, unicode.M, unicode.P, unicode.S, unicode.White_Space) {
+				t.Errorf("U+%04X already has a class in Go's tables", r)
+			}
+		}
+	}
 }
 
 func compileRef(t testing.TB, p string) *regexp2.Regexp {
@@ -217,7 +281,7 @@ var fragments = []string{
 	"😀", "👨\u200d👩\u200d👧", "👍🏽", "🇺🇸", "e\u0301", "\u0301", "\u20dd", "\U0001d400", "\U00010400", "𝟘", "\U000E0001", "\ue000", "\u0378",
 	"func main() {", "x := a+b*3;", "if (x != 0) {\n\treturn -1;\n}", "<|im_start|>", "#include <stdio.h>", "1,234.56",
 	"3.14159", "12345678", "7", "Ⅻ", "½", "²", "１２３", "ＡＢＣ",
-	" ", "  ", "   ", "    ", "\t", "\t\t", "\n", "\r\n", "\n\n", " \n ", "\r", "\u00a0", "\u3000", "\u2028", "\u2029", "\u0085",
+	" ", "  ", "   ", "    ", "\t", "\t\t", "\n", "\r\n", "\n\n", " \n ", "\r", "\u00a0", "\u3000", "\u2028", "\u2029", "\u0085", "\U00010D4A\U00010D4B", "\u0897", "\U00010D40", "\u2427", "\U0002EBF0", "\u1C89",
 	"\v", "\f", "\u1680", "\u2003", "\u202f", "\u200b", "\u200d", "\ufeff", "\x00", "\x7f", "\x1b", "\u00ad",
 	".", ",", "!!!", "...", "?!", "--", "—", "“quoted”", "«»", "$", "€100", "+", "=", "^", "`", "@user", "#tag",
 	".NET", "'hello", "_private", "\\n", "/path/to/file", "∑x²", "→", "ℝ", "%", "©", "™", "¿", "、", "。", "！",
@@ -312,7 +376,7 @@ func TestCaseFoldOrbits(t *testing.T) {
 	for _, c := range "strevmld" {
 		var orbit []rune
 		for r := c; ; {
-			r = unicodeSimpleFold(r)
+			r = unicode.SimpleFold(r)
 			if r == c {
 				break
 			}
@@ -375,5 +439,156 @@ func TestNoAllocs(t *testing.T) {
 		if total != len(text) {
 			t.Errorf("%s: pieces ended at %d of %d", p.name, total, len(text))
 		}
+	}
+}
+
+// TestRealTokenizerPatterns checks that the Split patterns of the real
+// tokenizer.json files (their pre_tokenizer sections, copied to testdata)
+// compile and are the exported constants.
+func TestRealTokenizerPatterns(t *testing.T) {
+	raw, err := os.ReadFile("testdata/pretokenizers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var families map[string]struct {
+		Pretokenizers []struct {
+			Type    string
+			Pattern struct{ Regex string }
+		}
+	}
+	if err := json.Unmarshal(raw, &families); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"qwen3":       {PatternQwen2},
+		"llama3":      {PatternLlama3},
+		"deepseek_v3": {PatternDeepSeekDigits, PatternDeepSeekCJK, PatternDeepSeekWords},
+	}
+	for fam, w := range want {
+		var got []string
+		for _, p := range families[fam].Pretokenizers {
+			if p.Type == "Split" {
+				if _, err := Compile(p.Pattern.Regex); err != nil {
+					t.Errorf("%s: %v", fam, err)
+				}
+				got = append(got, p.Pattern.Regex)
+			}
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("%s: Split patterns %q, want %q", fam, got, w)
+		}
+	}
+}
+
+// TestHFGolden compares with Hugging Face tokenizers itself: testdata/hf_golden.json
+// holds the Isolated pieces (byte lengths) its Split pre-tokenizer produced for
+// 1500 generated texts and each pattern (see testdata/hfgolden.js).
+func TestHFGolden(t *testing.T) {
+	raw, err := os.ReadFile("testdata/hf_golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Texts    []string
+		Pieces   map[string][][]int
+		Patterns map[string]string
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Patterns) != len(allPatterns) {
+		t.Fatalf("golden has %d patterns, want %d", len(g.Patterns), len(allPatterns))
+	}
+	for _, p := range allPatterns {
+		if g.Patterns[p.name] != p.pattern {
+			t.Errorf("%s: golden pattern %q differs from %q", p.name, g.Patterns[p.name], p.pattern)
+			continue
+		}
+		sc := mustCompile(t, p.pattern)
+		lens := g.Pieces[p.name]
+		if len(lens) != len(g.Texts) || len(lens) < 1000 {
+			t.Fatalf("%s: %d piece lists for %d texts", p.name, len(lens), len(g.Texts))
+		}
+		bad := 0
+		for i, s := range g.Texts {
+			var want []string
+			pos := 0
+			for _, n := range lens[i] {
+				want = append(want, s[pos:pos+n])
+				pos += n
+			}
+			if got := piecesOf(sc, s); !slices.Equal(got, want) {
+				t.Errorf("%s %q:\n got  %q\n want %q", p.name, s, got, want)
+				if bad++; bad > 10 {
+					t.FailNow()
+				}
+			}
+		}
+	}
+}
+
+// TestHFClasses checks the class of every code point against Hugging Face
+// tokenizers' regex engine (testdata/hf_classes.json, from hfclasses.js), and
+// the case-insensitive contraction letters against what it accepted.
+func TestHFClasses(t *testing.T) {
+	raw, err := os.ReadFile("testdata/hf_classes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hf struct {
+		Classes map[string][][2]rune
+		Fold    map[string][]string
+	}
+	if err := json.Unmarshal(raw, &hf); err != nil {
+		t.Fatal(err)
+	}
+	initTables()
+	want := make([]uint8, 0x110000)
+	for name, bit := range map[string]uint8{"L": cL, "N": cN, "M": cM, "P": cP, "S": cS, "WS": cWS} {
+		if len(hf.Classes[name]) == 0 {
+			t.Fatalf("class %s missing", name)
+		}
+		for _, rg := range hf.Classes[name] {
+			for r := rg[0]; r <= rg[1]; r++ {
+				want[r] |= bit
+			}
+		}
+	}
+	bad := 0
+	for r := rune(0); r < 0x110000; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		s := string(r)
+		if got, c, w := classAt(s, 0); got != r || c != want[r] || w != len(s) {
+			t.Errorf("U+%04X: class %06b, HF %06b", r, c, want[r])
+			if bad++; bad > 20 {
+				t.FailNow()
+			}
+		}
+	}
+	// Every "'X…" HF accepted must match the same way here, and nothing else.
+	sc := mustCompile(t, PatternQwen2)
+	for key, hits := range hf.Fold {
+		for _, h := range hits {
+			if ms, me, ok := sc.Next(h, 0); !ok || ms != 0 || me != len(h) {
+				t.Errorf("fold %s: %q matched [%d,%d) %v, HF matched it whole", key, h, ms, me, ok)
+			}
+		}
+	}
+	for _, h := range hf.Fold["1"] {
+		if contraction(h, 1, true) != len(h) {
+			t.Errorf("contraction(%q) rejects it", h)
+		}
+	}
+	var accepted []string
+	for r := rune(0); r < 0x110000; r++ {
+		if s := "'" + string(r); contraction(s, 1, true) == len(s) {
+			accepted = append(accepted, s)
+		}
+	}
+	slices.Sort(accepted)
+	if !slices.Equal(accepted, hf.Fold["1"]) {
+		t.Errorf("one-letter contractions %q, HF %q", accepted, hf.Fold["1"])
 	}
 }

@@ -1,5 +1,0 @@
-package split
-
-import "unicode"
-
-func unicodeSimpleFold(r rune) rune { return unicode.SimpleFold(r) }
