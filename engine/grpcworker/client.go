@@ -447,8 +447,8 @@ func structMap(s *structpb.Struct) map[string]any {
 	return s.AsMap()
 }
 
-// FlushCache asks SGLang to drop its prefix cache, waiting up to timeout on the engine side
-// (0: the engine's default). An engine that answers success=false (SGLang refuses while
+// FlushCache asks SGLang to drop its prefix cache, letting the scheduler drain for up to
+// timeout first (0 flushes at once, and fails while requests run). An engine that answers success=false (SGLang refuses while
 // requests run) gives an error carrying its message, class Internal. vLLM's service has no
 // FlushCache: ErrUnsupported, class Unsupported, without a call.
 func (c *Client) FlushCache(ctx context.Context, timeout time.Duration) error {

@@ -663,3 +663,30 @@ func TestPoolSpreadsStreams(t *testing.T) {
 		s.Close()
 	}
 }
+
+// An engine that went away fails calls as Unavailable (retry elsewhere), and failed streams
+// return their slot.
+func TestEngineGone(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.String(), func(t *testing.T) {
+			ts := startServer(t, d)
+			cfg := DefaultConfig()
+			cfg.MaxStreams = 1
+			c := dial(t, ts, d, cfg)
+			ts.stop()
+			for range 3 {
+				s, err := c.Generate(context.Background(), &GenerateRequest{RequestID: "g", InputIDs: []uint32{1}})
+				if err == nil {
+					_, err = drain(t, s)
+					s.Close()
+				}
+				if Classify(err) != Unavailable || !Classify(err).Retryable() || !Classify(err).Fault() {
+					t.Fatalf("Generate on a stopped engine: %v (class %v), want unavailable", err, Classify(err))
+				}
+			}
+			if err := c.HealthCheck(context.Background()); Classify(err) != Unavailable {
+				t.Fatalf("HealthCheck on a stopped engine: %v, want unavailable", err)
+			}
+		})
+	}
+}

@@ -55,10 +55,14 @@ type Config struct {
 	// are not counted, so an Abort is never stuck behind the streams it is meant to end.
 	// Default 1024.
 	MaxStreams int
-	// KeepaliveTime is the idle time after which the client pings the engine, and
-	// KeepaliveTimeout how long it waits for the answer before the connection is closed: a
-	// dead engine ends its streams with UNAVAILABLE instead of leaving them hanging.
-	// Defaults 30 s and 10 s; grpc-go raises a KeepaliveTime under 10 s to 10 s.
+	// KeepaliveTime is the time without activity after which the client pings the engine
+	// (only while streams are open), and KeepaliveTimeout how long it waits for the answer
+	// before closing the connection: a vanished engine ends its streams with UNAVAILABLE
+	// instead of leaving them hanging. Default 5 min and 20 s: gRPC servers (grpc-go and
+	// the C core under Python's grpcio) by default answer pings more often than every 5 min
+	// on a connection they send nothing on with GOAWAY, which would end every stream of the
+	// connection, a silent non-streamed generation included. Lower it only for engines that
+	// permit it; grpc-go raises anything under 10 s to 10 s.
 	KeepaliveTime    time.Duration
 	KeepaliveTimeout time.Duration
 	// MaxRecvMsgSize and MaxSendMsgSize bound one message in bytes (grpc-go's default 4 MiB
@@ -79,8 +83,8 @@ const (
 	DefaultConns               = 1
 	MaxConns                   = 64
 	DefaultMaxStreams          = 1024
-	DefaultKeepaliveTime       = 30 * time.Second
-	DefaultKeepaliveTimeout    = 10 * time.Second
+	DefaultKeepaliveTime       = 5 * time.Minute
+	DefaultKeepaliveTimeout    = 20 * time.Second
 	DefaultMaxMsgSize          = 64 << 20
 	DefaultReconnectMaxBackoff = 5 * time.Second
 	DefaultAbortTimeout        = 5 * time.Second

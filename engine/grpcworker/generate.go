@@ -175,6 +175,7 @@ func (c *Client) Generate(ctx context.Context, req *GenerateRequest) (Stream, er
 	if err != nil {
 		// Not started: the engine has nothing to abort.
 		s.state.Store(stateEnded)
+		cancel()
 		s.release()
 		return nil, err
 	}

@@ -325,6 +325,7 @@ type testServer struct {
 	addr string
 	eng  *engine
 	lis  *countingListener
+	stop func() // stops the server (idempotent; also run at cleanup)
 }
 
 func startServer(t testing.TB, d Dialect, opts ...grpc.ServerOption) *testServer {
@@ -347,11 +348,15 @@ func startServer(t testing.TB, d Dialect, opts ...grpc.ServerOption) *testServer
 		defer close(done)
 		_ = srv.Serve(lis)
 	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return &testServer{addr: l.Addr().String(), eng: eng, lis: lis}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.Stop()
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return &testServer{addr: l.Addr().String(), eng: eng, lis: lis, stop: stop}
 }
 
 func dial(t testing.TB, ts *testServer, d Dialect, cfg Config) *Client {
