@@ -13,6 +13,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// startPartial dials addr and sends a request head that waits for its body; it returns once
+// the server has read the head (its "100 Continue" arrived), so the connection is known to
+// hold part of a request, which is never shed.
+func startPartial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	cont := make([]byte, len("HTTP/1.1 100 Continue\r\n\r\n"))
+	if _, err := io.ReadFull(c, cont); err != nil || string(cont) != "HTTP/1.1 100 Continue\r\n\r\n" {
+		t.Fatalf("no 100 Continue: %q %v", cont, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return c
+}
+
 // cpuSelf is the process's user and system CPU time.
 func cpuSelf(t *testing.T) time.Duration {
 	var ru unix.Rusage
@@ -38,12 +57,7 @@ func TestAcceptBacksOffWhenDescriptorsRunOut(t *testing.T) {
 		}
 	}()
 	for range 4 { // connections with part of a request: not idle, so not shed
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.WriteString(c, "POST /x HTTP/1.1\r\nHost: x\r\n")
-		busy = append(busy, c)
+		busy = append(busy, startPartial(t, addr))
 	}
 
 	var saved unix.Rlimit
@@ -111,18 +125,20 @@ func TestAcceptBacksOffWhenDescriptorsRunOut(t *testing.T) {
 func TestNewConnectionPastTheCapTakesTheOldestIdleOnesPlace(t *testing.T) {
 	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	addr := startProxy(t, &proxy{addr: up}, func(c *Config) { c.Loops, c.MaxConns = 1, 2 })
-	partial, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	partial := startPartial(t, addr)
 	defer partial.Close()
-	_, _ = io.WriteString(partial, "POST /x HTTP/1.1\r\nHost: x\r\n")
 	idle, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer idle.Close()
-	time.Sleep(50 * time.Millisecond) // both accepted in order (the assertions below do not depend on it)
+	fmt.Fprint(idle, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}") // one answer: it is open and idle
+	idleBR := bufio.NewReader(idle)
+	if resp, err := http.ReadResponse(idleBR, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the idle connection's request: %v %v", resp, err)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
 	fresh, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -134,10 +150,10 @@ func TestNewConnectionPastTheCapTakesTheOldestIdleOnesPlace(t *testing.T) {
 		t.Fatalf("the new connection past the cap: %v %v", resp, err)
 	}
 	_ = idle.SetReadDeadline(time.Now().Add(time.Minute))
-	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
+	if n, err := idleBR.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("the idle connection was not closed: %d %v", n, err)
 	}
-	fmt.Fprint(partial, "Content-Length: 2\r\n\r\n{}")
+	fmt.Fprint(partial, "{}")
 	resp, err = http.ReadResponse(bufio.NewReader(partial), nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("the connection with part of a request: %v %v", resp, err)
