@@ -26,6 +26,7 @@ import (
 	"github.com/smg-go/smg/engine/sglangpb"
 	"github.com/smg-go/smg/engine/vllmpb"
 	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/tokenizer"
 )
 
 var grpcReadyLine = regexp.MustCompile(`^mockworker: worker (\d+) listening on grpc://([0-9.]+:\d+) \(model (\S+), dialect (\w+)\)$`)
@@ -302,4 +303,42 @@ func processCPU(b *testing.B, pid int) time.Duration {
 		b.Fatalf("/proc/%d/stat: %q", pid, data)
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// TestGRPCProcessQwen3Answer runs the process with the real Qwen3 tokenizer: concurrent
+// streams decode to the known answer text and end with Qwen3's EOS.
+func TestGRPCProcessQwen3Answer(t *testing.T) {
+	dir := os.Getenv("SMG_TOKENIZER_DATA")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(home, ".cache", "smg-tokenizers", "v1")
+	}
+	dir = filepath.Join(dir, "qwen3")
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatalf("Qwen3 tokenizer (run make tools): %v", err)
+	}
+	addrs, _ := startGRPC(t, 1, "--protocol", "grpc", "--mode", "engine", "--time-scale", "20", "--port", "0", "--tokenizer-path", dir)
+	c := sglangpb.NewSglangSchedulerClient(dialGRPC(t, addrs[0]))
+	input := tok.Encode(nil, "<|im_start|>user\nWho sat on the mat?<|im_end|>\n<|im_start|>assistant\n", false)
+	results := make([]generated, 8)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i] = sglangGenerate(t.Context(), c, "q"+strconv.Itoa(i), input, 256) })
+	}
+	wg.Wait()
+	eos := tok.EOSTokenIDs()
+	for i, r := range results {
+		if r.err != nil || r.end == nil || r.end.FinishReason != "stop" || !slices.Contains(eos, r.end.GetMatchedTokenId()) ||
+			int(r.end.CompletionTokens) != len(r.ids) || r.ids[len(r.ids)-1] != r.end.GetMatchedTokenId() {
+			t.Fatalf("stream %d: %v %v %v", i, r.err, r.ids, r.end)
+		}
+		if got := string(tok.Decode(nil, r.ids, true)); got != mockworker.AnswerText {
+			t.Errorf("stream %d decodes to %q, want %q", i, got, mockworker.AnswerText)
+		}
+	}
+	noLeaks(t, c, "the streams")
 }

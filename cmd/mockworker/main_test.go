@@ -115,6 +115,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--decode-factors", "1=2,1=3", "--count", "2"}, "-decode-factors"},
 		{[]string{"--decode-factors", "5=2", "--count", "2"}, "--decode-factors"},
 		{[]string{"--decode-factors", "0=0"}, "--decode-factors"},
+		{[]string{"--protocol", "h2"}, "--protocol"},
+		{[]string{"--tokenizer-path", "/tmp"}, "--tokenizer-path"},
+		{[]string{"--protocol", "grpc", "--role", "decode"}, "--role"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"stray"}, "stray"},
 	} {
