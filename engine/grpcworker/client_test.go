@@ -690,3 +690,61 @@ func TestEngineGone(t *testing.T) {
 		})
 	}
 }
+
+// A deadline that passes mid-stream is a Timeout, and the engine is told to stop.
+func TestDeadlineAborts(t *testing.T) {
+	ts := startServer(t, VLLM)
+	c, err := Dial(context.Background(), ts.addr, VLLM, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	s, err := c.Generate(ctx, &GenerateRequest{RequestID: "hang-d", InputIDs: []uint32{1}, Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = drain(t, s) // the first chunk, then blocks until the deadline
+	if Classify(err) != Timeout || Classify(err).HTTPStatus() != 504 {
+		t.Fatalf("stream past its deadline: %v (class %v), want timeout", err, Classify(err))
+	}
+	s.Close()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ids := ts.eng.abortedIDs(); !reflect.DeepEqual(ids, []string{"hang-d"}) {
+		t.Fatalf("aborts %v, want exactly [hang-d]", ids)
+	}
+}
+
+// Close from another goroutine ends a Recv blocked on the engine.
+func TestCloseFromAnotherGoroutine(t *testing.T) {
+	ts := startServer(t, SGLang)
+	c, err := Dial(context.Background(), ts.addr, SGLang, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Generate(context.Background(), &GenerateRequest{RequestID: "hang-g", InputIDs: []uint32{1}, Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	<-ts.eng.started
+	done := make(chan error)
+	go func() {
+		_, err := s.Recv()
+		done <- err
+	}()
+	s.Close()
+	if err := <-done; Classify(err) != Canceled {
+		t.Fatalf("blocked Recv after Close: %v, want canceled", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ids := ts.eng.abortedIDs(); !reflect.DeepEqual(ids, []string{"hang-g"}) {
+		t.Fatalf("aborts %v, want exactly [hang-g]", ids)
+	}
+}

@@ -21,9 +21,10 @@
 // # Aborts
 //
 // An engine keeps generating for a caller that went away until it is told otherwise. When
-// the context given to Generate ends, or Stream.Close is called, before every sample
-// completed and before the engine ended the call itself, the client sends the engine exactly
-// one Abort for the request id, on its own goroutine, detached from the ended context and
+// the context given to Generate ends (the call then ends CANCELED or DEADLINE_EXCEEDED,
+// whichever side reports it first), or Stream.Close is called, before every sample completed
+// and before the engine ended the call with another status, the client sends the engine
+// exactly one Abort for the request id, on its own goroutine, detached from the ended context and
 // bounded by Config.AbortTimeout. Client.Close waits for those Aborts before closing the
 // connections.
 //

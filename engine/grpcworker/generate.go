@@ -283,9 +283,11 @@ func (s *stream) Recv() (*Chunk, error) {
 			// grpc-go reports a closed ClientConn as CANCELED; the caller did not cancel.
 			err = fmt.Errorf("%w: %v", ErrClosed, err)
 		}
-		if s.parent.Err() != nil {
-			// The caller's context ended: grpc-go may report it before the AfterFunc runs,
-			// and the engine is still generating.
+		if c := Classify(err); s.parent.Err() != nil || c == Canceled || c == Timeout {
+			// The caller's context ended (grpc-go may report it before the AfterFunc runs,
+			// or the engine's server may time the call out on the deadline grpc-go sent
+			// it first): the call is gone, but the engine's scheduler may still be
+			// generating.
 			s.abandon()
 		}
 		// Otherwise a status from the engine ended its request: nothing to abort.
