@@ -383,6 +383,10 @@ func (le *loopExchange) deliverFailure(ex *evloop.Exchange, w *worker.Worker, er
 		le.fail(ex, errAnswerTooLarge, fmt.Sprintf("worker %s answered with a body larger than the %d bytes the gateway reads whole for a non-streamed answer (ask for \"stream\": true)", w.URL, le.s.cfg.MaxAnswerSize))
 		return
 	}
+	if errors.Is(err, evloop.ErrAnswerMemory) { // a PD or EPD leg's answer (a Call)
+		le.fail(ex, errAnswerMemory, "the gateway holds too many workers' answers in memory at once (1 GiB by default); retry later")
+		return
+	}
 	var ue *evloop.UpstreamError
 	if errors.As(err, &ue) && ue.Timeout() {
 		le.fail(ex, errUpstreamTimeout, "worker "+w.URL+" did not answer within --request-timeout-secs")
