@@ -351,6 +351,7 @@ func TestGenerateBadRequest(t *testing.T) {
 		{InputIDs: []uint32{1}},
 		{RequestID: "x"},
 		{RequestID: "x", InputIDs: []uint32{1}, Sampling: Sampling{Constraint: JSONObject + 1}},
+		{RequestID: "x", InputIDs: []uint32{1}, Sampling: Sampling{N: MaxSamples + 1}},
 	} {
 		if _, err := c.Generate(context.Background(), r); !errors.Is(err, ErrBadRequest) || Classify(err) != ClientError {
 			t.Errorf("Generate(%+v) = %v, want ErrBadRequest", r, err)

@@ -55,13 +55,17 @@ type Sampling struct {
 	Stop         []string
 	StopTokenIDs []uint32
 	IgnoreEOS    bool
-	// N is the number of samples; 0 is 1.
+	// N is the number of samples; 0 is 1, at most MaxSamples.
 	N uint32
 	// Constraint and ConstraintValue (the schema, regex, grammar or tag; unused for
 	// JSONObject) are the constrained output.
 	Constraint      ConstraintKind
 	ConstraintValue string
 }
+
+// MaxSamples bounds Sampling.N: the stream keeps a flag per sample, and no engine serves
+// more in one request.
+const MaxSamples = 1024
 
 // GenerateRequest is one generation, dialect-neutral. The client reads it during Generate
 // only; the caller may reuse it when Generate returns.
@@ -153,6 +157,9 @@ func (c *Client) Generate(ctx context.Context, req *GenerateRequest) (Stream, er
 	}
 	if req.RequestID == "" || len(req.InputIDs) == 0 {
 		return nil, fmt.Errorf("%w: a request id and input token ids are required", ErrBadRequest)
+	}
+	if req.Sampling.N > MaxSamples {
+		return nil, fmt.Errorf("%w: n is %d, at most %d", ErrBadRequest, req.Sampling.N, MaxSamples)
 	}
 	if req.Sampling.Constraint > JSONObject {
 		return nil, fmt.Errorf("%w: unknown constraint kind %d", ErrBadRequest, req.Sampling.Constraint)
