@@ -14,6 +14,12 @@ type Decoder interface {
 	Decode(dst []byte, ids []uint32, skipSpecial bool) []byte
 }
 
+// specialReporter is implemented by tokenizers that can tell special ids
+// apart (tokenizer.Tokenizer does).
+type specialReporter interface {
+	IsSpecial(id uint32) bool
+}
+
 // DecodeStream turns a stream of token ids into text chunks, one Step per
 // id, with the algorithm of Hugging Face tokenizers' DecodeStream: it keeps
 // a window ids[prefix:] and the text of ids[prefix:read]; a step decodes the
@@ -26,6 +32,7 @@ type Decoder interface {
 // A DecodeStream is not safe for concurrent use.
 type DecodeStream struct {
 	dec         Decoder
+	special     specialReporter // dec, when it reports special ids
 	skipSpecial bool
 	ids         []uint32 // window; ids[:read] already emitted
 	read        int      // ids[read:] have not produced text yet
@@ -44,6 +51,7 @@ func NewDecodeStream(dec Decoder, skipSpecial bool) *DecodeStream {
 // DecodeStream does not allocate again.
 func (s *DecodeStream) Reset(dec Decoder, skipSpecial bool) {
 	s.dec = dec
+	s.special, _ = dec.(specialReporter)
 	s.skipSpecial = skipSpecial
 	s.ids = s.ids[:0]
 	s.read = 0
@@ -54,6 +62,12 @@ func (s *DecodeStream) Reset(dec Decoder, skipSpecial bool) {
 // Step adds id and appends to dst the text that became final, possibly
 // none (the id completes no character yet, or is a skipped special token).
 func (s *DecodeStream) Step(dst []byte, id uint32) []byte {
+	if s.skipSpecial && s.special != nil && s.special.IsSpecial(id) {
+		// Decode drops skipped special ids before decoding (as HF does), so
+		// leaving them out of the window changes no text and keeps a run
+		// of them from growing the window.
+		return dst
+	}
 	s.ids = append(s.ids, id)
 	s.text = s.dec.Decode(s.text[:0], s.ids, s.skipSpecial)
 	if len(s.text) <= len(s.prefix) || !complete(s.text) {

@@ -20,12 +20,17 @@
 //     Decode of all ids gives: the concatenation of every chunk plus Flush
 //     equals Decode(all ids) for decoders whose shorter text is a prefix of
 //     the longer one, which byte-level and SentencePiece decoders are.
-//   - A skipped special token produces no text and stays in the window.
+//   - A skipped special token produces no text. When the Decoder also has
+//     IsSpecial(id uint32) bool (tokenizer.Tokenizer does), skipped special
+//     ids are not even added to the window: HF's decode drops them before
+//     decoding, so the text is the same and a run of them costs nothing.
 //   - Flush emits what the pending ids decode to, as Decode(all) would end
 //     (an incomplete tail usually as U+FFFD).
 //
 // Each step costs one Decode of the window (a few ids), and one more when
-// text is emitted to compute the new prefix text, as in HF.
+// text is emitted to compute the new prefix text, as in HF. The window only
+// grows while the text does not (a character split over tokens, or text
+// ending in a real U+FFFD), so it stays a few ids long in practice.
 //
 // # Stop rules
 //

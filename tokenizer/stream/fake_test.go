@@ -102,6 +102,16 @@ func (f *fakeDecoder) Decode(dst []byte, ids []uint32, skipSpecial bool) []byte 
 	return dst[:start+n]
 }
 
+func (f *fakeDecoder) IsSpecial(id uint32) bool { return f.special[id] }
+
+// plainDecoder hides IsSpecial, so DecodeStream keeps special ids in the
+// window.
+type plainDecoder struct{ f *fakeDecoder }
+
+func (p plainDecoder) Decode(dst []byte, ids []uint32, skipSpecial bool) []byte {
+	return p.f.Decode(dst, ids, skipSpecial)
+}
+
 func (f *fakeDecoder) text(ids []uint32, skipSpecial bool) string {
 	return string(f.Decode(nil, ids, skipSpecial))
 }

@@ -90,6 +90,27 @@ func TestDecodeStreamSpecialTokens(t *testing.T) {
 	eqChunks(t, steps(s, ids(fBOS, fHello, fIMEnd, fEOS)), []string{"<s>", "Hello", "<|im_end|>", "</s>"})
 }
 
+func TestDecodeStreamSkippedSpecialsStayOutOfWindow(t *testing.T) {
+	f := newFake()
+	s := NewDecodeStream(f, true)
+	s.Step(nil, fA)
+	for range 100 {
+		if c := s.Step(nil, fEOS); len(c) != 0 {
+			t.Fatalf("skipped special emitted %q", c)
+		}
+	}
+	if len(s.ids) != 1 || s.Pending() {
+		t.Fatalf("window %v grew with skipped specials", s.ids)
+	}
+	// Without IsSpecial the ids stay in the window and the text is the same.
+	p := NewDecodeStream(plainDecoder{f}, true)
+	in := ids(fA, fEOS, fEOS, fE4, fIMEnd, fBD, fA0, fBOS)
+	got := strings.Join(steps(p, in), "") + string(p.Flush(nil))
+	if got != "a你" {
+		t.Fatalf("plain decoder streamed %q, want a你", got)
+	}
+}
+
 func TestDecodeStreamPrefixContext(t *testing.T) {
 	// With a decoder that strips the leading space, decoding each token
 	// alone would lose the spaces; the prefix window keeps them.
@@ -126,7 +147,11 @@ func TestDecodeStreamMatchesDecodeRandom(t *testing.T) {
 		s := NewDecodeStream(f, mode.skip)
 		for iter := range 3000 {
 			in := randomIDs(r, r.IntN(40))
-			s.Reset(f, mode.skip)
+			var dec Decoder = f
+			if iter%2 == 1 {
+				dec = plainDecoder{f}
+			}
+			s.Reset(dec, mode.skip)
 			var out []byte
 			for _, id := range in {
 				out = s.Step(out, id)
