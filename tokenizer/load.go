@@ -162,6 +162,15 @@ func parseModel(raw json.RawMessage) (*bpe, error) {
 	if isNull(raw) {
 		return nil, errors.New("model is missing")
 	}
+	var h struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("model: %v", err)
+	}
+	if h.Type != nil && *h.Type != "BPE" {
+		return nil, unsupported("model", *h.Type)
+	}
 	var m modelJSON
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("model: %v", err)
