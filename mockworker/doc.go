@@ -269,7 +269,11 @@
 // vllm.grpc.engine.VllmEngine (--dialect vllm), generated in engine/sglangpb and
 // engine/vllmpb (the mock shares the wire with the gateway: it imports those packages and
 // package tokenizer, nothing else of the gateway's). Worker.URL is "grpc://host:port", and
-// the command's ready line names it. Plaintext HTTP/2 only; no PD roles yet (Validate says so).
+// the command's ready line names it. Plaintext only; no PD roles yet (Validate says so). The
+// port also answers HTTP/1.1 (a connection is gRPC when it opens with the HTTP/2 preface) on
+// the routes that configure and observe a worker: /admin/config, /health, /health_generate,
+// /v1/models, /model_info, /get_model_info, /v1/loads, /metrics, /get_server_info,
+// /flush_cache; any other path, generation included, is a 404 that names gRPC.
 //
 //	Generate       a server stream. The prompt is the request's token ids (tokenized input;
 //	               text input is refused); the prefix cache keys on them in blocks of
@@ -316,8 +320,8 @@
 // "abort-after=N" sends N chunks and ends the stream with INTERNAL (a stream cut mid-way; N
 // past the end completes); "hang" sends nothing until the client cancels or the fleet closes;
 // "reset" is UNAVAILABLE at once; "slow-ttft=MS" waits MS before the request enters the
-// engine; body-sha256 is refused. The admin configuration (Worker.Configure) applies as on
-// HTTP: status, failure_rate, delay, healthy, multipliers, kv_usage. Every call that ends, by
+// engine; body-sha256 is refused. The admin configuration (POST /admin/config on the same
+// port, or Worker.Configure) applies as on HTTP: status, failure_rate, delay, healthy, multipliers, kv_usage. Every call that ends, by
 // fault, abort or cancellation, leaves the engine and the worker's Active count.
 //
 // # HTTP servers

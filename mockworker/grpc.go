@@ -3,6 +3,7 @@ package mockworker
 import (
 	"context"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -30,11 +31,14 @@ const (
 // maxSamples bounds n on gRPC: every sample is a sequence in the engine model.
 const maxSamples = 64
 
-// grpcServer serves every worker's gRPC service, one grpc.Server per worker.
+// grpcServer serves every worker's gRPC service, one grpc.Server per worker, and beside it on
+// the same port the HTTP routes that configure and observe a worker (grpc_admin.go).
 type grpcServer struct {
-	vocab *vocab
-	srvs  []*grpc.Server
-	wg    sync.WaitGroup
+	vocab     *vocab
+	srvs      []*grpc.Server
+	admins    []*http.Server
+	splitters []*portSplitter
+	wg        sync.WaitGroup
 }
 
 func newGRPCServer(v *vocab) *grpcServer { return &grpcServer{vocab: v} }
@@ -50,9 +54,11 @@ func (s *grpcServer) serve(ws []*Worker, lns []net.Listener) error {
 		default:
 			sglangpb.RegisterSglangSchedulerServer(g, &sglangService{w: w})
 		}
-		s.srvs = append(s.srvs, g)
-		ln := lns[i]
-		s.wg.Go(func() { _ = g.Serve(ln) })
+		sp := newPortSplitter(lns[i])
+		hs := &http.Server{Handler: adminHandler(w), ReadHeaderTimeout: sniffTimeout}
+		s.srvs, s.admins, s.splitters = append(s.srvs, g), append(s.admins, hs), append(s.splitters, sp)
+		s.wg.Go(func() { _ = g.Serve(sp.grpc) })
+		s.wg.Go(func() { _ = hs.Serve(sp.http1) })
 	}
 	return nil
 }
@@ -60,8 +66,10 @@ func (s *grpcServer) serve(ws []*Worker, lns []net.Listener) error {
 // close cuts every stream (the fleet's done channel is already closed, so handlers return)
 // and waits for the servers.
 func (s *grpcServer) close() error {
-	for _, g := range s.srvs {
+	for i, g := range s.srvs {
 		g.Stop()
+		_ = s.admins[i].Close()
+		s.splitters[i].close()
 	}
 	s.wg.Wait()
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -473,6 +475,12 @@ func TestGRPCCloseLeavesNoGoroutines(t *testing.T) {
 					errs <- sglGenerate(metadata.AppendToOutgoingContext(t.Context(), faultHeader, fault), c, req).err
 				}()
 			}
+			// A connection that never says which protocol it speaks.
+			silent, err := net.Dial("tcp", f.Addrs()[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer silent.Close()
 			testutil.Eventually(t, "three calls in progress", func() bool { return f.Workers()[0].Active() == 3 })
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
@@ -492,4 +500,37 @@ func TestGRPCCloseLeavesNoGoroutines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGRPCWorkerKeepsTheHTTPAdminRoutes drives a gRPC worker's faults and reads its load over
+// HTTP/1.1 on the same port, as a test does with an HTTP fleet.
+func TestGRPCWorkerKeepsTheHTTPAdminRoutes(t *testing.T) {
+	f := startFleet(t, grpcEngine(DialectSGLang))
+	base := "http://" + f.Addrs()[0]
+	c := sglangpb.NewSglangSchedulerClient(dial(t, f, 0))
+
+	resp, body := do(t, "POST", base+"/admin/config", `{"status":503,"healthy":false}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"status":503`) {
+		t.Fatalf("admin: %d %s", resp.StatusCode, body)
+	}
+	r := sglGenerate(t.Context(), c, sglRequest("a", promptIDs(8), 4, true))
+	h, err := c.HealthCheck(t.Context(), &sglangpb.HealthCheckRequest{})
+	if status.Code(r.err) != codes.Unavailable || err != nil || h.Healthy {
+		t.Fatalf("after the admin POST: %v, health %v %v", r.err, h, err)
+	}
+	if resp, _ := do(t, "GET", base+"/health", ""); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/health: %d", resp.StatusCode)
+	}
+	do(t, "POST", base+"/admin/config", `{"status":0,"healthy":true}`)
+	if r := sglGenerate(t.Context(), c, sglRequest("b", promptIDs(8), 4, true)); r.err != nil || len(r.chunks) != 4 {
+		t.Fatalf("cleared: %v", r.err)
+	}
+	resp, body = do(t, "GET", base+"/v1/loads", "")
+	if resp.StatusCode != 200 || path(t, decode(t, body), "loads", 0, "num_running_reqs") != 0.0 {
+		t.Errorf("/v1/loads: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, "POST", base+"/v1/chat/completions", `{"messages":[]}`); resp.StatusCode != 404 || !strings.Contains(body, "gRPC") {
+		t.Errorf("generation over HTTP: %d %s", resp.StatusCode, body)
+	}
+	idle(t, f.Workers()[0])
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,6 +228,27 @@ func TestGRPCProcessSGLang(t *testing.T) {
 		}
 		hcancel()
 		noLeaks(t, c, "hang")
+
+		// The worker-wide knob: POST /admin/config on the same port.
+		admin := func(body string) {
+			resp, err := http.Post("http://"+addr+"/admin/config", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("admin %s: %d", body, resp.StatusCode)
+			}
+		}
+		admin(`{"status":503}`)
+		if r := sglangGenerate(t.Context(), c, "f4", prompt(20), 8); status.Code(r.err) != codes.Unavailable {
+			t.Errorf("admin status 503: %v", r.err)
+		}
+		admin(`{"status":0}`)
+		if r := sglangGenerate(t.Context(), c, "f5", prompt(20), 8); r.err != nil || r.chunks != 8 {
+			t.Errorf("admin cleared: %v, %d chunks", r.err, r.chunks)
+		}
+		noLeaks(t, c, "the admin status")
 	}
 }
 
