@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"runtime"
 	"testing"
 )
 
@@ -38,8 +39,11 @@ func TestStepAllocs(t *testing.T) {
 func benchStop(b *testing.B, dec Decoder, opts *Options, in []uint32) {
 	d := NewStopDecoder(dec, opts)
 	dst := make([]byte, 0, 4096)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := threadCPU()
 	n := 0
 	for b.Loop() {
 		if n%len(in) == 0 {
@@ -50,7 +54,9 @@ func benchStop(b *testing.B, dec Decoder, opts *Options, in []uint32) {
 		dst, _ = d.Step(dst, in[n%len(in)])
 		n++
 	}
+	cpu := threadCPU() - cpu0
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/token")
+	b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/token")
 }
 
 func BenchmarkFakeStep(b *testing.B) {

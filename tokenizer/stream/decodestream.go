@@ -62,15 +62,16 @@ func (s *DecodeStream) Reset(dec Decoder, skipSpecial bool) {
 // Step adds id and appends to dst the text that became final, possibly
 // none (the id completes no character yet, or is a skipped special token).
 func (s *DecodeStream) Step(dst []byte, id uint32) []byte {
-	if s.skipSpecial && s.special != nil && s.special.IsSpecial(id) {
-		// Decode drops skipped special ids before decoding (as HF does), so
-		// leaving them out of the window changes no text and keeps a run
-		// of them from growing the window.
-		return dst
-	}
 	s.ids = append(s.ids, id)
 	s.text = s.dec.Decode(s.text[:0], s.ids, s.skipSpecial)
 	if len(s.text) <= len(s.prefix) || !complete(s.text) {
+		if s.skipSpecial && s.special != nil && s.special.IsSpecial(id) {
+			// Decode drops skipped special ids before decoding (as HF
+			// does), so removing one from the window changes no text and
+			// keeps a run of them from growing it. Checked only here, off
+			// the path of steps that emit.
+			s.ids = s.ids[:len(s.ids)-1]
+		}
 		return dst
 	}
 	dst = append(dst, s.text[s.split():]...)
