@@ -361,7 +361,8 @@
 // cut in one run). An engine step costs about 12 ns per sequence; at real time the clients of
 // 1, 16 and 64 concurrent streams saw inter-token latencies of 8.11, 9.74 and 14.39 ms against
 // the model's 8.10, 9.60 and 14.40 ms (BenchmarkEngineStreams). A streamed 128-token gRPC
-// Generate (1024-token prompt, instant mode) costs the mock process 260-410 µs CPU, about
+// Generate (1024-token prompt, instant mode) costs the mock process 260-420 µs CPU, about
 // 2-3 µs per chunk (cmd/mockworker BenchmarkGRPCProcessStream; BenchmarkGRPCStream measures
-// client and server in one process: about 600 µs and 2,100 allocations for both ends).
+// client and server in one process: 470-690 µs and 2,100 allocations for both ends; measured
+// on a shared 2-core machine at load 10, so the spread is the neighbours).
 package mockworker

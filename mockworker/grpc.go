@@ -140,7 +140,7 @@ type rpcRequest struct {
 
 // rpcSender turns a run's progress into one dialect's messages. Calls are serialised.
 type rpcSender interface {
-	// chunk sends sample index's output id at position pos (from 0) with the counts so far.
+	// chunk sends one output id of sample index with the counts so far (completion included).
 	chunk(index int, id uint32, prompt, completion, cached int) error
 	// complete ends sample index: ids are its output ids when the request was not streamed.
 	complete(index int, ids []uint32, p genPlan, finish string, prompt, completion, cached int) error
@@ -419,7 +419,7 @@ func grpcCode(httpStatus int) codes.Code {
 	return codes.Internal
 }
 
-// healthy reports the admin health state now, as /health does.
+// healthyNow reports the admin health state now, as /health does.
 func (w *Worker) healthyNow() bool {
 	st := w.admin.Load()
 	return !st.Unhealthy && (st.HealthFlap <= 0 || st.healthy(time.Now()))

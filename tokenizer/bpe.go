@@ -29,6 +29,10 @@ type bpe struct {
 
 const noMerge = math.MaxUint64
 
+// smallWordMax is the longest word merged by linear scans; longer ones use
+// the heap, whose O(n log n) wins past a few dozen symbols.
+var smallWordMax = 64
+
 func newBPE(vocab map[string]uint32, pairs [][2]string, unk *string, fuseUnk, byteFallback, ignoreMerges bool) (*bpe, error) {
 	if vocab == nil {
 		vocab = map[string]uint32{}
@@ -101,7 +105,7 @@ func (m *bpe) tokenize(sc *scratch, s string, byteLevel bool) {
 		ids = m.initial(ids, w)
 	}
 	sc.ids = ids
-	if len(ids) <= 64 {
+	if len(ids) <= smallWordMax {
 		sc.dst = append(sc.dst, m.mergeSmall(sc, ids)...)
 	} else {
 		m.mergeHeap(sc, ids)

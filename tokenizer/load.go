@@ -124,6 +124,7 @@ func build(tj, cfgJSON, genJSON []byte) (*Tokenizer, error) {
 	if err = t.validatePre(); err != nil {
 		return nil, err
 	}
+	t.spaceSplit = len(t.pre) == 0 && canSplitAtSpaces(t.model.vocab)
 	if err = t.buildAdded(f.AddedTokens); err != nil {
 		return nil, err
 	}

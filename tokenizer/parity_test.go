@@ -48,3 +48,42 @@ func TestGoldenParity(t *testing.T) {
 		})
 	}
 }
+
+// TestMergePathsAgree: the heap merge and the linear merge, and Llama 2's
+// cut at "▁" runs and its whole-segment merge, give the same ids (the
+// goldens are re-checked with each shortcut off).
+func TestMergePathsAgree(t *testing.T) {
+	if !family(t, "llama2").spaceSplit {
+		t.Fatal("llama2: spaceSplit not enabled")
+	}
+	if family(t, "qwen3").spaceSplit {
+		t.Fatal("qwen3: spaceSplit enabled with a pre-tokenizer")
+	}
+	text := benchText(t, 100<<10)
+	for _, fam := range families {
+		tk := family(t, fam)
+		want := tk.Encode(nil, text, true)
+		tk.cache.reset()
+		smallWordMax = 0
+		got := tk.Encode(nil, text, true)
+		smallWordMax = 64
+		if !eqIDs(got, want) {
+			t.Errorf("%s: heap merge differs from linear merge", fam)
+		}
+		tk.cache.reset()
+		split := tk.spaceSplit
+		tk.spaceSplit = false
+		got = tk.Encode(nil, text, true)
+		for _, l := range readGolden(t, fam) {
+			if ids := tk.Encode(nil, l.Text, true); !eqIDs(ids, l.IDsSpecial) {
+				t.Errorf("%s without the space cut: %q gives %v, want %v", fam, l.Text, ids, l.IDsSpecial)
+				break
+			}
+		}
+		tk.spaceSplit = split
+		tk.cache.reset()
+		if !eqIDs(got, want) {
+			t.Errorf("%s: whole-segment merge differs from the cut at spaces", fam)
+		}
+	}
+}

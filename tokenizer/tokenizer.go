@@ -17,6 +17,10 @@ type Tokenizer struct {
 	norm      []normStep
 	pre       []preStep
 	byteLevel bool // pieces reach the model in the GPT-2 byte-level alphabet
+	// spaceSplit: no pre-tokenizer, and no vocab token has "▁" after another
+	// character, so no merge crosses a boundary before a "▁" run and words
+	// can be cut there (and cached) without changing the ids.
+	spaceSplit bool
 
 	added     map[string]uint32 // content -> id, for TokenID
 	addedByID map[uint32]string
@@ -309,7 +313,11 @@ func (t *Tokenizer) pretok(sc *scratch, level int, s string, first bool) {
 		return
 	}
 	if level == len(t.pre) {
-		t.word(sc, s)
+		if t.spaceSplit {
+			t.wordsAtSpaces(sc, s)
+		} else {
+			t.word(sc, s)
+		}
 		return
 	}
 	st := &t.pre[level]
@@ -367,6 +375,49 @@ func (t *Tokenizer) splitInto(sc *scratch, level int, p split.Scanner, s string,
 	for start, end, _, ok := it.Next(); ok; start, end, _, ok = it.Next() {
 		t.pretok(sc, level+1, s[start:end], first && start == 0)
 	}
+}
+
+const metaspace = "\u2581"
+
+// wordsAtSpaces hands the model s cut before each run of "▁" (see
+// spaceSplit).
+func (t *Tokenizer) wordsAtSpaces(sc *scratch, s string) {
+	start := 0
+	for i := 1; i < len(s); {
+		j := strings.Index(s[i:], metaspace)
+		if j < 0 {
+			break
+		}
+		i += j
+		if !strings.HasSuffix(s[:i], metaspace) {
+			t.word(sc, s[start:i])
+			start = i
+		}
+		i += len(metaspace)
+	}
+	t.word(sc, s[start:])
+}
+
+// canSplitAtSpaces reports whether no vocab token holds "▁" right after a
+// character other than "▁".
+func canSplitAtSpaces(vocab map[string]uint32) bool {
+	if _, ok := vocab[metaspace]; !ok {
+		return false
+	}
+	for tok := range vocab {
+		for i := 1; i < len(tok); {
+			j := strings.Index(tok[i:], metaspace)
+			if j < 0 {
+				break
+			}
+			i += j
+			if !strings.HasSuffix(tok[:i], metaspace) {
+				return false
+			}
+			i += len(metaspace)
+		}
+	}
+	return true
 }
 
 // ---- model stage ----

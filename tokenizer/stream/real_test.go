@@ -89,6 +89,7 @@ type goldenLine struct {
 	Text        string   `json:"text"`
 	IDs         []uint32 `json:"ids"`
 	IDsSpecial  []uint32 `json:"ids_special"`
+	Decoded     string   `json:"decoded"`      // Hugging Face decode(ids_special, skip_special_tokens=False)
 	DecodedSkip string   `json:"decoded_skip"` // Hugging Face decode(ids_special, skip_special_tokens=True)
 }
 
@@ -152,7 +153,8 @@ func streamAll(s *DecodeStream, in []uint32, out []byte, ends []int) ([]byte, []
 }
 
 // TestRealGoldenStreamEqualsDecode: token by token, every golden id list
-// concatenates to exactly Decode(all), with and without special tokens,
+// concatenates to exactly Decode(all) and to Hugging Face's decode of it,
+// with and without special tokens,
 // and when Decode(all) is valid text no chunk holds U+FFFD or half a
 // character.
 func TestRealGoldenStreamEqualsDecode(t *testing.T) {
@@ -160,6 +162,7 @@ func TestRealGoldenStreamEqualsDecode(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tk := loadReal(t, name)
 			lists := goldenIDs(t, name)
+			gl := golden(t, name)
 			s := NewDecodeStream(tk, true)
 			var out, want []byte
 			var ends []int
@@ -171,6 +174,13 @@ func TestRealGoldenStreamEqualsDecode(t *testing.T) {
 					want = tk.Decode(want[:0], in, skip)
 					if string(out) != string(want) {
 						t.Fatalf("skip=%v list %d ids %v:\nstream %q\nDecode %q", skip, i, in, out, want)
+					}
+					hf := gl[i].Decoded
+					if skip {
+						hf = gl[i].DecodedSkip
+					}
+					if string(out) != hf {
+						t.Fatalf("skip=%v list %d ids %v:\nstream      %q\nHugging Face %q", skip, i, in, out, hf)
 					}
 					if bytes.ContainsRune(want, utf8.RuneError) {
 						continue
