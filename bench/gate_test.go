@@ -220,6 +220,12 @@ func TestCommittedBaselines(t *testing.T) {
 				// Issue 15: the pass-through routes and EPD, in CI too.
 				"routes.pass_through.max_cpu_ratio.smg-evloop/chat",
 				"routes.epd.cpu_ratio.smg-evloop/pd",
+				// The tokenizer's speed against Hugging Face and its allocation-free encode.
+				"tokenizer.encode.speed_ratio.qwen3.4k",
+				"tokenizer.encode.speed_ratio.qwen3.100k",
+				"tokenizer.encode.speed_ratio.llama3.4k",
+				"tokenizer.encode.speed_ratio.llama3.100k",
+				"tokenizer.encode.max_allocs_per_encode",
 			} {
 				if !gated[m] {
 					t.Errorf("%s is not gated", m)

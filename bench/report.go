@@ -11,6 +11,8 @@ type Report struct {
 	Micro    []MicroResult   `json:"micro,omitempty"`
 	Quality  *QualityResult  `json:"quality,omitempty"`
 	Routes   *RoutesResult   `json:"routes,omitempty"`
+	// Tokenizer is our tokenizer against Hugging Face's, per family and prompt size.
+	Tokenizer []TokenizerRow `json:"tokenizer,omitempty"`
 }
 
 // peerKeys are the references a gateway row is divided by.
@@ -80,6 +82,10 @@ func (r *Report) Measured() Measured {
 	}
 	if r.Routes != nil {
 		r.Routes.metrics(m)
+	}
+	for _, t := range r.Tokenizer {
+		m[fmt.Sprintf("tokenizer.encode.speed_ratio.%s.%dk", t.Family, t.PromptBytes>>10)] = t.Ratio
+		m["tokenizer.encode.max_allocs_per_encode"] = max(m["tokenizer.encode.max_allocs_per_encode"], t.AllocsPerEncode)
 	}
 	if len(r.Micro) > 0 {
 		most := 0.0
@@ -350,6 +356,15 @@ func (r *Report) Table() string {
 	}
 	if r.Routes != nil {
 		sb.WriteString(r.Routes.Table())
+	}
+	if len(r.Tokenizer) > 0 {
+		sb.WriteString("## Tokenizer (encode MB per CPU-second, ours against Hugging Face tokenizers on the same prompts)\n\n" +
+			"| family | prompt | prompts | ours | Hugging Face | ratio | allocs/encode |\n|---|---|---|---|---|---|---|\n")
+		for _, t := range r.Tokenizer {
+			fmt.Fprintf(&sb, "| %s | %d KB | %d | %.2f | %.2f (%s) | %.2fx | %g |\n",
+				t.Family, t.PromptBytes>>10, t.Prompts, t.OursMBPerS, t.HFMBPerS, t.HFMode, t.Ratio, t.AllocsPerEncode)
+		}
+		sb.WriteString("\n")
 	}
 	return sb.String()
 }

@@ -84,6 +84,12 @@ func fullReport() *Report {
 		{Key: "nginx", Name: "nginx", Cores: 2, RPS: 18000, CPUPerRequestUS: 18},
 	}
 	r.Routes = routesFixture()
+	for _, fam := range []string{"qwen3", "llama3"} {
+		for _, size := range []int{4 << 10, 100 << 10} {
+			r.Tokenizer = append(r.Tokenizer, TokenizerRow{Family: fam, PromptBytes: size, Prompts: 10,
+				OursMBPerS: 30, HFMBPerS: 2, HFMode: "encode", Ratio: 15})
+		}
+	}
 	return r
 }
 

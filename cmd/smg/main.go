@@ -48,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "launch":
 			args = args[1:]
+		case "tokenizer":
+			return runTokenizer(args[1:], os.Stdin, stdout, stderr)
 		case "help": // as git and go: "smg help" is "smg --help"
 			args = []string{"--help"}
 		case "serve":
