@@ -8,6 +8,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/mesh/wire"
 )
 
 // Timing defaults: the spec's Failure Detection Timing table, plus the knobs the spec's
@@ -37,6 +38,12 @@ const (
 	DefaultPageBytes      = 2 << 20
 	// DefaultDeltaQueue bounds the cache-tree deltas queued between rounds.
 	DefaultDeltaQueue = 1 << 16
+	// DefaultDeltaQueueBytes bounds the bytes those deltas hold (each holds a whole prompt).
+	DefaultDeltaQueueBytes = 64 << 20
+	// DefaultMaxSyncBytes bounds one sync message: half the wire's message limit, so an
+	// estimate that runs short still fits. A round larger than it goes out as several
+	// messages.
+	DefaultMaxSyncBytes = wire.DefaultMaxMessage / 2
 	// DefaultMaxEntriesPerMessage bounds the CRDT entries of one sync message.
 	DefaultMaxEntriesPerMessage = 4096
 	// DefaultTombstoneHorizon is how long a router keeps the tombstones of the workers it
@@ -70,6 +77,14 @@ type Options struct {
 	IndirectProbes, ReconnectEvery                                                         int
 	RepairTimeout                                                                          time.Duration
 	RepairAttempts, PageBytes, DeltaQueue, MaxEntriesPerMessage                            int
+	// DeltaQueueBytes bounds the bytes of the queued deltas; a delta past it is dropped and
+	// counted, as one past DeltaQueue is.
+	DeltaQueueBytes int
+	// MaxSyncBytes bounds the encoded size of one sync message (estimated): a round's deltas
+	// and entries are split across messages of at most this, and a delta larger than it is
+	// dropped when published. It must stay below the transport's message limit (Start sets
+	// it to at most half of it).
+	MaxSyncBytes int
 	// TombstoneHorizon: this router's tombstones older than it are collected
 	// (DefaultTombstoneHorizon).
 	TombstoneHorizon time.Duration
@@ -93,6 +108,7 @@ func DefaultOptions() Options {
 		IndirectProbes:   DefaultIndirectProbes, ReconnectEvery: DefaultReconnectEvery,
 		RepairAttempts: DefaultRepairAttempts, PageBytes: DefaultPageBytes,
 		DeltaQueue: DefaultDeltaQueue, MaxEntriesPerMessage: DefaultMaxEntriesPerMessage,
+		DeltaQueueBytes: DefaultDeltaQueueBytes, MaxSyncBytes: DefaultMaxSyncBytes,
 	}
 }
 
@@ -144,6 +160,7 @@ func (o *Options) Validate() error {
 	}{
 		{"IndirectProbes", o.IndirectProbes}, {"ReconnectEvery", o.ReconnectEvery}, {"RepairAttempts", o.RepairAttempts},
 		{"PageBytes", o.PageBytes}, {"DeltaQueue", o.DeltaQueue}, {"MaxEntriesPerMessage", o.MaxEntriesPerMessage},
+		{"DeltaQueueBytes", o.DeltaQueueBytes}, {"MaxSyncBytes", o.MaxSyncBytes},
 	} {
 		if n.v < 1 {
 			return fmt.Errorf("mesh option %s is %d: give at least 1 (start from mesh.DefaultOptions)", n.name, n.v)

@@ -92,6 +92,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 	o := DefaultOptions()
 	o.Name, o.Addr, o.Seeds, o.Transport = cfg.ServerName, cfg.AdvertiseAddr(), seeds, tr
 	o.Trees, o.Metrics, o.Logger, o.TombstoneHorizon = deps.Trees, deps.Metrics, log, cfg.TombstoneHorizon
+	o.MaxSyncBytes = min(o.MaxSyncBytes, topts.MaxMessage/2) // the peer's codec refuses a larger message
 	if deps.Tune != nil {
 		deps.Tune(&o)
 	}

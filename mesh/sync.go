@@ -227,7 +227,7 @@ func (n *Node) syncRound(ctx context.Context) {
 	type out struct {
 		name string
 		st   *syncState
-		msg  *wire.Sync
+		msgs []*wire.Sync
 	}
 	var outs []out
 	var idle []Stream
@@ -246,20 +246,27 @@ func (n *Node) syncRound(ctx context.Context) {
 			idle = append(idle, st.stream)
 			continue
 		}
-		msg := &wire.Sync{From: n.o.Name, Deltas: deltas, Requests: repairs[name]}
+		msg := &wire.Sync{From: n.o.Name, Requests: repairs[name]}
+		size := 0
+		for i := range msg.Requests {
+			size += requestSize(&msg.Requests[i])
+		}
 		n.store.Range(func(e *wire.Entry) {
-			if len(msg.Entries) >= n.o.MaxEntriesPerMessage {
+			// Entries past either bound wait for a later round: unacknowledged, they are sent
+			// again until they are.
+			if len(msg.Entries) >= n.o.MaxEntriesPerMessage || (len(msg.Entries) > 0 && size+entrySize(e) > n.o.MaxSyncBytes) {
 				return
 			}
 			if v, ok := st.acked[e.Key]; !ok || versionNewer(e, v) {
 				msg.Entries = append(msg.Entries, *e)
+				size += entrySize(e)
 			}
 		})
-		empty := len(msg.Entries) == 0 && len(msg.Deltas) == 0 && len(msg.Requests) == 0
+		empty := len(msg.Entries) == 0 && len(deltas) == 0 && len(msg.Requests) == 0
 		if empty && (st.inbound || now.Sub(st.lastSent) < n.o.KeepAlive) {
 			continue
 		}
-		outs = append(outs, out{name, st, msg})
+		outs = append(outs, out{name, st, splitDeltas(msg, size, deltas, n.o.MaxSyncBytes)})
 	}
 	n.mu.Unlock()
 
@@ -268,7 +275,15 @@ func (n *Node) syncRound(ctx context.Context) {
 	}
 	for _, o := range outs {
 		start := n.o.Clock.Now()
-		err := o.st.stream.Send(o.msg)
+		var err error
+		for i, msg := range o.msgs {
+			if err = o.st.stream.Send(msg); err != nil {
+				for _, lost := range o.msgs[i:] {
+					n.met.deltasDropped.Add(len(lost.Deltas))
+				}
+				break
+			}
+		}
 		if !o.st.inbound {
 			n.met.roundDuration(o.name, n.o.Clock.Now().Sub(start))
 		}
@@ -276,8 +291,30 @@ func (n *Node) syncRound(ctx context.Context) {
 			n.mu.Lock()
 			o.st.lastSent, o.st.lastTraffic = now, now
 			n.mu.Unlock()
-		} else if len(o.msg.Deltas) > 0 {
-			n.met.deltasDropped.Add(len(o.msg.Deltas))
 		}
 	}
+}
+
+// splitDeltas appends the round's deltas, in order, to first (whose requests and entries
+// take size bytes) and to as many further messages as they need, each of at most about
+// budget bytes. A delta never exceeds budget (queueDelta drops those), so every message
+// carries something.
+func splitDeltas(first *wire.Sync, size int, deltas []wire.TreeDelta, budget int) []*wire.Sync {
+	msgs := []*wire.Sync{first}
+	cur, start := first, 0
+	for i := range deltas {
+		d := deltaSize(&deltas[i])
+		if size+d > budget && (i > start || len(cur.Entries) > 0 || len(cur.Requests) > 0) {
+			cur.Deltas = deltas[start:i:i]
+			cur = &wire.Sync{From: first.From}
+			msgs = append(msgs, cur)
+			start, size = i, 0
+		}
+		size += d
+	}
+	cur.Deltas = deltas[start:len(deltas):len(deltas)]
+	if len(cur.Deltas) == 0 {
+		cur.Deltas = nil
+	}
+	return msgs
 }

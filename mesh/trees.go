@@ -3,6 +3,7 @@ package mesh
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -33,13 +34,17 @@ type treeKey struct {
 // treeSync is the node's cache-tree state: queued deltas, and the repairs in flight. Fields
 // other than queue are guarded by the node's lock.
 type treeSync struct {
-	trees    Trees
-	queue    chan queuedDelta
-	repaired map[treeKey]bool
-	repairs  map[treeKey]*repair
-	nextID   uint64
+	trees Trees
+	queue chan queuedDelta
+	// queuedBytes is what the queued deltas hold (deltaSize), bounded by maxQueuedBytes;
+	// maxDelta is the largest delta a message can carry.
+	queuedBytes              atomic.Int64
+	maxQueuedBytes, maxDelta int64
+	repaired                 map[treeKey]bool
+	repairs                  map[treeKey]*repair
+	nextID                   uint64
 
-	queueDropped, applied, unknown, folded, pagesServed, pagesApplied, completed, failed *metrics.Counter
+	queueDropped, tooLarge, applied, unknown, folded, pagesServed, pagesApplied, completed, failed *metrics.Counter
 }
 
 // repair is one model tree being fetched from a peer, page by page.
@@ -69,10 +74,12 @@ type RepairStatus struct {
 func (t *treeSync) init(o Options) {
 	t.trees = o.Trees
 	t.queue = make(chan queuedDelta, o.DeltaQueue)
+	t.maxQueuedBytes, t.maxDelta = int64(o.DeltaQueueBytes), int64(o.MaxSyncBytes)
 	t.repaired = map[treeKey]bool{}
 	t.repairs = map[treeKey]*repair{}
 	c := o.Metrics.GetOrCreateCounter
 	t.queueDropped = c(`smg_mesh_tree_deltas_dropped_total{reason="queue_full"}`)
+	t.tooLarge = c(`smg_mesh_tree_deltas_dropped_total{reason="too_large"}`)
 	t.applied = c(`smg_mesh_tree_deltas_applied_total`)
 	t.unknown = c(`smg_mesh_tree_deltas_unknown_total`)
 	t.folded = c(`smg_mesh_tree_repairs_folded_total`)
@@ -130,16 +137,36 @@ func (n *Node) PublishTokens(model string, tokens []uint32, workerURL string) {
 }
 
 // queueDelta queues the delta whose path is the pooled buffer b, or drops it when the queue
-// is full.
+// is full (in count or bytes) or the delta could not fit in a message.
 func (n *Node) queueDelta(model string, kind wire.TreeKind, b *[]byte, workerURL string) {
+	t := &n.trees
 	q := queuedDelta{d: wire.TreeDelta{Model: model, Kind: kind, Hash: xxh3.Hash(*b), Worker: workerURL, Path: *b}, buf: b}
-	select {
-	case n.trees.queue <- q:
-	default:
+	size := int64(deltaSize(&q.d))
+	if size > t.maxDelta {
 		putPath(b)
-		n.trees.queueDropped.Inc()
+		t.tooLarge.Inc()
+		return
+	}
+	if t.queuedBytes.Add(size) > t.maxQueuedBytes {
+		t.queuedBytes.Add(-size)
+		putPath(b)
+		t.queueDropped.Inc()
+		return
+	}
+	select {
+	case t.queue <- q:
+	default:
+		t.queuedBytes.Add(-size)
+		putPath(b)
+		t.queueDropped.Inc()
 	}
 }
+
+// deltaSize, entrySize and requestSize bound the encoded size of one item of a sync message:
+// its strings and bytes plus 32 for tags, lengths and numbers.
+func deltaSize(d *wire.TreeDelta) int       { return len(d.Model) + len(d.Worker) + len(d.Path) + 32 }
+func entrySize(e *wire.Entry) int           { return len(e.Key) + len(e.Value) + len(e.Replica) + 32 }
+func requestSize(r *wire.RepairRequest) int { return len(r.Model) + 32 }
 
 // takeBatchesLocked drains the queue into this round's batch, each (model, kind, path,
 // worker) once, grouped by model. The batch's paths are copied into one arena of the round
@@ -161,6 +188,7 @@ func (t *treeSync) takeBatchesLocked() []wire.TreeDelta {
 	for {
 		select {
 		case q := <-t.queue:
+			t.queuedBytes.Add(-int64(deltaSize(&q.d)))
 			k := dk{treeKey{q.d.Model, q.d.Kind}, q.d.Hash, q.d.Worker}
 			if seen[k] {
 				putPath(q.buf)
