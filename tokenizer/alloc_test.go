@@ -51,3 +51,19 @@ func TestEncodeZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeZeroAllocs: Decode into a buffer with room allocates nothing, for the byte-level
+// families and for the Metaspace + byte-fallback one alike.
+func TestDecodeZeroAllocs(t *testing.T) {
+	text := benchText(t, 4<<10)
+	for _, fam := range families {
+		tk := family(t, fam)
+		ids := tk.Encode(nil, text, true)
+		dst := make([]byte, 0, 64<<10)
+		for _, skip := range []bool{false, true} {
+			if n := testing.AllocsPerRun(50, func() { dst = tk.Decode(dst[:0], ids, skip) }); n != 0 {
+				t.Errorf("%s skip=%v: %v allocs per Decode", fam, skip, n)
+			}
+		}
+	}
+}

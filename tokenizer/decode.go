@@ -41,6 +41,7 @@ func (t *Tokenizer) buildDecodeTable() {
 	for id, tok := range t.addedByID {
 		t.decTokens[id], t.decKnown[id] = tok, true
 	}
+	t.fusedDec = newFusedDecoder(t.dec)
 	if len(t.dec) == 1 && t.dec[0].kind == decByteLevel {
 		t.byteDec = make([][]byte, size)
 		for id, tok := range t.decTokens {
@@ -80,6 +81,9 @@ func (t *Tokenizer) Decode(dst []byte, ids []uint32, skipSpecial bool) []byte {
 		}
 		fixed := appendLossy(nil, dst[n:])
 		return append(dst[:n], fixed...)
+	}
+	if t.fusedDec != nil {
+		return t.fusedDec.decode(t, dst, ids, skipSpecial)
 	}
 	toks := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -175,6 +179,87 @@ func (d *decStep) apply(toks []string) []string {
 		return toks
 	}
 	return toks
+}
+
+// fusedDecoder runs the decoder chain Replace(a, b), ByteFallback, Fuse, Strip(r, start,
+// stop) in one pass: the chain's steps commute with writing token by token, because Fuse
+// makes one string of everything before Strip trims its ends.
+type fusedDecoder struct {
+	a, b        string
+	r           rune
+	start, stop int
+}
+
+func newFusedDecoder(dec []decStep) *fusedDecoder {
+	if len(dec) != 4 || dec[0].kind != decReplace || dec[1].kind != decByteFallback || dec[2].kind != decFuse || dec[3].kind != decStrip || dec[0].a == "" {
+		return nil
+	}
+	return &fusedDecoder{a: dec[0].a, b: dec[0].b, r: dec[3].r, start: dec[3].start, stop: dec[3].stop}
+}
+
+func (f *fusedDecoder) decode(t *Tokenizer, dst []byte, ids []uint32, skipSpecial bool) []byte {
+	n := len(dst)
+	pending := -1 // start in dst of the byte tokens not yet judged, or -1
+	flush := func() {
+		if pending < 0 {
+			return
+		}
+		if bad := dst[pending:]; !utf8.Valid(bad) {
+			k := len(bad)
+			dst = dst[:pending]
+			for range k {
+				dst = append(dst, "\uFFFD"...)
+			}
+		}
+		pending = -1
+	}
+	for _, id := range ids {
+		if int(id) >= len(t.decTokens) || !t.decKnown[id] || (skipSpecial && t.special[id]) {
+			continue
+		}
+		tok := t.decTokens[id]
+		if len(tok) == 6 && strings.HasPrefix(tok, "<0x") && tok[5] == '>' {
+			if v, err := strconv.ParseUint(tok[3:5], 16, 8); err == nil {
+				if pending < 0 {
+					pending = len(dst)
+				}
+				dst = append(dst, byte(v))
+				continue
+			}
+		}
+		flush()
+		for {
+			i := strings.Index(tok, f.a)
+			if i < 0 {
+				break
+			}
+			dst = append(append(dst, tok[:i]...), f.b...)
+			tok = tok[i+len(f.a):]
+		}
+		dst = append(dst, tok...)
+	}
+	flush()
+	out := dst[n:]
+	lo := 0
+	for k := 0; k < f.start && lo < len(out); k++ {
+		r, size := utf8.DecodeRune(out[lo:])
+		if r != f.r {
+			break
+		}
+		lo += size
+	}
+	hi := len(out)
+	for k := 0; k < f.stop && hi > lo; k++ {
+		r, size := utf8.DecodeLastRune(out[lo:hi])
+		if r != f.r {
+			break
+		}
+		hi -= size
+	}
+	if lo > 0 {
+		copy(out, out[lo:hi])
+	}
+	return dst[:n+hi-lo]
 }
 
 // appendLossy appends b with each maximal invalid UTF-8 subpart replaced by

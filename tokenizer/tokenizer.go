@@ -34,6 +34,9 @@ type Tokenizer struct {
 	decTokens []string // id -> token text as the decoder sees it ("" if unknown)
 	decKnown  []bool
 	byteDec   [][]byte // id -> bytes, when the decoder is ByteLevel alone
+	// fusedDec is set when the decoder is Llama's and Mistral's chain, Replace, ByteFallback,
+	// Fuse, Strip, which Decode then runs in one pass into dst.
+	fusedDec *fusedDecoder
 
 	chatTemplate string
 	bos, eos     string
