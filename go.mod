@@ -5,9 +5,11 @@ go 1.26.0
 require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/ardanlabs/jinja v1.8.0
+	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/valyala/fasthttp v1.79.0
 	github.com/valyala/fastjson v1.6.10
+	github.com/vmihailenco/msgpack/v5 v5.4.1
 	github.com/zeebo/xxh3 v1.1.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/grpc v1.85.0
@@ -53,6 +55,7 @@ require (
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/goleak v1.3.0
 	go.uber.org/multierr v1.11.0 // indirect
