@@ -70,6 +70,9 @@ var layers = map[string][]string{
 	"loadgen":    {},
 	"engine":     {"worker"},
 	"tokenizer":  {},
+	// The KV-event consumers speak the engines' own protocols (engine/sglangpb's
+	// SubscribeKvEvents) and key workers as the registry does.
+	"kvevents": {"worker", "engine"},
 }
 
 // parts lists the sub-packages a package is built from and may import: helpers of its own
@@ -82,6 +85,8 @@ var parts = map[string][]string{
 	"tokenizer": {"tokenizer/split"},
 	// The engine client speaks both engines' generated protocols.
 	"engine/grpcworker": {"engine/sglangpb", "engine/vllmpb"},
+	// The consumers feed the block index they are built around.
+	"kvevents": {"kvevents/kvindex"},
 }
 
 // shared lists the helper packages every member of a family may import: the consistent-hash
@@ -219,8 +224,8 @@ func TestImportRules(t *testing.T) {
 			switch {
 			case strings.HasPrefix(dep, "k8s.io/client-go") && !under(from, "discovery/k8s") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
 				t.Errorf("%s depends on client-go, which only discovery/k8s may use", from)
-			case strings.HasPrefix(dep, "google.golang.org/grpc") && !under(from, "mesh") && !under(from, "engine") && !under(from, "mockworker") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
-				t.Errorf("%s depends on grpc, which only mesh, engine and mockworker (the engines' wire) may use", from)
+			case strings.HasPrefix(dep, "google.golang.org/grpc") && !under(from, "mesh") && !under(from, "engine") && from != "kvevents" && !under(from, "mockworker") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
+				t.Errorf("%s depends on grpc, which only mesh, engine, kvevents and mockworker (the engines' wire) may use", from)
 			}
 		}
 		if _, known := layers[top(from)]; !known && !under(from, "internal") && top(from) != "cmd" && top(from) != "bench" && from != "" {
@@ -309,6 +314,12 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"engine/sglangpb", "engine/vllmpb", false},
 		{"engine/commonpb", "engine/sglangpb", false},
 		{"worker", "engine/sglangpb", false},
+		{"kvevents", "engine/sglangpb", true},
+		{"kvevents", "kvevents/kvindex", true},
+		{"kvevents/kvindex", "kvevents", true},
+		{"kvevents", "policy", false},
+		{"mockworker", "kvevents", false},
+		{"mockworker", "kvevents/kvindex", false},
 	} {
 		if got := allowed(tc.from, tc.to); got != tc.ok {
 			t.Errorf("allowed(%s → %s) = %v, want %v", tc.from, tc.to, got, tc.ok)
