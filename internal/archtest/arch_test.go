@@ -68,8 +68,9 @@ var layers = map[string][]string{
 	"discovery":  {"worker"},
 	"mockworker": {},
 	"loadgen":    {},
-	"engine":     {"worker"},
-	"tokenizer":  {},
+	// The engine layer speaks token ids: it tokenizes prompts and detokenizes answers.
+	"engine":    {"worker", "tokenizer"},
+	"tokenizer": {},
 	// The KV-event consumers speak the engines' own protocols (engine/sglangpb's
 	// SubscribeKvEvents) and key workers as the registry does.
 	"kvevents": {"worker", "engine"},
@@ -85,6 +86,8 @@ var parts = map[string][]string{
 	"tokenizer": {"tokenizer/split"},
 	// The engine client speaks both engines' generated protocols.
 	"engine/grpcworker": {"engine/sglangpb", "engine/vllmpb"},
+	// The OpenAI mapping builds the client's requests and reads its chunks.
+	"engine/openai": {"engine/grpcworker"},
 	// The consumers feed the block index they are built around.
 	"kvevents": {"kvevents/kvindex"},
 }
