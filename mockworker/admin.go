@@ -34,6 +34,12 @@ type AdminConfig struct {
 	// KVUsage, when positive (up to 1), is the KV-cache usage the worker reports in /v1/loads
 	// and /metrics instead of its own, so a test can show a gateway a nearly full cache.
 	KVUsage float64
+	// KVEventsDrop keeps the next KVEventsDrop event batches off the PUB stream (they stay in
+	// the replay buffer): a subscriber sees a sequence gap. One-shot: applied, then reset.
+	KVEventsDrop int
+	// KVEventsRestart restarts the event sequence at 0 with an empty replay buffer, as a
+	// restarted engine's publisher, and ends open SubscribeKvEvents streams. One-shot.
+	KVEventsRestart bool
 }
 
 // adminState is an AdminConfig with the time it was applied (HealthFlap's phase).
@@ -100,7 +106,7 @@ func (s *adminState) healthy(now time.Time) bool {
 }
 
 // adminKeys lists the JSON keys of /admin/config, for error messages.
-const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms, kv_usage"
+const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms, kv_usage, kv_events_drop, kv_events_restart"
 
 // parseAdminConfig applies the fields present in body to cur; absent keys keep their value.
 func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminConfig, error) {
@@ -140,6 +146,18 @@ func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminCo
 			} else {
 				cur.HealthFlap = d
 			}
+		case "kv_events_drop":
+			n, err := val.Int()
+			if err != nil || n < 0 || n > 1<<20 {
+				bad = errors.New(`"kv_events_drop" must be a number of batches from 0 to 1048576`)
+			}
+			cur.KVEventsDrop = n
+		case "kv_events_restart":
+			b, err := val.Bool()
+			if err != nil {
+				bad = errors.New(`"kv_events_restart" must be true or false`)
+			}
+			cur.KVEventsRestart = b
 		case "healthy":
 			b, err := val.Bool()
 			if err != nil {

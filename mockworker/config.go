@@ -171,6 +171,20 @@ type Config struct {
 	// then decode to AnswerText and end with the model's EOS id. Empty: position ids
 	// (PositionTokenBase). Default "".
 	TokenizerPath string
+	// KVEvents makes every engine-mode worker publish its KV-cache events (kvevents.go): on a
+	// ZMQ PUB socket on Host:KVEventsPort+i with a replay ROUTER socket on
+	// Host:KVEventsPort+Count+i (0: free ports, read Worker.KVEventsEndpoint and
+	// Worker.KVEventsReplayEndpoint), and, with Protocol "grpc", on SubscribeKvEvents.
+	// Default false (cmd/mockworker: --kv-events-port).
+	KVEvents bool
+	// KVEventsPort is the first worker's PUB port (see KVEvents). Default 0.
+	KVEventsPort int
+	// KVEventsEncoding is the msgpack shape of the batches: "map" (newer vLLM) or "array"
+	// (SGLang, older vLLM). Default "map".
+	KVEventsEncoding KVEncoding
+	// KVEventsReplay is how many batches the replay socket and SubscribeKvEvents can resend.
+	// Default 10000 (the engines' buffer_steps).
+	KVEventsReplay int
 	// RequireEncode makes a prefill worker refuse (400) a multimodal request that carries no
 	// encode handshake (SGLang: encode_bootstrap_room), as a language-only prefill of an EPD
 	// deployment has no encoder of its own. Default false: such a prefill encodes locally.
@@ -199,6 +213,8 @@ func DefaultConfig() Config {
 		TimeScale:         DefaultTimeScale,
 		KVTransferTimeout: DefaultKVTransferTimeout,
 		Protocol:          ProtocolHTTP,
+		KVEventsEncoding:  KVEncodingMap,
+		KVEventsReplay:    DefaultKVEventsReplay,
 	}
 }
 
@@ -297,6 +313,18 @@ func (c Config) Validate() error {
 	}
 	if c.RequireEncode && c.Role != RolePrefill {
 		errs = append(errs, fmt.Errorf("require encode (--require-encode) is a prefill worker's setting; the role is %q", c.Role))
+	}
+	if c.KVEvents {
+		switch {
+		case c.Mode != ModeEngine:
+			errs = append(errs, errors.New("kv events (--kv-events-port) need the engine model's KV cache: add --mode engine"))
+		case c.KVEventsPort < 0 || c.KVEventsPort > 0 && c.KVEventsPort+2*c.Count-1 > 65535:
+			errs = append(errs, fmt.Errorf("kv events port %d with count %d: use 0 (free ports) or a port with room for 2×count ports (PUB and replay per worker) up to 65535", c.KVEventsPort, c.Count))
+		case c.KVEventsEncoding != KVEncodingMap && c.KVEventsEncoding != KVEncodingArray:
+			errs = append(errs, fmt.Errorf("kv events encoding %q (--kv-events-encoding): use %q or %q", c.KVEventsEncoding, KVEncodingMap, KVEncodingArray))
+		case c.KVEventsReplay < 1:
+			errs = append(errs, fmt.Errorf("kv events replay buffer %d (--kv-events-replay): use at least 1 batch (default %d)", c.KVEventsReplay, DefaultKVEventsReplay))
+		}
 	}
 	if c.BootstrapPort < 0 || c.BootstrapPort > 65535 {
 		errs = append(errs, fmt.Errorf("bootstrap port %d (--bootstrap-port): use 0 (a free port) or 1..65535", c.BootstrapPort))

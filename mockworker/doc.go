@@ -74,7 +74,7 @@
 //	GET  /metrics                   Prometheus text, the dialect's names (below)
 //	GET, POST /admin/config         runtime faults (below)
 //	GET  /get_server_info           SGLang's {"server_args":{...},"scheduler_info":{...},...}
-//	POST /flush_cache               200 "Cache flushed."
+//	POST /flush_cache               200 "Cache flushed." (engine mode: empties the prefix cache; 400 while requests run)
 //	POST /v1/embeddings, /v1/rerank, /rerank, /v1/classify, /classify, /v1/tokenize,
 //	     /tokenize, /v1/detokenize, /detokenize, /v1/responses, /v1/messages
 //	                                small answers of each API's shape carrying "mock_route"
@@ -256,9 +256,31 @@
 //	                       stretch the engine's prefill and decode times (instant mode: the
 //	                       wait for a paced stream's first token and the gaps after it)
 //	"health_flap_ms": N    /health alternates healthy and unhealthy every N ms
+//	"kv_events_drop": N    keep the next N KV-event batches off the PUB stream (they stay in
+//	                       the replay buffer): a subscriber sees a gap (one-shot)
+//	"kv_events_restart": true
+//	                       restart the event sequence at 0 with an empty replay buffer and
+//	                       end open SubscribeKvEvents streams, as a restarted engine (one-shot)
 //
 // Faults apply to the generation routes; /health (but for its own keys), /v1/models,
 // /v1/loads and /metrics keep answering. Fault delays are wall-clock time (not scaled).
+//
+// # KV-cache events
+//
+// With Config.KVEvents (--kv-events-port P, engine mode), worker i publishes its cache's
+// changes as vLLM and SGLang do with KV events on (kvevents.go): a ZMQ PUB socket on P+i
+// sends [topic "", 8-byte big-endian sequence from 0, msgpack batch] once per engine step
+// that stored or evicted blocks; a ROUTER socket on P+Count+i answers a replay request (the
+// first sequence wanted, 8 bytes big-endian) with every buffered batch from it and the end
+// marker -1 (Config.KVEventsReplay batches, default 10000). Batches are tagged maps
+// ({"ts","events","data_parallel_rank"}, newer vLLM, the default) or tagged arrays ([ts,
+// events], SGLang; --kv-events-encoding array). A newly computed prompt block is a
+// BlockStored (block hashes: the mock's chained block hashes; parent: the block before it;
+// token_ids: the block's tokens, text as 4-byte little-endian pieces; block_size), an
+// evicted one a BlockRemoved, a flush (POST /flush_cache, gRPC FlushCache) AllBlocksCleared.
+// With --protocol grpc the same batches stream on SubscribeKvEvents (from the batch after
+// start_sequence_number, 0: live; a start the buffer no longer holds is OutOfRange); without
+// KV events the RPC is Unimplemented.
 //
 // # gRPC
 //

@@ -51,7 +51,9 @@ type engineDriver struct {
 }
 
 func newEngineDriver(w *Worker, p engineParams, scale float64, done <-chan struct{}) *engineDriver {
-	return &engineDriver{w: w, eng: newEngine(p), scale: scale, epoch: time.Now(), done: done, wake: make(chan struct{}, 1)}
+	d := &engineDriver{w: w, eng: newEngine(p), scale: scale, epoch: time.Now(), done: done, wake: make(chan struct{}, 1)}
+	d.eng.kv.record = w.kvpub != nil
+	return d
 }
 
 // now is the current model time.
@@ -105,13 +107,19 @@ func (d *engineDriver) counters() (hits, queries uint64) {
 
 func (d *engineDriver) run() {
 	var pending []emission
+	var events []kvEvent
 	for {
 		admin := d.w.admin.Load()
 		d.mu.Lock()
 		end, out, ok := d.eng.step(d.now(), admin.prefillMultiplier(), admin.decodeMultiplier())
 		pending = append(pending[:0], out...)
+		events = d.takeEvents(events[:0])
 		d.mu.Unlock()
 		if !ok {
+			if d.w.kvpub != nil { // a flush's events, published by this goroutine to keep order
+				d.w.kvpub.publish(events)
+				clear(events)
+			}
 			select {
 			case <-d.wake:
 				continue
@@ -121,6 +129,11 @@ func (d *engineDriver) run() {
 		}
 		if !sleepUntil(d.done, d.wall(end)) {
 			return
+		}
+		// The step's blocks are in the cache once it ends: publish them with its tokens.
+		if d.w.kvpub != nil {
+			d.w.kvpub.publish(events)
+			clear(events)
 		}
 		for i := range pending {
 			em := &pending[i]
@@ -153,8 +166,21 @@ func (d *engineDriver) flush() bool {
 	if len(d.eng.running)+len(d.eng.waiting) > 0 {
 		return false
 	}
-	for d.eng.kv.evictable > 0 {
-		d.eng.kv.evictOldest()
+	d.eng.kv.clearCached()
+	if d.eng.kv.record {
+		select { // the engine goroutine publishes the flush, in order with its steps
+		case d.wake <- struct{}{}:
+		default:
+		}
 	}
 	return true
+}
+
+// takeEvents moves the cache's recorded changes to dst; d.mu is held.
+func (d *engineDriver) takeEvents(dst []kvEvent) []kvEvent {
+	kv := d.eng.kv
+	dst = append(dst, kv.events...)
+	clear(kv.events)
+	kv.events = kv.events[:0]
+	return dst
 }

@@ -50,6 +50,7 @@ type engine struct {
 // seq is one generation request inside the engine.
 type seq struct {
 	hashes       []uint64 // chained hashes of the prompt's full blocks
+	tokens       []uint32 // the full blocks' tokens; only with Config.KVEvents (the events name them)
 	promptTokens int
 	maxTokens    int
 	arrival      time.Duration
@@ -242,8 +243,16 @@ func (e *engine) step(now time.Duration, prefillMul, decodeMul float64) (end tim
 
 // completePrefill names the sequence's newly computed full prompt blocks in the cache.
 func (e *engine) completePrefill(s *seq) {
-	for _, h := range s.hashes[s.shared:] {
-		e.kv.register(h)
+	bs := e.p.blockSize
+	for i := s.shared; i < len(s.hashes); i++ {
+		h := s.hashes[i]
+		if e.kv.register(h) && e.kv.record && len(s.tokens) >= (i+1)*bs {
+			ev := kvEvent{kind: kvStored, hash: h, tokens: s.tokens[i*bs : (i+1)*bs]}
+			if i > 0 {
+				ev.parent, ev.hasParent = s.hashes[i-1], true
+			}
+			e.kv.events = append(e.kv.events, ev)
+		}
 		s.private--
 	}
 	s.shared = len(s.hashes)

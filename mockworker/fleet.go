@@ -101,6 +101,21 @@ func Start(cfg Config) (*Fleet, error) {
 		w.done = f.done
 		f.workers = append(f.workers, w)
 	}
+	if cfg.KVEvents {
+		for i, w := range f.workers {
+			pubPort, replayPort := 0, 0
+			if cfg.KVEventsPort != 0 {
+				pubPort, replayPort = cfg.KVEventsPort+i, cfg.KVEventsPort+cfg.Count+i
+			}
+			p, err := startKVPublisher(&f.cfg, cfg.Host, pubPort, replayPort)
+			if err != nil {
+				closeAll()
+				f.closeKVPublishers()
+				return nil, fmt.Errorf("worker %d: %w", i, err)
+			}
+			w.kvpub = p
+		}
+	}
 	if cfg.Mode == ModeEngine {
 		log := newRequestLog(cfg.RequestLog)
 		for _, w := range f.workers {
@@ -123,6 +138,7 @@ func Start(cfg Config) (*Fleet, error) {
 			close(f.done)
 		}
 		f.engines.Wait()
+		f.closeKVPublishers()
 		return nil, fmt.Errorf("cannot start the %s server: %w", cfg.Server, err)
 	}
 	return f, nil
@@ -172,6 +188,7 @@ func (f *Fleet) Close() error {
 		close(f.done)
 		f.closeErr = f.server.close()
 		f.engines.Wait()
+		f.closeKVPublishers()
 		if f.pd.rv != nil {
 			f.closeErr = errors.Join(f.closeErr, f.pd.rv.close())
 		}
@@ -180,6 +197,15 @@ func (f *Fleet) Close() error {
 		}
 	})
 	return f.closeErr
+}
+
+// closeKVPublishers closes the workers' event publishers once their engines have stopped.
+func (f *Fleet) closeKVPublishers() {
+	for _, w := range f.workers {
+		if w.kvpub != nil {
+			w.kvpub.close()
+		}
+	}
 }
 
 // errClosed reports a fleet closing under a request that was waiting.

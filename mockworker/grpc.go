@@ -202,8 +202,12 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 	st := w.rpc
 	plan := st.vocab.plan(maxTokens, req.ignoreEOS, req.stopIDs, req.stops)
 	var hashes []uint64
+	var tokens []uint32
 	if w.engine != nil {
 		hashes = promptBlockHashes(nil, nil, req.ids, w.cfg.BlockSize)
+		if w.kvpub != nil {
+			tokens = promptBlockTokens(nil, req.ids, w.cfg.BlockSize)
+		}
 		if !w.engine.fits(&seq{promptTokens: max(len(req.ids), 1), maxTokens: plan.length}) {
 			return status.Errorf(codes.InvalidArgument, "%v (%d + %d tokens, capacity %d)", errTooLong, len(req.ids), plan.length, w.cfg.KVTokens)
 		}
@@ -221,7 +225,7 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 	if f.slowTTFT > 0 && !sleepUntilOr(w.done, ctx.Done(), time.Now().Add(f.slowTTFT)) {
 		return w.gone(ctx)
 	}
-	s := sample{w: w, req: req, plan: plan, hashes: hashes, call: run, f: f}
+	s := sample{w: w, req: req, plan: plan, hashes: hashes, tokens: tokens, call: run, f: f}
 	if n == 1 {
 		return s.run(ctx, 0, out)
 	}
@@ -281,6 +285,7 @@ type sample struct {
 	req    *rpcRequest
 	plan   genPlan
 	hashes []uint64
+	tokens []uint32
 	call   *rpcRun
 	f      fault
 }
@@ -290,7 +295,7 @@ func (s *sample) run(ctx context.Context, index int, out rpcSender) error {
 	prompt := len(s.req.ids)
 	var src progress
 	if w.engine != nil {
-		sq := &seq{hashes: s.hashes, promptTokens: max(prompt, 1), maxTokens: s.plan.length, sink: newTokenSink()}
+		sq := &seq{hashes: s.hashes, tokens: s.tokens, promptTokens: max(prompt, 1), maxTokens: s.plan.length, sink: newTokenSink()}
 		if err := w.engine.submit(sq); err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}

@@ -251,3 +251,12 @@ func (w *Worker) sendTokenizer(stream grpc.ServerStreamingServer[commonpb.GetTok
 	}
 	return nil
 }
+
+// SubscribeKvEvents streams the worker's KV-cache events (Config.KVEvents); without them the
+// worker answers Unimplemented, as an engine started without KV events.
+func (s *sglangService) SubscribeKvEvents(req *commonpb.SubscribeKvEventsRequest, stream grpc.ServerStreamingServer[commonpb.KvEventBatch]) error {
+	if s.w.kvpub == nil {
+		return status.Error(codes.Unimplemented, "this worker publishes no KV events: start mockworker with --mode engine --kv-events-port")
+	}
+	return s.w.kvpub.subscribe(stream.Context(), req.GetStartSequenceNumber(), s.w.done, stream.Send)
+}

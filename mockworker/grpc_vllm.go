@@ -121,3 +121,12 @@ func (s *vllmService) GetLoads(_ context.Context, req *vllmpb.GetLoadsRequest) (
 func (s *vllmService) GetTokenizer(_ *commonpb.GetTokenizerRequest, stream grpc.ServerStreamingServer[commonpb.GetTokenizerChunk]) error {
 	return s.w.sendTokenizer(stream)
 }
+
+// SubscribeKvEvents streams the worker's KV-cache events (Config.KVEvents); without them the
+// worker answers Unimplemented, as an engine started without KV events.
+func (s *vllmService) SubscribeKvEvents(req *commonpb.SubscribeKvEventsRequest, stream grpc.ServerStreamingServer[commonpb.KvEventBatch]) error {
+	if s.w.kvpub == nil {
+		return status.Error(codes.Unimplemented, "this worker publishes no KV events: start mockworker with --mode engine --kv-events-port")
+	}
+	return s.w.kvpub.subscribe(stream.Context(), req.GetStartSequenceNumber(), s.w.done, stream.Send)
+}

@@ -25,6 +25,10 @@ type kvCache struct {
 	lru       kvBlock // sentinel of the circular list of cached blocks, oldest first
 	evictable int     // blocks in lru
 	evictions uint64
+	// record makes the cache keep its changes in events for the worker's KV-event publisher
+	// (Config.KVEvents); the engine's driver takes them after every step.
+	record bool
+	events []kvEvent
 }
 
 type kvBlock struct {
@@ -83,17 +87,18 @@ func (c *kvCache) reserve(n int) {
 
 // register names a private block that has just been filled with the prompt tokens hashing to
 // h. If an identical block exists (a concurrent prompt computed it too) the sequence shares it
-// and its private block returns to the free pool.
-func (c *kvCache) register(h uint64) {
+// and its private block returns to the free pool. It reports whether the block is new.
+func (c *kvCache) register(h uint64) bool {
 	if b, ok := c.blocks[h]; ok {
 		if b.refs == 0 {
 			c.unlink(b)
 		}
 		b.refs++
 		c.free++
-		return
+		return false
 	}
 	c.blocks[h] = &kvBlock{hash: h, refs: 1}
+	return true
 }
 
 // release drops a sequence's references to hashes (most recent last) and returns its private
@@ -116,6 +121,23 @@ func (c *kvCache) evictOldest() {
 	delete(c.blocks, b.hash)
 	c.free++
 	c.evictions++
+	if c.record {
+		c.events = append(c.events, kvEvent{kind: kvRemoved, hash: b.hash})
+	}
+}
+
+// clearCached evicts every cached block (flush_cache) and records one AllBlocksCleared, as
+// the engines report a flush. The caller ensures no block is referenced.
+func (c *kvCache) clearCached() {
+	record := c.record
+	c.record = false
+	for c.evictable > 0 {
+		c.evictOldest()
+	}
+	c.record = record
+	if record {
+		c.events = append(c.events, kvEvent{kind: kvCleared})
+	}
 }
 
 func (c *kvCache) unlink(b *kvBlock) {
@@ -129,6 +151,27 @@ func (c *kvCache) pushNewest(b *kvBlock) {
 	c.lru.prev.next = b
 	c.lru.prev = b
 	c.evictable++
+}
+
+// promptBlockTokens returns the token ids of the prompt's full blocks, the tokens
+// promptBlockHashes hashes: each bytesPerToken-byte piece of text as a little-endian integer
+// (the last one zero-padded), then the ids. The events name a block's tokens with them.
+func promptBlockTokens(text []byte, ids []uint32, blockSize int) []uint32 {
+	n := (len(text)+bytesPerToken-1)/bytesPerToken + len(ids)
+	n -= n % blockSize
+	out := make([]uint32, 0, n)
+	for i := 0; i < len(text) && len(out) < n; i += bytesPerToken {
+		var piece [bytesPerToken]byte
+		copy(piece[:], text[i:])
+		out = append(out, binary.LittleEndian.Uint32(piece[:]))
+	}
+	for _, id := range ids {
+		if len(out) == n {
+			break
+		}
+		out = append(out, id)
+	}
+	return out
 }
 
 // promptBlockHashes returns the chained hashes of the full blocks of a prompt. The prompt's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"math"
 	"net"
 	"strconv"
@@ -41,7 +42,9 @@ type Worker struct {
 	// done is the fleet's: closed by Close, it cuts every wait short.
 	done <-chan struct{}
 	// rpc is the gRPC front end's state (grpc.go); nil on HTTP.
-	rpc     *rpcState
+	rpc *rpcState
+	// kvpub publishes the engine's KV-cache events (Config.KVEvents); nil without.
+	kvpub   *kvPublisher
 	parsers fastjson.ParserPool
 	scratch sync.Pool // *parseScratch
 }
@@ -123,8 +126,34 @@ func (w *Worker) Configure(c AdminConfig) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	w.admin.Store(&adminState{AdminConfig: c, since: time.Now()})
+	w.storeAdmin(c)
 	return nil
+}
+
+// storeAdmin applies c: the one-shot KV-event faults go to the publisher and are not kept.
+func (w *Worker) storeAdmin(c AdminConfig) {
+	if w.kvpub != nil && (c.KVEventsDrop > 0 || c.KVEventsRestart) {
+		w.kvpub.fault(c.KVEventsDrop, c.KVEventsRestart)
+	}
+	c.KVEventsDrop, c.KVEventsRestart = 0, false
+	w.admin.Store(&adminState{AdminConfig: c, since: time.Now()})
+}
+
+// KVEventsEndpoint is the worker's KV-event PUB socket, "tcp://host:port" ("" without
+// Config.KVEvents).
+func (w *Worker) KVEventsEndpoint() string {
+	if w.kvpub == nil {
+		return ""
+	}
+	return "tcp://" + w.kvpub.pubAddr
+}
+
+// KVEventsReplayEndpoint is the worker's replay ROUTER socket, "tcp://host:port".
+func (w *Worker) KVEventsReplayEndpoint() string {
+	if w.kvpub == nil {
+		return ""
+	}
+	return "tcp://" + w.kvpub.replayAdr
 }
 
 // load is the worker's current load report (see loads.go).
@@ -255,6 +284,10 @@ func (w *Worker) handle(ex *exchange, dst []byte) reply {
 		if string(ex.method) != "POST" {
 			return methodNotAllowed(dst)
 		}
+		// Engine mode empties the prefix cache, as SGLang does, and refuses while requests run.
+		if w.engine != nil && !w.engine.flush() {
+			return reply{status: 400, contentType: contentText, body: append(dst, "Cache not flushed: requests are running.\n"...)}
+		}
 		return reply{status: 200, contentType: contentText, body: append(dst, "Cache flushed.\n"...)}
 	}
 	if kind, ok := passthroughRoute(ex.path); ok {
@@ -375,6 +408,9 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 			maxTokens:    a.outputTokens,
 			sink:         newTokenSink(),
 		}
+		if w.kvpub != nil {
+			s.tokens = promptBlockTokens(req.prompt, req.ids, w.cfg.BlockSize)
+		}
 		if !w.engine.fits(s) {
 			br := badRequest(dst, errTooLong)
 			br.tracked = true
@@ -472,7 +508,10 @@ func (w *Worker) handleAdmin(ex *exchange, dst []byte) reply {
 		if err != nil {
 			return badRequest(dst, err)
 		}
-		w.admin.Store(&adminState{AdminConfig: c, since: time.Now()})
+		if (c.KVEventsDrop > 0 || c.KVEventsRestart) && w.kvpub == nil {
+			return badRequest(dst, errors.New("kv_events_drop and kv_events_restart need a worker that publishes KV events (--kv-events-port)"))
+		}
+		w.storeAdmin(c)
 	default:
 		return methodNotAllowed(dst)
 	}

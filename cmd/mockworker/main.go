@@ -57,8 +57,12 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 		pd = fmt.Sprintf(", role %s, bootstrap port %d", cfg.Role, fleet.BootstrapPort())
 	}
 	for i, w := range fleet.Workers() {
-		fmt.Fprintf(stdout, "mockworker: worker %d listening on %s (model %s, dialect %s%s)\n",
-			i, w.URL(), cfg.Model, cfg.Dialect, pd)
+		kv := ""
+		if cfg.KVEvents {
+			kv = fmt.Sprintf(", kv events %s, replay %s", w.KVEventsEndpoint(), w.KVEventsReplayEndpoint())
+		}
+		fmt.Fprintf(stdout, "mockworker: worker %d listening on %s (model %s, dialect %s%s%s)\n",
+			i, w.URL(), cfg.Model, cfg.Dialect, pd, kv)
 	}
 	if stop == nil {
 		sig := make(chan os.Signal, 1)
@@ -87,6 +91,8 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 		protocol              string
 		role                  string
 		kvTransferTimeoutMS   float64
+		kvEventsPort          int
+		kvEventsEncoding      string
 		tokenIntervalMS       float64
 		decodeBaseMS          float64
 		decodePerReqMS        float64
@@ -129,6 +135,9 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 	fs.IntVar(&cfg.BootstrapPort, "bootstrap-port", mockworker.DefaultBootstrapPort, "prefill and encode: port of the fleet's rendezvous (0: a free port); decode: the port asked when bootstrap_port is null")
 	fs.StringVar(&cfg.KVEngineID, "kv-engine-id", "", "vLLM prefill: the remote_engine_id reported (default: the worker id; with --count > 1, <id>-<i>)")
 	fs.StringVar(requestLog, "request-log", "", "engine: write one JSON line per finished request (worker, arrival, prompt and cached tokens, the engine's state at arrival, TTFT) and per /v1/loads answer to this file, for routing studies")
+	fs.IntVar(&kvEventsPort, "kv-events-port", -1, "engine: publish KV-cache events on ZMQ, worker i's PUB socket on this port + i and its replay ROUTER on this port + count + i (0: free ports; -1: off); --protocol grpc also serves SubscribeKvEvents")
+	fs.StringVar(&kvEventsEncoding, "kv-events-encoding", string(cfg.KVEventsEncoding), "msgpack shape of the KV events: map (newer vLLM) or array (SGLang, older vLLM)")
+	fs.IntVar(&cfg.KVEventsReplay, "kv-events-replay", cfg.KVEventsReplay, "KV event batches kept for replay (the engines' buffer_steps)")
 	fs.Float64Var(&kvTransferTimeoutMS, "kv-transfer-timeout-ms", ms(cfg.KVTransferTimeout), "how long a decode waits for its prefill's KV and a prefill keeps an unclaimed one, ms")
 	rest, err := cli.ParseStd(fs, args)
 	if err != nil {
@@ -146,6 +155,8 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 	cfg.TokenInterval = time.Duration(tokenIntervalMS * float64(time.Millisecond))
 	cfg.Role = mockworker.Role(role)
 	cfg.KVTransferTimeout = time.Duration(kvTransferTimeoutMS * float64(time.Millisecond))
+	cfg.KVEvents, cfg.KVEventsPort = kvEventsPort >= 0, max(kvEventsPort, 0)
+	cfg.KVEventsEncoding = mockworker.KVEncoding(kvEventsEncoding)
 	checks := []struct {
 		flag string
 		bad  bool
@@ -176,6 +187,9 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 		{"--require-encode", cfg.RequireEncode && cfg.Role != mockworker.RolePrefill, "use it with --role prefill"},
 		{"--bootstrap-port", cfg.BootstrapPort < 0 || cfg.BootstrapPort > 65535, "use 0 (a free port) or 1..65535"},
 		{"--kv-transfer-timeout-ms", !(kvTransferTimeoutMS >= 1) || kvTransferTimeoutMS > 1e9, "use a positive number of ms (at least 1)"},
+		{"--kv-events-port", kvEventsPort > 65535, "use -1 (off), 0 (free ports) or a port"},
+		{"--kv-events-port", kvEventsPort >= 0 && cfg.Mode != mockworker.ModeEngine, "add --mode engine (events come from the engine model's KV cache)"},
+		{"--kv-events-encoding", cfg.KVEventsEncoding != mockworker.KVEncodingMap && cfg.KVEventsEncoding != mockworker.KVEncodingArray, "use map or array"},
 		{"--kv-engine-id", strings.ContainsAny(cfg.KVEngineID, "\"\\\r\n"), "remove quotes, backslashes and line breaks"},
 		{"--model", cfg.Model == "", "name a model"},
 		{"--host", cfg.Host == "", "name an address such as 127.0.0.1"},
