@@ -95,6 +95,10 @@ type Config struct {
 	// reads it); RoutingKeyOverride says whether the body's rid is a routing key.
 	KeyLoads           *policy.KeyLoads
 	RoutingKeyOverride bool
+	// GRPC serves the OpenAI routes of models whose workers are gRPC engines (grpc://): the
+	// gateway tokenizes, runs the engine's Generate and writes the OpenAI answer. Nil: every
+	// worker is forwarded to over HTTP.
+	GRPC *GRPCBackend
 	// DrainSettle is how long a worker removed through the API stays draining (no new
 	// requests, those it has finish) before it leaves (--drain-settle-secs, default 5 s; the
 	// gateway's own SIGTERM drain uses it too). 0: remove at once.
@@ -207,6 +211,9 @@ func (c *Config) Validate() error {
 		if !validHeaderName(h) {
 			return fmt.Errorf("--routing-key-headers %q: not a valid HTTP header name: use letters, digits and !#$%%&'*+-.^_`|~", h)
 		}
+	}
+	if c.GRPC != nil {
+		return c.GRPC.validate()
 	}
 	return nil
 }

@@ -151,6 +151,10 @@ func (le *loopExchange) admitted(ex *evloop.Exchange) {
 		le.sendPD(ex)
 		return
 	}
+	if le.grpcRoute() {
+		le.sendGRPC(ex) // tokenized and picked off the loop (grpcpath.go)
+		return
+	}
 	a := &x.attempt
 	if err := a.pick(le.rt, &a.main); err != nil {
 		le.failPick(ex, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -57,6 +58,13 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		return nil, err
 	}
 	cfg.fillDeps()
+	if g := cfg.GRPC; g != nil {
+		n := g.Tokenizers
+		if n == 0 {
+			n = runtime.GOMAXPROCS(0)
+		}
+		g.sem = make(chan struct{}, n)
+	}
 	s := &Server{
 		cfg:            cfg,
 		log:            cfg.Logger,

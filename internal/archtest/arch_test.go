@@ -60,10 +60,11 @@ func top(rel string) string { return strings.SplitN(rel, "/", 2)[0] }
 // (DESIGN.md §2), besides internal/... and its own family (see family). mesh does not import
 // policy: it declares the interfaces it needs, and cmd/smg adapts the policies to them.
 var layers = map[string][]string{
-	"radix":      {},
-	"worker":     {},
-	"policy":     {"worker", "radix"},
-	"fastpath":   {"policy", "worker"},
+	"radix":  {},
+	"worker": {},
+	"policy": {"worker", "radix"},
+	// fastpath serves gRPC workers' models: it tokenizes and drives the engine client.
+	"fastpath":   {"policy", "worker", "engine", "tokenizer"},
 	"mesh":       {"worker", "radix"},
 	"discovery":  {"worker"},
 	"mockworker": {},
@@ -227,8 +228,14 @@ func TestImportRules(t *testing.T) {
 			switch {
 			case strings.HasPrefix(dep, "k8s.io/client-go") && !under(from, "discovery/k8s") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
 				t.Errorf("%s depends on client-go, which only discovery/k8s may use", from)
-			case strings.HasPrefix(dep, "google.golang.org/grpc") && !under(from, "mesh") && !under(from, "engine") && from != "kvevents" && !under(from, "mockworker") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
+			case strings.HasPrefix(dep, "google.golang.org/grpc") && !under(from, "mesh") && !under(from, "engine") && from != "kvevents" && !under(from, "mockworker") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e" && from != "fastpath":
 				t.Errorf("%s depends on grpc, which only mesh, engine, kvevents and mockworker (the engines' wire) may use", from)
+			}
+		}
+		// fastpath reaches grpc only through the engine client: it imports none of it itself.
+		for _, imp := range p.Imports {
+			if from == "fastpath" && strings.HasPrefix(imp, "google.golang.org/grpc") {
+				t.Errorf("fastpath imports %s: the engine client (engine/grpcworker) owns every gRPC call", imp)
 			}
 		}
 		if _, known := layers[top(from)]; !known && !under(from, "internal") && top(from) != "cmd" && top(from) != "bench" && from != "" {

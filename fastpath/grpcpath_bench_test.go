@@ -1,0 +1,133 @@
+package fastpath
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/smg-go/smg/engine/grpcworker"
+	"github.com/smg-go/smg/mockworker"
+)
+
+func processCPU() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// benchPrompt is a 4 KB user message.
+func benchPrompt() string {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 4096; i++ {
+		fmt.Fprintf(&sb, "Sentence %d of the prompt talks about routing, caches and tokens. ", i)
+	}
+	return sb.String()
+}
+
+// BenchmarkGRPCStreamedChat4KB runs streamed chat requests (4 KB prompt, 128 tokens) through
+// the gateway to an in-process mock gRPC engine (instant mode) over loopback, one at a time.
+// cpu-ns/op is the whole process's CPU per request: the gateway, the mock engine and the
+// client. BenchmarkGRPCDirect128 measures the mock engine and a gRPC client alone, for the
+// difference.
+func BenchmarkGRPCStreamedChat4KB(b *testing.B) {
+	g := newGRPCGatewayB(b)
+	body := fmt.Sprintf(`{"model":"qwen3","stream":true,"max_tokens":128,"ignore_eos":true,"messages":[{"role":"user","content":%q}]}`, benchPrompt())
+	conn, err := g.ln.Dial()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReaderSize(conn, 64<<10)
+	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	one := func() {
+		if _, err := io.WriteString(conn, req); err != nil {
+			b.Fatal(err)
+		}
+		readChunked(b, br)
+	}
+	one()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := processCPU()
+	for range b.N {
+		one()
+	}
+	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// readChunked reads one chunked HTTP answer whole.
+func readChunked(b *testing.B, br *bufio.Reader) {
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		if line == "\r\n" {
+			break
+		}
+		if strings.HasPrefix(line, "HTTP/1.1 ") && !strings.HasPrefix(line, "HTTP/1.1 200") {
+			b.Fatalf("status %s", line)
+		}
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(line), 16, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := br.Discard(int(n) + 2); err != nil {
+			b.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
+// BenchmarkGRPCDirect128 is the mock engine's part of BenchmarkGRPCStreamedChat4KB: the
+// same generation (the 4 KB prompt's ids, 128 tokens) read by a gRPC client directly.
+func BenchmarkGRPCDirect128(b *testing.B) {
+	g := newGRPCGatewayB(b)
+	tok := g.tok
+	ids := tok.Encode(nil, benchPrompt(), false)
+	c, err := grpcworker.Dial(context.Background(), g.fleet.Addrs()[0], grpcworker.SGLang, grpcworker.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	req := grpcworker.GenerateRequest{InputIDs: ids, Stream: true}
+	req.Sampling.MaxNewTokens, req.Sampling.IgnoreEOS = grpcworker.Some[uint32](128), true
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := processCPU()
+	for i := range b.N {
+		req.RequestID = "direct-" + strconv.Itoa(i)
+		st, err := c.Generate(context.Background(), &req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := st.Recv(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+		st.Close()
+	}
+	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
+func newGRPCGatewayB(b *testing.B) *grpcGateway {
+	return newGRPCGatewayTB(b, mockworker.DialectSGLang, 1, "round_robin", Config{}, func(c *mockworker.Config) {
+		c.Mode = mockworker.ModeInstant
+	})
+}

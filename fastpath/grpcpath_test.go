@@ -1,0 +1,448 @@
+package fastpath
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smg-go/smg/engine/grpcworker"
+	"github.com/smg-go/smg/internal/testutil"
+	"github.com/smg-go/smg/mockworker"
+	"github.com/smg-go/smg/mockworker/mockworkertest"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/tokenizer"
+	"github.com/smg-go/smg/tokenizer/chat"
+	"github.com/smg-go/smg/worker"
+)
+
+// grpcGateway is a gateway over a mock gRPC engine fleet with the real Qwen3 tokenizer. The
+// workers are registered by their HTTP admin URL (the mock's port answers both), and the
+// backend says they are gRPC workers.
+type grpcGateway struct {
+	*gateway
+	fleet *mockworker.Fleet
+	tok   *tokenizer.Tokenizer
+	mu    sync.Mutex
+	conns map[string]*grpcworker.Client
+}
+
+func qwen3Dir(t testing.TB) string {
+	d := os.Getenv("SMG_TOKENIZER_DATA")
+	if d == "" {
+		home, _ := os.UserHomeDir()
+		d = filepath.Join(home, ".cache/smg-tokenizers/v1")
+	}
+	d = filepath.Join(d, "qwen3")
+	if _, err := os.Stat(filepath.Join(d, "tokenizer.json")); err != nil {
+		t.Fatalf("the Qwen3 tokenizer is missing (run bash hack/tokenizer/fetch.sh): %v", err)
+	}
+	return d
+}
+
+func newGRPCGateway(t *testing.T, dialect mockworker.Dialect, workers int, policyName string, cfg Config, mcfg func(*mockworker.Config)) *grpcGateway {
+	return newGRPCGatewayTB(t, dialect, workers, policyName, cfg, mcfg)
+}
+
+func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, policyName string, cfg Config, mcfg func(*mockworker.Config)) *grpcGateway {
+	// Runs last: every request's goroutines have ended once the gateway is gone.
+	t.Cleanup(func() { noGRPCCalls(t) })
+	dir := qwen3Dir(t)
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.FromTokenizerConfig(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := mockworker.DefaultConfig()
+	mc.Protocol, mc.Dialect, mc.Mode, mc.TimeScale, mc.Count, mc.TokenizerPath = mockworker.ProtocolGRPC, dialect, mockworker.ModeEngine, 50, workers, dir
+	mc.Model = "qwen3"
+	if mcfg != nil {
+		mcfg(&mc)
+	}
+	gg := &grpcGateway{fleet: mockworkertest.Start(t, mc), tok: tok, conns: map[string]*grpcworker.Client{}}
+	d := grpcworker.SGLang
+	if dialect == mockworker.DialectVLLM {
+		d = grpcworker.VLLM
+	}
+	model := &GRPCModel{ID: "qwen3", Tokenizer: tok, Template: tmpl, EOSTokenIDs: tok.EOSTokenIDs(), MaxPromptTokens: 32768}
+	cfg.GRPC = &GRPCBackend{
+		IsGRPC: func(*worker.Worker) bool { return true },
+		Client: func(w *worker.Worker) (*grpcworker.Client, error) {
+			gg.mu.Lock()
+			defer gg.mu.Unlock()
+			addr := strings.TrimPrefix(w.URL, "http://")
+			if c := gg.conns[addr]; c != nil {
+				return c, nil
+			}
+			c, err := grpcworker.Dial(context.Background(), addr, d, grpcworker.DefaultConfig())
+			if err != nil {
+				return nil, err
+			}
+			gg.conns[addr] = c
+			return c, nil
+		},
+		Model: func(name string) *GRPCModel {
+			if name == "qwen3" || name == "" {
+				return model
+			}
+			return nil
+		},
+		Tokenizers: 2,
+	}
+	gg.gateway = &gateway{t: t, fakes: map[string]*fakeWorker{}}
+	gg.start(cfg, policy.RouterConfig{DefaultPolicy: policyName}, func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }, func() {
+		for _, a := range gg.fleet.Addrs() {
+			gg.addWorker("http://"+a, "qwen3")
+		}
+	})
+	t.Cleanup(func() {
+		for _, c := range gg.conns {
+			c.Close()
+		}
+	})
+	return gg
+}
+
+// post sends body to path and returns the status and the whole answer body.
+func (g *grpcGateway) post(path, body string) (int, string) {
+	g.t.Helper()
+	resp := g.do("POST", path, body)
+	return resp.StatusCode(), string(resp.Body())
+}
+
+// events splits an SSE answer into its data payloads.
+func events(t *testing.T, body string) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range strings.Split(body, "\n\n") {
+		if ev = strings.TrimSpace(ev); ev == "" {
+			continue
+		}
+		if !strings.HasPrefix(ev, "data: ") {
+			t.Fatalf("not an SSE data event: %q", ev)
+		}
+		out = append(out, strings.TrimPrefix(ev, "data: "))
+	}
+	return out
+}
+
+type chunkJSON struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Role    *string `json:"role"`
+			Content *string `json:"content"`
+		} `json:"delta"`
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+		MatchedStop  any     `json:"matched_stop"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		TotalTokens         int `json:"total_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+}
+
+type completionJSON struct {
+	Object  string `json:"object"`
+	Choices []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"message"`
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+		MatchedStop  any    `json:"matched_stop"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+const grpcChatBody = `{"model":"qwen3","messages":[{"role":"user","content":"Say something."}]%s}`
+
+func TestGRPCChatCompletions(t *testing.T) {
+	for _, d := range []mockworker.Dialect{mockworker.DialectSGLang, mockworker.DialectVLLM} {
+		t.Run(string(d), func(t *testing.T) {
+			g := newGRPCGateway(t, d, 2, "round_robin", Config{}, nil)
+			eos := float64(g.tok.EOSTokenIDs()[0])
+
+			st, body := g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, ""))
+			var c completionJSON
+			if err := json.Unmarshal([]byte(body), &c); st != 200 || err != nil {
+				t.Fatalf("%d %s %v", st, body, err)
+			}
+			if ch := c.Choices[0]; c.Object != "chat.completion" || ch.Message.Role != "assistant" || ch.Message.Content != mockworker.AnswerText ||
+				ch.FinishReason != "stop" || ch.MatchedStop != eos || c.Usage.PromptTokens == 0 || c.Usage.CompletionTokens != len(g.tok.Encode(nil, mockworker.AnswerText, false))+1 {
+				t.Fatalf("answer %s", body)
+			}
+
+			// Streamed, with usage: a role chunk, deltas that make the text, a finish chunk.
+			st, body = g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, `,"stream":true,"stream_options":{"include_usage":true}`))
+			evs := events(t, body)
+			if st != 200 || evs[len(evs)-1] != "[DONE]" {
+				t.Fatalf("%d %s", st, body)
+			}
+			var text strings.Builder
+			var finish string
+			for i, ev := range evs[:len(evs)-1] {
+				var ck chunkJSON
+				if err := json.Unmarshal([]byte(ev), &ck); err != nil || ck.Object != "chat.completion.chunk" {
+					t.Fatalf("event %q: %v", ev, err)
+				}
+				switch {
+				case i == 0:
+					if r := ck.Choices[0].Delta.Role; r == nil || *r != "assistant" {
+						t.Fatalf("first event is not the role chunk: %s", ev)
+					}
+				case len(ck.Choices) == 0:
+					if i != len(evs)-2 || ck.Usage == nil || ck.Usage.CompletionTokens == 0 || ck.Usage.TotalTokens != ck.Usage.PromptTokens+ck.Usage.CompletionTokens {
+						t.Fatalf("usage chunk %s", ev)
+					}
+				case ck.Choices[0].FinishReason != nil:
+					finish = *ck.Choices[0].FinishReason
+				default:
+					text.WriteString(*ck.Choices[0].Delta.Content)
+				}
+			}
+			if text.String() != mockworker.AnswerText || finish != "stop" {
+				t.Fatalf("streamed %q finish %q", text.String(), finish)
+			}
+			testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+		})
+	}
+}
+
+func TestGRPCStopsAndLimits(t *testing.T) {
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 1, "round_robin", Config{}, nil)
+	cases := []struct {
+		extra, content, finish string
+		matched                any
+	}{
+		{`,"stop":["sat on"]`, "the mock cat ", "stop", "sat on"},
+		{`,"stop":"sat on","no_stop_trim":true`, "the mock cat sat on", "stop", "sat on"},
+		{`,"max_tokens":3`, "", "length", nil},
+		{`,"max_completion_tokens":3`, "", "length", nil},
+	}
+	answer := g.tok.Encode(nil, mockworker.AnswerText, false)
+	three := string(g.tok.Decode(nil, answer[:3], true))
+	for _, c := range cases {
+		for _, stream := range []bool{false, true} {
+			extra := c.extra
+			if stream {
+				extra += `,"stream":true`
+			}
+			st, body := g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, extra))
+			want := c.content
+			if c.finish == "length" {
+				want = three
+			}
+			var content, finish string
+			var matched any
+			if stream {
+				for _, ev := range events(t, body) {
+					var ck chunkJSON
+					if ev == "[DONE]" || json.Unmarshal([]byte(ev), &ck) != nil || len(ck.Choices) == 0 {
+						continue
+					}
+					if ch := ck.Choices[0]; ch.FinishReason != nil {
+						finish, matched = *ch.FinishReason, ch.MatchedStop
+					} else if ch.Delta.Content != nil {
+						content += *ch.Delta.Content
+					}
+				}
+			} else {
+				var cj completionJSON
+				if err := json.Unmarshal([]byte(body), &cj); err != nil {
+					t.Fatalf("%s: %v", body, err)
+				}
+				content, finish, matched = cj.Choices[0].Message.Content, cj.Choices[0].FinishReason, cj.Choices[0].MatchedStop
+			}
+			if st != 200 || content != want || finish != c.finish || matched != c.matched {
+				t.Errorf("%s stream=%v: %d content %q finish %q matched %v\n%s", c.extra, stream, st, content, finish, matched, body)
+			}
+		}
+	}
+	// stop_token_ids: the id of the answer's third token ends it before that token.
+	st, body := g.post("/v1/completions", fmt.Sprintf(`{"model":"qwen3","prompt":"Say","max_tokens":100,"stop_token_ids":[%d]}`, answer[2]))
+	var cj completionJSON
+	if err := json.Unmarshal([]byte(body), &cj); st != 200 || err != nil || cj.Object != "text_completion" ||
+		cj.Choices[0].Text != string(g.tok.Decode(nil, answer[:2], true)) || cj.Choices[0].MatchedStop != float64(answer[2]) {
+		t.Fatalf("stop_token_ids: %d %s", st, body)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+func TestGRPCCompletionsNAndGenerate(t *testing.T) {
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 1, "round_robin", Config{}, nil)
+	st, body := g.post("/v1/completions", `{"model":"qwen3","prompt":"Say","max_tokens":100,"n":2,"stream":true}`)
+	texts := map[int]string{}
+	finishes := 0
+	for _, ev := range events(t, body) {
+		var ck chunkJSON
+		if ev == "[DONE]" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(ev), &ck); err != nil || ck.Object != "text_completion" {
+			t.Fatalf("%s: %v", ev, err)
+		}
+		texts[ck.Choices[0].Index] += ck.Choices[0].Text
+		if ck.Choices[0].FinishReason != nil {
+			finishes++
+		}
+	}
+	if st != 200 || finishes != 2 || texts[0] != mockworker.AnswerText || texts[1] != mockworker.AnswerText {
+		t.Fatalf("n=2: %d %v finishes %d", st, texts, finishes)
+	}
+	ids := g.tok.Encode(nil, "Say something.", false)
+	idJSON, _ := json.Marshal(ids)
+	for _, in := range []string{`"text":"Say something."`, `"input_ids":` + string(idJSON)} {
+		st, body = g.post("/generate", `{"model":"qwen3",`+in+`,"sampling_params":{"max_new_tokens":100}}`)
+		var gj struct {
+			Text     string   `json:"text"`
+			Output   []uint32 `json:"output_ids"`
+			MetaInfo struct {
+				FinishReason struct {
+					Type string `json:"type"`
+				} `json:"finish_reason"`
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"meta_info"`
+		}
+		if err := json.Unmarshal([]byte(body), &gj); st != 200 || err != nil || gj.Text != mockworker.AnswerText || gj.MetaInfo.FinishReason.Type != "stop" || gj.MetaInfo.PromptTokens == 0 {
+			t.Fatalf("/generate %s: %d %s", in, st, body)
+		}
+	}
+	// Errors the engine never sees.
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"qwen3","messages":"hi"}`, "messages"},
+		{"/v1/chat/completions", `{"model":"qwen3","messages":[],"top_p":0}`, "top_p"},
+		{"/v1/completions", `{"model":"qwen3","prompt":["a","b"]}`, "one prompt"},
+		{"/generate", `{"model":"qwen3","input_ids":[999999999]}`, "vocabulary"},
+	} {
+		st, body := g.post(c.path, c.body)
+		if st != 400 || !strings.Contains(body, c.want) || !strings.Contains(body, `"type":"invalid_request_error"`) {
+			t.Errorf("%s %s: %d %s", c.path, c.body, st, body)
+		}
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// A client that leaves mid-stream: the engine is told at once (its sequence is gone) and the
+// in-flight count is back to 0.
+func TestGRPCClientGoneAbortsTheEngine(t *testing.T) {
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 1, "round_robin", Config{}, func(c *mockworker.Config) { c.TimeScale = 1 })
+	conn, err := g.ln.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(grpcChatBody, `,"stream":true,"ignore_eos":true,"max_tokens":100000`)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"content":"the`) {
+			break // tokens are flowing
+		}
+	}
+	w := g.fleet.Workers()[0]
+	if w.Active() != 1 || g.inFlight() != 1 {
+		t.Fatalf("mid-stream: engine active %d, in flight %d", w.Active(), g.inFlight())
+	}
+	conn.Close()
+	testutil.Eventually(t, "the engine's sequence aborted", func() bool { return w.Active() == 0 })
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// UNAVAILABLE from a worker before the first token: the request is retried on another one.
+func TestGRPCUnavailableIsRetried(t *testing.T) {
+	cfg := Config{}
+	cfg.Retry = DefaultConfig().Retry
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 2, "round_robin", cfg, nil)
+	if err := g.fleet.Workers()[0].Configure(mockworker.AdminConfig{Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		st, body := g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, ""))
+		if st != 200 || !strings.Contains(body, "the mock cat") {
+			t.Fatalf("%d %s", st, body)
+		}
+	}
+	if n := g.fleet.Workers()[1].Served(); n != 4 {
+		t.Fatalf("the healthy worker served %d of 4", n)
+	}
+	// Every worker failing: the client gets the engine's class as its status.
+	if err := g.fleet.Workers()[1].Configure(mockworker.AdminConfig{Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, "")); st != 503 || !strings.Contains(body, `"code":"worker_unavailable"`) {
+		t.Fatalf("all unavailable: %d %s", st, body)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// An engine that does not answer within --request-timeout-secs: 504.
+func TestGRPCHangTimesOut(t *testing.T) {
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 1, "round_robin", Config{RequestTimeout: 300 * time.Millisecond}, nil)
+	w := g.fleet.Workers()[0]
+	if err := w.Configure(mockworker.AdminConfig{Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, "")); st != 504 {
+		t.Fatalf("%d %s", st, body)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+	testutil.Eventually(t, "the engine let go", func() bool { return w.Active() == 0 })
+}
+
+// cache_aware on token trees: requests sharing a long prompt prefix go to the same worker.
+func TestGRPCCacheAwareKeepsPrefixesTogether(t *testing.T) {
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 4, "cache_aware", Config{}, nil)
+	shared := strings.Repeat("The shared system prompt describes a long task in detail. ", 40)
+	seen := map[string]int{}
+	for i := range 8 {
+		body := fmt.Sprintf(`{"model":"qwen3","max_tokens":2,"messages":[{"role":"system","content":%q},{"role":"user","content":"question %d"}]}`, shared, i)
+		resp := g.do("POST", "/v1/chat/completions", body)
+		if resp.StatusCode() != 200 {
+			t.Fatalf("%d %s", resp.StatusCode(), resp.Body())
+		}
+		seen[string(resp.Header.Peek(headerRoutedWorker))]++
+	}
+	if len(seen) != 1 {
+		t.Fatalf("same-prefix requests spread over %v", seen)
+	}
+}
+
+// noGRPCCalls waits until no goroutine of a gRPC request (grpcCall) is left.
+func noGRPCCalls(t testing.TB) {
+	t.Helper()
+	testutil.Eventually(t, "no gRPC request goroutine left", func() bool {
+		buf := make([]byte, 1<<20)
+		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "fastpath.(*grpcCall)")
+	})
+}
