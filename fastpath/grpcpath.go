@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/smg-go/smg/engine/grpcworker"
@@ -92,8 +93,28 @@ func (le *loopExchange) sendGRPC(ex *evloop.Exchange) {
 		return
 	}
 	r := ex.Req()
-	g := &grpcCall{le: le, st: st, body: r.Body(), keepAlive: r.KeepAlive()}
+	g := grpcCalls.Get().(*grpcCall)
+	g.le, g.st, g.body, g.keepAlive = le, st, r.Body(), r.KeepAlive()
 	go g.run()
+}
+
+// grpcCalls keeps ended calls with their buffers (prompt ids, the answer writer's), so a
+// relayed token allocates nothing in steady state.
+var grpcCalls = sync.Pool{New: func() any { return new(grpcCall) }}
+
+// maxKeptPrompt bounds the buffers a pooled call keeps (ids and rendered text).
+const maxKeptPrompt = 1 << 16
+
+// recycle clears g for its next request and pools it.
+func (g *grpcCall) recycle() {
+	ids, scratch, out, w := g.ids[:0], g.scratch[:0], g.out[:0], g.w
+	if cap(ids) > maxKeptPrompt || cap(scratch) > 4*maxKeptPrompt || cap(out) > 4*maxKeptPrompt {
+		ids, scratch, out = nil, nil, nil
+	}
+	g.req.Reset()
+	req := g.req
+	*g = grpcCall{req: req, ids: ids, scratch: scratch, out: out, w: w}
+	grpcCalls.Put(g)
 }
 
 // grpcCall is one request served by gRPC workers, on its own goroutine.
@@ -132,6 +153,7 @@ func (g *grpcCall) run() {
 		le.finish(g.status)
 		// A connection whose answer was cut (the client left) is not reused.
 		g.st.Close(g.keepAlive && g.complete)
+		g.recycle()
 	}()
 	if !g.prepare() {
 		return
