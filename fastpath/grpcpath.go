@@ -222,9 +222,10 @@ func (g *grpcCall) relay() {
 	ctx, cancel := context.WithDeadline(context.Background(), a.deadline)
 	defer cancel()
 	// The client leaving cancels the call: grpcworker then sends the engine its Abort.
+	left := g.st.Left() // read here: g is recycled once relay returns
 	go func() {
 		select {
-		case <-g.st.Left():
+		case <-left:
 			cancel()
 		case <-ctx.Done():
 		}
