@@ -14,7 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/smg-go/smg/engine/grpcworker"
+	"github.com/smg-go/smg/engine/sglangpb"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mockworker"
 	"github.com/smg-go/smg/mockworker/mockworkertest"
@@ -30,6 +35,7 @@ import (
 type grpcGateway struct {
 	*gateway
 	fleet *mockworker.Fleet
+	addrs []string // the engines' addresses
 	tok   *tokenizer.Tokenizer
 	mu    sync.Mutex
 	conns map[string]*grpcworker.Client
@@ -74,7 +80,15 @@ func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, pol
 	if mcfg != nil {
 		mcfg(&mc)
 	}
-	gg := &grpcGateway{fleet: mockworkertest.Start(t, mc), tok: tok, conns: map[string]*grpcworker.Client{}}
+	var gg *grpcGateway
+	if mcfg == nil || workers > 0 {
+		gg = &grpcGateway{fleet: mockworkertest.Start(t, mc), tok: tok, conns: map[string]*grpcworker.Client{}}
+		gg.addrs = gg.fleet.Addrs()
+	} else {
+		gg = &grpcGateway{tok: tok, conns: map[string]*grpcworker.Client{}}
+		mcfg(&mc) // workers 0: mcfg starts the engines and sets mc.Host to their address
+		gg.addrs = []string{mc.Host}
+	}
 	d := grpcworker.SGLang
 	if dialect == mockworker.DialectVLLM {
 		d = grpcworker.VLLM
@@ -106,7 +120,7 @@ func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, pol
 	}
 	gg.gateway = &gateway{t: t, fakes: map[string]*fakeWorker{}}
 	gg.start(cfg, policy.RouterConfig{DefaultPolicy: policyName}, func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }, func() {
-		for _, a := range gg.fleet.Addrs() {
+		for _, a := range gg.addrs {
 			gg.addWorker("http://"+a, "qwen3")
 		}
 	})
@@ -445,4 +459,53 @@ func noGRPCCalls(t testing.TB) {
 		buf := make([]byte, 1<<20)
 		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "fastpath.(*grpcCall)")
 	})
+}
+
+// brokenEngine is an SGLang engine that streams the first tokens of the mock's answer and
+// then fails the call with INTERNAL, as an engine that aborted the request does.
+type brokenEngine struct {
+	sglangpb.UnimplementedSglangSchedulerServer
+	ids []uint32
+}
+
+func (e *brokenEngine) Generate(req *sglangpb.GenerateRequest, st grpc.ServerStreamingServer[sglangpb.GenerateResponse]) error {
+	for _, id := range e.ids[:3] {
+		if err := st.Send(&sglangpb.GenerateResponse{Response: &sglangpb.GenerateResponse_Chunk{Chunk: &sglangpb.GenerateStreamChunk{TokenIds: []uint32{id}, PromptTokens: 5}}}); err != nil {
+			return err
+		}
+	}
+	return status.Error(codes.Internal, "the scheduler aborted the request")
+}
+
+// An engine that fails mid-stream: the client gets an SSE error event, then [DONE]; an
+// unstreamed request, whose answer had not started, gets the engine's class as its status.
+func TestGRPCMidStreamFailure(t *testing.T) {
+	tok, err := tokenizer.Load(qwen3Dir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	sglangpb.RegisterSglangSchedulerServer(srv, &brokenEngine{ids: tok.Encode(nil, mockworker.AnswerText, false)})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	g := newGRPCGatewayTB(t, mockworker.DialectSGLang, 0, "round_robin", Config{}, func(c *mockworker.Config) { c.Host = ln.Addr().String() })
+
+	st, body := g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, `,"stream":true`))
+	evs := events(t, body)
+	n := len(evs)
+	if st != 200 || n < 3 || evs[n-1] != "[DONE]" || !strings.Contains(evs[n-2], `"error":{"message":"the scheduler aborted the request","type":"server_error","code":"worker_unreachable"`) {
+		t.Fatalf("%d %s", st, body)
+	}
+	if !strings.Contains(body, `"content":"the"`) {
+		t.Fatalf("the tokens before the failure are missing: %s", body)
+	}
+	st, body = g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, ""))
+	if st != 502 || !strings.Contains(body, "the scheduler aborted the request") {
+		t.Fatalf("unstreamed: %d %s", st, body)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
