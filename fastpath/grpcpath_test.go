@@ -509,3 +509,42 @@ func TestGRPCMidStreamFailure(t *testing.T) {
 	}
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }
+
+// Tokenizing runs off the event loops under a bound: while every tokenizer slot is taken a
+// gRPC request waits for one, and other requests on the same loops are still served.
+func TestGRPCTokenizerPoolIsBoundedAndOffTheLoops(t *testing.T) {
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 1, "round_robin", Config{EventLoops: 1}, nil)
+	sem := g.srv.cfg.GRPC.sem
+	for range cap(sem) {
+		sem <- struct{}{} // every slot taken, as by long prompts being tokenized
+	}
+	type answer struct {
+		st   int
+		body string
+	}
+	done := make(chan answer, 1)
+	c2 := &grpcGateway{gateway: g.gateway}
+	go func() {
+		st, body := c2.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, `,"max_tokens":4`))
+		done <- answer{st, body}
+	}()
+	testutil.Eventually(t, "the request waits for a tokenizer slot", func() bool {
+		buf := make([]byte, 1<<20)
+		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "fastpath.(*grpcCall).prepare")
+	})
+	// The one loop still serves other requests.
+	if resp := g.do("GET", "/readiness", ""); resp.StatusCode() != 200 {
+		t.Fatalf("readiness while tokenizing: %d", resp.StatusCode())
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("answered without a tokenizer slot: %d %s", a.st, a.body)
+	default:
+	}
+	for range cap(sem) {
+		<-sem
+	}
+	if a := <-done; a.st != 200 || !strings.Contains(a.body, `"finish_reason":"length"`) {
+		t.Fatalf("after the slots freed: %d %s", a.st, a.body)
+	}
+}
