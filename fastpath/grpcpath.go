@@ -386,7 +386,7 @@ func (g *grpcCall) settle(err error) {
 		return
 	case c.Fault():
 		o = breaker.Fault
-	case c == grpcworker.Backpressure || c == grpcworker.Unavailable && !c.Fault():
+	case c == grpcworker.Backpressure:
 		o = breaker.Backpressure
 	}
 	a.main.end(o, worker.OutcomeError)
