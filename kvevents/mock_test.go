@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +16,10 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/smg-go/smg/engine/sglangpb"
 	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/kvevents/kvindex"
@@ -194,5 +199,109 @@ func TestMockEventsPredictTheEnginesHits(t *testing.T) {
 			resp.Body.Close()
 			testutil.Eventually(t, "the flush in the index", func() bool { return idx.Blocks(holders[0]) == 0 })
 		})
+	}
+}
+
+func postAdmin(t *testing.T, url, body string) {
+	t.Helper()
+	resp, err := http.Post(url+"/admin/config", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("admin %s: %s", body, resp.Status)
+	}
+}
+
+// TestMockEventsSurviveDropsAndRestarts: a batch the engine's PUB socket loses is replayed
+// from its ROUTER socket (the index stays exact); a restarted sequence clears the worker.
+func TestMockEventsSurviveDropsAndRestarts(t *testing.T) {
+	ws := startMock(t, 1, "--kv-events-encoding", "array")
+	idx, _ := kvindex.New(kvindex.DefaultConfig())
+	h := idx.Holder(ws[0].url)
+	cfg := DefaultZMQConfig()
+	cfg.Endpoint, cfg.ReplayEndpoint = ws[0].events, ws[0].replay
+	c, err := StartZMQ(cfg, func(int) Sink { return IndexSink{Index: idx, Holder: h} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	depth := make([]uint32, 1)
+	held := func(ids []uint32) func() bool {
+		return func() bool { idx.Match(ids, depth); return depth[0] == uint32(len(ids)/mockBlock) }
+	}
+	a, b, d := mockPrompt(1, 0, 0, 4), mockPrompt(2, 0, 0, 4), mockPrompt(3, 0, 0, 4)
+	generate(t, ws[0].url, a)
+	testutil.Eventually(t, "prompt a in the index", held(a))
+
+	before := c.Stats()
+	postAdmin(t, ws[0].url, `{"kv_events_drop":1}`)
+	generate(t, ws[0].url, b) // its batch never reaches the subscriber
+	generate(t, ws[0].url, d) // the next one shows the gap
+	testutil.Eventually(t, "prompts b and d in the index", func() bool { return held(b)() && held(d)() })
+	if st := c.Stats(); st.Gaps != before.Gaps+1 || st.Replayed != before.Replayed+1 || st.Cleared != 0 {
+		t.Fatalf("after a dropped batch: %+v (before %+v), want one more gap, replayed", st, before)
+	}
+
+	postAdmin(t, ws[0].url, `{"kv_events_restart":true}`)
+	e := mockPrompt(4, 0, 0, 4)
+	generate(t, ws[0].url, e)
+	testutil.Eventually(t, "prompt e in the index", held(e))
+	if st := c.Stats(); st.Cleared != 1 {
+		t.Fatalf("after a restarted sequence: %+v, want the worker cleared once", st)
+	}
+	if idx.Match(a, depth); depth[0] != 0 {
+		t.Fatalf("prompt a still matches %d blocks after the worker was cleared", depth[0])
+	}
+}
+
+// TestMockGRPCSubscribeKvEvents: a gRPC mock streams its events on SubscribeKvEvents; the
+// index learns the prompt's blocks and a prompt sharing its prefix matches the shared part.
+func TestMockGRPCSubscribeKvEvents(t *testing.T) {
+	ws := startMock(t, 1, "--protocol", "grpc")
+	addr := strings.TrimPrefix(ws[0].url, "grpc://")
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := sglangpb.NewSglangSchedulerClient(cc)
+	idx, _ := kvindex.New(kvindex.DefaultConfig())
+	h := idx.Holder(ws[0].url)
+	c, err := StartGRPC(DefaultGRPCConfig(), client, IndexSink{Index: idx, Holder: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Subscribed from 0 (live): wait until the stream is open before the first request.
+	testutil.Eventually(t, "the subscription", func() bool { return c.Stats().Reconnects == 0 })
+	one := uint32(1)
+	gen := func(ids []uint32) {
+		st, err := client.Generate(context.Background(), &sglangpb.GenerateRequest{RequestId: fmt.Sprint(ids[0]),
+			Tokenized: &sglangpb.TokenizedInput{InputIds: ids}, SamplingParams: &sglangpb.SamplingParams{MaxNewTokens: &one}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := st.Recv(); err != nil {
+				break
+			}
+		}
+	}
+	depth := make([]uint32, 1)
+	p := mockPrompt(5, 0, 3, 5)
+	// The stream may open after the first request's events: resend until they are seen.
+	testutil.Eventually(t, "the prompt's blocks from the gRPC stream", func() bool {
+		gen(p)
+		idx.Match(p, depth)
+		return depth[0] == 5
+	})
+	q := mockPrompt(5, 1, 3, 5)
+	if idx.Match(q, depth); depth[0] != 3 {
+		t.Fatalf("a prompt sharing 3 blocks matches %d", depth[0])
+	}
+	if st := c.Stats(); st.Dropped != 0 || c.Err() != nil {
+		t.Fatalf("stats %+v err %v", st, c.Err())
 	}
 }

@@ -95,6 +95,12 @@ type rank struct {
 	batch       Batch
 	last        uint64 // sequence of the last batch applied
 	have        bool   // last is set
+	// replayed is the first sequence of the batches a replay applied ahead of the live
+	// stream (hasReplayed): the stream may still deliver them, and they are duplicates, not a
+	// restart. Cleared once the stream delivers the last batch or the one after it, and on
+	// every new connection.
+	replayed    uint64
+	hasReplayed bool
 }
 
 func (r *rank) run(ctx context.Context) {
@@ -136,6 +142,8 @@ func (r *rank) session(ctx context.Context) (got bool) {
 	if err := sub.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
 		return false
 	}
+	r.hasReplayed = false // duplicates come only from this connection's replays
+	r.catchUp(ctx)
 	for {
 		msg, err := sub.Recv()
 		if err != nil {
@@ -163,6 +171,11 @@ func (r *rank) handle(ctx context.Context, frames [][]byte) {
 		if seq > 0 {
 			r.fill(ctx, 0, seq, false)
 		}
+	case seq <= r.last && r.hasReplayed && seq >= r.replayed:
+		if seq == r.last {
+			r.hasReplayed = false // the live stream has caught up with the replays
+		}
+		return // a batch a replay already applied
 	case seq <= r.last:
 		// The publisher's sequence went back: the engine restarted with an empty cache.
 		r.sink.Clear()
@@ -173,13 +186,45 @@ func (r *rank) handle(ctx context.Context, frames [][]byte) {
 		}
 	case seq > r.last+1:
 		ctr.gaps.Add(1)
-		if !r.fill(ctx, r.last+1, seq, true) {
+		if r.fill(ctx, r.last+1, seq, true) != fillDone {
 			r.sink.Clear()
 			ctr.cleared.Add(1)
 		}
 	}
+	if r.have && seq == r.last+1 {
+		r.hasReplayed = false // the live stream has caught up with the replays
+	}
 	r.apply(seq, payload)
 }
+
+// catchUp replays, right after a (re)connection, what the engine published while we were not
+// subscribed (from sequence 0 the first time): the batches before the subscription took
+// effect would otherwise wait for the next batch to reveal the gap. Batches the buffer no
+// longer holds after the last one applied leave the worker's state unknown: cleared.
+func (r *rank) catchUp(ctx context.Context) {
+	if r.replay == "" {
+		return
+	}
+	from := uint64(0)
+	if r.have {
+		from = r.last + 1
+	}
+	if r.fill(ctx, from, endSeq, r.have) == fillGap {
+		r.c.ctr.gaps.Add(1)
+		r.sink.Clear()
+		r.c.ctr.cleared.Add(1)
+	}
+}
+
+// fillResult says how a replay ended.
+type fillResult int
+
+const (
+	fillDone   fillResult = iota // every batch up to `to` applied
+	fillEnd                      // the buffer ended first: nothing more was published
+	fillGap                      // the buffer no longer holds the first batches wanted
+	fillFailed                   // no replay socket, or it did not answer
+)
 
 func (r *rank) apply(seq uint64, payload []byte) {
 	r.last, r.have = seq, true
@@ -194,12 +239,12 @@ func (r *rank) apply(seq uint64, payload []byte) {
 // endSeq is the replay socket's end marker, sequence -1.
 const endSeq = ^uint64(0)
 
-// fill asks the replay socket for the batches [from, to) and applies them in order. It
-// reports whether all of them arrived. Unless strict, it starts at the oldest batch the
-// buffer still holds (the engine's state before we subscribed: better part than none).
-func (r *rank) fill(ctx context.Context, from, to uint64, strict bool) bool {
+// fill asks the replay socket for the batches [from, to) and applies them in order. Unless
+// strict, it starts at the oldest batch the buffer still holds (the engine's state before we
+// subscribed: better part than none).
+func (r *rank) fill(ctx context.Context, from, to uint64, strict bool) fillResult {
 	if r.replay == "" {
-		return false
+		return fillFailed
 	}
 	cfg := &r.c.cfg
 	rctx, cancel := context.WithTimeout(ctx, cfg.ReplayTimeout)
@@ -207,17 +252,17 @@ func (r *rank) fill(ctx context.Context, from, to uint64, strict bool) bool {
 	d := zmq4.NewDealer(rctx, zmq4.WithLogger(quiet), zmq4.WithDialerMaxRetries(0), zmq4.WithTimeout(cfg.ReplayTimeout))
 	defer d.Close()
 	if err := d.Dial(boundedEndpoint(r.replay, cfg.MaxMessageBytes, cfg.HandshakeTimeout)); err != nil {
-		return false
+		return fillFailed
 	}
 	req := binary.BigEndian.AppendUint64(nil, from)
 	if err := d.SendMulti(zmq4.NewMsgFrom([]byte{}, req)); err != nil {
-		return false
+		return fillFailed
 	}
 	next := from
 	for next < to {
 		msg, err := d.Recv()
 		if err != nil {
-			return false
+			return fillFailed
 		}
 		f := msg.Frames
 		if len(f) == 3 && len(f[0]) == 0 {
@@ -225,23 +270,25 @@ func (r *rank) fill(ctx context.Context, from, to uint64, strict bool) bool {
 		}
 		if len(f) != 2 || len(f[0]) != SeqLen {
 			r.c.ctr.dropped.Add(1)
-			return false
+			return fillFailed
 		}
 		seq := binary.BigEndian.Uint64(f[0])
 		switch {
 		case seq == endSeq:
-			return false // the buffer ended before `to`
+			return fillEnd
 		case seq < next:
 			continue
 		case seq > next && strict:
-			return false // the buffer no longer holds `next`
+			return fillGap // the buffer no longer holds `next`
+		case seq >= to:
+			return fillDone
 		}
-		if seq >= to {
-			return !strict
+		if !r.hasReplayed {
+			r.replayed, r.hasReplayed = seq, true
 		}
 		r.apply(seq, f[1])
 		r.c.ctr.replayed.Add(1)
 		next = seq + 1
 	}
-	return true
+	return fillDone
 }
