@@ -145,6 +145,12 @@ func (x *Index) Lookup(name string) (Holder, bool) {
 	return h, ok
 }
 
+// Slot is Lookup as an int, the form cache_aware's event mode reads (its EventIndex).
+func (x *Index) Slot(name string) (int, bool) {
+	h, ok := x.Lookup(name)
+	return int(h), ok
+}
+
 // Slots returns one past the highest slot in use: the length Match needs for its scores.
 func (x *Index) Slots() int {
 	x.mu.RLock()

@@ -63,3 +63,26 @@ func TestHashIndexPickAllocatesNothing(t *testing.T) {
 		t.Fatalf("hash-mode Pick allocates %v times per call, want 0", n)
 	}
 }
+
+// TestEventModePickAllocatesNothing: a pick in event mode, hit or miss, allocates nothing.
+func TestEventModePickAllocatesNothing(t *testing.T) {
+	f, ev := eventFleet(t, 16)
+	cfg := DefaultConfig()
+	cfg.Events = ev
+	b, _ := newBuilder(t, cfg)
+	p := b.Build(f.Group("m"))
+	req := tokens(1024)
+	for _, d := range []uint32{64, 0} {
+		ev.depth[f.Workers[5].URL] = d
+		if _, err := p.Pick(req); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(500, func() {
+			if _, err := p.Pick(req); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Fatalf("depth %d: an event-mode Pick allocates %v times, want 0", d, n)
+		}
+	}
+}

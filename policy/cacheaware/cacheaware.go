@@ -63,6 +63,8 @@ type Builder struct {
 
 type branches struct {
 	match, spill, miss *metrics.Counter
+	// events counts the decisions made in event mode (their branch is counted too).
+	events *metrics.Counter
 }
 
 type treeGauges struct {
@@ -92,7 +94,8 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	b := &Builder{
 		cfg: cfg, rnd: rnd, scorer: score.New(score.DefaultConfig()),
 		text: text, tokens: tokens,
-		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback)},
+		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback),
+			events: cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_picks_total`)},
 	}
 	b.clock.Store(peerStamp + 1) // local stamps are above a peer's
 	if cfg.CacheIndex == IndexHash {
@@ -133,7 +136,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 		byIndex[w.Index], pos[w.Index] = w, int32(i)
 	}
 	return &picker{b: b, workers: g.Workers, byIndex: byIndex, pos: pos, mean: policy.NewFleetMean(g.Workers), rate: b.scorer.NewFleetRate(g.Workers),
-		turns: score.NewTurns(len(g.Workers), b.rnd)}
+		turns: score.NewTurns(len(g.Workers), b.rnd), events: newEventMode(b.cfg.Events, g)}
 }
 
 // purgeDeparted removes from the trees every tenant whose worker is no longer registered, and
@@ -242,6 +245,9 @@ type picker struct {
 	// gateway can tell are taken in turn (score.Scorer.LowestInTurn, as least_load does).
 	pos   []int32
 	turns *score.Turns
+	// events is the model's KV-event index when every worker publishes events (events.go);
+	// nil: the approximate tree.
+	events *eventMode
 }
 
 // lowest is the worker of the whole fleet with the lowest expected wait, skipping those with
@@ -258,6 +264,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	defer c.release()
 	b := p.b
 	switch {
+	case p.events != nil && p.pickByEvents(req, c):
 	case b.placements != nil:
 		c.chosen = p.pickByPlacement(req, c)
 	case len(req.Tokens) >= b.cfg.BlockSize:
@@ -391,12 +398,14 @@ type chooser struct {
 	now    int64
 	chosen *worker.Worker
 	cands  [radix.MaxMatchTenants]*worker.Worker
+	depth  []uint32 // event mode's per-slot match depths, kept across picks
 }
 
 var chooserPool = sync.Pool{New: func() any { return new(chooser) }}
 
 func (c *chooser) release() {
-	*c = chooser{}
+	depth := c.depth
+	*c = chooser{depth: depth}
 	chooserPool.Put(c)
 }
 

@@ -64,6 +64,11 @@ type Config struct {
 	// Observer, when set, is told of every prefix recorded for a worker (the mesh). Nil:
 	// nobody is told.
 	Observer policy.TreeObserver
+	// Events, when set, gives each model's KV-event block index: a model whose workers all
+	// publish events is routed on the engines' reported caches (event mode, events.go)
+	// instead of the approximate tree. Nil: tree (or hash) mode only. Event-driven state is
+	// not synchronised over the mesh (spec): each gateway subscribes itself.
+	Events EventSource
 }
 
 // DefaultConfig returns the spec's CLI defaults.
