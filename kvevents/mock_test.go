@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/VictoriaMetrics/metrics"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -23,6 +24,9 @@ import (
 	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/kvevents/kvindex"
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/cacheaware"
+	"github.com/smg-go/smg/policy/policytest"
 )
 
 // These tests run the real mockworker command: an engine model that publishes its KV-cache
@@ -303,5 +307,54 @@ func TestMockGRPCSubscribeKvEvents(t *testing.T) {
 	}
 	if st := c.Stats(); st.Dropped != 0 || c.Err() != nil {
 		t.Fatalf("stats %+v err %v", st, c.Err())
+	}
+}
+
+// indexSource hands cache_aware the test's index for every model.
+type indexSource struct{ idx *kvindex.Index }
+
+func (s indexSource) EventIndex(string) cacheaware.EventIndex { return s.idx }
+
+// TestCacheAwareRoutesOnAMockEnginesEvents: cache_aware in event mode sends a prompt to the
+// mock engine whose events say it holds the prompt, and a prompt nobody holds by load.
+func TestCacheAwareRoutesOnAMockEnginesEvents(t *testing.T) {
+	ws := startMock(t, 3)
+	fleet := policytest.NewFleet(t, 3, "m")
+	idx, _ := kvindex.New(kvindex.DefaultConfig())
+	for i, w := range ws {
+		h := idx.Holder(fleet.Workers[i].URL) // the gateway's name of mock worker i
+		cfg := DefaultZMQConfig()
+		cfg.Endpoint, cfg.ReplayEndpoint = w.events, w.replay
+		c, err := StartZMQ(cfg, func(int) Sink { return IndexSink{Index: idx, Holder: h} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	pcfg := cacheaware.DefaultConfig()
+	pcfg.Events, pcfg.Metrics = indexSource{idx}, metrics.NewSet()
+	picker := cacheaware.New(pcfg, testutil.NewRand(1)).Build(fleet.Group("m"))
+	depth := make([]uint32, 3)
+	for target := range 3 {
+		p := mockPrompt(10+target, 0, 0, 8)
+		generate(t, ws[target].url, p)
+		testutil.Eventually(t, "the prompt in the index", func() bool {
+			idx.Match(p, depth)
+			return depth[target] == 8
+		})
+		if target == 0 {
+			// The index knows the block size now: picks made before were the tree's.
+			picker = cacheaware.New(pcfg, testutil.NewRand(1)).Build(fleet.Group("m"))
+		}
+		res, err := picker.Pick(&policy.Request{Tokens: append(p, 1, 2, 3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Worker != fleet.Workers[target] {
+			t.Fatalf("a prompt mock worker %d holds went to %s", target, res.Worker.URL)
+		}
+	}
+	if n := pcfg.Metrics.GetOrCreateCounter("smg_cache_aware_event_mode_picks_total").Get(); n != 3 {
+		t.Fatalf("%d picks in event mode, want 3", n)
 	}
 }

@@ -159,7 +159,9 @@ func oracle(to string) bool { return under(to, "mockworker") || under(to, "loadg
 // testUses are the test-only imports beyond the layers, each for a claim that needs the real
 // component: mesh's tree-sync tests route with the real cache_aware policy to prove that a
 // peer makes the same decisions (the production mesh sees only its Trees interface).
-var testUses = map[string][]string{"mesh": {"policy"}}
+// kvevents' tests route with the real cache_aware on an index a real mock engine fed, to prove
+// the index is the EventIndex the policy reads.
+var testUses = map[string][]string{"mesh": {"policy"}, "kvevents": {"policy"}}
 
 // allowed reports whether package from may import package to (both relative to the module).
 func allowed(from, to string) bool {
