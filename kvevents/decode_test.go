@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/smg-go/smg/kvevents/kvindex"
 )
 
 func TestDecodeBothEncodings(t *testing.T) {
@@ -115,4 +117,37 @@ func TestParseFrames(t *testing.T) {
 			t.Errorf("ParseFrames(%v) err %v", frames, err)
 		}
 	}
+}
+
+// BenchmarkDecodeApply decodes a vLLM-shaped batch (map encoding, 16 events each storing one
+// block of 16 tokens on its parent, sha256-sized byte hashes) and applies it to an index:
+// events/s is the consumer's throughput on one core.
+func BenchmarkDecodeApply(b *testing.B) {
+	idx, _ := kvindex.New(kvindex.DefaultConfig())
+	sink := IndexSink{Index: idx, Holder: idx.Holder("w")}
+	const perBatch = 16
+	d := NewDecoder()
+	var batch Batch
+	var payloads [][]byte
+	for i := range 64 {
+		var evs []testEvent
+		for j := range perBatch {
+			h := make([]byte, 32)
+			binary.BigEndian.PutUint64(h, uint64(i*perBatch+j+1))
+			ev := testEvent{Event: Event{Kind: Stored, BlockSize: 16, Medium: "GPU"}, hashBytes: [][]byte{h}}
+			for k := range 16 {
+				ev.TokenIDs = append(ev.TokenIDs, uint32(i*perBatch*16+j*16+k))
+			}
+			evs = append(evs, ev)
+		}
+		payloads = append(payloads, encodeBatch(b, maps, 1, 0, evs))
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if err := d.Decode(payloads[i%len(payloads)], &batch); err != nil {
+			b.Fatal(err)
+		}
+		sink.Apply(&batch)
+	}
+	b.ReportMetric(float64(b.N*perBatch)/b.Elapsed().Seconds(), "events/s")
 }

@@ -50,3 +50,25 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLimitConnFollow feeds the ZMTP frame follower arbitrary streams in arbitrary chunks: it
+// never panics, and it never lets a message past the limit.
+func FuzzLimitConnFollow(f *testing.F) {
+	greeting := make([]byte, zmtpGreeting)
+	f.Add(append(append([]byte{}, greeting...), flagCommand, 5, 'R', 'E', 'A', 'D', 'Y', 0, 3, 'a', 'b', 'c'), uint8(7))
+	f.Add(append(append([]byte{}, greeting...), flagLong, 0, 0, 0, 1, 0, 0, 0, 0), uint8(1))
+	f.Add(append(append([]byte{}, greeting...), flagMore, 200, flagMore, 200), uint8(3))
+	f.Fuzz(func(t *testing.T, stream []byte, chunk uint8) {
+		const limit = 300
+		c := &limitConn{limit: limit, greeting: zmtpGreeting}
+		step := int(chunk%16) + 1
+		for i := 0; i < len(stream); i += step {
+			if err := c.follow(stream[i:min(i+step, len(stream))]); err != nil {
+				return
+			}
+			if c.msg > limit {
+				t.Fatalf("a message of %d bytes passed a limit of %d", c.msg, limit)
+			}
+		}
+	})
+}
