@@ -19,6 +19,14 @@
 // block hashes as integers or bytes; it trusts no length beyond the bytes that remain, skips
 // unknown fields to a bounded depth, and is fuzzed (FuzzDecode).
 //
+// # Assembly
+//
+// Manager owns the consumers of a gateway's workers and one kvindex.Index per model: cmd/smg
+// adds a worker with its source (AddZMQ with its endpoints, AddGRPC with its engine client)
+// and removes it with the worker; the worker's blocks and metrics (RegisterMetrics,
+// RegisterIndexMetrics) go with it. cache_aware reads an index through the EventIndex it
+// declares (policy/cacheaware), which *kvindex.Index satisfies.
+//
 // # Concurrency and ownership
 //
 // Each consumer is one goroutine per worker (and DP rank) that owns its socket or stream, its
