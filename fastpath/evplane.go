@@ -143,16 +143,16 @@ func (le *loopExchange) admitted(ex *evloop.Exchange) {
 	} else {
 		x.reqID = appendRequestID(append(x.reqID[:0], requestIDPrefixes[le.route]...))
 	}
+	if le.grpcRoute() {
+		le.sendGRPC(ex) // tokenized and picked off the loop (grpcpath.go, grpcpd.go)
+		return
+	}
 	if le.pd {
 		if le.epd { // text-only requests are PD (epd.go)
 			le.sendEPD(ex)
 			return
 		}
 		le.sendPD(ex)
-		return
-	}
-	if le.grpcRoute() {
-		le.sendGRPC(ex) // tokenized and picked off the loop (grpcpath.go)
 		return
 	}
 	a := &x.attempt

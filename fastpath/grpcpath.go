@@ -14,6 +14,7 @@ import (
 	"github.com/smg-go/smg/engine/openai"
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/tokenizer"
 	"github.com/smg-go/smg/tokenizer/chat"
 	"github.com/smg-go/smg/worker"
@@ -67,7 +68,7 @@ func (g *GRPCBackend) validate() error {
 // grpcRoute reports whether the request's route is served by gRPC workers.
 func (le *loopExchange) grpcRoute() bool {
 	g := le.s.cfg.GRPC
-	if g == nil || le.rt == nil || len(le.rt.Candidates) == 0 {
+	if g == nil {
 		return false
 	}
 	switch le.route {
@@ -75,7 +76,12 @@ func (le *loopExchange) grpcRoute() bool {
 	default:
 		return false
 	}
-	return g.IsGRPC(le.rt.Candidates[0])
+	for _, rt := range []*policy.Route{le.rt, le.prt} { // in PD mode, either leg tells
+		if rt != nil && len(rt.Candidates) > 0 {
+			return g.IsGRPC(rt.Candidates[0])
+		}
+	}
+	return false
 }
 
 // sendGRPC hands an admitted request for gRPC workers to its own goroutine: the exchange is
@@ -134,6 +140,9 @@ type grpcCall struct {
 	started   bool // the answer's head was written: no retry, no error status any more
 	complete  bool // the answer was written whole (its framing ended)
 	rid       string
+	// bootstrap and kvParams are the PD handover fields of the decode leg's request.
+	bootstrap grpcworker.Opt[grpcworker.Bootstrap]
+	kvParams  string
 }
 
 func (g *grpcCall) run() {
@@ -218,6 +227,10 @@ func (g *grpcCall) badRequest(err error) {
 // worker, as the HTTP path does.
 func (g *grpcCall) relay() {
 	le := g.le
+	if le.pd {
+		g.relayPD()
+		return
+	}
 	a := &le.x.attempt
 	ctx, cancel := context.WithDeadline(context.Background(), a.deadline)
 	defer cancel()
@@ -310,6 +323,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 		rank = b.DPRank(w)
 	}
 	g.req.Fill(&g.greq, g.rid, g.ids, rank)
+	g.greq.Bootstrap, g.greq.KVTransferParamsJSON = g.bootstrap, g.kvParams
 	a.dispatch(&a.main)
 	if g.req.Stream {
 		a.awaitFirstToken(&a.main)
@@ -348,7 +362,8 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 			}
 		}
 		if g.w.Done() {
-			break // a stop the detokenizer found: Close aborts what the engine still runs
+			g.settleDone(stream)
+			break
 		}
 	}
 	if !g.started {
@@ -376,20 +391,26 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 
 // settle ends the main leg with the engine's error: the breaker learns a fault class, the
 // upstream counter an error.
-func (g *grpcCall) settle(err error) {
-	a := &g.le.x.attempt
+func (g *grpcCall) settle(err error) { settleLeg(&g.le.x.attempt.main, err) }
+
+// settleLeg ends l with the engine's error err (nil: a whole answer).
+func settleLeg(l *leg, err error) {
+	if err == nil {
+		l.end(breaker.Success, worker.OutcomeOf(200))
+		return
+	}
 	c := grpcworker.Classify(err)
 	o := breaker.ClientError
 	switch {
 	case c == grpcworker.Canceled:
-		a.main.abandon()
+		l.abandon()
 		return
 	case c.Fault():
 		o = breaker.Fault
 	case c == grpcworker.Backpressure:
 		o = breaker.Backpressure
 	}
-	a.main.end(o, worker.OutcomeError)
+	l.end(o, worker.OutcomeError)
 }
 
 // start writes the answer's head: a streamed answer is chunked server-sent events; an
@@ -525,4 +546,23 @@ func statusText(code int) string {
 		return "Gateway Timeout"
 	}
 	return "Internal Server Error"
+}
+
+// maxTokensPastStop bounds what an engine may still generate once the detokenizer finished
+// every choice: the engine stops on the same rules (it got the stop strings and ids) and
+// reports its end, so it is not aborted for nothing; past this many tokens it is (Close).
+const maxTokensPastStop = 16
+
+// settleDone reads the engine's stream to its end once every choice has finished, keeping
+// the engine's token counts; an engine that goes on generating is abandoned (and aborted).
+func (g *grpcCall) settleDone(st grpcworker.Stream) {
+	extra := 0
+	for extra <= maxTokensPastStop {
+		ch, err := st.Recv()
+		if err != nil {
+			return
+		}
+		extra += len(ch.TokenIDs)
+		g.out = g.w.Feed(g.out[:0], ch) // counts only: every choice has finished
+	}
 }
