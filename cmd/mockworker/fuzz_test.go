@@ -16,6 +16,8 @@ func FuzzParseFlags(f *testing.F) {
 		"--role prefill --bootstrap-port 0 --kv-engine-id e --kv-transfer-timeout-ms 200",
 		"--role decode --bootstrap-port 8998", "--role x", "--kv-transfer-timeout-ms 1e300",
 		"--port -1", "--count x", "stray", "--prefill-tps NaN", "--time-scale +Inf",
+		"--mode engine --kv-events-port 0 --kv-events-encoding array --kv-events-replay 5",
+		"--kv-events-port 5557", "--mode engine --kv-events-port 65535 --count 2", "--mode engine --kv-events-port 0 --kv-events-encoding json",
 	} {
 		f.Add(s)
 	}
