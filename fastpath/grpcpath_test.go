@@ -24,6 +24,7 @@ import (
 	"github.com/smg-go/smg/mockworker"
 	"github.com/smg-go/smg/mockworker/mockworkertest"
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/cacheaware"
 	"github.com/smg-go/smg/tokenizer"
 	"github.com/smg-go/smg/tokenizer/chat"
 	"github.com/smg-go/smg/worker"
@@ -434,9 +435,16 @@ func TestGRPCHangTimesOut(t *testing.T) {
 	testutil.Eventually(t, "the engine let go", func() bool { return w.Active() == 0 })
 }
 
-// cache_aware on token trees: requests sharing a long prompt prefix go to the same worker.
+// cache_aware on token trees and prefix_hash on token heads: requests sharing a long prompt
+// prefix go to the same worker.
 func TestGRPCCacheAwareKeepsPrefixesTogether(t *testing.T) {
-	g := newGRPCGateway(t, mockworker.DialectSGLang, 4, "cache_aware", Config{}, nil)
+	for _, p := range []string{"cache_aware", "prefix_hash"} {
+		t.Run(p, func(t *testing.T) { samePrefixSameWorker(t, p) })
+	}
+}
+
+func samePrefixSameWorker(t *testing.T, policyName string) {
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 4, policyName, Config{}, nil)
 	shared := strings.Repeat("The shared system prompt describes a long task in detail. ", 40)
 	seen := map[string]int{}
 	for i := range 8 {
@@ -449,6 +457,15 @@ func TestGRPCCacheAwareKeepsPrefixesTogether(t *testing.T) {
 	}
 	if len(seen) != 1 {
 		t.Fatalf("same-prefix requests spread over %v", seen)
+	}
+	if policyName == "cache_aware" {
+		// The picks were made on token ids: the token tree holds the prompts, cut at the
+		// block size.
+		rt, _ := g.srv.router.Current().Lookup([]byte("qwen3"))
+		tree := rt.Builder.(*cacheaware.Builder).TokenTree()
+		if n := tree.Size(); n < int64(len(g.tok.Encode(nil, shared, false))) {
+			t.Fatalf("token tree size %d: the requests were not routed on token ids", n)
+		}
 	}
 }
 
