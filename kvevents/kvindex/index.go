@@ -371,16 +371,20 @@ func (x *Index) Stats() Stats {
 
 // Match scores a request: for every holder slot s, depth[s] is set to the number of leading
 // full blocks of tokens that s holds in a row (0 when it holds not even the first). depth
-// must have at least Slots() entries; slots beyond the ones in use are left alone. It returns
-// the longest depth. Match allocates nothing and hashes a block only while some holder still
+// should have Slots() entries; holders past len(depth) (added since) are skipped, slots not in
+// use are left alone. It returns the longest depth. Match allocates nothing and hashes a block only while some holder still
 // matches, so a miss costs one block's hashes.
 func (x *Index) Match(tokens []uint32, depth []uint32) uint32 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	bs := x.blockSize
 	var best uint32
-	for page := 0; page < x.pages; page++ {
+	for page := 0; page < x.pages && page*64 < len(depth); page++ {
+		// Holders added since the caller sized depth (Slots) are left out, not written past it.
 		active := x.present[page]
+		if n := len(depth) - page*64; n < 64 {
+			active &= 1<<n - 1
+		}
 		for a := active; a != 0; a &= a - 1 {
 			depth[page*64+bits.TrailingZeros64(a)] = 0
 		}

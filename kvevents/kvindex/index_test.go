@@ -229,3 +229,28 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("MaxBlocks 0 accepted")
 	}
 }
+
+// TestMatchIntoAShortDepthSlice: a holder added after the caller sized its slice is skipped,
+// not written past the slice.
+func TestMatchIntoAShortDepthSlice(t *testing.T) {
+	x, _ := New(DefaultConfig())
+	toks := prompt(1, 1, 4, 4)
+	for i := range 70 {
+		storeChain(x, x.Holder(fmt.Sprint(i)), toks, 0, 4)
+	}
+	for _, n := range []int{0, 1, 63, 64, 65, 69} {
+		depth := make([]uint32, n)
+		want := uint32(4)
+		if n == 0 {
+			want = 0
+		}
+		if got := x.Match(toks, depth); got != want {
+			t.Fatalf("%d slots: best %d, want %d", n, got, want)
+		}
+		for s, d := range depth {
+			if d != 4 {
+				t.Fatalf("%d slots: slot %d depth %d", n, s, d)
+			}
+		}
+	}
+}
