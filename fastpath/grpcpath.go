@@ -41,9 +41,9 @@ type GRPCBackend struct {
 	IsGRPC func(w *worker.Worker) bool
 	// Client returns w's engine client.
 	Client func(w *worker.Worker) (*grpcworker.Client, error)
-	// Model returns the model named name (the request's model, "" when it names none), or
-	// nil when no tokenizer is known for it.
-	Model func(name string) *GRPCModel
+	// Model returns the model named name (the request's model, "" when it names none); ok
+	// false when no tokenizer is known for it. A value, so an adapter allocates nothing.
+	Model func(name string) (m GRPCModel, ok bool)
 	// DPRank returns w's data-parallel rank, -1 for none. Nil: none.
 	DPRank func(w *worker.Worker) int
 	// Tokenizers bounds the requests being rendered and tokenized at once: that CPU work
@@ -130,7 +130,7 @@ type grpcCall struct {
 	body      []byte // the request body: valid until st.Close
 	keepAlive bool
 	req       openai.Request
-	model     *GRPCModel
+	model     GRPCModel
 	ids       []uint32
 	scratch   []byte
 	greq      grpcworker.GenerateRequest
@@ -191,8 +191,8 @@ func (g *grpcCall) prepare() bool {
 		g.badRequest(err)
 		return false
 	}
-	g.model = b.Model(g.req.Model)
-	if g.model == nil || g.model.Tokenizer == nil {
+	var ok bool
+	if g.model, ok = b.Model(g.req.Model); !ok || g.model.Tokenizer == nil {
 		g.fail(errModelNotFound, "model '"+g.req.Model+"' is served by gRPC workers but no tokenizer is known for it; start the gateway with --model-path or --tokenizer-path")
 		return false
 	}

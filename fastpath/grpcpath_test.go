@@ -94,7 +94,7 @@ func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, pol
 	if dialect == mockworker.DialectVLLM {
 		d = grpcworker.VLLM
 	}
-	model := &GRPCModel{ID: "qwen3", Tokenizer: tok, Template: tmpl, EOSTokenIDs: tok.EOSTokenIDs(), MaxPromptTokens: 32768}
+	model := GRPCModel{ID: "qwen3", Tokenizer: tok, Template: tmpl, EOSTokenIDs: tok.EOSTokenIDs(), MaxPromptTokens: 32768}
 	cfg.GRPC = &GRPCBackend{
 		IsGRPC: func(*worker.Worker) bool { return true },
 		Client: func(w *worker.Worker) (*grpcworker.Client, error) {
@@ -111,11 +111,11 @@ func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, pol
 			gg.conns[addr] = c
 			return c, nil
 		},
-		Model: func(name string) *GRPCModel {
+		Model: func(name string) (GRPCModel, bool) {
 			if name == "qwen3" || name == "" {
-				return model
+				return model, true
 			}
-			return nil
+			return GRPCModel{}, false
 		},
 		Tokenizers: 2,
 	}

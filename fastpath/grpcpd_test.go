@@ -93,7 +93,7 @@ func newGRPCPDGateway(t *testing.T, tok *tokenizer.Tokenizer, prefill, decode *p
 // newGRPCPDGatewayOn is a PD gateway over the engines at paddr (prefill, with labels) and
 // daddr (decode) speaking dialect d.
 func newGRPCPDGatewayOn(t *testing.T, tok *tokenizer.Tokenizer, paddr, daddr string, d grpcworker.Dialect, labels map[string]string) *gateway {
-	model := &GRPCModel{ID: "qwen3", Tokenizer: tok, EOSTokenIDs: tok.EOSTokenIDs()}
+	model := GRPCModel{ID: "qwen3", Tokenizer: tok, EOSTokenIDs: tok.EOSTokenIDs()}
 	var mu sync.Mutex
 	conns := map[string]*grpcworker.Client{}
 	t.Cleanup(func() {
@@ -116,7 +116,7 @@ func newGRPCPDGatewayOn(t *testing.T, tok *tokenizer.Tokenizer, paddr, daddr str
 			}
 			return c, err
 		},
-		Model: func(string) *GRPCModel { return model },
+		Model: func(string) (GRPCModel, bool) { return model, true },
 	}}
 	g := &gateway{t: t, fakes: map[string]*fakeWorker{}}
 	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin"}}
