@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,8 @@ type grpcGateway struct {
 	*gateway
 	fleet *mockworker.Fleet
 	addrs []string // the engines' addresses
+	// maxPrompt, when set, replaces the model's longest prompt.
+	maxPrompt atomic.Int64
 	tok   *tokenizer.Tokenizer
 	mu    sync.Mutex
 	conns map[string]*grpcworker.Client
@@ -113,7 +116,11 @@ func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, pol
 		},
 		Model: func(name string) (GRPCModel, bool) {
 			if name == "qwen3" || name == "" {
-				return model, true
+				m := model
+				if n := gg.maxPrompt.Load(); n > 0 {
+					m.MaxPromptTokens = int(n)
+				}
+				return m, true
 			}
 			return GRPCModel{}, false
 		},
@@ -563,5 +570,25 @@ func TestGRPCTokenizerPoolIsBoundedAndOffTheLoops(t *testing.T) {
 	}
 	if a := <-done; a.st != 200 || !strings.Contains(a.body, `"finish_reason":"length"`) {
 		t.Fatalf("after the slots freed: %d %s", a.st, a.body)
+	}
+}
+
+// A 100 KB prompt is served; a prompt longer than the model takes gets 400 before any engine
+// sees it.
+func TestGRPCLongPrompts(t *testing.T) {
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 1, "round_robin", Config{MaxPayloadSize: 1 << 20}, nil)
+	long := strings.Repeat("Every sentence of this long prompt adds a few more tokens to it. ", 1600) // 100 KB
+	body := fmt.Sprintf(`{"model":"qwen3","max_tokens":2,"messages":[{"role":"user","content":%q}]}`, long)
+	if st, answer := g.post("/v1/chat/completions", body); st != 200 || !strings.Contains(answer, `"finish_reason":"length"`) {
+		t.Fatalf("100 KB prompt: %d %s", st, answer)
+	}
+	served := g.fleet.Workers()[0].Served()
+	g.maxPrompt.Store(1000)
+	st, answer := g.post("/v1/chat/completions", body)
+	if st != 400 || !strings.Contains(answer, "takes at most 1000") {
+		t.Fatalf("too long: %d %s", st, answer)
+	}
+	if n := g.fleet.Workers()[0].Served(); n != served {
+		t.Fatalf("the engine served %d requests after the refusal, want %d", n, served)
 	}
 }
