@@ -40,9 +40,9 @@ type grpcGateway struct {
 	addrs []string // the engines' addresses
 	// maxPrompt, when set, replaces the model's longest prompt.
 	maxPrompt atomic.Int64
-	tok   *tokenizer.Tokenizer
-	mu    sync.Mutex
-	conns map[string]*grpcworker.Client
+	tok       *tokenizer.Tokenizer
+	mu        sync.Mutex
+	conns     map[string]*grpcworker.Client
 }
 
 func qwen3Dir(t testing.TB) string {
