@@ -32,11 +32,17 @@ func benchPrompt() string {
 // BenchmarkGRPCStreamedChat4KB runs streamed chat requests (4 KB prompt, 128 tokens) through
 // the gateway to an in-process mock gRPC engine (instant mode) over loopback, one at a time.
 // cpu-ns/op is the whole process's CPU per request: the gateway, the mock engine and the
-// client. BenchmarkGRPCDirect128 measures the mock engine and a gRPC client alone, for the
+// client. BenchmarkGRPCDirect measures the mock engine and a gRPC client alone, for the
 // difference.
 func BenchmarkGRPCStreamedChat4KB(b *testing.B) {
+	for _, n := range []int{128, 256} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) { benchStreamedChat(b, n) })
+	}
+}
+
+func benchStreamedChat(b *testing.B, tokens int) {
 	g := newGRPCGatewayB(b)
-	body := fmt.Sprintf(`{"model":"qwen3","stream":true,"max_tokens":128,"ignore_eos":true,"messages":[{"role":"user","content":%q}]}`, benchPrompt())
+	body := fmt.Sprintf(`{"model":"qwen3","stream":true,"max_tokens":%d,"ignore_eos":true,"messages":[{"role":"user","content":%q}]}`, tokens, benchPrompt())
 	conn, err := g.ln.Dial()
 	if err != nil {
 		b.Fatal(err)
@@ -92,9 +98,15 @@ func readChunked(b *testing.B, br *bufio.Reader) {
 	}
 }
 
-// BenchmarkGRPCDirect128 is the mock engine's part of BenchmarkGRPCStreamedChat4KB: the
+// BenchmarkGRPCDirect is the mock engine's part of BenchmarkGRPCStreamedChat4KB: the
 // same generation (the 4 KB prompt's ids, 128 tokens) read by a gRPC client directly.
-func BenchmarkGRPCDirect128(b *testing.B) {
+func BenchmarkGRPCDirect(b *testing.B) {
+	for _, n := range []uint32{128, 256} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) { benchDirect(b, n) })
+	}
+}
+
+func benchDirect(b *testing.B, tokens uint32) {
 	g := newGRPCGatewayB(b)
 	tok := g.tok
 	ids := tok.Encode(nil, benchPrompt(), false)
@@ -104,7 +116,7 @@ func BenchmarkGRPCDirect128(b *testing.B) {
 	}
 	defer c.Close()
 	req := grpcworker.GenerateRequest{InputIDs: ids, Stream: true}
-	req.Sampling.MaxNewTokens, req.Sampling.IgnoreEOS = grpcworker.Some[uint32](128), true
+	req.Sampling.MaxNewTokens, req.Sampling.IgnoreEOS = grpcworker.Some(tokens), true
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := processCPU()

@@ -844,7 +844,8 @@ type Stream struct {
 	mu     sync.Mutex
 	cond   sync.Cond
 	buf    []byte
-	behind int // what the client connection has not sent yet
+	spare  []byte // the buffer run last moved out: the writer's next, so writes reuse memory
+	behind int    // what the client connection has not sent yet
 	posted bool
 	closed bool
 	keep   bool
@@ -891,7 +892,7 @@ func (s *Stream) run() {
 	s.posted = false
 	closed, keep := s.closed, s.keep
 	buf := s.buf
-	s.buf = nil
+	s.buf, s.spare = s.spare[:0], nil
 	s.mu.Unlock()
 	x := s.x
 	c := x.c
@@ -905,9 +906,7 @@ func (s *Stream) run() {
 	c.out = append(c.out, buf...)
 	c.markDirty()
 	s.mu.Lock()
-	if s.buf == nil {
-		s.buf = buf[:0]
-	}
+	s.spare = buf[:0]
 	s.behind = c.pending()
 	s.mu.Unlock()
 	if closed {
