@@ -79,7 +79,7 @@ func TestPatchAndPutRefuseBadInputWithTheWorkerAPIEnvelope(t *testing.T) {
 		{"PUT", "/workers/" + w.ID, `{"url":"http://10.0.0.1:8000","worker_type":"decode"}`, 400, "IMMUTABLE_FIELD", "worker_type"},
 		{"PUT", "/workers/" + w.ID, `{"url":"http://10.0.0.1:8000","model_id":"other"}`, 400, "IMMUTABLE_FIELD", "models"},
 		{"PUT", "/workers/" + w.ID, `{"url":"http://10.0.0.1:8000","bogus":1}`, 400, "INVALID_REQUEST", `"bogus"`},
-		{"PUT", "/workers/" + w.ID, `{"url":"http://10.0.0.1:8000","connection_mode":"grpc"}`, 400, "INVALID_REQUEST", "HTTP"},
+		{"PUT", "/workers/" + w.ID, `{"url":"http://10.0.0.1:8000","connection_mode":"grpc"}`, 400, "INVALID_REQUEST", "needs a grpc://host:port url"},
 		{"PUT", "/workers/nope", `{"url":"http://10.0.0.1:8000"}`, 404, "WORKER_NOT_FOUND", "nope"},
 		{"POST", "/workers/" + w.ID, `{}`, 405, "METHOD_NOT_ALLOWED", "PATCH"},
 	}

@@ -193,7 +193,14 @@ func TestCanonicalURL(t *testing.T) {
 		{"http://[::1]:9", "http://[::1]:9", ""},
 		{"", "", "empty"},
 		{"ftp://w1:1", "", "scheme"},
-		{"grpc://w1:50051", "", "gRPC workers are not supported yet; serve the engine over HTTP"},
+		{"grpc://w1:50051", "grpc://w1:50051", ""},
+		{"grpc://w1:50051@3", "grpc://w1:50051@3", ""},
+		{"grpc://[::1]:50051/", "grpc://[::1]:50051", ""},
+		{"grpc://w1", "", "give grpc://host:port"},
+		{"grpc://w1:50051@x", "", "data-parallel rank"},
+		{"grpc://w1:50051@01", "", "data-parallel rank"},
+		{"grpc://w1:50051/v1", "", "give grpc://host:port"},
+		{"grpcs://w1:50051", "", "TLS to gRPC workers is not supported"},
 		{"ipc:///tmp/engine.sock", "", "ipc:// names a ZMQ socket on the gateway's own host"},
 		{"http://w1:99999", "", "port"},
 		{"http://w1:1/v1", "", "only scheme://host:port"},
@@ -286,6 +293,48 @@ func TestRegistryConfigRefusesZeroSettings(t *testing.T) {
 		tc.change(&cfg)
 		if _, err := NewRegistry(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: NewRegistry error %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestGRPCWorkers: a grpc:// worker is a gRPC worker, its rank (if any) apart from its
+// target; connection_mode must agree with the scheme.
+func TestGRPCWorkers(t *testing.T) {
+	r, err := NewRegistry(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, tc := range []struct {
+		url, target string
+		rank        int
+	}{{"grpc://10.0.0.1:50051", "10.0.0.1:50051", -1}, {"grpc://10.0.0.1:50051@2", "10.0.0.1:50051", 2}} {
+		spec := Spec{URL: tc.url, ConnectionMode: "grpc"}
+		if err := spec.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := r.Add(t.Context(), spec, StatusReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Protocol() != ProtocolGRPC || w.GRPCTarget() != tc.target || w.DPRank() != tc.rank {
+			t.Errorf("%s: protocol %d target %q rank %d", tc.url, w.Protocol(), w.GRPCTarget(), w.DPRank())
+		}
+	}
+	h := Spec{URL: "http://10.0.0.2:8000"}
+	if err := h.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := r.Add(t.Context(), h, StatusReady)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Protocol() != ProtocolHTTP || w.GRPCTarget() != "" || w.DPRank() != -1 {
+		t.Errorf("http worker: protocol %d target %q rank %d", w.Protocol(), w.GRPCTarget(), w.DPRank())
+	}
+	for _, s := range []Spec{{URL: "grpc://10.0.0.3:1", ConnectionMode: "http"}, {URL: "http://10.0.0.3:1", ConnectionMode: "grpc"}} {
+		if err := s.Normalize(); err == nil || !contains(err.Error(), "connection_mode") {
+			t.Errorf("%+v: %v, want a connection_mode error", s, err)
 		}
 	}
 }

@@ -62,8 +62,8 @@ type Spec struct {
 	APIKey string `json:"api_key,omitempty"`
 	// Health overrides the gateway's health-check settings for this worker.
 	Health *HealthOverride `json:"health,omitempty"`
-	// ConnectionMode is the spec product's field: "http" (or empty). SMG-Go speaks HTTP to
-	// workers; "grpc" is refused.
+	// ConnectionMode is the spec product's field: "http", "grpc" or empty; it must agree with
+	// the URL's scheme (grpc:// is a gRPC worker).
 	ConnectionMode string `json:"connection_mode,omitempty"`
 	// RuntimeType is the spec product's engine kind (sglang, vllm, trtllm, mlx, external,
 	// unspecified). Kept and shown; routing does not depend on it.
@@ -191,12 +191,19 @@ func (s *Spec) Normalize() error {
 	default:
 		return fmt.Errorf("invalid worker_type %q: use regular, prefill, decode or encode", s.WorkerType)
 	}
+	grpcURL := strings.HasPrefix(s.URL, "grpc://")
 	switch s.ConnectionMode {
-	case "", "http":
+	case "":
+	case "http":
+		if grpcURL {
+			return fmt.Errorf(`connection_mode "http" contradicts the grpc:// url %q: give "grpc" or leave the field out`, s.URL)
+		}
 	case "grpc":
-		return fmt.Errorf(`invalid connection_mode "grpc": SMG-Go speaks HTTP to workers; register the worker's HTTP server with "connection_mode": "http" or leave the field out`)
+		if !grpcURL {
+			return fmt.Errorf(`connection_mode "grpc" needs a grpc://host:port url, not %q`, s.URL)
+		}
 	default:
-		return fmt.Errorf("invalid connection_mode %q: use http or leave it out", s.ConnectionMode)
+		return fmt.Errorf("invalid connection_mode %q: use http or grpc, or leave it out (the url's scheme says)", s.ConnectionMode)
 	}
 	switch s.RuntimeType {
 	case "", "sglang", "vllm", "trtllm", "mlx", "external", "unspecified":
@@ -245,12 +252,15 @@ func CanonicalURL(raw string) (string, error) {
 	if !strings.Contains(raw, "://") {
 		raw = "http://" + raw
 	}
+	if strings.HasPrefix(raw, "grpc://") {
+		return canonicalGRPCURL(raw)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", fmt.Errorf("%w %q: %v; give http://host:port", ErrInvalidURL, raw, err)
 	}
-	if u.Scheme == "grpc" || u.Scheme == "grpcs" {
-		return "", fmt.Errorf("%w %q: gRPC workers are not supported yet; serve the engine over HTTP (SGLang and vLLM both do) and give http://host:port", ErrInvalidURL, raw)
+	if u.Scheme == "grpcs" {
+		return "", fmt.Errorf("%w %q: TLS to gRPC workers is not supported; give grpc://host:port (plaintext, as the engines' gRPC servers listen) or serve the engine over https", ErrInvalidURL, raw)
 	}
 	if u.Scheme == "ipc" {
 		return "", fmt.Errorf("%w %q: ipc:// names a ZMQ socket on the gateway's own host, the spec product's host-local ZMQ workers (engines driven over ZMQ with the gateway's tokenizer); SMG-Go does not serve them: it speaks HTTP to workers, so serve the engine over HTTP and give http://host:port", ErrInvalidURL, raw)
@@ -275,6 +285,31 @@ func CanonicalURL(raw string) (string, error) {
 		return "", fmt.Errorf("%w %q: port %q is not in 1-65535", ErrInvalidURL, raw, port)
 	}
 	return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// canonicalGRPCURL is CanonicalURL for grpc://host:port and grpc://host:port@RANK, a
+// data-parallel rank of the engine at host:port (each rank its own worker). The port is
+// required: the engines have no common default.
+func canonicalGRPCURL(raw string) (string, error) {
+	rest := strings.TrimSuffix(strings.TrimPrefix(raw, "grpc://"), "/")
+	hostPort, rank, hasRank := strings.Cut(rest, "@")
+	if hasRank {
+		if n, err := parsePort(rank); err != nil || len(rank) > 1 && rank[0] == '0' || n > 4095 {
+			return "", fmt.Errorf("%w %q: data-parallel rank %q is not in 0-4095; give grpc://host:port@RANK", ErrInvalidURL, raw, rank)
+		}
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" || strings.ContainsAny(hostPort, "/?#@") {
+		return "", fmt.Errorf("%w %q: give grpc://host:port or grpc://host:port@RANK", ErrInvalidURL, raw)
+	}
+	if n, err := parsePort(port); err != nil || n == 0 {
+		return "", fmt.Errorf("%w %q: port %q is not in 1-65535", ErrInvalidURL, raw, port)
+	}
+	out := "grpc://" + net.JoinHostPort(host, port)
+	if hasRank {
+		out += "@" + rank
+	}
+	return out, nil
 }
 
 func parsePort(s string) (int, error) {

@@ -136,6 +136,33 @@ type Worker struct {
 	firstByte firstByteState
 	// decode is the worker's decode-step estimate from the answers relayed (speed.go).
 	decode decodeState
+
+	protocol Protocol
+	dpRank   int
+}
+
+// Protocol is how the gateway talks to a worker.
+type Protocol uint8
+
+const (
+	// ProtocolHTTP: the engine's OpenAI-compatible HTTP server (http:// and https:// URLs).
+	ProtocolHTTP Protocol = iota
+	// ProtocolGRPC: the engine's own gRPC service (grpc:// URLs); the gateway tokenizes.
+	ProtocolGRPC
+)
+
+// Protocol reports how the gateway talks to w.
+func (w *Worker) Protocol() Protocol { return w.protocol }
+
+// DPRank is the data-parallel rank a grpc://host:port@RANK worker names, -1 for none.
+func (w *Worker) DPRank() int { return w.dpRank }
+
+// GRPCTarget is a gRPC worker's host:port, its rank left out ("" for an HTTP worker).
+func (w *Worker) GRPCTarget() string {
+	if w.protocol != ProtocolGRPC {
+		return ""
+	}
+	return w.Host
 }
 
 // Status returns the worker's current status.
@@ -257,7 +284,17 @@ var workerDialer = &fasthttp.TCPDialer{}
 // newWorker builds a Worker from a normalized spec.
 func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 	scheme, host, _ := strings.Cut(spec.URL, "://")
+	protocol, rank := ProtocolHTTP, -1
+	if scheme == "grpc" {
+		protocol = ProtocolGRPC
+		if h, r, ok := strings.Cut(host, "@"); ok {
+			host = h
+			rank, _ = parsePort(r) // validated by CanonicalURL
+		}
+	}
 	w := &Worker{
+		protocol:   protocol,
+		dpRank:     rank,
 		ID:         newID(),
 		Index:      index,
 		URL:        spec.URL,

@@ -33,8 +33,8 @@ func refuseSpecFlags(fs *cli.FlagSet) {
 // logCompatNotes says at start-up what accepted spec flags do not do here, and why a flag
 // has no effect.
 func logCompatNotes(o *options, log *slog.Logger) {
-	if o.modelPath != "" {
-		log.Info("Ignoring --model-path: SMG-Go loads no tokenizer; HTTP workers are routed on the request text", "model_path", o.modelPath)
+	if dir := o.tokenizerDir(); dir != "" && !isDir(dir) {
+		log.Info("Ignoring --model-path: it is not a local directory, so no tokenizer is loaded; HTTP workers are routed on the request text, gRPC workers need one", "model_path", dir)
 	}
 	// Without discovery k8s.Start never runs, so the spec's warning is logged here.
 	if on, msg := o.disc.RouterDiscoveryEnabled(); !on && msg == discovery.LogRouterNeedsDiscover {

@@ -50,6 +50,8 @@ type options struct {
 	// unchanged; compat.go says what each does here.
 	modelPath string
 	enableIGW bool
+	// tokenizerPath is --tokenizer-path: the gRPC workers' tokenizer directory.
+	tokenizerPath string
 }
 
 // dataPlaneEvloop is the one value --data-plane takes.
@@ -121,9 +123,10 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Bool("disable-retries", &r.Disabled, false, "Never retry: deliver the first worker's answer or failure")
 
 	fs.Group("Workers and routing")
-	fs.StringList("worker-urls", &o.workerURLs, "Worker base URLs, space-separated (http://host:port)").WithMetavar("URL")
+	fs.StringList("worker-urls", &o.workerURLs, "Worker base URLs, space-separated (http://host:port; grpc://host:port or grpc://host:port@RANK for an engine's gRPC service)").WithMetavar("URL")
 	fs.Alias("worker-url", "worker-urls")
-	fs.String("model-path", &o.modelPath, "", "The spec's tokenizer source for gRPC workers; accepted and ignored: SMG-Go routes HTTP workers on text and loads no tokenizer").WithMetavar("PATH")
+	fs.String("model-path", &o.modelPath, "", "Tokenizer source for gRPC workers (grpc://): a local directory holding the model's tokenizer.json and tokenizer_config.json; ignored by HTTP workers, which are routed on the request text").WithMetavar("PATH")
+	fs.String("tokenizer-path", &o.tokenizerPath, "", "The gRPC workers' tokenizer directory when it differs from --model-path").WithMetavar("DIR")
 	fs.String("policy", &o.policy, all.DefaultPolicy, "Load-balancing policy: "+strings.Join(all.Names(), ", ")).WithMetavar("POLICY")
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, worker.DefaultClientOptions().MaxConns, "Connections the gateway may open to one worker")
 	fs.String("worker-ca-file", &o.workerCAFile, "", "PEM bundle of the CA certificates that verify https workers, instead of the system's roots (for a cluster with its own CA)").WithMetavar("FILE")

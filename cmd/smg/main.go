@@ -84,6 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
 	}
+	if err := o.checkGRPCWorkers(); err != nil {
+		fmt.Fprintf(stderr, "smg: %v\n", err)
+		return 2
+	}
 	level, rustNote := o.logLevel, ""
 	if v := os.Getenv("RUST_LOG"); v != "" {
 		level, rustNote = rustLogLevel(v, o.logLevel)
@@ -245,6 +249,10 @@ type gateway struct {
 	promSrv  *http.Server
 	// monitor is the load monitor; the metrics handler writes its --engine-metrics series.
 	monitor *loadmon.Monitor
+	// engines are the gRPC workers' engine clients.
+	engines *engines
+	// discoverModels asks a new worker for its models (/v1/models; GetModelInfo over gRPC).
+	discoverModels func(ctx context.Context, url, apiKey string) ([]string, error)
 	// closers stop what build started; close runs them last added first.
 	closers []func()
 	// background are the mesh's and the watchers' stops (also among closers: they are
@@ -278,6 +286,10 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 		return g, err
 	}
 	g.onClose(g.reg.Close)
+	g.engines = newEngines()
+	g.onClose(g.engines.close)
+	g.reg.Subscribe(g.engines.sync)
+	g.discoverModels = g.engines.discoverModels(worker.ModelDiscoverer(o.workerTLS))
 	if err := g.newRouter(); err != nil {
 		return g, err
 	}
@@ -289,7 +301,7 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	if err := g.newServer(); err != nil {
 		return g, err
 	}
-	addStaticWorkers(g.reg, o.staticSpecs(), o.health.InitialStatus, worker.ModelDiscoverer(o.workerTLS), log)
+	addStaticWorkers(g.reg, o.staticSpecs(), o.health.InitialStatus, g.discoverModels, log)
 	// The mesh starts after the static workers are registered, so that a restarted router
 	// does not tombstone a worker it published before the restart (mesh/doc.go).
 	if o.mesh.Enable {
@@ -364,6 +376,7 @@ func (g *gateway) startMonitors(ctx context.Context) error {
 	lc := g.o.loadmon
 	lc.Metrics, lc.Logger = g.set, g.log
 	lc.Required = func() bool { return usesLoadAwarePolicy(g.router.Current()) }
+	lc.GRPCLoads = g.engines.loads
 	monitor, err := loadmon.New(lc, g.reg.Current)
 	g.monitor = monitor
 	if err != nil {
@@ -373,7 +386,8 @@ func (g *gateway) startMonitors(ctx context.Context) error {
 
 	hc := g.o.health
 	hc.Metrics, hc.Logger = g.set, g.log
-	hc.LearnModels = g.learnModels(worker.ModelDiscoverer(g.o.workerTLS))
+	hc.LearnModels = g.learnModels(g.discoverModels)
+	hc.ProbeGRPC = g.engines.probe
 	checker, err := health.New(hc, g.reg)
 	if err != nil {
 		return err
@@ -407,9 +421,14 @@ func (g *gateway) newServer() error {
 		}
 		return health.ValidateOverride(s.Health)
 	}
+	grpcBackend, err := g.grpcBackend()
+	if err != nil {
+		return err
+	}
+	gc.GRPC = grpcBackend
 	srv, err := fastpath.New(gc, g.reg, g.router)
 	if srv != nil {
-		srv.DiscoverModels = worker.ModelDiscoverer(g.o.workerTLS) // --worker-ca-file
+		srv.DiscoverModels = g.discoverModels // --worker-ca-file over HTTP, GetModelInfo over gRPC
 	}
 	g.srv = srv
 	return err

@@ -203,7 +203,7 @@ type Mocks struct {
 	URLs []string
 }
 
-var listeningLine = regexp.MustCompile(`worker \d+ listening on (https?://\S+)`)
+var listeningLine = regexp.MustCompile(`worker \d+ listening on ((?:https?|grpc)://\S+)`)
 
 // StartMocks runs `mockworker --count n` with extra args on free ports and waits until every
 // worker has printed its listening line.

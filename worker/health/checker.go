@@ -286,7 +286,14 @@ func (c *Checker) probeAll(ctx context.Context, due []*entry) {
 
 // check probes one worker and applies the result.
 func (c *Checker) check(ctx context.Context, e *entry) {
-	err := probe(e)
+	var err error
+	if e.w.Protocol() == worker.ProtocolGRPC && c.cfg.ProbeGRPC != nil {
+		pctx, cancel := context.WithTimeout(ctx, e.set.Timeout)
+		err = c.cfg.ProbeGRPC(pctx, e.w)
+		cancel()
+	} else {
+		err = probe(e)
+	}
 	e.series.count(err == nil)
 	cur := e.w.Status()
 	if err == nil {

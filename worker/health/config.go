@@ -70,6 +70,10 @@ type Config struct {
 	// worker in the registry (worker.Registry.LearnModels) and returns true; the replacement,
 	// pending too, is probed at once. false: the worker becomes ready as it is.
 	LearnModels func(ctx context.Context, w *worker.Worker) bool
+	// ProbeGRPC probes a gRPC worker (grpc://), which has no HTTP health route: the
+	// engine's HealthCheck RPC within ctx's deadline (the worker's timeout); nil is
+	// healthy. Nil: gRPC workers are probed over HTTP like the others.
+	ProbeGRPC func(ctx context.Context, w *worker.Worker) error
 	// Clock drives the probe schedule. Nil means the real clock.
 	Clock clock.Clock
 	// Metrics receives smg_worker_health and smg_worker_health_checks_total. Nil: a private

@@ -1,6 +1,7 @@
 package loadmon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -58,6 +59,9 @@ type Config struct {
 	// MaxEngineBody bounds the /metrics body kept per worker, in bytes; a larger one is not
 	// kept (and counted as a failed poll). Default 4 MiB; at least 1 with EngineMetrics.
 	MaxEngineBody int
+	// GRPCLoads asks a gRPC worker (grpc://) for its load: the engine's GetLoads RPC within
+	// ctx's deadline, as /v1/loads reports it. Nil: gRPC workers are polled over HTTP.
+	GRPCLoads func(ctx context.Context, w *worker.Worker) (*worker.LoadReport, error)
 	// Metrics receives smg_load_monitor_polls_total. Nil: a private set.
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().

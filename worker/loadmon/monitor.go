@@ -169,8 +169,19 @@ func (m *Monitor) poll(w *worker.Worker) {
 		second = SourceLoads
 	}
 	mark := w.DispatchMark() // what the since-report credit of this poll's report counts from
-	r, err := m.fetch(w, first)
+	var r *worker.LoadReport
+	var err error
 	src := first
+	if w.Protocol() == worker.ProtocolGRPC && m.cfg.GRPCLoads != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Timeout)
+		r, err = m.cfg.GRPCLoads(ctx, w)
+		cancel()
+		if r != nil {
+			r.At = m.cfg.Clock.Now()
+		}
+	} else {
+		r, err = m.fetch(w, first)
+	}
 	if errors.Is(err, errNotAnswered) {
 		r, err = m.fetch(w, second)
 		src = second

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/smg-go/smg/engine/grpcworker"
+	"github.com/smg-go/smg/fastpath"
+	"github.com/smg-go/smg/tokenizer"
+	"github.com/smg-go/smg/tokenizer/chat"
+	"github.com/smg-go/smg/worker"
+)
+
+// engines holds one engine client per gRPC engine and service (a DP engine's ranks share
+// it), dialled on first use and closed when no registered worker names its engine any more.
+type engines struct {
+	cfg grpcworker.Config
+
+	mu      sync.Mutex
+	clients map[engineKey]*grpcworker.Client
+	// detected is the service an engine registered without a runtime_type was found to serve.
+	detected map[string]grpcworker.Dialect
+	closed   bool
+}
+
+type engineKey struct {
+	target  string // host:port
+	dialect grpcworker.Dialect
+}
+
+func newEngines() *engines {
+	return &engines{cfg: grpcworker.DefaultConfig(), clients: map[engineKey]*grpcworker.Client{}, detected: map[string]grpcworker.Dialect{}}
+}
+
+// client returns w's engine client, dialling it the first time. The service is the one w's
+// runtime_type names (sglang, vllm); without one, SGLang's unless the engine answers that
+// it does not serve it, then vLLM's.
+func (e *engines) client(w *worker.Worker) (*grpcworker.Client, error) {
+	target := w.GRPCTarget()
+	switch w.Spec().RuntimeType {
+	case "vllm":
+		return e.clientFor(engineKey{target, grpcworker.VLLM})
+	case "sglang":
+		return e.clientFor(engineKey{target, grpcworker.SGLang})
+	}
+	e.mu.Lock()
+	d, ok := e.detected[target]
+	e.mu.Unlock()
+	if ok {
+		return e.clientFor(engineKey{target, d})
+	}
+	c, err := e.clientFor(engineKey{target, grpcworker.SGLang})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DialTimeout)
+	defer cancel()
+	err = c.HealthCheck(ctx)
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		d = grpcworker.VLLM
+	case err == nil || errors.Is(err, grpcworker.ErrUnhealthy):
+		d = grpcworker.SGLang
+	default:
+		return c, nil // not known yet: asked again next time
+	}
+	e.mu.Lock()
+	e.detected[target] = d
+	e.mu.Unlock()
+	return e.clientFor(engineKey{target, d})
+}
+
+func (e *engines) clientFor(k engineKey) (*grpcworker.Client, error) {
+	e.mu.Lock()
+	c, closed := e.clients[k], e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, grpcworker.ErrClosed
+	}
+	if c != nil {
+		return c, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DialTimeout)
+	defer cancel()
+	c, err := grpcworker.Dial(ctx, k.target, k.dialect, e.cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		_ = c.Close()
+		return nil, grpcworker.ErrClosed
+	}
+	if old := e.clients[k]; old != nil { // another caller dialled it meanwhile
+		_ = c.Close()
+		return old, nil
+	}
+	e.clients[k] = c
+	return c, nil
+}
+
+// sync closes the clients of engines no worker of snap names.
+func (e *engines) sync(snap *worker.Snapshot) {
+	live := map[string]bool{}
+	for _, w := range snap.Workers {
+		if t := w.GRPCTarget(); t != "" {
+			live[t] = true
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, c := range e.clients {
+		if !live[k.target] {
+			_ = c.Close()
+			delete(e.clients, k)
+			delete(e.detected, k.target)
+		}
+	}
+}
+
+func (e *engines) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	for k, c := range e.clients {
+		_ = c.Close()
+		delete(e.clients, k)
+	}
+}
+
+// probe is the health checker's probe of a gRPC worker: the engine's HealthCheck RPC.
+func (e *engines) probe(ctx context.Context, w *worker.Worker) error {
+	c, err := e.client(w)
+	if err != nil {
+		return err
+	}
+	return c.HealthCheck(ctx)
+}
+
+// loads is the load monitor's poll of a gRPC worker: GetLoads, the worker's own rank when it
+// is one DP rank of the engine, else the engine's totals.
+func (e *engines) loads(ctx context.Context, w *worker.Worker) (*worker.LoadReport, error) {
+	c, err := e.client(w)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.GetLoads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := new(worker.LoadReport)
+	if rank := w.DPRank(); rank >= 0 {
+		x, ok := l.Rank(rank)
+		if !ok {
+			return nil, fmt.Errorf("%s: the engine reports no load for data-parallel rank %d", w.URL, rank)
+		}
+		x.Report(r)
+		return r, nil
+	}
+	l.Report(r)
+	return r, nil
+}
+
+// discoverModels wraps the HTTP model discoverer: a grpc:// worker's model is its engine's
+// GetModelInfo model id (SGLang's service first, then vLLM's).
+func (e *engines) discoverModels(http func(ctx context.Context, url, apiKey string) ([]string, error)) func(ctx context.Context, url, apiKey string) ([]string, error) {
+	return func(ctx context.Context, url, apiKey string) ([]string, error) {
+		if !strings.HasPrefix(url, "grpc://") {
+			return http(ctx, url, apiKey)
+		}
+		target, _, _ := strings.Cut(strings.TrimPrefix(url, "grpc://"), "@")
+		var last error
+		for _, d := range []grpcworker.Dialect{grpcworker.SGLang, grpcworker.VLLM} {
+			c, err := e.clientFor(engineKey{target, d})
+			if err != nil {
+				return nil, err
+			}
+			info, err := c.GetModelInfo(ctx)
+			if err == nil && info.ModelID != "" {
+				return []string{info.ModelID}, nil
+			}
+			if err == nil {
+				err = errors.New("the engine names no model")
+			}
+			last = err
+			if status.Code(err) != codes.Unimplemented {
+				break
+			}
+		}
+		return nil, last
+	}
+}
+
+// models are the tokenizers of the models gRPC workers serve (--model-path /
+// --tokenizer-path), read by the gRPC path per request without a lock.
+type models struct {
+	byID atomic.Pointer[map[string]fastpath.GRPCModel]
+	// only is the one model loaded, served for a request that names none or another name.
+	only atomic.Pointer[fastpath.GRPCModel]
+}
+
+// lookup finds the model a request names: its id, else the only model loaded (the spec
+// product serves the one tokenizer it was started with whatever the request calls it).
+func (m *models) lookup(name string) (fastpath.GRPCModel, bool) {
+	if byID := m.byID.Load(); byID != nil {
+		if x, ok := (*byID)[name]; ok {
+			return x, true
+		}
+	}
+	if x := m.only.Load(); x != nil {
+		return *x, true
+	}
+	return fastpath.GRPCModel{}, false
+}
+
+// loadModel reads a model directory (tokenizer.json, tokenizer_config.json) for the gRPC
+// path. id names it for requests; the directory's base name when empty.
+func loadModel(dir, id string) (fastpath.GRPCModel, error) {
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return fastpath.GRPCModel{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	m := fastpath.GRPCModel{ID: id, Tokenizer: tok, EOSTokenIDs: tok.EOSTokenIDs()}
+	if m.ID == "" {
+		m.ID = filepath.Base(filepath.Clean(dir))
+	}
+	if cfg, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json")); err == nil && hasChatTemplate(cfg) {
+		// Without a chat template a model still serves completions and /generate; chat
+		// requests get a 400 saying why.
+		if m.Template, err = chat.FromTokenizerConfig(cfg); err != nil {
+			return fastpath.GRPCModel{}, fmt.Errorf("%s: %w", filepath.Join(dir, "tokenizer_config.json"), err)
+		}
+	}
+	return m, nil
+}
+
+func hasChatTemplate(config []byte) bool {
+	var cfg struct {
+		ChatTemplate json.RawMessage `json:"chat_template"`
+	}
+	return json.Unmarshal(config, &cfg) == nil && len(cfg.ChatTemplate) > 0 && string(cfg.ChatTemplate) != "null"
+}
+
+// grpcBackend serves grpc:// workers: the engines' clients and the tokenizer of
+// --tokenizer-path or --model-path when it is a local directory (validate refuses gRPC
+// workers on the command line without one). Without a tokenizer, a request for a gRPC
+// worker's model gets 404 naming the flags.
+func (g *gateway) grpcBackend() (*fastpath.GRPCBackend, error) {
+	ms := &models{}
+	if dir := g.o.tokenizerDir(); dir != "" && isDir(dir) {
+		m, err := loadModel(dir, "")
+		if err != nil {
+			return nil, err
+		}
+		byID := map[string]fastpath.GRPCModel{m.ID: m}
+		ms.byID.Store(&byID)
+		ms.only.Store(&m)
+		g.log.Info("Tokenizer loaded for gRPC workers", "path", dir, "model", m.ID, "vocab", m.Tokenizer.VocabSize(), "chat_template", m.Template != nil)
+	}
+	return &fastpath.GRPCBackend{
+		IsGRPC: func(w *worker.Worker) bool { return w.Protocol() == worker.ProtocolGRPC },
+		Client: g.engines.client,
+		Model:  ms.lookup,
+		DPRank: (*worker.Worker).DPRank,
+	}, nil
+}
+
+// tokenizerDir is --tokenizer-path, else --model-path.
+func (o *options) tokenizerDir() string {
+	if o.tokenizerPath != "" {
+		return o.tokenizerPath
+	}
+	return o.modelPath
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// checkGRPCWorkers refuses gRPC workers on the command line without a tokenizer directory:
+// the gateway tokenizes for them.
+func (o *options) checkGRPCWorkers() error {
+	dir := o.tokenizerDir()
+	for _, s := range o.staticSpecs() {
+		if !strings.HasPrefix(s.URL, "grpc://") {
+			continue
+		}
+		if dir == "" {
+			return fmt.Errorf("gRPC worker %s needs a tokenizer: give --model-path or --tokenizer-path, a local directory holding the model's tokenizer.json and tokenizer_config.json", s.URL)
+		}
+		if !isDir(dir) {
+			return fmt.Errorf("gRPC workers need a local tokenizer directory, and %q is not one: SMG-Go downloads nothing; fetch the model's tokenizer.json and tokenizer_config.json (huggingface-cli download %s tokenizer.json tokenizer_config.json --local-dir DIR) and give --model-path DIR", dir, dir)
+		}
+		return nil
+	}
+	return nil
+}

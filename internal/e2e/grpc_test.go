@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/smg-go/smg/internal/testutil"
+	"github.com/smg-go/smg/mockworker"
+)
+
+var grpcListening = regexp.MustCompile(`worker \d+ listening on (grpc://\S+)`)
+
+// qwen3Dir is the Qwen3 tokenizer of the test data (bash hack/tokenizer/fetch.sh).
+func qwen3Dir(t testing.TB) string {
+	d := os.Getenv("SMG_TOKENIZER_DATA")
+	if d == "" {
+		home, _ := os.UserHomeDir()
+		d = filepath.Join(home, ".cache/smg-tokenizers/v1")
+	}
+	d = filepath.Join(d, "qwen3")
+	if _, err := os.Stat(filepath.Join(d, "tokenizer.json")); err != nil {
+		t.Fatalf("the Qwen3 tokenizer is missing (run bash hack/tokenizer/fetch.sh): %v", err)
+	}
+	return d
+}
+
+// startGRPCMocks runs a mock gRPC engine fleet of n workers with the Qwen3 tokenizer.
+func startGRPCMocks(t *testing.T, n int, dialect string, args ...string) []string {
+	t.Helper()
+	b := Build(t)
+	all := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(n), "--protocol", "grpc",
+		"--dialect", dialect, "--tokenizer-path", qwen3Dir(t), "--model", "qwen3"}, args...)
+	p := Start(t, b.MockWorker, all...)
+	var urls []string
+	testutil.Eventually(t, "mock gRPC workers listening", func() bool {
+		urls = urls[:0]
+		for _, m := range grpcListening.FindAllStringSubmatch(p.Output(), -1) {
+			urls = append(urls, m[1])
+		}
+		return len(urls) == n
+	})
+	return urls
+}
+
+// grpcLoads is a mock gRPC worker's running requests, from the HTTP routes its port also
+// answers (the numbers its GetLoads gives).
+func grpcRunning(t *testing.T, url string) int {
+	r := MustDo(t, "GET", "http://"+strings.TrimPrefix(url, "grpc://")+"/v1/loads", "", nil)
+	var l struct {
+		Loads []struct {
+			Running int `json:"num_running_reqs"`
+		} `json:"loads"`
+	}
+	if err := json.Unmarshal([]byte(r.Body), &l); err != nil || len(l.Loads) == 0 {
+		t.Fatalf("loads of %s: %v %s", url, err, r.Body)
+	}
+	return l.Loads[0].Running
+}
+
+func inFlight(t *testing.T, g *Gateway, urls []string) (sum float64) {
+	for _, u := range urls {
+		v, _ := Metric(t, g.MetricsURL, fmt.Sprintf(`smg_worker_requests_active{worker=%q}`, u))
+		sum += v
+	}
+	return sum
+}
+
+const grpcChat = `{"model":"qwen3","messages":[{"role":"user","content":"Say something."}]%s}`
+
+// TestGRPCFleetServesTheOpenAIRoutes: a real smg over mock gRPC engines (both dialects)
+// gives the mock's known answer on chat and completions, streamed and not, with n, stop
+// strings (hidden unless no_stop_trim), stop_token_ids, max_tokens and usage.
+func TestGRPCFleetServesTheOpenAIRoutes(t *testing.T) {
+	for _, d := range []string{"sglang", "vllm"} {
+		t.Run(d, func(t *testing.T) {
+			urls := startGRPCMocks(t, 2, d)
+			g := StartGateway(t, append([]string{"--model-path", qwen3Dir(t), "--policy", "round_robin", "--worker-urls"}, urls...)...)
+			type choice struct {
+				Index   int `json:"index"`
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+				Text         string `json:"text"`
+				FinishReason string `json:"finish_reason"`
+				MatchedStop  any    `json:"matched_stop"`
+			}
+			var resp struct {
+				Object  string   `json:"object"`
+				Choices []choice `json:"choices"`
+				Usage   struct {
+					PromptTokens     int `json:"prompt_tokens"`
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			post := func(path, body string) {
+				t.Helper()
+				r := MustDo(t, "POST", g.URL+path, body, nil)
+				resp.Choices = nil
+				if err := json.Unmarshal([]byte(r.Body), &resp); r.Status != 200 || err != nil {
+					t.Fatalf("%s %s: %d %s", path, body, r.Status, r.Body)
+				}
+			}
+			post("/v1/chat/completions", fmt.Sprintf(grpcChat, `,"n":2`))
+			for _, c := range resp.Choices {
+				if c.Message.Content != mockworker.AnswerText || c.FinishReason != "stop" {
+					t.Fatalf("chat n=2: %+v", resp)
+				}
+			}
+			if len(resp.Choices) != 2 || resp.Object != "chat.completion" || resp.Usage.PromptTokens == 0 || resp.Usage.CompletionTokens == 0 {
+				t.Fatalf("chat n=2: %+v", resp)
+			}
+			post("/v1/chat/completions", fmt.Sprintf(grpcChat, `,"stop":["sat on"]`))
+			if c := resp.Choices[0]; c.Message.Content != "the mock cat " || c.MatchedStop != "sat on" {
+				t.Fatalf("stop string: %+v", c)
+			}
+			post("/v1/completions", `{"model":"qwen3","prompt":"Say","stop":"sat on","no_stop_trim":true,"max_tokens":100}`)
+			if c := resp.Choices[0]; c.Text != "the mock cat sat on" || c.FinishReason != "stop" {
+				t.Fatalf("no_stop_trim: %+v", c)
+			}
+			post("/v1/completions", `{"model":"qwen3","prompt":"Say","max_tokens":2}`)
+			if c := resp.Choices[0]; c.FinishReason != "length" || resp.Usage.CompletionTokens != 2 {
+				t.Fatalf("max_tokens: %+v %+v", c, resp.Usage)
+			}
+
+			// Streamed with usage: role chunk, deltas making the answer, finish, usage, [DONE].
+			hr, br := Stream(t, g.URL+"/v1/chat/completions", fmt.Sprintf(grpcChat, `,"stream":true,"stream_options":{"include_usage":true}`))
+			defer hr.Body.Close()
+			var text strings.Builder
+			var finish string
+			var events, usage int
+			for {
+				ev, err := ReadEvent(br)
+				if err != nil {
+					t.Fatalf("after %d events: %v", events, err)
+				}
+				if ev == "[DONE]" {
+					break
+				}
+				events++
+				var ck struct {
+					Choices []struct {
+						Delta struct {
+							Role    *string `json:"role"`
+							Content *string `json:"content"`
+						} `json:"delta"`
+						FinishReason *string `json:"finish_reason"`
+					} `json:"choices"`
+					Usage *struct {
+						TotalTokens int `json:"total_tokens"`
+					} `json:"usage"`
+				}
+				if err := json.Unmarshal([]byte(ev), &ck); err != nil {
+					t.Fatalf("%s: %v", ev, err)
+				}
+				switch {
+				case events == 1 && (len(ck.Choices) == 0 || ck.Choices[0].Delta.Role == nil):
+					t.Fatalf("the first event is not the role chunk: %s", ev)
+				case len(ck.Choices) == 0:
+					if ck.Usage == nil || ck.Usage.TotalTokens == 0 {
+						t.Fatalf("usage chunk %s", ev)
+					}
+					usage++
+				case ck.Choices[0].FinishReason != nil:
+					finish = *ck.Choices[0].FinishReason
+				case ck.Choices[0].Delta.Content != nil:
+					text.WriteString(*ck.Choices[0].Delta.Content)
+				}
+			}
+			if text.String() != mockworker.AnswerText || finish != "stop" || usage != 1 {
+				t.Fatalf("streamed %q, finish %q, %d usage chunks", text.String(), finish, usage)
+			}
+			testutil.Eventually(t, "in-flight back to 0", func() bool { return inFlight(t, g, urls) == 0 })
+		})
+	}
+}
+
+// TestGRPCClientGoneAbortsTheEngine: a client that leaves a real smg mid-stream: the mock
+// engine's running sequence is gone (the gateway sent Abort) and the in-flight count is 0.
+func TestGRPCClientGoneAbortsTheEngine(t *testing.T) {
+	urls := startGRPCMocks(t, 1, "sglang", "--time-scale", "1")
+	g := StartGateway(t, "--model-path", qwen3Dir(t), "--worker-urls", urls[0])
+	conn, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(grpcChat, `,"stream":true,"ignore_eos":true,"max_tokens":100000`)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"content":"the`) {
+			break
+		}
+	}
+	if n := grpcRunning(t, urls[0]); n != 1 {
+		t.Fatalf("mid-stream the engine runs %d requests, want 1", n)
+	}
+	conn.Close()
+	testutil.Eventually(t, "the engine's sequence aborted", func() bool { return grpcRunning(t, urls[0]) == 0 })
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return inFlight(t, g, urls) == 0 })
+}
+
+// TestGRPCCacheAwareRoutesOnTokens: with cache_aware, requests sharing a long prefix go to
+// one engine of four.
+func TestGRPCCacheAwareRoutesOnTokens(t *testing.T) {
+	urls := startGRPCMocks(t, 4, "sglang")
+	g := StartGateway(t, append([]string{"--model-path", qwen3Dir(t), "--policy", "cache_aware", "--worker-urls"}, urls...)...)
+	shared := strings.Repeat("The shared system prompt describes a long task in detail. ", 40)
+	seen := map[string]int{}
+	for i := range 8 {
+		body := fmt.Sprintf(`{"model":"qwen3","max_tokens":2,"messages":[{"role":"system","content":%q},{"role":"user","content":"question %d"}]}`, shared, i)
+		r := MustDo(t, "POST", g.URL+"/v1/chat/completions", body, nil)
+		if r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		seen[r.Header.Get("X-Smg-Routed-Worker-Id")]++
+	}
+	if len(seen) != 1 {
+		t.Fatalf("same-prefix requests spread over %v", seen)
+	}
+}
