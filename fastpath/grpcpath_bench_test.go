@@ -36,12 +36,17 @@ func benchPrompt() string {
 // difference.
 func BenchmarkGRPCStreamedChat4KB(b *testing.B) {
 	for _, n := range []int{128, 256} {
-		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) { benchStreamedChat(b, n) })
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) { benchStreamedChat(b, n, mockworker.ModeInstant) })
 	}
+	// Paced: the engine model's decode steps (time scale 20), a token per gRPC message and
+	// per SSE write, as a real engine streams.
+	b.Run("tokens=128/paced", func(b *testing.B) { benchStreamedChat(b, 128, mockworker.ModeEngine) })
 }
 
-func benchStreamedChat(b *testing.B, tokens int) {
-	g := newGRPCGatewayB(b)
+func benchStreamedChat(b *testing.B, tokens int, mode mockworker.Mode) {
+	g := newGRPCGatewayTB(b, mockworker.DialectSGLang, 1, "round_robin", Config{}, func(c *mockworker.Config) {
+		c.Mode, c.TimeScale = mode, 20
+	})
 	body := fmt.Sprintf(`{"model":"qwen3","stream":true,"max_tokens":%d,"ignore_eos":true,"messages":[{"role":"user","content":%q}]}`, tokens, benchPrompt())
 	conn, err := g.ln.Dial()
 	if err != nil {
