@@ -230,3 +230,31 @@ func TestGRPCCacheAwareRoutesOnTokens(t *testing.T) {
 		t.Fatalf("same-prefix requests spread over %v", seen)
 	}
 }
+
+// TestGRPCFaults: an engine answering UNAVAILABLE (its admin status 503) is retried on
+// another engine before the client sees a byte; an engine that does not answer ends in 504 at
+// --request-timeout-secs; nothing stays in flight.
+func TestGRPCFaults(t *testing.T) {
+	urls := startGRPCMocks(t, 2, "sglang")
+	admin := func(i int, cfg string) {
+		t.Helper()
+		if r := MustDo(t, "POST", "http://"+strings.TrimPrefix(urls[i], "grpc://")+"/admin/config", cfg, nil); r.Status != 200 {
+			t.Fatalf("admin/config: %d %s", r.Status, r.Body)
+		}
+	}
+	g := StartGateway(t, append([]string{"--model-path", qwen3Dir(t), "--policy", "round_robin", "--request-timeout-secs", "2", "--worker-urls"}, urls...)...)
+	admin(0, `{"status":503}`)
+	for range 6 {
+		r := MustDo(t, "POST", g.URL+"/v1/chat/completions", fmt.Sprintf(grpcChat, ""), nil)
+		if r.Status != 200 || !strings.Contains(r.Body, "the mock cat") || r.Header.Get("X-Smg-Routed-Worker-Id") != urls[1] {
+			t.Fatalf("with worker 0 unavailable: %d %s %v", r.Status, r.Body, r.Header)
+		}
+	}
+	admin(0, `{"status":0}`)
+	admin(1, `{"delay_ms":60000}`)
+	admin(0, `{"delay_ms":60000}`)
+	if r := MustDo(t, "POST", g.URL+"/v1/chat/completions", fmt.Sprintf(grpcChat, ""), nil); r.Status != 504 {
+		t.Fatalf("hanging engines: %d %s, want 504", r.Status, r.Body)
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return inFlight(t, g, urls) == 0 })
+}
