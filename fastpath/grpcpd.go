@@ -67,6 +67,7 @@ func (g *grpcCall) relayPD() {
 		rank = b.DPRank(pw)
 	}
 	g.req.Fill(&g.greq, g.rid, g.ids, rank)
+	var derr error // the decode leg's failure
 	if pw.KVConnector != "" {
 		g.greq.Sampling.MaxNewTokens, g.greq.Sampling.N, g.greq.Sampling.Stop, g.greq.Sampling.StopTokenIDs = grpcworker.Some[uint32](1), 1, nil, nil
 		g.greq.KVTransferParamsJSON = vllmPrefillParams
@@ -81,6 +82,7 @@ func (g *grpcCall) relayPD() {
 			return
 		}
 		g.kvParams = params
+		derr = g.try(ctx, dw)
 	} else {
 		port := pw.BootstrapPort
 		if port == 0 {
@@ -104,22 +106,21 @@ func (g *grpcCall) relayPD() {
 		// goroutine, which owns the leg from here on.
 		pl := a.take(&a.prefill)
 		done := make(chan struct{})
-		defer func() {
-			pcancel() // a decode leg that ended early takes its prefill leg with it
-			<-done
-		}()
 		go func() {
 			defer close(done)
 			settleLeg(&pl, drain(ps))
 		}()
+		defer func() { <-done }() // after pcancel below, when the decode leg failed
+		defer pcancel()
+		if derr = g.try(ctx, dw); derr == nil {
+			<-done // the prefill leg ends by itself (the request's deadline bounds it)
+			return
+		}
+		pcancel() // a failed decode leg takes its prefill leg with it
 	}
-	err = g.try(ctx, dw)
-	if err == nil {
-		return
-	}
-	if !g.started && !g.leftOrDeadline(ctx) {
-		c := grpcworker.Classify(err)
-		g.fail(grpcError(c), "decode worker "+dw.URL+": "+grpcworker.Message(err))
+	if derr != nil && !g.started && !g.leftOrDeadline(ctx) {
+		c := grpcworker.Classify(derr)
+		g.fail(grpcError(c), "decode worker "+dw.URL+": "+grpcworker.Message(derr))
 	}
 }
 
