@@ -179,9 +179,9 @@ func TestDescriptorExhaustionDoesNotSpin(t *testing.T) {
 	wall, cpu := time.Since(t0), time.Duration(cpuTicks(t, pid)-c0)*10*time.Millisecond // USER_HZ is 100 on Linux
 	ratio := cpu.Seconds() / wall.Seconds()
 	r, err := e2e.Do("POST", url+"/v1/chat/completions", `{"model":"mock-model","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, nil)
-	status := 0
+	status, body := 0, ""
 	if err == nil {
-		status = r.Status
+		status, body = r.Status, r.Body
 	}
 	mr, merr := e2e.Do("GET", metricsURL, "", nil)
 	t.Logf("HOSTILE attack=descriptor_exhaustion nofile=512 idle_conns=600 cpu_over_idle=%.3f request_status=%d request_err=%v metrics_err=%v", ratio, status, err, merr)
@@ -189,7 +189,7 @@ func TestDescriptorExhaustionDoesNotSpin(t *testing.T) {
 		t.Fatalf("the gateway used %.0f%% of a core over %v of idle connections (a spinning accept loop uses 100%%)", 100*ratio, wall.Round(time.Millisecond))
 	}
 	if err != nil || status != 200 {
-		t.Fatalf("a normal request under the attack: %v %v", status, err)
+		t.Fatalf("a normal request under the attack: %v %v %s", status, err, body)
 	}
 	if merr != nil || mr.Status != 200 {
 		t.Fatalf("/metrics under the attack: %v", merr)

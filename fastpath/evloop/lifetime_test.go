@@ -177,7 +177,7 @@ func TestConnectionDealtToAStoppedLoopIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fds[1])
-	l.post(adoption{l, fds[0]})
+	l.post(adoption{l: l, fd: fds[0]})
 	if n := s.conns.Load(); n != 0 {
 		t.Fatalf("connection count %d after the discarded adoption, want 0", n)
 	}

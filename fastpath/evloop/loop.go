@@ -622,23 +622,25 @@ func (a acceptor) onEvent(uint32) {
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
 	s := l.s
-	if s.draining.Load() || s.conns.Add(1) > int64(s.cfg.MaxConns) && !l.shedIdle() {
-		if !s.draining.Load() {
-			s.conns.Add(-1)
-		}
+	if s.draining.Load() {
 		_, _ = unix.Write(fd, refusedAnswer)
 		_ = unix.Close(fd)
 		return
 	}
+	overCap := s.conns.Add(1) > int64(s.cfg.MaxConns)
 	target := s.loops[int(s.next.Add(1))%len(s.loops)]
 	if target.gone.Load() { // a loop that stopped (epoll failed) adopts nothing: serve it here
 		target = l
 	}
+	// Past the cap the loop that adopts the connection makes room by closing one of its own
+	// idle ones: shedding always on the accepting loop would empty it while the others fill,
+	// until it had nothing left to shed and refused clients that idle connections blocked.
+	adopt := adoption{target, fd, overCap}
 	if target == l {
-		l.open(fd)
+		adopt.run()
 		return
 	}
-	target.post(adoption{target, fd})
+	target.post(adopt)
 }
 
 // acceptExhausted handles an accept that found no descriptor for a pending connection. The
@@ -696,13 +698,24 @@ func (l *loop) shedIdle() bool {
 
 var refusedAnswer = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 56\r\nConnection: close\r\n\r\nThe gateway is at its connection limit or shutting down.")
 
-// adoption moves an accepted connection to the loop that serves it.
+// adoption moves an accepted connection to the loop that serves it. overCap: the server
+// was past MaxConns when it came; the loop closes one of its idle connections for it, or
+// refuses it.
 type adoption struct {
-	l  *loop
-	fd int
+	l       *loop
+	fd      int
+	overCap bool
 }
 
-func (a adoption) run() { a.l.open(a.fd) }
+func (a adoption) run() {
+	if a.overCap && !a.l.shedIdle() {
+		a.l.s.conns.Add(-1)
+		_, _ = unix.Write(a.fd, refusedAnswer)
+		_ = unix.Close(a.fd)
+		return
+	}
+	a.l.open(a.fd)
+}
 
 // discard closes a connection dealt to a loop that stopped before adopting it: its
 // descriptor would otherwise leak, and the server's count with it.
