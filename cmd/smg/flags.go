@@ -153,6 +153,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Bool("disable-pprof", &o.disablePprof, false, "Do not serve /debug/pprof/ on the Prometheus port")
 	fs.Enum("log-level", &o.logLevel, "info", []string{"debug", "info", "warn", "error"}, "Log level")
 	fs.Bool("log-json", &o.logJSON, false, "Log JSON lines instead of text")
+	registerVersionFlag(fs)
 	refuseSpecFlags(fs)
 	return fs
 }

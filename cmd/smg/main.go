@@ -50,6 +50,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			args = args[1:]
 		case "tokenizer":
 			return runTokenizer(args[1:], os.Stdin, stdout, stderr)
+		case "version":
+			printVersion(stdout)
+			return 0
 		case "help": // as git and go: "smg help" is "smg --help"
 			args = []string{"--help"}
 		case "serve":
@@ -66,6 +69,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch a {
 		case "--help", "-h":
 			fmt.Fprintf(stdout, "Usage: smg launch [flags]\n%s", fs.Help())
+			return 0
+		case "--version":
+			printVersion(stdout)
 			return 0
 		case "--help-markdown": // the README's flag table is this output
 			fmt.Fprint(stdout, fs.Markdown())
@@ -276,6 +282,7 @@ func (g *gateway) close() {
 // its close stops what was started.
 func build(o options, log *slog.Logger) (*gateway, error) {
 	g := &gateway{o: o, log: log, set: metrics.NewSet()}
+	registerBuildInfo(g.set)
 	var err error
 	regCfg := worker.DefaultConfig()
 	regCfg.Metrics, regCfg.Logger = g.set, log
