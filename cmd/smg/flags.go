@@ -38,6 +38,7 @@ type options struct {
 	prometheusHost    string
 	prometheusPort    int
 	disablePprof      bool
+	pprofAllowRemote  bool
 	logLevel          string
 	logJSON           bool
 	shutdownGrace     time.Duration
@@ -151,6 +152,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.String("prometheus-host", &o.prometheusHost, "0.0.0.0", "Address of the Prometheus /metrics and /debug/pprof/ listener").WithMetavar("ADDR")
 	fs.Int("prometheus-port", &o.prometheusPort, 29000, "Port of the Prometheus /metrics and /debug/pprof/ listener").WithMetavar("PORT")
 	fs.Bool("disable-pprof", &o.disablePprof, false, "Do not serve /debug/pprof/ on the Prometheus port")
+	registerPprofFlags(fs, &o.pprofAllowRemote)
 	fs.Enum("log-level", &o.logLevel, "info", []string{"debug", "info", "warn", "error"}, "Log level")
 	fs.Bool("log-json", &o.logJSON, false, "Log JSON lines instead of text")
 	registerVersionFlag(fs)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -470,7 +469,7 @@ func (g *gateway) listen() error {
 	if g.promLn, err = net.Listen("tcp", net.JoinHostPort(o.prometheusHost, strconv.Itoa(o.prometheusPort))); err != nil {
 		return fmt.Errorf("cannot listen on %s:%d (--prometheus-host, --prometheus-port): %w", o.prometheusHost, o.prometheusPort, err)
 	}
-	g.promSrv = &http.Server{Handler: observabilityMux(g.set, g.monitor.WriteEngineMetrics, !o.disablePprof), ReadHeaderTimeout: 10 * time.Second}
+	g.promSrv = &http.Server{Handler: observabilityMux(g.set, g.monitor.WriteEngineMetrics, !o.disablePprof, o.pprofAllowRemote), ReadHeaderTimeout: 10 * time.Second}
 	g.onClose(func() { _ = g.promSrv.Close() })
 	return nil
 }
@@ -604,8 +603,9 @@ func addStaticWorkers(reg *worker.Registry, specs []worker.Spec, initial func(*w
 }
 
 // observabilityMux serves Prometheus metrics (the gateway's, then the engines' re-exported
-// ones with --engine-metrics) and, unless disabled, pprof.
-func observabilityMux(set *metrics.Set, engines func(io.Writer), withPprof bool) http.Handler {
+// ones with --engine-metrics) and, unless disabled, pprof (to loopback clients unless
+// pprofRemote).
+func observabilityMux(set *metrics.Set, engines func(io.Writer), withPprof, pprofRemote bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -614,11 +614,7 @@ func observabilityMux(set *metrics.Set, engines func(io.Writer), withPprof bool)
 		engines(w)
 	})
 	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", redactedCmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		handlePprof(mux, pprofRemote)
 	}
 	return mux
 }

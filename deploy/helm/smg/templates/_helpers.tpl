@@ -135,6 +135,7 @@ per entry of a map (sorted by key), the form of the selector flags.
   (list "routing-key-headers" $g.routingKeyHeaders)
   (list "engine-metrics" $g.engineMetrics)
   (list "disable-pprof" $g.disablePprof)
+  (list "pprof-allow-remote" $g.pprofAllowRemote)
   (list "disable-retries" $r.disabled)
   (list "retry-max-retries" $r.maxRetries)
   (list "retry-initial-backoff-ms" $r.initialBackoffMs)
