@@ -58,7 +58,7 @@ func (r *Report) Measured() Measured {
 				if direct != nil && direct.RPS > 0 {
 					s.put("overhead."+kind.name+".rps_ratio."+x.Key+"/direct", x.RPS/direct.RPS, x, direct)
 				}
-				// Against round robin on the same data plane (issue 14: cache_aware ≤ 1.1×).
+				// Against round robin on the same data plane (cache_aware ≤ 1.1×).
 				if i := strings.LastIndexByte(x.Key, '-'); !strings.HasSuffix(x.Key, "-round_robin") {
 					if rr := find(kind.ms, x.Key[:i]+"-round_robin"); rr != nil && kind.cost(rr) > 0 {
 						s.put("overhead."+kind.name+".cpu_ratio."+x.Key+"/"+rr.Key, kind.cost(x)/kind.cost(rr), x, rr)

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The routes suite (issue 15): what the engine pass-through routes and EPD cost through the
+// The routes suite: what the engine pass-through routes and EPD cost through the
 // gateway. loadgen speaks the generation APIs only, so the load is wrk's (a Lua script per
 // route sets the POST body), a closed loop on LoadCore beside the mocks; the gateway runs
 // alone on ProxyCore as in the overhead suite, and its CPU comes from the same schedstat
@@ -21,7 +21,7 @@ import (
 //
 //   - Pass-through: one instant mock worker; per route, wrk straight to it ("direct"), then
 //     through smg (key smg-evloop, the name it had beside the fasthttp plane's smg-fasthttp,
-//     removed in session 7). The chat row is the generation route on the same mock and
+//     since removed). The chat row is the generation route on the same mock and
 //     gateway: a pass-through route should cost what generation costs.
 //   - EPD: an encode, a prefill (--require-encode: it claims each request's embeddings from
 //     the encode worker the gateway named, or refuses it) and a decode mock, smg

@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // Request bodies are read by the event loops into buffers that grow as bytes arrive, never
 // sized from the declared Content-Length: a client that declared 500 MB and sent 10 bytes
-// used to hold 500 MB until the read timeout (issue 17). A body costs at most twice what has
+// used to hold 500 MB until the read timeout. A body costs at most twice what has
 // arrived, and all bodies being read or forwarded together share one budget
 // (--max-request-body-memory, evloop.Config.Reserve and Release): past it a request gets 503
 // at once instead of the gateway running out of memory.

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Forwarding loops (issue 17): a gateway registered as its own worker, directly or through
+// Forwarding loops: a gateway registered as its own worker, directly or through
 // another gateway, sent a request around until connections ran out (two requests made 4,096
 // self-hops). Two guards:
 //

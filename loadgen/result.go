@@ -176,7 +176,7 @@ func histogram(xs []float64, upper float64) Histogram {
 // timeline converts accumulated buckets to points. The last bucket is usually partial, so
 // rates divide by the part of it the run covered; a last bucket covering less than half an
 // interval is folded into the one before, since a few completions over a sliver of time
-// read as a rate far above the real one (issue 18: 47.8 req/s in a run of ~18).
+// read as a rate far above the real one (47.8 req/s in a run of ~18).
 func timeline(acc []timelineAcc, interval, duration time.Duration) []TimelinePoint {
 	folded := false
 	if n := len(acc); n > 1 && duration-time.Duration(n-1)*interval < interval/2 {

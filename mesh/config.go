@@ -141,7 +141,7 @@ func (c *Config) ListenAddr() string { return net.JoinHostPort(c.Host, strconv.I
 
 // RefusesPeerWorkers reports whether peers' worker publications are refused: the mesh is
 // plaintext, so anyone who reaches the mesh port could publish workers, and the worker API
-// is protected by --api-key, which such publications would bypass (issue 17). The spec's
+// is protected by --api-key, which such publications would bypass. The spec's
 // product imports them; --mesh-allow-insecure keeps that behaviour.
 func (c *Config) RefusesPeerWorkers() bool {
 	return c.WorkerAPIProtected && !c.TLSEnabled() && !c.AllowInsecure

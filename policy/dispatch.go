@@ -8,7 +8,7 @@ const BytesPerToken = 4
 // (worker.NoteDispatch): the request's token ids when it carries them, else its routing text's
 // length over BytesPerToken, else -1 (unknown, credited at MeanPrefillTokens). The spec
 // credits every request without token ids at the mean, so a prompt 30 times longer than the
-// rest counted as one more request and least_load kept queueing behind it (issue 13,
+// rest counted as one more request and least_load kept queueing behind it (see
 // docs/differences.md).
 func DispatchTokens(req *Request) int {
 	switch {

@@ -76,7 +76,7 @@ func get(do doFunc, uri, apiKey string, deadline time.Time) (int, []byte, error)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(uri)
 	// No keep-alive: fasthttp's default client would keep the connection idle, with a
-	// cleaner goroutine, for every worker ever registered (issue 17).
+	// cleaner goroutine, for every worker ever registered.
 	req.SetConnectionClose()
 	if apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+apiKey)

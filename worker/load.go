@@ -84,7 +84,7 @@ func (r *LoadReport) StepSeconds() float64 { return r.stepSeconds }
 // report that counts no request, or no usage, gives its own k. The report is up to a poll
 // interval old; its KV usage alone kept a worker that had since drained looking full, and
 // one that had since taken many requests looking empty, for the whole interval, and the
-// expected-wait score herded on it (docs/differences.md, issue 13).
+// expected-wait score herded on it (docs/differences.md).
 func (r *LoadReport) KVOccupancyAt(inFlight int64) float64 {
 	k := r.kvUsage
 	if d := inFlight - r.since.inFlight; d != 0 && r.kvPerRequest > 0 {

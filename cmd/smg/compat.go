@@ -8,7 +8,7 @@ import (
 	"github.com/smg-go/smg/internal/cli"
 )
 
-// The spec product's command lines that SMG-Go refuses say what to run instead (issue 18);
+// The spec product's command lines that SMG-Go refuses say what to run instead;
 // the flags it accepts without the spec's effect are listed in docs/differences.md.
 
 // serveRefusal answers `smg serve`: the spec's serve launches engines beside the gateway.

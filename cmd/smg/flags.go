@@ -59,7 +59,7 @@ type options struct {
 const dataPlaneEvloop = "evloop"
 
 // checkDataPlane accepts --data-plane evloop, which earlier versions took to choose the event
-// loops over the fasthttp generation path; that path is gone (issue 14), so the flag chooses
+// loops over the fasthttp generation path; that path is gone, so the flag chooses
 // nothing and fasthttp is refused with what to run instead.
 func checkDataPlane(v string) error {
 	switch v {

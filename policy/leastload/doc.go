@@ -10,10 +10,10 @@
 // computing a prefill; expected waits within one request among those computing none) are
 // taken in turn, the one picked longest ago first (score.Scorer.LowestInTurn): its prefill
 // started first, so it ends first, where the fewest awaiting tokens say nothing of progress
-// (issue 13's multi-turn tail; docs/differences.md). A worker that decodes clearly more slowly
+// (the multi-turn tail; docs/differences.md). A worker that decodes clearly more slowly
 // than the group, by the steps the gateway times on the streams it relays
 // (worker.DecodeTimer, score.SpeedFlags), ranks as if score.SlowPenaltyRequests requests
-// awaited there: it takes work only when the others queue (issue 13's heterogeneous fleet).
+// awaited there: it takes work only when the others queue (a heterogeneous fleet).
 //
 // The score itself (score.Scorer) is shared with power_of_two and cache_aware, which use its
 // defaults; only this policy takes the --least-load-* flags, including the waiting-queue cap.

@@ -19,7 +19,7 @@ const (
 )
 
 // Config tunes the expected-wait score, the spec's formula with deliberate changes
-// (docs/differences.md, issue 13):
+// (docs/differences.md):
 //
 //	score = (queued_tokens + in_flight_tokens) / fleet_rate + KVPressureWeight * k / (1 - k)
 //

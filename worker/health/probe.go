@@ -16,7 +16,7 @@ func probe(e *entry) error {
 	req.SetRequestURI(e.uri)
 	req.Header.SetMethod(fasthttp.MethodGet)
 	// No keep-alive: an idle connection would make the worker's HostClient run a cleaner
-	// goroutine for as long as it is kept, one per worker probed (issue 17: 10,000 workers
+	// goroutine for as long as it is kept, one per worker probed (10,000 workers
 	// took 20,000 goroutines). A connection per probe interval costs nothing by comparison;
 	// a worker that serves requests has its pool anyway.
 	req.SetConnectionClose()

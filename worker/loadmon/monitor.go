@@ -106,7 +106,7 @@ func (m *Monitor) loadsWanted() bool {
 // Each report is published as its poll returns and credits the work dispatched since the
 // poll was sent (Worker.SetLoadSince): the work sent while a poll was on its way, which the
 // report may not include, used to lose its since-report credit at the publication
-// (docs/differences.md, issue 13).
+// (docs/differences.md).
 func (m *Monitor) PollOnce(ctx context.Context) {
 	snap := m.current()
 	ws := snap.Workers

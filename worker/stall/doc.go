@@ -1,5 +1,5 @@
 // Package stall keeps work away from a worker that stopped answering, long before its health
-// checks notice (issue 17 item 5).
+// checks notice.
 //
 // A stopped engine (SIGSTOP, a wedged process) still accepts TCP connections: the kernel
 // completes the handshakes and buffers the requests. Health probes with a 5 s timeout every

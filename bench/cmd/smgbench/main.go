@@ -48,7 +48,7 @@ func main() {
 }
 
 // parseArgs maps the command line onto options. Every flag's default is its package's
-// DefaultConfig value (issue 16 item 5); --smoke's shorter settings replace only the flags
+// DefaultConfig value; --smoke's shorter settings replace only the flags
 // not given.
 func parseArgs(args []string) (*options, error) {
 	o := &options{overhead: bench.DefaultOverheadConfig(), quality: bench.DefaultQualityConfig(), set: map[string]bool{}}
@@ -81,7 +81,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.StringVar(&o.microBenchTime, "micro-benchtime", bench.DefaultMicroConfig().BenchTime, "go test -benchtime of the micro suite (smoke 1000x)")
 	q := &o.quality
 	fs.StringVar(&o.qualityCases, "quality-cases", strings.Join(bench.QualityCaseNames(), ","), "routing-quality cases, comma-separated: "+strings.Join(bench.QualityCaseNames(), ", ")+" (smoke shared-prefix)")
-	fs.StringVar(&o.qualityPolicies, "quality-policies", strings.Join(q.Policies, ","), "policies of the saturation rows (the seven of issue 13; smoke none); \"none\" skips them (then give --quality-capacity)")
+	fs.StringVar(&o.qualityPolicies, "quality-policies", strings.Join(q.Policies, ","), "policies of the saturation rows (the seven gated ones; smoke none); \"none\" skips them (then give --quality-capacity)")
 	fs.StringVar(&o.qualityLoadPolicies, "quality-load-policies", strings.Join(q.LoadPolicies, ","), "policies of the load rows besides round_robin (smoke least_load,cache_aware); \"none\" skips the load rows")
 	fs.DurationVar(&q.SatDuration, "quality-sat-duration", q.SatDuration, "length of each saturation row")
 	fs.DurationVar(&q.LoadDuration, "quality-load-duration", q.LoadDuration, "length of each load row (smoke 6s)")
