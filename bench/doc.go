@@ -22,7 +22,7 @@
 //     prefill and a decode mock (--role), loadgen straight to both (its --pd-* mode, SGLang's
 //     mini load balancer's part) and through smg --pd-disaggregation, each smg PD request's
 //     CPU compared with the regular smg rows of the same run (OverheadConfig.PDRounds).
-//     Then issue 14's rows, every proxy again: an open loop at 2,000 req/s (CPU per
+//     Then the data plane's target rows, every proxy again: an open loop at 2,000 req/s (CPU per
 //     request, added p50), one paced stream at a time (added TTFB), the JSON and paced
 //     loads with the proxy's system calls counted (perf stat -e raw_syscalls:sys_enter), and
 //     the JSON closed loop with each proxy on one core and on two (OverheadConfig.OpenLoop*,

@@ -67,7 +67,7 @@ type OverheadConfig struct {
 	// temporary directory, removed afterwards.
 	WorkDir string
 
-	// The rows of issue 14's other targets, each with every proxy of the run:
+	// The rows of the data plane's other targets, each with every proxy of the run:
 	//
 	// Open loop: loadgen sends OpenLoopRate non-streamed requests a second, evenly spaced
 	// (--arrival constant, at most 64 in flight), for OpenLoopDuration after Warmup
@@ -191,8 +191,8 @@ func (c *OverheadConfig) pacedStream() time.Duration {
 // Measurement is one closed-loop run of the overhead suite.
 type Measurement struct {
 	// Key identifies the proxy in metric names: direct, smg-evloop-<policy> (the gateway's
-	// rows keep the name they had beside the fasthttp plane's smg-<policy>, removed in
-	// session 7, so that the baselines and the history read on; smg-<policy> is the PD
+	// rows keep the name they had beside the fasthttp plane's smg-<policy>, since
+	// removed, so that the baselines and the history read on; smg-<policy> is the PD
 	// gateway's), bare, nginx, haproxy.
 	Key  string `json:"key"`
 	Name string `json:"name"`

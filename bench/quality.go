@@ -73,7 +73,7 @@ var (
 	// system prompt of its own, 32 output tokens per answer, no think time; each turn resends
 	// the whole conversation, so the previous turn's worker holds all but the new turn. The
 	// conversations (~1,050 tokens on average, 269k in all) fit in half the fleet's KV
-	// (8 × 65,536): with 512 (until session 11) they filled it, so an LRU cache serving their
+	// (8 × 65,536): with 512 they filled it, so an LRU cache serving their
 	// cycle evicted each conversation just before its next turn under any routing and the
 	// policies' tails differed by noise (docs/benchmarks.md §3, "The multi-turn case's size").
 	// The users' first conversations are staggered (--mt-stagger), so the rounds are spread
@@ -132,7 +132,7 @@ type QualityConfig struct {
 	Bin Binaries `json:"-"`
 	// Cases measured, in order. Default DefaultQualityCases.
 	Cases []QualityCase `json:"cases"`
-	// Policies of the saturation rows, in table order. Default the seven of issue 13; empty:
+	// Policies of the saturation rows, in table order. Default the seven gated ones; empty:
 	// none. Without round_robin among them Capacity must be set.
 	Policies []string `json:"policies"`
 	// LoadPolicies of the load rows, besides round_robin (always measured first: the

@@ -17,10 +17,8 @@
 // /engine_metrics) and a method other than POST on a generation route (405). Prometheus
 // metrics and pprof are served apart, on --prometheus-port (cmd/smg).
 //
-// Until session 7 a second data plane, --data-plane fasthttp, served the generation routes
-// with fasthttp, a goroutine per connection; it was the benchmark's comparison and the way
-// back while the loops were proven. The loops passed every suite and measured cheaper in
-// every case (docs/benchmarks.md §1), TLS workers included, so it was removed (issue 14);
+// There is no second data plane: the loops measured cheaper than a goroutine-per-connection
+// fasthttp plane in every case, TLS workers included (docs/benchmarks-history.md);
 // --data-plane still accepts evloop for the command lines of earlier versions
 // (docs/differences.md).
 //

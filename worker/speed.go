@@ -12,7 +12,7 @@ import (
 // of a decode without the prefill chunks an engine mixes into some steps (a 2,590-token prompt
 // makes one step of 170 ms among steps of 9 ms): free of the prefill that the load report's
 // step counts (LoadReport.StepSeconds, running ÷ gen_throughput) and of the arrival rate that
-// an estimate counted in picks depended on (docs/benchmarks.md §3, session 9). The mean step
+// an estimate counted in picks depended on (docs/benchmarks-history.md). The mean step
 // of an answer (its decode time over its tokens) is not: on the simulated shared-prefix and
 // mixed-size fleets (policytest, least_load), uniform engines' estimates of it strayed to 2.1
 // and 3.4 times the group's median, where a twice slower engine's stands at 1.8-2.2; of the

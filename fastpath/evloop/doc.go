@@ -30,10 +30,9 @@
 // system call (the scheduler knows the goroutine is in the kernel); the process runs with a P
 // per loop and one more (SchedulerProcs: cmd/smg raises GOMAXPROCS itself), so the runtime's
 // sysmon, finding an idle P, leaves a waiting loop its P, and a loop goes through the
-// scheduler every 8-9 ms (runtime.Gosched) so that sysmon never preempts it (wait.go). Until
-// session 10 a loop parked in Go's netpoller instead, on the epoll descriptor: per wake-up
-// from idle an empty epoll_wait, the runtime's netpoll calls and a scheduler pass
-// (docs/benchmarks.md §1, "Session 10"). A process that gives its loops no P to spare
+// scheduler every 8-9 ms (runtime.Gosched) so that sysmon never preempts it (wait.go). Parking in
+// Go's netpoller instead would cost per wake-up from idle an empty epoll_wait, the runtime's
+// netpoll calls and a scheduler pass (docs/benchmarks-history.md). A process that gives its loops no P to spare
 // (GOMAXPROCS at most the loops, as under testing.AllocsPerRun) still gets that park: a loop
 // blocked in the kernel there would hold the P its own clients' goroutines wait for. The
 // reads, writes, epoll_ctl and zero-timeout epoll_wait calls are raw system calls

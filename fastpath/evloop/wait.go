@@ -39,7 +39,7 @@ import (
 // did not raise it), a loop blocked in the kernel keeps the P every other goroutine needs
 // until sysmon takes it, and each hand-off between a loop and a goroutine of the process
 // waits for sysmon: `go test -run DoesNotAllocate ./fastpath/` took 199 s, 3 s with the
-// park (session 11, 2-core machine). So a loop checks at each yield whether the process has
+// park (2-core machine). So a loop checks at each yield whether the process has
 // a P to spare for it (liveLoops) and, if not, parks in Go's netpoller on its epoll
 // descriptor instead (park), as the loops did before.
 //

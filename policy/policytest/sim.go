@@ -36,7 +36,7 @@ type Engine struct {
 	// deepest blocks first, so they are evicted first) until the entries fit, and a request
 	// reuses as much of its prefix as its group's entry still holds. Multi-turn conversations
 	// whose context outgrows the fleet's KV then miss as they do on the mocks, which a count
-	// of groups cannot show (issue 13). Running sequences' blocks are not modelled.
+	// of groups cannot show. Running sequences' blocks are not modelled.
 	CacheTokens int
 	// DecodeFactor multiplies the decode part of every step (DecodeBase + DecodePerReq ×
 	// sequences), as mockworker's --decode-factors makes a slower engine; default 1.
@@ -135,7 +135,7 @@ type SimConfig struct {
 	// way back and its parsing). Default 0.
 	ReportLag time.Duration
 	// CreditFromPublication restarts a worker's since-report credit when its report is
-	// published (Worker.SetLoad), as worker/loadmon did before issue 13's fix; false, as it
+	// published (Worker.SetLoad), as an earlier worker/loadmon did; false, as it
 	// does now, counts it from the moment the poll left (Worker.SetLoadSince), so the work
 	// sent during ReportLag keeps its credit.
 	CreditFromPublication bool
@@ -679,8 +679,8 @@ func MixedSizes(gen func(*rand.Rand) SimRequest, share float64, times int) func(
 // complete, and an engine completes a batch of them in one step: turns that one worker served
 // together come round together, in a run. A policy that sends each turn back to the worker of
 // the previous one (cache_aware's holders) keeps the run on that worker every round, a queue
-// of several prefills at once where a policy that ignores the holder spreads it (issue 13:
-// run QT, cache_aware's TTFT p99 2.9-3.2x round robin's on the mocks' multi-turn case).
+// of several prefills at once where a policy that ignores the holder spreads it (measured:
+// cache_aware's TTFT p99 2.9-3.2x round robin's on the mocks' multi-turn case).
 type Conversations struct {
 	users, rounds, system, turn, output int
 	ready                               []*conversation

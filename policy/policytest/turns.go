@@ -22,8 +22,8 @@ func OpenLoopTurns(seed uint64, rate float64, openAt, d time.Duration) []SimRequ
 	return trace
 }
 
-// SimulateMultiTurn runs p over ws on the routing-quality suite's multi-turn case as loadgen
-// ran it until session 11 (the suite now runs 256 conversations, which fit in the fleet's
+// SimulateMultiTurn runs p over ws on the routing-quality suite's multi-turn case in its
+// earlier, larger shape (the suite now runs 256 conversations, which fit in the fleet's
 // KV; this shape, whose working set overflows it, is kept as the harder case): 512
 // conversations of 6 rounds (a 645-token system prompt, 161-token turns, 32-token
 // answers, each turn resending the conversation; Conversations), engines whose prefix caches
