@@ -126,7 +126,7 @@ type Config struct {
 	MaxConnsPerWorker int
 }
 
-// DefaultConfig returns the spec's defaults, every setting explicit (issue 16: no zero
+// DefaultConfig returns the spec's defaults, every setting explicit (no zero
 // stands for a default). Retry is DefaultRetryConfig; no API key, no first-byte timeout.
 func DefaultConfig() Config {
 	return Config{
