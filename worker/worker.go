@@ -277,8 +277,7 @@ func (o *ClientOptions) Validate() error {
 }
 
 // workerDialer dials every worker. One for all: a fasthttp.TCPDialer runs a goroutine that
-// cleans its DNS cache, and one per worker made 10,000 workers cost 10,000 goroutines
-// (issue 17).
+// cleans its DNS cache, and one per worker made 10,000 workers cost 10,000 goroutines.
 var workerDialer = &fasthttp.TCPDialer{}
 
 // newWorker builds a Worker from a normalized spec.
