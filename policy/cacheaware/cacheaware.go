@@ -341,7 +341,7 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 // of turns whose prefixes were gone, each a whole prefill: loadgen's ready queue hands out
 // conversations in the order their answers completed, and an engine completes a batch of
 // them at once, so the turns of one holder come round together every round (run QT: TTFT
-// p99 2.9-3.2x round robin's at 70% load; issue 13, docs/differences.md). Applied in full to
+// p99 2.9-3.2x round robin's at 70% load; docs/differences.md). Applied in full to
 // every hit older than half the horizon (a200530) the rule spilled the shared-prefix
 // workload's rarely used replicas at saturation into more replicas: simulated hit rate 0.93
 // → 0.48, real 0.88 → 0.72-0.75 (TestSharedPrefixSaturationKeepsHits); weighed by q, 0.85-0.87

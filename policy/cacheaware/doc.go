@@ -9,7 +9,7 @@
 // (radix MatchAndInsert) finds the longest stored prefix and its holders, runs the decision
 // below under the shard's lock, and inserts the request for the chosen worker. A holder whose
 // engine must have evicted the prefix by now, by the trees' token clock and its load report's
-// KV capacity (liveness.go, issue 13), does not count: the match offered is the longest
+// KV capacity (liveness.go), does not count: the match offered is the longest
 // prefix some holder still caches, with those holders only.
 //
 //  1. The match ratio is matched over input length. At or below --cache-threshold the request
@@ -28,7 +28,7 @@
 //     dropped it, liveness.go) is passed over too, for a worker with nothing awaiting its
 //     first token, when the token work awaiting its first token there exceeds what the hit
 //     would save, both weighed by how doubtful the hit is (spill): such a hit may be a whole
-//     prefill queued behind others (decide, issue 13). With no such worker (a busy fleet)
+//     prefill queued behind others (decide). With no such worker (a busy fleet)
 //     the holder keeps it.
 //  3. When a retry moves a request, the gateway's Record call inserts the prefix for the worker
 //     that finally served it.

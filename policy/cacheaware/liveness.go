@@ -10,7 +10,7 @@ import (
 // recently used blocks as it computes new ones. When a workload's live prefixes exceed the
 // fleet's KV (multi-turn conversations cycling through more context than the engines hold),
 // the tree kept sending each request to the worker that had long evicted it, and the spill
-// gate let those holders run hot for hits that no longer existed (issue 13: 0.84× round
+// gate let those holders run hot for hits that no longer existed (measured: 0.84× round
 // robin's capacity, TTFT p99 2.1–4.7× at 70% load; docs/differences.md).
 //
 // So the trees' LRU clock counts prompt tokens in the engines' LRU order, and a holder's
