@@ -32,7 +32,8 @@ var (
 // DefaultMaxWorkers is Config.MaxWorkers' default (--max-workers).
 const DefaultMaxWorkers = 1024
 
-// Config configures a Registry. The zero value is usable.
+// Config configures a Registry. Start from DefaultConfig: the zero value fails Validate (a zero
+// queue size or worker cap is an error, not a default).
 type Config struct {
 	// QueueSize bounds the event queue. Default 1024.
 	QueueSize int
