@@ -27,7 +27,7 @@ const (
 // of it (a head past MaxHeaderSize, a body past MaxBodySize, a malformed request), the client
 // may still be sending; closing a socket with unread input makes the kernel answer with a
 // reset, which can destroy the answer before the client read it. Like nginx's
-// lingering_close (and fastpath/linger.go on the fasthttp plane), such a connection is
+// lingering_close, such a connection is
 // half-closed once the answer is sent and its input discarded until the client closes its
 // side or lingerTimeout passes (a time bound, like nginx's lingering_time: a byte bound would
 // reset exactly the clients that send the most).
