@@ -2,7 +2,7 @@
 // project's performance regression gate. It runs the real binaries on loopback and compares
 // what it measures within one run (the gateway against the workers it fronts, against a bare
 // fasthttp proxy, nginx and HAProxy; one policy against another), never against fixed
-// numbers, because these machines are shared and noisy (DESIGN.md §8, §9). docs/benchmarks.md
+// numbers, because these machines are shared and noisy (docs/architecture.md). docs/benchmarks.md
 // has the latest table and how to read it.
 //
 // Four suites, each usable alone (cmd/smgbench --suites):

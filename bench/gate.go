@@ -36,7 +36,7 @@ type Gate struct {
 
 // Baseline is the committed file (bench/baseline.json, bench/baseline-smoke.json) the gate
 // compares a run against. Only ratios measured within one run are gated, never absolute
-// times, which vary across machines (DESIGN.md §8); allocs/op is gated at exactly zero.
+// times, which vary across machines (docs/architecture.md); allocs/op is gated at exactly zero.
 type Baseline struct {
 	Note  string `json:"note,omitempty"`
 	Gates []Gate `json:"gates"`

@@ -232,7 +232,7 @@ func TestCommittedBaselines(t *testing.T) {
 				}
 			}
 			// Issue 14's CPU and latency targets: the full run only (the smoke's 2 s rows
-			// see the machine's slow modes, docs/benchmarks.md §1).
+			// see the machine's slow modes, docs/benchmarks-history.md).
 			for _, m := range []string{
 				"overhead.json.cpu_ratio.smg-evloop-cache_aware/nginx",
 				"overhead.sse.cpu_ratio.smg-evloop-cache_aware/nginx",

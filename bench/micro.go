@@ -17,7 +17,7 @@ type MicroSuite struct {
 }
 
 // HotPathSuites are the benchmarks of the hot path whose allocs/op the gate holds at zero
-// (DESIGN.md §3): the proxy round trip (regular and PD), the request field extractor, the PD
+// (docs/architecture.md): the proxy round trip (regular and PD), the request field extractor, the PD
 // body rewrites, the radix tree's match and insert, and every policy's Pick. The comparison
 // benchmarks (fastjson, encoding/json) are not the hot path and are left out.
 func HotPathSuites(smoke bool) []MicroSuite {

@@ -31,7 +31,7 @@ type OverheadConfig struct {
 	// (the goal is stated for it) and round_robin (what the peers do).
 	Policies []string
 	// ProxyCore runs the proxy under test; LoadCore runs the load generator and the mock
-	// workers. Defaults 0 and 1 (DESIGN.md §9's setup).
+	// workers. Defaults 0 and 1 (docs/benchmarks.md).
 	ProxyCore, LoadCore int
 	// Warmup requests before each measured run. Default 2,000.
 	Warmup int

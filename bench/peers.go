@@ -11,7 +11,7 @@ import (
 // The peers are nginx and HAProxy from Debian's packages, configured the way an operator would
 // put them in front of LLM engines: round robin, keep-alive to the workers, no response
 // buffering (so a server-sent event leaves as soon as it arrives), one worker process or
-// thread, pinned to the proxy core like the gateway (DESIGN.md §9).
+// thread, pinned to the proxy core like the gateway (docs/benchmarks.md).
 
 // peerPackages are the Debian packages EnsurePeers installs, and the program each provides:
 // the reference proxies of the overhead suite, and wrk, the routes suite's load (loadgen
@@ -130,7 +130,7 @@ http {
 
 // haproxyConfig is a HAProxy of threads threads (one but in the scaling rows) in HTTP mode, round robin, reusing idle server
 // connections for any client (http-reuse always), with option http-no-delay so the first SSE
-// event is not held back by TCP corking (DESIGN.md §9 measured 207 ms without it).
+// event is not held back by TCP corking (docs/benchmarks.md measured 207 ms without it).
 func haproxyConfig(listen string, workers []string, threads int) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `global

@@ -15,7 +15,7 @@ import (
 	"github.com/smg-go/smg/loadgen"
 )
 
-// The routing-quality suite (docs/benchmarks.md §3): engine-mode mocks (continuous batching,
+// The routing-quality suite (docs/benchmarks-history.md): engine-mode mocks (continuous batching,
 // prefix-cached KV, time-scaled) behind the gateway, one fresh fleet and gateway per row.
 // Per case (a workload on a fleet), first the saturation rows: every policy in a closed loop
 // with enough clients to keep every engine busy, capacity = completed requests per second of
@@ -36,13 +36,13 @@ type QualityCase struct {
 	// SatTimeScale and LoadTimeScale are the engines' time scales in the saturation and the
 	// load rows. Saturation runs each policy as fast as the engines allow, so its wall-clock
 	// request rate is the policy's capacity × the time scale: a lower scale there keeps the
-	// fastest policy's rate within what the 2-core machine relays (docs/benchmarks.md §3, "Is
+	// fastest policy's rate within what the 2-core machine relays (docs/benchmarks-history.md, "Is
 	// the machine the limit?"); the load rows run at a known rate and use a higher scale for
 	// more requests per wall-clock second. Not too high: a stall of the shared machine (the
 	// loadgen's arrival lag, the hypervisor's steal) of x ms of wall clock delays a request by
 	// x × the scale of model time, and the TTFT p99 of a 10 s row follows those stalls; at
 	// time scale 4 round robin's p99 on shared-prefix moved 365-534 ms over 5 repeats of one
-	// minute, at 2 334-362 ms (docs/benchmarks.md §3, "The measurement's noise").
+	// minute, at 2 334-362 ms (docs/benchmarks-history.md, "The measurement's noise").
 	SatTimeScale  float64 `json:"sat_time_scale"`
 	LoadTimeScale float64 `json:"load_time_scale"`
 	// SatClients is the saturation rows' closed-loop client count: enough that every engine
@@ -75,7 +75,7 @@ var (
 	// conversations (~1,050 tokens on average, 269k in all) fit in half the fleet's KV
 	// (8 × 65,536): with 512 they filled it, so an LRU cache serving their
 	// cycle evicted each conversation just before its next turn under any routing and the
-	// policies' tails differed by noise (docs/benchmarks.md §3, "The multi-turn case's size").
+	// policies' tails differed by noise (docs/benchmarks-history.md, "The multi-turn case's size").
 	// The users' first conversations are staggered (--mt-stagger), so the rounds are spread
 	// over the run instead of arriving in step, the longest one as a burst near capacity.
 	// Its closed loop has one client per conversation (256): round robin's prefill queues
@@ -126,7 +126,7 @@ func QualityCaseNames() []string {
 }
 
 // QualityConfig configures the suite. Start from DefaultQualityConfig, which sets every
-// default (docs/benchmarks.md §3 derives them); an empty policy list means none, a zero
+// default (docs/benchmarks-history.md derives them); an empty policy list means none, a zero
 // Capacity or WarmupSeconds means what their fields say.
 type QualityConfig struct {
 	Bin Binaries `json:"-"`
@@ -172,7 +172,7 @@ type QualityConfig struct {
 	// MaxWallEvents is the SSE events per wall-clock second a row may relay (the answers'
 	// tokens, through the gateway and loadgen): a saturation row that relayed more is measured
 	// again at a lower time scale, and a load row whose rate would pass it runs at a lower
-	// scale than its case's. Default 8,000 (docs/benchmarks.md §3, "Is the machine the limit?").
+	// scale than its case's. Default 8,000 (docs/benchmarks-history.md, "Is the machine the limit?").
 	MaxWallEvents float64 `json:"max_wall_events"`
 	// MaxConcurrency caps requests in flight in the load rows, so an overloaded policy queues
 	// at the client instead of spiralling in connections (docs/benchmarks-loadgen.md).
@@ -184,7 +184,7 @@ type QualityConfig struct {
 	WorkDir string `json:"-"`
 	// RequestLogDir, when set, keeps each row's per-request records: the mocks' request log
 	// (mockworker --request-log) as <row>.mock.jsonl and loadgen's result as <row>.json, for
-	// a routing study of a real run (docs/benchmarks.md §3, run QMT1). Default none.
+	// a routing study of a real run (docs/benchmarks-history.md, run QMT1). Default none.
 	RequestLogDir string `json:"-"`
 	// Logf reports progress (one line per row); nil is silent.
 	Logf func(format string, args ...any) `json:"-"`
@@ -200,7 +200,7 @@ var DefaultLoadPolicies = []string{"least_load", "power_of_two", "cache_aware"}
 const referencePolicy = "round_robin"
 
 // DefaultQualityConfig returns the suite's defaults (each field says its own;
-// docs/benchmarks.md §3 derives them). Start from it: Validate refuses the zeros that make
+// docs/benchmarks-history.md derives them). Start from it: Validate refuses the zeros that make
 // no sense.
 func DefaultQualityConfig() QualityConfig {
 	return QualityConfig{

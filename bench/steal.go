@@ -14,7 +14,7 @@ import (
 // on, stretches of heavy steal produce a slow mode of every row: a vCPU holding a loopback
 // socket's lock is descheduled by the host while the other vCPU spins on that lock in the
 // paravirtual slow path (__pv_queued_spin_lock_slowpath, kvm_kick_cpu), so a proxy's kernel
-// time per request triples and its p99 reaches tens of milliseconds (docs/benchmarks.md §1,
+// time per request triples and its p99 reaches tens of milliseconds (docs/benchmarks-history.md,
 // "The slow mode"). Each measurement records the steal of the proxy's and the load core over
 // its run, so that such a row can be told from a regression.
 
@@ -22,7 +22,7 @@ import (
 // row measured the machine rather than the proxy: the table names it (stealNote), a round
 // past it is kept only when no round of the row was below it and the row is measured again
 // (measureRounds), and the gate does not judge a metric computed from it (Baseline.Check).
-// The slow mode of docs/benchmarks.md §1 came with 25-40%; quiet runs measure 0-5%.
+// The slow mode of docs/benchmarks-history.md came with 25-40%; quiet runs measure 0-5%.
 const stealLimit = 10
 
 // cpuTicks is one core's /proc/stat counters: the steal ticks and all ticks.

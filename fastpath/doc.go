@@ -93,13 +93,13 @@
 // the cause in one place (errors.go). The worker API answers {"error","code"} like the spec
 // product.
 //
-// # Deviations from DESIGN.md
+// # Deviations from docs/architecture.md
 //
 //   - The loops are our own epoll loops (fastpath/evloop), not gnet/v2's engine: gnet cannot
 //     stop reading one connection, so it cannot bound a slow client's buffer, and it has no
 //     per-connection timers (evloop's package doc).
 //   - The worker connections of the generation routes are the loops' own, not the worker's
-//     pooled fasthttp.HostClient (DESIGN.md §3, step 4); the HostClient serves the probes,
+//     pooled fasthttp.HostClient (docs/architecture.md, step 4); the HostClient serves the probes,
 //     the load monitor, model discovery and the admin routes' fan-out.
 //   - The non-generation routes are not served by a fasthttp server of their own but bridged
 //     from the loops to the fasthttp handler, so that one listener serves every route.

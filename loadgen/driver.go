@@ -88,7 +88,7 @@ func (d *driver) closedLoop(ctx context.Context, states []*clientState, b *budge
 // the steady state of the offered rate. A warm-up sent any other way measures something
 // else: a closed loop at the client cap overloads the server and, draining before the
 // measured arrivals, leaves it idle; both leave their traces in the first seconds measured
-// (docs/benchmarks.md §3).
+// (docs/benchmarks-history.md).
 //
 // Requests are handed to long-lived sender goroutines over an unbuffered channel; a sender
 // is added only when none is idle. Compared with a goroutine per request this saves the

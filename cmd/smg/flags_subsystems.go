@@ -21,7 +21,7 @@ import (
 
 // The flags of the subsystems: each function resets its config to the package's DefaultConfig
 // and registers the spec's flags with those values as defaults, so no default is written
-// twice. Flags live in cmd/ only (DESIGN.md §7); the packages know nothing of the command
+// twice. Flags live in cmd/ only (docs/architecture.md); the packages know nothing of the command
 // line but the flag names their Validate messages cite.
 
 // registerHealthFlags registers the health-check flags into cfg.

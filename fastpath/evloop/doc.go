@@ -8,7 +8,7 @@
 // Go's netpoller reads a socket until EAGAIN before it parks a goroutine, on the client and
 // on the worker side, and a goroutine-per-connection server pays a wake-up per read: per
 // proxied request the fasthttp data plane makes 4 reads and 2 writes where nginx makes 2 and
-// 2 (docs/benchmarks.md §1). A loop here waits for readiness first and then reads once: one
+// 2 (docs/benchmarks-history.md). A loop here waits for readiness first and then reads once: one
 // read per readiness event, one write per connection and wake-up, however many worker reads
 // fed it (flushes are coalesced per wake-up, never corked: the bytes go out before the loop
 // sleeps again).

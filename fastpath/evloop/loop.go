@@ -529,7 +529,7 @@ const evAgain = unix.EPOLLET
 // socket once it has reported it, where level-triggered it puts it back on its ready list
 // and polls it again in the next epoll_wait, which then runs a socket poll per event of the
 // previous wake-up, the empty poll before a park included (measured: ~3% of the JSON closed
-// loop's CPU in those polls; docs/benchmarks.md §1). A socket reads once per event as before
+// loop's CPU in those polls; docs/benchmarks-history.md). A socket reads once per event as before
 // (no read until EAGAIN); a read that filled its buffer, or one after the peer's FIN was
 // reported, may have left something no new edge will announce, so the socket is read again
 // before the loop waits, by this queue: what level-triggered epoll would have reported next.

@@ -14,7 +14,7 @@ import (
 // then polled in 20 µs nanosleeps until the loop parked again. Only the blocking wait is a
 // Syscall (wait.go). Measured on paced SSE (256 streams, an event
 // every 20 ms per stream, one core): sysmon's nanosleep and futex calls and the context
-// switches they cause were about a sixth of the gateway's CPU (docs/benchmarks.md §1).
+// switches they cause were about a sixth of the gateway's CPU (docs/benchmarks-history.md).
 //
 // Every call returns the raw errno (0 for success) rather than an error, so that nothing is
 // boxed on the hot path and callers compare with unix.EAGAIN as before.

@@ -13,7 +13,7 @@ type timerOwner interface{ onTimer(kind uint8) }
 // connection's idle timer and arms it again 120 s ahead when the answer is sent, and so for
 // the worker connection's idle timer and the exchange's deadline: done eagerly those were
 // 6-8 heap operations per proxied request, about 1.3% of the gateway's CPU on the JSON closed
-// loop (perf, docs/benchmarks.md §1); lazily they are none. A timer's entry costs its owner
+// loop (perf, docs/benchmarks-history.md); lazily they are none. A timer's entry costs its owner
 // nothing it does not hold anyway (connections and exchanges are reused), except a worker
 // connection that closes: remove takes its entry out at once.
 type timer struct {

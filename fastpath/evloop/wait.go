@@ -48,7 +48,7 @@ import (
 // loop polled epoll_wait without a timeout and, finding nothing, parked in Go's netpoller on
 // the epoll descriptor: per wake-up from idle an empty poll, the runtime's netpoll calls
 // (1.55 epoll_pwait per request on the open loop at 2,000 req/s) and a pass through the
-// scheduler (futex wake-ups of an M, netpoll(0) in findRunnable). docs/benchmarks.md §1,
+// scheduler (futex wake-ups of an M, netpoll(0) in findRunnable). docs/benchmarks-history.md,
 // "Session 10", measures the two.
 const (
 	yieldAfter = 8_000_000 // ns

@@ -8,7 +8,7 @@ import (
 )
 
 // The benchmarks measure Extract against the same extraction written with valyala/fastjson
-// and a pooled parser, the alternative DESIGN.md §3 asks to measure, and against the
+// and a pooled parser, the alternative docs/architecture.md asks to measure, and against the
 // encoding/json reference for scale. Results and the decision: docs/benchmarks-extract.md.
 
 func BenchmarkExtract(b *testing.B) {

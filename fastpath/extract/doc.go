@@ -1,5 +1,5 @@
 // Package extract reads, in one pass over a request body, the fields the gateway routes
-// on: "model", "stream", "rid" and the routing text or token IDs (DESIGN.md §3 step 2).
+// on: "model", "stream", "rid" and the routing text or token IDs (docs/architecture.md).
 // It is a purpose-built JSON scanner that validates the whole body as strictly as
 // encoding/json, allocates nothing in steady state, and leaves the body untouched so the
 // gateway can forward the original bytes. docs/benchmarks-extract.md compares it with

@@ -57,7 +57,7 @@ func listPackages(t *testing.T) []pkg {
 func top(rel string) string { return strings.SplitN(rel, "/", 2)[0] }
 
 // layers lists, per top-level package, the other top-level packages of ours it may import
-// (DESIGN.md §2), besides internal/... and its own family (see family). mesh does not import
+// (docs/architecture.md), besides internal/... and its own family (see family). mesh does not import
 // policy: it declares the interfaces it needs, and cmd/smg adapts the policies to them.
 var layers = map[string][]string{
 	"radix":  {},
@@ -152,7 +152,7 @@ func wireDep(from, d string) bool {
 	return false
 }
 
-// oracle reports whether to is one of the black-box oracles (DESIGN.md §2): tests anywhere
+// oracle reports whether to is one of the black-box oracles (docs/architecture.md): tests anywhere
 // run real mock engines and load.
 func oracle(to string) bool { return under(to, "mockworker") || under(to, "loadgen") }
 
@@ -216,13 +216,13 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports %s: nothing imports cmd/", from, to)
 			}
 			if !allowed(from, to) {
-				t.Errorf("%s imports %s, which DESIGN.md §2 does not allow", from, to)
+				t.Errorf("%s imports %s, which docs/architecture.md does not allow", from, to)
 			}
 		}
 		for _, imps := range [][]string{p.TestImports, p.XTestImports} {
 			for _, imp := range imps {
 				if to, mine := ours(imp); mine && !allowedInTest(from, to) {
-					t.Errorf("a test of %s imports %s, which DESIGN.md §2 does not allow", from, to)
+					t.Errorf("a test of %s imports %s, which docs/architecture.md does not allow", from, to)
 				}
 			}
 		}
@@ -241,7 +241,7 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 		if _, known := layers[top(from)]; !known && !under(from, "internal") && top(from) != "cmd" && top(from) != "bench" && from != "" {
-			t.Errorf("package %s is not in DESIGN.md §2's table: add it to layers", from)
+			t.Errorf("package %s is not in docs/architecture.md's table: add it to layers", from)
 		}
 		// fastpath, mesh and discovery meet only in cmd/: none depends on another.
 		for _, a := range []string{"fastpath", "mesh", "discovery"} {
@@ -257,7 +257,7 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		}
-		// Flags are parsed in cmd/ only (DESIGN.md §7): packages expose DefaultConfig and
+		// Flags are parsed in cmd/ only (docs/architecture.md): packages expose DefaultConfig and
 		// Validate, and nothing else imports the flag package.
 		for _, imp := range p.Imports {
 			if to, mine := ours(imp); mine && under(to, "internal/cli") && top(from) != "cmd" && top(from) != "bench" {

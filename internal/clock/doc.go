@@ -1,5 +1,5 @@
 // Package clock is the one time source of the control plane: Real in production, Fake in
-// tests, behind one interface (DESIGN.md §4: timers come from an injected clock, so tests are
+// tests, behind one interface (docs/architecture.md: timers come from an injected clock, so tests are
 // deterministic and need no sleeps).
 //
 // Nanos is the hot path's clock: int64 monotonic nanoseconds since the process started, read

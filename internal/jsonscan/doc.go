@@ -30,7 +30,7 @@
 //
 // # Speed
 //
-// This is the gateway's hot path (DESIGN.md §3). Short strings take one 16-byte SWAR step;
+// This is the gateway's hot path (docs/architecture.md). Short strings take one 16-byte SWAR step;
 // long ones are searched with bytes.IndexByte (vectorised in the runtime) for the closing
 // quote and the escapes, and checked for control characters 64 bytes per step. SkipWS,
 // Peek, Literal and Next are small enough for the compiler to inline into the callers'

@@ -11,7 +11,7 @@ import (
 )
 
 // Patience bounds Eventually. It only keeps a broken test from hanging: no test asserts a
-// duration (DESIGN.md §8), so it is generous enough for real processes on a loaded machine.
+// duration (docs/architecture.md), so it is generous enough for real processes on a loaded machine.
 const Patience = 60 * time.Second
 
 // Eventually polls cond until it holds, and fails the test when it still does not after

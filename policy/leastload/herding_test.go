@@ -25,7 +25,7 @@ func pickBetweenReports(t *testing.T, p policy.Picker, ws []*worker.Worker, n in
 }
 
 // TestBusyReportDoesNotWinBetweenReports replays the first herding trace of
-// docs/benchmarks.md §3: the engines report 58-625 tokens/s of generation, highest for the
+// docs/benchmarks-history.md: the engines report 58-625 tokens/s of generation, highest for the
 // busiest batch, and no queue. Under the spec's per-worker divisor each request sent to the
 // 625 tokens/s worker cost it 1,024/625 s and one sent to the 58 tokens/s worker 1,024/58 s,
 // so the busy worker took 20 of the 64 picks here before the next report and the 58 tokens/s
@@ -88,7 +88,7 @@ func simEngines(n int) []policytest.Engine {
 // herds between reports nor builds a tail round robin does not. Before the fleet rate, the
 // same traces gave least_load a window where one worker took 6.8-8 times its share of the
 // picks, backlogs of 90-139 requests and a TTFT p99 of 6.9-13.5 s against round robin's
-// 0.34-0.41 s, the pattern the real fleet showed (docs/benchmarks.md §3). Strict rotation
+// 0.34-0.41 s, the pattern the real fleet showed (docs/benchmarks-history.md). Strict rotation
 // is hard to beat on identical requests: with the since-report credit and the report alone,
 // least_load's p99 was 0.87-1.16× round robin's here; ranked first by the work awaiting its
 // first token (score.Scorer.AwaitingWork), 0.79-0.90×.
@@ -182,7 +182,7 @@ func TestHeterogeneousFleetSlowEnginesAtTheirRate(t *testing.T) {
 }
 
 // TestHeterogeneousRowAfterItsWarmupBurst is the suite's heterogeneous load row as it reaches
-// the gateway (docs/benchmarks.md §3, session 9): loadgen's 1,619 warm-up requests arrive as a
+// the gateway (docs/benchmarks-history.md, session 9): loadgen's 1,619 warm-up requests arrive as a
 // burst in the first 2.5 s, nothing for 6 s, then the measured 10 s at 101 requests/s. Session
 // 9's estimate counted in picks (score.Speeds, not landed) formed in the burst and flipped
 // after it, so the slow engines still took 9-25% of the measured requests on the real fleet.

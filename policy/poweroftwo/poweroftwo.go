@@ -172,7 +172,7 @@ func (p *picker) better(req *policy.Request, pair *[2]*worker.Worker) (w *worker
 // shuffled deck after it) let a worker win pairs at short intervals while others waited,
 // where round robin spaces every worker's requests n apart; on the simulated fleet at 70%
 // of round robin's capacity (policytest) that put TTFT p99 at 1.06-1.20 × round robin's on
-// uniform prompts, and 1.08-1.32 × on the real fleet (docs/benchmarks.md §3, run QT).
+// uniform prompts, and 1.08-1.32 × on the real fleet (docs/benchmarks-history.md, run QT).
 // Every pick still reads two workers' loads, and both candidates are random in the sense
 // that matters: no worker is favoured by its position in the group.
 type queue struct {

@@ -151,7 +151,7 @@ func scoreOf(s *score.Scorer, ws []*worker.Worker, w *worker.Worker, rate score.
 // TestLowestInTurnTakesTheOldestPrefill: when every worker is computing a prefill, awaiting
 // work that differs by less than half a request like the new one is equal, and the worker
 // picked longest ago wins, where LowestAt takes the fewest awaiting tokens (the tail of
-// least_load on the real multi-turn fleet, docs/benchmarks.md §3 run QMT1). A worker with
+// least_load on the real multi-turn fleet, docs/benchmarks-history.md run QMT1). A worker with
 // nothing awaiting still wins outright, and past half a request the fewer tokens win.
 func TestLowestInTurnTakesTheOldestPrefill(t *testing.T) {
 	f := policytest.NewFleet(t, 3, "m")

@@ -356,7 +356,7 @@ func routesConfig(o *options, bin bench.Binaries, wrk string) bench.RoutesConfig
 }
 
 // smokeCapacity is round robin's shared-prefix capacity (requests/s of model time) the
-// smoke's load rows take 70% of, calibrated by full runs (docs/benchmarks.md §3).
+// smoke's load rows take 70% of, calibrated by full runs (docs/benchmarks-history.md).
 const smokeCapacity = 56
 
 // smokeLoadTimeScale is the smoke's load rows' time scale, the one its gates were calibrated
