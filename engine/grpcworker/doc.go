@@ -32,7 +32,7 @@
 //
 // A Client is safe for concurrent use. A Stream is used by one goroutine (the relay), except
 // that Close may be called from anywhere. Every call blocks on the network: the event loops
-// never call them directly (DESIGN.md §2); grpc-go's own goroutines and the caller's
+// never call them directly (docs/architecture.md); grpc-go's own goroutines and the caller's
 // goroutine do the work. Generate does not queue: past Config.MaxStreams open streams it
 // fails at once with ErrStreamLimit, so the gateway can choose another worker.
 //
