@@ -230,7 +230,7 @@ func DefaultConfig() Config {
 // step timers fire when sysmon next looks: on the heterogeneous fleet at 101 req/s the mock
 // published a step's first tokens 0.6 ms late at the median but 5-6 ms at p90 and 12-15 ms at
 // p99 after the step's end, which is 10-14 ms of the client's TTFT p99 that no engine computed
-// (docs/benchmarks.md §3, "The client's TTFT above the engine's"). With a P per loop besides the
+// (docs/benchmarks-history.md). With a P per loop besides the
 // scheduler's, the same rows published 1.0 ms late at p90 and 1.2 ms at p99. Instant mode keeps
 // procs: its paced tokens are the overhead suite's, whose gates compare the same mock both ways.
 func (c *Config) SchedulerProcs(procs int) int {

@@ -8,7 +8,7 @@ import (
 )
 
 // requestLog writes Config.RequestLog: one JSON object per line, for a routing study of a
-// real run (docs/benchmarks.md §3, "Per-request records"). Two kinds of line:
+// real run (docs/benchmarks-history.md). Two kinds of line:
 //
 //	{"ev":"req","w":3,"arr_us":…,"prompt":1210,"cached":0,"out":32,"run":4,"wait":1,"aw":2,"aw_tok":1630,"busy_ms":7.9,"ttft_ms":131.2,"e2e_ms":402.5}
 //	{"ev":"load","w":3,"t_us":…,"run":5,"wait":0,"wait_tok":0}
