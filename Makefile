@@ -21,6 +21,7 @@ tools:
 	bash hack/proto/tools.sh
 	bash hack/k8s/build.sh "$$HOME/.cache/k8s-test-bin/v1.37.2"
 	bash hack/helm/build.sh >/dev/null
+	bash hack/promtool/build.sh >/dev/null
 	bash hack/tokenizer/fetch.sh
 
 ## proto: regenerate the engines' gRPC packages (engine/commonpb, engine/sglangpb, engine/vllmpb)
