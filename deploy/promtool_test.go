@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,5 +66,45 @@ func TestPromtoolRulesTestsCanFail(t *testing.T) {
 	out, err := exec.Command(bin, "test", "rules", filepath.Join(dir, "smg-alerts.test.yml")).CombinedOutput()
 	if err == nil {
 		t.Fatalf("promtool test rules passed a test that expects the wrong annotation:\n%s", out)
+	}
+}
+
+// TestDashboardExpressionsParse: every panel query of the dashboard, with Grafana's variables
+// replaced by values as Grafana would, is valid PromQL: each becomes a recording rule of a
+// temporary rules file that `promtool check rules` parses.
+func TestDashboardExpressionsParse(t *testing.T) {
+	bin := promtool(t)
+	grafanaVars := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	n := 0
+	for _, e := range exprsOfDashboard(t) {
+		if strings.HasPrefix(e, "label_values(") { // a Grafana templating function, not PromQL
+			continue
+		}
+		n++
+		q, err := json.Marshal(grafanaVars.Replace(e)) // a JSON string is a YAML string
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&rules, "      - record: dashboard:panel%d\n        expr: %s\n", n, q)
+	}
+	if n < 10 {
+		t.Fatalf("only %d dashboard expressions", n)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(file, []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("a dashboard expression is not valid PromQL: %v\n%s\n%s", err, out, rules.String())
+	}
+	// The same check refuses a broken expression, so the run above proves something.
+	broken := strings.Replace(rules.String(), "sum by (path, status_code)", "sum by (path, status_code", 1)
+	if err := os.WriteFile(file, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "check", "rules", file).CombinedOutput(); err == nil {
+		t.Errorf("promtool check rules accepted an unbalanced parenthesis:\n%s", out)
 	}
 }
