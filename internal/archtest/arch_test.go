@@ -75,6 +75,9 @@ var layers = map[string][]string{
 	// The KV-event consumers speak the engines' own protocols (engine/sglangpb's
 	// SubscribeKvEvents) and key workers as the registry does.
 	"kvevents": {"worker", "engine"},
+	// deploy holds only the tests of the manifests, the dashboard and the alert rules, which
+	// run the built binaries.
+	"deploy": {},
 }
 
 // parts lists the sub-packages a package is built from and may import: helpers of its own
