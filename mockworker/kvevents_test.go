@@ -3,6 +3,7 @@ package mockworker
 import (
 	"context"
 	"encoding/binary"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -60,14 +61,18 @@ func TestKVEventsShapes(t *testing.T) {
 			}))
 			w := f.Workers()[0]
 			frames := subscribe(t, w)
-			body := `{"input_ids":[` + strings.TrimSuffix(strings.Repeat("7,", 40), ",") + `],"sampling_params":{"max_new_tokens":1}}`
-			// The subscription reaches the PUB socket asynchronously: resend until a batch arrives.
+			// The subscription reaches the PUB socket asynchronously: send prompts until a batch
+			// arrives, a new prompt each time (a repeated one is a cache hit and stores nothing).
 			var got [][]byte
+			sent := 0
 			testutil.Eventually(t, "a published batch", func() bool {
 				select {
 				case got = <-frames:
 					return true
 				default:
+					sent++
+					id := strconv.Itoa(7 + sent)
+					body := `{"input_ids":[` + strings.TrimSuffix(strings.Repeat(id+",", 40), ",") + `],"sampling_params":{"max_new_tokens":1}}`
 					do(t, "POST", w.URL()+"/generate", body)
 					return false
 				}
