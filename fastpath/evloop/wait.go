@@ -44,12 +44,12 @@ import (
 // descriptor instead (park), as the loops did before.
 //
 // The price: an idle loop wakes every 9 ms (about 110 times a second), and each Gosched
-// wakes a spinning thread for the spare P (two futex calls). Before this (sessions 4-9), a
+// wakes a spinning thread for the spare P (two futex calls). Before this, a
 // loop polled epoll_wait without a timeout and, finding nothing, parked in Go's netpoller on
 // the epoll descriptor: per wake-up from idle an empty poll, the runtime's netpoll calls
 // (1.55 epoll_pwait per request on the open loop at 2,000 req/s) and a pass through the
-// scheduler (futex wake-ups of an M, netpoll(0) in findRunnable). docs/benchmarks-history.md,
-// "Session 10", measures the two.
+// scheduler (futex wake-ups of an M, netpoll(0) in findRunnable). docs/benchmarks-history.md
+// measures the two.
 const (
 	yieldAfter = 8_000_000 // ns
 	blockUntil = 9_000_000 // ns

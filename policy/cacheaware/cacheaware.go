@@ -415,7 +415,7 @@ func (c *chooser) release() {
 // hit too); elsewhere it costs a whole prefill. The holder's extra queue, (n - mean) ×
 // (1-ratio), outweighs the saving, ratio, beyond ratio/(1-ratio) requests: 1 at a half match,
 // 15.7 at the 94% of the routing-quality suite's prompts. A whole match is worth any queue
-// (--balance-abs-threshold still bounds it). Issue 13; docs/differences.md.
+// (--balance-abs-threshold still bounds it); docs/differences.md says how the spec differs.
 func hitWorth(ratio float64) float64 {
 	if ratio >= 1 {
 		return math.Inf(1)
