@@ -159,3 +159,31 @@ func TestNewConnectionPastTheCapTakesTheOldestIdleOnesPlace(t *testing.T) {
 		t.Fatalf("the connection with part of a request: %v %v", resp, err)
 	}
 }
+
+// TestInputWaitingSeesUnreadBytes: shedding skips a connection whose client has sent bytes
+// the loop has not read yet; the check peeks and leaves them for the read.
+func TestInputWaitingSeesUnreadBytes(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if inputWaiting(fds[0]) {
+		t.Fatal("an empty socket reported input")
+	}
+	if _, err := unix.Write(fds[1], []byte("GET")); err != nil {
+		t.Fatal(err)
+	}
+	if !inputWaiting(fds[0]) {
+		t.Fatal("three unread bytes were not seen")
+	}
+	buf := make([]byte, 8)
+	if n, err := unix.Read(fds[0], buf); err != nil || string(buf[:n]) != "GET" {
+		t.Fatalf("the peek consumed input: %q %v", buf[:n], err)
+	}
+	_ = unix.Close(fds[1])
+	if inputWaiting(fds[0]) {
+		t.Fatal("a closed peer with nothing unread reported input")
+	}
+}

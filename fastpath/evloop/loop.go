@@ -676,8 +676,9 @@ func (a acceptResume) onTimer(uint8) {
 }
 
 // shedIdle closes the loop's oldest idle keep-alive connection (no request under way, no
-// byte of one received) and reports whether there was one. A client of such a connection
-// sees it closed between requests, which HTTP/1.1 clients retry on a new connection.
+// byte of one received, none waiting in the socket) and reports whether there was one. A
+// client of such a connection sees it closed between requests, which HTTP/1.1 clients
+// retry on a new connection; a request already sent but not yet read is never dropped.
 func (l *loop) shedIdle() bool {
 	var oldest *clientConn
 	for _, p := range l.fds {
@@ -685,7 +686,7 @@ func (l *loop) shedIdle() bool {
 		if !ok || c.state != stateIdle || len(c.in) > 0 || c.closeAfter || c.lingering || c.t.kind != timerIdle || !c.t.armed() {
 			continue
 		}
-		if oldest == nil || c.t.due < oldest.t.due {
+		if (oldest == nil || c.t.due < oldest.t.due) && !inputWaiting(c.fd) {
 			oldest = c
 		}
 	}
@@ -694,6 +695,14 @@ func (l *loop) shedIdle() bool {
 	}
 	oldest.close(nil)
 	return true
+}
+
+// inputWaiting reports whether the client has sent bytes the loop has not read yet (its
+// read event is still queued in this wake-up).
+func inputWaiting(fd int) bool {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err == nil && n > 0
 }
 
 var refusedAnswer = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 56\r\nConnection: close\r\n\r\nThe gateway is at its connection limit or shutting down.")
