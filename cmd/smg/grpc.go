@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,7 +32,13 @@ type engines struct {
 	clients map[engineKey]*grpcworker.Client
 	// detected is the service an engine registered without a runtime_type was found to serve.
 	detected map[string]grpcworker.Dialect
-	closed   bool
+	// described holds the engines whose GetModelInfo was handed to describe.
+	described map[string]bool
+	closed    bool
+
+	// describe receives each engine's model description once, before the engine is first
+	// reported healthy (nil: not asked).
+	describe func(grpcworker.ModelInfo)
 }
 
 type engineKey struct {
@@ -39,7 +47,7 @@ type engineKey struct {
 }
 
 func newEngines() *engines {
-	return &engines{cfg: grpcworker.DefaultConfig(), clients: map[engineKey]*grpcworker.Client{}, detected: map[string]grpcworker.Dialect{}}
+	return &engines{cfg: grpcworker.DefaultConfig(), clients: map[engineKey]*grpcworker.Client{}, detected: map[string]grpcworker.Dialect{}, described: map[string]bool{}}
 }
 
 // client returns w's engine client, dialling it the first time. The service is the one w's
@@ -125,6 +133,7 @@ func (e *engines) sync(snap *worker.Snapshot) {
 			_ = c.Close()
 			delete(e.clients, k)
 			delete(e.detected, k.target)
+			delete(e.described, k.target)
 		}
 	}
 }
@@ -139,13 +148,33 @@ func (e *engines) close() {
 	}
 }
 
-// probe is the health checker's probe of a gRPC worker: the engine's HealthCheck RPC.
+// probe is the health checker's probe of a gRPC worker: the engine's HealthCheck RPC. The
+// first success also asks the engine's GetModelInfo for describe, and counts only once that
+// answered: a worker turns ready with its model's limits known.
 func (e *engines) probe(ctx context.Context, w *worker.Worker) error {
 	c, err := e.client(w)
 	if err != nil {
 		return err
 	}
-	return c.HealthCheck(ctx)
+	if err := c.HealthCheck(ctx); err != nil {
+		return err
+	}
+	target := w.GRPCTarget()
+	e.mu.Lock()
+	done := e.describe == nil || e.described[target]
+	e.mu.Unlock()
+	if done {
+		return nil
+	}
+	info, err := c.GetModelInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("GetModelInfo: %w", err)
+	}
+	e.describe(info)
+	e.mu.Lock()
+	e.described[target] = true
+	e.mu.Unlock()
+	return nil
 }
 
 // loads is the load monitor's poll of a gRPC worker: GetLoads, the worker's own rank when it
@@ -208,6 +237,55 @@ type models struct {
 	byID atomic.Pointer[map[string]fastpath.GRPCModel]
 	// only is the one model loaded, served for a request that names none or another name.
 	only atomic.Pointer[fastpath.GRPCModel]
+
+	mu sync.Mutex // serialises learn's copy-on-write
+}
+
+// learn records what an engine reports of its model: the longest prompt it accepts (the
+// smallest over the model's engines, so a prompt one engine would refuse is refused before
+// any sees it) and its EOS ids beside the tokenizer's. An engine's model served by the only
+// tokenizer loaded is known under the engine's model id from then on.
+func (m *models) learn(info grpcworker.ModelInfo) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byID := map[string]fastpath.GRPCModel{}
+	if old := m.byID.Load(); old != nil {
+		maps.Copy(byID, *old)
+	}
+	x, ok := byID[info.ModelID]
+	if !ok {
+		only := m.only.Load()
+		if only == nil {
+			return // no tokenizer for it: its requests get 404 naming the flags
+		}
+		x = *only
+	}
+	limit := info.MaxReqInputLen
+	if limit <= 0 {
+		limit = info.MaxContextLength
+	}
+	if limit > 0 && (x.MaxPromptTokens == 0 || limit < x.MaxPromptTokens) {
+		x.MaxPromptTokens = limit
+	}
+	for _, id := range info.EOSTokenIDs {
+		if !slices.Contains(x.EOSTokenIDs, id) {
+			x.EOSTokenIDs = append(slices.Clip(x.EOSTokenIDs), id)
+		}
+	}
+	if only := m.only.Load(); only != nil && x.Tokenizer == only.Tokenizer {
+		o := *only // the same tokenizer under its own id, with what was learned
+		o.EOSTokenIDs = x.EOSTokenIDs
+		if x.MaxPromptTokens > 0 && (o.MaxPromptTokens == 0 || x.MaxPromptTokens < o.MaxPromptTokens) {
+			o.MaxPromptTokens = x.MaxPromptTokens // the smallest over every engine it serves
+		}
+		m.only.Store(&o)
+		byID[o.ID] = o
+	}
+	if !ok {
+		x.ID = info.ModelID
+	}
+	byID[info.ModelID] = x
+	m.byID.Store(&byID)
 }
 
 // lookup finds the model a request names: its id, else the only model loaded (the spec
@@ -268,6 +346,9 @@ func (g *gateway) grpcBackend() (*fastpath.GRPCBackend, error) {
 		ms.only.Store(&m)
 		g.log.Info("Tokenizer loaded for gRPC workers", "path", dir, "model", m.ID, "vocab", m.Tokenizer.VocabSize(), "chat_template", m.Template != nil)
 	}
+	g.engines.mu.Lock()
+	g.engines.describe = ms.learn
+	g.engines.mu.Unlock()
 	return &fastpath.GRPCBackend{
 		IsGRPC: func(w *worker.Worker) bool { return w.Protocol() == worker.ProtocolGRPC },
 		Client: g.engines.client,

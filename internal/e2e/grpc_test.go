@@ -258,3 +258,28 @@ func TestGRPCFaults(t *testing.T) {
 	}
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return inFlight(t, g, urls) == 0 })
 }
+
+// TestGRPCPromptLongerThanTheEngineTakesIsRefusedAtTheGateway: the engine's GetModelInfo
+// (max_req_input_len) is learned before its worker turns ready, so a prompt longer than it
+// gets a 400 from the gateway naming the limit, and the engine never sees it; a short prompt
+// is still served.
+func TestGRPCPromptLongerThanTheEngineTakesIsRefusedAtTheGateway(t *testing.T) {
+	urls := startGRPCMocks(t, 1, "vllm", "--mode", "engine", "--kv-tokens", "64", "--block-size", "16")
+	g := StartGateway(t, "--model-path", qwen3Dir(t), "--policy", "round_robin", "--worker-urls", urls[0])
+	long := fmt.Sprintf(grpcChat, "")
+	long = strings.Replace(long, "Say something.", strings.Repeat("Say something else. ", 40), 1)
+	r := MustDo(t, "POST", g.URL+"/v1/chat/completions", long, nil)
+	if r.Status != 400 || !strings.Contains(r.Body, "takes at most 63") {
+		t.Fatalf("a prompt over the engine's 63 tokens: %d %s, want a 400 naming the limit", r.Status, r.Body)
+	}
+	mockMetrics := "http://" + strings.TrimPrefix(urls[0], "grpc://") + "/metrics"
+	if q, ok := Metric(t, mockMetrics, `vllm:prefix_cache_queries_total{model_name="qwen3"}`); !ok || q != 0 {
+		t.Fatalf("the engine was asked about %v prompt tokens (series found: %v), want none", q, ok)
+	}
+	if r := MustDo(t, "POST", g.URL+"/v1/chat/completions", fmt.Sprintf(grpcChat, ""), nil); r.Status != 200 {
+		t.Fatalf("a short prompt: %d %s", r.Status, r.Body)
+	}
+	if q, _ := Metric(t, mockMetrics, `vllm:prefix_cache_queries_total{model_name="qwen3"}`); q == 0 {
+		t.Fatal("the engine's prompt counter did not move for a served prompt: the check above proves nothing")
+	}
+}
