@@ -18,6 +18,10 @@ type ManagerConfig struct {
 	GRPC GRPCConfig
 	// Metrics receives the consumers' and indexes' series. Nil: none.
 	Metrics *metrics.Set
+	// OnSlotsChanged, when set, is called (from a consumer's goroutine, no lock held) after a
+	// worker's slot left an index on its own: its engine answered that it publishes no
+	// events. Pickers resolve slots when they are built, so cmd/smg rebuilds them.
+	OnSlotsChanged func()
 }
 
 // DefaultManagerConfig returns the defaults.
@@ -115,17 +119,23 @@ func (m *Manager) AddZMQ(url, model string, cfg ZMQConfig) error {
 	return nil
 }
 
-// AddGRPC follows the SubscribeKvEvents stream of the gRPC worker url of model. A worker
-// that answers Unimplemented publishes no events: its slot is removed, so its model routes on
-// the approximate tree.
-func (m *Manager) AddGRPC(url, model string, client Subscriber) error {
+// AddGRPC follows the SubscribeKvEvents stream of the gRPC worker url of model. rank is the
+// worker's data-parallel rank: the engine streams every rank's batches, and only this one's
+// are the worker's (-1: every batch, an engine routed as one worker). A worker that answers
+// Unimplemented publishes no events: its slot is removed (then OnSlotsChanged), so its model
+// routes on the approximate tree.
+func (m *Manager) AddGRPC(url, model string, rank int, client Subscriber) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	idx, h, err := m.holder(url, model)
 	if err != nil {
 		return err
 	}
-	c, err := StartGRPC(m.cfg.GRPC, client, IndexSink{Index: idx, Holder: h})
+	var sink Sink = IndexSink{Index: idx, Holder: h}
+	if rank >= 0 {
+		sink = rankSink{sink, rank}
+	}
+	c, err := StartGRPC(m.cfg.GRPC, client, sink)
 	if err != nil {
 		m.release(url, model)
 		return err
@@ -136,12 +146,17 @@ func (m *Manager) AddGRPC(url, model string, client Subscriber) error {
 	go func() {
 		defer m.wg.Done()
 		<-c.Done()
-		if errors.Is(c.Err(), ErrNoEvents) {
-			m.mu.Lock()
-			if m.workers[url] == w { // not removed (or replaced) meanwhile
-				idx.Remove(url)
-			}
-			m.mu.Unlock()
+		if !errors.Is(c.Err(), ErrNoEvents) {
+			return
+		}
+		m.mu.Lock()
+		current := m.workers[url] == w // not removed (or replaced) meanwhile
+		if current {
+			idx.Remove(url)
+		}
+		m.mu.Unlock()
+		if current && m.cfg.OnSlotsChanged != nil {
+			m.cfg.OnSlotsChanged()
 		}
 	}()
 	return nil

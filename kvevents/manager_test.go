@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -13,10 +14,13 @@ import (
 
 // TestManagerFollowsTheWorkers: a worker added with a ZMQ source gets a slot in its model's
 // index and its blocks; removed, its slot, blocks and series go, and the model's index with
-// its last worker. A gRPC worker without SubscribeKvEvents loses its slot by itself.
+// its last worker. A gRPC worker without SubscribeKvEvents loses its slot by itself, and the
+// Manager says so.
 func TestManagerFollowsTheWorkers(t *testing.T) {
 	cfg := DefaultManagerConfig()
 	cfg.Metrics = metrics.NewSet()
+	var slotsChanged atomic.Int32
+	cfg.OnSlotsChanged = func() { slotsChanged.Add(1) }
 	m, err := NewManager(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -46,13 +50,14 @@ func TestManagerFollowsTheWorkers(t *testing.T) {
 	}
 	testutil.Eventually(t, "the worker's block", func() bool { return idx.Stats().Blocks == 1 })
 
-	if err := m.AddGRPC("grpc://b", "m", serveFake(t, &sglangpb.UnimplementedSglangSchedulerServer{})); err != nil {
+	if err := m.AddGRPC("grpc://b", "m", -1, serveFake(t, &sglangpb.UnimplementedSglangSchedulerServer{})); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the gRPC worker without events losing its slot", func() bool {
 		_, ok := idx.Slot("grpc://b")
 		return !ok
 	})
+	testutil.Eventually(t, "OnSlotsChanged after the slot left", func() bool { return slotsChanged.Load() == 1 })
 
 	m.Remove("http://a")
 	m.Remove("grpc://b")
@@ -68,3 +73,22 @@ func TestManagerFollowsTheWorkers(t *testing.T) {
 		t.Fatalf("series left:\n%s", out.String())
 	}
 }
+
+// TestRankSinkPassesOneRank: a DP rank's worker applies its own rank's batches and those
+// naming no rank, never another rank's.
+func TestRankSinkPassesOneRank(t *testing.T) {
+	var got []int
+	rec := recordSink{apply: func(b *Batch) { got = append(got, int(b.Seq)) }}
+	s := rankSink{rec, 1}
+	s.Apply(&Batch{Seq: 1, DPRank: 0, HasDPRank: true})
+	s.Apply(&Batch{Seq: 2, DPRank: 1, HasDPRank: true})
+	s.Apply(&Batch{Seq: 3})
+	if len(got) != 2 || got[0] != 2 || got[1] != 3 {
+		t.Fatalf("applied batches %v, want [2 3]", got)
+	}
+}
+
+type recordSink struct{ apply func(*Batch) }
+
+func (r recordSink) Apply(b *Batch) { r.apply(b) }
+func (recordSink) Clear()           {}

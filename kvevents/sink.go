@@ -34,3 +34,18 @@ func (s IndexSink) Apply(b *Batch) {
 
 // Clear implements Sink.
 func (s IndexSink) Clear() { s.Index.Clear(s.Holder) }
+
+// rankSink passes on the batches of one data-parallel rank, and those that name no rank (an
+// engine without data parallelism).
+type rankSink struct {
+	Sink
+	rank int
+}
+
+// Apply implements Sink.
+func (s rankSink) Apply(b *Batch) {
+	if b.HasDPRank && b.DPRank != s.rank {
+		return
+	}
+	s.Sink.Apply(b)
+}

@@ -190,6 +190,13 @@ func (r *Registry) Subscribe(fn func(*Snapshot)) {
 	_ = r.submit(context.Background(), event{kind: evSync}, true)
 }
 
+// Republish runs the subscribers again with a snapshot of the same workers, for state
+// outside the registry that they read when building (a worker's KV-event slot). It does not
+// wait for them.
+func (r *Registry) Republish() error {
+	return r.submit(context.Background(), event{kind: evSync}, false)
+}
+
 // Add registers a worker. spec must be normalized (Spec.Normalize). It returns
 // ErrAlreadyExists (with the existing worker) when a worker with the same URL is registered.
 // The new worker starts with the given status.

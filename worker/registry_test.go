@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker/breaker"
@@ -336,5 +337,29 @@ func TestGRPCWorkers(t *testing.T) {
 		if err := s.Normalize(); err == nil || !contains(err.Error(), "connection_mode") {
 			t.Errorf("%+v: %v, want a connection_mode error", s, err)
 		}
+	}
+}
+
+// TestRepublishRunsTheSubscribersAgain: the same workers are published again, so a
+// subscriber that reads state outside the registry rebuilds from it.
+func TestRepublishRunsTheSubscribersAgain(t *testing.T) {
+	r := newTestRegistry(t)
+	w, err := r.Add(context.Background(), mustSpec(t, "http://a:1", "m"), StatusReady)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan *Snapshot, 4)
+	r.Subscribe(func(s *Snapshot) { seen <- s })
+	<-seen // Subscribe's own run
+	if err := r.Republish(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-seen:
+		if s.ByID(w.ID) != w || len(s.Workers) != 1 {
+			t.Fatalf("republished snapshot %+v, want the same worker", s)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Republish ran no subscriber")
 	}
 }

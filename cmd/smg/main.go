@@ -24,6 +24,7 @@ import (
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/kvevents"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
@@ -256,6 +257,8 @@ type gateway struct {
 	monitor *loadmon.Monitor
 	// engines are the gRPC workers' engine clients.
 	engines *engines
+	// kv follows the KV-cache events of the gRPC workers cache_aware routes.
+	kv *kvEvents
 	// discoverModels asks a new worker for its models (/v1/models; GetModelInfo over gRPC).
 	discoverModels func(ctx context.Context, url, apiKey string) ([]string, error)
 	// closers stop what build started; close runs them last added first.
@@ -296,6 +299,14 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	g.onClose(g.engines.close)
 	g.reg.Subscribe(g.engines.sync)
 	g.discoverModels = g.engines.discoverModels(worker.ModelDiscoverer(o.workerTLS))
+	kc := kvevents.DefaultManagerConfig()
+	kc.Metrics = g.set
+	kc.OnSlotsChanged = func() { _ = g.reg.Republish() } // pickers resolve slots when built
+	if g.kv, err = newKVEvents(kc, g.engines, o.routesCacheAware, log); err != nil {
+		return g, err
+	}
+	g.onClose(g.kv.m.Close)
+	g.reg.Subscribe(g.kv.sync) // ahead of the router: a worker's slot exists when its pickers are built
 	if err := g.newRouter(); err != nil {
 		return g, err
 	}
@@ -354,6 +365,7 @@ func (g *gateway) newRouter() error {
 	if o.mesh.Enable {
 		pc.TreeObserver = &g.observer
 	}
+	pc.CacheAware.Events = g.kv
 	var legs *policy.PDPolicies
 	if o.pd.enabled {
 		legs = &o.pd.legs

@@ -283,3 +283,50 @@ func TestGRPCPromptLongerThanTheEngineTakesIsRefusedAtTheGateway(t *testing.T) {
 		t.Fatal("the engine's prompt counter did not move for a served prompt: the check above proves nothing")
 	}
 }
+
+// TestGRPCCacheAwareRoutesOnTheEnginesKVEvents: cache_aware over gRPC engines that publish
+// KV-cache events follows each engine's SubscribeKvEvents stream and routes on what the
+// engines report. Same-prefix requests stay on one engine, decided in event mode; once that
+// engine flushes its cache (AllBlocksCleared), the next request with the prefix is a miss,
+// where the gateway's own approximate tree would still call it a match.
+func TestGRPCCacheAwareRoutesOnTheEnginesKVEvents(t *testing.T) {
+	urls := startGRPCMocks(t, 3, "sglang", "--mode", "engine", "--kv-events-port", "0", "--block-size", "16")
+	g := StartGateway(t, append([]string{"--model-path", qwen3Dir(t), "--policy", "cache_aware", "--worker-urls"}, urls...)...)
+	metric := func(series string) float64 {
+		v, _ := Metric(t, g.MetricsURL, series)
+		return v
+	}
+	shared := strings.Repeat("The shared system prompt describes a long task in detail. ", 40)
+	ask := func(i int) string {
+		t.Helper()
+		body := fmt.Sprintf(`{"model":"qwen3","max_tokens":2,"messages":[{"role":"system","content":%q},{"role":"user","content":"question %d"}]}`, shared, i)
+		r := MustDo(t, "POST", g.URL+"/v1/chat/completions", body, nil)
+		if r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		return r.Header.Get("X-Smg-Routed-Worker-Id")
+	}
+	first := ask(0)
+	testutil.Eventually(t, "the first answer's blocks in the gateway's index", func() bool {
+		return metric(`smg_kv_index_blocks{model="qwen3"}`) > 0
+	})
+	for i := 1; i < 6; i++ {
+		if w := ask(i); w != first {
+			t.Fatalf("request %d with the shared prefix went to %s, the engine holding it is %s", i, w, first)
+		}
+	}
+	if n := metric(`smg_cache_aware_event_mode_picks_total`); n < 5 {
+		t.Fatalf("%v picks in event mode, want the 5 after the engine reported its blocks", n)
+	}
+	if r := MustDo(t, "POST", "http://"+strings.TrimPrefix(first, "grpc://")+"/flush_cache", "", nil); r.Status != 200 {
+		t.Fatalf("flush %s: %d %s", first, r.Status, r.Body)
+	}
+	testutil.Eventually(t, "the flushed engine's blocks leaving the index", func() bool {
+		return metric(`smg_kv_events_cleared_total{worker="`+first+`"}`) > 0 || metric(`smg_kv_index_blocks{model="qwen3"}`) == 0
+	})
+	matches, misses := metric(`smg_cache_aware_policy_branch_total{branch="tree_match"}`), metric(`smg_cache_aware_policy_branch_total{branch="expected_wait_fallback"}`)
+	ask(6)
+	if m, x := metric(`smg_cache_aware_policy_branch_total{branch="tree_match"}`), metric(`smg_cache_aware_policy_branch_total{branch="expected_wait_fallback"}`); m != matches || x != misses+1 {
+		t.Fatalf("after the flush: matches %v -> %v, misses %v -> %v; want one more miss (no engine holds the prefix)", matches, m, misses, x)
+	}
+}
