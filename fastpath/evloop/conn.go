@@ -426,6 +426,9 @@ func (c *clientConn) close(err error) {
 	busy := c.state == stateBusy
 	c.state = stateClosed
 	c.l.timers.disarm(&c.t)
+	if s := c.x.detached; s != nil {
+		s.clientGone() // before the fd is closed: the stream's writer may be writing to it
+	}
 	c.l.remove(c.fd)
 	c.fd = -1
 	c.l.conns--

@@ -829,7 +829,7 @@ func (x *Exchange) Detach() *Stream {
 	if x.phase != phaseServing {
 		return nil
 	}
-	s := &Stream{x: x, l: x.c.l, limit: x.c.l.s.cfg.OutputLimit, left: make(chan struct{})}
+	s := &Stream{x: x, l: x.c.l, fd: x.c.fd, limit: x.c.l.s.cfg.OutputLimit, behind: x.c.pending(), left: make(chan struct{})}
 	s.cond.L = &s.mu
 	x.phase, x.detached = phaseDetached, s
 	return s
@@ -837,9 +837,17 @@ func (x *Exchange) Detach() *Stream {
 
 // Stream is the answer of a detached exchange, written by a goroutine. Write blocks while
 // the client is more than the output limit behind.
+//
+// A write that finds nothing waiting for the client (no byte queued here or on the
+// connection) goes to the socket from the writer's goroutine: a stream of small pieces, one
+// per generated token, would otherwise wake the loop once per piece. What the socket does not
+// take is queued to the loop, and from then on writes queue behind it, so the order holds.
+// The fd stays the client's while the writer holds mu and gone is false: the loop marks the
+// stream gone (under mu) before it closes the connection.
 type Stream struct {
 	x      *Exchange
 	l      *loop
+	fd     int
 	limit  int
 	mu     sync.Mutex
 	cond   sync.Cond
@@ -863,8 +871,20 @@ func (s *Stream) Write(p []byte) (int, error) {
 	for !s.gone && len(s.buf)+s.behind > s.limit {
 		s.cond.Wait()
 	}
-	if s.gone {
+	if s.gone || s.closed {
 		return 0, ErrClientGone
+	}
+	if !s.posted && len(s.buf) == 0 && s.behind == 0 {
+		n, err := rawWrite(s.fd, p)
+		if n == len(p) {
+			return n, nil
+		}
+		if n > 0 {
+			p = p[n:]
+		}
+		// EAGAIN: the socket is full, the loop waits for it; another error: the loop's own
+		// write finds it and closes the connection.
+		_ = err
 	}
 	s.buf = append(s.buf, p...)
 	s.postLocked()
@@ -888,14 +908,15 @@ func (s *Stream) postLocked() {
 
 // run moves the written bytes to the client connection, on the loop.
 func (s *Stream) run() {
+	x := s.x
+	c := x.c
 	s.mu.Lock()
 	s.posted = false
 	closed, keep := s.closed, s.keep
 	buf := s.buf
 	s.buf, s.spare = s.spare[:0], nil
+	s.behind = c.pending() + len(buf) // queued on the connection from here: writes queue behind it
 	s.mu.Unlock()
-	x := s.x
-	c := x.c
 	if c.state == stateClosed {
 		if closed {
 			x.detached = nil
