@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,8 +82,25 @@ func truncate(b []byte, n int) string {
 	return string(b)
 }
 
-// askWorker sends one admin request to w with its credentials, bounded by deadline.
-func askWorker(w *worker.Worker, method, path string, body []byte, deadline time.Time) engineAnswer {
+// askWorker sends one admin request to w, bounded by deadline: over HTTP with its
+// credentials, or, for a gRPC worker, as the engine's gRPC call that answers it
+// (GRPCBackend.Admin).
+func (s *Server) askWorker(w *worker.Worker, method, path string, body []byte, deadline time.Time) engineAnswer {
+	g := s.cfg.GRPC
+	if g == nil || g.Admin == nil || !g.IsGRPC(w) {
+		return askHTTPWorker(w, method, path, body, deadline)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	status, b, ct, err := g.Admin(ctx, w, method, path)
+	if err != nil {
+		return engineAnswer{err: fmt.Errorf("%s %s%s over gRPC: %w", method, w.URL, path, err)}
+	}
+	return engineAnswer{status: status, body: b, contentType: ct}
+}
+
+// askHTTPWorker sends one admin request to w with its credentials, bounded by deadline.
+func askHTTPWorker(w *worker.Worker, method, path string, body []byte, deadline time.Time) engineAnswer {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -126,7 +144,7 @@ func (s *Server) fanOut(ws []*worker.Worker, method, path string, body []byte) [
 					out[i] = engineAnswer{err: fmt.Errorf("not asked: the pass over %d workers ran out of its %v", len(ws), s.cfg.FanOut.Timeout)}
 					continue
 				}
-				out[i] = askWorker(ws[i], method, path, body, deadline)
+				out[i] = s.askWorker(ws[i], method, path, body, deadline)
 			}
 		}()
 	}
@@ -276,7 +294,7 @@ func (s *Server) serveFromOneWorker(ctx *fasthttp.RequestCtx, path string) {
 	}
 	var last engineAnswer
 	for _, w := range ws[:min(len(ws), oneWorkerTries)] {
-		last = askWorker(w, fasthttp.MethodGet, path, nil, time.Now().Add(s.cfg.FanOut.Timeout))
+		last = s.askWorker(w, fasthttp.MethodGet, path, nil, time.Now().Add(s.cfg.FanOut.Timeout))
 		if last.err == nil && last.status < 500 {
 			ctx.SetStatusCode(last.status)
 			ctx.SetContentType(last.contentType)
@@ -304,11 +322,11 @@ func (s *Server) serveHealthGenerate(ctx *fasthttp.RequestCtx) {
 	var problem string
 	for _, w := range ws[:min(len(ws), oneWorkerTries)] {
 		deadline := time.Now().Add(s.cfg.FanOut.Timeout)
-		a := askWorker(w, fasthttp.MethodGet, "/health_generate", nil, deadline)
+		a := s.askWorker(w, fasthttp.MethodGet, "/health_generate", nil, deadline)
 		path := "/health_generate"
 		if a.err == nil && (a.status == fasthttp.StatusNotFound || a.status == fasthttp.StatusMethodNotAllowed) {
 			path = "/v1/completions"
-			a = askWorker(w, fasthttp.MethodPost, path, tinyCompletion(w), deadline)
+			a = s.askWorker(w, fasthttp.MethodPost, path, tinyCompletion(w), deadline)
 		}
 		if a.ok() {
 			writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok", "worker": w.URL, "route": path})

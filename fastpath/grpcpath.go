@@ -46,6 +46,11 @@ type GRPCBackend struct {
 	Model func(name string) (m GRPCModel, ok bool)
 	// DPRank returns w's data-parallel rank, -1 for none. Nil: none.
 	DPRank func(w *worker.Worker) int
+	// Admin answers an engine's HTTP admin route (GET /v1/loads, POST /flush_cache, GET
+	// /get_model_info, /get_server_info, /health_generate) from w's gRPC service, in the
+	// route's HTTP shape (grpcworker.Client.AdminCall). Nil: the admin routes ask gRPC workers
+	// over HTTP, which real engines do not serve on their gRPC port.
+	Admin func(ctx context.Context, w *worker.Worker, method, path string) (status int, body []byte, contentType string, err error)
 	// Tokenizers bounds the requests being rendered and tokenized at once: that CPU work
 	// runs off the event loops, and a flood of long prompts must not take every core.
 	// Default GOMAXPROCS.

@@ -201,6 +201,15 @@ func (e *engines) loads(ctx context.Context, w *worker.Worker) (*worker.LoadRepo
 	return r, nil
 }
 
+// admin answers an admin route of a gRPC worker from its engine's gRPC service.
+func (e *engines) admin(ctx context.Context, w *worker.Worker, method, path string) (int, []byte, string, error) {
+	c, err := e.client(w)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	return c.AdminCall(ctx, w.DPRank(), method, path)
+}
+
 // discoverModels wraps the HTTP model discoverer: a grpc:// worker's model is its engine's
 // GetModelInfo model id (SGLang's service first, then vLLM's).
 func (e *engines) discoverModels(http func(ctx context.Context, url, apiKey string) ([]string, error)) func(ctx context.Context, url, apiKey string) ([]string, error) {
@@ -354,6 +363,7 @@ func (g *gateway) grpcBackend() (*fastpath.GRPCBackend, error) {
 		Client: g.engines.client,
 		Model:  ms.lookup,
 		DPRank: (*worker.Worker).DPRank,
+		Admin:  g.engines.admin,
 	}, nil
 }
 

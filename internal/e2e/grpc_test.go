@@ -330,3 +330,68 @@ func TestGRPCCacheAwareRoutesOnTheEnginesKVEvents(t *testing.T) {
 		t.Fatalf("after the flush: matches %v -> %v, misses %v -> %v; want one more miss (no engine holds the prefix)", matches, m, misses, x)
 	}
 }
+
+// TestGRPCAdminRoutesAskTheEnginesGRPCService: the gateway's admin routes that ask engines
+// (GET /get_loads, POST /flush_cache, GET /get_model_info, /get_server_info,
+// /health_generate) ask gRPC workers through their engine's gRPC service, answering in the
+// HTTP routes' shapes; vLLM's service has no FlushCache, which the flush reports per worker.
+func TestGRPCAdminRoutesAskTheEnginesGRPCService(t *testing.T) {
+	for _, d := range []struct{ dialect, serverType string }{{"sglang", "grpc"}, {"vllm", "vllm-grpc"}} {
+		t.Run(d.dialect, func(t *testing.T) {
+			urls := startGRPCMocks(t, 2, d.dialect, "--mode", "engine")
+			g := StartGateway(t, append([]string{"--model-path", qwen3Dir(t), "--policy", "round_robin", "--worker-urls"}, urls...)...)
+			getJSON := func(path string, v any) {
+				t.Helper()
+				r := MustDo(t, "GET", g.URL+path, "", nil)
+				if err := json.Unmarshal([]byte(r.Body), v); r.Status != 200 || err != nil {
+					t.Fatalf("GET %s: %d %s (%v)", path, r.Status, r.Body, err)
+				}
+			}
+			var server map[string]any
+			getJSON("/get_server_info", &server)
+			if server["server_type"] != d.serverType { // only the gRPC answer names it
+				t.Fatalf("/get_server_info %v: want the engine's gRPC GetServerInfo (server_type %q)", server, d.serverType)
+			}
+			var model map[string]any
+			getJSON("/get_model_info", &model)
+			if model["served_model_name"] != "qwen3" || model["is_generation"] != true {
+				t.Fatalf("/get_model_info %v: want GetModelInfo's qwen3", model)
+			}
+			var loads struct {
+				Workers []struct {
+					Worker  string `json:"worker"`
+					Load    int64  `json:"load"`
+					Details struct {
+						Loads []struct {
+							MaxTotal int64 `json:"max_total_num_tokens"`
+						} `json:"loads"`
+					} `json:"details"`
+					Error string `json:"error"`
+				} `json:"workers"`
+			}
+			getJSON("/get_loads", &loads)
+			if len(loads.Workers) != 2 {
+				t.Fatalf("/get_loads: %+v, want both workers", loads)
+			}
+			for _, w := range loads.Workers {
+				if w.Error != "" || w.Load < 0 || len(w.Details.Loads) != 1 || w.Details.Loads[0].MaxTotal <= 0 {
+					t.Fatalf("/get_loads of %s: %+v, want GetLoads' report", w.Worker, w)
+				}
+			}
+			if r := MustDo(t, "GET", g.URL+"/health_generate", "", nil); r.Status != 200 {
+				t.Fatalf("/health_generate: %d %s", r.Status, r.Body)
+			}
+			r := MustDo(t, "POST", g.URL+"/flush_cache", "", nil)
+			switch d.dialect {
+			case "sglang":
+				if r.Status != 200 {
+					t.Fatalf("/flush_cache: %d %s", r.Status, r.Body)
+				}
+			default:
+				if r.Status == 200 || !strings.Contains(r.Body, "no FlushCache") {
+					t.Fatalf("/flush_cache on vLLM engines: %d %s, want each worker's failure naming the missing RPC", r.Status, r.Body)
+				}
+			}
+		})
+	}
+}
