@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -73,6 +74,13 @@ type Config struct {
 	Debounce, Resync time.Duration
 	// ProbeTimeout bounds one startup probe (default 5 s).
 	ProbeTimeout time.Duration
+	// ProbeGRPC, when set, is the startup probe's gRPC half: nil once the engine at
+	// host:port answers its gRPC HealthCheck. Registration then keeps the protocol that
+	// answers, HTTP when both do (spec: Registration Flow); nil probes HTTP only.
+	ProbeGRPC func(ctx context.Context, hostPort string) error
+	// DiscoverModels asks a registering worker (http:// or grpc:// URL) which models it serves.
+	// Nil: worker.DiscoverModels, over HTTP.
+	DiscoverModels func(ctx context.Context, url, apiKey string) ([]string, error)
 	// Clock drives every wait; nil is the wall clock.
 	Clock clock.Clock
 	// Metrics receives the smg_discovery_* series; nil is a private set.

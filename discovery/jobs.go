@@ -17,8 +17,10 @@ func (r *Reconciler) register(ctx context.Context, d Desired) error {
 		return err
 	}
 	deadline := r.cfg.Clock.Now().Add(r.cfg.WorkerStartupTimeout)
+	var url string
 	for {
-		err := r.probe(ctx, d.URL)
+		var err error
+		url, err = r.probe(ctx, d.URL)
 		if err == nil {
 			break
 		}
@@ -34,8 +36,9 @@ func (r *Reconciler) register(ctx context.Context, d Desired) error {
 		}
 	}
 	spec := d.Spec()
+	spec.URL = url
 	if spec.ModelID == "" {
-		models, err := r.models(ctx, d.URL)
+		models, err := r.models(ctx, url)
 		if err != nil {
 			r.log.Warn("Cannot discover the worker's models; it will serve requests for any model", "url", d.URL, "error", err)
 		} else if len(models) > 0 {
@@ -90,6 +93,34 @@ func (r *Reconciler) remove(ctx context.Context, rm Removal) error {
 		r.disown(w.ID)
 	}
 	return nil
+}
+
+// protocolProbe probes the engine at the desired http:// URL over HTTP and, with
+// Config.ProbeGRPC, over gRPC at once, and answers the URL of the protocol that answered:
+// HTTP's when both do (spec: Registration Flow).
+func (r *Reconciler) protocolProbe(ctx context.Context, url string) (string, error) {
+	if r.cfg.ProbeGRPC == nil {
+		return url, r.httpProbe(ctx, url)
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	grpcErr := make(chan error, 1)
+	go func() { grpcErr <- r.grpcProbe(gctx, hostPort(url)) }()
+	httpErr := r.httpProbe(ctx, url)
+	if httpErr == nil {
+		return url, nil // HTTP is preferred: the gRPC probe's answer does not matter
+	}
+	if err := <-grpcErr; err != nil {
+		return "", fmt.Errorf("neither HTTP (%v) nor gRPC (%v) answers", httpErr, err)
+	}
+	return "grpc://" + hostPort(url), nil
+}
+
+// grpcProbe is Config.ProbeGRPC bounded by ProbeTimeout.
+func (r *Reconciler) grpcProbe(ctx context.Context, hp string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ProbeTimeout)
+	defer cancel()
+	return r.cfg.ProbeGRPC(ctx, hp)
 }
 
 // httpProbe answers nil when GET <url>/health answers 200.

@@ -29,9 +29,10 @@ type Reconciler struct {
 	log     *slog.Logger
 	wake    chan struct{}
 
-	// probe answers nil once the engine at url serves; models lists what it serves. Tests
-	// replace them.
-	probe  func(ctx context.Context, url string) error
+	// probe answers the worker URL to register once the engine at the desired address
+	// serves (its http:// URL, or grpc:// when only gRPC answers); models lists what it
+	// serves. Tests replace them.
+	probe  func(ctx context.Context, url string) (string, error)
 	models func(ctx context.Context, url string) ([]string, error)
 
 	passMu sync.Mutex       // one pass at a time
@@ -62,8 +63,12 @@ func NewReconciler(cfg Config, reg Registry, pods PodSource) (*Reconciler, error
 		wake:  make(chan struct{}, 1),
 		owned: map[string]string{}, warned: map[Warning]bool{},
 	}
-	r.probe = r.httpProbe
-	r.models = func(ctx context.Context, url string) ([]string, error) { return worker.DiscoverModels(ctx, url, "") }
+	r.probe = r.protocolProbe
+	discover := cfg.DiscoverModels
+	if discover == nil {
+		discover = worker.DiscoverModels
+	}
+	r.models = func(ctx context.Context, url string) ([]string, error) { return discover(ctx, url, "") }
 	// A finished job can change what the next pass must do (a replaced pod's removal frees
 	// its address; a failed registration is retried): wake the loop, coalesced as any event.
 	r.queue, err = NewJobQueue(cfg.JobQueueCapacity, cfg.JobQueueConcurrency, func(string, error) { r.Trigger() })
@@ -124,7 +129,9 @@ func (r *Reconciler) Pass(ctx context.Context) Plan {
 	r.metrics.discovered.Store(int64(len(desired)))
 
 	owned, snap := r.ownedWorkers()
-	plan := Diff(desired, owned, func(url string) bool { return snap.ByURL(url) != nil })
+	plan := Diff(desired, owned, func(url string) bool {
+		return snap.ByURL(url) != nil || snap.ByURL("grpc://"+hostPort(url)) != nil
+	})
 	plan = r.skipBusy(plan)
 	if len(plan.Add) == 0 && len(plan.Remove) == 0 {
 		return plan
@@ -183,7 +190,7 @@ func (r *Reconciler) ownedWorkers() ([]Registered, *worker.Snapshot) {
 			gone = append(gone, id)
 			continue
 		}
-		out = append(out, Registered{ID: id, URL: w.URL, PodUID: w.Label(LabelPodUID), Status: w.Status()})
+		out = append(out, Registered{ID: id, URL: addressKey(w.URL), PodUID: w.Label(LabelPodUID), Status: w.Status()})
 	}
 	if len(gone) > 0 {
 		r.mu.Lock()
@@ -243,6 +250,14 @@ func (r *Reconciler) logWarnings(pods []Pod, warns []Warning) {
 			delete(r.warned, w)
 		}
 	}
+}
+
+// addressKey is the desired URL of a registered worker's address: http://host:port for its
+// http:// or grpc:// URL and for each DP rank there (grpc://host:port@rank), so a removal
+// takes every registration at the address (spec: Removal Flow).
+func addressKey(url string) string {
+	hp, _, _ := strings.Cut(hostPort(url), "@")
+	return "http://" + hp
 }
 
 func hostPort(url string) string {

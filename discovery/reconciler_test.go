@@ -61,13 +61,13 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.rec.Close)
-	h.rec.probe = func(_ context.Context, url string) error {
+	h.rec.probe = func(_ context.Context, url string) (string, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.down[url] {
-			return errors.New("connection refused")
+			return "", errors.New("connection refused")
 		}
-		return nil
+		return url, nil
 	}
 	h.rec.models = func(context.Context, string) ([]string, error) { return []string{"llama"}, nil }
 	return h

@@ -201,6 +201,22 @@ func (e *engines) loads(ctx context.Context, w *worker.Worker) (*worker.LoadRepo
 	return r, nil
 }
 
+// probeAddress is discovery's gRPC probe of a pod's address: nil once the engine there
+// answers HealthCheck healthy (SGLang's service, else vLLM's).
+func (e *engines) probeAddress(ctx context.Context, hostPort string) error {
+	var err error
+	for _, d := range []grpcworker.Dialect{grpcworker.SGLang, grpcworker.VLLM} {
+		var c *grpcworker.Client
+		if c, err = e.clientFor(engineKey{hostPort, d}); err != nil {
+			return err
+		}
+		if err = c.HealthCheck(ctx); status.Code(err) != codes.Unimplemented {
+			return err
+		}
+	}
+	return err
+}
+
 // admin answers an admin route of a gRPC worker from its engine's gRPC service.
 func (e *engines) admin(ctx context.Context, w *worker.Worker, method, path string) (int, []byte, string, error) {
 	c, err := e.client(w)

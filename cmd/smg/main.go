@@ -490,6 +490,7 @@ func (g *gateway) listen() error {
 func (g *gateway) startDiscovery(ctx context.Context) {
 	dc := g.o.disc
 	dc.Metrics, dc.Logger = g.set, g.log
+	dc.ProbeGRPC, dc.DiscoverModels = g.engines.probeAddress, g.discoverModels
 	var opts k8s.Options
 	if m := g.mesh; m != nil {
 		// Router discovery: every router pod that turns Ready is a mesh peer to contact;

@@ -1,0 +1,99 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/smg-go/smg/worker"
+)
+
+// TestProtocolProbeKeepsWhatAnswers: registration probes HTTP and gRPC at the pod's address
+// and keeps the protocol that answers, HTTP when both do; neither is an error naming both.
+func TestProtocolProbeKeepsWhatAnswers(t *testing.T) {
+	httpUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer httpUp.Close()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never speaks HTTP
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	grpcUp := func(context.Context, string) error { return nil }
+	grpcDown := func(context.Context, string) error { return errors.New("Unavailable") }
+	for _, c := range []struct {
+		name  string
+		url   string
+		probe func(context.Context, string) error
+		want  string
+	}{
+		{"HTTP only, no gRPC probe", httpUp.URL, nil, httpUp.URL},
+		{"both answer: HTTP", httpUp.URL, grpcUp, httpUp.URL},
+		{"gRPC only", "http://" + silent.Addr().String(), grpcUp, "grpc://" + silent.Addr().String()},
+		{"neither", "http://" + silent.Addr().String(), grpcDown, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, func(cfg *Config) { cfg.ProbeGRPC = c.probe })
+			got, err := h.rec.protocolProbe(context.Background(), c.url)
+			if c.want == "" {
+				if err == nil || !strings.Contains(err.Error(), "neither HTTP") || !strings.Contains(err.Error(), "Unavailable") {
+					t.Fatalf("probe of a dead address: %q %v, want an error naming both protocols", got, err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("probe: %q %v, want %q", got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestReconcileRegistersAGRPCWorkerByItsAddress: a pod that answers only gRPC is registered
+// as grpc://ip:port; later passes see its address as registered, and a removal takes it.
+func TestReconcileRegistersAGRPCWorkerByItsAddress(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DrainSettle = 0 })
+	h.rec.probe = func(_ context.Context, url string) (string, error) { return "grpc://" + hostPort(url), nil }
+	h.setPods(readyPod("a", "10.0.0.1", app, nil))
+	h.rec.Pass(context.Background())
+	h.settle()
+	if got := h.urls(); len(got) != 1 || got["grpc://10.0.0.1:8000"] != worker.StatusReady {
+		t.Fatalf("registry %v, want the gRPC worker", got)
+	}
+	if plan := h.rec.Pass(context.Background()); len(plan.Add)+len(plan.Remove) != 0 {
+		t.Fatalf("a pass in step submitted %+v", plan)
+	}
+	h.setPods()
+	if plan := h.rec.Pass(context.Background()); len(plan.Remove) != 1 || plan.Remove[0].URL != "http://10.0.0.1:8000" {
+		t.Fatalf("plan %+v, want the address's removal", plan)
+	}
+	h.settle()
+	if got := h.urls(); len(got) != 0 {
+		t.Fatalf("registry %v after the pod left", got)
+	}
+}
+
+// TestAddressKeyCoversEveryRegistrationAtAnAddress: the http:// and grpc:// workers and the
+// DP ranks at one address share its key.
+func TestAddressKeyCoversEveryRegistrationAtAnAddress(t *testing.T) {
+	for _, u := range []string{"http://10.0.0.1:8000", "grpc://10.0.0.1:8000", "grpc://10.0.0.1:8000@3", "http://[fd00::1]:8000"} {
+		want := "http://10.0.0.1:8000"
+		if strings.Contains(u, "fd00") {
+			want = u
+		}
+		if got := addressKey(u); got != want {
+			t.Errorf("addressKey(%q) = %q, want %q", u, got, want)
+		}
+	}
+}
