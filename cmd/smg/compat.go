@@ -34,7 +34,7 @@ func refuseSpecFlags(fs *cli.FlagSet) {
 // has no effect.
 func logCompatNotes(o *options, log *slog.Logger) {
 	if dir := o.tokenizerDir(); dir != "" && !isDir(dir) {
-		log.Info("Ignoring --model-path: it is not a local directory, so no tokenizer is loaded; HTTP workers are routed on the request text, gRPC workers need one", "model_path", dir)
+		log.Info("--model-path is not a local directory and SMG-Go downloads nothing from a model hub: each gRPC engine's tokenizer is fetched from the engine (GetTokenizer); HTTP workers are routed on the request text", "model_path", dir)
 	}
 	// Without discovery k8s.Start never runs, so the spec's warning is logged here.
 	if on, msg := o.disc.RouterDiscoveryEnabled(); !on && msg == discovery.LogRouterNeedsDiscover {

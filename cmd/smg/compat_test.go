@@ -69,8 +69,6 @@ func TestSpecFormsRefusedWithWhatToRun(t *testing.T) {
 		{"--data-parallel-size 2", "--data-parallel-size: this is smg serve's flag"},
 		{"--cache-index hash", "--cache-index hash needs --cache-boundaries"},
 		{"--cache-index lsh", `invalid value "lsh" for --cache-index`},
-		{"--worker-urls grpc://w1:50051", "gRPC worker grpc://w1:50051 needs a tokenizer: give --model-path or --tokenizer-path"},
-		{"--worker-urls grpc://w1:50051 --model-path meta-llama/Llama-3.1-8B-Instruct", `"meta-llama/Llama-3.1-8B-Instruct" is not one: SMG-Go downloads nothing`},
 		{"--max-buffered-request-bytes -1", "--max-buffered-request-bytes -1: must be 0 or more"},
 	} {
 		var out, errb bytes.Buffer
@@ -123,7 +121,7 @@ func TestCompatNotesAreLogged(t *testing.T) {
 	logCompatNotes(&o, slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, want := range []string{
 		`level=WARN msg="Router selector configured but service discovery is not enabled"`,
-		`msg="Ignoring --model-path: it is not a local directory, so no tokenizer is loaded; HTTP workers are routed on the request text, gRPC workers need one" model_path=m`,
+		`msg="--model-path is not a local directory and SMG-Go downloads nothing from a model hub: each gRPC engine's tokenizer is fetched from the engine (GetTokenizer); HTTP workers are routed on the request text" model_path=m`,
 	} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, logs.String())

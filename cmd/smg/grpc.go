@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -37,8 +38,9 @@ type engines struct {
 	closed    bool
 
 	// describe receives each engine's model description once, before the engine is first
-	// reported healthy (nil: not asked).
-	describe func(grpcworker.ModelInfo)
+	// reported healthy (nil: not asked); an error leaves the engine unhealthy until a later
+	// probe describes it.
+	describe func(context.Context, *grpcworker.Client, grpcworker.ModelInfo) error
 }
 
 type engineKey struct {
@@ -170,7 +172,9 @@ func (e *engines) probe(ctx context.Context, w *worker.Worker) error {
 	if err != nil {
 		return fmt.Errorf("GetModelInfo: %w", err)
 	}
-	e.describe(info)
+	if err := e.describe(ctx, c, info); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	e.described[target] = true
 	e.mu.Unlock()
@@ -266,6 +270,45 @@ type models struct {
 	mu sync.Mutex // serialises learn's copy-on-write
 }
 
+// fetch loads the tokenizer of the engine's model from the engine itself (GetTokenizer) when
+// no local one serves it: no --model-path / --tokenizer-path directory. An engine without
+// GetTokenizer leaves its model without a tokenizer (its requests get 404 naming the flags);
+// another failure is returned, so a later probe tries again.
+func (m *models) fetch(ctx context.Context, c *grpcworker.Client, id string, log *slog.Logger) error {
+	if m.only.Load() != nil {
+		return nil
+	}
+	if byID := m.byID.Load(); byID != nil {
+		if _, ok := (*byID)[id]; ok {
+			return nil
+		}
+	}
+	files, err := c.GetTokenizerFiles(ctx)
+	if status.Code(err) == codes.Unimplemented {
+		log.Warn("The engine serves no tokenizer (GetTokenizer) and none was given: requests for its model get 404 until --model-path or --tokenizer-path names a local directory", "engine", c.Addr(), "model", id)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("GetTokenizer: %w", err)
+	}
+	x, err := modelFromFiles(files, id, "the tokenizer of grpc://"+c.Addr())
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byID := map[string]fastpath.GRPCModel{}
+	if old := m.byID.Load(); old != nil {
+		maps.Copy(byID, *old)
+	}
+	if _, ok := byID[id]; !ok { // another engine of the model may have been first
+		byID[id] = x
+		m.byID.Store(&byID)
+		log.Info("Tokenizer loaded from the engine for gRPC workers", "engine", c.Addr(), "model", id, "vocab", x.Tokenizer.VocabSize(), "chat_template", x.Template != nil)
+	}
+	return nil
+}
+
 // learn records what an engine reports of its model: the longest prompt it accepts (the
 // smallest over the model's engines, so a prompt one engine would refuse is refused before
 // any sees it) and its EOS ids beside the tokenizer's. An engine's model served by the only
@@ -327,22 +370,39 @@ func (m *models) lookup(name string) (fastpath.GRPCModel, bool) {
 	return fastpath.GRPCModel{}, false
 }
 
-// loadModel reads a model directory (tokenizer.json, tokenizer_config.json) for the gRPC
-// path. id names it for requests; the directory's base name when empty.
+// loadModel reads a model directory (tokenizer.json, tokenizer_config.json,
+// generation_config.json) for the gRPC path. id names it for requests; the directory's base
+// name when empty.
 func loadModel(dir, id string) (fastpath.GRPCModel, error) {
-	tok, err := tokenizer.Load(dir)
+	var files grpcworker.TokenizerFiles
+	var err error
+	if files.Tokenizer, err = os.ReadFile(filepath.Join(dir, "tokenizer.json")); err != nil {
+		return fastpath.GRPCModel{}, fmt.Errorf("%s: cannot load tokenizer: %w", dir, err)
+	}
+	for name, dst := range map[string]*[]byte{"tokenizer_config.json": &files.Config, "generation_config.json": &files.Generation} {
+		if *dst, err = os.ReadFile(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fastpath.GRPCModel{}, fmt.Errorf("%s: cannot load tokenizer: %w", dir, err)
+		}
+	}
+	if id == "" {
+		id = filepath.Base(filepath.Clean(dir))
+	}
+	return modelFromFiles(files, id, dir)
+}
+
+// modelFromFiles builds a model of the gRPC path from its tokenizer files; source names
+// where they came from in errors.
+func modelFromFiles(files grpcworker.TokenizerFiles, id, source string) (fastpath.GRPCModel, error) {
+	tok, err := tokenizer.LoadJSON(files.Tokenizer, files.Config, files.Generation)
 	if err != nil {
-		return fastpath.GRPCModel{}, fmt.Errorf("%s: %w", dir, err)
+		return fastpath.GRPCModel{}, fmt.Errorf("%s: %w", source, err)
 	}
 	m := fastpath.GRPCModel{ID: id, Tokenizer: tok, EOSTokenIDs: tok.EOSTokenIDs()}
-	if m.ID == "" {
-		m.ID = filepath.Base(filepath.Clean(dir))
-	}
-	if cfg, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json")); err == nil && hasChatTemplate(cfg) {
+	if hasChatTemplate(files.Config) {
 		// Without a chat template a model still serves completions and /generate; chat
 		// requests get a 400 saying why.
-		if m.Template, err = chat.FromTokenizerConfig(cfg); err != nil {
-			return fastpath.GRPCModel{}, fmt.Errorf("%s: %w", filepath.Join(dir, "tokenizer_config.json"), err)
+		if m.Template, err = chat.FromTokenizerConfig(files.Config); err != nil {
+			return fastpath.GRPCModel{}, fmt.Errorf("%s: tokenizer_config.json: %w", source, err)
 		}
 	}
 	return m, nil
@@ -372,7 +432,13 @@ func (g *gateway) grpcBackend() (*fastpath.GRPCBackend, error) {
 		g.log.Info("Tokenizer loaded for gRPC workers", "path", dir, "model", m.ID, "vocab", m.Tokenizer.VocabSize(), "chat_template", m.Template != nil)
 	}
 	g.engines.mu.Lock()
-	g.engines.describe = ms.learn
+	g.engines.describe = func(ctx context.Context, c *grpcworker.Client, info grpcworker.ModelInfo) error {
+		if err := ms.fetch(ctx, c, info.ModelID, g.log); err != nil {
+			return err
+		}
+		ms.learn(info)
+		return nil
+	}
 	g.engines.mu.Unlock()
 	return &fastpath.GRPCBackend{
 		IsGRPC: func(w *worker.Worker) bool { return w.Protocol() == worker.ProtocolGRPC },
@@ -394,23 +460,4 @@ func (o *options) tokenizerDir() string {
 func isDir(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.IsDir()
-}
-
-// checkGRPCWorkers refuses gRPC workers on the command line without a tokenizer directory:
-// the gateway tokenizes for them.
-func (o *options) checkGRPCWorkers() error {
-	dir := o.tokenizerDir()
-	for _, s := range o.staticSpecs() {
-		if !strings.HasPrefix(s.URL, "grpc://") {
-			continue
-		}
-		if dir == "" {
-			return fmt.Errorf("gRPC worker %s needs a tokenizer: give --model-path or --tokenizer-path, a local directory holding the model's tokenizer.json and tokenizer_config.json", s.URL)
-		}
-		if !isDir(dir) {
-			return fmt.Errorf("gRPC workers need a local tokenizer directory, and %q is not one: SMG-Go downloads nothing; fetch the model's tokenizer.json and tokenizer_config.json (huggingface-cli download %s tokenizer.json tokenizer_config.json --local-dir DIR) and give --model-path DIR", dir, dir)
-		}
-		return nil
-	}
-	return nil
 }

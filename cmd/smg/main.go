@@ -90,10 +90,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "smg: %v\n", err)
 		return 2
 	}
-	if err := o.checkGRPCWorkers(); err != nil {
-		fmt.Fprintf(stderr, "smg: %v\n", err)
-		return 2
-	}
 	level, rustNote := o.logLevel, ""
 	if v := os.Getenv("RUST_LOG"); v != "" {
 		level, rustNote = rustLogLevel(v, o.logLevel)

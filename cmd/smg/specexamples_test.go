@@ -46,14 +46,7 @@ func TestSpecExampleCommandLines(t *testing.T) {
 					}
 					return "smg-0"
 				})
-				o, err := parseLine(t, args)
-				switch {
-				case err == nil && strings.Contains(args, "grpc://"):
-					// The spec's gRPC examples name a hub id: the gateway downloads nothing.
-					if err := o.checkGRPCWorkers(); err == nil || !strings.Contains(err.Error(), "SMG-Go downloads nothing") {
-						t.Errorf("%s: smg%s: %v; want the refusal that says where the tokenizer files must be", filepath.Base(file), args, err)
-					}
-				case err != nil:
+				if _, err := parseLine(t, args); err != nil {
 					t.Errorf("%s: smg%s: %v", filepath.Base(file), args, err)
 				}
 			}

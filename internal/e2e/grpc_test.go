@@ -395,3 +395,37 @@ func TestGRPCAdminRoutesAskTheEnginesGRPCService(t *testing.T) {
 		})
 	}
 }
+
+// TestGRPCTokenizerFromTheEngine: without a local tokenizer (no --model-path, or the spec's
+// hub id, which SMG-Go does not download) the gateway fetches each engine's tokenizer with
+// GetTokenizer before the worker turns ready, and serves the model's chat with it.
+func TestGRPCTokenizerFromTheEngine(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"no --model-path", nil},
+		{"a hub id", []string{"--model-path", "Qwen/Qwen3-8B"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			urls := startGRPCMocks(t, 2, "sglang")
+			g := StartGateway(t, append(append(c.args, "--policy", "round_robin", "--worker-urls"), urls...)...)
+			for range 2 {
+				r := MustDo(t, "POST", g.URL+"/v1/chat/completions", fmt.Sprintf(grpcChat, ""), nil)
+				var resp struct {
+					Choices []struct {
+						Message struct {
+							Content string `json:"content"`
+						} `json:"message"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal([]byte(r.Body), &resp); r.Status != 200 || err != nil || len(resp.Choices) != 1 || resp.Choices[0].Message.Content != mockworker.AnswerText {
+					t.Fatalf("chat: %d %s", r.Status, r.Body)
+				}
+			}
+			if !strings.Contains(g.Output(), "Tokenizer loaded from the engine for gRPC workers") {
+				t.Fatalf("the gateway did not say where its tokenizer came from:\n%s", g.Output())
+			}
+		})
+	}
+}
