@@ -132,6 +132,7 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if err := o.stall.Validate(); err != nil {
 		return err
 	}
+	o.breaker.MaxHalfOpenProbes = o.breaker.SuccessThreshold // recovery in one round of probes
 	if err := o.breaker.Validate(); err != nil {
 		return err
 	}

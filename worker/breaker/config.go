@@ -45,9 +45,10 @@ type Config struct {
 	// toward FailureThreshold: a fault older than Window never counts, and one younger than
 	// 9/10 of Window always does (the window is a ring of ten buckets).
 	Window time.Duration
-	// MaxHalfOpenProbes bounds the requests a half-open breaker admits at once. 0 means
-	// SuccessThreshold: closing needs that many successes anyway, and letting them run
-	// together makes recovery one round trip instead of SuccessThreshold of them.
+	// MaxHalfOpenProbes bounds the requests a half-open breaker admits at once. Default
+	// DefaultSuccessThreshold, and cmd/smg sets it to --cb-success-threshold: closing needs
+	// that many successes anyway, and letting them run together makes recovery one round
+	// trip instead of SuccessThreshold of them.
 	MaxHalfOpenProbes int
 	// Disabled (--disable-circuit-breaker) makes every breaker always closed and available;
 	// outcomes are ignored.
@@ -57,10 +58,11 @@ type Config struct {
 // DefaultConfig returns the spec product's defaults.
 func DefaultConfig() Config {
 	return Config{
-		FailureThreshold: DefaultFailureThreshold,
-		SuccessThreshold: DefaultSuccessThreshold,
-		Timeout:          DefaultTimeout,
-		Window:           DefaultWindow,
+		FailureThreshold:  DefaultFailureThreshold,
+		SuccessThreshold:  DefaultSuccessThreshold,
+		Timeout:           DefaultTimeout,
+		Window:            DefaultWindow,
+		MaxHalfOpenProbes: DefaultSuccessThreshold,
 	}
 }
 
@@ -79,8 +81,8 @@ func (c Config) Validate() error {
 	case c.Window < MinWindow:
 		return fmt.Errorf("--cb-window-duration-secs is %v s: give at least %v s (default %v)",
 			c.Window.Seconds(), MinWindow.Seconds(), DefaultWindow.Seconds())
-	case c.MaxHalfOpenProbes < 0 || c.MaxHalfOpenProbes > MaxProbes:
-		return fmt.Errorf("circuit breaker half-open probe limit is %d: give 1 to %d, or 0 for --cb-success-threshold",
+	case c.MaxHalfOpenProbes < 1 || c.MaxHalfOpenProbes > MaxProbes:
+		return fmt.Errorf("circuit breaker half-open probe limit is %d: give 1 to %d (start from breaker.DefaultConfig(); smg sets it to --cb-success-threshold)",
 			c.MaxHalfOpenProbes, MaxProbes)
 	}
 	return nil
@@ -98,14 +100,10 @@ type settings struct {
 }
 
 func newSettings(c Config, onTransition func(from, to State)) *settings {
-	probes := c.MaxHalfOpenProbes
-	if probes == 0 {
-		probes = c.SuccessThreshold
-	}
 	return &settings{
 		failureThreshold: uint64(c.FailureThreshold),
 		successThreshold: uint64(c.SuccessThreshold),
-		maxProbes:        uint64(probes),
+		maxProbes:        uint64(c.MaxHalfOpenProbes),
 		timeoutMs:        uint64(c.Timeout / time.Millisecond),
 		bucketNs:         uint64(c.Window / numBuckets),
 		disabled:         c.Disabled,

@@ -41,15 +41,14 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	}
 }
 
-func TestMaxHalfOpenProbesDefaultsToSuccessThreshold(t *testing.T) {
+func TestMaxHalfOpenProbesIsExplicit(t *testing.T) {
 	c := DefaultConfig()
-	c.SuccessThreshold = 4
-	if got := newSettings(c, nil).maxProbes; got != 4 {
-		t.Fatalf("max probes %d, want the success threshold 4", got)
+	if c.MaxHalfOpenProbes != DefaultSuccessThreshold || newSettings(c, nil).maxProbes != DefaultSuccessThreshold {
+		t.Fatalf("default half-open probes %d, want the default success threshold %d", c.MaxHalfOpenProbes, DefaultSuccessThreshold)
 	}
-	c.MaxHalfOpenProbes = 1
-	if got := newSettings(c, nil).maxProbes; got != 1 {
-		t.Fatalf("max probes %d, want the configured 1", got)
+	c.MaxHalfOpenProbes = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "DefaultConfig") {
+		t.Fatalf("a zero probe limit: %v, want a refusal saying where to start", err)
 	}
 }
 
