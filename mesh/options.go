@@ -73,10 +73,36 @@ type Options struct {
 	// Tests run it inline for determinism.
 	Spawn func(func())
 
-	Round, RequestTimeout, BackoffBase, BackoffMax, IdleTimeout, SuspectTimeout, KeepAlive time.Duration
-	IndirectProbes, ReconnectEvery                                                         int
-	RepairTimeout                                                                          time.Duration
-	RepairAttempts, PageBytes, DeltaQueue, MaxEntriesPerMessage                            int
+	// Round is the protocol period: one Tick (probes and sync) per round, at most two rounds
+	// overlapping when one waits on a dead peer.
+	Round time.Duration
+	// RequestTimeout bounds one call to a peer (a probe, a sync exchange).
+	RequestTimeout time.Duration
+	// BackoffBase and BackoffMax bound the wait before redialling a peer; it doubles from
+	// Base to Max.
+	BackoffBase, BackoffMax time.Duration
+	// IdleTimeout closes a sync stream that carried nothing for this long.
+	IdleTimeout time.Duration
+	// SuspectTimeout: a SUSPECTED member that has not refuted within it is declared DOWN.
+	SuspectTimeout time.Duration
+	// KeepAlive: the opener of a sync stream sends an empty message after this long without
+	// traffic.
+	KeepAlive time.Duration
+	// IndirectProbes is how many members are asked to probe a member that missed a direct
+	// probe.
+	IndirectProbes int
+	// ReconnectEvery: every this many rounds one DOWN member is probed again.
+	ReconnectEvery int
+	// RepairTimeout: a tree repair that made no progress for this long is retried, at most
+	// RepairAttempts times; PageBytes bounds one repair page.
+	RepairTimeout  time.Duration
+	RepairAttempts int
+	PageBytes      int
+	// DeltaQueue bounds the cache-tree deltas queued between rounds (a delta past it is
+	// dropped and counted).
+	DeltaQueue int
+	// MaxEntriesPerMessage bounds the CRDT entries of one sync message.
+	MaxEntriesPerMessage int
 	// DeltaQueueBytes bounds the bytes of the queued deltas; a delta past it is dropped and
 	// counted, as one past DeltaQueue is.
 	DeltaQueueBytes int
