@@ -74,8 +74,13 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 		t.Errorf("defaults: policies %v, load policies %v, repeats %d, fraction %g; want the issue's seven, three load-aware, 3, 0.7",
 			c.Policies, c.LoadPolicies, c.Repeats, c.LoadFraction)
 	}
-	if got := strings.Join(QualityCaseNames(), ","); got != "shared-prefix,multi-turn,mixed-size,heterogeneous" || len(c.Cases) != 4 {
-		t.Errorf("cases %s (%d configured), want the four of issue 13", got, len(c.Cases))
+	if got := strings.Join(QualityCaseNames(), ","); got != "shared-prefix,multi-turn,mixed-size,heterogeneous,shared-prefix-grpc" || len(c.Cases) != 5 {
+		t.Errorf("cases %s (%d configured), want the four HTTP workloads and shared-prefix over gRPC", got, len(c.Cases))
+	}
+	noTokenizer := DefaultQualityConfig()
+	noTokenizer.TokenizerDir = t.TempDir()
+	if err := noTokenizer.Validate(); err == nil || !strings.Contains(err.Error(), "leave out the -grpc cases") {
+		t.Errorf("gRPC cases without a tokenizer: %v", err)
 	}
 	bad := DefaultQualityConfig()
 	bad.Workers, bad.SatDuration, bad.LoadFraction, bad.Repeats = 1, time.Millisecond, 1.5, -1
@@ -105,7 +110,7 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 
 func TestSelectQualityCases(t *testing.T) {
 	all, err := SelectQualityCases(nil)
-	if err != nil || len(all) != 4 {
+	if err != nil || len(all) != 5 {
 		t.Fatalf("all cases: %d, %v", len(all), err)
 	}
 	two, err := SelectQualityCases([]string{"heterogeneous", "shared-prefix"})

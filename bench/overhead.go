@@ -273,6 +273,9 @@ func find(ms []Measurement, key string) *Measurement {
 
 var listenLine = regexp.MustCompile(`listening on (http://\S+)`)
 
+// grpcListenLine is a mockworker --protocol grpc worker's ready line.
+var grpcListenLine = regexp.MustCompile(`listening on (grpc://\S+)`)
+
 // proxyUnderTest starts one proxy over the worker URLs and returns it with its base URL.
 type proxyUnderTest struct {
 	key, name string

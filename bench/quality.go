@@ -59,6 +59,10 @@ type QualityCase struct {
 	// steady state than the ramp allows: round robin's on the heterogeneous fleet, where the
 	// clients pile up on the slow engines over some 20 s of model time. Default 0.
 	SatSettle time.Duration `json:"sat_settle_ns,omitempty"`
+	// GRPC serves the case from gRPC engines (mockworker --protocol grpc with
+	// QualityConfig.TokenizerDir's tokenizer, smg --model-path the same): the gateway renders
+	// and tokenizes every prompt and cache_aware routes on token trees.
+	GRPC bool `json:"grpc,omitempty"`
 }
 
 // The cases' workloads. Words are loadgen's; the mock counts about 1.26 tokens per word.
@@ -113,6 +117,10 @@ func DefaultQualityCases() []QualityCase {
 		{Name: "heterogeneous", About: "workers 6 and 7 decode twice as slowly (mockworker --decode-factors 6=2,7=2), engines batch at most 32 sequences; distinct 128-word prompts, 64 output tokens; saturation rows not streamed",
 			Loadgen: heterogeneousArgs, Mock: []string{"--decode-factors", "6=2,7=2", "--max-running", "32"},
 			SatTimeScale: 4, LoadTimeScale: 1, SatClients: 384, SatNoStream: true, SatSettle: 6 * time.Second},
+		// The shared-prefix workload through gRPC engines: the gateway's tokenizer, token trees
+		// and the gRPC relay instead of text trees and the HTTP relay.
+		{Name: "shared-prefix-grpc", About: "shared-prefix over gRPC engines (SGLang's service): the gateway tokenizes with Qwen3's tokenizer and cache_aware routes on token trees",
+			Loadgen: sharedPrefixArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 384, GRPC: true},
 	}
 }
 
@@ -180,6 +188,9 @@ type QualityConfig struct {
 	MaxConcurrency int `json:"max_concurrency"`
 	// Seed of the workloads (prompts, order, arrivals). Default 1.
 	Seed int64 `json:"seed"`
+	// TokenizerDir is the model directory the gRPC cases' engines and gateway tokenize with.
+	// Default the Qwen3 tokenizer of the test data (hack/tokenizer/fetch.sh, make tools).
+	TokenizerDir string `json:"-"`
 	// WorkDir receives the loadgen results. Default a temporary directory, removed afterwards.
 	WorkDir string `json:"-"`
 	// RequestLogDir, when set, keeps each row's per-request records: the mocks' request log
@@ -208,7 +219,19 @@ func DefaultQualityConfig() QualityConfig {
 		Workers: 8, KVTokens: 65536, SatDuration: 8 * time.Second, SatRampFraction: 0.25,
 		LoadDuration: 10 * time.Second, LoadFraction: 0.7, Repeats: 3, WarmupSeconds: 16,
 		LoadReportSeconds: 4, MaxWallEvents: 8000, MaxConcurrency: 1024, Seed: 1,
+		TokenizerDir: defaultTokenizerDir(),
 	}
+}
+
+// defaultTokenizerDir is the Qwen3 tokenizer of the test data: $SMG_TOKENIZER_DATA/qwen3, else
+// ~/.cache/smg-tokenizers/v1/qwen3.
+func defaultTokenizerDir() string {
+	d := os.Getenv("SMG_TOKENIZER_DATA")
+	if d == "" {
+		home, _ := os.UserHomeDir()
+		d = filepath.Join(home, ".cache", "smg-tokenizers", "v1")
+	}
+	return filepath.Join(d, "qwen3")
 }
 
 // Validate reports configuration errors, each saying how to fix it; a Config not built from
@@ -247,6 +270,11 @@ func (c *QualityConfig) Validate() error {
 	}
 	if len(c.Cases) == 0 {
 		errs = append(errs, errors.New("no quality case to run: name at least one"))
+	}
+	if slices.ContainsFunc(c.Cases, func(k QualityCase) bool { return k.GRPC }) {
+		if _, err := os.Stat(filepath.Join(c.TokenizerDir, "tokenizer.json")); err != nil {
+			errs = append(errs, fmt.Errorf("the gRPC quality cases need a tokenizer directory (%v): run make tools, or leave out the -grpc cases", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -484,6 +512,12 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 	mockArgs := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
 		"--model", "mock-model", "--mode", "engine", "--time-scale", scale,
 		"--kv-tokens", strconv.Itoa(cfg.KVTokens), "--seed", strconv.FormatInt(cfg.Seed, 10)}, k.Mock...)
+	listening, gatewayArgs := listenLine, []string{"--load-monitor-interval", ""}
+	if k.GRPC {
+		mockArgs = append(mockArgs, "--protocol", "grpc", "--dialect", "sglang", "--tokenizer-path", cfg.TokenizerDir)
+		listening = grpcListenLine
+		gatewayArgs = append(gatewayArgs, "--model-path", cfg.TokenizerDir)
+	}
 	if cfg.RequestLogDir != "" {
 		mockArgs = append(mockArgs, "--request-log", filepath.Join(cfg.RequestLogDir, name+".mock.jsonl"))
 	}
@@ -492,12 +526,12 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 		return err
 	}
 	defer mocks.stop()
-	urls, err := mocks.waitOutput(listenLine, cfg.Workers, 10*time.Second)
+	urls, err := mocks.waitOutput(listening, cfg.Workers, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	interval := strconv.FormatFloat(cfg.LoadReportSeconds/row.TimeScale, 'f', -1, 64)
-	gw, base, err := launchSMG(-1, cfg.Bin.SMG, row.Policy, workerURLArgs(urls), "--load-monitor-interval", interval)
+	gatewayArgs[1] = strconv.FormatFloat(cfg.LoadReportSeconds/row.TimeScale, 'f', -1, 64)
+	gw, base, err := launchSMG(-1, cfg.Bin.SMG, row.Policy, workerURLArgs(urls), gatewayArgs...)
 	if err != nil {
 		return err
 	}
