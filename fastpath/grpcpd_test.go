@@ -171,6 +171,12 @@ func TestGRPCPDBootstrap(t *testing.T) {
 			}
 		}
 	}
+	// The legs run at once and these fakes do not make the decode leg wait for the prefill's
+	// KV: an answer can be complete before its prefill leg has reached the fake.
+	testutil.Eventually(t, "both prefill legs at the prefill engine", func() bool {
+		pb, _, _ := prefill.stats()
+		return len(pb) == 2
+	})
 	pb, pa, _ := prefill.stats()
 	db, da, _ := decode.stats()
 	if len(pb) != 2 || len(db) != 2 || len(pa) != 0 || len(da) != 0 {
