@@ -387,6 +387,9 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 	}
 	g.complete = err == nil
 	g.status = 200
+	prompt, cached := g.w.PromptTokens()
+	s.m.grpcPrompt.Add(int(prompt))
+	s.m.grpcCached.Add(int(cached))
 	a.main.end(breaker.Success, worker.OutcomeOf(200))
 	if err != nil {
 		g.status = 499

@@ -56,6 +56,10 @@ func statusSlot(status int) int {
 type httpMetrics struct {
 	requests [numRoutes][numStatusSlots]*metrics.Counter
 	duration [numRoutes]*metrics.PrometheusHistogram
+	// grpcPrompt and grpcCached sum the prompt tokens of the gRPC engines' answers and those
+	// the engines found in their prefix caches (their usage): the real hit rate, beside
+	// cache_aware's predicted one in event mode.
+	grpcPrompt, grpcCached *metrics.Counter
 }
 
 // Buckets of smg_http_request_duration_seconds: from sub-millisecond gateway errors to
@@ -63,7 +67,10 @@ type httpMetrics struct {
 var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
 
 func newHTTPMetrics(set *metrics.Set) *httpMetrics {
-	m := &httpMetrics{}
+	m := &httpMetrics{
+		grpcPrompt: set.GetOrCreateCounter(`smg_grpc_prompt_tokens_total`),
+		grpcCached: set.GetOrCreateCounter(`smg_grpc_cached_prompt_tokens_total`),
+	}
 	for r := range numRoutes {
 		for i := range numStatusSlots {
 			status := "other"

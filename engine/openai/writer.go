@@ -337,6 +337,10 @@ func (c *choice) appendFinish(dst []byte) []byte {
 	return dst
 }
 
+// PromptTokens returns the prompt's token count and how many of them the engine found in its
+// prefix cache, as the usage reports them (the engine's counts once it sent them).
+func (w *Writer) PromptTokens() (prompt, cached uint32) { return w.prompt, w.cached }
+
 // usage appends SGLang's UsageInfo: the prompt counted once, whatever n (as SGLang counts
 // it), the completion tokens of every choice.
 func (w *Writer) usage(dst []byte) []byte {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -310,11 +311,20 @@ func TestGRPCCacheAwareRoutesOnTheEnginesKVEvents(t *testing.T) {
 	testutil.Eventually(t, "the first answer's blocks in the gateway's index", func() bool {
 		return metric(`smg_kv_index_blocks{model="qwen3"}`) > 0
 	})
+	predicted0, picked0 := metric(`smg_cache_aware_event_mode_predicted_cached_tokens_total`), metric(`smg_cache_aware_event_mode_prompt_tokens_total`)
+	cached0, prompt0 := metric(`smg_grpc_cached_prompt_tokens_total`), metric(`smg_grpc_prompt_tokens_total`)
 	for i := 1; i < 6; i++ {
 		if w := ask(i); w != first {
 			t.Fatalf("request %d with the shared prefix went to %s, the engine holding it is %s", i, w, first)
 		}
 	}
+	// The hit the events foretold against the one the engine reported, over the same picks.
+	predicted := (metric(`smg_cache_aware_event_mode_predicted_cached_tokens_total`) - predicted0) / (metric(`smg_cache_aware_event_mode_prompt_tokens_total`) - picked0)
+	real := (metric(`smg_grpc_cached_prompt_tokens_total`) - cached0) / (metric(`smg_grpc_prompt_tokens_total`) - prompt0)
+	if !(real > 0.5) || math.Abs(predicted-real) > 0.05 {
+		t.Fatalf("predicted hit %.3f, the engine's %.3f: want them within 5 points, on a prefix the engine holds", predicted, real)
+	}
+	t.Logf("predicted hit %.3f, the engine's %.3f", predicted, real)
 	if n := metric(`smg_cache_aware_event_mode_picks_total`); n < 5 {
 		t.Fatalf("%v picks in event mode, want the 5 after the engine reported its blocks", n)
 	}

@@ -65,6 +65,10 @@ type branches struct {
 	match, spill, miss *metrics.Counter
 	// events counts the decisions made in event mode (their branch is counted too).
 	events *metrics.Counter
+	// predicted and prompt sum, over event-mode picks, the prompt tokens the chosen
+	// engine reported holding and the prompts' tokens: predicted / prompt is the hit rate the
+	// engines' events foretold, to set beside the hit they report (cached tokens).
+	predicted, prompt *metrics.Counter
 }
 
 type treeGauges struct {
@@ -95,7 +99,9 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 		cfg: cfg, rnd: rnd, scorer: score.New(score.DefaultConfig()),
 		text: text, tokens: tokens,
 		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback),
-			events: cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_picks_total`)},
+			events:    cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_picks_total`),
+			predicted: cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_predicted_cached_tokens_total`),
+			prompt:    cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_prompt_tokens_total`)},
 	}
 	b.clock.Store(peerStamp + 1) // local stamps are above a peer's
 	if cfg.CacheIndex == IndexHash {

@@ -101,5 +101,16 @@ func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
 	}
 	c.chosen = w
 	b.br.events.Inc()
+	if w != nil {
+		b.br.prompt.Add(len(req.Tokens))
+		for i, x := range p.workers {
+			if x == w {
+				if s := int(em.slots[i]); s < len(depth) {
+					b.br.predicted.Add(min(int(depth[s])*bs, len(req.Tokens)))
+				}
+				break
+			}
+		}
+	}
 	return true
 }
