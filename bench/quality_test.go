@@ -18,7 +18,7 @@ func qualityFixture() *QualityResult {
 			Capacity: capacity, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, TPOTP50MS: 20, BusiestShare: 1.25, Completed: 1000, CPUCores: 0.5, MachineBusy: 1.1, StealPercent: 4}
 	}
 	load := func(kase, policy string, repeat int, p50, p99, hit, rate float64) QualityRow {
-		offered := map[string]float64{"shared-prefix": 35, "multi-turn": 70, "mixed-size": 70, "heterogeneous": 105}[kase]
+		offered := map[string]float64{"shared-prefix": 35, "multi-turn": 70, "mixed-size": 70, "heterogeneous": 105, "shared-prefix-grpc": 42}[kase]
 		return QualityRow{Case: kase, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: 4, OfferedRate: offered,
 			Capacity: rate, SentRate: 35, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, BusiestShare: 1, Completed: 2000, CPUCores: 0.25, MachineBusy: 0.75, ArrivalLagP99MS: 1.5}
 	}
@@ -70,6 +70,15 @@ func qualityFixture() *QualityResult {
 					load("heterogeneous", "least_load", 1, 30, 60, 0, 98),
 					load("heterogeneous", "power_of_two", 1, 30, 70, 0, 105),
 					load("heterogeneous", "cache_aware", 1, 30, 80, 0, 105),
+				}},
+			{Case: cases[4], Capacity: 60, LoadRate: 42,
+				Saturation: []QualityRow{
+					{Case: "shared-prefix-grpc", Policy: "round_robin", Kind: KindSaturation, TimeScale: 2, Clients: 384, Capacity: 60, CacheHitRate: 0.3, TTFTP99MS: 4000},
+					{Case: "shared-prefix-grpc", Policy: "cache_aware", Kind: KindSaturation, TimeScale: 2, Clients: 384, Capacity: 240, CacheHitRate: 0.9, TTFTP99MS: 1000},
+				},
+				Load: []QualityRow{
+					load("shared-prefix-grpc", "round_robin", 1, 150, 400, 0.3, 42),
+					load("shared-prefix-grpc", "cache_aware", 1, 15, 40, 0.9, 42),
 				}},
 		},
 	}
@@ -222,12 +231,13 @@ func TestWriteQualityHTML(t *testing.T) {
 	}
 	html := buf.String()
 	// shared-prefix: capacity, saturation TTFT p99, load TTFT p99; multi-turn and mixed-size:
-	// load only; heterogeneous: capacity (not streamed at saturation: no TTFT chart) and load.
-	if n := strings.Count(html, "<svg "); n != 7 {
-		t.Errorf("%d charts, want 7", n)
+	// load only; heterogeneous: capacity (not streamed at saturation: no TTFT chart) and load;
+	// shared-prefix-grpc: as shared-prefix.
+	if n := strings.Count(html, "<svg "); n != 10 {
+		t.Errorf("%d charts, want 10", n)
 	}
-	if n := strings.Count(html, "<rect "); n != 3+3+8+4+4+2+4 {
-		t.Errorf("%d bars, want 28 (3 + 3 saturation, 8 + 4 + 4 load, 2 + 4 heterogeneous)", n)
+	if n := strings.Count(html, "<rect "); n != 3+3+8+4+4+2+4+2+2+2 {
+		t.Errorf("%d bars, want 34 (3 + 3 saturation, 8 + 4 + 4 load, 2 + 4 heterogeneous, 2 + 2 + 2 shared-prefix-grpc)", n)
 	}
 	for _, want := range []string{
 		"<h2>shared-prefix</h2>", "<h2>mixed-size</h2>", "Capacity at saturation (requests/s of model time)",
