@@ -283,6 +283,31 @@ func clamp01(f float64) float64 {
 
 func nonNeg(n int32) int { return int(max(n, 0)) }
 
+// schedulerLoad is the per-rank load message of both engines' services (sglangpb and vllmpb
+// SchedulerLoad): the same fields under the same names.
+type schedulerLoad interface {
+	GetDpRank() int32
+	GetNumRunningReqs() int32
+	GetNumWaitingReqs() int32
+	GetNumTotalReqs() int32
+	GetNumUsedTokens() int32
+	GetMaxTotalNumTokens() int32
+	GetTokenUsage() float64
+	GetGenThroughput() float64
+	GetCacheHitRate() float64
+	GetUtilization() float64
+	GetMaxRunningRequests() int32
+}
+
+// rankLoadOf reads one rank's load; waitingTokens is -1 when the engine does not report it.
+func rankLoadOf(x schedulerLoad, waitingTokens int64) RankLoad {
+	return RankLoad{DPRank: int(x.GetDpRank()), RunningRequests: nonNeg(x.GetNumRunningReqs()),
+		WaitingRequests: nonNeg(x.GetNumWaitingReqs()), TotalRequests: nonNeg(x.GetNumTotalReqs()),
+		UsedTokens: int64(nonNeg(x.GetNumUsedTokens())), MaxTotalTokens: int64(nonNeg(x.GetMaxTotalNumTokens())),
+		TokenUsage: x.GetTokenUsage(), GenThroughput: x.GetGenThroughput(), CacheHitRate: x.GetCacheHitRate(),
+		Utilization: x.GetUtilization(), MaxRunning: nonNeg(x.GetMaxRunningRequests()), WaitingTokens: waitingTokens}
+}
+
 // GetLoads asks the engine for every rank's load (its default sections).
 func (c *Client) GetLoads(ctx context.Context) (Loads, error) {
 	if c.closed.Load() {
@@ -297,13 +322,8 @@ func (c *Client) GetLoads(ctx context.Context) (Loads, error) {
 		}
 		l = Loads{Timestamp: r.GetTimestamp(), Version: r.GetVersion(), DPRankCount: int(r.GetDpRankCount())}
 		for _, x := range r.GetLoads() {
-			l.Ranks = append(l.Ranks, RankLoad{DPRank: int(x.GetDpRank()), RunningRequests: nonNeg(x.GetNumRunningReqs()),
-				WaitingRequests: nonNeg(x.GetNumWaitingReqs()), TotalRequests: nonNeg(x.GetNumTotalReqs()),
-				UsedTokens: int64(nonNeg(x.GetNumUsedTokens())), MaxTotalTokens: int64(nonNeg(x.GetMaxTotalNumTokens())),
-				TokenUsage: x.GetTokenUsage(), GenThroughput: x.GetGenThroughput(), CacheHitRate: x.GetCacheHitRate(),
-				Utilization: x.GetUtilization(), MaxRunning: nonNeg(x.GetMaxRunningRequests()),
-				// A proto3 int32 cannot say "not reported": SGLang always sends the count.
-				WaitingTokens: int64(nonNeg(x.GetNumWaitingUncachedTokens()))})
+			// A proto3 int32 cannot say "not reported": SGLang always sends the count.
+			l.Ranks = append(l.Ranks, rankLoadOf(x, int64(nonNeg(x.GetNumWaitingUncachedTokens()))))
 		}
 	default:
 		r, err := c.vllm().GetLoads(ctx, &vllmpb.GetLoadsRequest{})
@@ -312,12 +332,7 @@ func (c *Client) GetLoads(ctx context.Context) (Loads, error) {
 		}
 		l = Loads{Timestamp: r.GetTimestamp(), Version: r.GetVersion(), DPRankCount: int(r.GetDpRankCount())}
 		for _, x := range r.GetLoads() {
-			l.Ranks = append(l.Ranks, RankLoad{DPRank: int(x.GetDpRank()), RunningRequests: nonNeg(x.GetNumRunningReqs()),
-				WaitingRequests: nonNeg(x.GetNumWaitingReqs()), TotalRequests: nonNeg(x.GetNumTotalReqs()),
-				UsedTokens: int64(nonNeg(x.GetNumUsedTokens())), MaxTotalTokens: int64(nonNeg(x.GetMaxTotalNumTokens())),
-				TokenUsage: x.GetTokenUsage(), GenThroughput: x.GetGenThroughput(), CacheHitRate: x.GetCacheHitRate(),
-				Utilization: x.GetUtilization(), MaxRunning: nonNeg(x.GetMaxRunningRequests()),
-				WaitingTokens: -1})
+			l.Ranks = append(l.Ranks, rankLoadOf(x, -1)) // vLLM's SchedulerLoad has no waiting tokens
 		}
 	}
 	l.total()
