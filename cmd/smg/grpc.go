@@ -267,7 +267,7 @@ type models struct {
 	// only is the one model loaded, served for a request that names none or another name.
 	only atomic.Pointer[fastpath.GRPCModel]
 
-	mu sync.Mutex // serialises learn's copy-on-write
+	mu sync.Mutex // serialises the catalog's copy-on-write (fetch, learn)
 }
 
 // fetch loads the tokenizer of the engine's model from the engine itself (GetTokenizer) when
