@@ -33,6 +33,9 @@ type workerView struct {
 	Load       int64             `json:"load"`
 	// RuntimeType is the spec product's field, shown when the registration gave it.
 	RuntimeType string `json:"runtime_type,omitempty"`
+	// KVEventsEndpoint and KVEventsReplayEndpoint are an HTTP engine's KV-event sockets.
+	KVEventsEndpoint       string `json:"kv_events_endpoint,omitempty"`
+	KVEventsReplayEndpoint string `json:"kv_events_replay_endpoint,omitempty"`
 }
 
 func viewOf(w *worker.Worker) workerView {
@@ -41,6 +44,7 @@ func viewOf(w *worker.Worker) workerView {
 		ID: w.ID, URL: w.URL, Models: w.Models, WorkerType: spec.WorkerType, Labels: spec.Labels,
 		Priority: *spec.Priority, Cost: *spec.Cost, IsHealthy: w.Routable(), Status: w.Status().String(),
 		Load: w.InFlight.Load(), RuntimeType: spec.RuntimeType,
+		KVEventsEndpoint: spec.KVEventsEndpoint, KVEventsReplayEndpoint: spec.KVEventsReplayEndpoint,
 	}
 	if len(w.Models) > 0 {
 		v.ModelID = w.Models[0]

@@ -363,3 +363,27 @@ func TestRepublishRunsTheSubscribersAgain(t *testing.T) {
 		t.Fatal("Republish ran no subscriber")
 	}
 }
+
+// TestKVEventsEndpointsAreChecked: an HTTP engine's KV-event sockets are tcp://host:port with
+// a host to dial; a gRPC worker takes none (its events come on the engine connection); a
+// replay socket needs its publisher.
+func TestKVEventsEndpointsAreChecked(t *testing.T) {
+	ok := Spec{URL: "http://10.0.0.1:8000", KVEventsEndpoint: "tcp://10.0.0.1:5557", KVEventsReplayEndpoint: "tcp://10.0.0.1:5558"}
+	if err := ok.Normalize(); err != nil {
+		t.Fatalf("a valid pair: %v", err)
+	}
+	for _, c := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{URL: "http://a:1", KVEventsEndpoint: "tcp://*:5557"}, "engine's host"},
+		{Spec{URL: "http://a:1", KVEventsEndpoint: "ipc:///tmp/kv"}, "tcp://host:port"},
+		{Spec{URL: "http://a:1", KVEventsEndpoint: "tcp://a:70000"}, "1-65535"},
+		{Spec{URL: "http://a:1", KVEventsReplayEndpoint: "tcp://a:5558"}, "needs kv_events_endpoint"},
+		{Spec{URL: "grpc://a:1", KVEventsEndpoint: "tcp://a:5557"}, "SubscribeKvEvents"},
+	} {
+		if err := c.spec.Normalize(); err == nil || !contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error about %q", c.spec, err, c.want)
+		}
+	}
+}

@@ -68,6 +68,13 @@ type Spec struct {
 	// RuntimeType is the spec product's engine kind (sglang, vllm, trtllm, mlx, external,
 	// unspecified). Kept and shown; routing does not depend on it.
 	RuntimeType string `json:"runtime_type,omitempty"`
+	// KVEventsEndpoint is an HTTP engine's ZMQ publisher of KV-cache events,
+	// "tcp://host:port" (vLLM's and SGLang's --kv-events-config endpoint, with the engine's
+	// host for "*"); KVEventsReplayEndpoint its ROUTER replay socket, optional. cache_aware
+	// then routes the worker's model on the engines' reported caches. gRPC workers stream
+	// their events on the engine connection and take neither.
+	KVEventsEndpoint       string `json:"kv_events_endpoint,omitempty"`
+	KVEventsReplayEndpoint string `json:"kv_events_replay_endpoint,omitempty"`
 }
 
 // ModelList is Spec.Models: model ids, decoded from ids or from model cards.
@@ -210,6 +217,20 @@ func (s *Spec) Normalize() error {
 	default:
 		return fmt.Errorf("invalid runtime_type %q: use sglang, vllm, trtllm, mlx, external or unspecified", s.RuntimeType)
 	}
+	for _, ep := range []struct{ name, v string }{{"kv_events_endpoint", s.KVEventsEndpoint}, {"kv_events_replay_endpoint", s.KVEventsReplayEndpoint}} {
+		if ep.v == "" {
+			continue
+		}
+		if grpcURL {
+			return fmt.Errorf("%s is for HTTP engines: a gRPC worker streams its KV events on the engine connection (SubscribeKvEvents); leave it out", ep.name)
+		}
+		if err := checkTCPEndpoint(ep.v); err != nil {
+			return fmt.Errorf("invalid %s %q: %v", ep.name, ep.v, err)
+		}
+	}
+	if s.KVEventsReplayEndpoint != "" && s.KVEventsEndpoint == "" {
+		return errors.New("kv_events_replay_endpoint needs kv_events_endpoint, the publisher it replays")
+	}
 	if v, ok := s.Labels[LabelBootstrapPort]; ok {
 		if n, err := parsePort(v); err != nil || n == 0 {
 			return fmt.Errorf("invalid %s label %q: give a port in 1-65535, or leave it out for none", LabelBootstrapPort, v)
@@ -327,4 +348,21 @@ func parsePort(s string) (int, error) {
 		return 0, errors.New("bad port")
 	}
 	return n, nil
+}
+
+// checkTCPEndpoint accepts "tcp://host:port" with a host to dial (not "*") and a port in
+// 1-65535, at most MaxURLBytes long.
+func checkTCPEndpoint(ep string) error {
+	rest, ok := strings.CutPrefix(ep, "tcp://")
+	if !ok || len(ep) > MaxURLBytes {
+		return errors.New("give tcp://host:port")
+	}
+	h, p, err := net.SplitHostPort(rest)
+	if err != nil || h == "" || h == "*" {
+		return errors.New("give tcp://host:port with the engine's host")
+	}
+	if n, err := parsePort(p); err != nil || n == 0 {
+		return errors.New("the port must be 1-65535")
+	}
+	return nil
 }

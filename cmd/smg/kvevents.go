@@ -13,17 +13,20 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// kvEvents subscribes to the KV-cache events of the gRPC workers whose model cache_aware
-// routes (spec: only cache_aware subscribes), from the registry: a worker added is followed
-// on its engine connection before the pickers of its snapshot are built (it subscribes
-// ahead of the router), a worker removed loses its blocks. cache_aware reads the engines'
+// kvEvents subscribes to the KV-cache events of the workers whose model cache_aware routes
+// (spec: only cache_aware subscribes), from the registry: a gRPC worker on its engine
+// connection, an HTTP worker with a kv_events_endpoint on the engine's ZMQ publisher. A
+// worker added is followed before the pickers of its snapshot are built (it subscribes ahead
+// of the router), a worker removed loses its blocks. cache_aware reads the engines'
 // reported caches through EventIndex.
 type kvEvents struct {
-	m        *kvevents.Manager
-	engines  *engines
-	wants    func(*worker.Worker) bool
-	log      *slog.Logger
-	followed map[string]bool // worker URLs; only the registry's writer goroutine touches it
+	m       *kvevents.Manager
+	engines *engines
+	wants   func(*worker.Worker) bool
+	log     *slog.Logger
+	// followed maps a followed worker's URL to its source (its endpoints, or "" for gRPC), so a
+	// changed endpoint is followed afresh; only the registry's writer goroutine touches it.
+	followed map[string]string
 }
 
 func newKVEvents(cfg kvevents.ManagerConfig, e *engines, wants func(*worker.Worker) bool, log *slog.Logger) (*kvEvents, error) {
@@ -31,26 +34,41 @@ func newKVEvents(cfg kvevents.ManagerConfig, e *engines, wants func(*worker.Work
 	if err != nil {
 		return nil, err
 	}
-	return &kvEvents{m: m, engines: e, wants: wants, log: log, followed: map[string]bool{}}, nil
+	return &kvEvents{m: m, engines: e, wants: wants, log: log, followed: map[string]string{}}, nil
 }
 
 // sync follows the new gRPC workers of snap and drops the gone ones (Registry.Subscribe).
 func (k *kvEvents) sync(snap *worker.Snapshot) {
 	live := make(map[string]bool, len(k.followed))
 	for _, w := range snap.Workers {
-		if w.Protocol() != worker.ProtocolGRPC || len(w.Models) == 0 || !k.wants(w) {
+		spec := w.Spec()
+		grpcWorker := w.Protocol() == worker.ProtocolGRPC
+		if (!grpcWorker && spec.KVEventsEndpoint == "") || len(w.Models) == 0 || !k.wants(w) {
 			continue
 		}
 		live[w.URL] = true
-		if k.followed[w.URL] {
-			continue
+		source := spec.KVEventsEndpoint + " " + spec.KVEventsReplayEndpoint
+		if was, ok := k.followed[w.URL]; ok {
+			if was == source {
+				continue
+			}
+			k.m.Remove(w.URL) // its endpoint changed (PUT, PATCH)
+			delete(k.followed, w.URL)
 		}
-		// One model per engine: a gRPC engine serves the model it was started with.
-		if err := k.m.AddGRPC(w.URL, w.Models[0], w.DPRank(), engineEvents{k.engines, w}); err != nil {
+		// One model per engine: an engine serves the model it was started with.
+		var err error
+		if grpcWorker {
+			err = k.m.AddGRPC(w.URL, w.Models[0], w.DPRank(), engineEvents{k.engines, w})
+		} else {
+			zc := kvevents.DefaultZMQConfig()
+			zc.Endpoint, zc.ReplayEndpoint = spec.KVEventsEndpoint, spec.KVEventsReplayEndpoint
+			err = k.m.AddZMQ(w.URL, w.Models[0], zc)
+		}
+		if err != nil {
 			k.log.Warn("Cannot follow the worker's KV-cache events; its model routes on the approximate tree", "worker", w.URL, "error", err)
 			continue
 		}
-		k.followed[w.URL] = true
+		k.followed[w.URL] = source
 	}
 	for url := range k.followed {
 		if !live[url] {
