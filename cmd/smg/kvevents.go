@@ -24,7 +24,7 @@ type kvEvents struct {
 	engines *engines
 	wants   func(*worker.Worker) bool
 	log     *slog.Logger
-	// followed maps a followed worker's URL to its source (its endpoints, or "" for gRPC), so a
+	// followed maps a followed worker's URL to its endpoints (blank for gRPC workers), so a
 	// changed endpoint is followed afresh; only the registry's writer goroutine touches it.
 	followed map[string]string
 }
@@ -37,7 +37,8 @@ func newKVEvents(cfg kvevents.ManagerConfig, e *engines, wants func(*worker.Work
 	return &kvEvents{m: m, engines: e, wants: wants, log: log, followed: map[string]string{}}, nil
 }
 
-// sync follows the new gRPC workers of snap and drops the gone ones (Registry.Subscribe).
+// sync follows the new workers of snap that publish events and drops the gone ones
+// (Registry.Subscribe).
 func (k *kvEvents) sync(snap *worker.Snapshot) {
 	live := make(map[string]bool, len(k.followed))
 	for _, w := range snap.Workers {
