@@ -25,7 +25,7 @@ func BenchmarkPick(b *testing.B) {
 		reqs[i].Text = []byte(fmt.Sprintf("%04d ", i) + strings.Repeat("You are a helpful assistant. ", 142))[:4096]
 		keyed[i].RoutingKey = fmt.Appendf(nil, "session-%d", i)
 	}
-	for _, n := range []int{8, 64, 512, 4096} {
+	for _, n := range policytest.BenchFleetSizes {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			f := policytest.NewFleet(b, n, "m")
 			for i, w := range f.Workers {

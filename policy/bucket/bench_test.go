@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/policy/policytest"
 )
 
 // BenchmarkPick routes 1 KB prompts; the balance check reads every worker's window (O(n), as
 // the spec's complexity table says).
 func BenchmarkPick(b *testing.B) {
-	for _, n := range []int{8, 64, 512, 4096} {
+	for _, n := range policytest.BenchFleetSizes {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			_, _, p := setup(b, n, DefaultConfig())
 			req := &policy.Request{Text: []byte(strings.Repeat("x", 1024))}

@@ -17,7 +17,7 @@ import (
 // the worst case.
 func BenchmarkPick(b *testing.B) {
 	for _, path := range []string{"hit", "miss"} {
-		for _, n := range []int{8, 64, 512, 4096} {
+		for _, n := range policytest.BenchFleetSizes {
 			b.Run(fmt.Sprintf("path=%s/workers=%d", path, n), func(b *testing.B) {
 				f := policytest.NewFleet(b, n, "m")
 				for i, w := range f.Workers {

@@ -12,7 +12,7 @@ import (
 // BenchmarkPick scores every worker of a fleet where half report loads, so both the reporting
 // and the unreported paths of the score run.
 func BenchmarkPick(b *testing.B) {
-	for _, n := range []int{8, 64, 512, 4096} {
+	for _, n := range policytest.BenchFleetSizes {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			f := policytest.NewFleet(b, n, "m")
 			for i, w := range f.Workers {
@@ -39,7 +39,7 @@ func BenchmarkPick(b *testing.B) {
 // once. least_load's ns/op over this one, in the same run, is a ratio the shared machine's
 // noise mostly cancels out of.
 func BenchmarkFleetScan(b *testing.B) {
-	for _, n := range []int{8, 64, 512, 4096} {
+	for _, n := range policytest.BenchFleetSizes {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			f := policytest.NewFleet(b, n, "m")
 			ws := f.Group("m").Workers

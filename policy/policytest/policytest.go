@@ -19,6 +19,10 @@ type Fleet struct {
 	added   int // workers ever added: numbers each new worker's address
 }
 
+// BenchFleetSizes are the fleet sizes every policy's Pick benchmark runs: small fleets, and
+// 1,000 to 10,000 workers where an O(n) pick's cost per worker shows.
+var BenchFleetSizes = []int{8, 64, 512, 1000, 4096, 10000}
+
 // NewFleet registers n Ready workers serving model (empty: unknown model) and closes the
 // registry when the test ends. The registry takes any number of workers (the policies'
 // benchmarks run 4,096, past --max-workers' default).

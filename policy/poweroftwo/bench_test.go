@@ -12,7 +12,7 @@ import (
 
 func BenchmarkPick(b *testing.B) {
 	for _, metric := range Metrics {
-		for _, n := range []int{8, 64, 512, 4096} {
+		for _, n := range policytest.BenchFleetSizes {
 			b.Run(fmt.Sprintf("metric=%s/workers=%d", metric, n), func(b *testing.B) {
 				f := policytest.NewFleet(b, n, "m")
 				for i, w := range f.Workers {
