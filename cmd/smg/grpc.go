@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -23,242 +22,6 @@ import (
 	"github.com/smg-go/smg/tokenizer/chat"
 	"github.com/smg-go/smg/worker"
 )
-
-// engines holds one engine client per gRPC engine and service (a DP engine's ranks share
-// it), dialled on first use and closed when no registered worker names its engine any more.
-type engines struct {
-	cfg grpcworker.Config
-
-	mu      sync.Mutex
-	clients map[engineKey]*grpcworker.Client
-	// detected is the service an engine registered without a runtime_type was found to serve.
-	detected map[string]grpcworker.Dialect
-	// described holds the engines whose GetModelInfo was handed to describe.
-	described map[string]bool
-	closed    bool
-
-	// describe receives each engine's model description once, before the engine is first
-	// reported healthy (nil: not asked); an error leaves the engine unhealthy until a later
-	// probe describes it.
-	describe func(context.Context, *grpcworker.Client, grpcworker.ModelInfo) error
-}
-
-type engineKey struct {
-	target  string // host:port
-	dialect grpcworker.Dialect
-}
-
-func newEngines() *engines {
-	return &engines{cfg: grpcworker.DefaultConfig(), clients: map[engineKey]*grpcworker.Client{}, detected: map[string]grpcworker.Dialect{}, described: map[string]bool{}}
-}
-
-// client returns w's engine client, dialling it the first time. The service is the one w's
-// runtime_type names (sglang, vllm); without one, SGLang's unless the engine answers that
-// it does not serve it, then vLLM's.
-func (e *engines) client(w *worker.Worker) (*grpcworker.Client, error) {
-	target := w.GRPCTarget()
-	switch w.Spec().RuntimeType {
-	case "vllm":
-		return e.clientFor(engineKey{target, grpcworker.VLLM})
-	case "sglang":
-		return e.clientFor(engineKey{target, grpcworker.SGLang})
-	}
-	e.mu.Lock()
-	d, ok := e.detected[target]
-	e.mu.Unlock()
-	if ok {
-		return e.clientFor(engineKey{target, d})
-	}
-	c, err := e.clientFor(engineKey{target, grpcworker.SGLang})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DialTimeout)
-	defer cancel()
-	err = c.HealthCheck(ctx)
-	switch {
-	case status.Code(err) == codes.Unimplemented:
-		d = grpcworker.VLLM
-	case err == nil || errors.Is(err, grpcworker.ErrUnhealthy):
-		d = grpcworker.SGLang
-	default:
-		return c, nil // not known yet: asked again next time
-	}
-	e.mu.Lock()
-	e.detected[target] = d
-	e.mu.Unlock()
-	return e.clientFor(engineKey{target, d})
-}
-
-func (e *engines) clientFor(k engineKey) (*grpcworker.Client, error) {
-	e.mu.Lock()
-	c, closed := e.clients[k], e.closed
-	e.mu.Unlock()
-	if closed {
-		return nil, grpcworker.ErrClosed
-	}
-	if c != nil {
-		return c, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DialTimeout)
-	defer cancel()
-	c, err := grpcworker.Dial(ctx, k.target, k.dialect, e.cfg)
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		_ = c.Close()
-		return nil, grpcworker.ErrClosed
-	}
-	if old := e.clients[k]; old != nil { // another caller dialled it meanwhile
-		_ = c.Close()
-		return old, nil
-	}
-	e.clients[k] = c
-	return c, nil
-}
-
-// sync closes the clients of engines no worker of snap names.
-func (e *engines) sync(snap *worker.Snapshot) {
-	live := map[string]bool{}
-	for _, w := range snap.Workers {
-		if t := w.GRPCTarget(); t != "" {
-			live[t] = true
-		}
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for k, c := range e.clients {
-		if !live[k.target] {
-			_ = c.Close()
-			delete(e.clients, k)
-			delete(e.detected, k.target)
-			delete(e.described, k.target)
-		}
-	}
-}
-
-func (e *engines) close() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.closed = true
-	for k, c := range e.clients {
-		_ = c.Close()
-		delete(e.clients, k)
-	}
-}
-
-// probe is the health checker's probe of a gRPC worker: the engine's HealthCheck RPC. The
-// first success also asks the engine's GetModelInfo for describe, and counts only once that
-// answered: a worker turns ready with its model's limits known.
-func (e *engines) probe(ctx context.Context, w *worker.Worker) error {
-	c, err := e.client(w)
-	if err != nil {
-		return err
-	}
-	if err := c.HealthCheck(ctx); err != nil {
-		return err
-	}
-	target := w.GRPCTarget()
-	e.mu.Lock()
-	done := e.describe == nil || e.described[target]
-	e.mu.Unlock()
-	if done {
-		return nil
-	}
-	info, err := c.GetModelInfo(ctx)
-	if err != nil {
-		return fmt.Errorf("GetModelInfo: %w", err)
-	}
-	if err := e.describe(ctx, c, info); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	e.described[target] = true
-	e.mu.Unlock()
-	return nil
-}
-
-// loads is the load monitor's poll of a gRPC worker: GetLoads, the worker's own rank when it
-// is one DP rank of the engine, else the engine's totals.
-func (e *engines) loads(ctx context.Context, w *worker.Worker) (*worker.LoadReport, error) {
-	c, err := e.client(w)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.GetLoads(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r := new(worker.LoadReport)
-	if rank := w.DPRank(); rank >= 0 {
-		x, ok := l.Rank(rank)
-		if !ok {
-			return nil, fmt.Errorf("%s: the engine reports no load for data-parallel rank %d", w.URL, rank)
-		}
-		x.Report(r)
-		return r, nil
-	}
-	l.Report(r)
-	return r, nil
-}
-
-// probeAddress is discovery's gRPC probe of a pod's address: nil once the engine there
-// answers HealthCheck healthy (SGLang's service, else vLLM's).
-func (e *engines) probeAddress(ctx context.Context, hostPort string) error {
-	var err error
-	for _, d := range []grpcworker.Dialect{grpcworker.SGLang, grpcworker.VLLM} {
-		var c *grpcworker.Client
-		if c, err = e.clientFor(engineKey{hostPort, d}); err != nil {
-			return err
-		}
-		if err = c.HealthCheck(ctx); status.Code(err) != codes.Unimplemented {
-			return err
-		}
-	}
-	return err
-}
-
-// admin answers an admin route of a gRPC worker from its engine's gRPC service.
-func (e *engines) admin(ctx context.Context, w *worker.Worker, method, path string) (int, []byte, string, error) {
-	c, err := e.client(w)
-	if err != nil {
-		return 0, nil, "", err
-	}
-	return c.AdminCall(ctx, w.DPRank(), method, path)
-}
-
-// discoverModels wraps the HTTP model discoverer: a grpc:// worker's model is its engine's
-// GetModelInfo model id (SGLang's service first, then vLLM's).
-func (e *engines) discoverModels(http func(ctx context.Context, url, apiKey string) ([]string, error)) func(ctx context.Context, url, apiKey string) ([]string, error) {
-	return func(ctx context.Context, url, apiKey string) ([]string, error) {
-		if !strings.HasPrefix(url, "grpc://") {
-			return http(ctx, url, apiKey)
-		}
-		target, _, _ := strings.Cut(strings.TrimPrefix(url, "grpc://"), "@")
-		var last error
-		for _, d := range []grpcworker.Dialect{grpcworker.SGLang, grpcworker.VLLM} {
-			c, err := e.clientFor(engineKey{target, d})
-			if err != nil {
-				return nil, err
-			}
-			info, err := c.GetModelInfo(ctx)
-			if err == nil && info.ModelID != "" {
-				return []string{info.ModelID}, nil
-			}
-			if err == nil {
-				err = errors.New("the engine names no model")
-			}
-			last = err
-			if status.Code(err) != codes.Unimplemented {
-				break
-			}
-		}
-		return nil, last
-	}
-}
 
 // models are the tokenizers of the models gRPC workers serve (--model-path /
 // --tokenizer-path), read by the gRPC path per request without a lock.
@@ -431,21 +194,19 @@ func (g *gateway) grpcBackend() (*fastpath.GRPCBackend, error) {
 		ms.only.Store(&m)
 		g.log.Info("Tokenizer loaded for gRPC workers", "path", dir, "model", m.ID, "vocab", m.Tokenizer.VocabSize(), "chat_template", m.Template != nil)
 	}
-	g.engines.mu.Lock()
-	g.engines.describe = func(ctx context.Context, c *grpcworker.Client, info grpcworker.ModelInfo) error {
+	g.engines.SetDescribe(func(ctx context.Context, c *grpcworker.Client, info grpcworker.ModelInfo) error {
 		if err := ms.fetch(ctx, c, info.ModelID, g.log); err != nil {
 			return err
 		}
 		ms.learn(info)
 		return nil
-	}
-	g.engines.mu.Unlock()
+	})
 	return &fastpath.GRPCBackend{
 		IsGRPC: func(w *worker.Worker) bool { return w.Protocol() == worker.ProtocolGRPC },
-		Client: g.engines.client,
+		Client: g.engines.Client,
 		Model:  ms.lookup,
 		DPRank: (*worker.Worker).DPRank,
-		Admin:  g.engines.admin,
+		Admin:  g.engines.Admin,
 	}, nil
 }
 
@@ -461,3 +222,11 @@ func isDir(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.IsDir()
 }
+
+// engines is the gateway's gRPC engine-client fleet.
+type engines struct{ *grpcworker.Fleet }
+
+func newEngines() *engines { return &engines{grpcworker.NewFleet(grpcworker.DefaultConfig())} }
+
+// client returns w's engine client, dialling it the first time.
+func (e *engines) client(w *worker.Worker) (*grpcworker.Client, error) { return e.Client(w) }

@@ -293,9 +293,9 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	}
 	g.onClose(g.reg.Close)
 	g.engines = newEngines()
-	g.onClose(g.engines.close)
-	g.reg.Subscribe(g.engines.sync)
-	g.discoverModels = g.engines.discoverModels(worker.ModelDiscoverer(o.workerTLS))
+	g.onClose(func() { _ = g.engines.Close() })
+	g.reg.Subscribe(g.engines.Sync)
+	g.discoverModels = g.engines.DiscoverModels(worker.ModelDiscoverer(o.workerTLS))
 	kc := kvevents.DefaultManagerConfig()
 	kc.Metrics = g.set
 	kc.OnSlotsChanged = func() { _ = g.reg.Republish() } // pickers resolve slots when built
@@ -391,7 +391,7 @@ func (g *gateway) startMonitors(ctx context.Context) error {
 	lc := g.o.loadmon
 	lc.Metrics, lc.Logger = g.set, g.log
 	lc.Required = func() bool { return usesLoadAwarePolicy(g.router.Current()) }
-	lc.GRPCLoads = g.engines.loads
+	lc.GRPCLoads = g.engines.Loads
 	monitor, err := loadmon.New(lc, g.reg.Current)
 	g.monitor = monitor
 	if err != nil {
@@ -402,7 +402,7 @@ func (g *gateway) startMonitors(ctx context.Context) error {
 	hc := g.o.health
 	hc.Metrics, hc.Logger = g.set, g.log
 	hc.LearnModels = g.learnModels(g.discoverModels)
-	hc.ProbeGRPC = g.engines.probe
+	hc.ProbeGRPC = g.engines.Probe
 	checker, err := health.New(hc, g.reg)
 	if err != nil {
 		return err
@@ -487,7 +487,7 @@ func (g *gateway) listen() error {
 func (g *gateway) startDiscovery(ctx context.Context) {
 	dc := g.o.disc
 	dc.Metrics, dc.Logger = g.set, g.log
-	dc.ProbeGRPC, dc.DiscoverModels = g.engines.probeAddress, g.discoverModels
+	dc.ProbeGRPC, dc.DiscoverModels = g.engines.ProbeAddress, g.discoverModels
 	var opts k8s.Options
 	if m := g.mesh; m != nil {
 		// Router discovery: every router pod that turns Ready is a mesh peer to contact;

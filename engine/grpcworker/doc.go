@@ -80,4 +80,12 @@
 //     setting.
 //   - SGLang's GetLoads reports num_waiting_uncached_tokens; vLLM's does not
 //     (RankLoad.WaitingTokens -1, as the HTTP monitor's "not reported").
+//
+// # Fleet
+//
+// A Fleet holds the gateway's clients: one per engine address and service, shared by the
+// data-parallel ranks registered there (grpc://host:port@rank), dialled on first use and
+// closed by Sync once no registered worker names the address. Its Probe, Loads, Admin,
+// ProbeAddress and DiscoverModels are what the health checker, load monitor, admin routes
+// and discovery call for gRPC workers.
 package grpcworker

@@ -1,4 +1,4 @@
-package main
+package grpcworker
 
 import (
 	"context"
@@ -10,15 +10,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/smg-go/smg/engine/grpcworker"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
 )
 
-// TestRemovingEveryRankOfAnEngineClosesItsClient: the data-parallel ranks of one engine
+// TestFleetClosesAnEnginesClientWhenItsLastRankLeaves: the data-parallel ranks of one engine
 // share one client; removing one rank keeps it open for the others, removing the last
 // closes it, and a rank registered again dials a fresh client.
-func TestRemovingEveryRankOfAnEngineClosesItsClient(t *testing.T) {
+func TestFleetClosesAnEnginesClientWhenItsLastRankLeaves(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -32,9 +31,9 @@ func TestRemovingEveryRankOfAnEngineClosesItsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	e := newEngines()
-	t.Cleanup(e.close)
-	reg.Subscribe(e.sync)
+	e := NewFleet(DefaultConfig())
+	t.Cleanup(func() { _ = e.Close() })
+	reg.Subscribe(e.Sync)
 
 	ctx := context.Background()
 	add := func(rank string) *worker.Worker {
@@ -49,23 +48,23 @@ func TestRemovingEveryRankOfAnEngineClosesItsClient(t *testing.T) {
 		return w
 	}
 	// alive: the client still reaches the engine (Unimplemented is the server's answer).
-	alive := func(c *grpcworker.Client) bool {
+	alive := func(c *Client) bool {
 		err := c.HealthCheck(ctx)
 		if status.Code(err) == codes.Unimplemented {
 			return true
 		}
-		if !errors.Is(err, grpcworker.ErrClosed) {
+		if !errors.Is(err, ErrClosed) {
 			t.Fatalf("HealthCheck: %v, want Unimplemented (open) or ErrClosed (closed)", err)
 		}
 		return false
 	}
 
 	r0, r1 := add("0"), add("1")
-	c0, err := e.client(r0)
+	c0, err := e.Client(r0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c1, err := e.client(r1)
+	c1, err := e.Client(r1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func TestRemovingEveryRankOfAnEngineClosesItsClient(t *testing.T) {
 	if !alive(c0) {
 		t.Fatal("removing rank 0 closed the client rank 1 still uses")
 	}
-	if c, err := e.client(r1); err != nil || c != c0 {
+	if c, err := e.Client(r1); err != nil || c != c0 {
 		t.Fatalf("rank 1 after rank 0 left: client %p (err %v), want the shared %p", c, err, c0)
 	}
 
@@ -96,7 +95,7 @@ func TestRemovingEveryRankOfAnEngineClosesItsClient(t *testing.T) {
 		t.Fatalf("%d clients kept after every worker left", left)
 	}
 
-	c, err := e.client(add("0"))
+	c, err := e.Client(add("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
