@@ -40,6 +40,9 @@ type AdminConfig struct {
 	// KVEventsRestart restarts the event sequence at 0 with an empty replay buffer, as a
 	// restarted engine's publisher, and ends open SubscribeKvEvents streams. One-shot.
 	KVEventsRestart bool
+	// AbortAfter, when positive, cuts every gRPC Generate stream after AbortAfter tokens
+	// with no end (the x-mock-fault abort-after=N a gateway cannot forward as metadata).
+	AbortAfter int
 }
 
 // adminState is an AdminConfig with the time it was applied (HealthFlap's phase).
@@ -106,7 +109,7 @@ func (s *adminState) healthy(now time.Time) bool {
 }
 
 // adminKeys lists the JSON keys of /admin/config, for error messages.
-const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms, kv_usage, kv_events_drop, kv_events_restart"
+const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms, kv_usage, kv_events_drop, kv_events_restart, abort_after"
 
 // parseAdminConfig applies the fields present in body to cur; absent keys keep their value.
 func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminConfig, error) {
@@ -152,6 +155,12 @@ func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminCo
 				bad = errors.New(`"kv_events_drop" must be a number of batches from 0 to 1048576`)
 			}
 			cur.KVEventsDrop = n
+		case "abort_after":
+			n, err := val.Int()
+			if err != nil || n < 0 || n > maxTokensLimit {
+				bad = fmt.Errorf(`"abort_after" must be a token count from 0 (off) to %d`, maxTokensLimit)
+			}
+			cur.AbortAfter = n
 		case "kv_events_restart":
 			b, err := val.Bool()
 			if err != nil {

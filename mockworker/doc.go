@@ -258,6 +258,7 @@
 //	"health_flap_ms": N    /health alternates healthy and unhealthy every N ms
 //	"kv_events_drop": N    keep the next N KV-event batches off the PUB stream (they stay in
 //	                       the replay buffer): a subscriber sees a gap (one-shot)
+//	"abort_after": N       cut every gRPC Generate stream after N tokens with no end
 //	"kv_events_restart": true
 //	                       restart the event sequence at 0 with an empty replay buffer and
 //	                       end open SubscribeKvEvents streams, as a restarted engine (one-shot)

@@ -163,6 +163,9 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 		return status.Error(codes.InvalidArgument, faultHeader+": body-sha256 is an HTTP fault; gRPC requests have no body to hash")
 	}
 	admin := w.admin.Load()
+	if !f.abort && admin.AbortAfter > 0 {
+		f.abort, f.abortAfter = true, admin.AbortAfter
+	}
 	w.active.Add(1)
 	defer w.finish()
 	if f.reset {
