@@ -114,7 +114,7 @@ func (a *attempt) pick(rt *policy.Route, l *leg) error {
 			return err
 		}
 		w := res.Worker
-		if permit, ok := w.Breaker.TryAcquire(breaker.Now()); ok {
+		if permit, ok := w.Breaker.TryAcquire(clock.Nanos()); ok {
 			*l = leg{w: w, permit: permit}
 			rt.Selections.Inc()
 			a.s.logDecision(rt, w, a.req)
@@ -298,6 +298,6 @@ func (l *leg) release(o breaker.Outcome) {
 			l.keys.Add(l.key, -1)
 		}
 	}
-	l.w.Breaker.Record(l.permit, o, breaker.Now())
+	l.w.Breaker.Record(l.permit, o, clock.Nanos())
 	*l = leg{}
 }

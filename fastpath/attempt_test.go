@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"github.com/smg-go/smg/internal/clock"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -243,7 +244,7 @@ func TestClientLeavingDuringBackoffFreesEverything(t *testing.T) {
 				t.Fatalf("in-flight %d after the client left", n)
 			}
 			for _, w := range g.reg.Current().Workers {
-				if st := w.Breaker.Stats(breaker.Now()); st.State != breaker.Closed || st.Probes != 0 {
+				if st := w.Breaker.Stats(clock.Nanos()); st.State != breaker.Closed || st.Probes != 0 {
 					t.Fatalf("breaker of %s: %+v", w.URL, st)
 				}
 			}
@@ -295,7 +296,7 @@ func TestClientLeavingBeforeTheFirstByteIsNotTheWorkersFault(t *testing.T) {
 		t.Fatalf("%d attempts; a request whose client left is not retried", n)
 	}
 	for _, w := range g.reg.Current().Workers {
-		st := w.Breaker.Stats(breaker.Now())
+		st := w.Breaker.Stats(clock.Nanos())
 		if errs := w.Upstream[worker.OutcomeError].Get(); errs != 0 || st.State != breaker.Closed || st.Faults != 0 {
 			t.Fatalf("worker %s: %d upstream errors, breaker %+v; a client's departure is not the worker's fault", w.URL, errs, st)
 		}

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"net/http"
 	"strings"
@@ -259,7 +260,7 @@ func TestEPDClientHangUpCancelsEveryLeg(t *testing.T) {
 		}
 	}
 	for _, w := range g.reg.Current().Workers {
-		if st := w.Breaker.Stats(breaker.Now()); st.State != breaker.Closed || st.Faults != 0 || st.Probes != 0 {
+		if st := w.Breaker.Stats(clock.Nanos()); st.State != breaker.Closed || st.Faults != 0 || st.Probes != 0 {
 			t.Errorf("worker %s's breaker after clients left it: %+v", w.URL, st)
 		}
 	}

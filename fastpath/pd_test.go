@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"net"
 	"net/http"
@@ -18,7 +19,6 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
-	"github.com/smg-go/smg/worker/breaker"
 )
 
 // pdFake is an in-memory PD engine that records the bodies it receives and answers with
@@ -522,7 +522,7 @@ func TestPDLegOnAnUnresponsiveWorkerIsCut(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the leg on the unresponsive worker was not cut")
 			}
-			if st := w.Breaker.Stats(breaker.Now()); st.Faults != 1 {
+			if st := w.Breaker.Stats(clock.Nanos()); st.Faults != 1 {
 				t.Fatalf("breaker of the unresponsive worker: %+v, want the cut counted as a fault", st)
 			}
 			testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })

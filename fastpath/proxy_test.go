@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"net"
 	"strings"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
-	"github.com/smg-go/smg/worker/breaker"
 )
 
 const chatBody = `{"model":"m1","messages":[{"role":"user","content":"hello"}]}`
@@ -479,7 +479,7 @@ func TestWorkerDeathMidStreamEndsWithAnErrorEvent(t *testing.T) {
 		t.Fatalf("body not terminated cleanly: %q", line)
 	}
 	testutil.Eventually(t, "in-flight 0", func() bool { return w.InFlight.Load() == 0 })
-	if st := w.Breaker.Stats(breaker.Now()); st.Faults == 0 {
+	if st := w.Breaker.Stats(clock.Nanos()); st.Faults == 0 {
 		t.Fatalf("the broken stream was not recorded as a fault: %+v", st)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"io"
 	"net"
 	"net/http"
@@ -22,7 +23,6 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
-	"github.com/smg-go/smg/worker/breaker"
 )
 
 // tlsGateway serves a gateway over one https worker: a net/http TLS engine on loopback
@@ -102,7 +102,7 @@ func TestTLSWorker(t *testing.T) {
 		if status := <-done; status < 500 {
 			t.Fatalf("status %d with the only worker cut, want a gateway error", status)
 		}
-		if st := w.Breaker.Stats(breaker.Now()); st.Faults < 1 {
+		if st := w.Breaker.Stats(clock.Nanos()); st.Faults < 1 {
 			t.Fatalf("breaker %+v: the cut is a fault", st)
 		}
 		testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })

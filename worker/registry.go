@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"slices"
 	"sync"
@@ -506,7 +507,7 @@ func (r *Registry) publish() {
 
 func (r *Registry) registerMetrics(w *Worker) {
 	set := r.cfg.Metrics
-	w.cbMetrics = breaker.NewMetrics(set, w.URL, &w.Breaker, breaker.Now)
+	w.cbMetrics = breaker.NewMetrics(set, w.URL, &w.Breaker, clock.Nanos)
 	_ = w.Breaker.Init(r.cfg.Breaker, func(from, to breaker.State) { // validated in NewRegistry
 		w.cbMetrics.OnTransition(from, to)
 		r.log.Info("Circuit breaker changed state", "url", w.URL, "from", from.String(), "to", to.String())

@@ -1,12 +1,16 @@
 package breaker
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/smg-go/smg/internal/clock"
+)
 
 // BenchmarkClosedRequest is the per-request cost on a healthy worker: the policy's Available
 // check, the gateway's TryAcquire and Record(Success), from all cores at once.
 func BenchmarkClosedRequest(b *testing.B) {
 	var br Breaker
-	now := Now()
+	now := clock.Nanos()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			br.Available(now)
@@ -25,7 +29,7 @@ func BenchmarkClosedFault(b *testing.B) {
 	if err := br.Init(cfg, nil); err != nil {
 		b.Fatal(err)
 	}
-	now := Now()
+	now := clock.Nanos()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			p, _ := br.TryAcquire(now)
@@ -38,7 +42,7 @@ func BenchmarkClosedFault(b *testing.B) {
 func BenchmarkNow(b *testing.B) {
 	var sink int64
 	for range b.N {
-		sink += Now()
+		sink += clock.Nanos()
 	}
 	_ = sink
 }

@@ -52,7 +52,7 @@ func bucketOf(now int64, s *settings) uint64 { return nanos(now) / s.bucketNs }
 // DefaultConfig; Init configures it. It must not be copied after first use.
 //
 // Times are int64 nanoseconds of a monotonic clock with a fixed origin, passed by the caller
-// (Now, or a fake clock in tests); they must not be negative.
+// (clock.Nanos, or a fake clock in tests); they must not be negative.
 type Breaker struct {
 	word        atomic.Uint64
 	faults      window
@@ -258,10 +258,6 @@ func (b *Breaker) Stats(now int64) Stats {
 	return st
 }
 
-// Now returns monotonic nanoseconds since the process started (clock.Nanos), the clock the
-// breaker expects in production.
-func Now() int64 { return clock.Nanos() }
-
 // AvailableNow is Available at the current time, reading the clock only when the breaker is
 // not closed: policies call it on every candidate of a scan, and a closed breaker (the common
 // case) then costs one atomic load.
@@ -269,5 +265,5 @@ func (b *Breaker) AvailableNow() bool {
 	if stateOf(b.word.Load()) == Closed {
 		return true
 	}
-	return b.Available(Now())
+	return b.Available(clock.Nanos())
 }

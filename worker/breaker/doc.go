@@ -54,7 +54,7 @@
 //
 // # Time
 //
-// Every method takes now, int64 nanoseconds of a monotonic clock with a fixed origin (Now in
+// Every method takes now, int64 nanoseconds of a monotonic clock with a fixed origin (clock.Nanos in
 // production; tests pass a fake clock). Transitions are stamped in milliseconds, so Timeout
 // has millisecond resolution.
 //

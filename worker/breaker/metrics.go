@@ -29,7 +29,7 @@ type Metrics struct {
 }
 
 // NewMetrics registers the series of the breaker b of the worker with URL worker in set;
-// now is the clock the state gauge reads b with (Now in production).
+// now is the clock the state gauge reads b with (clock.Nanos in production).
 func NewMetrics(set *metrics.Set, worker string, b *Breaker, now func() int64) *Metrics {
 	m := &Metrics{set: set}
 	state := `smg_worker_cb_state{worker=` + promlabel.Quote(worker) + `}`
