@@ -59,6 +59,8 @@ func TestEPDSGLangHandover(t *testing.T) {
 	if got := string(resp.Header.Peek(headerPrefillWorker)); got != "http://10.0.1.1:8000" {
 		t.Fatalf("prefill worker header %q", got)
 	}
+	// The PD legs run at once: the prefill leg may reach its fake after the answer is back.
+	testutil.Eventually(t, "the prefill leg at its worker", func() bool { return len(p.received()) == 1 })
 	eb, pb, db := e.received(), p.received(), d.received()
 	if len(eb) != 1 || len(pb) != 1 || len(db) != 1 {
 		t.Fatalf("encode %d prefill %d decode %d requests, want 1 each", len(eb), len(pb), len(db))
