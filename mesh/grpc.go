@@ -247,6 +247,10 @@ func (t *GRPCTransport) conn(addr string) (*grpc.ClientConn, error) {
 	if c := t.conns[addr]; c != nil {
 		return c, nil
 	}
+	if t.ctx.Err() != nil {
+		// Closed: a round still running must not open a connection Close will never see.
+		return nil, fmt.Errorf("cannot dial mesh peer %s: %w", addr, ErrTransportClosed)
+	}
 	c, err := grpc.NewClient(addr, t.dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot dial mesh peer %s: %w", addr, err)

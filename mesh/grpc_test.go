@@ -135,6 +135,14 @@ func TestLoopbackWorkerSyncAndRejoin(t *testing.T) {
 	}
 	testutil.Eventually(t, "B and C drop it when A removes it", func() bool { return !b.hasWorker(w.URL) && !c.hasWorker(w.URL) })
 
+	// Membership reaches C before B's sync stream does (C may learn everything from A), so
+	// wait for both streams before stopping C and counting their ends.
+	testutil.Eventually(t, "C accepted A's and B's sync streams", func() bool {
+		var sb strings.Builder
+		c.set.WritePrometheus(&sb)
+		return strings.Contains(sb.String(), `router_mesh_peer_connections{peer="A"} 1`) &&
+			strings.Contains(sb.String(), `router_mesh_peer_connections{peer="B"} 1`)
+	})
 	// Kill C: A and B mark it SUSPECTED, then DOWN.
 	c.stop()
 	testutil.Eventually(t, "C DOWN on A and B", func() bool {

@@ -38,6 +38,9 @@ var (
 	ErrStreamClosed = errors.New("mesh sync stream closed")
 )
 
+// ErrTransportClosed is returned by a Transport's calls after its Close.
+var ErrTransportClosed = errors.New("mesh transport closed")
+
 // Handler receives what a Transport delivers. *Node implements it.
 type Handler interface {
 	HandlePing(ctx context.Context, m *wire.Ping) *wire.Ack

@@ -2,6 +2,7 @@ package grpcworker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -289,6 +290,12 @@ func (s *stream) Recv() (*Chunk, error) {
 		if s.c.closed.Load() {
 			// grpc-go reports a closed ClientConn as CANCELED; the caller did not cancel.
 			err = fmt.Errorf("%w: %v", ErrClosed, err)
+		}
+		if perr := s.parent.Err(); perr != nil && !errors.Is(err, perr) {
+			// The caller's context decides the class: when its deadline passes, abandon (run
+			// by the AfterFunc) may cancel the stream's context before the deadline reaches
+			// it, and grpc-go then says CANCELED.
+			err = fmt.Errorf("%w: %v", perr, err)
 		}
 		if c := Classify(err); s.parent.Err() != nil || c == Canceled || c == Timeout {
 			// The caller's context ended (grpc-go may report it before the AfterFunc runs,
