@@ -64,7 +64,7 @@ var layers = map[string][]string{
 	"worker": {},
 	"policy": {"worker", "radix"},
 	// fastpath serves gRPC workers' models: it tokenizes and drives the engine client.
-	"fastpath":   {"policy", "worker", "engine", "tokenizer"},
+	"fastpath":   {"policy", "worker", "engine", "tokenizer", "telemetry"},
 	"mesh":       {"worker", "radix"},
 	"discovery":  {"worker"},
 	"mockworker": {},
@@ -74,7 +74,8 @@ var layers = map[string][]string{
 	"tokenizer": {},
 	// The KV-event consumers speak the engines' own protocols (engine/sglangpb's
 	// SubscribeKvEvents) and key workers as the registry does.
-	"kvevents": {"worker", "engine"},
+	"kvevents":  {"worker", "engine"},
+	"telemetry": {"worker"},
 	// deploy holds only the tests of the manifests, the dashboard and the alert rules, which
 	// run the built binaries.
 	"deploy": {},
