@@ -30,7 +30,25 @@ type models struct {
 	// only is the one model loaded, served for a request that names none or another name.
 	only atomic.Pointer[fastpath.GRPCModel]
 
-	mu sync.Mutex // serialises the catalog's copy-on-write (fetch, learn)
+	mu sync.Mutex // serialises the catalog's copy-on-write (fetch, learn, loadLabelled)
+	// labelled is the directory a worker label loaded each model's tokenizer from.
+	labelled map[string]string
+	// failed holds the worker URL + label directory pairs whose failure was logged.
+	failed map[[2]string]bool
+}
+
+// firstFailure reports whether a worker's label directory fails for the first time.
+func (m *models) firstFailure(url, dir string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failed[[2]string{url, dir}] {
+		return false
+	}
+	if m.failed == nil {
+		m.failed = map[[2]string]bool{}
+	}
+	m.failed[[2]string{url, dir}] = true
+	return true
 }
 
 // fetch loads the tokenizer of the engine's model from the engine itself (GetTokenizer) when
@@ -69,6 +87,63 @@ func (m *models) fetch(ctx context.Context, c *grpcworker.Client, id string, log
 		m.byID.Store(&byID)
 		log.Info("Tokenizer loaded from the engine for gRPC workers", "engine", c.Addr(), "model", id, "vocab", x.Tokenizer.VocabSize(), "chat_template", x.Template != nil)
 	}
+	return nil
+}
+
+// Worker labels naming a local model directory whose tokenizer serves the worker's model, as
+// --tokenizer-path and --model-path do for the whole gateway (tokenizer_path first).
+const (
+	labelTokenizerPath = "tokenizer_path"
+	labelModelPath     = "model_path"
+)
+
+// workerTokenizerDir is the directory w's labels name for its model's tokenizer, and the label
+// that named it; "" when neither label is set.
+func workerTokenizerDir(w *worker.Worker) (dir, label string) {
+	for _, l := range []string{labelTokenizerPath, labelModelPath} {
+		if d := w.Label(l); d != "" {
+			return d, l
+		}
+	}
+	return "", ""
+}
+
+// loadLabelled loads the tokenizer a worker's label names for the model id, unless that model
+// already has the tokenizer of the same directory. A label names the model's tokenizer more
+// precisely than the gateway's flags, so it replaces theirs (and one fetched from an engine)
+// for that model.
+func (m *models) loadLabelled(dir, label, id string, log *slog.Logger) error {
+	if !isDir(dir) {
+		return fmt.Errorf("label %s=%q is not a local directory: point it at a directory holding the model's tokenizer.json (and tokenizer_config.json), or remove the label to take the tokenizer from --model-path or the engine", label, dir)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.labelled[id] == dir {
+		return nil
+	}
+	x, err := loadModel(dir, id)
+	if err != nil {
+		return err
+	}
+	byID := map[string]fastpath.GRPCModel{}
+	if old := m.byID.Load(); old != nil {
+		maps.Copy(byID, *old)
+	}
+	if prev, ok := byID[id]; ok { // keep what the model's other engines reported
+		x.MaxPromptTokens = prev.MaxPromptTokens
+		for _, eos := range prev.EOSTokenIDs {
+			if !slices.Contains(x.EOSTokenIDs, eos) {
+				x.EOSTokenIDs = append(slices.Clip(x.EOSTokenIDs), eos)
+			}
+		}
+	}
+	byID[id] = x
+	m.byID.Store(&byID)
+	if m.labelled == nil {
+		m.labelled = map[string]string{}
+	}
+	m.labelled[id] = dir
+	log.Info("Tokenizer loaded from a worker label for gRPC workers", "label", label, "path", dir, "model", id, "vocab", x.Tokenizer.VocabSize(), "chat_template", x.Template != nil)
 	return nil
 }
 
@@ -194,8 +269,15 @@ func (g *gateway) grpcBackend() (*fastpath.GRPCBackend, error) {
 		ms.only.Store(&m)
 		g.log.Info("Tokenizer loaded for gRPC workers", "path", dir, "model", m.ID, "vocab", m.Tokenizer.VocabSize(), "chat_template", m.Template != nil)
 	}
-	g.engines.SetDescribe(func(ctx context.Context, c *grpcworker.Client, info grpcworker.ModelInfo) error {
-		if err := ms.fetch(ctx, c, info.ModelID, g.log); err != nil {
+	g.engines.SetDescribe(func(ctx context.Context, c *grpcworker.Client, w *worker.Worker, info grpcworker.ModelInfo) error {
+		if dir, label := workerTokenizerDir(w); dir != "" {
+			if err := ms.loadLabelled(dir, label, info.ModelID, g.log); err != nil {
+				if ms.firstFailure(w.URL, dir) { // the probe's error is logged at debug only
+					g.log.Warn("gRPC worker stays out of rotation: its tokenizer label cannot be loaded", "worker", w.URL, "error", err)
+				}
+				return fmt.Errorf("worker %s: %w", w.URL, err)
+			}
+		} else if err := ms.fetch(ctx, c, info.ModelID, g.log); err != nil {
 			return err
 		}
 		ms.learn(info)

@@ -26,10 +26,10 @@ type Fleet struct {
 	described map[string]bool
 	closed    bool
 
-	// describe receives each engine's model description once, before the engine is first
-	// reported healthy (nil: not asked); an error leaves the engine unhealthy until a later
-	// probe describes it.
-	describe func(context.Context, *Client, ModelInfo) error
+	// describe receives each engine's model description once, with the worker whose probe
+	// asked, before the engine is first reported healthy (nil: not asked); an error leaves
+	// the engine unhealthy until a later probe describes it.
+	describe func(context.Context, *Client, *worker.Worker, ModelInfo) error
 }
 
 type engineKey struct {
@@ -42,9 +42,10 @@ func NewFleet(cfg Config) *Fleet {
 }
 
 // SetDescribe sets the function that receives each engine's model description
-// (GetModelInfo) once, before the engine is first reported healthy; an error it returns
-// leaves the engine unhealthy until a later probe describes it. nil: not asked.
-func (e *Fleet) SetDescribe(fn func(context.Context, *Client, ModelInfo) error) {
+// (GetModelInfo) once, with the worker whose probe asked, before the engine is first
+// reported healthy; an error it returns leaves the engine unhealthy until a later probe
+// describes it. nil: not asked.
+func (e *Fleet) SetDescribe(fn func(context.Context, *Client, *worker.Worker, ModelInfo) error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.describe = fn
@@ -172,7 +173,7 @@ func (e *Fleet) Probe(ctx context.Context, w *worker.Worker) error {
 	if err != nil {
 		return fmt.Errorf("GetModelInfo: %w", err)
 	}
-	if err := e.describe(ctx, c, info); err != nil {
+	if err := e.describe(ctx, c, w, info); err != nil {
 		return err
 	}
 	e.mu.Lock()

@@ -20,15 +20,18 @@ import (
 var grpcListening = regexp.MustCompile(`worker \d+ listening on (grpc://\S+)`)
 
 // qwen3Dir is the Qwen3 tokenizer of the test data (bash hack/tokenizer/fetch.sh).
-func qwen3Dir(t testing.TB) string {
+func qwen3Dir(t testing.TB) string { return tokenizerDir(t, "qwen3") }
+
+// tokenizerDir is the directory of a tokenizer make tools fetched (qwen3, llama3, ...).
+func tokenizerDir(t testing.TB, name string) string {
 	d := os.Getenv("SMG_TOKENIZER_DATA")
 	if d == "" {
 		home, _ := os.UserHomeDir()
 		d = filepath.Join(home, ".cache/smg-tokenizers/v1")
 	}
-	d = filepath.Join(d, "qwen3")
+	d = filepath.Join(d, name)
 	if _, err := os.Stat(filepath.Join(d, "tokenizer.json")); err != nil {
-		t.Fatalf("the Qwen3 tokenizer is missing (run bash hack/tokenizer/fetch.sh): %v", err)
+		t.Fatalf("the %s tokenizer is missing (run bash hack/tokenizer/fetch.sh): %v", name, err)
 	}
 	return d
 }
@@ -409,6 +412,87 @@ func TestGRPCAdminRoutesAskTheEnginesGRPCService(t *testing.T) {
 // TestGRPCTokenizerFromTheEngine: without a local tokenizer (no --model-path, or the spec's
 // hub id, which SMG-Go does not download) the gateway fetches each engine's tokenizer with
 // GetTokenizer before the worker turns ready, and serves the model's chat with it.
+// A gRPC worker's labels tokenizer_path / model_path name its model's tokenizer: a second
+// model (Llama 3) served beside the --model-path one (Qwen3) decodes with its own vocabulary,
+// and a label naming no directory keeps the worker out of rotation with the reason logged.
+func TestGRPCWorkerLabelsNameTheModelsTokenizer(t *testing.T) {
+	qwen := startGRPCMocks(t, 1, "sglang")
+	g := StartGateway(t, "--model-path", qwen3Dir(t), "--policy", "round_robin", "--worker-urls", qwen[0])
+	for _, label := range []string{"tokenizer_path", "model_path"} {
+		t.Run(label, func(t *testing.T) {
+			llama := startGRPCMocks(t, 1, "vllm", "--tokenizer-path", tokenizerDir(t, "llama3"), "--model", "llama3")
+			body := `{"url":"` + llama[0] + `","model_id":"llama3","labels":{"` + label + `":"` + tokenizerDir(t, "llama3") + `"}}`
+			if r := MustDo(t, "POST", g.URL+"/workers", body, nil); r.Status/100 != 2 {
+				t.Fatalf("POST /workers: %d %s", r.Status, r.Body)
+			}
+			for model, url := range map[string]string{"llama3": llama[0], "qwen3": qwen[0]} {
+				var r *Response
+				testutil.Eventually(t, model+" answers", func() bool {
+					r = MustDo(t, "POST", g.URL+"/v1/completions", `{"model":"`+model+`","prompt":"Say something."}`, nil)
+					return r.Status == 200
+				})
+				var resp struct {
+					Choices []struct {
+						Text string `json:"text"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal([]byte(r.Body), &resp); err != nil || len(resp.Choices) != 1 || resp.Choices[0].Text != mockworker.AnswerText {
+					t.Fatalf("%s through %s: %d %s", model, url, r.Status, r.Body)
+				}
+			}
+			if !strings.Contains(g.Output(), "Tokenizer loaded from a worker label") {
+				t.Fatalf("the gateway did not say where the llama3 tokenizer came from:\n%s", g.Output())
+			}
+			if r := MustDo(t, "DELETE", g.URL+"/workers/"+workerOf(t, g, llama[0]).ID, "", nil); r.Status/100 != 2 {
+				t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+			}
+		})
+	}
+	t.Run("no such directory", func(t *testing.T) {
+		llama := startGRPCMocks(t, 1, "vllm", "--tokenizer-path", tokenizerDir(t, "llama3"), "--model", "llama3")
+		body := `{"url":"` + llama[0] + `","model_id":"llama3","labels":{"tokenizer_path":"/nonexistent/llama3"}}`
+		if r := MustDo(t, "POST", g.URL+"/workers", body, nil); r.Status/100 != 2 {
+			t.Fatalf("POST /workers: %d %s", r.Status, r.Body)
+		}
+		testutil.Eventually(t, "the reason logged", func() bool {
+			return strings.Contains(g.Output(), `label tokenizer_path=\"/nonexistent/llama3\" is not a local directory`)
+		})
+		if w := workerOf(t, g, llama[0]); w.Status == "ready" || w.IsHealthy {
+			t.Fatalf("the worker with a bad label is in rotation: %+v", w)
+		}
+		if r := MustDo(t, "POST", g.URL+"/v1/completions", `{"model":"llama3","prompt":"Say something."}`, nil); r.Status == 200 {
+			t.Fatalf("a request for the badly labelled worker's model was served: %s", r.Body)
+		}
+	})
+}
+
+// registeredWorker is a worker as GET /workers shows it.
+type registeredWorker struct {
+	ID        string `json:"id"`
+	URL       string `json:"url"`
+	Status    string `json:"status"`
+	IsHealthy bool   `json:"is_healthy"`
+}
+
+// workerOf is the registered worker at url.
+func workerOf(t *testing.T, g *Gateway, url string) registeredWorker {
+	t.Helper()
+	var view struct {
+		Workers []registeredWorker `json:"workers"`
+	}
+	r := MustDo(t, "GET", g.URL+"/workers", "", nil)
+	if err := json.Unmarshal([]byte(r.Body), &view); err != nil {
+		t.Fatalf("GET /workers: %v %s", err, r.Body)
+	}
+	for _, w := range view.Workers {
+		if w.URL == url {
+			return w
+		}
+	}
+	t.Fatalf("no worker %s in %s", url, r.Body)
+	return registeredWorker{}
+}
+
 func TestGRPCTokenizerFromTheEngine(t *testing.T) {
 	for _, c := range []struct {
 		name string
