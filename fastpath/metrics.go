@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -54,7 +55,10 @@ func statusSlot(status int) int {
 
 // httpMetrics are created once at start-up so that the hot path only increments.
 type httpMetrics struct {
-	requests [numRoutes][numStatusSlots]*metrics.Counter
+	// requests are created on a route/status pair's first request, so /metrics shows only
+	// the statuses seen; after that the hot path only loads and increments.
+	requests [numRoutes][numStatusSlots]atomic.Pointer[metrics.Counter]
+	set      *metrics.Set
 	duration [numRoutes]*metrics.PrometheusHistogram
 	// grpcPrompt and grpcCached sum the prompt tokens of the gRPC engines' answers and those
 	// the engines found in their prefix caches (their usage): the real hit rate, beside
@@ -68,23 +72,31 @@ var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 
 func newHTTPMetrics(set *metrics.Set) *httpMetrics {
 	m := &httpMetrics{
+		set:        set,
 		grpcPrompt: set.GetOrCreateCounter(`smg_grpc_prompt_tokens_total`),
 		grpcCached: set.GetOrCreateCounter(`smg_grpc_cached_prompt_tokens_total`),
 	}
 	for r := range numRoutes {
-		for i := range numStatusSlots {
-			status := "other"
-			if i < len(countedStatuses) {
-				status = fmt.Sprint(countedStatuses[i])
-			}
-			m.requests[r][i] = set.GetOrCreateCounter(`smg_http_requests_total{path=` + promlabel.Quote(routePaths[r]) + `,status_code=` + promlabel.Quote(status) + `}`)
-		}
 		m.duration[r] = set.GetOrCreatePrometheusHistogramExt(`smg_http_request_duration_seconds{path=`+promlabel.Quote(routePaths[r])+`}`, durationBuckets)
 	}
 	return m
 }
 
 func (m *httpMetrics) observe(route, status int, start time.Time) {
-	m.requests[route][statusSlot(status)].Inc()
+	m.requestCounter(route, statusSlot(status)).Inc()
 	m.duration[route].UpdateDuration(start)
+}
+
+// requestCounter returns the counter of a route and status slot, registering it on first use.
+func (m *httpMetrics) requestCounter(route, slot int) *metrics.Counter {
+	if c := m.requests[route][slot].Load(); c != nil {
+		return c
+	}
+	status := "other"
+	if slot < len(countedStatuses) {
+		status = fmt.Sprint(countedStatuses[slot])
+	}
+	c := m.set.GetOrCreateCounter(`smg_http_requests_total{path=` + promlabel.Quote(routePaths[route]) + `,status_code=` + promlabel.Quote(status) + `}`)
+	m.requests[route][slot].Store(c)
+	return c
 }
