@@ -18,8 +18,15 @@ type Record struct {
 	Worker *worker.Worker
 	// Status is the HTTP status the client received.
 	Status int
-	// ErrorCode is the X-SMG-Error-Code of an error answer ("" on success).
+	// ErrorCode is the X-SMG-Error-Code of an error answer the gateway made ("" on success
+	// and on a worker's own error answer).
 	ErrorCode string
+	// Cause says why the request failed, in the words of the gateway's error message (""
+	// on success and on a worker's own error answer).
+	Cause string
+	// GRPC reports a request served by gRPC workers (the gateway tokenized it); PD one served
+	// by a prefill and a decode worker.
+	GRPC, PD bool
 	// Stream reports a streamed (SSE) answer.
 	Stream bool
 	// Attempts counts the tries; Attempts-1 were retried.

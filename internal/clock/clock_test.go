@@ -99,3 +99,17 @@ func TestRealTickerTicks(t *testing.T) {
 	<-tk.C()
 	tk.Stop()
 }
+
+func TestNanosOfAndTimeOfAreInverse(t *testing.T) {
+	now := time.Now()
+	n := NanosOf(now)
+	if n < 0 {
+		t.Fatalf("NanosOf(now) = %d: before the process started", n)
+	}
+	if got := TimeOf(n); !got.Equal(now) {
+		t.Fatalf("TimeOf(NanosOf(t)) = %v, want %v", got, now)
+	}
+	if d := NanosOf(now.Add(time.Second)) - n; d != int64(time.Second) {
+		t.Fatalf("a second later is %d ns later on the Nanos scale", d)
+	}
+}
