@@ -179,7 +179,7 @@ func NewGRPCTransport(o TransportOptions) (*GRPCTransport, error) {
 	serverCreds := t.creds
 	if o.TLS != nil {
 		t.refusals = &refusalLog{
-			log: o.Logger, every: o.RefusalLogInterval, now: o.Clock.Now, last: map[string]*refusals{},
+			log: o.Logger, every: o.RefusalLogInterval, clock: o.Clock, last: map[string]*refusals{},
 			count: o.Metrics.GetOrCreateCounter(`smg_mesh_rejected_connections_total{reason="tls"}`),
 		}
 		serverCreds = refusalCreds{t.creds, t.refusals}
@@ -432,7 +432,7 @@ func (c refusalCreds) Clone() credentials.TransportCredentials {
 type refusalLog struct {
 	log   *slog.Logger
 	every time.Duration
-	now   func() time.Time
+	clock clock.Clock
 	count *metrics.Counter
 
 	mu   sync.Mutex
@@ -462,7 +462,7 @@ func (r *refusalLog) refused(remote net.Addr, err error) {
 			host = h
 		}
 	}
-	now := r.now()
+	now := r.clock.Now()
 	r.mu.Lock()
 	s := r.last[host]
 	if s != nil && now.Sub(s.logged) < r.every {

@@ -89,7 +89,16 @@ func BenchmarkBigMemoryPerChar(t *testing.B) {
 // operations), and reports the longest single operation during the eviction next
 // to the longest in an equally long stretch without eviction.
 func BenchmarkBigEvictionLatency(t *testing.B) {
-	tree := newText(t, Config{})
+	// holdEnded is told how long each of Evict's shard lock holds lasted.
+	var holdEnded func(scan bool, held time.Duration)
+	var lockedAt time.Time
+	tree := newText(t, Config{OnEvictLock: func(scan, held bool) {
+		if held {
+			lockedAt = time.Now()
+		} else if holdEnded != nil {
+			holdEnded(scan, time.Since(lockedAt))
+		}
+	}})
 	prompts := bigTree(t, tree, 100, 512)
 	runtime.GC()
 	var nowClock atomic.Int64
@@ -138,7 +147,7 @@ func BenchmarkBigEvictionLatency(t *testing.B) {
 	var longestScan, longestRemoval, longestCPU time.Duration
 	holds := 0
 	var lastCPU time.Duration
-	evictHoldObserver = func(scan bool, d time.Duration) {
+	holdEnded = func(scan bool, d time.Duration) {
 		if scan {
 			longestScan = max(longestScan, d)
 		} else {
@@ -149,7 +158,6 @@ func BenchmarkBigEvictionLatency(t *testing.B) {
 		lastCPU = cpu
 		holds++
 	}
-	defer func() { evictHoldObserver = nil }()
 	evictWait, evictOps, evictTime := measure(func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()

@@ -54,6 +54,11 @@ type Config struct {
 	// shard's lock and takes it again, bounding how long a concurrent match waits.
 	// Default DefaultEvictSliceNodes (64).
 	EvictSliceNodes int
+	// OnEvictLock, when set, is called by Evict right after it takes a shard lock (held
+	// true) and right before it releases it (held false); scan tells a hold of the leaf
+	// scan from one of the removals. It lets a caller measure the longest a concurrent
+	// match could wait. It runs under the lock: keep it quick. Nil: nothing is called.
+	OnEvictLock func(scan, held bool)
 }
 
 // DefaultTextConfig returns the defaults of a text tree.

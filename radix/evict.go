@@ -1,7 +1,5 @@
 package radix
 
-import "time"
-
 // EvictStats reports what one Evict call did.
 type EvictStats struct {
 	// Before and After are the tree's Size when Evict started and ended.
@@ -13,11 +11,6 @@ type EvictStats struct {
 	// only when concurrent inserts invalidated the candidates of the previous scan.
 	Rounds int
 }
-
-// evictHoldObserver, when set (by tests only), is told how long each shard lock
-// hold of Evict lasted, and whether it was a hold of the leaf scan or of the
-// removals: the longest a concurrent match could have waited for it.
-var evictHoldObserver func(scan bool, held time.Duration)
 
 // maxEvictRounds bounds rescans when concurrent traffic keeps the tree over budget.
 const maxEvictRounds = 4
@@ -122,10 +115,7 @@ func (c *core) collectLeaves(i uint32, h candHeap) candHeap {
 	s := c.shards[i]
 	for start := uint32(rootID + 1); ; start += evictScanNodes {
 		s.mu.RLock()
-		var held time.Time
-		if evictHoldObserver != nil {
-			held = time.Now()
-		}
+		c.notifyEvictLock(true, true)
 		end := min(uint32(len(s.nodes)), start+evictScanNodes)
 		for id := start; id < end; id++ {
 			if s.nodes[id].edgeLen == 0 {
@@ -139,9 +129,7 @@ func (c *core) collectLeaves(i uint32, h candHeap) candHeap {
 			}
 		}
 		done := end >= uint32(len(s.nodes))
-		if evictHoldObserver != nil {
-			evictHoldObserver(true, time.Since(held))
-		}
+		c.notifyEvictLock(true, false)
 		s.mu.RUnlock()
 		if done {
 			return h
@@ -154,12 +142,9 @@ func (c *core) collectLeaves(i uint32, h candHeap) candHeap {
 // no child holds the tenant; concurrent inserts may have changed either.
 func (c *core) evictFrom(h *candHeap, budget int64, st *EvictStats) {
 	var held *shard
-	var since time.Time
 	unlock := func() {
 		held.publish()
-		if evictHoldObserver != nil {
-			evictHoldObserver(false, time.Since(since))
-		}
+		c.notifyEvictLock(false, false)
 		held.mu.Unlock()
 	}
 	slice := 0
@@ -181,9 +166,7 @@ func (c *core) evictFrom(h *candHeap, budget int64, st *EvictStats) {
 			}
 			held, slice = s, 0
 			s.mu.Lock()
-			if evictHoldObserver != nil {
-				since = time.Now()
-			}
+			c.notifyEvictLock(false, true)
 		}
 		id := x.node
 		if int(id) >= len(s.nodes) || s.nodes[id].edgeLen == 0 {
@@ -209,5 +192,12 @@ func (c *core) evictFrom(h *candHeap, budget int64, st *EvictStats) {
 	}
 	if held != nil {
 		unlock()
+	}
+}
+
+// notifyEvictLock calls Config.OnEvictLock, if set.
+func (c *core) notifyEvictLock(scan, held bool) {
+	if c.onEvictLock != nil {
+		c.onEvictLock(scan, held)
 	}
 }

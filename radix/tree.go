@@ -62,6 +62,8 @@ type core struct {
 	prefix     int // K in bytes
 	tokens     bool
 	evictSlice int
+	// onEvictLock is Config.OnEvictLock.
+	onEvictLock func(scan, held bool)
 }
 
 func newCore(cfg Config, tokens bool) (*core, error) {
@@ -69,11 +71,12 @@ func newCore(cfg Config, tokens bool) (*core, error) {
 		return nil, err
 	}
 	c := &core{
-		shards:     make([]*shard, cfg.Shards),
-		shardMask:  uint64(cfg.Shards - 1),
-		prefix:     cfg.ShardPrefix,
-		tokens:     tokens,
-		evictSlice: cfg.EvictSliceNodes,
+		shards:      make([]*shard, cfg.Shards),
+		shardMask:   uint64(cfg.Shards - 1),
+		prefix:      cfg.ShardPrefix,
+		tokens:      tokens,
+		evictSlice:  cfg.EvictSliceNodes,
+		onEvictLock: cfg.OnEvictLock,
 	}
 	if tokens {
 		c.prefix *= 4

@@ -507,7 +507,7 @@ func (r *Registry) publish() {
 
 func (r *Registry) registerMetrics(w *Worker) {
 	set := r.cfg.Metrics
-	w.cbMetrics = breaker.NewMetrics(set, w.URL, &w.Breaker, clock.Nanos)
+	w.cbMetrics = breaker.NewMetrics(set, w.URL, &w.Breaker, clock.Real{})
 	_ = w.Breaker.Init(r.cfg.Breaker, func(from, to breaker.State) { // validated in NewRegistry
 		w.cbMetrics.OnTransition(from, to)
 		r.log.Info("Circuit breaker changed state", "url", w.URL, "from", from.String(), "to", to.String())

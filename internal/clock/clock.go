@@ -8,6 +8,9 @@ import (
 // Clock tells the time and makes timers.
 type Clock interface {
 	Now() time.Time
+	// Nanos is the monotonic time in nanoseconds from a fixed origin: the unit of the
+	// request path's stamps (Real.Nanos is the package function Nanos).
+	Nanos() int64
 	// NewTimer returns a timer that fires once after d; d <= 0 fires at once.
 	NewTimer(d time.Duration) Timer
 	// After returns a channel that receives the time once d has passed (NewTimer(d).C()).
@@ -39,6 +42,9 @@ var _ Clock = Real{}
 // Now returns time.Now().
 func (Real) Now() time.Time { return time.Now() }
 
+// Nanos returns Nanos().
+func (Real) Nanos() int64 { return Nanos() }
+
 // NewTimer returns a time.Timer.
 func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
@@ -69,6 +75,7 @@ func Nanos() int64 { return int64(time.Since(start)) }
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
+	origin  time.Time
 	timers  map[*fakeTimer]bool
 	tickers map[*fakeTicker]bool
 }
@@ -82,7 +89,7 @@ func NewFake() *Fake { return NewFakeAt(FakeEpoch) }
 
 // NewFakeAt returns a fake clock at t.
 func NewFakeAt(t time.Time) *Fake {
-	return &Fake{now: t, timers: map[*fakeTimer]bool{}, tickers: map[*fakeTicker]bool{}}
+	return &Fake{now: t, origin: t, timers: map[*fakeTimer]bool{}, tickers: map[*fakeTicker]bool{}}
 }
 
 var _ Clock = (*Fake)(nil)
@@ -92,6 +99,14 @@ func (c *Fake) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
+}
+
+// Nanos returns the fake time since the clock was made, in nanoseconds: it moves with
+// Advance and Set (a Set back moves it back, for tests of what a clock step does).
+func (c *Fake) Nanos() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.now.Sub(c.origin))
 }
 
 // NewTimer returns a timer that fires when Advance reaches now+d.

@@ -49,6 +49,24 @@ func TestNanosIsMonotonic(t *testing.T) {
 	}
 }
 
+func TestFakeNanosFollowsItsTime(t *testing.T) {
+	c := NewFakeAt(FakeEpoch.Add(time.Hour))
+	if got := c.Nanos(); got != 0 {
+		t.Fatalf("a new fake's Nanos is %d, want 0", got)
+	}
+	c.Advance(1500 * time.Millisecond)
+	if got := c.Nanos(); got != int64(1500*time.Millisecond) {
+		t.Fatalf("after Advance(1.5s) Nanos is %d, want %d", got, int64(1500*time.Millisecond))
+	}
+	c.Set(c.Now().Add(-time.Second))
+	if got := c.Nanos(); got != int64(500*time.Millisecond) {
+		t.Fatalf("after a step back of 1s Nanos is %d, want %d", got, int64(500*time.Millisecond))
+	}
+	if a, b := (Real{}).Nanos(), Nanos(); a < 0 || b < a {
+		t.Fatalf("Real.Nanos %d then Nanos %d: want the same monotonic clock", a, b)
+	}
+}
+
 func TestRealTimerFires(t *testing.T) {
 	var c Clock = Real{}
 	tm := c.NewTimer(time.Millisecond)

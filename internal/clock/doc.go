@@ -2,8 +2,11 @@
 // tests, behind one interface (docs/architecture.md: timers come from an injected clock, so tests are
 // deterministic and need no sleeps).
 //
-// Nanos is the hot path's clock: int64 monotonic nanoseconds since the process started, read
-// without an interface call (the circuit breaker stamps every attempt with it).
+// Time comes in two units from the same clock: Now for wall time, Nanos for int64 monotonic
+// nanoseconds (the request path's stamps: breaker, stall, in-flight ages). The package
+// function Nanos is Real's, read without an interface call where the hot path cannot take an
+// injected clock (the circuit breaker stamps every attempt with it); everything else takes a
+// Clock, so a Fake drives it.
 //
 // # Concurrency
 //

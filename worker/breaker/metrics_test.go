@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 func exposition(set *metrics.Set) string {
@@ -17,8 +20,8 @@ func exposition(set *metrics.Set) string {
 func TestMetricsFollowTheBreaker(t *testing.T) {
 	set := metrics.NewSet()
 	var b Breaker
-	var now int64
-	m := NewMetrics(set, "http://10.0.0.7:8000", &b, func() int64 { return now })
+	fake := clock.NewFake()
+	m := NewMetrics(set, "http://10.0.0.7:8000", &b, fake)
 	if err := b.Init(testConfig(), m.OnTransition); err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +29,11 @@ func TestMetricsFollowTheBreaker(t *testing.T) {
 	if out := exposition(set); !strings.Contains(out, state+"0\n") {
 		t.Fatalf("closed breaker exported as:\n%s", out)
 	}
-	openBreaker(t, &b, now)
+	openBreaker(t, &b, fake.Nanos())
 	if out := exposition(set); !strings.Contains(out, state+"1\n") {
 		t.Fatalf("open breaker exported as:\n%s", out)
 	}
-	now = sec(5) // the gauge's read makes the lazy transition
+	fake.Advance(5 * time.Second) // the gauge's read makes the lazy transition
 	out := exposition(set)
 	for _, want := range []string{
 		state + "2\n",

@@ -56,6 +56,9 @@ type Config struct {
 	// Probe asks a worker whether it answers at all. Nil: GET /health on its client, any HTTP
 	// answer within the timeout counts.
 	Probe func(ctx context.Context, w *worker.Worker, timeout time.Duration) bool
+	// Clock ticks the checks and tells their time (Nanos, the unit of the workers' stamps).
+	// Nil: clock.Real.
+	Clock clock.Clock
 	// Metrics receives smg_worker_stalls_total. Nil: a private set.
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
@@ -104,7 +107,7 @@ type Monitor struct {
 
 // probe is the last probe of one worker.
 type probe struct {
-	started int64 // clock.Nanos
+	started int64 // Clock.Nanos
 	done    atomic.Bool
 	alive   atomic.Bool
 }
@@ -116,6 +119,9 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 	}
 	if cfg.Probe == nil {
 		cfg.Probe = httpProbe
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewSet()
@@ -135,14 +141,14 @@ func (m *Monitor) Run(ctx context.Context) {
 		return
 	}
 	m.ctx = ctx
-	t := time.NewTicker(m.cfg.Interval)
+	t := m.cfg.Clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			m.Check(clock.Nanos())
+		case <-t.C():
+			m.Check(m.cfg.Clock.Nanos())
 		}
 	}
 }
@@ -152,8 +158,7 @@ func (m *Monitor) Threshold() time.Duration {
 	return max(m.cfg.MinSilence, time.Duration(m.cfg.Factor*m.typical))
 }
 
-// Check applies the rule at now (clock.Nanos). Run calls it every Interval; tests call it
-// directly.
+// Check applies the rule at now (Clock.Nanos). Run calls it every Interval.
 func (m *Monitor) Check(now int64) {
 	snap := m.current()
 	if snap == nil {

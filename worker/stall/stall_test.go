@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
 )
@@ -338,6 +339,39 @@ func TestNobodyLeftIsNeverExcluded(t *testing.T) {
 				t.Fatalf("%d workers all silent: one was excluded", n)
 			}
 		}
+	}
+}
+
+// TestRunChecksOnTheClock: Run checks every Interval of its clock, at the clock's Nanos: a
+// fake clock an hour on (far from the process's real Nanos) moved past half the threshold of
+// a worker's silence makes Run probe it.
+func TestRunChecksOnTheClock(t *testing.T) {
+	reg, ws := register(t, 2)
+	stopped, other := ws[0], ws[1]
+	p := &fakeProbe{}
+	fake := clock.NewFake()
+	fake.Advance(time.Hour)
+	cfg := DefaultConfig()
+	cfg.Probe, cfg.Logger, cfg.Clock = p.probe, testutil.Quiet, fake
+	m, err := New(cfg, reg.Current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := fake.Nanos()
+	answer(other, t0, 50*ms)
+	stopped.NoteSent(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	testutil.Eventually(t, "Run's ticker", func() bool { return fake.Waiting() == 1 })
+	fake.Advance(DefaultInterval)        // a check at 250 ms of silence: under half the threshold
+	fake.Advance(900 * time.Millisecond) // one at 1.15 s: past it
+	testutil.Eventually(t, "a probe once the clock passed half the threshold", func() bool { return p.calls.Load() == 1 })
+	cancel()
+	<-done
+	m.probing.Wait()
+	if stopped.StallState() != worker.StallNone {
+		t.Fatalf("state %d after 1.15 s of silence, want none yet", stopped.StallState())
 	}
 }
 
