@@ -54,17 +54,44 @@ func workerPorts(pod *Pod, defaultPort int) (ports []int, warn string) {
 	return ports, ""
 }
 
-// bootstrapPorts returns one bootstrap port per worker port, or nil: a single value applies to
-// every worker port, a list needs one entry per worker port, anything else is ignored with a
-// warning (spec: PD Pod Annotations).
+// bootstrapPorts returns one bootstrap port per worker port, or nil (spec: PD Pod
+// Annotations).
 func bootstrapPorts(pod *Pod, nPorts int) (ports []int, warn string) {
-	v, ok := pod.Annotations[AnnotationBootstrapPort]
+	return perWorkerPorts(pod, AnnotationBootstrapPort, nPorts)
+}
+
+// kvEventsPorts returns one KV-event publisher port per worker port from the
+// smg.ai/kv-events-port annotation, and one replay port per worker port from
+// smg.ai/kv-events-replay-port (nil when absent or invalid, with a warning). A replay port
+// without a publisher port is ignored with a warning: replay completes a subscription.
+func kvEventsPorts(pod *Pod, nPorts int) (pub, replay []int, warns []string) {
+	pub, w := perWorkerPorts(pod, AnnotationKVEventsPort, nPorts)
+	if w != "" {
+		warns = append(warns, w)
+	}
+	replay, w = perWorkerPorts(pod, AnnotationKVEventsReplayPort, nPorts)
+	if w != "" {
+		warns = append(warns, w)
+	}
+	if replay != nil && pub == nil {
+		warns = append(warns, fmt.Sprintf("%s annotation on pod %s without a valid %s: ignoring it; add the publisher's port",
+			AnnotationKVEventsReplayPort, pod.Key(), AnnotationKVEventsPort))
+		replay = nil
+	}
+	return pub, replay, warns
+}
+
+// perWorkerPorts returns one port per worker port from the annotation, or nil: a single value
+// applies to every worker port, a list needs one entry per worker port, anything else is
+// ignored with a warning.
+func perWorkerPorts(pod *Pod, annotation string, nPorts int) (ports []int, warn string) {
+	v, ok := pod.Annotations[annotation]
 	if !ok {
 		return nil, ""
 	}
 	list, err := parsePortList(v, false)
 	if err != nil {
-		return nil, fmt.Sprintf("invalid %s annotation on pod %s: %v; ignoring it", AnnotationBootstrapPort, pod.Key(), err)
+		return nil, fmt.Sprintf("invalid %s annotation on pod %s: %v; ignoring it", annotation, pod.Key(), err)
 	}
 	switch len(list) {
 	case 1:
@@ -77,7 +104,7 @@ func bootstrapPorts(pod *Pod, nPorts int) (ports []int, warn string) {
 		return list, ""
 	}
 	return nil, fmt.Sprintf("invalid %s annotation on pod %s: %d ports for %d worker ports; give one port or one per worker port; ignoring it",
-		AnnotationBootstrapPort, pod.Key(), len(list), nPorts)
+		annotation, pod.Key(), len(list), nPorts)
 }
 
 // kvEngineIDs returns one engine id per worker port, or nil: one id for a single-port pod, or

@@ -6,23 +6,25 @@ import (
 )
 
 // FuzzAnnotations feeds arbitrary annotation values to the mapping: it must never panic, every
-// worker URL must be a valid worker URL, and a pod always contributes at least one worker.
+// worker spec (URL, KV-event endpoints) must be valid, and a pod always contributes at least
+// one worker.
 func FuzzAnnotations(f *testing.F) {
-	for _, s := range [][3]string{
-		{"8000,8001,8002,8003", "8998", "e0"},
-		{"8000,8000", "9000,9001", "a,b"},
-		{"", "", ""},
-		{"0,65536", "x", ",,"},
-		{" 80 , 81 ", "1,2,3", "a, b"},
-		{"+80", "-1", "dup,dup"},
+	for _, s := range [][4]string{
+		{"8000,8001,8002,8003", "8998", "e0", "5557"},
+		{"8000,8000", "9000,9001", "a,b", "5557,5567"},
+		{"", "", "", ""},
+		{"0,65536", "x", ",,", "0"},
+		{" 80 , 81 ", "1,2,3", "a, b", " 5557 , 65535 "},
+		{"+80", "-1", "dup,dup", "tcp://x:1"},
 	} {
-		f.Add(s[0], s[1], s[2])
+		f.Add(s[0], s[1], s[2], s[3])
 	}
 	m := &Mapping{Prefill: Selector{"role": "prefill"}, Port: 8000,
 		KVConnectorAnnotation: DefaultKVConnectorAnnotation, KVEngineIDAnnotation: DefaultKVEngineIDAnnotation}
-	f.Fuzz(func(t *testing.T, ports, boot, engines string) {
+	f.Fuzz(func(t *testing.T, ports, boot, engines, events string) {
 		pod := readyPod("p", "10.0.0.1", map[string]string{"role": "prefill"}, map[string]string{
-			AnnotationWorkerPorts: ports, AnnotationBootstrapPort: boot, DefaultKVEngineIDAnnotation: engines})
+			AnnotationWorkerPorts: ports, AnnotationBootstrapPort: boot, DefaultKVEngineIDAnnotation: engines,
+			AnnotationKVEventsPort: events, AnnotationKVEventsReplayPort: events})
 		got, _ := m.Desired([]Pod{pod})
 		if len(got) == 0 {
 			t.Fatal("a Ready matching pod contributed no worker")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/smg-go/smg/worker"
 )
@@ -37,6 +38,9 @@ func (r *Reconciler) register(ctx context.Context, d Desired) error {
 	}
 	spec := d.Spec()
 	spec.URL = url
+	if strings.HasPrefix(url, "grpc://") { // a gRPC engine publishes on SubscribeKvEvents
+		spec.KVEventsEndpoint, spec.KVEventsReplayEndpoint = "", ""
+	}
 	if spec.ModelID == "" {
 		models, err := r.models(ctx, url)
 		if err != nil {

@@ -100,6 +100,11 @@ type Desired struct {
 	BootstrapPort int
 	KVConnector   string
 	KVEngineID    string
+	// KVEventsEndpoint and KVEventsReplayEndpoint are the engine's KV-cache event sockets,
+	// tcp://<pod-ip>:<port>, from smg.ai/kv-events-port and smg.ai/kv-events-replay-port;
+	// empty when the pod names none. Registration drops them for a gRPC engine, which
+	// publishes on SubscribeKvEvents.
+	KVEventsEndpoint, KVEventsReplayEndpoint string
 }
 
 // Spec is the worker.Spec that registers d, with the ownership labels of the spec.
@@ -119,7 +124,8 @@ func (d *Desired) Spec() worker.Spec {
 	if d.KVEngineID != "" {
 		labels[LabelKVEngineID] = d.KVEngineID
 	}
-	return worker.Spec{URL: d.URL, ModelID: d.ModelID, WorkerType: d.Role, Labels: labels}
+	return worker.Spec{URL: d.URL, ModelID: d.ModelID, WorkerType: d.Role, Labels: labels,
+		KVEventsEndpoint: d.KVEventsEndpoint, KVEventsReplayEndpoint: d.KVEventsReplayEndpoint}
 }
 
 // Warning is a problem with one pod's annotations, logged once per pod UID.
@@ -162,6 +168,10 @@ func (m *Mapping) Desired(pods []Pod) ([]Desired, []Warning) {
 		warn(p, w)
 		engineIDs, w := kvEngineIDs(p, m.KVEngineIDAnnotation, len(ports))
 		warn(p, w)
+		eventPorts, replayPorts, ws := kvEventsPorts(p, len(ports))
+		for _, w := range ws {
+			warn(p, w)
+		}
 		model := m.ModelID.of(p)
 		for i, port := range ports {
 			url := "http://" + net.JoinHostPort(p.IP, strconv.Itoa(port))
@@ -176,6 +186,12 @@ func (m *Mapping) Desired(pods []Pod) ([]Desired, []Warning) {
 			}
 			if engineIDs != nil {
 				d.KVEngineID = engineIDs[i]
+			}
+			if eventPorts != nil {
+				d.KVEventsEndpoint = "tcp://" + net.JoinHostPort(p.IP, strconv.Itoa(eventPorts[i]))
+			}
+			if replayPorts != nil {
+				d.KVEventsReplayEndpoint = "tcp://" + net.JoinHostPort(p.IP, strconv.Itoa(replayPorts[i]))
 			}
 			out = append(out, d)
 		}

@@ -230,3 +230,52 @@ func TestSelector(t *testing.T) {
 		t.Errorf("Common %v", c)
 	}
 }
+
+// TestDesiredKVEventsEndpoints: smg.ai/kv-events-port (and its replay port) become each
+// worker's tcp://<pod-ip>:<port> sockets, one value for every worker port or one per worker
+// port; an invalid value, a list of the wrong length or a replay port alone is ignored with a
+// warning that names the annotation.
+func TestDesiredKVEventsEndpoints(t *testing.T) {
+	m := &Mapping{Selector: Selector{"app": "sglang"}, Port: 8000}
+	type eps struct{ url, pub, replay string }
+	tests := []struct {
+		name string
+		ann  map[string]string
+		want []eps
+		warn string
+	}{
+		{"none", nil, []eps{{"http://10.0.0.1:8000", "", ""}}, ""},
+		{"one port", map[string]string{AnnotationKVEventsPort: "5557", AnnotationKVEventsReplayPort: "5558"},
+			[]eps{{"http://10.0.0.1:8000", "tcp://10.0.0.1:5557", "tcp://10.0.0.1:5558"}}, ""},
+		{"one port for every worker port", map[string]string{AnnotationWorkerPorts: "8000,8001", AnnotationKVEventsPort: "5557"},
+			[]eps{{"http://10.0.0.1:8000", "tcp://10.0.0.1:5557", ""}, {"http://10.0.0.1:8001", "tcp://10.0.0.1:5557", ""}}, ""},
+		{"one per worker port", map[string]string{AnnotationWorkerPorts: "8000,8001", AnnotationKVEventsPort: "5557,5567", AnnotationKVEventsReplayPort: "5558,5568"},
+			[]eps{{"http://10.0.0.1:8000", "tcp://10.0.0.1:5557", "tcp://10.0.0.1:5558"}, {"http://10.0.0.1:8001", "tcp://10.0.0.1:5567", "tcp://10.0.0.1:5568"}}, ""},
+		{"wrong length", map[string]string{AnnotationWorkerPorts: "8000,8001,8002", AnnotationKVEventsPort: "5557,5567"},
+			[]eps{{"http://10.0.0.1:8000", "", ""}, {"http://10.0.0.1:8001", "", ""}, {"http://10.0.0.1:8002", "", ""}}, "invalid smg.ai/kv-events-port annotation on pod ns/a: 2 ports for 3 worker ports"},
+		{"not a port", map[string]string{AnnotationKVEventsPort: "zmq"}, []eps{{"http://10.0.0.1:8000", "", ""}}, "invalid smg.ai/kv-events-port annotation"},
+		{"replay alone", map[string]string{AnnotationKVEventsReplayPort: "5558"}, []eps{{"http://10.0.0.1:8000", "", ""}}, "without a valid smg.ai/kv-events-port"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, warns := m.Desired([]Pod{readyPod("a", "10.0.0.1", app, tc.ann)})
+			var have []eps
+			for _, d := range got {
+				s := d.Spec()
+				if s.KVEventsEndpoint != d.KVEventsEndpoint || s.KVEventsReplayEndpoint != d.KVEventsReplayEndpoint {
+					t.Fatalf("Spec() %+v does not carry the endpoints of %+v", s, d)
+				}
+				have = append(have, eps{d.URL, d.KVEventsEndpoint, d.KVEventsReplayEndpoint})
+			}
+			if !reflect.DeepEqual(have, tc.want) {
+				t.Fatalf("got %+v, want %+v", have, tc.want)
+			}
+			switch {
+			case tc.warn == "" && len(warns) != 0:
+				t.Errorf("warnings %v, want none", warns)
+			case tc.warn != "" && (len(warns) != 1 || !strings.Contains(warns[0].Message, tc.warn)):
+				t.Errorf("warnings %v, want one containing %q", warns, tc.warn)
+			}
+		})
+	}
+}

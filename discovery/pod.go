@@ -9,6 +9,12 @@ const (
 	AnnotationBootstrapPort = "sglang.ai/bootstrap-port"
 	AnnotationMeshPort      = "sglang.ai/mesh-port"
 
+	// AnnotationKVEventsPort and AnnotationKVEventsReplayPort name the ports of an HTTP
+	// engine's KV-cache event publisher (ZMQ PUB) and its replay socket (ROUTER) on the pod's
+	// IP: one port for every worker port, or one per worker port in smg.ai/worker-ports order.
+	AnnotationKVEventsPort       = "smg.ai/kv-events-port"
+	AnnotationKVEventsReplayPort = "smg.ai/kv-events-replay-port"
+
 	// DefaultKVConnectorAnnotation is --kv-connector-annotation's default.
 	DefaultKVConnectorAnnotation = "smg.ai/kv-connector"
 	// DefaultKVEngineIDAnnotation is --kv-engine-id-annotation's default.

@@ -84,6 +84,37 @@ func TestReconcileRegistersAGRPCWorkerByItsAddress(t *testing.T) {
 	}
 }
 
+// TestGRPCWorkerRegistersWithoutItsPodsKVEventsPorts: a pod annotated with KV-event ports
+// whose engine answers gRPC only is registered (a gRPC worker takes no ZMQ endpoint: it
+// publishes on SubscribeKvEvents); an HTTP one carries the endpoints.
+func TestGRPCWorkerRegistersWithoutItsPodsKVEventsPorts(t *testing.T) {
+	ann := map[string]string{AnnotationKVEventsPort: "5557", AnnotationKVEventsReplayPort: "5558"}
+	for _, grpcOnly := range []bool{true, false} {
+		h := newHarness(t, func(c *Config) { c.DrainSettle = 0 })
+		h.rec.probe = func(_ context.Context, url string) (string, error) {
+			if grpcOnly {
+				return "grpc://" + hostPort(url), nil
+			}
+			return url, nil
+		}
+		h.setPods(readyPod("a", "10.0.0.1", app, ann))
+		h.rec.Pass(context.Background())
+		h.settle()
+		ws := h.reg.Current().Workers
+		if len(ws) != 1 {
+			t.Fatalf("gRPC only %v: %d workers registered, want 1", grpcOnly, len(ws))
+		}
+		spec := ws[0].Spec()
+		want := "tcp://10.0.0.1:5557"
+		if grpcOnly {
+			want = ""
+		}
+		if spec.KVEventsEndpoint != want || (spec.KVEventsReplayEndpoint == "") != grpcOnly {
+			t.Errorf("gRPC only %v: %s registered with %q %q, want endpoint %q", grpcOnly, ws[0].URL, spec.KVEventsEndpoint, spec.KVEventsReplayEndpoint, want)
+		}
+	}
+}
+
 // TestAddressKeyCoversEveryRegistrationAtAnAddress: the http:// and grpc:// workers and the
 // DP ranks at one address share its key.
 func TestAddressKeyCoversEveryRegistrationAtAnAddress(t *testing.T) {

@@ -44,6 +44,9 @@ type options struct {
 	shutdownGrace     time.Duration
 	maxConnsPerWorker int
 	maxWorkers        int
+	// kvEvents are --kv-events-port and --kv-events-replay-port: the fleet-wide ports of the
+	// HTTP engines' KV-cache event sockets.
+	kvEvents kvEventPorts
 	// workerCAFile is --worker-ca-file; validate loads it into workerTLS (workerca.go).
 	workerCAFile string
 	workerTLS    *tls.Config
@@ -132,6 +135,8 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, worker.DefaultClientOptions().MaxConns, "Connections the gateway may open to one worker")
 	fs.String("worker-ca-file", &o.workerCAFile, "", "PEM bundle of the CA certificates that verify https workers, instead of the system's roots (for a cluster with its own CA)").WithMetavar("FILE")
 	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
+	fs.Int("kv-events-port", &o.kvEvents.Pub, 0, "Port of every HTTP engine's KV-cache event publisher (vLLM/SGLang --kv-events-config, ZMQ PUB): a worker without its own kv_events_endpoint is followed on tcp://<its host>:PORT, and cache_aware routes its model on the events; 0: none").WithMetavar("PORT")
+	fs.Int("kv-events-replay-port", &o.kvEvents.Replay, 0, "Port of every HTTP engine's KV-cache event replay socket (ROUTER), with --kv-events-port; 0: none (a gap in the events then drops the worker's blocks)").WithMetavar("PORT")
 
 	registerPolicyFlags(fs, &o.policies, &g.RoutingKeyHeaders)
 

@@ -155,6 +155,8 @@ func TestSubsystemValidationMessagesNameTheFlag(t *testing.T) {
 		"--block-size 0":                         "--block-size",
 		"--health-check-endpoint health":         "--health-check-endpoint",
 		"--load-monitor-interval 0":              "--load-monitor-interval",
+		"--kv-events-port 70000":                 "--kv-events-port",
+		"--kv-events-replay-port 5558":           "needs --kv-events-port",
 	}
 	for args, flag := range cases {
 		if _, err := parseValid(t, strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), flag) {

@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
 
 	"google.golang.org/grpc"
 
@@ -15,7 +20,8 @@ import (
 
 // kvEvents subscribes to the KV-cache events of the workers whose model cache_aware routes
 // (spec: only cache_aware subscribes), from the registry: a gRPC worker on its engine
-// connection, an HTTP worker with a kv_events_endpoint on the engine's ZMQ publisher. A
+// connection, an HTTP worker with a kv_events_endpoint (or, with --kv-events-port, every HTTP
+// worker) on the engine's ZMQ publisher. A
 // worker added is followed before the pickers of its snapshot are built (it subscribes ahead
 // of the router), a worker removed loses its blocks. cache_aware reads the engines'
 // reported caches through EventIndex.
@@ -23,18 +29,60 @@ type kvEvents struct {
 	m       *kvevents.Manager
 	engines *engines
 	wants   func(*worker.Worker) bool
+	fleet   kvEventPorts
 	log     *slog.Logger
 	// followed maps a followed worker's URL to its endpoints (blank for gRPC workers), so a
 	// changed endpoint is followed afresh; only the registry's writer goroutine touches it.
 	followed map[string]string
 }
 
-func newKVEvents(cfg kvevents.ManagerConfig, e *engines, wants func(*worker.Worker) bool, log *slog.Logger) (*kvEvents, error) {
+func newKVEvents(cfg kvevents.ManagerConfig, e *engines, wants func(*worker.Worker) bool, fleet kvEventPorts, log *slog.Logger) (*kvEvents, error) {
 	m, err := kvevents.NewManager(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &kvEvents{m: m, engines: e, wants: wants, log: log, followed: map[string]string{}}, nil
+	return &kvEvents{m: m, engines: e, wants: wants, fleet: fleet, log: log, followed: map[string]string{}}, nil
+}
+
+// kvEventPorts are the fleet-wide ports of the HTTP engines' KV-cache event sockets
+// (--kv-events-port, --kv-events-replay-port), 0 for none: the engines of a fleet are
+// usually started with one --kv-events-config, so every engine publishes on the same port of
+// its own host.
+type kvEventPorts struct {
+	Pub, Replay int
+}
+
+func (p kvEventPorts) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--kv-events-port", p.Pub}, {"--kv-events-replay-port", p.Replay}} {
+		if f.v < 0 || f.v > 65535 {
+			return fmt.Errorf("%s %d: give the engines' port, 1-65535 (0: none)", f.name, f.v)
+		}
+	}
+	if p.Replay != 0 && p.Pub == 0 {
+		return errors.New("--kv-events-replay-port needs --kv-events-port: the replay socket completes a subscription to the publisher")
+	}
+	return nil
+}
+
+// endpoints returns the KV-cache event sockets of HTTP worker w: its own kv_events_endpoint
+// (and replay endpoint) when it names one, else the fleet-wide ports on its host, else none.
+func (p kvEventPorts) endpoints(w *worker.Worker) (pub, replay string) {
+	spec := w.Spec()
+	if spec.KVEventsEndpoint != "" || p.Pub == 0 {
+		return spec.KVEventsEndpoint, spec.KVEventsReplayEndpoint
+	}
+	u, err := url.Parse(w.URL)
+	if err != nil || u.Hostname() == "" {
+		return "", ""
+	}
+	pub = "tcp://" + net.JoinHostPort(u.Hostname(), strconv.Itoa(p.Pub))
+	if p.Replay != 0 {
+		replay = "tcp://" + net.JoinHostPort(u.Hostname(), strconv.Itoa(p.Replay))
+	}
+	return pub, replay
 }
 
 // sync follows the new workers of snap that publish events and drops the gone ones
@@ -42,13 +90,16 @@ func newKVEvents(cfg kvevents.ManagerConfig, e *engines, wants func(*worker.Work
 func (k *kvEvents) sync(snap *worker.Snapshot) {
 	live := make(map[string]bool, len(k.followed))
 	for _, w := range snap.Workers {
-		spec := w.Spec()
 		grpcWorker := w.Protocol() == worker.ProtocolGRPC
-		if (!grpcWorker && spec.KVEventsEndpoint == "") || len(w.Models) == 0 || !k.wants(w) {
+		var pub, replay string
+		if !grpcWorker {
+			pub, replay = k.fleet.endpoints(w)
+		}
+		if (!grpcWorker && pub == "") || len(w.Models) == 0 || !k.wants(w) {
 			continue
 		}
 		live[w.URL] = true
-		source := spec.KVEventsEndpoint + " " + spec.KVEventsReplayEndpoint
+		source := pub + " " + replay
 		if was, ok := k.followed[w.URL]; ok {
 			if was == source {
 				continue
@@ -62,7 +113,7 @@ func (k *kvEvents) sync(snap *worker.Snapshot) {
 			err = k.m.AddGRPC(w.URL, w.Models[0], w.DPRank(), engineEvents{k.engines, w})
 		} else {
 			zc := kvevents.DefaultZMQConfig()
-			zc.Endpoint, zc.ReplayEndpoint = spec.KVEventsEndpoint, spec.KVEventsReplayEndpoint
+			zc.Endpoint, zc.ReplayEndpoint = pub, replay
 			err = k.m.AddZMQ(w.URL, w.Models[0], zc)
 		}
 		if err != nil {

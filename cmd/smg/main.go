@@ -173,6 +173,9 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if o.maxWorkers <= 0 {
 		return fmt.Errorf("--max-workers %d: must be at least 1", o.maxWorkers)
 	}
+	if err := o.kvEvents.validate(); err != nil {
+		return err
+	}
 	if o.maxConnsPerWorker <= 0 {
 		return fmt.Errorf("--max-connections-per-worker %d: must be at least 1", o.maxConnsPerWorker)
 	}
@@ -299,7 +302,7 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	kc := kvevents.DefaultManagerConfig()
 	kc.Metrics = g.set
 	kc.OnSlotsChanged = func() { _ = g.reg.Republish() } // pickers resolve slots when built
-	if g.kv, err = newKVEvents(kc, g.engines, o.routesCacheAware, log); err != nil {
+	if g.kv, err = newKVEvents(kc, g.engines, o.routesCacheAware, o.kvEvents, log); err != nil {
 		return g, err
 	}
 	g.onClose(g.kv.m.Close)

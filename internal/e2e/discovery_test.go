@@ -22,7 +22,11 @@ const (
 	annotationWorkerPorts   = "smg.ai/worker-ports"
 	annotationBootstrapPort = "sglang.ai/bootstrap-port"
 	annotationMeshPort      = "sglang.ai/mesh-port"
-	labelBootstrapPort      = "sglang.ai/bootstrap-port"
+	// annotationKVEventsPort and annotationKVEventsReplayPort are SMG-Go's: an HTTP engine's
+	// KV-cache event sockets.
+	annotationKVEventsPort       = "smg.ai/kv-events-port"
+	annotationKVEventsReplayPort = "smg.ai/kv-events-replay-port"
+	labelBootstrapPort           = "sglang.ai/bootstrap-port"
 )
 
 func TestDiscoveredEnginesGetRoundRobinTraffic(t *testing.T) {

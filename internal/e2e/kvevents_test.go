@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smg-go/smg/discovery/k8s/k8stest"
 	"github.com/smg-go/smg/internal/testutil"
 )
 
@@ -37,40 +39,138 @@ func TestHTTPEnginesKVEventsRouteCacheAware(t *testing.T) {
 			t.Fatalf("register %s: %d %s", w[1], r.Status, r.Body)
 		}
 	}
-	metric := func(series string) float64 {
-		v, _ := Metric(t, g.MetricsURL, series)
-		return v
-	}
 	testutil.Eventually(t, "both publishers followed", func() bool {
 		return strings.Count(MustDo(t, "GET", g.MetricsURL, "", nil).Body, "smg_kv_events_received_total{") == 2
 	})
-	ids := make([]string, 80) // five blocks of 16
-	for i := range ids {
-		ids[i] = strconv.Itoa(1000 + i)
-	}
-	ask := func(last int) string {
-		t.Helper()
-		body := `{"model":"m","input_ids":[` + strings.Join(ids, ",") + `,` + strconv.Itoa(last) + `],"sampling_params":{"max_new_tokens":1}}`
-		r := MustDo(t, http.MethodPost, g.URL+"/generate", body, nil)
-		if r.Status != 200 {
-			t.Fatalf("/generate: %d %s", r.Status, r.Body)
-		}
-		return r.Header.Get("X-Smg-Routed-Worker-Id")
-	}
-	first := ask(1)
-	testutil.Eventually(t, "the first prompt's blocks in the index", func() bool { return metric(`smg_kv_index_blocks{model="m"}`) >= 5 })
-	for i := 2; i < 6; i++ {
-		if w := ask(i); w != first {
-			t.Fatalf("request %d with the same prefix went to %s, the engine holding it is %s", i, w, first)
-		}
-	}
-	if n := metric(`smg_cache_aware_event_mode_picks_total`); n < 4 {
-		t.Fatalf("%v picks in event mode, want the 4 after the engine reported its blocks", n)
-	}
+	requireEventModeRouting(t, g, "m")
 	var list struct {
 		Workers []map[string]any `json:"workers"`
 	}
 	if err := json.Unmarshal([]byte(MustDo(t, "GET", g.URL+"/workers", "", nil).Body), &list); err != nil || len(list.Workers) != 2 || list.Workers[0]["kv_events_endpoint"] == nil {
 		t.Fatalf("GET /workers does not show the endpoints: %v %v", list, err)
 	}
+}
+
+// requireEventModeRouting sends /generate prompts sharing five blocks of 16 token ids to
+// model and requires that, once the first one's blocks are in the gateway's index, the others
+// go to the engine that reported them and are decided in event mode.
+func requireEventModeRouting(t *testing.T, g *Gateway, model string) {
+	t.Helper()
+	metric := func(series string) float64 {
+		v, _ := Metric(t, g.MetricsURL, series)
+		return v
+	}
+	ids := make([]string, 80) // five blocks of 16
+	for i := range ids {
+		ids[i] = strconv.Itoa(1000 + i)
+	}
+	ask := func(last int) string {
+		t.Helper()
+		body := `{"model":"` + model + `","input_ids":[` + strings.Join(ids, ",") + `,` + strconv.Itoa(last) + `],"sampling_params":{"max_new_tokens":1}}`
+		r := MustDo(t, http.MethodPost, g.URL+"/generate", body, nil)
+		if r.Status != 200 {
+			t.Fatalf("/generate: %d %s", r.Status, r.Body)
+		}
+		return r.Header.Get("X-Smg-Routed-Worker-Id")
+	}
+	picks0 := metric(`smg_cache_aware_event_mode_picks_total`)
+	first := ask(1)
+	testutil.Eventually(t, "the first prompt's blocks in the index", func() bool {
+		return metric(`smg_kv_index_blocks{model="`+model+`"}`) >= 5
+	})
+	for i := 2; i < 6; i++ {
+		if w := ask(i); w != first {
+			t.Fatalf("request %d with the same prefix went to %s, the engine holding it is %s", i, w, first)
+		}
+	}
+	if n := metric(`smg_cache_aware_event_mode_picks_total`) - picks0; n < 4 {
+		t.Fatalf("%v picks in event mode, want the 4 after the engine reported its blocks", n)
+	}
+}
+
+// TestFleetKVEventsPortFollowsEveryHTTPEngine: with --kv-events-port (and
+// --kv-events-replay-port) the gateway follows every HTTP engine registered without its own
+// kv_events_endpoint on that port of the engine's host: two engines on two hosts publishing
+// on the same port are both followed and route in event mode.
+func TestFleetKVEventsPortFollowsEveryHTTPEngine(t *testing.T) {
+	b := Build(t)
+	hosts := []string{"127.0.0.2", "127.0.0.3"}
+	port := FreePort(t, hosts[0]) // the replay socket is on port + 1 (mockworker: port + count + i)
+	var urls []string
+	for _, h := range hosts {
+		m := Start(t, b.MockWorker, "--host", h, "--port", "0", "--count", "1", "--mode", "engine",
+			"--kv-events-port", strconv.Itoa(port), "--block-size", "16", "--model", "m")
+		var w []string
+		testutil.Eventually(t, "mock engine on "+h+" with KV events listening", func() bool {
+			w = kvEventsLine.FindStringSubmatch(m.Output())
+			return w != nil
+		})
+		if want := fmt.Sprintf("tcp://%s:%d", h, port); w[2] != want {
+			t.Fatalf("engine on %s publishes on %s, want %s", h, w[2], want)
+		}
+		urls = append(urls, w[1])
+	}
+	g := StartGatewayUnready(t, nil, "--policy", "cache_aware", "--kv-events-port", strconv.Itoa(port),
+		"--kv-events-replay-port", strconv.Itoa(port+1), "--worker-urls", urls[0], urls[1])
+	g.WaitReady(t)
+	testutil.Eventually(t, "both engines' publishers followed", func() bool {
+		body := MustDo(t, "GET", g.MetricsURL, "", nil).Body
+		return strings.Contains(body, `smg_kv_events_received_total{worker="`+urls[0]+`"}`) &&
+			strings.Contains(body, `smg_kv_events_received_total{worker="`+urls[1]+`"}`)
+	})
+	requireEventModeRouting(t, g, "m")
+}
+
+// TestDiscoveredEnginesFollowedOnTheirKVEventsAnnotation: a pod on a real kube-apiserver
+// whose two engines (smg.ai/worker-ports) name their publishers and replay sockets in
+// smg.ai/kv-events-port and smg.ai/kv-events-replay-port, one port per worker port, is
+// discovered by the real smg, followed on both publishers, and routed in event mode.
+func TestDiscoveredEnginesFollowedOnTheirKVEventsAnnotation(t *testing.T) {
+	b := Build(t)
+	api, ns := startAPIServer(t, "kvevents")
+	mocks := Start(t, b.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", "2", "--mode", "engine",
+		"--kv-events-port", "0", "--block-size", "16", "--model", "m")
+	var workers [][]string
+	testutil.Eventually(t, "mock engines with KV events listening", func() bool {
+		workers = kvEventsLine.FindAllStringSubmatch(mocks.Output(), -1)
+		return len(workers) == 2
+	})
+	portOf := func(u string) string { return u[strings.LastIndexByte(u, ':')+1:] }
+	var ports, pubs, replays []string
+	for _, w := range workers {
+		ports, pubs, replays = append(ports, portOf(w[1])), append(pubs, portOf(w[2])), append(replays, portOf(w[3]))
+	}
+	spec := k8stest.PodSpec{Namespace: ns, Name: "engines", Labels: map[string]string{"app": "vllm"},
+		Annotations: map[string]string{annotationWorkerPorts: strings.Join(ports, ","),
+			annotationKVEventsPort: strings.Join(pubs, ","), annotationKVEventsReplayPort: strings.Join(replays, ",")}}
+	if _, err := api.ReadyPod(context.Background(), spec, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	g := startGatewayEnv(t, []string{"KUBECONFIG=" + api.Kubeconfig}, "--policy", "cache_aware",
+		"--service-discovery", "--selector", "app=vllm", "--service-discovery-namespace", ns)
+	testutil.Eventually(t, "both discovered engines followed on their publishers", func() bool {
+		body := MustDo(t, "GET", g.MetricsURL, "", nil).Body
+		return strings.Contains(body, `smg_kv_events_received_total{worker="`+workers[0][1]+`"}`) &&
+			strings.Contains(body, `smg_kv_events_received_total{worker="`+workers[1][1]+`"}`)
+	})
+	var list struct {
+		Workers []struct {
+			URL      string `json:"url"`
+			Endpoint string `json:"kv_events_endpoint"`
+			Replay   string `json:"kv_events_replay_endpoint"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(MustDo(t, "GET", g.URL+"/workers", "", nil).Body), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range workers {
+		found := false
+		for _, l := range list.Workers {
+			found = found || l.URL == w[1] && l.Endpoint == w[2] && l.Replay == w[3]
+		}
+		if !found {
+			t.Fatalf("GET /workers %+v lacks %s with endpoints %s and %s", list.Workers, w[1], w[2], w[3])
+		}
+	}
+	requireEventModeRouting(t, g, "m")
 }
