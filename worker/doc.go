@@ -15,6 +15,14 @@
 // atomics read live, and so are the request path's measurements (the requests awaiting a
 // first token, the first-byte waits, the decode-step estimate of speed.go). A Snapshot only changes when membership or status changes.
 //
+// # Layout
+//
+// A Worker is one 64-byte cache line holding what load-aware policies read of every candidate
+// (in-flight count, load report pointer, since-report and awaiting token counts, and one word
+// packing the status with the overload, stall and breaker vetoes), plus a pointer to the rest.
+// The registry allocates Workers side by side, so an O(n) pick over a fleet reads consecutive
+// lines (hot.go).
+//
 // # Ownership
 //
 // A *Worker is shared by every snapshot that lists it and by requests still in flight after it

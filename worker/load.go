@@ -2,7 +2,6 @@ package worker
 
 import (
 	"math"
-	"sync/atomic"
 	"time"
 )
 
@@ -11,13 +10,12 @@ import (
 // worker with Worker.SetLoad or SetLoadSince.
 type LoadReport struct {
 	// The fields the expected-wait score reads fill the first 64 bytes and the struct is 128
-	// bytes (its own size class), so scoring a worker touches one cache line of its report.
+	// bytes (its own size class), so scoring a worker touches one cache line of its report
+	// (WaitingRequests only with a waiting-queue cap, or without a token count).
 
 	// WaitingTokens is the uncached tokens waiting in the queue (num_waiting_uncached_tokens,
 	// summed across DP ranks); -1 when the engine reports no token count.
 	WaitingTokens int64
-	// WaitingRequests and RunningRequests are summed across DP ranks.
-	WaitingRequests int
 
 	// Derived at publication (derive): TokenUsage clamped to [0, MaxKVUsage], and that usage
 	// per request the report counts (0 when it counts none).
@@ -27,12 +25,14 @@ type LoadReport struct {
 	// what was dispatched after it is the report's since-report credit, and the in-flight
 	// change since then moves its KV usage (KVOccupancyAt).
 	since DispatchMark
-
-	// GenThroughput is generation throughput in tokens/s; 0 when not reported.
-	GenThroughput float64
 	// stepSeconds is the engine's decode step by estimate (StepSeconds), derived at
 	// publication, or carried over from the worker's previous report when this one has none.
 	stepSeconds float64
+
+	// WaitingRequests and RunningRequests are summed across DP ranks.
+	WaitingRequests int
+	// GenThroughput is generation throughput in tokens/s; 0 when not reported.
+	GenThroughput float64
 
 	RunningRequests int
 	// TokenUsage is KV-cache usage in [0, 1], the mean across DP ranks.
@@ -166,44 +166,40 @@ func (w *Worker) NoteDispatch(tokens int) {
 	}
 }
 
-// awaitingState counts the requests sent to a worker whose first token has not arrived: the
-// work queued ahead of a new request's first token, known exactly and live, where a load
-// report's queue is up to a poll interval old and the since-report credit keeps counting
-// requests that have long started decoding.
-type awaitingState struct {
-	requests, tokens, unknown atomic.Int64
-}
-
 // NoteAwaiting records a request sent to the worker that now waits for its first token;
 // tokens is its token count when known, else -1. Exactly one NoteFirstToken with the same
 // tokens must follow, when its first token arrives or it ends without one.
 func (w *Worker) NoteAwaiting(tokens int) {
-	a := &w.awaiting
-	a.requests.Add(1)
+	w.awaitingRequests.Add(1)
 	if tokens >= 0 {
-		a.tokens.Add(int64(tokens))
+		w.awaitingTokens.Add(int64(tokens))
 	} else {
-		a.unknown.Add(1)
+		w.awaitingUnknown.Add(1)
 	}
 }
 
 // NoteFirstToken records that a request NoteAwaiting(tokens) recorded stopped waiting for
 // its first token: it arrived, or the request ended without one.
 func (w *Worker) NoteFirstToken(tokens int) {
-	a := &w.awaiting
-	a.requests.Add(-1)
+	w.awaitingRequests.Add(-1)
 	if tokens >= 0 {
-		a.tokens.Add(-int64(tokens))
+		w.awaitingTokens.Add(-int64(tokens))
 	} else {
-		a.unknown.Add(-1)
+		w.awaitingUnknown.Add(-1)
 	}
 }
 
 // Awaiting returns the requests waiting for the worker's first token (NoteAwaiting), the sum
 // of their known token counts, and how many had no known count.
 func (w *Worker) Awaiting() (requests, knownTokens, unknown int64) {
-	a := &w.awaiting
-	return a.requests.Load(), a.tokens.Load(), a.unknown.Load()
+	return w.awaitingRequests.Load(), w.awaitingTokens.Load(), w.awaitingUnknown.Load()
+}
+
+// AwaitingTokens is Awaiting without the request count, which lies outside the worker's
+// first cache line: the sum of the known token counts of the requests waiting for the
+// worker's first token, and how many had no known count.
+func (w *Worker) AwaitingTokens() (knownTokens, unknown int64) {
+	return w.awaitingTokens.Load(), w.awaitingUnknown.Load()
 }
 
 // SinceReport returns the requests dispatched since the worker's current load report r (as
@@ -217,9 +213,24 @@ func (w *Worker) SinceReport(r *LoadReport) (requests, knownTokens, unknown int6
 		w.dispatchedUnknown.Load() - r.since.unknown
 }
 
+// SinceReportTokens is SinceReport without the request count, which lies outside the
+// worker's first cache line: the known token counts and the count of requests without one.
+func (w *Worker) SinceReportTokens(r *LoadReport) (knownTokens, unknown int64) {
+	if r == nil {
+		return 0, 0
+	}
+	return w.dispatchedTokens.Load() - r.since.tokens, w.dispatchedUnknown.Load() - r.since.unknown
+}
+
 // Overloaded reports whether overload protection vetoes the worker: its last load report
 // showed a queue or a KV cache past the --worker-overload-* limits.
-func (w *Worker) Overloaded() bool { return w.overloaded.Load() }
+func (w *Worker) Overloaded() bool { return w.state.Load()&stateOverload != 0 }
 
 // SetOverloaded sets the overload veto; the load monitor calls it with every report.
-func (w *Worker) SetOverloaded(v bool) { w.overloaded.Store(v) }
+func (w *Worker) SetOverloaded(v bool) {
+	bit := uint32(0)
+	if v {
+		bit = stateOverload
+	}
+	w.setState(stateOverload, bit)
+}

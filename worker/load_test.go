@@ -9,7 +9,7 @@ import (
 // each request added to or finished on the worker since the report's poll.
 func TestKVOccupancyFollowsInFlight(t *testing.T) {
 	occ := func(k float64) float64 { return k / (1 - k) }
-	w := &Worker{}
+	w := newTestWorker()
 	w.InFlight.Store(4)
 	mark := w.DispatchMark() // the poll leaves with 4 in flight
 	w.SetLoadSince(&LoadReport{RunningRequests: 3, WaitingRequests: 1, TokenUsage: 0.4}, mark)
@@ -40,7 +40,7 @@ func TestKVOccupancyFollowsInFlight(t *testing.T) {
 // TestSinceReportCountsFromTheMark: the since-report credit counts what was dispatched after
 // the mark, including work sent while the poll was out.
 func TestSinceReportCountsFromTheMark(t *testing.T) {
-	w := &Worker{}
+	w := newTestWorker()
 	w.NoteDispatch(100) // before the poll: the report covers it
 	mark := w.DispatchMark()
 	w.NoteDispatch(50) // while the poll is out
@@ -63,7 +63,7 @@ func TestSinceReportCountsFromTheMark(t *testing.T) {
 // to its NoteFirstToken, with its token count or as one of unknown size, whatever the load
 // reports do.
 func TestAwaitingCountsUntilTheFirstToken(t *testing.T) {
-	w := &Worker{}
+	w := newTestWorker()
 	w.NoteAwaiting(100)
 	w.NoteAwaiting(-1)
 	w.SetLoad(&LoadReport{}) // a report changes nothing: the count is the gateway's own

@@ -100,6 +100,7 @@ type Registry struct {
 	workers     []*Worker
 	freeIndexes []uint32
 	nextIndex   uint32
+	slab        slab // where new Workers are allocated
 	version     uint64
 	subscribers []func(*Snapshot)
 
@@ -355,8 +356,8 @@ func (r *Registry) apply(ev event) bool {
 			r.reply(ev, nil, fmt.Errorf("%w: the gateway holds --max-workers (%d) workers already; remove some or raise the flag", ErrTooManyWorkers, r.cfg.MaxWorkers))
 			return false
 		}
-		w := newWorker(ev.spec, r.allocIndex(), r.cfg.Client)
-		w.status.Store(uint32(ev.status))
+		w := newWorker(r.slab.next(), ev.spec, r.allocIndex(), r.cfg.Client)
+		w.setStatus(ev.status)
 		r.registerMetrics(w)
 		r.workers = append(r.workers, w)
 		r.log.Info("Added worker", "worker_id", w.ID, "url", w.URL, "models", w.Models, "worker_type", w.Type())
@@ -368,7 +369,7 @@ func (r *Registry) apply(ev event) bool {
 				r.workers = append(r.workers[:i:i], r.workers[i+1:]...)
 				r.freeIndexes = append(r.freeIndexes, w.Index)
 				r.unregisterMetrics(w)
-				w.status.Store(uint32(StatusDraining))
+				w.setStatus(StatusDraining)
 				w.Client.CloseIdleConnections()
 				r.log.Info("Removed worker", "worker_id", w.ID, "url", w.URL)
 				r.reply(ev, w, nil)
@@ -388,7 +389,7 @@ func (r *Registry) apply(ev event) bool {
 					return false // a draining worker only leaves; probes must not revive it
 				}
 				r.log.Info("Worker status changed", "worker_id", w.ID, "url", w.URL, "from", w.Status().String(), "to", ev.status.String())
-				w.status.Store(uint32(ev.status))
+				w.setStatus(ev.status)
 				return true
 			}
 		}
@@ -417,11 +418,11 @@ func (r *Registry) apply(ev event) bool {
 				r.reply(ev, w, err)
 				return false
 			}
-			nw := newWorker(spec, w.Index, r.cfg.Client)
+			nw := newWorker(r.slab.next(), spec, w.Index, r.cfg.Client)
 			nw.ID = w.ID
-			nw.status.Store(uint32(StatusPending))
+			nw.setStatus(StatusPending)
 			r.unregisterMetrics(w)
-			w.status.Store(uint32(StatusDraining))
+			w.setStatus(StatusDraining)
 			w.Client.CloseIdleConnections()
 			r.registerMetrics(nw)
 			r.workers[i] = nw
@@ -510,6 +511,7 @@ func (r *Registry) registerMetrics(w *Worker) {
 	w.cbMetrics = breaker.NewMetrics(set, w.URL, &w.Breaker, clock.Real{})
 	_ = w.Breaker.Init(r.cfg.Breaker, func(from, to breaker.State) { // validated in NewRegistry
 		w.cbMetrics.OnTransition(from, to)
+		w.syncBreaker()
 		r.log.Info("Circuit breaker changed state", "url", w.URL, "from", from.String(), "to", to.String())
 	})
 	set.GetOrCreateGauge(workerSeries("smg_worker_requests_active", w.URL, ""), func() float64 {

@@ -6,7 +6,7 @@ import "testing"
 
 // TestDecodeTimerDoesNotAllocate: it runs on the relay, a token a call.
 func TestDecodeTimerDoesNotAllocate(t *testing.T) {
-	w := &Worker{}
+	w := newTestWorker()
 	var d DecodeTimer
 	now := int64(1)
 	if n := testing.AllocsPerRun(100, func() {

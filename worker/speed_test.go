@@ -40,7 +40,7 @@ func TestDecodeTimerTakesTheStepNotThePrefill(t *testing.T) {
 		{"twelve long prefill chunks of 31 steps", append(repeat(12, 500), repeat(19, 9)...)},
 		{"63 gaps, the first 32 kept", append(repeat(32, 9), repeat(31, 900)...)},
 	} {
-		w := &Worker{}
+		w := newTestWorker()
 		timeAnswer(w, c.gaps...)
 		step, n := w.DecodeStep()
 		if n != 1 || math.Abs(step-0.009) > 1e-9 {
@@ -52,7 +52,7 @@ func TestDecodeTimerTakesTheStepNotThePrefill(t *testing.T) {
 // TestShortAnswersAreNoSample: fewer than MinDecodeSteps gaps, or an answer never started, say
 // nothing about the step.
 func TestShortAnswersAreNoSample(t *testing.T) {
-	w := &Worker{}
+	w := newTestWorker()
 	timeAnswer(w, repeat(MinDecodeSteps-1, 9)...)
 	var never DecodeTimer
 	never.Finish(w)
@@ -69,7 +69,7 @@ func TestShortAnswersAreNoSample(t *testing.T) {
 // averaged (a worker is known after a few dozen answers, not after hundreds); past them a new
 // answer moves the estimate by DecodeSmoothing of its difference. ClearDecode forgets it all.
 func TestDecodeEstimateIsTheMeanThenSmoothed(t *testing.T) {
-	w := &Worker{}
+	w := newTestWorker()
 	for i := range 16 {
 		w.NoteDecode(int64((10 + 2*(i%2)) * 1e6)) // 10, 12, 10, 12, ... ms
 	}

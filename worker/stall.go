@@ -52,8 +52,8 @@ func (w *Worker) NoteFirstByte(sent, now int64) {
 	fb.quietSince.Store(now)
 	fb.sum.Add(now - sent)
 	fb.count.Add(1)
-	if w.stall.Load() != StallNone {
-		w.stall.Store(StallNone)
+	if w.state.Load()&stallMask != 0 {
+		w.setState(stallMask, 0)
 	}
 }
 
@@ -80,11 +80,21 @@ func (w *Worker) TakeFirstByteTimes() (sum time.Duration, n int64) {
 }
 
 // StallState is the worker's stall state: StallNone, StallSilent or StallUnresponsive.
-func (w *Worker) StallState() uint32 { return w.stall.Load() }
+func (w *Worker) StallState() uint32 { return w.state.Load() & stallMask >> stallShift }
 
 // SetStallState sets the stall state (worker/stall's monitor).
-func (w *Worker) SetStallState(s uint32) { w.stall.Store(s) }
+func (w *Worker) SetStallState(s uint32) { w.setState(stallMask, s<<stallShift&stallMask) }
 
 // CompareAndSetStallState moves the stall state from old to s, unless the request path
 // changed it in between (a first byte clears it).
-func (w *Worker) CompareAndSetStallState(old, s uint32) bool { return w.stall.CompareAndSwap(old, s) }
+func (w *Worker) CompareAndSetStallState(old, s uint32) bool {
+	for {
+		cur := w.state.Load()
+		if cur&stallMask>>stallShift != old {
+			return false
+		}
+		if w.state.CompareAndSwap(cur, cur&^stallMask|s<<stallShift&stallMask) {
+			return true
+		}
+	}
+}

@@ -5,7 +5,7 @@ import "testing"
 // TestFirstByteAccounting: silence counts from the last first byte while requests wait, is 0
 // when none waits, and a first byte clears a stall state and is counted for the typical time.
 func TestFirstByteAccounting(t *testing.T) {
-	w := &Worker{}
+	w := newTestWorker()
 	if w.Silence(100) != 0 {
 		t.Fatal("silence with nothing waiting")
 	}

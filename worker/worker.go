@@ -71,25 +71,40 @@ func OutcomeOf(status int) int {
 
 // Worker is one engine endpoint as the gateway serves it. All fields but the atomics are
 // immutable after the registry creates it.
+//
+// A Worker is one 64-byte cache line: the state load-aware policies read on every candidate of
+// a scan (hot.go), and a pointer to the rest (cold), whose fields read as the Worker's own. The
+// registry allocates Workers side by side (slab.go), so scoring a fleet registered together
+// reads consecutive cache lines instead of chasing one pointer per worker into a large object.
 type Worker struct {
-	// The state policies read on every pick comes first, so that scoring a fleet touches one
-	// cache line per worker (least_load and cache_aware scan every candidate).
-
 	// InFlight counts requests dispatched to this worker whose response body has not
 	// finished. The hot path adds 1 at dispatch and subtracts 1 exactly once.
 	InFlight atomic.Int64
 	load     atomic.Pointer[LoadReport]
-	// Cumulative dispatch counts (NoteDispatch); a load report keeps their values at its
-	// poll (LoadReport.since), so the since-report credit is the difference.
+	// Cumulative dispatch counts with and without a known token count (NoteDispatch; the
+	// request count is in cold); a load report keeps their values at its poll
+	// (LoadReport.since), so the since-report credit is the difference.
+	dispatchedTokens  atomic.Int64
+	dispatchedUnknown atomic.Int64
+	// awaitingTokens and awaitingUnknown are the work sent to the worker still waiting for its
+	// first token (load.go; the request count is in cold).
+	awaitingTokens  atomic.Int64
+	awaitingUnknown atomic.Int64
+	// state packs the status and the vetoes Routable reads (hot.go): one load tells a
+	// routable worker.
+	state atomic.Uint32
+	_     uint32
+
+	*cold
+}
+
+// cold is the part of a Worker that picks do not read on every candidate: identity, client,
+// breaker, settings, metrics and the request path's measurements.
+type cold struct {
+	// dispatchedRequests counts every request dispatched (NoteDispatch).
 	dispatchedRequests atomic.Int64
-	dispatchedTokens   atomic.Int64
-	dispatchedUnknown  atomic.Int64
-	// awaiting is the work sent to the worker still waiting for its first token (load.go).
-	awaiting   awaitingState
-	status     atomic.Uint32
-	overloaded atomic.Bool
-	// stall is the worker's stall state (stall.go): not StallNone keeps new requests away.
-	stall atomic.Uint32
+	// awaitingRequests counts the requests waiting for their first token (NoteAwaiting).
+	awaitingRequests atomic.Int64
 	// Breaker is the worker's circuit breaker, read by policies through Routable and driven
 	// by the gateway: TryAcquire before a request, Record when it ends.
 	Breaker breaker.Breaker
@@ -166,7 +181,7 @@ func (w *Worker) GRPCTarget() string {
 }
 
 // Status returns the worker's current status.
-func (w *Worker) Status() Status { return Status(w.status.Load()) }
+func (w *Worker) Status() Status { return Status(w.state.Load() & statusMask) }
 
 // Ready reports whether the worker's status is Ready: the registry's view, which decides the
 // candidates a snapshot's pickers are built with.
@@ -174,10 +189,15 @@ func (w *Worker) Ready() bool { return w.Status() == StatusReady }
 
 // Routable reports whether the worker may receive a new request right now: Ready, not vetoed
 // by overload protection, not stalled (stall.go), and its circuit breaker not open (the
-// spec's availability filter). Policies call it on every candidate; with a closed breaker it
-// costs four atomic loads.
+// spec's availability filter). Policies call it on every candidate: for a routable worker
+// with a closed breaker it is one atomic load of the worker's first cache line.
 func (w *Worker) Routable() bool {
-	return w.Ready() && !w.overloaded.Load() && w.stall.Load() == StallNone && w.Breaker.AvailableNow()
+	st := w.state.Load()
+	if st == uint32(StatusReady) {
+		return true
+	}
+	// The breaker bit only says the breaker may not be closed (hot.go): the breaker decides.
+	return st&^stateBreaker == uint32(StatusReady) && w.Breaker.AvailableNow()
 }
 
 // settings is one immutable version of a worker's changeable settings.
@@ -280,8 +300,8 @@ func (o *ClientOptions) Validate() error {
 // cleans its DNS cache, and one per worker made 10,000 workers cost 10,000 goroutines.
 var workerDialer = &fasthttp.TCPDialer{}
 
-// newWorker builds a Worker from a normalized spec.
-func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
+// newWorker builds a Worker from a normalized spec in slot, a zero Worker (slab.go).
+func newWorker(slot *Worker, spec Spec, index uint32, opts ClientOptions) *Worker {
 	scheme, host, _ := strings.Cut(spec.URL, "://")
 	protocol, rank := ProtocolHTTP, -1
 	if scheme == "grpc" {
@@ -291,7 +311,8 @@ func newWorker(spec Spec, index uint32, opts ClientOptions) *Worker {
 			rank, _ = parsePort(r) // validated by CanonicalURL
 		}
 	}
-	w := &Worker{
+	w := slot
+	w.cold = &cold{
 		protocol:   protocol,
 		dpRank:     rank,
 		ID:         newID(),

@@ -169,7 +169,7 @@ func (s *Scorer) NewFleetRate(ws []*worker.Worker) *policy.FleetRate {
 // (worker.Worker.Awaiting), a request of unknown size at MeanPrefillTokens: the first key
 // Lowest ranks by.
 func (s *Scorer) AwaitingWork(w *worker.Worker) float64 {
-	_, known, unknown := w.Awaiting()
+	known, unknown := w.AwaitingTokens()
 	return float64(known) + float64(unknown)*float64(s.cfg.MeanPrefillTokens)
 }
 
@@ -331,9 +331,14 @@ func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 			}
 			continue
 		}
-		requests, known, unknown := w.SinceReport(r)
-		if capN > 0 && int64(r.WaitingRequests)+requests >= capN {
-			continue
+		var known, unknown int64
+		if capN > 0 {
+			var requests int64
+			if requests, known, unknown = w.SinceReport(r); int64(r.WaitingRequests)+requests >= capN {
+				continue
+			}
+		} else {
+			known, unknown = w.SinceReportTokens(r) // the worker's first cache line only
 		}
 		queued := float64(r.WaitingTokens)
 		if r.WaitingTokens < 0 {
@@ -344,7 +349,7 @@ func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 			perToken = invPerStep * step
 		}
 		score := (queued+float64(known)+float64(unknown)*mean)*perToken + kvWeight*r.KVOccupancyAt(inFlight)
-		_, awKnown, awUnknown := w.Awaiting()
+		awKnown, awUnknown := w.AwaitingTokens()
 		awaiting := float64(awKnown) + float64(awUnknown)*mean
 		if speeds.Slow(i) {
 			awaiting += s.SlowPenalty(req)

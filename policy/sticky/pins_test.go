@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/policy/policytest"
 )
 
 // TestIdlePinsAreSweptWithinTwiceTheMaxIdleTime: a table whose max idle time is under
@@ -17,7 +17,7 @@ func TestIdlePinsAreSweptWithinTwiceTheMaxIdleTime(t *testing.T) {
 		set := metrics.NewSet()
 		g := set.GetOrCreateGauge("entries", nil)
 		tab := NewPinTable(t0, idle, DefaultMaxPins, g)
-		w := &worker.Worker{URL: "http://w"}
+		w := policytest.NewFleet(t, 1, "m").Workers[0]
 		tab.Pin([]byte("k"), w)
 		if g.Get() != 1 {
 			t.Fatalf("entries %v after one pin", g.Get())

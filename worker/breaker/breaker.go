@@ -258,6 +258,10 @@ func (b *Breaker) Stats(now int64) Stats {
 	return st
 }
 
+// Closed reports whether the breaker is closed, as the state word says now: one atomic load,
+// and unlike State it never moves an Open breaker whose timeout has passed to HalfOpen.
+func (b *Breaker) Closed() bool { return stateOf(b.word.Load()) == Closed }
+
 // AvailableNow is Available at the current time, reading the clock only when the breaker is
 // not closed: policies call it on every candidate of a scan, and a closed breaker (the common
 // case) then costs one atomic load.
