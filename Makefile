@@ -4,13 +4,21 @@ GO        ?= go
 BIN       := bin
 COMMANDS  := ./cmd/smg ./cmd/mockworker ./cmd/loadgen ./bench/bareproxy ./bench/cmd/smgbench
 
-.PHONY: all build tools proto test bench bench-smoke demo fmt vet fuzz clean
+.PHONY: all build image tools proto test bench bench-smoke demo fmt vet fuzz clean
 
 all: build
 
 ## build: compile smg, mockworker, loadgen and the benchmark tools into bin/
 build:
 	$(GO) build -buildvcs=true -o $(BIN)/ $(COMMANDS)
+
+## image: the gateway's container image, built without a container daemon (hack/image): a static
+## smg, the CA roots and user 65532 on an empty base, named as the Helm chart's default image
+## (values.yaml image.repository : Chart.yaml appVersion); bin/smg-image.tar (for crane push,
+## docker load, podman load) and the OCI layout bin/smg-oci. Reproducible: the same commit and Go
+## give the same digest.
+image:
+	$(GO) run ./hack/image --out $(BIN)
 
 ## tools: the kube-apiserver, etcd and helm the tests run, the tokenizer test data (npm), and
 ## protoc (Debian's protobuf-compiler, apt-get when missing) with protoc-gen-go and

@@ -79,6 +79,8 @@ var layers = map[string][]string{
 	// deploy holds only the tests of the manifests, the dashboard and the alert rules, which
 	// run the built binaries.
 	"deploy": {},
+	// hack holds the build tools beside the scripts (the image builder): none imports ours.
+	"hack": {},
 }
 
 // parts lists the sub-packages a package is built from and may import: helpers of its own
