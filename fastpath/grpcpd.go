@@ -70,6 +70,9 @@ func (g *grpcCall) relayPD() {
 	var derr error // the decode leg's failure
 	if pw.KVConnector != "" {
 		g.greq.Sampling.MaxNewTokens, g.greq.Sampling.N, g.greq.Sampling.Stop, g.greq.Sampling.StopTokenIDs = grpcworker.Some[uint32](1), 1, nil, nil
+		// One token, not streamed, as vLLM's own PD proxy sends it (the decode leg is filled
+		// afresh from the client's request).
+		g.greq.Stream = false
 		g.greq.KVTransferParamsJSON = vllmPrefillParams
 		a.dispatch(&a.prefill)
 		params, err := runPrefill(ctx, pc, &g.greq)

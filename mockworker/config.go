@@ -341,8 +341,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Protocol != ProtocolHTTP && c.Protocol != ProtocolGRPC:
 		errs = append(errs, fmt.Errorf("protocol %q (--protocol): use %q or %q", c.Protocol, ProtocolHTTP, ProtocolGRPC))
-	case c.Protocol == ProtocolGRPC && c.Role != RoleUnified:
-		errs = append(errs, fmt.Errorf("role %q with protocol grpc: the gRPC mock has no PD roles yet; use --protocol http", c.Role))
+	case c.Protocol == ProtocolGRPC && c.Role == RoleEncode:
+		errs = append(errs, errors.New("role encode with protocol grpc: the engines' gRPC services have no encode leg; use --protocol http"))
 	case c.Protocol == ProtocolGRPC && c.TLSCert != "":
 		errs = append(errs, errors.New("TLS with protocol grpc: the gRPC mock serves plaintext HTTP/2 only; drop --tls-cert and --tls-key"))
 	case c.Protocol == ProtocolHTTP && c.TokenizerPath != "":

@@ -292,7 +292,8 @@
 // vllm.grpc.engine.VllmEngine (--dialect vllm), generated in engine/sglangpb and
 // engine/vllmpb (the mock shares the wire with the gateway: it imports those packages and
 // package tokenizer, nothing else of the gateway's). Worker.URL is "grpc://host:port", and
-// the command's ready line names it. Plaintext only; no PD roles yet (Validate says so). The
+// the command's ready line names it. Plaintext only. The prefill and decode roles work as on HTTP, with the PD fields where each
+// engine's proto carries them (grpc_pd.go); there is no gRPC encode role. The
 // port also answers HTTP/1.1 (a connection is gRPC when it opens with the HTTP/2 preface) on
 // the routes that configure and observe a worker: /admin/config, /health, /health_generate,
 // /v1/models, /model_info, /get_model_info, /v1/loads, /metrics, /get_server_info,

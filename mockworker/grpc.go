@@ -136,6 +136,8 @@ type rpcRequest struct {
 	stops     []string
 	n         int
 	stream    bool
+	// pd, on a prefill or decode worker, is the request's part in prefill-decode (grpc_pd.go).
+	pd *pdState
 }
 
 // rpcSender turns a run's progress into one dialect's messages. Calls are serialised.
@@ -202,6 +204,9 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 	if maxTokens > maxTokensLimit {
 		return status.Errorf(codes.InvalidArgument, "max tokens %d: the mock generates at most %d", maxTokens, maxTokensLimit)
 	}
+	if req.pd != nil && !req.pd.decode {
+		maxTokens = 1 // a prefill computes the prompt and answers its first token
+	}
 	st := w.rpc
 	plan := st.vocab.plan(maxTokens, req.ignoreEOS, req.stopIDs, req.stops)
 	var hashes []uint64
@@ -224,6 +229,11 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 	}
 	run := st.register(id)
 	defer st.unregister(id, run)
+	if req.pd != nil {
+		if out, err = w.startPD(ctx, req, out); err != nil {
+			return err
+		}
+	}
 	w.served.Add(1)
 	if f.slowTTFT > 0 && !sleepUntilOr(w.done, ctx.Done(), time.Now().Add(f.slowTTFT)) {
 		return w.gone(ctx)
@@ -298,7 +308,8 @@ func (s *sample) run(ctx context.Context, index int, out rpcSender) error {
 	prompt := len(s.req.ids)
 	var src progress
 	if w.engine != nil {
-		sq := &seq{hashes: s.hashes, tokens: s.tokens, promptTokens: max(prompt, 1), maxTokens: s.plan.length, sink: newTokenSink()}
+		sq := &seq{hashes: s.hashes, tokens: s.tokens, promptTokens: max(prompt, 1), maxTokens: s.plan.length, sink: newTokenSink(),
+			remote: s.req.pd != nil && s.req.pd.decode}
 		if err := w.engine.submit(sq); err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}

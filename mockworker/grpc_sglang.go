@@ -40,6 +40,10 @@ func (s *sglangService) Generate(req *sglangpb.GenerateRequest, stream grpc.Serv
 		}
 		r.ignoreEOS, r.stopIDs, r.stops, r.n = sp.GetIgnoreEos(), sp.GetStopTokenIds(), sp.GetStop(), int(sp.GetN())
 	}
+	var err error
+	if r.pd, err = s.w.sglangPD(req); err != nil {
+		return err
+	}
 	return s.w.rpcGenerate(stream.Context(), &r, &sglangSender{id: r.id, stream: stream})
 }
 

@@ -439,7 +439,7 @@ func TestGRPCConfigErrors(t *testing.T) {
 		want string
 	}{
 		{func(c *Config) { c.Protocol = "h3" }, "protocol"},
-		{func(c *Config) { c.Protocol, c.Role = ProtocolGRPC, RolePrefill }, "no PD roles"},
+		{func(c *Config) { c.Protocol, c.Role = ProtocolGRPC, RoleEncode }, "no encode leg"},
 		{func(c *Config) { c.TokenizerPath = "/tmp" }, "--protocol grpc"},
 		{func(c *Config) { c.Protocol, c.TokenizerPath = ProtocolGRPC, t.TempDir() }, "tokenizer"},
 	} {

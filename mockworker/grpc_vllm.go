@@ -33,16 +33,27 @@ func (s *vllmService) Generate(req *vllmpb.GenerateRequest, stream grpc.ServerSt
 		}
 		r.ignoreEOS, r.stopIDs, r.stops, r.n = sp.GetIgnoreEos(), sp.GetStopTokenIds(), sp.GetStop(), int(sp.GetN())
 	}
-	return s.w.rpcGenerate(stream.Context(), &r, &vllmSender{stream: stream})
+	var err error
+	if r.pd, err = s.w.vllmPD(req.KvTransferParamsJson, tok.GetOriginalText(), r.ids, r.stream, r.maxTokens); err != nil {
+		return err
+	}
+	out := &vllmSender{stream: stream}
+	if r.pd != nil && !r.pd.decode {
+		kv := string(s.w.appendKVParams(nil, r.pd)) // the decode's kv_transfer_params
+		out.kvParams = &kv
+	}
+	return s.w.rpcGenerate(stream.Context(), &r, out)
 }
 
 // vllmSender builds vLLM's messages, reusing them between sends (Send marshals at once).
 type vllmSender struct {
 	stream grpc.ServerStreamingServer[vllmpb.GenerateResponse]
-	tok    [1]uint32
-	chunkM vllmpb.GenerateStreamChunk
-	chunkR vllmpb.GenerateResponse_Chunk
-	resp   vllmpb.GenerateResponse
+	// kvParams, on a prefill, is the kv_transfer_params its answer hands the decode.
+	kvParams *string
+	tok      [1]uint32
+	chunkM   vllmpb.GenerateStreamChunk
+	chunkR   vllmpb.GenerateResponse_Chunk
+	resp     vllmpb.GenerateResponse
 }
 
 func (s *vllmSender) chunk(index int, id uint32, prompt, completion, cached int) error {
@@ -59,6 +70,7 @@ func (s *vllmSender) complete(index int, ids []uint32, p genPlan, finish string,
 	c := &vllmpb.GenerateComplete{
 		OutputIds: ids, FinishReason: finish, Index: uint32(index),
 		PromptTokens: uint32(prompt), CompletionTokens: uint32(completion), CachedTokens: uint32(cached),
+		KvTransferParamsJson: s.kvParams,
 	}
 	if finish == "stop" {
 		if p.hasMatchedID {

@@ -302,11 +302,30 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 	if err != nil {
 		return req, nil, err
 	}
-	pd := &pdState{decode: w.cfg.Role == RoleDecode}
-	pd.rec = kvRecord{
-		Fingerprint:  strconv.FormatUint(promptFingerprint(req.prompt, req.ids), 16),
-		PromptTokens: req.promptTokens,
+	if w.cfg.Dialect == DialectVLLM && w.cfg.Role == RolePrefill {
+		if so := member(v, "stream_options"); so != nil && so.Type() != fastjson.TypeNull && !req.stream {
+			// vLLM refuses stream_options on a request that does not stream; its proxy drops them.
+			return req, nil, errors.New("prefill worker got stream_options with stream false: vLLM rejects that; drop stream_options from the prefill request")
+		}
 	}
+	pd, err := w.newPDState(f, promptFingerprint(req.prompt, req.ids), req.promptTokens, req.stream, req.maxTokens)
+	if err != nil {
+		return req, nil, err
+	}
+	if w.cfg.Dialect == DialectSGLang && !pd.decode {
+		if pd.enc, err = w.parseEncodeHandshake(v); err != nil {
+			return req, nil, err
+		}
+	}
+	return req, pd, nil
+}
+
+// newPDState checks a PD request's fields f against this worker's role and dialect (HTTP and
+// gRPC requests alike) and returns what the reply publishes or fetches. fingerprint and
+// promptTokens name the prompt; stream and maxTokens are checked on a vLLM prefill.
+func (w *Worker) newPDState(f pdFields, fingerprint uint64, promptTokens int, stream bool, maxTokens int) (*pdState, error) {
+	pd := &pdState{decode: w.cfg.Role == RoleDecode}
+	pd.rec = kvRecord{Fingerprint: strconv.FormatUint(fingerprint, 16), PromptTokens: promptTokens, Worker: w.id}
 	switch {
 	case w.cfg.Dialect == DialectSGLang:
 		pd.key = strconv.FormatUint(f.room, 10)
@@ -320,13 +339,10 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 			break
 		}
 		if !w.isOwnHost(f.host) {
-			return req, nil, fmt.Errorf("bootstrap_host %q is not this prefill worker (%s): the gateway paired the request with another prefill", f.host, w.addr)
+			return nil, fmt.Errorf("bootstrap_host %q is not this prefill worker (%s): the gateway paired the request with another prefill", f.host, w.addr)
 		}
 		if f.port != 0 && f.port != w.pdf.bootstrapPort {
-			return req, nil, fmt.Errorf("bootstrap_port %d is not this prefill worker's bootstrap port (%d)", f.port, w.pdf.bootstrapPort)
-		}
-		if pd.enc, err = w.parseEncodeHandshake(v); err != nil {
-			return req, nil, err
+			return nil, fmt.Errorf("bootstrap_port %d is not this prefill worker's bootstrap port (%d)", f.port, w.pdf.bootstrapPort)
 		}
 	case pd.decode: // vLLM
 		pd.key = f.xferID
@@ -334,15 +350,11 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 		pd.addr = net.JoinHostPort(f.remoteHost, strconv.Itoa(f.remotePort))
 		pd.rec.EngineID, pd.rec.BlockIDs = f.engineID, f.blockIDs
 	default: // vLLM prefill: the proxy's first leg is a one-token, non-streamed request
-		if req.stream {
-			return req, nil, errors.New(`prefill worker got "stream": true: vLLM's prefill request is not streamed`)
+		if stream {
+			return nil, errors.New(`prefill worker got "stream": true: vLLM's prefill request is not streamed`)
 		}
-		if so := member(v, "stream_options"); so != nil && so.Type() != fastjson.TypeNull {
-			// vLLM refuses stream_options on a request that does not stream; its proxy drops them.
-			return req, nil, errors.New("prefill worker got stream_options with stream false: vLLM rejects that; drop stream_options from the prefill request")
-		}
-		if req.maxTokens != 1 {
-			return req, nil, fmt.Errorf("prefill worker needs max_tokens 1 (chat: max_completion_tokens 1), got %d", req.maxTokens)
+		if maxTokens != 1 {
+			return nil, fmt.Errorf("prefill worker needs max_tokens 1 (chat: max_completion_tokens 1), got %d", maxTokens)
 		}
 		var id [16]byte
 		binary.LittleEndian.PutUint64(id[:8], rand.Uint64())
@@ -350,15 +362,14 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 		pd.key = fmt.Sprintf("mock-xfer-%x", id)
 		pd.label = "remote_request_id " + pd.key
 		pd.rec.EngineID = w.kvEngineID
-		n := max((req.promptTokens+w.cfg.BlockSize-1)/w.cfg.BlockSize, 1)
+		n := max((promptTokens+w.cfg.BlockSize-1)/w.cfg.BlockSize, 1)
 		base := int(w.pdf.blocks.Add(uint64(n))) - n
 		pd.rec.BlockIDs = make([]int, n)
 		for i := range pd.rec.BlockIDs {
 			pd.rec.BlockIDs[i] = base + i
 		}
 	}
-	pd.rec.Worker = w.id
-	return req, pd, nil
+	return pd, nil
 }
 
 // isOwnHost reports whether host names this worker's listening address.
@@ -453,10 +464,31 @@ func (w *Worker) resolvePD(r *reply, done, gone <-chan struct{}) bool {
 	if pd.enc != nil {
 		return w.resolveEncode(r, done, gone)
 	}
+	res, err := w.fetchPD(pd, done, gone)
+	if res == pdClosed {
+		return false
+	}
+	if res == pdOK {
+		if r.seq != nil {
+			r.seq.remote = true
+		}
+		return true
+	}
+	w.served.Add(^uint64(0)) // not a generation after all
+	r.answer, r.seq, r.stream, r.pd = nil, nil, false, nil
+	r.status, r.contentType = 500, contentJSON
+	r.body = appendErrorBody(nil, 500, "kv_transfer_error", err.Error())
+	return true
+}
+
+// fetchPD claims a decode's KV record from its prefill's rendezvous and checks it against the
+// request's prompt, counting and logging the outcome; err says why when it is not pdOK. It
+// returns pdClosed when done or gone closed first.
+func (w *Worker) fetchPD(pd *pdState, done, gone <-chan struct{}) (pdResult, error) {
 	timeout := w.cfg.KVTransferTimeout
 	got, res, err := w.pdf.client.fetch(pd.addr, pd.key, timeout, done, gone)
 	if res == pdClosed {
-		return false
+		return res, nil
 	}
 	if res == pdOK {
 		switch {
@@ -480,15 +512,5 @@ func (w *Worker) resolvePD(r *reply, done, gone <-chan struct{}) bool {
 	}
 	w.countPD(res)
 	w.pdLog.add(PDTransfer{Key: pd.key, Prefill: pd.addr, Result: pdResultNames[res]})
-	if res == pdOK {
-		if r.seq != nil {
-			r.seq.remote = true
-		}
-		return true
-	}
-	w.served.Add(^uint64(0)) // not a generation after all
-	r.answer, r.seq, r.stream, r.pd = nil, nil, false, nil
-	r.status, r.contentType = 500, contentJSON
-	r.body = appendErrorBody(nil, 500, "kv_transfer_error", err.Error())
-	return true
+	return res, err
 }

@@ -167,7 +167,7 @@ func parseConfig(args []string, stderr io.Writer, requestLog *string) (mockworke
 		{"--dialect", cfg.Dialect != mockworker.DialectSGLang && cfg.Dialect != mockworker.DialectVLLM, "use sglang or vllm"},
 		{"--protocol", cfg.Protocol != mockworker.ProtocolHTTP && cfg.Protocol != mockworker.ProtocolGRPC, "use http or grpc"},
 		{"--tokenizer-path", cfg.TokenizerPath != "" && cfg.Protocol != mockworker.ProtocolGRPC, "add --protocol grpc (HTTP answers are text)"},
-		{"--role", cfg.Role != mockworker.RoleUnified && cfg.Protocol == mockworker.ProtocolGRPC, "the gRPC mock has no PD roles yet: use --protocol http"},
+		{"--role", cfg.Role == mockworker.RoleEncode && cfg.Protocol == mockworker.ProtocolGRPC, "the engines' gRPC services have no encode leg: use --protocol http"},
 		{"--output-tokens", cfg.OutputTokens < 1, "use at least 1"},
 		{"--token-interval-ms", tokenIntervalMS < 0, "use 0 or a positive number"},
 		{"--server", cfg.Server != mockworker.ServerGnet && cfg.Server != mockworker.ServerFastHTTP, "use gnet or fasthttp"},

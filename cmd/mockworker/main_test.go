@@ -117,7 +117,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--decode-factors", "0=0"}, "--decode-factors"},
 		{[]string{"--protocol", "h2"}, "--protocol"},
 		{[]string{"--tokenizer-path", "/tmp"}, "--tokenizer-path"},
-		{[]string{"--protocol", "grpc", "--role", "decode"}, "--role"},
+		{[]string{"--protocol", "grpc", "--role", "encode"}, "--role"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"stray"}, "stray"},
 	} {

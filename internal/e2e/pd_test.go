@@ -379,3 +379,91 @@ func TestPDDiscoveredRolesAndBootstrapPorts(t *testing.T) {
 		t.Errorf("%d handovers ok, want %d", ok, n)
 	}
 }
+
+// PD over the engines' gRPC services: a real smg in PD mode in front of mock gRPC engines
+// playing prefill and decode, in both dialects. The mocks hand the KV over as the HTTP ones
+// do, so a leg with a wrong room, bootstrap address or kv_transfer_params fails at the mock.
+func TestPDOverGRPC(t *testing.T) {
+	for _, c := range []struct {
+		dialect, prefillHost, decodeHost string
+		flags                            []string
+	}{
+		{"sglang", "127.0.0.40", "127.0.0.41", nil},
+		{"vllm", "127.0.0.42", "127.0.0.43", []string{"--kv-connector", "NixlConnector"}},
+	} {
+		t.Run(c.dialect, func(t *testing.T) {
+			boot := FreePort(t, c.prefillHost)
+			p := startGRPCMocks(t, 2, c.dialect, "--host", c.prefillHost, "--role", "prefill", "--bootstrap-port", strconv.Itoa(boot), "--kv-transfer-timeout-ms", "3000")
+			d := startGRPCMocks(t, 2, c.dialect, "--host", c.decodeHost, "--role", "decode", "--bootstrap-port", strconv.Itoa(boot), "--kv-transfer-timeout-ms", "3000")
+			args := append([]string{"--pd-disaggregation", "--model-path", qwen3Dir(t),
+				"--prefill", p[0], strconv.Itoa(boot), "--prefill", p[1], strconv.Itoa(boot), "--decode", d[0], "--decode", d[1],
+				"--prefill-policy", "round_robin", "--decode-policy", "round_robin"}, c.flags...)
+			g := StartGateway(t, args...)
+			const n = 8
+			for i := range n {
+				stream := i%2 == 1
+				body := fmt.Sprintf(`{"model":"qwen3","messages":[{"role":"user","content":"Say something, %d."}],"stream":%v}`, i, stream)
+				r := MustDo(t, http.MethodPost, g.URL+"/v1/chat/completions", body, nil)
+				if r.Status != 200 || answerText(t, r.Body, stream) != mockworker.AnswerText {
+					t.Fatalf("request %d (stream %v): %d %s", i, stream, r.Status, r.Body)
+				}
+			}
+			count := func(urls []string, role, result string) (sum int) {
+				for _, u := range urls {
+					sum += pdCountAt(t, "http://"+strings.TrimPrefix(u, "grpc://"), role, result)
+				}
+				return sum
+			}
+			if got := count(p, "prefill", "ok"); got != n {
+				t.Errorf("prefill mocks served %d, want %d", got, n)
+			}
+			if got := count(d, "decode", "ok"); got != n {
+				t.Errorf("decode mocks confirmed %d handovers, want %d", got, n)
+			}
+			for _, bad := range []string{"rejected", "timeout", "mismatch", "unreachable"} {
+				if got := count(p, "prefill", bad) + count(d, "decode", bad); got != 0 {
+					t.Errorf("%d handovers ended %s", got, bad)
+				}
+			}
+		})
+	}
+}
+
+// answerText is the assistant's text of a chat completion, streamed (SSE deltas) or not.
+func answerText(t *testing.T, body string, stream bool) string {
+	t.Helper()
+	if !stream {
+		var resp struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(body), &resp); err != nil || len(resp.Choices) != 1 {
+			t.Fatalf("chat answer: %v %s", err, body)
+		}
+		return resp.Choices[0].Message.Content
+	}
+	var text strings.Builder
+	for _, line := range strings.Split(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ev struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("SSE event %q: %v", data, err)
+		}
+		for _, ch := range ev.Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+	}
+	return text.String()
+}
