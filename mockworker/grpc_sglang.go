@@ -1,13 +1,7 @@
 package mockworker
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"os"
-	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc"
@@ -27,24 +21,19 @@ type sglangService struct {
 }
 
 func (s *sglangService) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStreamingServer[sglangpb.GenerateResponse]) error {
-	r := rpcRequest{id: req.GetRequestId(), ids: req.GetTokenized().GetInputIds(), stream: req.GetStream()}
-	if req.GetTokenized() == nil {
-		return status.Error(codes.InvalidArgument, "tokenized is missing: the scheduler runs token ids")
+	sp := req.GetSamplingParams()
+	var maxTokens *uint32
+	if sp != nil {
+		maxTokens = sp.MaxNewTokens
 	}
-	if sp := req.GetSamplingParams(); sp != nil {
-		if sp.MaxNewTokens != nil {
-			if *sp.MaxNewTokens == 0 {
-				return status.Error(codes.InvalidArgument, "max_new_tokens 0: the mock generates at least 1 token")
-			}
-			r.maxTokens = int(*sp.MaxNewTokens)
-		}
-		r.ignoreEOS, r.stopIDs, r.stops, r.n = sp.GetIgnoreEos(), sp.GetStopTokenIds(), sp.GetStop(), int(sp.GetN())
+	r, err := generateRequest(req.GetRequestId(), req.GetTokenized() != nil, req.GetTokenized().GetInputIds(), req.GetStream(), sp, maxTokens, "max_new_tokens")
+	if err != nil {
+		return err
 	}
-	var err error
 	if r.pd, err = s.w.sglangPD(req); err != nil {
 		return err
 	}
-	return s.w.rpcGenerate(stream.Context(), &r, &sglangSender{id: r.id, stream: stream})
+	return s.w.rpcGenerate(stream.Context(), r, &sglangSender{id: r.id, stream: stream})
 }
 
 // sglangSender builds SGLang's messages, reusing them between sends (Send marshals at once).
@@ -83,10 +72,8 @@ func (s *sglangSender) complete(index int, ids []uint32, p genPlan, finish strin
 }
 
 func (s *sglangService) HealthCheck(context.Context, *sglangpb.HealthCheckRequest) (*sglangpb.HealthCheckResponse, error) {
-	if !s.w.healthyNow() {
-		return &sglangpb.HealthCheckResponse{Healthy: false, Message: "unhealthy"}, nil
-	}
-	return &sglangpb.HealthCheckResponse{Healthy: true, Message: "OK"}, nil
+	healthy, msg := s.w.health()
+	return &sglangpb.HealthCheckResponse{Healthy: healthy, Message: msg}, nil
 }
 
 func (s *sglangService) Abort(_ context.Context, req *sglangpb.AbortRequest) (*sglangpb.AbortResponse, error) {
@@ -169,98 +156,6 @@ func (s *sglangService) GetTokenizer(_ *commonpb.GetTokenizerRequest, stream grp
 	return s.w.sendTokenizer(stream)
 }
 
-// tokenizerPath is the tokenizer_path reported: the directory given, else the model name.
-func (w *Worker) tokenizerPath() string {
-	if w.rpc.vocab.dir != "" {
-		return w.rpc.vocab.dir
-	}
-	return w.cfg.Model
-}
-
-func eosInt32(ids []uint32) []int32 {
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
-}
-
-// flushCache empties the prefix cache once no request runs, as SGLang does: with timeout 0 it
-// fails at once while requests run, else it waits up to timeout for them to drain.
-func (w *Worker) flushCache(ctx context.Context, timeout time.Duration) (bool, string) {
-	if w.engine == nil {
-		return true, "Cache flushed."
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		if w.engine.flush() {
-			return true, "Cache flushed."
-		}
-		if !time.Now().Before(deadline) {
-			return false, "Cache not flushed: requests are running"
-		}
-		if !sleepUntilOr(w.done, ctx.Done(), time.Now().Add(10*time.Millisecond)) {
-			return false, "Cache not flushed: cancelled"
-		}
-	}
-}
-
-// tokenizerChunk is the size of GetTokenizer's pieces.
-const tokenizerChunk = 64 << 10
-
-// sendTokenizer streams a zip of the tokenizer directory's regular files, sha256 (hex) on the
-// last piece; without --tokenizer-path there is nothing to send.
-func (w *Worker) sendTokenizer(stream grpc.ServerStreamingServer[commonpb.GetTokenizerChunk]) error {
-	dir := w.rpc.vocab.dir
-	if dir == "" {
-		return status.Error(codes.Unimplemented, "mockworker serves a tokenizer only with --tokenizer-path")
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return status.Error(codes.Internal, err.Error())
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return status.Error(codes.Internal, err.Error())
-		}
-		f, err := zw.Create(e.Name())
-		if err == nil {
-			_, err = f.Write(data)
-		}
-		if err != nil {
-			return status.Error(codes.Internal, err.Error())
-		}
-	}
-	if err := zw.Close(); err != nil {
-		return status.Error(codes.Internal, err.Error())
-	}
-	archive := buf.Bytes()
-	sum := sha256.Sum256(archive)
-	for len(archive) > 0 {
-		n := min(len(archive), tokenizerChunk)
-		c := &commonpb.GetTokenizerChunk{Data: archive[:n]}
-		if n == len(archive) {
-			c.Sha256 = hex.EncodeToString(sum[:])
-		}
-		if err := stream.Send(c); err != nil {
-			return err
-		}
-		archive = archive[n:]
-	}
-	return nil
-}
-
-// SubscribeKvEvents streams the worker's KV-cache events (Config.KVEvents); without them the
-// worker answers Unimplemented, as an engine started without KV events.
 func (s *sglangService) SubscribeKvEvents(req *commonpb.SubscribeKvEventsRequest, stream grpc.ServerStreamingServer[commonpb.KvEventBatch]) error {
-	if s.w.kvpub == nil {
-		return status.Error(codes.Unimplemented, "this worker publishes no KV events: start mockworker with --mode engine --kv-events-port")
-	}
-	return s.w.kvpub.subscribe(stream.Context(), req.GetStartSequenceNumber(), s.w.done, stream.Send)
+	return s.w.subscribeKVEvents(stream.Context(), req.GetStartSequenceNumber(), stream.Send)
 }

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/smg-go/smg/engine/commonpb"
 	"github.com/smg-go/smg/engine/vllmpb"
@@ -19,21 +17,16 @@ type vllmService struct {
 }
 
 func (s *vllmService) Generate(req *vllmpb.GenerateRequest, stream grpc.ServerStreamingServer[vllmpb.GenerateResponse]) error {
+	sp := req.GetSamplingParams()
+	var maxTokens *uint32
+	if sp != nil {
+		maxTokens = sp.MaxTokens
+	}
 	tok := req.GetTokenized()
-	if tok == nil {
-		return status.Error(codes.InvalidArgument, "tokenized is missing: the mock runs token ids (text input needs the engine's tokenizer)")
+	r, err := generateRequest(req.GetRequestId(), tok != nil, tok.GetInputIds(), req.GetStream(), sp, maxTokens, "max_tokens")
+	if err != nil {
+		return err
 	}
-	r := rpcRequest{id: req.GetRequestId(), ids: tok.GetInputIds(), stream: req.GetStream()}
-	if sp := req.GetSamplingParams(); sp != nil {
-		if sp.MaxTokens != nil {
-			if *sp.MaxTokens == 0 {
-				return status.Error(codes.InvalidArgument, "max_tokens 0: the mock generates at least 1 token")
-			}
-			r.maxTokens = int(*sp.MaxTokens)
-		}
-		r.ignoreEOS, r.stopIDs, r.stops, r.n = sp.GetIgnoreEos(), sp.GetStopTokenIds(), sp.GetStop(), int(sp.GetN())
-	}
-	var err error
 	if r.pd, err = s.w.vllmPD(req.KvTransferParamsJson, tok.GetOriginalText(), r.ids, r.stream, r.maxTokens); err != nil {
 		return err
 	}
@@ -42,7 +35,7 @@ func (s *vllmService) Generate(req *vllmpb.GenerateRequest, stream grpc.ServerSt
 		kv := string(s.w.appendKVParams(nil, r.pd)) // the decode's kv_transfer_params
 		out.kvParams = &kv
 	}
-	return s.w.rpcGenerate(stream.Context(), &r, out)
+	return s.w.rpcGenerate(stream.Context(), r, out)
 }
 
 // vllmSender builds vLLM's messages, reusing them between sends (Send marshals at once).
@@ -83,10 +76,8 @@ func (s *vllmSender) complete(index int, ids []uint32, p genPlan, finish string,
 }
 
 func (s *vllmService) HealthCheck(context.Context, *vllmpb.HealthCheckRequest) (*vllmpb.HealthCheckResponse, error) {
-	if !s.w.healthyNow() {
-		return &vllmpb.HealthCheckResponse{Healthy: false, Message: "unhealthy"}, nil
-	}
-	return &vllmpb.HealthCheckResponse{Healthy: true, Message: "OK"}, nil
+	healthy, msg := s.w.health()
+	return &vllmpb.HealthCheckResponse{Healthy: healthy, Message: msg}, nil
 }
 
 func (s *vllmService) Abort(_ context.Context, req *vllmpb.AbortRequest) (*vllmpb.AbortResponse, error) {
@@ -134,11 +125,6 @@ func (s *vllmService) GetTokenizer(_ *commonpb.GetTokenizerRequest, stream grpc.
 	return s.w.sendTokenizer(stream)
 }
 
-// SubscribeKvEvents streams the worker's KV-cache events (Config.KVEvents); without them the
-// worker answers Unimplemented, as an engine started without KV events.
 func (s *vllmService) SubscribeKvEvents(req *commonpb.SubscribeKvEventsRequest, stream grpc.ServerStreamingServer[commonpb.KvEventBatch]) error {
-	if s.w.kvpub == nil {
-		return status.Error(codes.Unimplemented, "this worker publishes no KV events: start mockworker with --mode engine --kv-events-port")
-	}
-	return s.w.kvpub.subscribe(stream.Context(), req.GetStartSequenceNumber(), s.w.done, stream.Send)
+	return s.w.subscribeKVEvents(stream.Context(), req.GetStartSequenceNumber(), stream.Send)
 }
