@@ -220,17 +220,59 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // goroutines, no sleeps, no wall clock.
 // A cfg that Validate refuses, or whose Engines are not one per worker, panics.
 func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimConfig) SimResult {
+	sim := newSimulation(p, ws, cfg)
+	for i := 0; i < len(trace) || anyBusy(sim.engines); {
+		// The next event: an arrival, a report round, a report taken or published, or the end
+		// of a step, earliest first; at equal times steps end first, then reports, then
+		// arrivals.
+		now := sim.nextEvent(trace, i)
+		sim.finishSteps(now)
+		if now == sim.nextReport {
+			sim.reportRound(now, i < len(trace))
+		}
+		sim.takeAndPublishReports(now)
+		sim.resumeConversations(now)
+		i = sim.arrive(trace, i, now)
+		sim.startSteps(now)
+	}
+	return sim.result()
+}
+
+// never is a time no event reaches.
+const never = time.Duration(math.MaxInt64)
+
+// simulation is the state of one Simulate run.
+type simulation struct {
+	p       policy.Picker
+	cfg     SimConfig
+	engines []*simEngine
+	idx     map[*worker.Worker]int
+	rng     *rand.Rand
+	res     SimResult
+	// window counts each worker's picks since the last report round.
+	window []int
+	// prompt and cached are the prompt tokens dispatched after the warm-up, and how many of
+	// them the engines found cached.
+	prompt, cached int
+	nextReport     time.Duration
+}
+
+// newSimulation resets ws for a run (no load report, nothing in flight, no decode estimate)
+// and gives each its engine. It panics on a cfg Simulate refuses.
+func newSimulation(p policy.Picker, ws []*worker.Worker, cfg SimConfig) *simulation {
 	if err := cfg.Validate(); err != nil {
 		panic("policytest.Simulate: " + err.Error())
 	}
 	if len(cfg.Engines) < len(ws) {
 		panic(fmt.Sprintf("policytest.Simulate: %d Engines for %d workers: give one per worker (DefaultEngines(n))", len(cfg.Engines), len(ws)))
 	}
-	idx := map[*worker.Worker]int{}
-	engines := make([]*simEngine, len(ws))
+	sim := &simulation{p: p, cfg: cfg, engines: make([]*simEngine, len(ws)), idx: map[*worker.Worker]int{},
+		rng:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		res:    SimResult{Picks: make([]int, len(ws)), WorkerTTFT: make([][]time.Duration, len(ws))},
+		window: make([]int, len(ws))}
 	for i, w := range ws {
-		idx[w] = i
-		engines[i] = &simEngine{e: cfg.Engines[i], w: w, takeAt: math.MaxInt64, publishAt: math.MaxInt64}
+		sim.idx[w] = i
+		sim.engines[i] = &simEngine{e: cfg.Engines[i], w: w, takeAt: math.MaxInt64, publishAt: math.MaxInt64}
 		w.SetLoad(nil)
 		w.InFlight.Store(0)
 		w.ClearDecode()
@@ -238,143 +280,175 @@ func Simulate(p policy.Picker, ws []*worker.Worker, trace []SimRequest, cfg SimC
 			panic("policytest.Simulate: a worker has requests awaiting their first token before the run")
 		}
 	}
-	res := SimResult{Picks: make([]int, len(ws)), WorkerTTFT: make([][]time.Duration, len(ws))}
-	window := make([]int, len(ws))
-	closeWindow := func() {
-		total := 0
-		for _, c := range window {
-			total += c
-		}
-		if total >= 2*len(ws) { // too few picks say nothing about shares
-			res.MaxWindowShare = max(res.MaxWindowShare, float64(slices.Max(window))*float64(len(ws))/float64(total))
-		}
-		clear(window)
+	return sim
+}
+
+// nextEvent is the time of the earliest event pending, the arrival of trace[i] included.
+func (sim *simulation) nextEvent(trace []SimRequest, i int) time.Duration {
+	now := never
+	if i < len(trace) {
+		now = trace[i].At
 	}
-	var prompt, cached int
-	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	const never = time.Duration(math.MaxInt64)
-	nextReport := time.Duration(0)
-	// dispatch picks a worker for r, which arrives at its engine now, as the gateway would.
-	dispatch := func(r *SimRequest) {
-		pr := policy.Request{Text: r.Text}
-		out, err := p.Pick(&pr)
-		if err != nil {
-			panic("policytest.Simulate: pick failed: " + err.Error())
+	now = min(now, sim.nextReport)
+	for _, e := range sim.engines {
+		if e.busy {
+			now = min(now, e.stepEnd)
 		}
-		e := engines[idx[out.Worker]]
-		tokens := policy.DispatchTokens(&pr)
-		out.Worker.NoteDispatch(tokens)
-		out.Worker.InFlight.Add(1)
-		out.Worker.NoteAwaiting(tokens)
-		s := &simSeq{req: r, tokens: tokens}
-		if r.Group >= 0 && e.e.CacheGroups > 0 && e.cacheHas(r.Group) {
-			s.cached = r.PrefixTokens
-		} else if r.Group >= 0 && e.e.CacheTokens > 0 {
-			s.cached = min(r.PrefixTokens, e.cachedTokens(r.Group))
+		now = min(now, e.takeAt, e.publishAt)
+	}
+	return now
+}
+
+// finishSteps ends the engine steps due at now and records the first tokens they produced.
+func (sim *simulation) finishSteps(now time.Duration) {
+	for _, e := range sim.engines {
+		if !e.busy || e.stepEnd != now {
+			continue
 		}
-		e.arrive(s)
-		if r.At >= cfg.Warmup {
-			res.Picks[idx[out.Worker]]++
-			window[idx[out.Worker]]++
-			prompt += r.PromptTokens
-			cached += s.cached
+		for _, s := range e.finishStep(now) {
+			if s.req.At >= sim.cfg.Warmup {
+				sim.res.TTFT = append(sim.res.TTFT, s.ttft)
+				sim.res.WorkerTTFT[sim.idx[e.w]] = append(sim.res.WorkerTTFT[sim.idx[e.w]], s.ttft)
+			}
 		}
 	}
-	for i := 0; i < len(trace) || anyBusy(engines); {
-		// The next event: an arrival, a report round, a report taken or published, or the end
-		// of a step, earliest first; at equal times steps end first, then reports, then
-		// arrivals.
-		now := never
-		if i < len(trace) {
-			now = trace[i].At
-		}
-		now = min(now, nextReport)
-		for _, e := range engines {
-			if e.busy {
-				now = min(now, e.stepEnd)
-			}
-			now = min(now, e.takeAt, e.publishAt)
-		}
-		for _, e := range engines {
-			if e.busy && e.stepEnd == now {
-				for _, s := range e.finishStep(now) {
-					if s.req.At >= cfg.Warmup {
-						res.TTFT = append(res.TTFT, s.ttft)
-						res.WorkerTTFT[idx[e.w]] = append(res.WorkerTTFT[idx[e.w]], s.ttft)
-					}
-				}
-			}
-		}
-		if now == nextReport {
-			if nextReport >= cfg.Warmup {
-				closeWindow()
-			}
-			for _, e := range engines {
-				e.mark, e.takeAt = e.w.DispatchMark(), now
-				if cfg.ReportSpread > 0 {
-					e.takeAt += time.Duration(rng.Int64N(int64(cfg.ReportSpread)))
-				}
-			}
-			nextReport += cfg.ReportEvery
-			if i == len(trace) {
-				nextReport = never // no more picks to inform
-			}
-		}
-		for _, e := range engines {
-			if e.takeAt == now {
-				e.pending, e.takeAt, e.publishAt = e.report(now), never, now+cfg.ReportLag
-			}
-			if e.publishAt == now {
-				if cfg.CreditFromPublication {
-					e.w.SetLoad(e.pending)
-				} else {
-					e.w.SetLoadSince(e.pending, e.mark)
-				}
-				e.pending, e.publishAt = nil, never
-			}
-		}
-		if conv := cfg.Conversations; conv != nil {
-			// Answers completed in this step make their conversations ready; arrivals that
-			// found none ready take them now.
-			for _, e := range engines {
-				for _, s := range e.completed {
-					conv.done(s.req)
-				}
-				e.completed = e.completed[:0]
-			}
-			for ; conv.waiting > 0; conv.waiting-- {
-				r, ok := conv.next(now)
-				if !ok {
-					break
-				}
-				dispatch(r)
-			}
-		}
-		for i < len(trace) && trace[i].At == now {
-			r := &trace[i]
-			i++
-			if conv := cfg.Conversations; conv != nil {
-				var ok bool
-				if r, ok = conv.next(now); !ok {
-					conv.waiting++
-					continue
-				}
-			}
-			dispatch(r)
-		}
-		for _, e := range engines {
-			if !e.busy {
-				e.startStep(now)
-			}
-			res.MaxBacklog = max(res.MaxBacklog, e.backlog())
+}
+
+// reportRound starts a load-report round at now: it closes the picks' window and schedules
+// each engine's answer (SimConfig.ReportSpread). Without more arrivals no round follows.
+func (sim *simulation) reportRound(now time.Duration, moreArrivals bool) {
+	if sim.nextReport >= sim.cfg.Warmup {
+		sim.closeWindow()
+	}
+	for _, e := range sim.engines {
+		e.mark, e.takeAt = e.w.DispatchMark(), now
+		if sim.cfg.ReportSpread > 0 {
+			e.takeAt += time.Duration(sim.rng.Int64N(int64(sim.cfg.ReportSpread)))
 		}
 	}
+	sim.nextReport += sim.cfg.ReportEvery
+	if !moreArrivals {
+		sim.nextReport = never // no more picks to inform
+	}
+}
+
+// closeWindow folds the picks since the last round into MaxWindowShare.
+func (sim *simulation) closeWindow() {
+	n := len(sim.window)
+	total := 0
+	for _, c := range sim.window {
+		total += c
+	}
+	if total >= 2*n { // too few picks say nothing about shares
+		sim.res.MaxWindowShare = max(sim.res.MaxWindowShare, float64(slices.Max(sim.window))*float64(n)/float64(total))
+	}
+	clear(sim.window)
+}
+
+// takeAndPublishReports takes the reports due at now and publishes those whose lag has
+// passed, as the load monitor does (SimConfig.ReportLag, CreditFromPublication).
+func (sim *simulation) takeAndPublishReports(now time.Duration) {
+	for _, e := range sim.engines {
+		if e.takeAt == now {
+			e.pending, e.takeAt, e.publishAt = e.report(now), never, now+sim.cfg.ReportLag
+		}
+		if e.publishAt == now {
+			if sim.cfg.CreditFromPublication {
+				e.w.SetLoad(e.pending)
+			} else {
+				e.w.SetLoadSince(e.pending, e.mark)
+			}
+			e.pending, e.publishAt = nil, never
+		}
+	}
+}
+
+// resumeConversations makes the conversations whose answer completed ready, and gives them to
+// the arrivals that found none ready.
+func (sim *simulation) resumeConversations(now time.Duration) {
+	conv := sim.cfg.Conversations
+	if conv == nil {
+		return
+	}
+	for _, e := range sim.engines {
+		for _, s := range e.completed {
+			conv.done(s.req)
+		}
+		e.completed = e.completed[:0]
+	}
+	for ; conv.waiting > 0; conv.waiting-- {
+		r, ok := conv.next(now)
+		if !ok {
+			break
+		}
+		sim.dispatch(r)
+	}
+}
+
+// arrive dispatches the requests of trace from i that arrive at now and returns the index of
+// the first one left. With Conversations an arrival takes the next ready turn, or waits.
+func (sim *simulation) arrive(trace []SimRequest, i int, now time.Duration) int {
+	for ; i < len(trace) && trace[i].At == now; i++ {
+		r := &trace[i]
+		if conv := sim.cfg.Conversations; conv != nil {
+			var ok bool
+			if r, ok = conv.next(now); !ok {
+				conv.waiting++
+				continue
+			}
+		}
+		sim.dispatch(r)
+	}
+	return i
+}
+
+// dispatch picks a worker for r, which arrives at its engine now, as the gateway would.
+func (sim *simulation) dispatch(r *SimRequest) {
+	pr := policy.Request{Text: r.Text}
+	out, err := sim.p.Pick(&pr)
+	if err != nil {
+		panic("policytest.Simulate: pick failed: " + err.Error())
+	}
+	i := sim.idx[out.Worker]
+	e := sim.engines[i]
+	tokens := policy.DispatchTokens(&pr)
+	out.Worker.NoteDispatch(tokens)
+	out.Worker.InFlight.Add(1)
+	out.Worker.NoteAwaiting(tokens)
+	s := &simSeq{req: r, tokens: tokens}
+	if r.Group >= 0 && e.e.CacheGroups > 0 && e.cacheHas(r.Group) {
+		s.cached = r.PrefixTokens
+	} else if r.Group >= 0 && e.e.CacheTokens > 0 {
+		s.cached = min(r.PrefixTokens, e.cachedTokens(r.Group))
+	}
+	e.arrive(s)
+	if r.At >= sim.cfg.Warmup {
+		sim.res.Picks[i]++
+		sim.window[i]++
+		sim.prompt += r.PromptTokens
+		sim.cached += s.cached
+	}
+}
+
+// startSteps starts a step on every idle engine and records the largest backlog.
+func (sim *simulation) startSteps(now time.Duration) {
+	for _, e := range sim.engines {
+		if !e.busy {
+			e.startStep(now)
+		}
+		sim.res.MaxBacklog = max(sim.res.MaxBacklog, e.backlog())
+	}
+}
+
+// result sorts what the run measured.
+func (sim *simulation) result() SimResult {
+	res := sim.res
 	slices.Sort(res.TTFT)
 	for _, t := range res.WorkerTTFT {
 		slices.Sort(t)
 	}
-	if prompt > 0 {
-		res.HitRate = float64(cached) / float64(prompt)
+	if sim.prompt > 0 {
+		res.HitRate = float64(sim.cached) / float64(sim.prompt)
 	}
 	return res
 }
