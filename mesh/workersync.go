@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -116,17 +118,27 @@ func parseWorkerKey(key string) (owner, url string, ok bool) {
 
 // Reconcile publishes local workers and brings imports in line with the store: one pass.
 func (ws *WorkerSync) Reconcile(ctx context.Context) {
-	self := ws.node.Name()
 	snap := ws.reg.Current()
-
 	ws.mu.Lock()
-	imported := make(map[string]bool, len(ws.imported))
-	for u := range ws.imported {
-		imported[u] = true
-	}
+	imported := maps.Clone(ws.imported)
 	ws.mu.Unlock()
 
-	// Publish what this router owns.
+	ws.publishOwned(snap, imported)
+	want := ws.peersWorkers()
+	for _, url := range slices.Sorted(maps.Keys(want)) {
+		ws.follow(ctx, url, snap.ByURL(url), imported[url], want[url])
+	}
+	for url := range imported {
+		if _, ok := want[url]; !ok {
+			ws.dropImport(ctx, snap, url)
+		}
+	}
+}
+
+// publishOwned publishes the workers of snap this router owns (not imported, not ipc://) and
+// deletes its keys of the workers it no longer has.
+func (ws *WorkerSync) publishOwned(snap *worker.Snapshot, imported map[string]bool) {
+	self := ws.node.Name()
 	owned := map[string]bool{}
 	for _, w := range snap.Workers {
 		if imported[w.URL] || strings.HasPrefix(w.URL, "ipc://") {
@@ -144,12 +156,18 @@ func (ws *WorkerSync) Reconcile(ctx context.Context) {
 			ws.node.DeleteLocal(key)
 		}
 	}
+}
 
-	// What peers publish, by URL; with several owners of one URL, the first by owner name.
-	type published struct {
-		owner string
-		v     workerValue
-	}
+// published is a peer's worker as the store holds it.
+type published struct {
+	owner string
+	v     workerValue
+}
+
+// peersWorkers is what peers publish, by URL; with several owners of one URL, the first by
+// owner name. Entries that do not decode, or name another URL than their key, are skipped.
+func (ws *WorkerSync) peersWorkers() map[string]published {
+	self := ws.node.Name()
 	want := map[string]published{}
 	for _, e := range ws.node.Entries() {
 		owner, url, ok := parseWorkerKey(e.Key)
@@ -164,47 +182,43 @@ func (ws *WorkerSync) Reconcile(ctx context.Context) {
 			want[url] = published{owner, v}
 		}
 	}
-	urls := make([]string, 0, len(want))
-	for u := range want {
-		urls = append(urls, u)
-	}
-	sort.Strings(urls)
+	return want
+}
 
-	for _, url := range urls {
-		p := want[url]
-		w := snap.ByURL(url)
-		switch {
-		case w == nil && ws.refuseImports:
-			ws.refuse(url, p.owner)
-		case w == nil:
-			ws.importWorker(ctx, p.v)
-		case imported[url]:
-			// Only a change of the owner's flag nudges: the local health checker owns
-			// the import's status otherwise.
-			ws.mu.Lock()
-			last, seen := ws.healthy[url]
-			ws.healthy[url] = p.v.Healthy
-			ws.mu.Unlock()
-			if seen && last != p.v.Healthy {
-				ws.nudge(w, p.v.Healthy)
-			}
-		}
-	}
-	for url := range imported {
-		if _, ok := want[url]; ok {
-			continue
-		}
-		if w := snap.ByURL(url); w != nil {
-			if _, err := ws.reg.Remove(ctx, w.ID); err != nil && !errors.Is(err, worker.ErrNotFound) {
-				ws.log.Warn("cannot remove a worker its owner removed", "url", url, "err", err)
-				continue
-			}
-		}
+// follow brings the local registry in line with p, a peer's published worker of url: w is the
+// registry's worker of url (nil: none), imported whether this adapter added it. A URL this
+// router registered itself is left alone.
+func (ws *WorkerSync) follow(ctx context.Context, url string, w *worker.Worker, imported bool, p published) {
+	switch {
+	case w == nil && ws.refuseImports:
+		ws.refuse(url, p.owner)
+	case w == nil:
+		ws.importWorker(ctx, p.v)
+	case imported:
+		// Only a change of the owner's flag nudges: the local health checker owns the
+		// import's status otherwise.
 		ws.mu.Lock()
-		delete(ws.imported, url)
-		delete(ws.healthy, url)
+		last, seen := ws.healthy[url]
+		ws.healthy[url] = p.v.Healthy
 		ws.mu.Unlock()
+		if seen && last != p.v.Healthy {
+			ws.nudge(w, p.v.Healthy)
+		}
 	}
+}
+
+// dropImport removes the import of url, which no owner publishes any more.
+func (ws *WorkerSync) dropImport(ctx context.Context, snap *worker.Snapshot, url string) {
+	if w := snap.ByURL(url); w != nil {
+		if _, err := ws.reg.Remove(ctx, w.ID); err != nil && !errors.Is(err, worker.ErrNotFound) {
+			ws.log.Warn("cannot remove a worker its owner removed", "url", url, "err", err)
+			return
+		}
+	}
+	ws.mu.Lock()
+	delete(ws.imported, url)
+	delete(ws.healthy, url)
+	ws.mu.Unlock()
 }
 
 func (ws *WorkerSync) importWorker(ctx context.Context, v workerValue) {
