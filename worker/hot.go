@@ -1,5 +1,7 @@
 package worker
 
+import "time"
+
 // A Worker's state word packs its status with the vetoes Routable reads, so that the routable
 // test of a scan is one atomic load: the word of a routable worker whose breaker is closed is
 // exactly StatusReady. Each part keeps its own writer (the registry the status, the load
@@ -69,4 +71,21 @@ func (s *slab) next() *Worker {
 	w := &s.free[0]
 	s.free = s.free[1:]
 	return w
+}
+
+// PhaseSlices is how many phases the background pollers (worker/health, worker/loadmon) spread
+// a fleet's probes over within one interval, so that a fleet registered at once is not probed
+// in one burst every interval, while a round walks the fleet at most PhaseSlices times per
+// interval.
+const PhaseSlices = 32
+
+// Phase is the worker's slice of a polling interval, in [0, PhaseSlices): its Index modulo
+// PhaseSlices. Indexes are dense, so any fleet's workers fill the slices evenly (their counts
+// differ by at most one).
+func (w *Worker) Phase() int { return int(w.Index % PhaseSlices) }
+
+// PhaseOffset is where the worker's slice starts within an interval: interval × Phase ÷
+// PhaseSlices.
+func (w *Worker) PhaseOffset(interval time.Duration) time.Duration {
+	return interval / PhaseSlices * time.Duration(w.Phase())
 }

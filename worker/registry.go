@@ -98,6 +98,7 @@ type Registry struct {
 
 	// Writer-goroutine state.
 	workers     []*Worker
+	byURL       map[string]*Worker // the registered workers by URL
 	freeIndexes []uint32
 	nextIndex   uint32
 	slab        slab // where new Workers are allocated
@@ -170,6 +171,7 @@ func NewRegistry(cfg Config) (*Registry, error) {
 		dropped: cfg.Metrics.GetOrCreateCounter(`smg_registry_events_dropped_total`),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
+		byURL:   map[string]*Worker{},
 	}
 	r.current.Store(newSnapshot(0, nil))
 	cfg.Metrics.GetOrCreateGauge(`smg_worker_pool_size`, func() float64 {
@@ -342,11 +344,9 @@ func (r *Registry) apply(ev event) bool {
 	case evSync:
 		return true
 	case evAdd:
-		for _, w := range r.workers {
-			if w.URL == ev.spec.URL {
-				r.reply(ev, w, fmt.Errorf("%w: %s is registered as %s", ErrAlreadyExists, w.URL, w.ID))
-				return false
-			}
+		if w := r.byURL[ev.spec.URL]; w != nil {
+			r.reply(ev, w, fmt.Errorf("%w: %s is registered as %s", ErrAlreadyExists, w.URL, w.ID))
+			return false
 		}
 		if err := ev.spec.CheckLimits(); err != nil { // a model list learned after Normalize
 			r.reply(ev, nil, err)
@@ -360,6 +360,7 @@ func (r *Registry) apply(ev event) bool {
 		w.setStatus(ev.status)
 		r.registerMetrics(w)
 		r.workers = append(r.workers, w)
+		r.byURL[w.URL] = w
 		r.log.Info("Added worker", "worker_id", w.ID, "url", w.URL, "models", w.Models, "worker_type", w.Type())
 		r.reply(ev, w, nil)
 		return true
@@ -368,6 +369,7 @@ func (r *Registry) apply(ev event) bool {
 			if w.ID == ev.id {
 				r.workers = append(r.workers[:i:i], r.workers[i+1:]...)
 				r.freeIndexes = append(r.freeIndexes, w.Index)
+				delete(r.byURL, w.URL)
 				r.unregisterMetrics(w)
 				w.setStatus(StatusDraining)
 				w.Client.CloseIdleConnections()
@@ -426,6 +428,7 @@ func (r *Registry) apply(ev event) bool {
 			w.Client.CloseIdleConnections()
 			r.registerMetrics(nw)
 			r.workers[i] = nw
+			r.byURL[nw.URL] = nw
 			r.log.Info("Learned the worker's models", "worker_id", nw.ID, "url", nw.URL, "models", nw.Models)
 			r.reply(ev, nw, nil)
 			return true

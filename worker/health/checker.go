@@ -69,6 +69,20 @@ type entry struct {
 	fast    time.Time
 	backoff time.Duration
 	regular bool
+	// phased is set once the worker's regular probes run in its phase (scheduleRegular).
+	phased bool
+}
+
+// scheduleRegular sets the next regular probe after one at now: an interval later, except
+// after the first, which comes at once on registration, when it is its phase's offset earlier
+// (worker.Worker.PhaseOffset). A fleet registered together is probed at once, then each
+// worker in its slice of the interval: never all in one burst.
+func (e *entry) scheduleRegular(now time.Time) {
+	e.next = now.Add(e.set.Interval)
+	if !e.phased {
+		e.phased = true
+		e.next = e.next.Add(-e.w.PhaseOffset(e.set.Interval))
+	}
 }
 
 // scheduleFast sets the next extra probe of a pending worker, the backoff's wait with jitter
@@ -193,7 +207,7 @@ func (c *Checker) RunRound(ctx context.Context) time.Time {
 		case !e.next.After(now):
 			e.regular = true
 			due = append(due, e)
-			e.next = now.Add(e.set.Interval)
+			e.scheduleRegular(now)
 			if status == worker.StatusPending {
 				e.scheduleFast(now, c.cfg.PendingBackoff)
 			}

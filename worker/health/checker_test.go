@@ -142,8 +142,9 @@ func TestCheckerSendsAuthAndUsesOverrides(t *testing.T) {
 	if got := plain.auth.Load(); got != "" {
 		t.Fatalf("worker without an API key got Authorization %q", got)
 	}
-	if want := h.clk.Now().Add(10 * time.Second); !next.Equal(want) {
-		t.Fatalf("next round at %v, want the override's 10 s interval %v", next, want)
+	// The first regular probe after registration comes the worker's phase offset early.
+	if want := h.clk.Now().Add(10*time.Second - wc.PhaseOffset(10*time.Second)); !next.Equal(want) {
+		t.Fatalf("next round at %v, want the override's 10 s interval less its phase offset %v", next, want)
 	}
 
 	// 10 s later only the worker with the 10 s interval is due; its threshold of 1 makes

@@ -29,6 +29,11 @@
 //
 // # Concurrency
 //
+// A worker is probed when it is registered, then once per interval in its phase
+// (worker.Worker.Phase, one of worker.PhaseSlices slices of the interval): its second probe
+// comes its phase's offset early, so a fleet registered together is probed in one slice of
+// the interval after another, never in one burst, and rounds run at most once per slice.
+//
 // Start runs one goroutine. Each round it reads the registry snapshot (one atomic load),
 // probes the workers that are due with at most Concurrency goroutines that exit when the
 // round ends, and applies the results: SetStatus (non-blocking; a dropped change is asked for

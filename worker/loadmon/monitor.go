@@ -50,6 +50,9 @@ type Monitor struct {
 	// engine holds, with --engine-metrics, each worker's last /metrics body; guarded by mu.
 	engine        map[*worker.Worker][]byte
 	engineDropped *metrics.Counter
+
+	// afterTick, when set (by tests, before Run), runs after each of Run's ticks is handled.
+	afterTick func()
 }
 
 // New validates cfg and returns a Monitor over the snapshots current returns.
@@ -74,18 +77,26 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 	return m, nil
 }
 
-// Run polls every Interval until ctx is done. The first round starts at once.
+// Run polls until ctx is done: every worker at once, then each worker once per Interval in
+// its phase (worker.Worker.Phase): a tick every Interval ÷ worker.PhaseSlices polls the
+// workers of one phase, so a fleet is never polled in one burst.
 func (m *Monitor) Run(ctx context.Context) {
-	t := m.cfg.Clock.NewTicker(m.cfg.Interval)
+	t := m.cfg.Clock.NewTicker(max(m.cfg.Interval/worker.PhaseSlices, 1))
 	defer t.Stop()
-	for {
-		if m.active() {
-			m.PollOnce(ctx)
-		}
+	if m.active() {
+		m.PollOnce(ctx)
+	}
+	for phase := 1; ; phase = (phase + 1) % worker.PhaseSlices {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		}
+		if m.active() {
+			m.PollPhase(ctx, phase)
+		}
+		if m.afterTick != nil {
+			m.afterTick()
 		}
 	}
 }
@@ -108,9 +119,36 @@ func (m *Monitor) loadsWanted() bool {
 // report may not include, used to lose its since-report credit at the publication
 // (docs/differences.md).
 func (m *Monitor) PollOnce(ctx context.Context) {
-	snap := m.current()
-	ws := snap.Workers
+	ws := m.current().Workers
 	m.forget(ws)
+	m.pollAll(ctx, ws)
+}
+
+// PollPhase is PollOnce for the workers of one phase (worker.Worker.Phase) only; phase 0
+// also forgets the workers no longer registered.
+func (m *Monitor) PollPhase(ctx context.Context, phase int) {
+	ws := m.current().Workers
+	if phase == 0 {
+		m.forget(ws)
+	}
+	buf := phaseBufs.Get().(*[]*worker.Worker)
+	mine := (*buf)[:0]
+	for _, w := range ws {
+		if w.Phase() == phase {
+			mine = append(mine, w)
+		}
+	}
+	m.pollAll(ctx, mine)
+	clear(mine)
+	*buf = mine[:0]
+	phaseBufs.Put(buf)
+}
+
+// phaseBufs holds PollPhase's lists of workers between calls.
+var phaseBufs = sync.Pool{New: func() any { return new([]*worker.Worker) }}
+
+// pollAll polls ws, at most Concurrency at a time, with goroutines that exit when it returns.
+func (m *Monitor) pollAll(ctx context.Context, ws []*worker.Worker) {
 	loads := m.loadsWanted()
 	var next atomic.Int64
 	var wg sync.WaitGroup

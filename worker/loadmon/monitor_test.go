@@ -245,6 +245,8 @@ func TestRunPollsOnItsClockAndStopsWithItsContext(t *testing.T) {
 		}
 		return n.(*atomic.Int64).Load()
 	}
+	ticks := make(chan struct{}, 1)
+	m.afterTick = func() { ticks <- struct{}{} }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
@@ -252,7 +254,16 @@ func TestRunPollsOnItsClockAndStopsWithItsContext(t *testing.T) {
 	if n := polls(); n != 1 {
 		t.Fatalf("%d polls before the clock moved, want 1", n)
 	}
-	clk.Advance(time.Hour)
+	// One tick per phase: the worker (index 0, phase 0) is polled again at the interval's
+	// last tick, and not before.
+	for range worker.PhaseSlices - 1 {
+		clk.Advance(time.Hour / worker.PhaseSlices)
+		<-ticks
+	}
+	if n := polls(); n != 1 {
+		t.Fatalf("%d polls before the worker's phase came round, want 1", n)
+	}
+	clk.Advance(time.Hour / worker.PhaseSlices)
 	testutil.Eventually(t, "the second round, one interval later", func() bool { return polls() == 2 })
 	cancel()
 	<-done
