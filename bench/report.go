@@ -13,6 +13,8 @@ type Report struct {
 	Routes   *RoutesResult   `json:"routes,omitempty"`
 	// Tokenizer is our tokenizer against Hugging Face's, per family and prompt size.
 	Tokenizer []TokenizerRow `json:"tokenizer,omitempty"`
+	// GRPC is the token-aware path against the engine alone and the HTTP text path.
+	GRPC *GRPCResult `json:"grpc,omitempty"`
 }
 
 // peerKeys are the references a gateway row is divided by.
@@ -86,6 +88,9 @@ func (r *Report) Measured() Measured {
 	for _, t := range r.Tokenizer {
 		m[fmt.Sprintf("tokenizer.encode.speed_ratio.%s.%dk", t.Family, t.PromptBytes>>10)] = t.Ratio
 		m["tokenizer.encode.max_allocs_per_encode"] = max(m["tokenizer.encode.max_allocs_per_encode"], t.AllocsPerEncode)
+	}
+	if g := r.GRPC; g != nil {
+		g.metrics(m)
 	}
 	if len(r.Micro) > 0 {
 		most := 0.0
@@ -356,6 +361,9 @@ func (r *Report) Table() string {
 	}
 	if r.Routes != nil {
 		sb.WriteString(r.Routes.Table())
+	}
+	if r.GRPC != nil {
+		sb.WriteString(r.GRPC.Table())
 	}
 	if len(r.Tokenizer) > 0 {
 		sb.WriteString("## Tokenizer (encode MB per CPU-second, ours against Hugging Face tokenizers on the same prompts)\n\n" +

@@ -56,7 +56,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.StringVar(&o.binDir, "bin", "bin", "directory holding smg, mockworker, loadgen and bareproxy (make build)")
 	fs.StringVar(&o.out, "out", "", "write the JSON report to this file")
 	fs.StringVar(&o.baseline, "baseline", "bench/baseline.json", "baseline to gate against (smoke: bench/baseline-smoke.json); \"none\" disables the gate")
-	fs.StringVar(&o.suites, "suites", "overhead,micro,quality,routes,tokenizer", "comma-separated suites to run: overhead, micro, quality, routes (the pass-through routes and EPD, by wrk; the smoke's without its direct rows), tokenizer (encode throughput per CPU-second against Hugging Face tokenizers; smoke 1 s per side)")
+	fs.StringVar(&o.suites, "suites", "overhead,micro,quality,routes,tokenizer,grpc", "comma-separated suites to run: overhead, micro, quality, routes (the pass-through routes and EPD, by wrk; the smoke's without its direct rows), tokenizer (encode throughput per CPU-second against Hugging Face tokenizers; smoke 1 s per side), grpc (the token-aware path: TTFT against the engine alone and CPU against the text path)")
 	fs.BoolVar(&o.smoke, "smoke", false, "shortened runs for CI: three rounds of 2 s overhead runs of smg (cache_aware) and the references (the least disturbed kept), the micro gate on the small cases, one 6 s routing-quality row each of round_robin, least_load and cache_aware at 70% of the calibrated shared-prefix capacity, the routes suite (pass-through routes vs chat, EPD vs PD) without its direct rows")
 	fs.BoolVar(&o.installPeers, "install-peers", true, "apt-get install nginx-light and haproxy when missing and running as root")
 	fs.BoolVar(&o.confirm, "confirm", true, "when a gated overhead or quality metric regresses, measure that suite once more and fail only the metrics past their limit in both runs (timing ratios of short runs on shared machines see disturbed runs)")
@@ -104,11 +104,11 @@ func run(o *options) int {
 	suites := map[string]bool{}
 	for _, s := range strings.Split(o.suites, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "overhead", "micro", "quality", "routes", "tokenizer":
+		case "overhead", "micro", "quality", "routes", "tokenizer", "grpc":
 			suites[s] = true
 		case "":
 		default:
-			fmt.Fprintf(os.Stderr, "smgbench: unknown suite %q: use overhead, micro, quality, routes or tokenizer\n", s)
+			fmt.Fprintf(os.Stderr, "smgbench: unknown suite %q: use overhead, micro, quality, routes, tokenizer or grpc\n", s)
 			return 2
 		}
 	}
@@ -224,7 +224,7 @@ func describeAgain(vs []bench.Verdict) string {
 func suitesToMeasureAgain(vs []bench.Verdict) map[string]bool {
 	suites := map[string]bool{}
 	for _, name := range append(metricsWith(vs, bench.StatusRegression), metricsWith(vs, bench.StatusNotJudged)...) {
-		if suite, _, _ := strings.Cut(name, "."); suite == "overhead" || suite == "quality" || suite == "routes" || suite == "tokenizer" {
+		if suite, _, _ := strings.Cut(name, "."); suite == "overhead" || suite == "quality" || suite == "routes" || suite == "tokenizer" || suite == "grpc" {
 			suites[suite] = true
 		}
 	}
@@ -278,6 +278,19 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 			failures = append(failures, fmt.Errorf("routes: %w", err))
 		}
 		rep.Routes = res
+	}
+	if suites["grpc"] {
+		logf("smgbench: gRPC path suite…")
+		cfg := bench.DefaultGRPCConfig(bin, bench.DefaultTokenizerConfig().DataDir+"/qwen3")
+		cfg.Logf = logf
+		if o.smoke {
+			cfg.Requests, cfg.CPURequests = 100, 20
+		}
+		res, err := bench.GRPC(cfg)
+		if err != nil {
+			failures = append(failures, fmt.Errorf("grpc: %w", err))
+		}
+		rep.GRPC = res
 	}
 	if suites["tokenizer"] {
 		logf("smgbench: tokenizer suite…")
