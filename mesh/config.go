@@ -9,13 +9,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/smg-go/smg/mesh/wire"
 )
 
 // DefaultPort is --mesh-port's default.
 const DefaultPort = 39527
 
-// Config is the mesh's command-line configuration (spec: High Availability, Command Line
-// Options). The zero value is not valid: start from DefaultConfig.
+// Config is the mesh's configuration: the command-line settings (spec: High Availability,
+// Command Line Options) and the protocol's timing and sizes. The zero value is not valid:
+// start from DefaultConfig.
 type Config struct {
 	// Enable starts the mesh listener and joins the cluster (--enable-mesh). Default false.
 	Enable bool
@@ -45,15 +48,86 @@ type Config struct {
 	// WorkerAPIProtected says the gateway's worker API needs --api-key. It has no flag: the
 	// gateway sets it from --api-key.
 	WorkerAPIProtected bool
-	// TombstoneHorizon is how long this router keeps the tombstones of the workers it removed
-	// before collecting them (default DefaultTombstoneHorizon, an hour). It has no flag: the
-	// spec has none, and safety does not depend on it.
+
+	// The protocol's timing and sizes. They have no flags (the spec has none); each must be
+	// positive, and DefaultConfig sets the Default* constants of the same name.
+
+	// Round is the protocol period: one round of probes and sync, at most two overlapping
+	// when one waits on a dead peer.
+	Round time.Duration
+	// ConnectTimeout bounds one connection attempt to a peer.
+	ConnectTimeout time.Duration
+	// RequestTimeout bounds one call to a peer (a probe, a sync exchange).
+	RequestTimeout time.Duration
+	// BackoffBase is the first wait before redialling a peer; it doubles up to BackoffMax.
+	BackoffBase time.Duration
+	// BackoffMax is the longest wait before redialling a peer; at least BackoffBase.
+	BackoffMax time.Duration
+	// IdleTimeout closes a sync stream that carried nothing for this long.
+	IdleTimeout time.Duration
+	// SuspectTimeout: a SUSPECTED member that has not refuted within it is declared DOWN.
+	SuspectTimeout time.Duration
+	// KeepAlive: the opener of a sync stream sends an empty message after this long without
+	// traffic.
+	KeepAlive time.Duration
+	// RepairTimeout: a tree repair that made no progress for this long is retried.
+	RepairTimeout time.Duration
+	// TombstoneHorizon: this router's tombstones of removed workers older than it are
+	// collected. Safety does not depend on it.
 	TombstoneHorizon time.Duration
+	// RefusalLogInterval: a refused TLS handshake is logged at most once per remote IP per
+	// interval.
+	RefusalLogInterval time.Duration
+	// IndirectProbes is how many members are asked to probe a member that missed a direct
+	// probe.
+	IndirectProbes int
+	// ReconnectEvery: every this many rounds one DOWN member is probed again.
+	ReconnectEvery int
+	// RepairAttempts bounds the retries of one tree repair.
+	RepairAttempts int
+	// PageBytes bounds one tree repair page.
+	PageBytes int
+	// DeltaQueue bounds the cache-tree deltas queued between rounds (one past it is dropped
+	// and counted).
+	DeltaQueue int
+	// DeltaQueueBytes bounds the bytes the queued deltas hold (one past it is dropped and
+	// counted).
+	DeltaQueueBytes int
+	// MaxEntriesPerMessage bounds the CRDT entries of one sync message.
+	MaxEntriesPerMessage int
+	// MaxSyncBytes bounds the estimated size of one sync message: a round's deltas and
+	// entries are split across messages of at most this, and a delta larger than it is
+	// dropped when published. Start lowers it to half of MaxMessage.
+	MaxSyncBytes int
+	// MaxMessage bounds one message on the wire, in bytes.
+	MaxMessage int
 }
 
 // DefaultConfig returns the spec's defaults with a fresh random server name.
 func DefaultConfig() Config {
-	return Config{ServerName: RandomServerName(), Host: "0.0.0.0", Port: DefaultPort, TombstoneHorizon: DefaultTombstoneHorizon}
+	return Config{
+		ServerName: RandomServerName(), Host: "0.0.0.0", Port: DefaultPort,
+		Round:                DefaultRound,
+		ConnectTimeout:       DefaultConnectTimeout,
+		RequestTimeout:       DefaultRequestTimeout,
+		BackoffBase:          DefaultBackoffBase,
+		BackoffMax:           DefaultBackoffMax,
+		IdleTimeout:          DefaultIdleTimeout,
+		SuspectTimeout:       DefaultSuspectTimeout,
+		KeepAlive:            DefaultKeepAlive,
+		RepairTimeout:        DefaultRepairTimeout,
+		TombstoneHorizon:     DefaultTombstoneHorizon,
+		RefusalLogInterval:   DefaultRefusalLogInterval,
+		IndirectProbes:       DefaultIndirectProbes,
+		ReconnectEvery:       DefaultReconnectEvery,
+		RepairAttempts:       DefaultRepairAttempts,
+		PageBytes:            DefaultPageBytes,
+		DeltaQueue:           DefaultDeltaQueue,
+		DeltaQueueBytes:      DefaultDeltaQueueBytes,
+		MaxEntriesPerMessage: DefaultMaxEntriesPerMessage,
+		MaxSyncBytes:         DefaultMaxSyncBytes,
+		MaxMessage:           wire.DefaultMaxMessage,
+	}
 }
 
 // RandomServerName returns "Mesh_" plus 4 random alphanumeric characters, the spec's
@@ -70,12 +144,13 @@ func RandomServerName() string {
 }
 
 // Validate checks the configuration as the spec's router does at start-up; the error
-// messages are the spec's (see its Troubleshooting table). A disabled mesh is always valid.
+// messages are the spec's (see its Troubleshooting table). The command-line settings of a
+// disabled mesh are not checked; the protocol's always are.
 func (c *Config) Validate() error {
 	if !c.Enable {
-		return nil
+		return c.validateProtocol()
 	}
-	var errs []error
+	errs := []error{c.validateProtocol()}
 	if c.ServerName == "" {
 		errs = append(errs, errors.New("mesh server name cannot be empty: set --mesh-server-name or omit it for a random one"))
 	} else if strings.Contains(c.ServerName, ":") {
@@ -97,9 +172,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("mesh advertise address cannot be unspecified: set --mesh-advertise-host to this node's IP"))
 	}
 	_ = host
-	if c.TombstoneHorizon <= 0 {
-		errs = append(errs, fmt.Errorf("mesh tombstone horizon %v: give a positive duration (start from mesh.DefaultConfig: %v)", c.TombstoneHorizon, DefaultTombstoneHorizon))
-	}
 	if c.Port == 0 {
 		errs = append(errs, errors.New("mesh port cannot be 0: use a fixed port such as 39527"))
 	} else if c.Port < 0 || c.Port > 65535 {
@@ -112,6 +184,40 @@ func (c *Config) Validate() error {
 	}
 	if n := countSet(c.TLSCert, c.TLSKey, c.TLSCA); n != 0 && n != 3 {
 		errs = append(errs, errors.New("mesh TLS needs --mesh-tls-cert, --mesh-tls-key and --mesh-tls-ca together: give all three or none"))
+	}
+	return errors.Join(errs...)
+}
+
+// validateProtocol reports every timing or size that is not positive, by name.
+func (c *Config) validateProtocol() error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Round", c.Round}, {"ConnectTimeout", c.ConnectTimeout}, {"RequestTimeout", c.RequestTimeout},
+		{"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax}, {"IdleTimeout", c.IdleTimeout},
+		{"SuspectTimeout", c.SuspectTimeout}, {"KeepAlive", c.KeepAlive}, {"RepairTimeout", c.RepairTimeout},
+		{"TombstoneHorizon", c.TombstoneHorizon}, {"RefusalLogInterval", c.RefusalLogInterval},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("mesh setting %s is %v: give a positive duration (start from mesh.DefaultConfig)", d.name, d.v))
+		}
+	}
+	if c.BackoffMax < c.BackoffBase {
+		errs = append(errs, fmt.Errorf("mesh setting BackoffMax %v is under BackoffBase %v: give BackoffMax >= BackoffBase", c.BackoffMax, c.BackoffBase))
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"IndirectProbes", c.IndirectProbes}, {"ReconnectEvery", c.ReconnectEvery}, {"RepairAttempts", c.RepairAttempts},
+		{"PageBytes", c.PageBytes}, {"DeltaQueue", c.DeltaQueue}, {"DeltaQueueBytes", c.DeltaQueueBytes},
+		{"MaxEntriesPerMessage", c.MaxEntriesPerMessage}, {"MaxSyncBytes", c.MaxSyncBytes}, {"MaxMessage", c.MaxMessage},
+	} {
+		if n.v < 1 {
+			errs = append(errs, fmt.Errorf("mesh setting %s is %d: give at least 1 (start from mesh.DefaultConfig)", n.name, n.v))
+		}
 	}
 	return errors.Join(errs...)
 }

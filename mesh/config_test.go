@@ -44,7 +44,7 @@ func TestRefusesPeerWorkersOnlyOnAPlaintextMeshWithAKey(t *testing.T) {
 }
 
 // TestZeroSettingsAreRefused: a zero timing or size in Options, TransportOptions or Config
-// is an error naming the setting, not a silent default (issue 16); the defaults pass.
+// is an error naming the setting, not a silent default; the defaults pass.
 func TestZeroSettingsAreRefused(t *testing.T) {
 	o := DefaultOptions()
 	o.Name, o.Addr, o.Transport = "a", "10.0.0.1:39527", &memTransport{}
@@ -74,7 +74,17 @@ func TestZeroSettingsAreRefused(t *testing.T) {
 		t.Fatalf("DefaultConfig: %v", err)
 	}
 	cfg.TombstoneHorizon = 0
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "tombstone horizon") {
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "TombstoneHorizon") {
 		t.Errorf("zero TombstoneHorizon: %v", err)
+	}
+	cfg = DefaultConfig() // disabled: the flags are not checked, the protocol's settings are
+	cfg.Host, cfg.Round = "not an IP", 0
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "Round") || strings.Contains(err.Error(), "mesh-host") {
+		t.Errorf("a disabled mesh with a bad host and a zero Round: %v, want only Round refused", err)
+	}
+	cfg = DefaultConfig()
+	cfg.BackoffMax = cfg.BackoffBase / 2
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "BackoffMax") {
+		t.Errorf("BackoffMax under BackoffBase: %v", err)
 	}
 }

@@ -54,7 +54,7 @@
 // current write, and no copy held anywhere (by a router partitioned or DOWN for any length
 // of time) can come back: its timestamp is below the tombstone's, so below the floor.
 //
-//   - Phase 1: when some of its tombstones are older than Options.TombstoneHorizon (an hour;
+//   - Phase 1: when some of its tombstones are older than Config.TombstoneHorizon (an hour;
 //     see DefaultTombstoneHorizon), the owner picks F, the newest of their timestamps, and
 //     rewrites ("re-stamps") its live keys at or below F with new timestamps.
 //   - Phase 2: once every ALIVE or SUSPECTED peer has acknowledged the re-stamped keys and the

@@ -108,21 +108,16 @@ type GRPCTransport struct {
 	stop  context.CancelFunc
 }
 
-// TransportOptions configures a GRPCTransport.
+// TransportOptions is what a GRPCTransport runs with: the settings (Config: MaxMessage,
+// ConnectTimeout, BackoffBase, BackoffMax, RefusalLogInterval) plus TLS and collaborators.
+// Start from DefaultTransportOptions.
 type TransportOptions struct {
+	Config
 	// TLS, when set, enables mutual TLS (see LoadMutualTLS).
-	TLS *tls.Config
-	// MaxMessage bounds a message in bytes (default wire.DefaultMaxMessage).
-	MaxMessage int
-	// ConnectTimeout bounds one connection attempt (default 5 s).
-	ConnectTimeout time.Duration
-	// BackoffBase and BackoffMax bound redial backoff (default 1 s and 60 s).
-	BackoffBase, BackoffMax time.Duration
-	Metrics                 *metrics.Set
-	// Logger receives the refused TLS handshakes (default slog.Default()), at most one line
-	// per remote IP per RefusalLogInterval (default DefaultRefusalLogInterval).
-	Logger             *slog.Logger
-	RefusalLogInterval time.Duration
+	TLS     *tls.Config
+	Metrics *metrics.Set
+	// Logger receives the refused TLS handshakes (default slog.Default()).
+	Logger *slog.Logger
 	// Clock is the clock of the refusal log's rate limit (default clock.Real).
 	Clock clock.Clock
 }
@@ -131,27 +126,12 @@ type TransportOptions struct {
 // a router outside the CA redials with backoff (up to 60 s), a scanner may not.
 const DefaultRefusalLogInterval = time.Minute
 
-// DefaultTransportOptions returns TransportOptions' defaults (plaintext; the caller sets
-// TLS and the collaborators).
-func DefaultTransportOptions() TransportOptions {
-	return TransportOptions{
-		MaxMessage: wire.DefaultMaxMessage, ConnectTimeout: DefaultConnectTimeout,
-		BackoffBase: DefaultBackoffBase, BackoffMax: DefaultBackoffMax,
-		RefusalLogInterval: DefaultRefusalLogInterval,
-	}
-}
+// DefaultTransportOptions returns DefaultConfig's settings (plaintext; the caller sets TLS
+// and the collaborators).
+func DefaultTransportOptions() TransportOptions { return TransportOptions{Config: DefaultConfig()} }
 
 // Validate reports a setting that cannot work; start from DefaultTransportOptions.
-func (o *TransportOptions) Validate() error {
-	switch {
-	case o.MaxMessage < 1:
-		return fmt.Errorf("mesh transport MaxMessage is %d: give a positive size (default %d)", o.MaxMessage, wire.DefaultMaxMessage)
-	case o.ConnectTimeout <= 0, o.BackoffBase <= 0, o.BackoffMax < o.BackoffBase, o.RefusalLogInterval <= 0:
-		return fmt.Errorf("mesh transport timings (connect %v, backoff %v-%v, refusal log every %v): give positive durations with BackoffMax >= BackoffBase (start from mesh.DefaultTransportOptions)",
-			o.ConnectTimeout, o.BackoffBase, o.BackoffMax, o.RefusalLogInterval)
-	}
-	return nil
-}
+func (o *TransportOptions) Validate() error { return o.validateProtocol() }
 
 // NewGRPCTransport returns a transport; Serve starts its server.
 func NewGRPCTransport(o TransportOptions) (*GRPCTransport, error) {

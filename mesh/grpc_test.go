@@ -37,14 +37,14 @@ type router struct {
 
 // fastRounds shortens the protocol's clock for loopback tests: rounds of 50 ms, and the
 // other timings scaled alike, so that a test covering suspicion and rejoin takes seconds.
-func fastRounds(o *Options) {
-	o.Round = 50 * time.Millisecond
-	o.SuspectTimeout = 250 * time.Millisecond
-	o.BackoffBase = 50 * time.Millisecond
-	o.BackoffMax = 200 * time.Millisecond
-	o.RequestTimeout = 2 * time.Second
-	o.RepairTimeout = 2 * time.Second
-	o.ReconnectEvery = 4
+func fastRounds(c *Config) {
+	c.Round = 50 * time.Millisecond
+	c.SuspectTimeout = 250 * time.Millisecond
+	c.BackoffBase = 50 * time.Millisecond
+	c.BackoffMax = 200 * time.Millisecond
+	c.RequestTimeout = 2 * time.Second
+	c.RepairTimeout = 2 * time.Second
+	c.ReconnectEvery = 4
 }
 
 func listen(t *testing.T, ip string, port int) net.Listener {
@@ -73,7 +73,8 @@ func startRouter(t *testing.T, name, ip string, port int, tlsFiles []string, pee
 	if tlsFiles != nil {
 		cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = tlsFiles[0], tlsFiles[1], tlsFiles[2]
 	}
-	m, err := Start(context.Background(), cfg, Deps{Registry: reg, Metrics: r.set, Logger: testutil.Quiet, Listener: l, Tune: fastRounds})
+	fastRounds(&cfg)
+	m, err := Start(context.Background(), cfg, Deps{Registry: reg, Metrics: r.set, Logger: testutil.Quiet, Listener: l})
 	if err != nil {
 		t.Fatal(err)
 	}

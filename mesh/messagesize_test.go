@@ -23,10 +23,9 @@ func startTreeRouter(t *testing.T, name string, tr *treeRouter, set *metrics.Set
 	port := l.Addr().(*net.TCPAddr).Port
 	cfg := DefaultConfig()
 	cfg.Enable, cfg.ServerName, cfg.Host, cfg.Port, cfg.PeerURLs = true, name, "127.0.0.1", port, peers
-	m, err := Start(context.Background(), cfg, Deps{Registry: tr.reg, Trees: tr.trees, Metrics: set, Logger: testutil.Quiet, Listener: l, Tune: func(o *Options) {
-		fastRounds(o)
-		o.Round = 500 * time.Millisecond // the whole burst below lands in one round
-	}})
+	fastRounds(&cfg)
+	cfg.Round = 500 * time.Millisecond // the whole burst below lands in one round
+	m, err := Start(context.Background(), cfg, Deps{Registry: tr.reg, Trees: tr.trees, Metrics: set, Logger: testutil.Quiet, Listener: l})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,9 +56,11 @@ const (
 	DefaultTombstoneHorizon = time.Hour
 )
 
-// Options configures a Node: the protocol's identity, timing and collaborators. Start from
-// DefaultOptions: a zero timing or size is refused by Validate, not read as its default.
+// Options is what a Node runs with: the settings (Config, whose protocol timing and sizes
+// it reads) plus its identity and collaborators. Start from DefaultOptions.
 type Options struct {
+	Config
+
 	Name string // this router's node name
 	Addr string // IP:port peers dial
 	// Seeds are bootstrap addresses, dialled with backoff until first contact.
@@ -73,48 +75,6 @@ type Options struct {
 	// Tests run it inline for determinism.
 	Spawn func(func())
 
-	// Round is the protocol period: one Tick (probes and sync) per round, at most two rounds
-	// overlapping when one waits on a dead peer.
-	Round time.Duration
-	// RequestTimeout bounds one call to a peer (a probe, a sync exchange).
-	RequestTimeout time.Duration
-	// BackoffBase and BackoffMax bound the wait before redialling a peer; it doubles from
-	// Base to Max.
-	BackoffBase, BackoffMax time.Duration
-	// IdleTimeout closes a sync stream that carried nothing for this long.
-	IdleTimeout time.Duration
-	// SuspectTimeout: a SUSPECTED member that has not refuted within it is declared DOWN.
-	SuspectTimeout time.Duration
-	// KeepAlive: the opener of a sync stream sends an empty message after this long without
-	// traffic.
-	KeepAlive time.Duration
-	// IndirectProbes is how many members are asked to probe a member that missed a direct
-	// probe.
-	IndirectProbes int
-	// ReconnectEvery: every this many rounds one DOWN member is probed again.
-	ReconnectEvery int
-	// RepairTimeout: a tree repair that made no progress for this long is retried, at most
-	// RepairAttempts times; PageBytes bounds one repair page.
-	RepairTimeout  time.Duration
-	RepairAttempts int
-	PageBytes      int
-	// DeltaQueue bounds the cache-tree deltas queued between rounds (a delta past it is
-	// dropped and counted).
-	DeltaQueue int
-	// MaxEntriesPerMessage bounds the CRDT entries of one sync message.
-	MaxEntriesPerMessage int
-	// DeltaQueueBytes bounds the bytes of the queued deltas; a delta past it is dropped and
-	// counted, as one past DeltaQueue is.
-	DeltaQueueBytes int
-	// MaxSyncBytes bounds the encoded size of one sync message (estimated): a round's deltas
-	// and entries are split across messages of at most this, and a delta larger than it is
-	// dropped when published. It must stay below the transport's message limit (Start sets
-	// it to at most half of it).
-	MaxSyncBytes int
-	// TombstoneHorizon: this router's tombstones older than it are collected
-	// (DefaultTombstoneHorizon).
-	TombstoneHorizon time.Duration
-
 	// Trees, when set, takes part in cache-tree sync.
 	Trees Trees
 
@@ -122,21 +82,9 @@ type Options struct {
 	Logger  *slog.Logger // default: slog.Default()
 }
 
-// DefaultOptions returns the timing and size defaults above; the caller sets the identity
-// (Name, Addr, Seeds), the Transport and, optionally, the collaborators.
-func DefaultOptions() Options {
-	return Options{
-		Round: DefaultRound, RequestTimeout: DefaultRequestTimeout,
-		BackoffBase: DefaultBackoffBase, BackoffMax: DefaultBackoffMax,
-		IdleTimeout: DefaultIdleTimeout, SuspectTimeout: DefaultSuspectTimeout,
-		KeepAlive: DefaultKeepAlive, RepairTimeout: DefaultRepairTimeout,
-		TombstoneHorizon: DefaultTombstoneHorizon,
-		IndirectProbes:   DefaultIndirectProbes, ReconnectEvery: DefaultReconnectEvery,
-		RepairAttempts: DefaultRepairAttempts, PageBytes: DefaultPageBytes,
-		DeltaQueue: DefaultDeltaQueue, MaxEntriesPerMessage: DefaultMaxEntriesPerMessage,
-		DeltaQueueBytes: DefaultDeltaQueueBytes, MaxSyncBytes: DefaultMaxSyncBytes,
-	}
-}
+// DefaultOptions returns DefaultConfig's settings; the caller sets the identity (Name, Addr,
+// Seeds), the Transport and, optionally, the collaborators.
+func DefaultOptions() Options { return Options{Config: DefaultConfig()} }
 
 // fillDefaults supplies the collaborators left nil (and a seed from the clock when RandSeed
 // is 0): dependencies, not settings.
@@ -168,29 +116,5 @@ func (o *Options) Validate() error {
 	case o.Transport == nil:
 		return fmt.Errorf("mesh node %s needs a transport", o.Name)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"Round", o.Round}, {"RequestTimeout", o.RequestTimeout}, {"BackoffBase", o.BackoffBase},
-		{"BackoffMax", o.BackoffMax}, {"IdleTimeout", o.IdleTimeout}, {"SuspectTimeout", o.SuspectTimeout},
-		{"KeepAlive", o.KeepAlive}, {"RepairTimeout", o.RepairTimeout}, {"TombstoneHorizon", o.TombstoneHorizon},
-	} {
-		if d.v <= 0 {
-			return fmt.Errorf("mesh option %s is %v: give a positive duration (start from mesh.DefaultOptions)", d.name, d.v)
-		}
-	}
-	for _, n := range []struct {
-		name string
-		v    int
-	}{
-		{"IndirectProbes", o.IndirectProbes}, {"ReconnectEvery", o.ReconnectEvery}, {"RepairAttempts", o.RepairAttempts},
-		{"PageBytes", o.PageBytes}, {"DeltaQueue", o.DeltaQueue}, {"MaxEntriesPerMessage", o.MaxEntriesPerMessage},
-		{"DeltaQueueBytes", o.DeltaQueueBytes}, {"MaxSyncBytes", o.MaxSyncBytes},
-	} {
-		if n.v < 1 {
-			return fmt.Errorf("mesh option %s is %d: give at least 1 (start from mesh.DefaultOptions)", n.name, n.v)
-		}
-	}
-	return nil
+	return o.validateProtocol()
 }

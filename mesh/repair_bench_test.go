@@ -67,7 +67,8 @@ func startTreeMesh(b *testing.B, name string, r *treeRouter, seed *Mesh) *Mesh {
 	if seed != nil {
 		cfg.PeerURLs = []string{seed.Addr().String()}
 	}
-	m, err := Start(context.Background(), cfg, Deps{Trees: r.trees, Metrics: metrics.NewSet(), Logger: testutil.Quiet, Listener: l, Tune: fastRounds})
+	fastRounds(&cfg)
+	m, err := Start(context.Background(), cfg, Deps{Trees: r.trees, Metrics: metrics.NewSet(), Logger: testutil.Quiet, Listener: l})
 	if err != nil {
 		b.Fatal(err)
 	}

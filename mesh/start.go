@@ -27,8 +27,6 @@ type Deps struct {
 	// Listener, when set, is used instead of listening on cfg.ListenAddr (tests pass a
 	// listener on a free port).
 	Listener net.Listener
-	// Tune, when set, adjusts the node's options before it starts (tests shorten the round).
-	Tune func(*Options)
 }
 
 // Mesh is a running mesh: the node, its gRPC transport and the worker sync.
@@ -58,8 +56,7 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 		deps.Metrics = metrics.NewSet()
 	}
 	log := deps.Logger
-	topts := DefaultTransportOptions()
-	topts.Metrics, topts.Logger = deps.Metrics, log
+	topts := TransportOptions{Config: cfg, Metrics: deps.Metrics, Logger: log}
 	if cfg.TLSEnabled() {
 		tc, err := LoadMutualTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
 		if err != nil {
@@ -89,13 +86,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 		_ = l.Close()
 		return nil, err
 	}
-	o := DefaultOptions()
-	o.Name, o.Addr, o.Seeds, o.Transport = cfg.ServerName, cfg.AdvertiseAddr(), seeds, tr
-	o.Trees, o.Metrics, o.Logger, o.TombstoneHorizon = deps.Trees, deps.Metrics, log, cfg.TombstoneHorizon
-	o.MaxSyncBytes = min(o.MaxSyncBytes, topts.MaxMessage/2) // the peer's codec refuses a larger message
-	if deps.Tune != nil {
-		deps.Tune(&o)
-	}
+	o := Options{Config: cfg, Name: cfg.ServerName, Addr: cfg.AdvertiseAddr(), Seeds: seeds, Transport: tr,
+		Trees: deps.Trees, Metrics: deps.Metrics, Logger: log}
+	o.MaxSyncBytes = max(1, min(o.MaxSyncBytes, cfg.MaxMessage/2)) // the peer's codec refuses a larger message
 	node, err := NewNode(o)
 	if err != nil {
 		_ = l.Close()
