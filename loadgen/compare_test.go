@@ -78,3 +78,58 @@ func FuzzParseFraction(f *testing.F) {
 		}
 	})
 }
+
+// TestDiffTable: every metric of both runs on one row each, with base, new, the change and
+// the verdict, and the gated rows past the limit are exactly Compare's regressions.
+func TestDiffTable(t *testing.T) {
+	base, newer := resultFor(1000, 20, 0), resultFor(900, 30, 10)
+	newer.TTFT.Median = 4.5 // better
+	diffs := Diff(base, newer, 0.05)
+	var b strings.Builder
+	if err := WriteDiffTable(&b, diffs); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != len(diffs)+1 || strings.Join(strings.Fields(lines[0]), " ") != "metric base new change" {
+		t.Fatalf("want a header and %d rows, got:\n%s", len(diffs), b.String())
+	}
+	rows := map[string][]string{}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if _, dup := rows[f[0]]; dup {
+			t.Fatalf("metric %s listed twice:\n%s", f[0], b.String())
+		}
+		rows[f[0]] = f[1:]
+	}
+	for metric, want := range map[string]string{
+		"request_throughput": "1000 900 -10.0% REGRESSION",
+		"output_throughput":  "10000 9000 -10.0% REGRESSION",
+		"ttft_ms.p99":        "20 30 +50.0% REGRESSION",
+		"ttft_ms.median":     "9 4.5 -50.0% better",
+		"ttft_ms.mean":       "10 10 0.0%",
+		"e2e_latency_ms.p90": "70 70 0.0%",
+		"error_rate":         "0 0.09091 +9.1 pp REGRESSION",
+		"failed":             "0 10 n/a",
+		"input_throughput":   "0 0 0.0%",
+	} {
+		if got := strings.Join(rows[metric], " "); got != want {
+			t.Errorf("row %s = %q, want %q\n%s", metric, got, want, b.String())
+		}
+	}
+	if _, ok := rows["tpot_ms.p99"]; ok {
+		t.Errorf("tpot_ms has no samples on either side but is listed:\n%s", b.String())
+	}
+	var regressed []string
+	for _, d := range diffs {
+		if d.Regressed {
+			regressed = append(regressed, d.Metric)
+		}
+	}
+	var compared []string
+	for _, r := range Compare(base, newer, 0.05) {
+		compared = append(compared, r.Metric)
+	}
+	if strings.Join(regressed, ",") != "request_throughput,output_throughput,ttft_ms.p99,error_rate" || len(compared) != len(regressed) || compared[0] != "ttft_ms.p99" {
+		t.Fatalf("regressed rows %v, Compare %v", regressed, compared)
+	}
+}

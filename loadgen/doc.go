@@ -11,6 +11,7 @@
 //	cfg.Workload, cfg.MaxConcurrency, cfg.NumRequests = loadgen.WorkloadRaw, 64, 100000
 //	res, err := loadgen.Run(ctx, cfg)
 //	regressions := loadgen.Compare(baseline, res, 0.05)
+//	loadgen.WriteDiffTable(os.Stdout, loadgen.Diff(baseline, res, 0.05)) // every metric side by side
 //
 // # Workloads
 //

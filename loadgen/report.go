@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,7 @@ type chart struct {
 type bar struct {
 	X, Y, W, H float64
 	Tip        string
+	Overflow   bool // the linear histogram's "above p99" bar, drawn in red
 }
 
 type line struct {
@@ -120,30 +122,92 @@ func countRows(m map[string]int64) []countRow {
 	return rows
 }
 
+// overflowSlot is the width kept right of a linear histogram for its "above p99" bar.
+const overflowSlot = 24.0
+
 func histogramChart(title string, h Histogram) chart {
-	c := chart{Title: title, XLabel: "ms (last bar: above p99)"}
-	n := len(h.Counts) + 1 // + overflow bar
+	if h.Log() {
+		return logHistogramChart(title, h)
+	}
+	c := chart{Title: title, XLabel: "ms (red bar: above p99)"}
+	n := len(h.Counts)
 	var peak int64 = 1
 	for _, k := range h.Counts {
 		peak = max(peak, k)
 	}
 	peak = max(peak, h.Overflow)
-	w := plotWidth / float64(n)
-	for i := range n {
-		k, tip := h.Overflow, fmt.Sprintf("> %.3g ms: %d", h.LowerMS+h.BinWidthMS*float64(len(h.Counts)), h.Overflow)
-		if i < len(h.Counts) {
-			lo := h.LowerMS + h.BinWidthMS*float64(i)
-			k, tip = h.Counts[i], fmt.Sprintf("%.3g–%.3g ms: %d", lo, lo+h.BinWidthMS, h.Counts[i])
-		}
-		bh := plotHeight * float64(k) / float64(peak)
-		c.Bars = append(c.Bars, bar{X: chartLeft + w*float64(i) + 0.5, Y: chartTop + plotHeight - bh, W: max(w-1, 0.5), H: bh, Tip: tip})
+	ys := countScale(float64(peak))
+	xs := niceScale(h.Edge(0), h.Edge(n), 6)
+	width := plotWidth - overflowSlot
+	for i, k := range h.Counts {
+		lo, hi := h.Edge(i), h.Edge(i+1)
+		x0, x1 := chartLeft+width*xs.pos(lo), chartLeft+width*xs.pos(hi)
+		c.Bars = append(c.Bars, countBar(x0, x1, k, ys, formatRange(xs, lo, hi, k)))
 	}
-	for i := 0; i <= 4; i++ {
-		bin := float64(len(h.Counts)) * float64(i) / 4
-		c.XTicks = append(c.XTicks, tick{Pos: chartLeft + w*bin, Label: formatTick(h.LowerMS + h.BinWidthMS*bin)})
+	x0 := chartLeft + width + overflowSlot/4
+	over := countBar(x0, x0+overflowSlot/2, h.Overflow, ys, "> "+xs.label(h.Edge(n))+" ms (above p99): "+strconv.FormatInt(h.Overflow, 10))
+	over.Overflow = true
+	c.Bars = append(c.Bars, over)
+	for _, v := range xs.ticks() {
+		c.XTicks = append(c.XTicks, tick{Pos: chartLeft + width*xs.pos(v), Label: xs.label(v)})
 	}
-	c.YTicks = yTicks(float64(peak))
+	c.YTicks = linearTicks(ys)
 	return c
+}
+
+// logHistogramChart draws bins of equal ratio on a logarithmic x axis.
+func logHistogramChart(title string, h Histogram) chart {
+	c := chart{Title: title, XLabel: "ms, log scale (the p99 is over 10× the median)"}
+	n := len(h.Counts)
+	var peak int64 = 1
+	for _, k := range h.Counts {
+		peak = max(peak, k)
+	}
+	ys := countScale(float64(peak))
+	lo, hi := h.Edge(0), h.Edge(n)
+	pos := func(v float64) float64 { return chartLeft + plotWidth*math.Log(v/lo)/math.Log(hi/lo) }
+	for i, k := range h.Counts {
+		a, b := h.Edge(i), h.Edge(i+1)
+		c.Bars = append(c.Bars, countBar(pos(a), pos(b), k, ys, fmt.Sprintf("%s–%s ms: %d", logLabel2(a), logLabel2(b), k)))
+	}
+	for _, v := range logTicks(lo, hi) {
+		c.XTicks = append(c.XTicks, tick{Pos: pos(v), Label: logLabel(v)})
+	}
+	c.YTicks = linearTicks(ys)
+	return c
+}
+
+// logLabel2 prints a bin edge of a logarithmic histogram with three significant digits.
+func logLabel2(v float64) string { return formatValue(roundSig(v, 3)) }
+
+// formatRange is a linear bin's tooltip, its edges in the axis' precision plus one digit.
+func formatRange(s scale, lo, hi float64, k int64) string {
+	fine := scale{Min: s.Min, Max: s.Max, Step: s.Step / 10}
+	return fine.label(lo) + "–" + fine.label(hi) + " ms: " + strconv.FormatInt(k, 10)
+}
+
+// countBar is a bar from x0 to x1 as tall as k on the count scale ys.
+func countBar(x0, x1 float64, k int64, ys scale, tip string) bar {
+	h := plotHeight * ys.pos(float64(k))
+	return bar{X: x0 + 0.5, Y: chartTop + plotHeight - h, W: max(x1-x0-1, 0.5), H: h, Tip: tip}
+}
+
+// countScale is a y axis for counts: integer ticks from 0.
+func countScale(peak float64) scale {
+	s := niceScale(0, peak, 4)
+	if s.Step < 1 {
+		s = scale{Min: 0, Max: math.Ceil(max(peak, 1)), Step: 1}
+	}
+	return s
+}
+
+// linearTicks places s's ticks on the y axis.
+func linearTicks(s scale) []tick {
+	var ticks []tick
+	for _, v := range s.ticks() {
+		ticks = append(ticks, tick{Pos: chartTop + plotHeight*(1-s.pos(v)), Label: s.label(v)})
+	}
+	return ticks
 }
 
 func timelineCharts(points []TimelinePoint) []chart {
@@ -188,33 +252,17 @@ func lineChart(title string, xs []float64, series []namedSeries) chart {
 			ymax = max(ymax, y)
 		}
 	}
-	ymax = max(ymax, 1e-9)
+	xsc, ysc := niceScale(0, xmax, 8), niceScale(0, ymax, 4)
 	for _, s := range series {
 		var pts strings.Builder
 		for i, y := range s.ys {
-			px := chartLeft + plotWidth*xs[i]/xmax
-			py := chartTop + plotHeight*(1-y/ymax)
-			fmt.Fprintf(&pts, "%.1f,%.1f ", px, py)
+			fmt.Fprintf(&pts, "%.1f,%.1f ", chartLeft+plotWidth*xsc.pos(xs[i]), chartTop+plotHeight*(1-ysc.pos(y)))
 		}
 		c.Lines = append(c.Lines, line{Name: s.name, Color: s.color, Points: strings.TrimSpace(pts.String())})
 	}
-	for i := 0; i <= 4; i++ {
-		x := xmax * float64(i) / 4
-		c.XTicks = append(c.XTicks, tick{Pos: chartLeft + plotWidth*x/xmax, Label: formatTick(x)})
+	for _, v := range xsc.ticks() {
+		c.XTicks = append(c.XTicks, tick{Pos: chartLeft + plotWidth*xsc.pos(v), Label: xsc.label(v)})
 	}
-	c.YTicks = yTicks(ymax)
+	c.YTicks = linearTicks(ysc)
 	return c
-}
-
-func yTicks(top float64) []tick {
-	ticks := make([]tick, 0, 5)
-	for i := 0; i <= 4; i++ {
-		v := top * float64(i) / 4
-		ticks = append(ticks, tick{Pos: chartTop + plotHeight*(1-float64(i)/4), Label: formatTick(v)})
-	}
-	return ticks
-}
-
-func formatTick(v float64) string {
-	return strconv.FormatFloat(v, 'g', 4, 64)
 }

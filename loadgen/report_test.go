@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -28,8 +29,15 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 			t.Errorf("report contains %q: it must open offline", banned)
 		}
 	}
-	if strings.Count(html, "<svg") != 3+4 || !strings.Contains(html, "<polyline") || strings.Count(html, `<rect class="bar"`) != 4*(histogramBins+1) {
-		t.Errorf("report lacks charts: %d svg, %d bars", strings.Count(html, "<svg"), strings.Count(html, `<rect class="bar"`))
+	bars := 0
+	for _, h := range res.Histograms {
+		bars += len(h.Counts)
+		if !h.Log() {
+			bars++ // the overflow bar
+		}
+	}
+	if strings.Count(html, "<svg") != 3+4 || !strings.Contains(html, "<polyline") || strings.Count(html, `<rect class="bar`) != bars {
+		t.Errorf("report lacks charts: %d svg, %d bars", strings.Count(html, "<svg"), strings.Count(html, `<rect class="bar`))
 	}
 	if !strings.Contains(html, "w&lt;1&gt;") || strings.Contains(html, "w<1>") {
 		t.Error("worker ids are not escaped")
@@ -55,7 +63,7 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 
 func TestHistogramBins(t *testing.T) {
 	xs := []float64{1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 100}
-	h := histogram(xs, 9)
+	h := histogram(xs, 5, 9)
 	var sum int64
 	for _, c := range h.Counts {
 		sum += c
@@ -63,7 +71,7 @@ func TestHistogramBins(t *testing.T) {
 	if h.Overflow != 1 || sum != 10 || h.LowerMS != 1 || h.BinWidthMS != 8.0/histogramBins || h.Counts[0] != 1 || h.Counts[histogramBins-1] != 1 {
 		t.Fatalf("histogram %+v", h)
 	}
-	flat := histogram([]float64{3, 3, 3}, 3)
+	flat := histogram([]float64{3, 3, 3}, 3, 3)
 	if flat.Counts[0] != 3 || flat.Overflow != 0 {
 		t.Fatalf("constant sample %+v", flat)
 	}
@@ -125,7 +133,66 @@ func TestLegendNeverCoversALine(t *testing.T) {
 			t.Errorf("legend baseline at y=%v reaches the line at y=%v", y, topmost)
 		}
 	}
-	if topmost != chartTop {
-		t.Errorf("the peak is drawn at y=%v, want the plot's top %v", topmost, chartTop)
+	// The y axis ends at the nice number above the peak (90 → 100): the peak is 10% below it.
+	if want := chartTop + plotHeight*0.1; math.Abs(topmost-want) > 0.05 {
+		t.Errorf("the peak is drawn at y=%v, want %v (90 on an axis to 100)", topmost, want)
+	}
+}
+
+// TestColdStartHistogramIsLogarithmic: a run whose p99 is a cold start far above the median
+// gets bins of equal ratio up to the maximum, so the bulk spreads over many bars instead of
+// sitting in the first one, and the x axis is labelled at 1-2-5 values.
+func TestColdStartHistogramIsLogarithmic(t *testing.T) {
+	var xs []float64
+	for i := range 95 {
+		xs = append(xs, 20+float64(i%10)) // 20-29 ms
+	}
+	for range 5 {
+		xs = append(xs, 4000) // cold starts
+	}
+	s := summarize(xs)
+	h := histogram(xs, s.Median, s.P99)
+	if !h.Log() || h.Overflow != 0 || h.LowerMS != 20 || h.UpperMS != 4000 {
+		t.Fatalf("histogram %+v, want log bins from 20 to 4000", h)
+	}
+	var sum, peak int64
+	for _, k := range h.Counts[:len(h.Counts)-1] {
+		sum += k
+		peak = max(peak, k)
+	}
+	// Linear bins up to the p99 (4000 ms, 100 ms each) put all 95 in the first bar.
+	if sum != 95 || h.Counts[len(h.Counts)-1] != 5 || peak > 95/2 {
+		t.Fatalf("the 20-29 ms bulk: %d samples, the fullest bin holds %d (want under half); counts %v", sum, peak, h.Counts)
+	}
+	c := histogramChart("TTFT (ms)", h)
+	var labels []string
+	for _, tk := range c.XTicks {
+		labels = append(labels, tk.Label)
+	}
+	if got := strings.Join(labels, " "); got != "20 50 100 200 500 1000 2000" {
+		t.Errorf("log x ticks %q", got)
+	}
+	if len(c.Bars) != histogramBins || !strings.Contains(c.XLabel, "log scale") {
+		t.Errorf("%d bars, x label %q", len(c.Bars), c.XLabel)
+	}
+
+	narrow := append([]float64(nil), xs[:95]...)
+	s = summarize(narrow)
+	if h := histogram(narrow, s.Median, s.P99); h.Log() {
+		t.Errorf("a narrow distribution got log bins: %+v", h)
+	}
+}
+
+// TestReportNotesTheWarmUp: the report says whether cold-start requests were measured.
+func TestReportNotesTheWarmUp(t *testing.T) {
+	for warmup, want := range map[int]string{0: "none: the first requests", 16: "16 requests sent first, not measured"} {
+		r := &Result{SchemaVersion: SchemaVersion, Config: Config{Warmup: warmup}}
+		var buf bytes.Buffer
+		if err := WriteHTML(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("warm-up %d: the report lacks %q", warmup, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -72,13 +73,28 @@ type Result struct {
 	Timeline   []TimelinePoint      `json:"timeline"`
 }
 
-// Histogram counts samples in equal bins from the minimum to the 99th percentile; the rest
-// are in Overflow, so one outlier does not squash the picture.
+// Histogram counts samples in bins. Linear (UpperMS 0): equal bins of BinWidthMS from the
+// minimum to the 99th percentile, the rest in Overflow, so one outlier does not squash the
+// picture. Logarithmic (UpperMS > 0) when the 99th percentile is at least wideRange times the
+// median, as cold starts make it: bins of equal ratio from LowerMS to UpperMS (the maximum),
+// so the mass around the median and the slow tail both show.
 type Histogram struct {
 	LowerMS    float64 `json:"lower_ms"`
 	BinWidthMS float64 `json:"bin_width_ms"`
+	UpperMS    float64 `json:"upper_ms,omitempty"`
 	Counts     []int64 `json:"counts"`
 	Overflow   int64   `json:"overflow"`
+}
+
+// Log reports whether the bins are logarithmic.
+func (h Histogram) Log() bool { return h.UpperMS > 0 }
+
+// Edge is the lower edge of bin i (i = len(Counts): the upper edge of the last bin).
+func (h Histogram) Edge(i int) float64 {
+	if h.Log() {
+		return h.LowerMS * math.Pow(h.UpperMS/h.LowerMS, float64(i)/float64(len(h.Counts)))
+	}
+	return h.LowerMS + h.BinWidthMS*float64(i)
 }
 
 // TimelinePoint describes the completions in one Config.TimelineInterval.
@@ -148,19 +164,40 @@ func buildResult(cfg *Config, rec *recorder, startedAt time.Time, duration time.
 	} {
 		*m.dst = summarize(m.xs) // sorts xs
 		if len(m.xs) > 0 {
-			r.Histograms[m.name] = histogram(m.xs, m.dst.P99)
+			r.Histograms[m.name] = histogram(m.xs, m.dst.Median, m.dst.P99)
 		}
 	}
 	r.Timeline = timeline(rec.timeline, cfg.TimelineInterval, duration)
 	return r
 }
 
-// histogram bins ascending xs from xs[0] to upper.
-func histogram(xs []float64, upper float64) Histogram {
-	h := Histogram{LowerMS: xs[0], Counts: make([]int64, histogramBins)}
-	h.BinWidthMS = (upper - h.LowerMS) / histogramBins
+// wideRange is the p99/median ratio from which a histogram's bins are logarithmic.
+const wideRange = 10
+
+// minLogLowerMS is the lowest edge of a logarithmic histogram: samples below it (sub-µs,
+// below the clock's use) fall in its first bin.
+const minLogLowerMS = 1e-3
+
+// histogram bins ascending xs: linearly from xs[0] to the 99th percentile p99, or
+// logarithmically from xs[0] to the maximum when p99 is at least wideRange times the median.
+func histogram(xs []float64, median, p99 float64) Histogram {
+	lo, hi := xs[0], xs[len(xs)-1]
+	if median > 0 && p99 >= wideRange*median && hi > max(lo, minLogLowerMS) {
+		h := Histogram{LowerMS: max(lo, minLogLowerMS), UpperMS: hi, Counts: make([]int64, histogramBins)}
+		ratio := math.Log(h.UpperMS / h.LowerMS)
+		for _, x := range xs {
+			i := 0
+			if x > h.LowerMS {
+				i = min(int(histogramBins*math.Log(x/h.LowerMS)/ratio), histogramBins-1)
+			}
+			h.Counts[i]++
+		}
+		return h
+	}
+	h := Histogram{LowerMS: lo, Counts: make([]int64, histogramBins)}
+	h.BinWidthMS = (p99 - h.LowerMS) / histogramBins
 	for _, x := range xs {
-		if x > upper {
+		if x > p99 {
 			h.Overflow++
 			continue
 		}

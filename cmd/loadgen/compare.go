@@ -21,7 +21,7 @@ func newCompareFlags(stderr io.Writer) compareFlags {
 	fs.SetOutput(stderr)
 	limit := fs.String("max-regression", "5%", "largest allowed worsening of any metric: 5% or 0.05")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loadgen compare base.json new.json [--max-regression 5%]")
+		fmt.Fprintln(stderr, "usage: loadgen compare base.json new.json [--max-regression 5%]\n\nPrints every metric of both runs side by side with the change, then the regressions; exits 1 if any.")
 		fs.PrintDefaults()
 	}
 	return compareFlags{set: fs, limit: limit}
@@ -57,7 +57,12 @@ func compareCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen compare: %v\n", err)
 		return exitFail
 	}
+	if err := loadgen.WriteDiffTable(stdout, loadgen.Diff(base, newer, maxRegression)); err != nil {
+		fmt.Fprintf(stderr, "loadgen compare: %v\n", err)
+		return exitFail
+	}
 	regressions := loadgen.Compare(base, newer, maxRegression)
+	fmt.Fprintln(stdout)
 	if len(regressions) == 0 {
 		fmt.Fprintf(stdout, "no regression beyond %s\n", *limit)
 		return exitOK

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -150,8 +151,16 @@ func TestCompareExitStatus(t *testing.T) {
 		t.Fatalf("equal results: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 	stdout.Reset()
-	if code := dispatch([]string{"compare", "--max-regression", "5%", basePath, slowerPath}, &stdout, &stderr); code != exitFail || !strings.Contains(stdout.String(), "ttft_ms.p99") {
+	if code := dispatch([]string{"compare", "--max-regression", "5%", basePath, slowerPath}, &stdout, &stderr); code != exitFail || !strings.Contains(stdout.String(), "\nREGRESSION ttft_ms.p99 regressed by 28.6%") {
 		t.Fatalf("regression: exit %d, output %q; want exit 1 naming ttft_ms.p99", code, stdout.String())
+	}
+	// The side-by-side table comes first: every metric, the regressed one marked.
+	table, regressions, _ := strings.Cut(stdout.String(), "\n\n")
+	if !strings.HasPrefix(table, "metric ") || !strings.Contains(table, "request_throughput") || !strings.Contains(regressions, "REGRESSION") {
+		t.Fatalf("want the metric table, a blank line, then the regressions; got\n%s", stdout.String())
+	}
+	if row := regexp.MustCompile(`(?m)^ttft_ms\.p99 .*$`).FindString(table); strings.Join(strings.Fields(row), " ") != "ttft_ms.p99 7 9 +28.6% REGRESSION" {
+		t.Fatalf("ttft_ms.p99 row %q in\n%s", row, table)
 	}
 	stdout.Reset()
 	if code := dispatch([]string{"compare", basePath, slowerPath, "--max-regression", "50%"}, &stdout, &stderr); code != exitOK {
