@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -110,15 +111,9 @@ func DefaultConfig() Config {
 // fillDeps supplies the dependencies left nil: the real clock, a private metrics set, the
 // default logger. Settings are never filled: a Config starts from DefaultConfig.
 func (c *Config) fillDeps() {
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
-	}
-	if c.Metrics == nil {
-		c.Metrics = metrics.NewSet()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Clock = cmp.Or[clock.Clock](c.Clock, clock.Real{})
+	c.Metrics = cmp.Or(c.Metrics, metrics.NewSet())
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports a setting that cannot work, naming the flag to fix. It checks nothing when

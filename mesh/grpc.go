@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -138,15 +139,9 @@ func NewGRPCTransport(o TransportOptions) (*GRPCTransport, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Metrics == nil {
-		o.Metrics = metrics.NewSet()
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Metrics = cmp.Or(o.Metrics, metrics.NewSet())
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
 	t := &GRPCTransport{
 		codec:    wire.NewCodec(wire.Limits{MaxMessage: o.MaxMessage}),
 		rejected: o.Metrics.GetOrCreateCounter(`smg_mesh_rejected_messages_total`),

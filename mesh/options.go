@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -89,21 +90,13 @@ func DefaultOptions() Options { return Options{Config: DefaultConfig()} }
 // fillDefaults supplies the collaborators left nil (and a seed from the clock when RandSeed
 // is 0): dependencies, not settings.
 func (o *Options) fillDefaults() {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.RandSeed == 0 {
-		o.RandSeed = uint64(o.Clock.Now().UnixNano())
-	}
+	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
+	o.RandSeed = cmp.Or(o.RandSeed, uint64(o.Clock.Now().UnixNano()))
 	if o.Spawn == nil {
 		o.Spawn = func(f func()) { go f() }
 	}
-	if o.Metrics == nil {
-		o.Metrics = metrics.NewSet()
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Metrics = cmp.Or(o.Metrics, metrics.NewSet())
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 }
 
 // Validate reports options a Node cannot run with.

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,12 +50,8 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Logger == nil {
-		deps.Logger = slog.Default()
-	}
-	if deps.Metrics == nil {
-		deps.Metrics = metrics.NewSet()
-	}
+	deps.Logger = cmp.Or(deps.Logger, slog.Default())
+	deps.Metrics = cmp.Or(deps.Metrics, metrics.NewSet())
 	log := deps.Logger
 	topts := TransportOptions{Config: cfg, Metrics: deps.Metrics, Logger: log}
 	if cfg.TLSEnabled() {

@@ -1,6 +1,7 @@
 package stall
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -120,15 +121,9 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 	if cfg.Probe == nil {
 		cfg.Probe = httpProbe
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real{}
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewSet()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.Real{})
+	cfg.Metrics = cmp.Or(cfg.Metrics, metrics.NewSet())
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Monitor{cfg: cfg, log: cfg.Logger, current: current, probes: map[*worker.Worker]*probe{},
 		silent: cfg.Metrics.GetOrCreateCounter(`smg_worker_stalls_total{state="silent"}`),
 		cut:    cfg.Metrics.GetOrCreateCounter(`smg_worker_stalls_total{state="unresponsive"}`),
