@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -12,26 +15,30 @@ import (
 	"github.com/smg-go/smg/internal/e2e"
 )
 
-// TestPprofAnswersLoopbackClientsOnly: through the metrics port's mux, a non-loopback peer
-// gets 403 naming the flag that opens pprof, loopback peers (v4, v6, v4-mapped) get the
-// profile index, --pprof-allow-remote serves everyone, --disable-pprof no one.
+// TestPprofAnswersLoopbackClientsOnly: through the metrics port's mux, a connection that is
+// not loopback at both ends gets 403 naming the flag that opens pprof (a non-loopback peer,
+// or a loopback peer reaching the pod's own IP, as a service-mesh sidecar hands on a remote
+// client), loopback connections (v4, v6, v4-mapped) get the profile index,
+// --pprof-allow-remote serves everyone, --disable-pprof no one.
 func TestPprofAnswersLoopbackClientsOnly(t *testing.T) {
 	noEngines := func(io.Writer) {}
 	cases := []struct {
 		name                string
 		withPprof, remoteOK bool
-		peer                string
+		peer, local         string
 		want                int
 	}{
-		{"remote refused", true, false, "10.1.2.3:5555", http.StatusForbidden},
-		{"remote v6 refused", true, false, "[2001:db8::1]:5555", http.StatusForbidden},
-		{"unparsable peer refused", true, false, "pipe", http.StatusForbidden},
-		{"loopback v4", true, false, "127.0.0.1:5555", http.StatusOK},
-		{"loopback 127/8", true, false, "127.0.0.9:5555", http.StatusOK},
-		{"loopback v6", true, false, "[::1]:5555", http.StatusOK},
-		{"loopback v4-mapped", true, false, "[::ffff:127.0.0.1]:5555", http.StatusOK},
-		{"remote allowed by the flag", true, true, "10.1.2.3:5555", http.StatusOK},
-		{"disabled", false, true, "127.0.0.1:5555", http.StatusNotFound},
+		{"remote refused", true, false, "10.1.2.3:5555", "10.0.0.5:29000", http.StatusForbidden},
+		{"remote v6 refused", true, false, "[2001:db8::1]:5555", "[2001:db8::5]:29000", http.StatusForbidden},
+		{"unparsable peer refused", true, false, "pipe", "127.0.0.1:29000", http.StatusForbidden},
+		{"sidecar-proxied remote refused", true, false, "127.0.0.6:5555", "10.0.0.5:29000", http.StatusForbidden},
+		{"no local address refused", true, false, "127.0.0.1:5555", "", http.StatusForbidden},
+		{"loopback v4", true, false, "127.0.0.1:5555", "127.0.0.1:29000", http.StatusOK},
+		{"loopback 127/8", true, false, "127.0.0.9:5555", "127.0.0.1:29000", http.StatusOK},
+		{"loopback v6", true, false, "[::1]:5555", "[::1]:29000", http.StatusOK},
+		{"loopback v4-mapped", true, false, "[::ffff:127.0.0.1]:5555", "[::ffff:127.0.0.1]:29000", http.StatusOK},
+		{"remote allowed by the flag", true, true, "10.1.2.3:5555", "10.0.0.5:29000", http.StatusOK},
+		{"disabled", false, true, "127.0.0.1:5555", "127.0.0.1:29000", http.StatusNotFound},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -39,6 +46,13 @@ func TestPprofAnswersLoopbackClientsOnly(t *testing.T) {
 			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
 				req := httptest.NewRequest("GET", path, nil)
 				req.RemoteAddr = c.peer
+				if c.local != "" {
+					ap, err := netip.ParseAddrPort(c.local)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, net.TCPAddrFromAddrPort(ap)))
+				}
 				rec := httptest.NewRecorder()
 				mux.ServeHTTP(rec, req)
 				if rec.Code != c.want {
