@@ -78,6 +78,8 @@ func Dial(ctx context.Context, target string, dialect Dialect, cfg Config) (*Cli
 		}),
 		// The pool is this client's: no service config from DNS TXT records.
 		grpc.WithDisableServiceConfig(),
+		grpc.WithInitialWindowSize(cfg.StreamWindow),
+		grpc.WithInitialConnWindowSize(cfg.ConnWindow),
 	}
 	for range cfg.Conns {
 		// passthrough: the address is dialed as given; grpc-go's dns resolver would

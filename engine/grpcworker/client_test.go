@@ -33,6 +33,8 @@ func TestConfigValidate(t *testing.T) {
 		{"send size", func(c *Config) { c.MaxSendMsgSize = 0 }, "max message sizes"},
 		{"backoff", func(c *Config) { c.ReconnectMaxBackoff = 0 }, "reconnect max backoff"},
 		{"abort timeout", func(c *Config) { c.AbortTimeout = 0 }, "abort timeout"},
+		{"stream window", func(c *Config) { c.StreamWindow = 1024 }, "flow-control windows"},
+		{"connection window", func(c *Config) { c.ConnWindow = 0 }, "flow-control windows"},
 	} {
 		cfg := DefaultConfig()
 		tc.edit(&cfg)
