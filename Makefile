@@ -21,8 +21,8 @@ image:
 	$(GO) run ./hack/image --out $(BIN)
 
 ## tools: the kube-apiserver, etcd and helm the tests run, the tokenizer test data and the OpenAI
-## Node SDK (npm), and
-## protoc (Debian's protobuf-compiler, apt-get when missing) with protoc-gen-go and
+## Node SDK (npm), headless Chromium for loadgen's report test (Debian's chromium, apt-get when
+## missing), and protoc (Debian's protobuf-compiler, apt-get when missing) with protoc-gen-go and
 ## protoc-gen-go-grpc, built once from source and cached outside the repo (~/.cache); a no-op
 ## when cached. The first build takes long (tens of minutes on 2 cores), longer than a test's
 ## timeout, so it runs before the tests do.
@@ -31,6 +31,7 @@ tools:
 	bash hack/k8s/build.sh "$$HOME/.cache/k8s-test-bin/v1.37.2"
 	bash hack/helm/build.sh >/dev/null
 	bash hack/promtool/build.sh >/dev/null
+	bash hack/chromium/install.sh >/dev/null
 	bash hack/tokenizer/fetch.sh
 	bash hack/openai-node/fetch.sh
 
