@@ -40,6 +40,11 @@ type AdminConfig struct {
 	// KVEventsRestart restarts the event sequence at 0 with an empty replay buffer, as a
 	// restarted engine's publisher, and ends open SubscribeKvEvents streams. One-shot.
 	KVEventsRestart bool
+	// LosePrefixCache empties an engine-mode worker's prefix cache now, even while requests
+	// run (their blocks return to the cache as they finish), as an engine restarted behind an
+	// unchanged address comes back empty; with KV events it publishes AllBlocksCleared.
+	// Together with KVEventsRestart it is a restart as a gateway sees it. One-shot.
+	LosePrefixCache bool
 	// AbortAfter, when positive, cuts every gRPC Generate stream after AbortAfter tokens
 	// with no end (the x-mock-fault abort-after=N a gateway cannot forward as metadata).
 	AbortAfter int
@@ -109,7 +114,7 @@ func (s *adminState) healthy(now time.Time) bool {
 }
 
 // adminKeys lists the JSON keys of /admin/config, for error messages.
-const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms, kv_usage, kv_events_drop, kv_events_restart, abort_after"
+const adminKeys = "status, delay_ms, healthy, failure_rate, failure_status, prefill_multiplier, decode_multiplier, health_flap_ms, kv_usage, kv_events_drop, kv_events_restart, lose_prefix_cache, abort_after"
 
 // parseAdminConfig applies the fields present in body to cur; absent keys keep their value.
 func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminConfig, error) {
@@ -167,6 +172,12 @@ func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminCo
 				bad = errors.New(`"kv_events_restart" must be true or false`)
 			}
 			cur.KVEventsRestart = b
+		case "lose_prefix_cache":
+			b, err := val.Bool()
+			if err != nil {
+				bad = errors.New(`"lose_prefix_cache" must be true or false`)
+			}
+			cur.LosePrefixCache = b
 		case "healthy":
 			b, err := val.Bool()
 			if err != nil {

@@ -262,6 +262,10 @@
 //	"kv_events_restart": true
 //	                       restart the event sequence at 0 with an empty replay buffer and
 //	                       end open SubscribeKvEvents streams, as a restarted engine (one-shot)
+//	"lose_prefix_cache": true
+//	                       engine mode: empty the prefix cache now, even while requests run
+//	                       (AllBlocksCleared); with kv_events_restart, an engine restart as
+//	                       a gateway sees it (one-shot)
 //
 // Faults apply to the generation routes; /health (but for its own keys), /v1/models,
 // /v1/loads and /metrics keep answering. Fault delays are wall-clock time (not scaled).

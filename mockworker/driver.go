@@ -161,9 +161,23 @@ func (d *engineDriver) fits(s *seq) bool {
 // flush empties the prefix cache (SGLang's flush_cache) when no sequence is queued or
 // running, and reports whether it did: a running sequence's blocks cannot be dropped.
 func (d *engineDriver) flush() bool {
+	return d.clearCache(false)
+}
+
+// loseCache evicts every cached block no sequence holds, even while sequences run: the
+// prefix cache a restarted engine comes back without. The running sequences' blocks return to
+// the cache when they finish (a real restart would have lost them too; a mock keeps its
+// clients' streams).
+func (d *engineDriver) loseCache() {
+	d.clearCache(true)
+}
+
+// clearCache evicts the cached blocks and publishes one AllBlocksCleared; without running,
+// only when no sequence is queued or running.
+func (d *engineDriver) clearCache(running bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.eng.running)+len(d.eng.waiting) > 0 {
+	if !running && len(d.eng.running)+len(d.eng.waiting) > 0 {
 		return false
 	}
 	d.eng.kv.clearCached()

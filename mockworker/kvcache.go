@@ -127,7 +127,7 @@ func (c *kvCache) evictOldest() {
 }
 
 // clearCached evicts every cached block (flush_cache) and records one AllBlocksCleared, as
-// the engines report a flush. The caller ensures no block is referenced.
+// the engines report a flush. Referenced blocks stay (flush_cache ensures there are none).
 func (c *kvCache) clearCached() {
 	record := c.record
 	c.record = false

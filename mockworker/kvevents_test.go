@@ -1,11 +1,14 @@
 package mockworker
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
@@ -160,5 +163,56 @@ func TestKVEventsConfigAndFaults(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.drop != 2 || p.next != 0 {
 		t.Fatalf("publisher drop %d next %d, want 2 and 0", p.drop, p.next)
+	}
+}
+
+// TestLosePrefixCache: lose_prefix_cache empties an engine's prefix cache (the next request
+// for a cached prompt computes it all again) and publishes AllBlocksCleared; it is one-shot,
+// and refused by a worker without the engine model.
+func TestLosePrefixCache(t *testing.T) {
+	instant := startFleet(t, config(func(c *Config) { c.TimeScale = 1000 }))
+	if resp, _ := do(t, "POST", instant.URLs()[0]+"/admin/config", `{"lose_prefix_cache":true}`); resp.StatusCode != 400 {
+		t.Fatalf("lose_prefix_cache in instant mode: %d, want 400", resp.StatusCode)
+	}
+	f := startFleet(t, config(func(c *Config) { c.Mode, c.TimeScale, c.KVEvents = ModeEngine, 1000, true }))
+	url := f.URLs()[0]
+	cached := regexp.MustCompile(`"cached_tokens":(\d+)`)
+	ask := func() int {
+		t.Helper()
+		body := `{"model":"mock-model","prompt":"` + strings.Repeat("a shared system prompt ", 40) + `","max_tokens":1}`
+		resp, b := do(t, "POST", url+"/v1/completions", body)
+		m := cached.FindStringSubmatch(b)
+		if resp.StatusCode != 200 || m == nil {
+			t.Fatalf("completion: %d %s", resp.StatusCode, b)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	events := subscribe(t, f.Workers()[0])
+	// Ask until the subscriber has seen a batch: it has joined (a SUB misses what was
+	// published before), and the prompt is cached.
+	for seen := false; !seen; {
+		ask()
+		select {
+		case <-events:
+			seen = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if n := ask(); n == 0 {
+		t.Fatal("the repeated prompt found nothing cached")
+	}
+	if resp, b := do(t, "POST", url+"/admin/config", `{"lose_prefix_cache":true}`); resp.StatusCode != 200 {
+		t.Fatalf("lose_prefix_cache: %d %s", resp.StatusCode, b)
+	}
+	if f.Workers()[0].Config().LosePrefixCache {
+		t.Fatal("the one-shot lose_prefix_cache was kept")
+	}
+	for cleared := false; !cleared; {
+		fr := <-events
+		cleared = bytes.Contains(fr[len(fr)-1], []byte("AllBlocksCleared"))
+	}
+	if n := ask(); n != 0 {
+		t.Fatalf("%d tokens cached after the engine lost its cache, want 0", n)
 	}
 }

@@ -135,7 +135,10 @@ func (w *Worker) storeAdmin(c AdminConfig) {
 	if w.kvpub != nil && (c.KVEventsDrop > 0 || c.KVEventsRestart) {
 		w.kvpub.fault(c.KVEventsDrop, c.KVEventsRestart)
 	}
-	c.KVEventsDrop, c.KVEventsRestart = 0, false
+	if w.engine != nil && c.LosePrefixCache {
+		w.engine.loseCache()
+	}
+	c.KVEventsDrop, c.KVEventsRestart, c.LosePrefixCache = 0, false, false
 	w.admin.Store(&adminState{AdminConfig: c, since: time.Now()})
 }
 
@@ -510,6 +513,9 @@ func (w *Worker) handleAdmin(ex *exchange, dst []byte) reply {
 		}
 		if (c.KVEventsDrop > 0 || c.KVEventsRestart) && w.kvpub == nil {
 			return badRequest(dst, errors.New("kv_events_drop and kv_events_restart need a worker that publishes KV events (--kv-events-port)"))
+		}
+		if c.LosePrefixCache && w.engine == nil {
+			return badRequest(dst, errors.New("lose_prefix_cache needs an engine-mode worker (--mode engine)"))
 		}
 		w.storeAdmin(c)
 	default:
