@@ -173,6 +173,11 @@ type Config struct {
 	Warmup int `json:"warmup"`
 	// Seed makes prompts, lengths, order and arrival gaps reproducible.
 	Seed int64 `json:"seed"`
+	// StartAt is where in a prebuilt workload's order (every workload but multi-turn) the
+	// first request is taken; the run cycles on from there. Two load generators with one
+	// seed and different StartAt send the same prompts out of step, as two gateways' clients
+	// of one fleet do. Default 0.
+	StartAt int `json:"start_at,omitempty"`
 	// TimelineInterval is the bucket width of Result.Timeline. Default 1s.
 	TimelineInterval time.Duration `json:"timeline_interval_ns"`
 

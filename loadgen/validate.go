@@ -69,9 +69,13 @@ func (c Config) Validate() error {
 		{"MaxConcurrency (--max-concurrency)", int64(c.MaxConcurrency)},
 		{"NumRequests (--num-requests)", int64(c.NumRequests)},
 		{"Warmup (--warmup)", int64(c.Warmup)},
+		{"StartAt (--start-at)", int64(c.StartAt)},
 		{"Duration (--duration)", int64(c.Duration)},
 		{"MultiTurn.ThinkTime (--think-time)", int64(c.MultiTurn.ThinkTime)},
 		{"MultiTurn.SystemPromptLen (--mt-system-prompt-len)", int64(c.MultiTurn.SystemPromptLen)},
+	}
+	if c.StartAt > 0 && c.Workload == WorkloadMultiTurn {
+		bad("StartAt (--start-at) %d: multi-turn conversations have no prebuilt order; leave it 0", c.StartAt)
 	}
 	if c.Timeout <= 0 {
 		bad("Timeout (--timeout) %v: use a positive duration (default %v; start from loadgen.DefaultConfig())", c.Timeout, DefaultTimeout)

@@ -39,19 +39,24 @@ type source interface {
 // newSource builds the workload of c (defaults applied).
 func newSource(c *Config) (source, error) {
 	b := newBodyBuilder(c)
+	var items []*item
 	switch c.Workload {
 	case WorkloadRandom:
-		return &staticSource{items: randomItems(b, c.Random, c.Seed)}, nil
+		items = randomItems(b, c.Random, c.Seed)
 	case WorkloadSharedPrefix:
-		return &staticSource{items: sharedPrefixItems(b, c.SharedPrefix, c.Seed)}, nil
+		items = sharedPrefixItems(b, c.SharedPrefix, c.Seed)
 	case WorkloadMultiTurn:
 		return newMultiTurnSource(b, c.MultiTurn, c.Seed), nil
 	case WorkloadMixedSize:
-		return &staticSource{items: mixedSizeItems(b, c.MixedSize, c.Seed)}, nil
+		items = mixedSizeItems(b, c.MixedSize, c.Seed)
 	case WorkloadRaw:
-		return &staticSource{items: rawItems(b, c.Raw)}, nil
+		items = rawItems(b, c.Raw)
+	default:
+		return nil, fmt.Errorf("cannot build workload %q: unknown kind", c.Workload)
 	}
-	return nil, fmt.Errorf("cannot build workload %q: unknown kind", c.Workload)
+	s := &staticSource{items: items}
+	s.cursor.Store(uint64(c.StartAt))
+	return s, nil
 }
 
 // staticSource cycles through prebuilt items; next never blocks.

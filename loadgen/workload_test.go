@@ -49,6 +49,33 @@ func TestStaticWorkloadsAreDeterministicInSeed(t *testing.T) {
 	}
 }
 
+// TestStartAtCyclesTheSameOrderFromElsewhere: StartAt k hands out the items of the seed's
+// order from position k on and wraps around; multi-turn refuses it.
+func TestStartAtCyclesTheSameOrderFromElsewhere(t *testing.T) {
+	c := workloadConfig(WorkloadSharedPrefix, 1)
+	from0, err := newSource(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := from0.(*staticSource).items
+	c.StartAt = len(items) - 1
+	shifted, err := newSource(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []*item{items[len(items)-1], items[0], items[1]} {
+		got, _ := shifted.next(t.Context())
+		if !bytes.Equal(got.body, want.body) {
+			t.Fatalf("request %d from StartAt %d is not item %d of the order", i, c.StartAt, (c.StartAt+i)%len(items))
+		}
+	}
+	mt := DefaultConfig()
+	mt.BaseURL, mt.Model, mt.Workload, mt.StartAt = "http://127.0.0.1:1/v1", "m", WorkloadMultiTurn, 3
+	if err := mt.Validate(); err == nil || !strings.Contains(err.Error(), "--start-at") {
+		t.Fatalf("multi-turn with StartAt: %v, want an error naming --start-at", err)
+	}
+}
+
 func TestRandomWorkloadLengths(t *testing.T) {
 	c := workloadConfig(WorkloadRandom, 3)
 	src, _ := newSource(&c)

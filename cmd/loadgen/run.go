@@ -52,6 +52,7 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 	fs.DurationVar(&c.Duration, "duration", 0, "stop issuing requests after this long")
 	fs.IntVar(&c.Warmup, "warmup", 0, "unmeasured requests sent first (an open loop: its first arrivals, on the same schedule)")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of prompts, lengths, order and arrivals")
+	fs.IntVar(&c.StartAt, "start-at", 0, "position in the workload's order of the first request (not multi-turn): two load generators with one seed send the same prompts out of step")
 	fs.DurationVar(&c.TimelineInterval, "timeline-interval", c.TimelineInterval, "bucket width of the throughput/latency-over-time timeline")
 
 	fs.IntVar(&c.Random.InputLen, "random-input-len", c.Random.InputLen, "random: maximum prompt tokens")
