@@ -74,8 +74,8 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 		t.Errorf("defaults: policies %v, load policies %v, repeats %d, fraction %g; want the issue's seven, three load-aware, 3, 0.7",
 			c.Policies, c.LoadPolicies, c.Repeats, c.LoadFraction)
 	}
-	if got := strings.Join(QualityCaseNames(), ","); got != "shared-prefix,multi-turn,mixed-size,heterogeneous,shared-prefix-grpc" || len(c.Cases) != 5 {
-		t.Errorf("cases %s (%d configured), want the four HTTP workloads and shared-prefix over gRPC", got, len(c.Cases))
+	if got := strings.Join(QualityCaseNames(), ","); got != "shared-prefix,multi-turn,mixed-size,heterogeneous,shared-prefix-grpc,kv-events-grpc" || len(c.Cases) != 6 {
+		t.Errorf("cases %s (%d configured), want the four HTTP workloads, shared-prefix over gRPC and the KV-events case", got, len(c.Cases))
 	}
 	noTokenizer := DefaultQualityConfig()
 	noTokenizer.TokenizerDir = t.TempDir()
@@ -88,6 +88,12 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("bad config validated")
+	}
+	caseBad := DefaultQualityConfig()
+	caseBad.Cases = []QualityCase{{Name: "x", SatTimeScale: 1, LoadTimeScale: 1, SatClients: 1, Loadgen: []string{"--workload", "raw"},
+		Gateways: -1, RestartAt: 1, Policies: []string{"cache_aware", EventsPolicy}}}
+	if err := caseBad.Validate(); err == nil || !strings.Contains(err.Error(), "a restart point in [0, 1) and case policies that include round_robin") {
+		t.Errorf("a case with -1 gateways, a restart at the end and no round robin: %v", err)
 	}
 	for _, hint := range []string{"at least 2", "at least 1s each", "load in (0, 1]", "use positive values",
 		"include round_robin in the saturation policies or give --quality-capacity", `quality case "a b"`, "give positive time scales"} {
@@ -110,7 +116,7 @@ func TestQualityConfigDefaultsAndValidate(t *testing.T) {
 
 func TestSelectQualityCases(t *testing.T) {
 	all, err := SelectQualityCases(nil)
-	if err != nil || len(all) != 5 {
+	if err != nil || len(all) != 6 {
 		t.Fatalf("all cases: %d, %v", len(all), err)
 	}
 	two, err := SelectQualityCases([]string{"heterogeneous", "shared-prefix"})

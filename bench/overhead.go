@@ -762,27 +762,33 @@ func launchSMG(core int, bin, policy string, workerArgs []string, extra ...strin
 
 // launchSMGAt is launchSMG where pl says.
 func launchSMGAt(pl placement, bin, policy string, workerArgs []string, extra ...string) (*proc, string, error) {
+	p, base, _, err := launchSMGMetrics(pl, bin, policy, workerArgs, extra...)
+	return p, base, err
+}
+
+// launchSMGMetrics is launchSMGAt that also returns the gateway's metrics URL.
+func launchSMGMetrics(pl placement, bin, policy string, workerArgs []string, extra ...string) (*proc, string, string, error) {
 	port, err := freePort()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	prom, err := freePort()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	args := []string{"launch", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(prom), "--log-level", "warn", "--policy", policy}
 	args = append(append(args, extra...), workerArgs...)
 	p, err := startAt(pl, bin, args...)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	if err := waitHTTP(base, 10*time.Second); err != nil {
 		p.stop()
-		return nil, "", fmt.Errorf("smg: %w\n%s", err, tail(p.out.String()))
+		return nil, "", "", fmt.Errorf("smg: %w\n%s", err, tail(p.out.String()))
 	}
-	return p, base, nil
+	return p, base, fmt.Sprintf("http://127.0.0.1:%d/metrics", prom), nil
 }
 
 func (cfg *OverheadConfig) measureProxy(p proxyUnderTest, urls []string, l load) (Measurement, error) {

@@ -63,6 +63,34 @@ type QualityCase struct {
 	// QualityConfig.TokenizerDir's tokenizer, smg --model-path the same): the gateway renders
 	// and tokenizes every prompt and cache_aware routes on token trees.
 	GRPC bool `json:"grpc,omitempty"`
+	// Policies, when set, are the case's own rows instead of the suite's: its saturation
+	// rows, and its load rows besides round robin. EventsPolicy names cache_aware over
+	// engines that publish KV-cache events (event mode); cache_aware then runs over engines
+	// that do not (the approximate tree).
+	Policies []string `json:"policies,omitempty"`
+	// KVTokens, when positive, is the engines' KV-cache capacity in tokens instead of
+	// QualityConfig.KVTokens: a case whose engines must evict.
+	KVTokens int `json:"kv_tokens,omitempty"`
+	// Gateways is how many gateways, meshed, share the fleet (0 or 1: one, no mesh); each
+	// is sent an equal share of the traffic by its own loadgen, the same prompts out of step
+	// (loadgen --start-at).
+	Gateways int `json:"gateways,omitempty"`
+	// RestartAt, when positive, is the fraction of the measured run after which worker 0
+	// restarts as the gateways see it: its prefix cache is lost and, with events, its event
+	// sequence starts again (mockworker lose_prefix_cache and kv_events_restart).
+	RestartAt float64 `json:"restart_at,omitempty"`
+}
+
+// EventsPolicy is the row name of cache_aware over engines that publish KV-cache events, so
+// the gateway routes on what the engines report they hold (event mode).
+const EventsPolicy = "cache_aware_events"
+
+// gatewayPolicy is the gateway's --policy for a row's policy.
+func gatewayPolicy(policy string) string {
+	if policy == EventsPolicy {
+		return "cache_aware"
+	}
+	return policy
 }
 
 // The cases' workloads. Words are loadgen's; the mock counts about 1.26 tokens per word.
@@ -121,6 +149,14 @@ func DefaultQualityCases() []QualityCase {
 		// and the gRPC relay instead of text trees and the HTTP relay.
 		{Name: "shared-prefix-grpc", About: "shared-prefix over gRPC engines (SGLang's service): the gateway tokenizes with Qwen3's tokenizer and cache_aware routes on token trees",
 			Loadgen: sharedPrefixArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 384, GRPC: true},
+		// Where the approximate tree is wrong: the engines evict (their KV holds about half
+		// of what the prefixes routed to each need), a second gateway routes half the
+		// traffic (its tree deltas reach the first one late, over the mesh) and one engine
+		// restarts mid-run. cache_aware on its tree against cache_aware on the engines' KV
+		// events, with round robin and least_load as the load-only references.
+		{Name: "kv-events-grpc", About: "shared-prefix over gRPC engines that evict (KV 20,480 tokens each, about half the prefixes cache_aware sends each), two meshed gateways with half the traffic each, worker 0 restarted half-way; cache_aware on its tree vs on the engines' KV events",
+			Loadgen: sharedPrefixArgs, SatTimeScale: 2, LoadTimeScale: 2, SatClients: 384, GRPC: true,
+			Policies: []string{"round_robin", "least_load", "cache_aware", EventsPolicy}, KVTokens: 20480, Gateways: 2, RestartAt: 0.5},
 	}
 }
 
@@ -263,6 +299,10 @@ func (c *QualityConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("quality case %q: give every case a distinct name without spaces, dots or slashes", k.Name))
 		}
 		seen[k.Name] = true
+		if k.Gateways < 0 || k.KVTokens < 0 || !(k.RestartAt >= 0 && k.RestartAt < 1) || (k.Policies != nil && !slices.Contains(k.Policies, referencePolicy)) {
+			errs = append(errs, fmt.Errorf("quality case %s: %d gateways, kv tokens %d, restart at %g, policies %v: use 0 or more gateways and kv tokens, a restart point in [0, 1) and case policies that include round_robin",
+				k.Name, k.Gateways, k.KVTokens, k.RestartAt, k.Policies))
+		}
 		if !(k.SatTimeScale > 0) || !(k.LoadTimeScale > 0) || k.SatClients < 1 || len(k.Loadgen) == 0 || k.SatSettle < 0 {
 			errs = append(errs, fmt.Errorf("quality case %s: time scales %g and %g, %d clients, loadgen %v, settling time %v: give positive time scales and clients, a workload and no negative settling time",
 				k.Name, k.SatTimeScale, k.LoadTimeScale, k.SatClients, k.Loadgen, k.SatSettle))
@@ -328,6 +368,16 @@ type QualityRow struct {
 	SentRate         float64 `json:"sent_per_s_model,omitempty"`
 	OutputThroughput float64 `json:"output_tokens_per_s_model"`
 	CacheHitRate     float64 `json:"cache_hit_rate"`
+	// PredictedHitRate (EventsPolicy rows) is the hit the engines' events foretold for the
+	// gateways' picks, predicted cached tokens ÷ prompt tokens, and EngineHitRate the hit
+	// the engines reported for the same gateways' gRPC requests: both from the gateways'
+	// counters over the whole run, warm-up included.
+	PredictedHitRate float64 `json:"predicted_hit_rate,omitempty"`
+	EngineHitRate    float64 `json:"engine_hit_rate,omitempty"`
+	// Gateways is how many meshed gateways shared the fleet; with more than one, each sent
+	// its share through its own loadgen, and the TTFT p50 is the requests' weighted mean of
+	// theirs and the p99 the larger of theirs (a percentile of the union lies between).
+	Gateways         int     `json:"gateways,omitempty"`
 	TTFTP50MS        float64 `json:"ttft_p50_ms_model"`
 	TTFTP99MS        float64 `json:"ttft_p99_ms_model"`
 	TPOTP50MS        float64 `json:"tpot_p50_ms_model"`
@@ -412,7 +462,11 @@ func Quality(cfg QualityConfig) (*QualityResult, error) {
 		cr := QualityCaseResult{Case: k, Capacity: cfg.Capacity}
 		res.Cases = append(res.Cases, cr)
 		cur := &res.Cases[len(res.Cases)-1]
-		for _, policy := range cfg.Policies {
+		satPolicies, loadPolicies := cfg.Policies, cfg.LoadPolicies
+		if k.Policies != nil {
+			satPolicies, loadPolicies = k.Policies, k.Policies
+		}
+		for _, policy := range satPolicies {
 			row, err := cfg.saturation(k, policy)
 			cur.Saturation = append(cur.Saturation, row)
 			if err != nil {
@@ -422,14 +476,14 @@ func Quality(cfg QualityConfig) (*QualityResult, error) {
 				cur.Capacity = row.Capacity
 			}
 		}
-		if len(cfg.LoadPolicies) == 0 {
+		if len(loadPolicies) == 0 {
 			continue
 		}
 		if !(cur.Capacity > 0) {
 			return res, fmt.Errorf("routing quality, %s: round robin completed nothing at saturation; no load rate to offer", k.Name)
 		}
 		cur.LoadRate = cfg.LoadFraction * cur.Capacity
-		policies := append([]string{referencePolicy}, slices.DeleteFunc(slices.Clone(cfg.LoadPolicies), func(p string) bool { return p == referencePolicy })...)
+		policies := append([]string{referencePolicy}, slices.DeleteFunc(slices.Clone(loadPolicies), func(p string) bool { return p == referencePolicy })...)
 		var eventsPerRequest float64
 		if rr := findRow(cur.Saturation, referencePolicy, 0); rr != nil {
 			eventsPerRequest = rr.EventsPerRequest
@@ -462,8 +516,7 @@ func (cfg *QualityConfig) saturation(k QualityCase, policy string) (QualityRow, 
 	for attempt := 0; ; attempt++ {
 		row := QualityRow{Case: k.Name, Policy: policy, Kind: KindSaturation, TimeScale: scale, Clients: k.SatClients, NoStream: k.SatNoStream, Rejected: rejected}
 		name := fmt.Sprintf("%s-sat-%s-%d", k.Name, policy, attempt)
-		args := []string{"--max-concurrency", strconv.Itoa(k.SatClients), "--warmup", strconv.Itoa(k.SatClients)}
-		err := cfg.measure(&row, k, name, args, k.SatSettle, cfg.SatDuration)
+		err := cfg.measure(&row, k, name, loop{clients: k.SatClients, warmup: k.SatClients}, k.SatSettle, cfg.SatDuration)
 		events := row.wallEvents()
 		cfg.logf("smgbench: quality %s %-18s saturation at time scale %.3g: %.1f req/s (model), hit %.3f, TTFT p99 %.0f ms, %.0f events/s wall, %s",
 			k.Name, policy, scale, row.Capacity, row.CacheHitRate, row.TTFTP99MS, events, row.cpuNote())
@@ -496,27 +549,51 @@ func (cfg *QualityConfig) load(k QualityCase, policy string, repeat int, rate, e
 	row := QualityRow{Case: k.Name, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: scale, OfferedRate: rate}
 	wall := rate * scale
 	name := fmt.Sprintf("%s-load%d-%s", k.Name, repeat, policy)
-	args := []string{"--request-rate", strconv.FormatFloat(wall, 'f', 2, 64), "--max-concurrency", strconv.Itoa(cfg.MaxConcurrency),
-		"--warmup", strconv.Itoa(int(rate * cfg.WarmupSeconds))}
-	err := cfg.measure(&row, k, name, args, 0, cfg.LoadDuration)
+	l := loop{rate: wall, clients: cfg.MaxConcurrency, warmup: int(rate * cfg.WarmupSeconds), warmupWall: cfg.WarmupSeconds / scale}
+	err := cfg.measure(&row, k, name, l, 0, cfg.LoadDuration)
 	cfg.logf("smgbench: quality %s %-18s %.0f%% load, repeat %d, time scale %.3g: TTFT p50 %.0f p99 %.0f ms (model), completed %.1f, sent %.1f of %.1f req/s, %s, arrival lag p99 %.1f ms",
 		k.Name, policy, cfg.LoadFraction*100, repeat, scale, row.TTFTP50MS, row.TTFTP99MS, row.Capacity, row.SentRate, rate, row.cpuNote(), row.ArrivalLagP99MS)
 	return row, err
 }
 
-// measure runs one row on a fresh fleet and gateway, so no row inherits another's warm caches
-// or load history: loadgen with the case's workload and args (loop shape, warm-up) for
-// settle + d, measured over d after the settling time.
-func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, args []string, settle, d time.Duration) error {
+// loop is a row's loadgen loop: a closed loop of clients (rate 0) or an open loop at rate
+// requests per wall-clock second with at most clients in flight; warmup requests first,
+// taking about warmupWall seconds in an open loop.
+type loop struct {
+	clients, warmup int
+	rate            float64
+	warmupWall      float64
+}
+
+// args are loadgen's flags for share 1/of of the loop (one of several gateways' clients).
+func (l loop) args(of int) []string {
+	args := []string{"--max-concurrency", strconv.Itoa(max(1, l.clients/of)), "--warmup", strconv.Itoa(l.warmup / of)}
+	if l.rate > 0 {
+		args = append(args, "--request-rate", strconv.FormatFloat(l.rate/float64(of), 'f', 2, 64))
+	}
+	return args
+}
+
+// measure runs one row on a fresh fleet and gateways, so no row inherits another's warm
+// caches or load history: loadgen with the case's workload and loop l for settle + d,
+// measured over d after the settling time; with several gateways one loadgen per gateway.
+func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, l loop, settle, d time.Duration) error {
 	scale := strconv.FormatFloat(row.TimeScale, 'f', -1, 64)
+	kvTokens := cfg.KVTokens
+	if k.KVTokens > 0 {
+		kvTokens = k.KVTokens
+	}
 	mockArgs := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
 		"--model", "mock-model", "--mode", "engine", "--time-scale", scale,
-		"--kv-tokens", strconv.Itoa(cfg.KVTokens), "--seed", strconv.FormatInt(cfg.Seed, 10)}, k.Mock...)
+		"--kv-tokens", strconv.Itoa(kvTokens), "--seed", strconv.FormatInt(cfg.Seed, 10)}, k.Mock...)
 	listening, gatewayArgs := listenLine, []string{"--load-monitor-interval", ""}
 	if k.GRPC {
 		mockArgs = append(mockArgs, "--protocol", "grpc", "--dialect", "sglang", "--tokenizer-path", cfg.TokenizerDir)
 		listening = grpcListenLine
 		gatewayArgs = append(gatewayArgs, "--model-path", cfg.TokenizerDir)
+	}
+	if row.Policy == EventsPolicy {
+		mockArgs = append(mockArgs, "--kv-events-port", "0")
 	}
 	if cfg.RequestLogDir != "" {
 		mockArgs = append(mockArgs, "--request-log", filepath.Join(cfg.RequestLogDir, name+".mock.jsonl"))
@@ -531,24 +608,47 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 		return err
 	}
 	gatewayArgs[1] = strconv.FormatFloat(cfg.LoadReportSeconds/row.TimeScale, 'f', -1, 64)
-	gw, base, err := launchSMG(-1, cfg.Bin.SMG, row.Policy, workerURLArgs(urls), gatewayArgs...)
+	row.Gateways = max(1, k.Gateways)
+	gws, err := launchGateways(cfg.Bin.SMG, row.Gateways, gatewayPolicy(row.Policy), workerURLArgs(urls), gatewayArgs)
+	for _, gw := range gws {
+		defer gw.p.stop()
+	}
 	if err != nil {
 		return err
 	}
-	defer gw.stop()
 
-	out := filepath.Join(cfg.WorkDir, name+".json")
-	if cfg.RequestLogDir != "" {
-		out = filepath.Join(cfg.RequestLogDir, name+".json")
+	out := func(i int) string {
+		dir := cfg.WorkDir
+		if cfg.RequestLogDir != "" {
+			dir = cfg.RequestLogDir
+		}
+		if row.Gateways == 1 {
+			return filepath.Join(dir, name+".json")
+		}
+		return filepath.Join(dir, fmt.Sprintf("%s.gw%d.json", name, i))
 	}
-	lgArgs := append([]string{"run", "--base-url", base + "/v1", "--model", "mock-model", "--stream=" + strconv.FormatBool(!row.NoStream),
-		"--duration", (settle + d).String(), "--seed", strconv.FormatInt(cfg.Seed, 10), "--progress", "off", "--output", out}, k.Loadgen...)
-	lgArgs = append(lgArgs, args...)
-	mock0, err := mocks.cpuSeconds()
-	if err != nil {
-		return err
+	lgArgs := func(i int) []string {
+		a := append([]string{"run", "--base-url", gws[i].base + "/v1", "--model", "mock-model", "--stream=" + strconv.FormatBool(!row.NoStream),
+			"--duration", (settle + d).String(), "--seed", strconv.FormatInt(cfg.Seed, 10), "--progress", "off", "--output", out(i)}, k.Loadgen...)
+		if i > 0 { // the same prompts, out of step with the first gateway's clients
+			a = append(a, "--start-at", strconv.Itoa(i*workloadSize(k.Loadgen)/row.Gateways))
+		}
+		return append(a, l.args(row.Gateways)...)
 	}
-	gw0, err := gw.cpuSeconds()
+	cpu := func() (mocksS, gwS float64, err error) {
+		if mocksS, err = mocks.cpuSeconds(); err != nil {
+			return 0, 0, err
+		}
+		for _, gw := range gws {
+			s, err := gw.p.cpuSeconds()
+			if err != nil {
+				return 0, 0, err
+			}
+			gwS += s
+		}
+		return mocksS, gwS, nil
+	}
+	mock0, gw0, err := cpu()
 	if err != nil {
 		return err
 	}
@@ -557,23 +657,46 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 		return err
 	}
 	ticks0, stealErr := coreTicks(allCores()...)
+	if k.RestartAt > 0 {
+		restart := restartWorker(urls[0], row.Policy == EventsPolicy)
+		timer := time.AfterFunc(time.Duration((l.warmupWall+settle.Seconds()+k.RestartAt*d.Seconds())*float64(time.Second)), restart.run)
+		defer func() {
+			timer.Stop()
+			if err := restart.wait(); err != nil {
+				cfg.logf("smgbench: quality %s: worker 0's restart failed: %v", name, err)
+			}
+		}()
+	}
 	t0 := time.Now()
-	r, lgCPU, err := runLoadgenCPU(-1, cfg.Bin.LoadGen, out, lgArgs...)
-	if err != nil {
+	results := make([]*loadgen.Result, row.Gateways)
+	cpus := make([]float64, row.Gateways)
+	errs := make([]error, row.Gateways)
+	done := make(chan int, row.Gateways)
+	for i := range row.Gateways {
+		go func() {
+			results[i], cpus[i], errs[i] = runLoadgenCPU(-1, cfg.Bin.LoadGen, out(i), lgArgs(i)...)
+			done <- i
+		}()
+	}
+	for range row.Gateways {
+		<-done
+	}
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	r := mergeResults(results)
 	wall := time.Since(t0).Seconds()
-	mock1, err := mocks.cpuSeconds()
-	if err != nil {
-		return err
-	}
-	gw1, err := gw.cpuSeconds()
+	mock1, gw1, err := cpu()
 	if err != nil {
 		return err
 	}
 	busy1, err := machineBusySeconds()
 	if err != nil {
 		return err
+	}
+	var lgCPU float64
+	for _, c := range cpus {
+		lgCPU += c
 	}
 	row.CPUMocks, row.CPUGateway, row.CPULoadgen = (mock1-mock0)/wall, (gw1-gw0)/wall, lgCPU/wall
 	row.CPUCores = row.CPUMocks + row.CPUGateway + row.CPULoadgen
@@ -582,6 +705,11 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, a
 		row.StealPercent = stealPercent(ticks0, ticks1)
 	}
 	row.fill(r, cfg.Workers, settle.Seconds()+d.Seconds()*cfg.SatRampFraction, (settle + d).Seconds())
+	if row.Policy == EventsPolicy {
+		if err := row.readHits(gws); err != nil {
+			return err
+		}
+	}
 	// A request the full KV cache cannot admit yet is queued, not failed, so any failure is
 	// unexpected; more than 1% would bias the figures and fails the row.
 	if r.Failed*100 > r.Completed {

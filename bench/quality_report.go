@@ -61,98 +61,136 @@ func loadPolicies(rows []QualityRow) (policies []string, repeats int) {
 //	quality.<c>.load.throughput_ratio_min.<p>/round_robin      completed requests/s
 //	quality.<c>.load.completed_of_offered_min                  the least any load row completed ÷ its offered rate
 //
+// the same ratios of EventsPolicy against cache_aware (event mode against the approximate
+// tree) where a case has both, and for EventsPolicy rows
+//
+//	quality.<c>.sat.hit_gap_pp.cache_aware_events              |predicted − engine-reported hit|, points
+//	quality.<c>.load.hit_gap_pp_max.cache_aware_events         the worst repeat
+//
 // and quality.max_cpu_cores, the most CPU any row's own processes used (the machine check).
 func (q *QualityResult) metrics(m map[string]float64) {
 	most := 0.0
 	for _, c := range q.Cases {
 		pre := "quality." + c.Case.Name + "."
-		rr := findRow(c.Saturation, referencePolicy, 0)
 		for i := range c.Saturation {
 			p := &c.Saturation[i]
 			most = max(most, p.CPUCores)
 			m[pre+"sat.capacity."+p.Policy] = p.Capacity
 			m[pre+"sat.busiest_share."+p.Policy] = p.BusiestShare
-			if rr == nil || p.Policy == referencePolicy {
-				continue
+			if p.Policy == EventsPolicy {
+				m[pre+"sat.hit_gap_pp."+p.Policy] = p.hitGapPoints()
 			}
-			suffix := "." + p.Policy + "/" + referencePolicy
-			for _, x := range []struct {
-				name string
-				a, b float64
-			}{
-				{"capacity_ratio", p.Capacity, rr.Capacity},
-				{"cache_hit_ratio", p.CacheHitRate, rr.CacheHitRate},
-				{"ttft_p99_ratio", p.TTFTP99MS, rr.TTFTP99MS},
-			} {
-				if v, ok := ratio(x.a, x.b); ok {
-					m[pre+"sat."+x.name+suffix] = v
-				}
+			satRatios(m, pre, c.Saturation, p, referencePolicy)
+			if p.Policy == EventsPolicy {
+				satRatios(m, pre, c.Saturation, p, "cache_aware")
 			}
 		}
 		policies, repeats := loadPolicies(c.Load)
 		reached := math.Inf(1)
+		gap := -1.0
 		for _, r := range c.Load {
 			most = max(most, r.CPUCores)
 			if v, ok := ratio(r.Capacity, r.OfferedRate); ok {
 				reached = min(reached, v)
+			}
+			if r.Policy == EventsPolicy {
+				gap = max(gap, r.hitGapPoints())
 			}
 		}
 		// Did the case run at the load it offered? Run L1's heterogeneous rows reported 0.81.
 		if !math.IsInf(reached, 1) {
 			m[pre+"load.completed_of_offered_min"] = reached
 		}
+		if gap >= 0 {
+			m[pre+"load.hit_gap_pp_max."+EventsPolicy] = gap
+		}
 		for _, policy := range policies {
 			if policy == referencePolicy {
 				continue
 			}
-			suffix := "." + policy + "/" + referencePolicy
-			type agg struct {
-				name  string
-				worst func(a, b float64) float64
-				of    func(*QualityRow) float64
-				v     float64
-				n     int
-			}
-			hi := func(a, b float64) float64 { return max(a, b) }
-			lo := func(a, b float64) float64 { return min(a, b) }
-			aggs := []*agg{
-				{name: "ttft_p99_ratio_max", worst: hi, of: func(r *QualityRow) float64 { return r.TTFTP99MS }},
-				{name: "ttft_p50_ratio_max", worst: hi, of: func(r *QualityRow) float64 { return r.TTFTP50MS }},
-				{name: "cache_hit_ratio_min", worst: lo, of: func(r *QualityRow) float64 { return r.CacheHitRate }},
-				{name: "throughput_ratio_min", worst: lo, of: func(r *QualityRow) float64 { return r.Capacity }},
-			}
-			var p99s []float64
-			for rep := 1; rep <= repeats; rep++ {
-				p, ref := findRow(c.Load, policy, rep), findRow(c.Load, referencePolicy, rep)
-				if p == nil || ref == nil {
-					continue
-				}
-				if v, ok := ratio(p.TTFTP99MS, ref.TTFTP99MS); ok {
-					m[fmt.Sprintf("%sload.ttft_p99_ratio%s.r%d", pre, suffix, rep)] = v
-					p99s = append(p99s, v)
-				}
-				for _, a := range aggs {
-					if v, ok := ratio(a.of(p), a.of(ref)); ok {
-						if a.n == 0 {
-							a.v = v
-						}
-						a.v = a.worst(a.v, v)
-						a.n++
-					}
-				}
-			}
-			for _, a := range aggs {
-				if a.n > 0 {
-					m[pre+"load."+a.name+suffix] = a.v
-				}
-			}
-			if len(p99s) > 0 {
-				m[pre+"load.ttft_p99_ratio_median"+suffix] = median(p99s)
+			loadRatios(m, pre, c.Load, policy, referencePolicy, repeats)
+			if policy == EventsPolicy {
+				loadRatios(m, pre, c.Load, policy, "cache_aware", repeats)
 			}
 		}
 	}
 	if len(q.Cases) > 0 {
 		m["quality.max_cpu_cores"] = most
+	}
+}
+
+// hitGapPoints is the distance between the hit the events foretold and the engines' own, in
+// percentage points.
+func (row *QualityRow) hitGapPoints() float64 {
+	return math.Abs(row.PredictedHitRate-row.EngineHitRate) * 100
+}
+
+// satRatios adds saturation row p's ratios to the saturation row of ref, when there is one.
+func satRatios(m map[string]float64, pre string, rows []QualityRow, p *QualityRow, ref string) {
+	r := findRow(rows, ref, 0)
+	if r == nil || p.Policy == ref {
+		return
+	}
+	suffix := "." + p.Policy + "/" + ref
+	for _, x := range []struct {
+		name string
+		a, b float64
+	}{
+		{"capacity_ratio", p.Capacity, r.Capacity},
+		{"cache_hit_ratio", p.CacheHitRate, r.CacheHitRate},
+		{"ttft_p99_ratio", p.TTFTP99MS, r.TTFTP99MS},
+	} {
+		if v, ok := ratio(x.a, x.b); ok {
+			m[pre+"sat."+x.name+suffix] = v
+		}
+	}
+}
+
+// loadRatios adds the load rows' ratios of policy to ref, repeat against repeat.
+func loadRatios(m map[string]float64, pre string, rows []QualityRow, policy, ref string, repeats int) {
+	suffix := "." + policy + "/" + ref
+	type agg struct {
+		name  string
+		worst func(a, b float64) float64
+		of    func(*QualityRow) float64
+		v     float64
+		n     int
+	}
+	hi := func(a, b float64) float64 { return max(a, b) }
+	lo := func(a, b float64) float64 { return min(a, b) }
+	aggs := []*agg{
+		{name: "ttft_p99_ratio_max", worst: hi, of: func(r *QualityRow) float64 { return r.TTFTP99MS }},
+		{name: "ttft_p50_ratio_max", worst: hi, of: func(r *QualityRow) float64 { return r.TTFTP50MS }},
+		{name: "cache_hit_ratio_min", worst: lo, of: func(r *QualityRow) float64 { return r.CacheHitRate }},
+		{name: "throughput_ratio_min", worst: lo, of: func(r *QualityRow) float64 { return r.Capacity }},
+	}
+	var p99s []float64
+	for rep := 1; rep <= repeats; rep++ {
+		p, r := findRow(rows, policy, rep), findRow(rows, ref, rep)
+		if p == nil || r == nil {
+			continue
+		}
+		if v, ok := ratio(p.TTFTP99MS, r.TTFTP99MS); ok {
+			m[fmt.Sprintf("%sload.ttft_p99_ratio%s.r%d", pre, suffix, rep)] = v
+			p99s = append(p99s, v)
+		}
+		for _, a := range aggs {
+			if v, ok := ratio(a.of(p), a.of(r)); ok {
+				if a.n == 0 {
+					a.v = v
+				}
+				a.v = a.worst(a.v, v)
+				a.n++
+			}
+		}
+	}
+	for _, a := range aggs {
+		if a.n > 0 {
+			m[pre+"load."+a.name+suffix] = a.v
+		}
+	}
+	if len(p99s) > 0 {
+		m[pre+"load.ttft_p99_ratio_median"+suffix] = median(p99s)
 	}
 }
 
@@ -178,6 +216,7 @@ func (q *QualityResult) Table() string {
 		if len(cr.Load) > 0 {
 			sb.WriteString(loadTable(cr, c.LoadFraction))
 		}
+		sb.WriteString(eventsTable(cr, m))
 	}
 	if hit, ok := m["quality.shared-prefix.sat.cache_hit_ratio.cache_aware/round_robin"]; ok {
 		sb.WriteString("| cache_aware / round_robin, shared-prefix at saturation | ours | SGLang (published, up to) |\n|---|---|---|\n")
@@ -188,6 +227,34 @@ func (q *QualityResult) Table() string {
 }
 
 // saturationTable renders a case's saturation rows with their ratios to round robin.
+// eventsTable compares event mode with the approximate tree where the case has both: the
+// issue's targets beside the measured ratios, and the predicted hit beside the engines'.
+func eventsTable(cr QualityCaseResult, m map[string]float64) string {
+	pre := "quality." + cr.Case.Name + "."
+	suffix := "." + EventsPolicy + "/cache_aware"
+	if _, ok := m[pre+"sat.capacity_ratio"+suffix]; !ok {
+		return ""
+	}
+	var sb strings.Builder
+	sb.WriteString("| event mode / approximate tree | measured | target |\n|---|---|---|\n")
+	row := func(name, key, target string) {
+		if v, ok := m[key]; ok {
+			fmt.Fprintf(&sb, "| %s | %.2f | %s |\n", name, v, target)
+		}
+	}
+	row("capacity at saturation", pre+"sat.capacity_ratio"+suffix, "≥ 1.2")
+	row("TTFT p99 at saturation", pre+"sat.ttft_p99_ratio"+suffix, "≤ 0.8")
+	row("TTFT p99 at load (median repeat)", pre+"load.ttft_p99_ratio_median"+suffix, "≤ 0.8")
+	row("TTFT p50 at load (worst repeat)", pre+"load.ttft_p50_ratio_max"+suffix, "–")
+	row("predicted vs engine hit, points apart, saturation", pre+"sat.hit_gap_pp."+EventsPolicy, "≤ 5")
+	row("predicted vs engine hit, points apart, load (worst repeat)", pre+"load.hit_gap_pp_max."+EventsPolicy, "≤ 5")
+	if r := findRow(cr.Saturation, EventsPolicy, 0); r != nil {
+		fmt.Fprintf(&sb, "\nEvent mode at saturation: predicted hit %.3f, engines' hit %.3f (the gateways' counters, warm-up included).\n", r.PredictedHitRate, r.EngineHitRate)
+	}
+	sb.WriteString("\n")
+	return sb.String()
+}
+
 func saturationTable(cr QualityCaseResult) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Saturation (closed loop, %d clients):\n\n", cr.Saturation[0].Clients)

@@ -81,7 +81,7 @@ func TestMakefileCommandLines(t *testing.T) {
 	}
 	full := want{baseline: "bench/baseline.json", duration: 3 * time.Second, rounds: 3, warmup: 2000, pdRounds: 0, pacedRounds: 0, retries: 2,
 		openLoop: 2, unloaded: 2, syscall: 1, scaling: 2, policies: "cache_aware,round_robin",
-		cases: "shared-prefix,multi-turn,mixed-size,heterogeneous,shared-prefix-grpc", satPolicies: strings.Join(bench.DefaultQualityPolicies, ","),
+		cases: "shared-prefix,multi-turn,mixed-size,heterogeneous,shared-prefix-grpc,kv-events-grpc", satPolicies: strings.Join(bench.DefaultQualityPolicies, ","),
 		loadPolicies: "least_load,power_of_two,cache_aware", repeats: 3, loadDuration: 10 * time.Second, capacity: 0, loadScale: 2, benchTime: "5000x"}
 	smoke := want{baseline: "bench/baseline-smoke.json", duration: 2 * time.Second, rounds: 3, warmup: 500, pdRounds: 3, pacedRounds: -1, retries: 1,
 		openLoop: 2, unloaded: 2, syscall: 1, scaling: 2, pdSkipSSE: true, policies: "cache_aware",
