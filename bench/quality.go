@@ -377,10 +377,10 @@ type QualityRow struct {
 	// Gateways is how many meshed gateways shared the fleet; with more than one, each sent
 	// its share through its own loadgen, and the TTFT p50 is the requests' weighted mean of
 	// theirs and the p99 the larger of theirs (a percentile of the union lies between).
-	Gateways         int     `json:"gateways,omitempty"`
-	TTFTP50MS        float64 `json:"ttft_p50_ms_model"`
-	TTFTP99MS        float64 `json:"ttft_p99_ms_model"`
-	TPOTP50MS        float64 `json:"tpot_p50_ms_model"`
+	Gateways  int     `json:"gateways,omitempty"`
+	TTFTP50MS float64 `json:"ttft_p50_ms_model"`
+	TTFTP99MS float64 `json:"ttft_p99_ms_model"`
+	TPOTP50MS float64 `json:"tpot_p50_ms_model"`
 	// BusiestShare is the busiest worker's requests × the fleet size ÷ all requests: 1 is
 	// perfectly even, Workers means one worker took everything.
 	BusiestShare float64 `json:"busiest_share"`
