@@ -603,7 +603,8 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, l
 		return err
 	}
 	defer mocks.stop()
-	urls, err := mocks.waitOutput(listening, cfg.Workers, 10*time.Second)
+	// 30 s: a loaded machine starts eight engines that each load a tokenizer slowly.
+	urls, err := mocks.waitOutput(listening, cfg.Workers, 30*time.Second)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/smg-go/smg/discovery"
 	"github.com/smg-go/smg/fastpath"
 	"github.com/smg-go/smg/internal/cli"
+	"github.com/smg-go/smg/kvevents/kvindex"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/worker"
@@ -47,6 +48,8 @@ type options struct {
 	// kvEvents are --kv-events-port and --kv-events-replay-port: the fleet-wide ports of the
 	// HTTP engines' KV-cache event sockets.
 	kvEvents kvEventPorts
+	// kvIndexMaxBlocks is --kv-index-max-blocks: each model's KV block index bound.
+	kvIndexMaxBlocks int
 	// workerCAFile is --worker-ca-file; validate loads it into workerTLS (workerca.go).
 	workerCAFile string
 	workerTLS    *tls.Config
@@ -136,6 +139,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.String("worker-ca-file", &o.workerCAFile, "", "PEM bundle of the CA certificates that verify https workers, instead of the system's roots (for a cluster with its own CA)").WithMetavar("FILE")
 	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
 	fs.Int("kv-events-port", &o.kvEvents.Pub, 0, "Port of every HTTP engine's KV-cache event publisher (vLLM/SGLang --kv-events-config, ZMQ PUB): a worker without its own kv_events_endpoint is followed on tcp://<its host>:PORT, and cache_aware routes its model on the events; 0: none").WithMetavar("PORT")
+	fs.Int("kv-index-max-blocks", &o.kvIndexMaxBlocks, kvindex.DefaultMaxBlocks, "Bound of each model's index of the engines' KV-cache blocks, in (worker, block) pairs of at most 64 bytes: past it the worker holding most loses its oldest blocks").WithMetavar("N")
 	fs.Int("kv-events-replay-port", &o.kvEvents.Replay, 0, "Port of every HTTP engine's KV-cache event replay socket (ROUTER), with --kv-events-port; 0: none (a gap in the events then drops the worker's blocks)").WithMetavar("PORT")
 
 	registerPolicyFlags(fs, &o.policies, &g.RoutingKeyHeaders)

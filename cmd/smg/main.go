@@ -25,6 +25,7 @@ import (
 	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/kvevents"
+	"github.com/smg-go/smg/kvevents/kvindex"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
@@ -176,6 +177,9 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if err := o.kvEvents.validate(); err != nil {
 		return err
 	}
+	if o.kvIndexMaxBlocks < 1 {
+		return fmt.Errorf("--kv-index-max-blocks %d: give at least 1 (default %d, at most 256 MiB per model)", o.kvIndexMaxBlocks, kvindex.DefaultMaxBlocks)
+	}
 	if o.maxConnsPerWorker <= 0 {
 		return fmt.Errorf("--max-connections-per-worker %d: must be at least 1", o.maxConnsPerWorker)
 	}
@@ -300,7 +304,7 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	g.reg.Subscribe(g.engines.Sync)
 	g.discoverModels = g.engines.DiscoverModels(worker.ModelDiscoverer(o.workerTLS))
 	kc := kvevents.DefaultManagerConfig()
-	kc.Metrics = g.set
+	kc.Metrics, kc.Index.MaxBlocks = g.set, o.kvIndexMaxBlocks
 	kc.OnSlotsChanged = func() { _ = g.reg.Republish() } // pickers resolve slots when built
 	if g.kv, err = newKVEvents(kc, g.engines, o.routesCacheAware, o.kvEvents, log); err != nil {
 		return g, err
