@@ -13,12 +13,16 @@ import (
 // shared-prefix case with saturation rows and two repeats of load rows, multi-turn and
 // mixed-size cases with load rows only (as the smoke runs), and a heterogeneous case.
 func qualityFixture() *QualityResult {
+	withHits := func(r QualityRow, predicted, engine float64) QualityRow {
+		r.PredictedHitRate, r.EngineHitRate = predicted, engine
+		return r
+	}
 	sat := func(policy string, capacity, hit, p50, p99 float64) QualityRow {
 		return QualityRow{Case: "shared-prefix", Policy: policy, Kind: KindSaturation, TimeScale: 1, Clients: 512,
 			Capacity: capacity, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, TPOTP50MS: 20, BusiestShare: 1.25, Completed: 1000, CPUCores: 0.5, MachineBusy: 1.1, StealPercent: 4}
 	}
 	load := func(kase, policy string, repeat int, p50, p99, hit, rate float64) QualityRow {
-		offered := map[string]float64{"shared-prefix": 35, "multi-turn": 70, "mixed-size": 70, "heterogeneous": 105, "shared-prefix-grpc": 42}[kase]
+		offered := map[string]float64{"shared-prefix": 35, "multi-turn": 70, "mixed-size": 70, "heterogeneous": 105, "shared-prefix-grpc": 42, "kv-events-grpc": 42}[kase]
 		return QualityRow{Case: kase, Policy: policy, Kind: KindLoad, Repeat: repeat, TimeScale: 4, OfferedRate: offered,
 			Capacity: rate, SentRate: 35, CacheHitRate: hit, TTFTP50MS: p50, TTFTP99MS: p99, BusiestShare: 1, Completed: 2000, CPUCores: 0.25, MachineBusy: 0.75, ArrivalLagP99MS: 1.5}
 	}
@@ -79,6 +83,16 @@ func qualityFixture() *QualityResult {
 				Load: []QualityRow{
 					load("shared-prefix-grpc", "round_robin", 1, 150, 400, 0.3, 42),
 					load("shared-prefix-grpc", "cache_aware", 1, 15, 40, 0.9, 42),
+				}},
+			{Case: cases[5], Capacity: 60, LoadRate: 42,
+				Saturation: []QualityRow{
+					{Case: "kv-events-grpc", Policy: "cache_aware", Kind: KindSaturation, TimeScale: 2, Clients: 384, Capacity: 100, CacheHitRate: 0.5, TTFTP99MS: 5000},
+					{Case: "kv-events-grpc", Policy: EventsPolicy, Kind: KindSaturation, TimeScale: 2, Clients: 384, Capacity: 80, CacheHitRate: 0.4, TTFTP99MS: 5000,
+						PredictedHitRate: 0.6, EngineHitRate: 0.4},
+				},
+				Load: []QualityRow{
+					load("kv-events-grpc", "cache_aware", 1, 30, 300, 0.8, 42),
+					withHits(load("kv-events-grpc", EventsPolicy, 1, 30, 180, 0.9, 42), 0.9, 0.9),
 				}},
 		},
 	}
@@ -232,12 +246,12 @@ func TestWriteQualityHTML(t *testing.T) {
 	html := buf.String()
 	// shared-prefix: capacity, saturation TTFT p99, load TTFT p99; multi-turn and mixed-size:
 	// load only; heterogeneous: capacity (not streamed at saturation: no TTFT chart) and load;
-	// shared-prefix-grpc: as shared-prefix.
-	if n := strings.Count(html, "<svg "); n != 10 {
-		t.Errorf("%d charts, want 10", n)
+	// shared-prefix-grpc and kv-events-grpc: as shared-prefix.
+	if n := strings.Count(html, "<svg "); n != 13 {
+		t.Errorf("%d charts, want 13", n)
 	}
-	if n := strings.Count(html, "<rect "); n != 3+3+8+4+4+2+4+2+2+2 {
-		t.Errorf("%d bars, want 34 (3 + 3 saturation, 8 + 4 + 4 load, 2 + 4 heterogeneous, 2 + 2 + 2 shared-prefix-grpc)", n)
+	if n := strings.Count(html, "<rect "); n != 3+3+8+4+4+2+4+2+2+2+2+2+2 {
+		t.Errorf("%d bars, want 40 (3 + 3 saturation, 8 + 4 + 4 load, 2 + 4 heterogeneous, 2 + 2 + 2 shared-prefix-grpc, 2 + 2 + 2 kv-events-grpc)", n)
 	}
 	for _, want := range []string{
 		"<h2>shared-prefix</h2>", "<h2>mixed-size</h2>", "Capacity at saturation (requests/s of model time)",
