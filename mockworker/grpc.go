@@ -1,6 +1,7 @@
 package mockworker
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/http"
@@ -92,6 +93,14 @@ type rpcRun struct {
 
 func (r *rpcRun) abort() { r.abortOnce.Do(func() { close(r.aborted) }) }
 
+// newID makes up a request id for a request that names none.
+func (st *rpcState) newID() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.ids++
+	return "mock-" + strconv.FormatUint(st.ids, 10)
+}
+
 func (st *rpcState) register(id string) *rpcRun {
 	r := &rpcRun{aborted: make(chan struct{})}
 	st.mu.Lock()
@@ -151,18 +160,9 @@ type rpcSender interface {
 // generate runs one Generate call: faults first, then n samples through the engine model
 // (or the instant null backend). It returns a gRPC status error or nil.
 func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender) error {
-	var raw []byte
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(faultHeader); len(v) > 0 {
-			raw = []byte(v[0])
-		}
-	}
-	f, err := parseFault(raw)
+	f, err := rpcFault(ctx)
 	if err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	if f.bodySHA256 {
-		return status.Error(codes.InvalidArgument, faultHeader+": body-sha256 is an HTTP fault; gRPC requests have no body to hash")
+		return err
 	}
 	admin := w.admin.Load()
 	if !f.abort && admin.AbortAfter > 0 {
@@ -183,24 +183,13 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 		}
 		return w.gone(ctx)
 	}
-	code := f.status
-	if code == 0 {
-		code = admin.Status
-	}
-	if code == 0 && admin.FailureRate > 0 && w.draw() < admin.FailureRate {
-		code = admin.failureStatus()
-	}
-	if code != 0 {
+	if code := w.injectedStatus(f, admin); code != 0 {
 		return status.Error(grpcCode(code), "mockworker injected status "+strconv.Itoa(code))
 	}
 	if req.n > maxSamples {
 		return status.Errorf(codes.InvalidArgument, "n %d: the mock runs at most %d samples", req.n, maxSamples)
 	}
-	n := max(req.n, 1)
-	maxTokens := req.maxTokens
-	if maxTokens == 0 {
-		maxTokens = w.cfg.OutputTokens
-	}
+	maxTokens := cmp.Or(req.maxTokens, w.cfg.OutputTokens)
 	if maxTokens > maxTokensLimit {
 		return status.Errorf(codes.InvalidArgument, "max tokens %d: the mock generates at most %d", maxTokens, maxTokensLimit)
 	}
@@ -222,10 +211,7 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 	}
 	id := req.id
 	if id == "" {
-		st.mu.Lock()
-		st.ids++
-		id = "mock-" + strconv.FormatUint(st.ids, 10)
-		st.mu.Unlock()
+		id = st.newID()
 	}
 	run := st.register(id)
 	defer st.unregister(id, run)
@@ -239,11 +225,15 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 		return w.gone(ctx)
 	}
 	s := sample{w: w, req: req, plan: plan, hashes: hashes, tokens: tokens, call: run, f: f}
+	return s.runAll(ctx, max(req.n, 1), out)
+}
+
+// runAll runs n samples of s. Samples run side by side in the engine (the later ones find
+// the prompt cached) and share the stream; the first failure ends the call.
+func (s *sample) runAll(ctx context.Context, n int, out rpcSender) error {
 	if n == 1 {
 		return s.run(ctx, 0, out)
 	}
-	// Samples run side by side in the engine (the later ones find the prompt cached) and share
-	// the stream; the first failure ends the call.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	locked := &lockedSender{out: out}
@@ -264,6 +254,24 @@ func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender
 		}
 	}
 	return first
+}
+
+// rpcFault is the fault the call's metadata asks for (faultHeader), as the HTTP header would.
+func rpcFault(ctx context.Context) (fault, error) {
+	var raw []byte
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(faultHeader); len(v) > 0 {
+			raw = []byte(v[0])
+		}
+	}
+	f, err := parseFault(raw)
+	if err != nil {
+		return f, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if f.bodySHA256 {
+		return f, status.Error(codes.InvalidArgument, faultHeader+": body-sha256 is an HTTP fault; gRPC requests have no body to hash")
+	}
+	return f, nil
 }
 
 // gone is the status of a call cut short while it waited: the client's cancellation or

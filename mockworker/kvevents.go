@@ -313,6 +313,16 @@ func (p *kvPublisher) encodeEvent(kind kvKind, run []kvEvent) {
 			_ = e.EncodeString(k)
 		}
 	}
+	// header opens an event of typ: an array of arrLen fields, or a map of mapLen.
+	header := func(arrLen, mapLen int, typ string) {
+		if arr {
+			_ = e.EncodeArrayLen(arrLen)
+		} else {
+			_ = e.EncodeMapLen(mapLen)
+		}
+		key("type")
+		_ = e.EncodeString(typ)
+	}
 	hashes := func() {
 		_ = e.EncodeArrayLen(len(run))
 		for _, ev := range run {
@@ -321,13 +331,7 @@ func (p *kvPublisher) encodeEvent(kind kvKind, run []kvEvent) {
 	}
 	switch kind {
 	case kvStored:
-		if arr {
-			_ = e.EncodeArrayLen(6)
-		} else {
-			_ = e.EncodeMapLen(8)
-		}
-		key("type")
-		_ = e.EncodeString("BlockStored")
+		header(6, 8, "BlockStored")
 		key("block_hashes")
 		hashes()
 		key("parent_block_hash")
@@ -354,13 +358,7 @@ func (p *kvPublisher) encodeEvent(kind kvKind, run []kvEvent) {
 			_ = e.EncodeNil()
 		}
 	case kvRemoved:
-		if arr {
-			_ = e.EncodeArrayLen(2)
-		} else {
-			_ = e.EncodeMapLen(3)
-		}
-		key("type")
-		_ = e.EncodeString("BlockRemoved")
+		header(2, 3, "BlockRemoved")
 		key("block_hashes")
 		hashes()
 		if !arr {
@@ -368,13 +366,7 @@ func (p *kvPublisher) encodeEvent(kind kvKind, run []kvEvent) {
 			_ = e.EncodeString("GPU")
 		}
 	case kvCleared:
-		if arr {
-			_ = e.EncodeArrayLen(1)
-		} else {
-			_ = e.EncodeMapLen(1)
-			key("type")
-		}
-		_ = e.EncodeString("AllBlocksCleared")
+		header(1, 1, "AllBlocksCleared")
 	}
 }
 

@@ -2,6 +2,7 @@ package mockworker
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -319,6 +320,14 @@ func badRequest(dst []byte, err error) reply {
 		body: appendErrorBody(dst, 400, "invalid_request_error", err.Error())}
 }
 
+// trackedBadRequest is badRequest for a request already counted active: its reply is
+// tracked, so that finishing it counts it out.
+func trackedBadRequest(dst []byte, err error) reply {
+	r := badRequest(dst, err)
+	r.tracked = true
+	return r
+}
+
 // generate answers a generation request: faults first, then the parsed request.
 func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	f, err := parseFault(ex.fault)
@@ -331,50 +340,21 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	if f.reset || f.hang {
 		return r
 	}
-	status := f.status
-	if status == 0 {
-		status = admin.Status
+	if injected, ok := w.injectedAnswer(ex, dst, f, admin, r); ok {
+		return injected
 	}
-	if status == 0 && admin.FailureRate > 0 && w.draw() < admin.FailureRate {
-		status = admin.failureStatus()
-	}
-	if status != 0 {
-		r.status, r.contentType = status, contentJSON
-		r.body = appendErrorBody(dst, status, "mock_fault", "mockworker injected status "+strconv.Itoa(status))
-		return r
-	}
-	if f.bodySHA256 {
-		sum := sha256.Sum256(ex.body)
-		r.status, r.contentType = 200, contentJSON
-		r.body = append(append(append(dst, `{"body_sha256":"`...), hex.EncodeToString(sum[:])...), `","body_bytes":`...)
-		r.body = append(strconv.AppendInt(r.body, int64(len(ex.body)), 10), '}')
-		return r
-	}
-
+	// The request's prompt and ids live in sp until the answer is rendered.
 	sp, _ := w.scratch.Get().(*parseScratch)
 	if sp == nil {
 		sp = new(parseScratch)
 	}
 	defer w.scratch.Put(sp)
-	p := w.parsers.Get()
-	var (
-		req genRequest
-		pd  *pdState
-	)
-	if w.cfg.Role == RoleUnified {
-		req, err = parseGenRequest(p, kind, ex.body, sp.text, sp.ids)
-	} else {
-		req, pd, err = w.parsePD(p, kind, ex.body, sp.text, sp.ids)
-	}
-	w.parsers.Put(p)
-	sp.text, sp.ids = req.prompt[:0], req.ids[:0]
+	req, pd, err := w.parseGeneration(sp, kind, ex.body)
 	if err != nil {
 		if w.cfg.Role != RoleUnified {
 			w.countPD(pdRejected)
 		}
-		br := badRequest(dst, err)
-		br.tracked = true
-		return br
+		return trackedBadRequest(dst, err)
 	}
 
 	a := answer{
@@ -382,11 +362,8 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 		model:        w.model,
 		created:      time.Now().Unix(),
 		promptTokens: req.promptTokens,
-		outputTokens: req.maxTokens,
+		outputTokens: cmp.Or(req.maxTokens, w.cfg.OutputTokens),
 		includeUsage: req.includeUsage,
-	}
-	if a.outputTokens == 0 {
-		a.outputTokens = w.cfg.OutputTokens
 	}
 	var kvParams []byte // kept apart from a: a.id may point at the stack
 	if pd != nil {
@@ -405,38 +382,16 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	var idBuf [48]byte
 	id := a.appendID(idBuf[:0], w, req.rid)
 	if w.engine != nil {
-		s := &seq{
-			hashes:       promptBlockHashes(nil, req.prompt, req.ids, w.cfg.BlockSize),
-			promptTokens: max(req.promptTokens, 1),
-			maxTokens:    a.outputTokens,
-			sink:         newTokenSink(),
+		if r.seq = w.engineSeq(&req, a.outputTokens); r.seq == nil {
+			return trackedBadRequest(dst, errTooLong)
 		}
-		if w.kvpub != nil {
-			s.tokens = promptBlockTokens(req.prompt, req.ids, w.cfg.BlockSize)
-		}
-		if !w.engine.fits(s) {
-			br := badRequest(dst, errTooLong)
-			br.tracked = true
-			return br
-		}
-		r.seq = s
 	}
 	w.served.Add(1)
 	r.status = 200
 	// An answer that is streamed, computed by the engine, slow to start or cut is rendered by
 	// the transport as its tokens come.
 	if req.stream || r.seq != nil || r.pd != nil || f.slowTTFT > 0 || (f.abort && f.abortAfter < a.outputTokens) {
-		// The answer outlives this call: it gets its own copy.
-		r.answer = &answer{
-			kind:         kind,
-			model:        w.model,
-			id:           append([]byte(nil), id...),
-			created:      a.created,
-			promptTokens: a.promptTokens,
-			outputTokens: a.outputTokens,
-			includeUsage: a.includeUsage,
-			kvParams:     kvParams,
-		}
+		r.answer = a.detached(w.model, id, kvParams)
 		r.stream, r.body = req.stream, dst
 		r.contentType = contentJSON
 		if req.stream {
@@ -448,6 +403,83 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	r.contentType = contentJSON
 	r.body = a.appendBody(dst)
 	return r
+}
+
+// detached is a copy of a whose rendering outlives the call that made a (a streamed answer).
+// Only a's scalars are read: its model, id and kvParams are passed in, because a.id may point
+// at the caller's stack, and reading any of a's references here would move that to the heap.
+func (a *answer) detached(model string, id, kvParams []byte) *answer {
+	return &answer{
+		kind:         a.kind,
+		model:        model,
+		id:           append([]byte(nil), id...),
+		created:      a.created,
+		promptTokens: a.promptTokens,
+		outputTokens: a.outputTokens,
+		includeUsage: a.includeUsage,
+		kvParams:     kvParams,
+	}
+}
+
+// injectedStatus is the error status a request gets instead of an answer: its fault's, else
+// the admin status, else a FailureRate draw's; 0 when it is served.
+func (w *Worker) injectedStatus(f fault, admin *adminState) int {
+	status := cmp.Or(f.status, admin.Status)
+	if status == 0 && admin.FailureRate > 0 && w.draw() < admin.FailureRate {
+		status = admin.failureStatus()
+	}
+	return status
+}
+
+// injectedAnswer is the answer a fault or the admin settings impose instead of a generation:
+// an error status (the request's fault, the admin status, or a FailureRate draw), or the
+// digest of the body it received. ok is false when the request is served normally.
+func (w *Worker) injectedAnswer(ex *exchange, dst []byte, f fault, admin *adminState, r reply) (_ reply, ok bool) {
+	if status := w.injectedStatus(f, admin); status != 0 {
+		r.status, r.contentType = status, contentJSON
+		r.body = appendErrorBody(dst, status, "mock_fault", "mockworker injected status "+strconv.Itoa(status))
+		return r, true
+	}
+	if f.bodySHA256 {
+		sum := sha256.Sum256(ex.body)
+		r.status, r.contentType = 200, contentJSON
+		r.body = append(append(append(dst, `{"body_sha256":"`...), hex.EncodeToString(sum[:])...), `","body_bytes":`...)
+		r.body = append(strconv.AppendInt(r.body, int64(len(ex.body)), 10), '}')
+		return r, true
+	}
+	return r, false
+}
+
+// parseGeneration parses a generation request of kind into sp's buffers, with its
+// prefill-decode part on a PD worker.
+func (w *Worker) parseGeneration(sp *parseScratch, kind genKind, body []byte) (req genRequest, pd *pdState, err error) {
+	p := w.parsers.Get()
+	if w.cfg.Role == RoleUnified {
+		req, err = parseGenRequest(p, kind, body, sp.text, sp.ids)
+	} else {
+		req, pd, err = w.parsePD(p, kind, body, sp.text, sp.ids)
+	}
+	w.parsers.Put(p)
+	sp.text, sp.ids = req.prompt[:0], req.ids[:0]
+	return req, pd, err
+}
+
+// engineSeq is req's sequence for the engine, generating maxTokens; nil when it cannot fit
+// the engine's KV cache.
+func (w *Worker) engineSeq(req *genRequest, maxTokens int) *seq {
+	s := &seq{
+		hashes:       promptBlockHashes(nil, req.prompt, req.ids, w.cfg.BlockSize),
+		promptTokens: max(req.promptTokens, 1),
+		maxTokens:    maxTokens,
+		sink:         newTokenSink(),
+	}
+	if w.kvpub != nil {
+		s.tokens = promptBlockTokens(req.prompt, req.ids, w.cfg.BlockSize)
+	}
+	if !w.engine.fits(s) {
+		return nil
+	}
+	return s
 }
 
 // draw returns this request's number in [0, 1) for FailureRate: a SplitMix64 hash of the
