@@ -89,6 +89,27 @@ func TestQueuedRoundTripDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestTracedRoundTripDoesNotAllocate: the trace context costs no allocation, on (joining the
+// client's trace or starting one) and off (the client's headers passed
+// through).
+func TestTracedRoundTripDoesNotAllocate(t *testing.T) {
+	on := Config{Trace: TraceConfig{Enable: true, SampleRatio: 0.5}}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		hdr  []string
+	}{
+		{"on, client's trace", on, []string{"traceparent", clientTraceparent, "tracestate", clientTracestate}},
+		{"on, new trace", on, nil},
+		{"off", Config{}, []string{"traceparent", clientTraceparent, "tracestate", clientTracestate}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGateway(t, "round_robin", tc.cfg, newFakeWorker(t, "a", 200), newFakeWorker(t, "b", 200))
+			assertRouteDoesNotAllocate(t, g, "/v1/chat/completions", chatBody, tc.hdr...)
+		})
+	}
+}
+
 // errStatus: the answer was not 200.
 var errStatus = errors.New("status not 200")
 
@@ -128,12 +149,15 @@ func assertRoundTripDoesNotAllocate(t *testing.T, g *gateway) {
 	assertRouteDoesNotAllocate(t, g, "/v1/chat/completions", `{"model":"m1","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"hello there"}]}`)
 }
 
-func assertRouteDoesNotAllocate(t *testing.T, g *gateway, path, body string) {
+func assertRouteDoesNotAllocate(t *testing.T, g *gateway, path, body string, hdr ...string) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod("POST")
 	req.SetRequestURI("http://gateway" + path)
 	req.SetBodyString(body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	roundTrip := func() {
 		if err := g.client.DoTimeout(req, resp, 5*time.Second); err != nil {
 			t.Fatal(err)
@@ -174,16 +198,33 @@ func BenchmarkPassThroughRoundTrip(b *testing.B) {
 	})
 }
 
+// BenchmarkTracedRoundTrip is BenchmarkProxyRoundTrip with the trace context off and on (the
+// client's traceparent and tracestate sent either way), to compare in one run.
+func BenchmarkTracedRoundTrip(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{{"off", Config{}}, {"on", Config{Trace: TraceConfig{Enable: true, SampleRatio: 1}}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			g := newGateway(b, "round_robin", tc.cfg, newFakeWorker(b, "a", 200), newFakeWorker(b, "b", 200))
+			benchRouteRoundTrip(b, g, "/v1/chat/completions", chatBody, "traceparent", clientTraceparent, "tracestate", clientTracestate)
+		})
+	}
+}
+
 func benchRoundTrip(b *testing.B, g *gateway) {
 	benchRouteRoundTrip(b, g, "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hello there"}]}`)
 }
 
-func benchRouteRoundTrip(b *testing.B, g *gateway, path, body string) {
+func benchRouteRoundTrip(b *testing.B, g *gateway, path, body string, hdr ...string) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod("POST")
 	req.SetRequestURI("http://gateway" + path)
 	req.SetBodyString(body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := g.client.DoTimeout(req, resp, 5*time.Second); err != nil || resp.StatusCode() != 200 {

@@ -124,6 +124,9 @@ type Config struct {
 	// (--max-connections-per-worker, which also caps the worker's HostClient, in
 	// worker.ClientOptions, for probes and the admin routes). Default 2048.
 	MaxConnsPerWorker int
+	// Trace is the W3C trace context of generation requests (--enable-trace,
+	// --trace-sample-ratio). Default DefaultTraceConfig(): off.
+	Trace TraceConfig
 }
 
 // DefaultConfig returns the spec's defaults, every setting explicit (no zero
@@ -148,6 +151,7 @@ func DefaultConfig() Config {
 		FanOut:            DefaultFanOutConfig(),
 		MaxConnsPerWorker: DefaultMaxConnsPerWorker,
 		EventLoops:        runtime.GOMAXPROCS(0),
+		Trace:             DefaultTraceConfig(),
 	}
 }
 
@@ -205,6 +209,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.FanOut.Validate(); err != nil {
+		return err
+	}
+	if err := c.Trace.Validate(); err != nil {
 		return err
 	}
 	for _, h := range c.RoutingKeyHeaders {

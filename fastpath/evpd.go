@@ -199,7 +199,7 @@ func (le *loopExchange) callLeg(ex *evloop.Exchange, l *leg, body []byte, deadli
 	x := &le.x
 	a := &x.attempt
 	w := l.w
-	t := evloop.Target{Addr: w.Host, TLS: w.TLSConfig(), Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
+	t := x.workerTarget(w, body)
 	a.dispatch(l)
 	c := ex.Call(loopPlane{le.s}, &t, deadline)
 	pf, _ := c.User.(*loopPrefill)

@@ -88,6 +88,9 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 	}
 	le.start, le.route = ex.Now(), route
 	x := &le.x
+	if s.cfg.Trace.Enable {
+		x.trace.begin(r, s.traceRatio)
+	}
 	if !le.checkHop(ex) {
 		return
 	}
@@ -202,7 +205,7 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 	w := a.main.w
 	now := ex.Now()
 	deadline := a.tryDeadline(x.fields.Stream, now)
-	le.target = evloop.Target{Addr: w.Host, TLS: w.TLSConfig(), Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
+	le.target = x.workerTarget(w, body)
 	// --first-byte-timeout-secs bounds a non-streamed answer whole (it starts only when
 	// complete) and a stream's head.
 	if fbt := le.s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {

@@ -67,6 +67,8 @@ func newFakeWorkerOn(t testing.TB, ln dialListener, name string, status int) *fa
 		ctx.Response.Header.SetBytesV("X-Seen-Request-Id", ctx.Request.Header.Peek("X-Request-Id"))
 		ctx.Response.Header.SetBytesV("X-Seen-Authorization", ctx.Request.Header.Peek("Authorization"))
 		ctx.Response.Header.SetBytesV("X-Seen-Path", ctx.Path())
+		ctx.Response.Header.SetBytesV("X-Seen-Traceparent", ctx.Request.Header.Peek("traceparent"))
+		ctx.Response.Header.SetBytesV("X-Seen-Tracestate", ctx.Request.Header.Peek("tracestate"))
 		if string(ctx.Path()) == "/v1/models" {
 			ctx.SetBodyString(`{"object":"list","data":[{"id":"m1","object":"model"}]}`)
 			return

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"unicode/utf8"
 
+	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/fastpath/extract"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -27,6 +28,15 @@ type exchange struct {
 	reqID   []byte
 	hops    []byte // X-SMG-Hop with this gateway added
 	exclude [4]*worker.Worker
+	trace   traceState
+}
+
+// workerTarget is where a leg of the request goes: worker w, with the gateway's request
+// id, hop list and trace context, and body instead of the client's when set.
+func (x *exchange) workerTarget(w *worker.Worker, body []byte) evloop.Target {
+	t := evloop.Target{Addr: w.Host, TLS: w.TLSConfig(), Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
+	x.trace.apply(&t)
+	return t
 }
 
 // maxPooledPDBody bounds the PD body buffers a loop exchange keeps between requests.

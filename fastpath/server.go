@@ -15,6 +15,7 @@ import (
 
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/fastpath/extract"
+	"github.com/smg-go/smg/internal/traceparent"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
@@ -46,6 +47,8 @@ type Server struct {
 	// logDecisions is set when the logger takes debug records: every routing decision is then
 	// logged (spec: Observability). Decided once, so the hot path tests one bool.
 	logDecisions bool
+	// traceRatio samples the new traces of generation requests (Config.Trace).
+	traceRatio traceparent.Ratio
 
 	// DiscoverModels asks a new worker which models it serves when its spec names none.
 	// Replaceable in tests. Default worker.DiscoverModels.
@@ -77,6 +80,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 		answers:        bodyBudget{limit: int64(cfg.MaxAnswerMemory)},
 		hopID:          newHopID(),
 		logDecisions:   cfg.Logger.Enabled(context.Background(), slog.LevelDebug),
+		traceRatio:     traceparent.NewRatio(cfg.Trace.SampleRatio),
 		DiscoverModels: worker.DiscoverModels,
 		loopsReady:     make(chan struct{}),
 	}

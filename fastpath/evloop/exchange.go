@@ -59,6 +59,11 @@ type Target struct {
 	// HeaderName, when set, is a header whose value HeaderValue replaces the client's.
 	HeaderName  string
 	HeaderValue []byte
+	// TraceParent, when set, replaces the client's traceparent header (the gateway's span
+	// becomes the worker's parent); the client's tracestate goes along unless
+	// DropTraceState (the client's traceparent was not used: a new trace has no state).
+	TraceParent    []byte
+	DropTraceState bool
 	// TLS, when set, is the configuration of a worker behind TLS (tls.go): connections to
 	// Addr are then pooled apart from plain ones.
 	TLS *tls.Config
@@ -515,6 +520,11 @@ func appendForwardHead(dst []byte, r *Request, t *Target, length int) []byte {
 		dst = append(dst, t.HeaderValue...)
 		dst = append(dst, crlf...)
 	}
+	if t.TraceParent != nil {
+		dst = append(dst, "traceparent: "...)
+		dst = append(dst, t.TraceParent...)
+		dst = append(dst, crlf...)
+	}
 	return append(dst, crlf...)
 }
 
@@ -531,7 +541,10 @@ func skipForwarded(name []byte, t *Target) bool {
 	case 7:
 		return http1.EqualFold(name, "upgrade") || http1.EqualFold(name, "trailer")
 	case 10:
-		return http1.EqualFold(name, "connection") || http1.EqualFold(name, "keep-alive")
+		return http1.EqualFold(name, "connection") || http1.EqualFold(name, "keep-alive") ||
+			t.DropTraceState && http1.EqualFold(name, "tracestate")
+	case 11:
+		return t.TraceParent != nil && http1.EqualFold(name, "traceparent")
 	case 12:
 		return t.RequestID != nil && http1.EqualFold(name, "x-request-id")
 	case 13:
