@@ -74,7 +74,8 @@ var layers = map[string][]string{
 	"tokenizer": {},
 	// The KV-event consumers speak the engines' own protocols (engine/sglangpb's
 	// SubscribeKvEvents) and key workers as the registry does.
-	"kvevents":  {"worker", "engine"},
+	"kvevents": {"worker", "engine"},
+	// telemetry/trace exports the records' spans with the OpenTelemetry SDK.
 	"telemetry": {"worker"},
 	// deploy holds only the tests of the manifests, the dashboard and the alert rules, which
 	// run the built binaries.
@@ -236,8 +237,10 @@ func TestImportRules(t *testing.T) {
 			switch {
 			case strings.HasPrefix(dep, "k8s.io/client-go") && !under(from, "discovery/k8s") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e":
 				t.Errorf("%s depends on client-go, which only discovery/k8s may use", from)
-			case strings.HasPrefix(dep, "google.golang.org/grpc") && !under(from, "mesh") && !under(from, "engine") && from != "kvevents" && !under(from, "mockworker") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e" && from != "fastpath":
-				t.Errorf("%s depends on grpc, which only mesh, engine, kvevents and mockworker (the engines' wire) may use", from)
+			case strings.HasPrefix(dep, "google.golang.org/grpc") && !under(from, "mesh") && !under(from, "engine") && from != "kvevents" && !under(from, "mockworker") && !under(from, "telemetry/trace") && !under(from, "cmd") && !under(from, "bench") && from != "internal/e2e" && from != "fastpath":
+				t.Errorf("%s depends on grpc, which only mesh, engine, kvevents, mockworker (the engines' wire) and telemetry/trace (OTLP) may use", from)
+			case strings.HasPrefix(dep, "go.opentelemetry.io/") && !under(from, "telemetry/trace") && !under(from, "cmd") && !under(from, "bench"):
+				t.Errorf("%s depends on %s: the OpenTelemetry SDK stays in telemetry/trace, off the data plane (fastpath keeps the trace context itself, internal/traceparent)", from, dep)
 			}
 		}
 		// fastpath reaches grpc only through the engine client: it imports none of it itself.

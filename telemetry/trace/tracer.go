@@ -1,0 +1,177 @@
+package trace
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
+	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/internal/traceparent"
+	"github.com/smg-go/smg/telemetry"
+)
+
+// Tracer turns finished records into spans and exports them. Export is for one goroutine
+// at a time (the telemetry sink's); a nil or disabled Tracer exports nothing.
+type Tracer struct {
+	provider *sdktrace.TracerProvider
+	tracer   oteltrace.Tracer
+	// wall and mono anchor the records' monotonic nanoseconds (internal/clock) to wall time.
+	wall time.Time
+	mono int64
+}
+
+// New returns a Tracer exporting to cfg.Endpoint. It does not wait for the receiver: the
+// connection is made, and remade, in the background.
+func New(cfg Config) (*Tracer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.Enable {
+		return nil, nil
+	}
+	exp, err := otlptracegrpc.New(context.Background(),
+		otlptracegrpc.WithEndpoint(cfg.Endpoint),
+		otlptracegrpc.WithInsecure(),
+		otlptracegrpc.WithTimeout(cfg.ExportTimeout))
+	if err != nil {
+		return nil, err
+	}
+	return newTracer(cfg, exp), nil
+}
+
+// newTracer returns a Tracer batching its spans to exp.
+func newTracer(cfg Config, exp sdktrace.SpanExporter) *Tracer {
+	provider := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp,
+			sdktrace.WithBatchTimeout(cfg.BatchTimeout),
+			sdktrace.WithMaxExportBatchSize(cfg.BatchSize),
+			sdktrace.WithMaxQueueSize(cfg.QueueSize),
+			sdktrace.WithExportTimeout(cfg.ExportTimeout)),
+		sdktrace.WithIDGenerator(recordIDs{}),
+		sdktrace.WithSampler(sdktrace.AlwaysSample()), // the data plane sampled: only sampled records reach Export
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", cfg.ServiceName))),
+	)
+	return &Tracer{
+		provider: provider,
+		tracer:   provider.Tracer("github.com/smg-go/smg"),
+		wall:     time.Now(),
+		mono:     clock.Nanos(),
+	}
+}
+
+// Shutdown sends the spans still queued, until ctx ends, and stops the exporter.
+func (t *Tracer) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return t.provider.Shutdown(ctx)
+}
+
+// Export queues the spans of r if its trace is sampled. It does not keep r.
+func (t *Tracer) Export(r *telemetry.Record) {
+	if t == nil || !r.Sampled || r.TraceID == ([16]byte{}) || r.SpanID == ([8]byte{}) || r.Start == 0 || r.End == 0 {
+		return
+	}
+	ctx := context.WithValue(context.Background(), recordKey{}, r)
+	if r.ParentSpanID != ([8]byte{}) {
+		ctx = oteltrace.ContextWithRemoteSpanContext(ctx, oteltrace.NewSpanContext(oteltrace.SpanContextConfig{
+			TraceID: r.TraceID, SpanID: r.ParentSpanID, TraceFlags: oteltrace.FlagsSampled, Remote: true,
+		}))
+	}
+	_, span := t.tracer.Start(ctx, "smg.request",
+		oteltrace.WithSpanKind(oteltrace.SpanKindServer),
+		oteltrace.WithTimestamp(t.timeOf(r.Start)),
+		oteltrace.WithAttributes(requestAttributes(r)...))
+	// The children are started from a context without the record: they get ids of their own.
+	child := oteltrace.ContextWithSpan(context.Background(), span)
+	if r.Admitted != 0 {
+		t.interval(child, "smg.admission", r.Start, r.Admitted)
+	}
+	if r.Picked != 0 {
+		var attrs []attribute.KeyValue
+		if r.Worker != nil {
+			attrs = append(attrs, attribute.String("smg.worker", r.Worker.URL))
+		}
+		from := r.Admitted
+		if from == 0 {
+			from = r.Start
+		}
+		t.interval(child, "smg.pick", from, r.Picked, attrs...)
+	}
+	if r.FirstToken != 0 {
+		span.AddEvent("first_token", oteltrace.WithTimestamp(t.timeOf(r.FirstToken)))
+	}
+	if r.Status >= 500 {
+		span.SetStatus(codes.Error, r.ErrorCode)
+	}
+	span.End(oteltrace.WithTimestamp(t.timeOf(r.End)))
+}
+
+// interval exports a child span of ctx's span from from to to.
+func (t *Tracer) interval(ctx context.Context, name string, from, to int64, attrs ...attribute.KeyValue) {
+	_, s := t.tracer.Start(ctx, name, oteltrace.WithTimestamp(t.timeOf(from)), oteltrace.WithAttributes(attrs...))
+	s.End(oteltrace.WithTimestamp(t.timeOf(to)))
+}
+
+// timeOf is the wall time of n, a reading of clock.Nanos.
+func (t *Tracer) timeOf(n int64) time.Time { return t.wall.Add(time.Duration(n - t.mono)) }
+
+// requestAttributes are the attributes of the request span, in OpenTelemetry's semantic
+// conventions where they have a name (HTTP, GenAI), smg.* where not.
+func requestAttributes(r *telemetry.Record) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs = append(attrs,
+		attribute.String("http.route", r.Route),
+		attribute.Int("http.response.status_code", r.Status),
+		attribute.Int("smg.attempts", int(r.Attempts)),
+		attribute.Bool("smg.stream", r.Stream))
+	if id := r.ID(); id != "" {
+		attrs = append(attrs, attribute.String("smg.request_id", id))
+	}
+	if r.Model != "" {
+		attrs = append(attrs, attribute.String("gen_ai.request.model", r.Model))
+	}
+	if r.Worker != nil {
+		attrs = append(attrs, attribute.String("smg.worker", r.Worker.URL))
+	}
+	if r.ErrorCode != "" {
+		attrs = append(attrs, attribute.String("error.type", r.ErrorCode))
+	}
+	for _, tok := range []struct {
+		key string
+		n   int32
+	}{{"gen_ai.usage.input_tokens", r.PromptTokens}, {"gen_ai.usage.output_tokens", r.CompletionTokens}, {"smg.usage.cached_tokens", r.CachedTokens}} {
+		if tok.n >= 0 {
+			attrs = append(attrs, attribute.Int(tok.key, int(tok.n)))
+		}
+	}
+	return attrs
+}
+
+// recordKey carries the record whose request span is being started (recordIDs).
+type recordKey struct{}
+
+// recordIDs gives the request span the record's ids (the span the workers saw as their
+// parent, in the client's trace or the one the gateway started) and every other span
+// random ones.
+type recordIDs struct{}
+
+func (recordIDs) NewIDs(ctx context.Context) (oteltrace.TraceID, oteltrace.SpanID) {
+	if r, ok := ctx.Value(recordKey{}).(*telemetry.Record); ok {
+		return r.TraceID, r.SpanID
+	}
+	return traceparent.NewTraceID(), traceparent.NewSpanID()
+}
+
+func (recordIDs) NewSpanID(ctx context.Context, _ oteltrace.TraceID) oteltrace.SpanID {
+	if r, ok := ctx.Value(recordKey{}).(*telemetry.Record); ok {
+		return r.SpanID
+	}
+	return traceparent.NewSpanID()
+}
