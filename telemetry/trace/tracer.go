@@ -2,7 +2,6 @@ package trace
 
 import (
 	"context"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -16,14 +15,13 @@ import (
 	"github.com/smg-go/smg/telemetry"
 )
 
+var _ telemetry.Exporter = (*Tracer)(nil)
+
 // Tracer turns finished records into spans and exports them. Export is for one goroutine
 // at a time (the telemetry sink's); a nil or disabled Tracer exports nothing.
 type Tracer struct {
 	provider *sdktrace.TracerProvider
 	tracer   oteltrace.Tracer
-	// wall and mono anchor the records' monotonic nanoseconds (internal/clock) to wall time.
-	wall time.Time
-	mono int64
 }
 
 // New returns a Tracer exporting to cfg.Endpoint. It does not wait for the receiver: the
@@ -60,8 +58,6 @@ func newTracer(cfg Config, exp sdktrace.SpanExporter) *Tracer {
 	return &Tracer{
 		provider: provider,
 		tracer:   provider.Tracer("github.com/smg-go/smg"),
-		wall:     time.Now(),
-		mono:     clock.Nanos(),
 	}
 }
 
@@ -86,7 +82,7 @@ func (t *Tracer) Export(r *telemetry.Record) {
 	}
 	_, span := t.tracer.Start(ctx, "smg.request",
 		oteltrace.WithSpanKind(oteltrace.SpanKindServer),
-		oteltrace.WithTimestamp(t.timeOf(r.Start)),
+		oteltrace.WithTimestamp(clock.TimeOf(r.Start)),
 		oteltrace.WithAttributes(requestAttributes(r)...))
 	// The children are started from a context without the record: they get ids of their own.
 	child := oteltrace.ContextWithSpan(context.Background(), span)
@@ -105,22 +101,23 @@ func (t *Tracer) Export(r *telemetry.Record) {
 		t.interval(child, "smg.pick", from, r.Picked, attrs...)
 	}
 	if r.FirstToken != 0 {
-		span.AddEvent("first_token", oteltrace.WithTimestamp(t.timeOf(r.FirstToken)))
+		span.AddEvent("first_token", oteltrace.WithTimestamp(clock.TimeOf(r.FirstToken)))
 	}
 	if r.Status >= 500 {
-		span.SetStatus(codes.Error, r.ErrorCode)
+		cause := r.Cause
+		if cause == "" {
+			cause = r.ErrorCode
+		}
+		span.SetStatus(codes.Error, cause)
 	}
-	span.End(oteltrace.WithTimestamp(t.timeOf(r.End)))
+	span.End(oteltrace.WithTimestamp(clock.TimeOf(r.End)))
 }
 
 // interval exports a child span of ctx's span from from to to.
 func (t *Tracer) interval(ctx context.Context, name string, from, to int64, attrs ...attribute.KeyValue) {
-	_, s := t.tracer.Start(ctx, name, oteltrace.WithTimestamp(t.timeOf(from)), oteltrace.WithAttributes(attrs...))
-	s.End(oteltrace.WithTimestamp(t.timeOf(to)))
+	_, s := t.tracer.Start(ctx, name, oteltrace.WithTimestamp(clock.TimeOf(from)), oteltrace.WithAttributes(attrs...))
+	s.End(oteltrace.WithTimestamp(clock.TimeOf(to)))
 }
-
-// timeOf is the wall time of n, a reading of clock.Nanos.
-func (t *Tracer) timeOf(n int64) time.Time { return t.wall.Add(time.Duration(n - t.mono)) }
 
 // requestAttributes are the attributes of the request span, in OpenTelemetry's semantic
 // conventions where they have a name (HTTP, GenAI), smg.* where not.
@@ -142,6 +139,12 @@ func requestAttributes(r *telemetry.Record) []attribute.KeyValue {
 	}
 	if r.ErrorCode != "" {
 		attrs = append(attrs, attribute.String("error.type", r.ErrorCode))
+	}
+	if r.PD {
+		attrs = append(attrs, attribute.Bool("smg.pd", true))
+	}
+	if r.GRPC {
+		attrs = append(attrs, attribute.Bool("smg.grpc", true))
 	}
 	for _, tok := range []struct {
 		key string

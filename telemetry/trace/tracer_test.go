@@ -150,12 +150,13 @@ func TestExportStartsARootSpan(t *testing.T) {
 	tr, rcv := startTracer(t)
 	r := record(true)
 	r.ParentSpanID, r.Status, r.ErrorCode, r.Worker, r.Picked, r.FirstToken = [8]byte{}, 503, "no_available_workers", nil, 0, 0
+	r.Cause = "no worker of model m1 is ready"
 	tr.Export(r)
 	s := rcv.WaitSpan(t, 5*time.Second, func(s tracetest.Span) bool { return s.GetName() == "smg.request" })
 	if !bytes.Equal(s.GetTraceId(), r.TraceID[:]) || !bytes.Equal(s.GetSpanId(), r.SpanID[:]) || len(s.GetParentSpanId()) != 0 {
 		t.Fatalf("root span trace %x span %x parent %x, want %x %x and none", s.GetTraceId(), s.GetSpanId(), s.GetParentSpanId(), r.TraceID, r.SpanID)
 	}
-	if s.GetStatus().GetCode().String() != "STATUS_CODE_ERROR" || s.Attr("error.type").GetStringValue() != "no_available_workers" {
+	if s.GetStatus().GetCode().String() != "STATUS_CODE_ERROR" || s.GetStatus().GetMessage() != r.Cause || s.Attr("error.type").GetStringValue() != "no_available_workers" {
 		t.Errorf("status %v, error.type %v: want an error span naming the code", s.GetStatus(), s.Attr("error.type"))
 	}
 	if _, ok := rcv.Child(s, "smg.pick"); ok {
