@@ -11,7 +11,7 @@ import (
 	"github.com/smg-go/smg/internal/traceparent"
 	"github.com/smg-go/smg/telemetry"
 	"github.com/smg-go/smg/telemetry/trace/tracetest"
-	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -65,9 +65,9 @@ func startTracer(t *testing.T) (*Tracer, *tracetest.Receiver) {
 
 // record is a finished request of the client's trace: 2 ms admission wait, picked 1 ms later,
 // first token at 10 ms, done at 30 ms.
-func record(sampled bool) *telemetry.Record {
+func record(t *testing.T, sampled bool) *telemetry.Record {
 	r := &telemetry.Record{
-		Model: "m1", Route: "/v1/chat/completions", Worker: &worker.Worker{URL: "http://w1:8000"}, Status: 200,
+		Model: "m1", Route: "/v1/chat/completions", Worker: workertest.Ready(t, "http://w1:8000", "m1"), Status: 200,
 		Stream: true, Attempts: 2, PromptTokens: 12, CompletionTokens: 34, CachedTokens: -1,
 		TraceID: traceparent.NewTraceID(), SpanID: traceparent.NewSpanID(), ParentSpanID: traceparent.NewSpanID(), Sampled: sampled,
 	}
@@ -85,7 +85,7 @@ func record(sampled bool) *telemetry.Record {
 // record's times; the first token is an event. An unsampled record exports nothing.
 func TestExportJoinsTheRecordsTrace(t *testing.T) {
 	tr, rcv := startTracer(t)
-	dropped, r := record(false), record(true)
+	dropped, r := record(t, false), record(t, true)
 	tr.Export(dropped)
 	tr.Export(r)
 	if err := tr.Shutdown(context.Background()); err != nil { // flushes the batch
@@ -148,7 +148,7 @@ func TestExportJoinsTheRecordsTrace(t *testing.T) {
 // with the record's ids; a 5xx is an error span.
 func TestExportStartsARootSpan(t *testing.T) {
 	tr, rcv := startTracer(t)
-	r := record(true)
+	r := record(t, true)
 	r.ParentSpanID, r.Status, r.ErrorCode, r.Worker, r.Picked, r.FirstToken = [8]byte{}, 503, "no_available_workers", nil, 0, 0
 	r.Cause = "no worker of model m1 is ready"
 	tr.Export(r)
@@ -170,7 +170,7 @@ func TestDisabledTracerExportsNothing(t *testing.T) {
 	if err != nil || tr != nil {
 		t.Fatalf("New(off) = %v, %v; want nil, nil", tr, err)
 	}
-	tr.Export(record(true))
+	tr.Export(record(t, true))
 	if err := tr.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
