@@ -91,7 +91,7 @@ func (t *Tracer) Export(r *telemetry.Record) {
 	}
 	if r.Picked != 0 {
 		var attrs []attribute.KeyValue
-		if r.Worker != nil {
+		if r.Worker != nil && r.Attempts <= 1 { // the record keeps the last try's worker
 			attrs = append(attrs, attribute.String("smg.worker", r.Worker.URL))
 		}
 		from := r.Admitted

@@ -141,6 +141,9 @@ func TestExportJoinsTheRecordsTrace(t *testing.T) {
 		if bytes.Equal(s.GetSpanId(), r.SpanID[:]) {
 			t.Errorf("%s reuses the request span's id", c.name)
 		}
+		if c.name == "smg.pick" && s.Attr("smg.worker") != nil {
+			t.Error("the pick of a retried request names the last try's worker")
+		}
 	}
 }
 
