@@ -77,7 +77,10 @@ type QualityCase struct {
 	Gateways int `json:"gateways,omitempty"`
 	// RestartAt, when positive, is the fraction of the measured run after which worker 0
 	// restarts as the gateways see it: its prefix cache is lost and, with events, its event
-	// sequence starts again (mockworker lose_prefix_cache and kv_events_restart).
+	// sequence starts again (mockworker lose_prefix_cache and kv_events_restart). The time
+	// counts from the loadgens' start plus a load row's warm-up at its rate; a saturation
+	// row's warm-up (one request per client) is not known ahead and counts as none, so its
+	// restart falls that much earlier in the measured run.
 	RestartAt float64 `json:"restart_at,omitempty"`
 }
 
