@@ -55,6 +55,11 @@ type attempt struct {
 	// decode times main's relayed stream, a token a piece, for its worker's decode-step
 	// estimate (worker.DecodeTimer).
 	decode worker.DecodeTimer
+	// For the request's telemetry record: when the first worker was picked (clock.Nanos),
+	// how many times main was sent, and to which worker last.
+	picked     int64
+	tries      uint8
+	lastWorker *worker.Worker
 }
 
 // start readies an admitted request's attempt: its deadline and its routing key.
@@ -114,8 +119,12 @@ func (a *attempt) pick(rt *policy.Route, l *leg) error {
 			return err
 		}
 		w := res.Worker
-		if permit, ok := w.Breaker.TryAcquire(clock.Nanos()); ok {
+		now := clock.Nanos()
+		if permit, ok := w.Breaker.TryAcquire(now); ok {
 			*l = leg{w: w, permit: permit}
+			if a.picked == 0 {
+				a.picked = now
+			}
 			rt.Selections.Inc()
 			a.s.logDecision(rt, w, a.req)
 			if l == &a.main && a.first == nil {
@@ -135,6 +144,10 @@ func (a *attempt) dispatch(l *leg) {
 	l.inFlight = true
 	l.sent = clock.Nanos()
 	l.w.NoteSent(l.sent)
+	if l == &a.main {
+		a.tries++
+		a.lastWorker = l.w
+	}
 	if l == &a.main && a.keys != nil {
 		l.keys, l.key = a.keys, a.key
 		l.keys.Add(l.key, 1)

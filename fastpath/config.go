@@ -11,6 +11,7 @@ import (
 
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/telemetry"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -120,6 +121,9 @@ type Config struct {
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Telemetry takes one record per generation request when it ends (per-model metrics,
+	// the access log, traces). Nil: none is made.
+	Telemetry *telemetry.Sink
 	// MaxConnsPerWorker caps the event loops' connections to one worker
 	// (--max-connections-per-worker, which also caps the worker's HostClient, in
 	// worker.ClientOptions, for probes and the admin routes). Default 2048.

@@ -31,9 +31,12 @@ var (
 	errUpstreamUnreachable = apiError{fasthttp.StatusBadGateway, "server_error", "worker_unreachable"}
 	errUpstreamTimeout     = apiError{fasthttp.StatusGatewayTimeout, "server_error", "worker_timeout"}
 	errAnswerTooLarge      = apiError{fasthttp.StatusBadGateway, "server_error", "worker_answer_too_large"}
-	errAnswerMemory        = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "answer_memory_exhausted"}
-	errLoop                = apiError{fasthttp.StatusLoopDetected, "invalid_request_error", "forwarding_loop"}
-	errInternal            = apiError{fasthttp.StatusInternalServerError, "server_error", "internal_error"}
+	// errStreamFailed is the error event ending a relayed stream the worker broke off
+	// (streamFailureEvent): the client had its 200 already.
+	errStreamFailed = apiError{fasthttp.StatusBadGateway, "server_error", "worker_stream_failed"}
+	errAnswerMemory = apiError{fasthttp.StatusServiceUnavailable, "service_unavailable", "answer_memory_exhausted"}
+	errLoop         = apiError{fasthttp.StatusLoopDetected, "invalid_request_error", "forwarding_loop"}
+	errInternal     = apiError{fasthttp.StatusInternalServerError, "server_error", "internal_error"}
 )
 
 const headerErrorCode = "X-SMG-Error-Code"

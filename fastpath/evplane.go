@@ -15,6 +15,7 @@ import (
 	"github.com/smg-go/smg/fastpath/disagg"
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/fastpath/extract"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/http1"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -70,6 +71,8 @@ type loopExchange struct {
 	// parked is set while the request waits in the admission queue as waiter.
 	parked bool
 	waiter parkedWaiter
+	// tel gathers the request's telemetry record (telemetry.go).
+	tel requestTelemetry
 	loopPD
 }
 
@@ -87,6 +90,7 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 		ex.User = le
 	}
 	le.start, le.route = ex.Now(), route
+	le.beginRecord(ex)
 	x := &le.x
 	if s.cfg.Trace.Enable {
 		x.trace.begin(r, s.traceRatio)
@@ -138,14 +142,10 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 
 // admitted sends a request that holds its admission slot.
 func (le *loopExchange) admitted(ex *evloop.Exchange) {
-	x, r := &le.x, ex.Req()
+	x := &le.x
 	le.begun = true
+	le.tel.rec.Admitted = clock.NanosOf(ex.Now())
 	x.attempt.once = ex.Streamed() // the body streams past: it cannot be sent twice
-	if id := r.Header(headerRequestID); len(id) > 0 {
-		x.reqID = append(x.reqID[:0], id...)
-	} else {
-		x.reqID = appendRequestID(append(x.reqID[:0], requestIDPrefixes[le.route]...))
-	}
 	if le.grpcRoute() {
 		le.sendGRPC(ex) // tokenized and picked off the loop (grpcpath.go, grpcpd.go)
 		return
@@ -242,8 +242,10 @@ func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
 
 // UpstreamBody implements evloop.BodyWatcher: a piece of a relayed stream arrived, the first
 // its first token.
-func (le *loopExchange) UpstreamBody(ex *evloop.Exchange) {
-	le.x.attempt.streamPiece(ex.Now().UnixNano())
+func (le *loopExchange) UpstreamBody(ex *evloop.Exchange, piece []byte) {
+	now := ex.Now()
+	le.x.attempt.streamPiece(now.UnixNano())
+	le.tel.streamPiece(clock.NanosOf(now), piece)
 }
 
 func (le *loopExchange) addHeaders(ex *evloop.Exchange) {
@@ -291,6 +293,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		w := a.main.w
 		if err != nil { // the stream broke on the worker's side: a fault
 			a.main.settle(0, err)
+			le.failRecord(errStreamFailed, "worker "+w.URL+"'s stream broke before the answer was complete: "+err.Error())
 		} else {
 			a.streamDone()
 			a.main.settle(ex.Status(), nil)
@@ -371,6 +374,10 @@ func (le *loopExchange) Wake(ex *evloop.Exchange) {
 func (le *loopExchange) deliverHeld(ex *evloop.Exchange, w *worker.Worker) {
 	status := ex.HeldStatus()
 	le.answerHeaders(ex, w)
+	if status < 300 {
+		le.tel.usage(ex.HeldBody())
+	}
+	le.tel.firstToken(clock.NanosOf(ex.Now()))
 	ex.DeliverHeld()
 	if status < 300 {
 		le.x.attempt.served(le.rt, w)
@@ -417,6 +424,10 @@ func (le *loopExchange) failPick(ex *evloop.Exchange, err error) {
 func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
 	ex.ResetHeaders()
 	ex.AddHeader(headerErrorCode, []byte(e.code))
+	if len(le.x.reqID) > 0 {
+		ex.AddHeader(headerRequestID, le.x.reqID)
+	}
+	le.failRecord(e, msg)
 	if le.pw != nil {
 		ex.AddHeader(headerPrefillWorker, le.pw.URLBytes())
 	}
@@ -433,6 +444,7 @@ func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
 func (le *loopExchange) finish(status int) {
 	le.dropPrefill(false) // a prefill still running finishes alone (a relayed decode answer)
 	le.s.m.observe(le.route, status, le.start)
+	le.endRecord(status)
 	le.end()
 	le.reset()
 }
@@ -460,6 +472,7 @@ func (le *loopExchange) reset() {
 // Reject answers a request the loops refuse before routing, in the gateway's envelope.
 func (p loopPlane) Reject(ex *evloop.Exchange, status int, reason string) {
 	le := &loopExchange{s: p.s, route: routeOther, start: ex.Now()}
+	le.beginRejected()
 	le.reject(ex, &evloop.ParseError{Status: status, Reason: reason})
 }
 

@@ -103,6 +103,7 @@ func (le *loopExchange) sendGRPC(ex *evloop.Exchange) {
 		le.fail(ex, errInternal, "the request could not be detached from its event loop")
 		return
 	}
+	le.tel.rec.GRPC = true
 	r := ex.Req()
 	g := grpcCalls.Get().(*grpcCall)
 	g.le, g.st, g.body, g.keepAlive = le, st, r.Body(), r.KeepAlive()
@@ -365,6 +366,9 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 				g.settle(context.Canceled)
 				return err
 			}
+			if g.req.Stream {
+				le.tel.firstToken(clock.Nanos())
+			}
 		}
 		if g.w.Done() {
 			g.settleDone(stream)
@@ -384,12 +388,14 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 		a.streamDone()
 	} else {
 		err = g.writeBody(g.out)
+		le.tel.firstToken(clock.Nanos())
 	}
 	g.complete = err == nil
 	g.status = 200
 	prompt, cached := g.w.PromptTokens()
 	s.m.grpcPrompt.Add(int(prompt))
 	s.m.grpcCached.Add(int(cached))
+	le.tel.counted(prompt, cached, g.w.CompletionTokens())
 	a.main.end(breaker.Success, worker.OutcomeOf(200))
 	if err != nil {
 		g.status = 499
@@ -487,6 +493,7 @@ func (g *grpcCall) streamError(err error) {
 		return // the client left
 	}
 	e := grpcError(c)
+	g.le.failRecord(e, grpcworker.Message(err))
 	g.out = openai.AppendStreamError(g.out[:0], grpcworker.Message(err), e.typ, e.code)
 	if g.req.Stream && g.write(g.out) == nil {
 		g.complete = g.write(lastChunk) == nil
@@ -497,6 +504,7 @@ func (g *grpcCall) streamError(err error) {
 // fail answers a gateway-made error before anything was written.
 func (g *grpcCall) fail(e apiError, msg string) {
 	g.status = e.status
+	g.le.failRecord(e, msg)
 	body := appendErrorBody(nil, e, msg)
 	h := g.head(e.status, "application/json", nil)
 	h = append(h, headerErrorCode+": "...)

@@ -14,6 +14,7 @@ import (
 	"github.com/smg-go/smg/kvevents/kvindex"
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/telemetry"
 	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/breaker"
 	"github.com/smg-go/smg/worker/health"
@@ -32,6 +33,9 @@ type options struct {
 	breaker  breaker.Config
 	stall    stall.Config
 	pd       pdOptions
+	// telemetry is the request telemetry's config; disableAccessLog is --disable-access-log.
+	telemetry        telemetry.Config
+	disableAccessLog bool
 
 	apiKeyFile        string
 	workerURLs        []string
@@ -164,6 +168,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	registerPprofFlags(fs, &o.pprofAllowRemote)
 	fs.Enum("log-level", &o.logLevel, "info", []string{"debug", "info", "warn", "error"}, "Log level")
 	fs.Bool("log-json", &o.logJSON, false, "Log JSON lines instead of text")
+	registerTelemetryFlags(fs, o)
 	registerVersionFlag(fs)
 	refuseSpecFlags(fs)
 	return fs

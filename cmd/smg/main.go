@@ -29,6 +29,7 @@ import (
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/all"
+	"github.com/smg-go/smg/telemetry"
 	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/health"
 	"github.com/smg-go/smg/worker/loadmon"
@@ -252,11 +253,13 @@ type gateway struct {
 	router   *policy.Router
 	policies all.Config
 	srv      *fastpath.Server
-	mesh     *mesh.Mesh // nil without --enable-mesh
-	observer meshObserver
-	ln       net.Listener
-	promLn   net.Listener
-	promSrv  *http.Server
+	// telemetry consumes the records of finished requests (metrics, access log, traces).
+	telemetry *telemetry.Sink
+	mesh      *mesh.Mesh // nil without --enable-mesh
+	observer  meshObserver
+	ln        net.Listener
+	promLn    net.Listener
+	promSrv   *http.Server
 	// monitor is the load monitor; the metrics handler writes its --engine-metrics series.
 	monitor *loadmon.Monitor
 	// engines are the gRPC workers' engine clients.
@@ -317,6 +320,9 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	g.onClose(stop)
 	if err := g.startMonitors(ctx); err != nil {
+		return g, err
+	}
+	if err := g.startTelemetry(); err != nil {
 		return g, err
 	}
 	if err := g.newServer(); err != nil {
@@ -433,7 +439,7 @@ func (g *gateway) startMonitors(ctx context.Context) error {
 func (g *gateway) newServer() error {
 	o := g.o
 	gc := o.gateway
-	gc.Metrics, gc.Logger = g.set, g.log
+	gc.Metrics, gc.Logger, gc.Telemetry = g.set, g.log, g.telemetry
 	gc.KeyLoads, gc.RoutingKeyOverride = g.policies.KeyLoads, g.policies.RoutingKeyOverride
 	gc.InitialStatus = o.health.InitialStatus
 	gc.MaxConnsPerWorker = o.maxConnsPerWorker

@@ -341,13 +341,20 @@ func (c *choice) appendFinish(dst []byte) []byte {
 // prefix cache, as the usage reports them (the engine's counts once it sent them).
 func (w *Writer) PromptTokens() (prompt, cached uint32) { return w.prompt, w.cached }
 
-// usage appends SGLang's UsageInfo: the prompt counted once, whatever n (as SGLang counts
-// it), the completion tokens of every choice.
-func (w *Writer) usage(dst []byte) []byte {
+// CompletionTokens returns the tokens generated so far over every choice, as the usage
+// reports them.
+func (w *Writer) CompletionTokens() uint64 {
 	var completion uint64
 	for i := range w.choices {
 		completion += uint64(w.choices[i].tokens)
 	}
+	return completion
+}
+
+// usage appends SGLang's UsageInfo: the prompt counted once, whatever n (as SGLang counts
+// it), the completion tokens of every choice.
+func (w *Writer) usage(dst []byte) []byte {
+	completion := w.CompletionTokens()
 	dst = append(dst, `{"prompt_tokens":`...)
 	dst = strconv.AppendUint(dst, uint64(w.prompt), 10)
 	dst = append(dst, `,"total_tokens":`...)

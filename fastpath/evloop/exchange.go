@@ -39,9 +39,10 @@ type Forwarder interface {
 // BodyWatcher is a Forwarder told of each piece of the body of an answer it relays, as the
 // piece is relayed (Now is when it arrived): a stream's first piece is its first token (the
 // expected-wait score counts the requests awaiting theirs), and the gaps between the later
-// ones are the engine's decode steps (worker.DecodeTimer).
+// ones are the engine's decode steps (worker.DecodeTimer). piece is the body's bytes (without
+// the chunked framing), valid only during the call.
 type BodyWatcher interface {
-	UpstreamBody(x *Exchange)
+	UpstreamBody(x *Exchange, piece []byte)
 }
 
 // Target is where one attempt goes and what it changes in the client's request.
@@ -608,13 +609,13 @@ func (x *Exchange) onUpstreamData(up *upstreamConn) {
 				start := len(c.out)
 				c.out, used, done, err = x.dec.decode(data, c.out)
 				x.noteTail(c.out[start:])
-				x.noteBody(len(c.out) - start)
+				x.noteBody(c.out[start:])
 				c.out = endChunk(c.out, mark)
 			} else {
 				start := len(c.out)
 				c.out, used, done, err = x.dec.decode(data, c.out)
 				x.noteTail(c.out[start:])
-				x.noteBody(len(c.out) - start)
+				x.noteBody(c.out[start:])
 			}
 			c.markDirty()
 		}
@@ -633,11 +634,11 @@ func (x *Exchange) onUpstreamData(up *upstreamConn) {
 	}
 }
 
-// noteBody tells a BodyWatcher forwarder of a piece of n > 0 bytes of the answer's body relayed.
-func (x *Exchange) noteBody(n int) {
-	if n > 0 {
+// noteBody tells a BodyWatcher forwarder of a piece of the answer's body relayed.
+func (x *Exchange) noteBody(piece []byte) {
+	if len(piece) > 0 {
 		if bw, ok := x.fw.(BodyWatcher); ok {
-			bw.UpstreamBody(x)
+			bw.UpstreamBody(x, piece)
 		}
 	}
 }
