@@ -7,8 +7,12 @@ import (
 	"github.com/smg-go/smg/internal/jsonscan"
 )
 
-// usageKey is the member the engines' OpenAI answers carry their token counts in.
-var usageKey = []byte(`"usage"`)
+// Members that carry the engines' token counts: the OpenAI routes' usage, and the
+// meta_info of SGLang's /generate.
+var (
+	usageKey    = []byte(`"usage"`)
+	metaInfoKey = []byte(`"meta_info"`)
+)
 
 // maxUsageTries bounds the "usage" members Usage tries from the end: a stream's chunks may
 // each carry "usage":null before the one with the counts.
@@ -16,13 +20,23 @@ const maxUsageTries = 4
 
 // Usage reads the token counts of the last usage object in b, an engine's whole JSON answer
 // or the tail of its SSE stream: {"prompt_tokens":P,"completion_tokens":C,
-// "prompt_tokens_details":{"cached_tokens":K}}. ok is false when b holds none (or only a cut
-// or malformed one); a count the object lacks is -1. It allocates nothing and reads only
-// the usage object, so the relay can call it on the bytes it already holds.
+// "prompt_tokens_details":{"cached_tokens":K}}, or, without one, of the last meta_info
+// object (SGLang's /generate: {"prompt_tokens":P,"completion_tokens":C,"cached_tokens":K}).
+// ok is false when b holds neither (or only a cut or malformed one); a count the object
+// lacks is -1. It allocates nothing and reads only that object, so the relay can call it on
+// the bytes it already holds.
 func Usage(b []byte) (prompt, completion, cached int32, ok bool) {
+	if prompt, completion, cached, ok = lastObject(b, usageKey); ok {
+		return
+	}
+	return lastObject(b, metaInfoKey)
+}
+
+// lastObject reads the counts of the last member key of b that holds an object with them.
+func lastObject(b, key []byte) (prompt, completion, cached int32, ok bool) {
 	end := len(b)
 	for range maxUsageTries {
-		i := bytes.LastIndex(b[:end], usageKey)
+		i := bytes.LastIndex(b[:end], key)
 		if i < 0 {
 			break
 		}
@@ -30,14 +44,14 @@ func Usage(b []byte) (prompt, completion, cached int32, ok bool) {
 		if i > 0 && b[i-1] == '\\' { // inside a string: an escaped quote
 			continue
 		}
-		if prompt, completion, cached, ok = usageObject(b, i+len(usageKey)); ok {
+		if prompt, completion, cached, ok = usageObject(b, i+len(key)); ok {
 			return
 		}
 	}
 	return -1, -1, -1, false
 }
 
-// usageObject parses `: {...}` at i, the position after the "usage" member name.
+// usageObject parses `: {...}` at i, the position after the member name.
 func usageObject(b []byte, i int) (prompt, completion, cached int32, ok bool) {
 	prompt, completion, cached = -1, -1, -1
 	c, i := jsonscan.Peek(b, i)
@@ -53,6 +67,8 @@ func usageObject(b []byte, i int) (prompt, completion, cached int32, ok bool) {
 			return count(b, v, &prompt)
 		case "completion_tokens":
 			return count(b, v, &completion)
+		case "cached_tokens": // meta_info's
+			return count(b, v, &cached)
 		case "prompt_tokens_details":
 			if c, _ := jsonscan.Peek(b, v); c == '{' {
 				return members(b, jsonscan.SkipWS(b, v), func(name []byte, v int) (int, bool) {

@@ -28,6 +28,8 @@ func TestUsage(t *testing.T) {
 		{"fraction ignored", `{"usage":{"prompt_tokens":1.5,"completion_tokens":2}}`, -1, 2, -1, true},
 		{"clamped", `{"usage":{"prompt_tokens":99999999999,"completion_tokens":0}}`, 2147483647, 0, -1, true},
 		{"empty object", `{"usage":{}}`, -1, -1, -1, false},
+		{"generate meta_info", `{"text":"the mock","output_ids":[1,2],"meta_info":{"id":"x","prompt_tokens":6,"completion_tokens":2,"cached_tokens":3,"finish_reason":{"type":"length","length":2}}}`, 6, 2, 3, true},
+		{"usage before meta_info", `{"usage":{"prompt_tokens":1,"completion_tokens":2},"meta_info":{"prompt_tokens":9,"completion_tokens":9}}`, 1, 2, -1, true},
 		{"nested unknown", `{"usage":{"x":{"y":[1,{"z":2}]},"completion_tokens":3}}`, -1, 3, -1, true},
 	}
 	for _, c := range cases {
@@ -64,7 +66,7 @@ func FuzzUsage(f *testing.F) {
 		if ok && p < 0 && c < 0 {
 			t.Fatalf("ok without a count")
 		}
-		if bytes.Count(b, usageKey) != 1 {
+		if bytes.Count(b, usageKey) != 1 || bytes.Contains(b, metaInfoKey) {
 			return
 		}
 		if bytes.IndexByte(b, '\\') >= 0 { // escaped names: Usage reads plain ones only
