@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -290,6 +291,7 @@ func (g *gateway) close() {
 // and discovery, and opens the listeners. The gateway it returns is never nil: on an error,
 // its close stops what was started.
 func build(o options, log *slog.Logger) (*gateway, error) {
+	metrics.ExposeMetadata(true) // # HELP and # TYPE lines (writeWithHelp adds the text)
 	g := &gateway{o: o, log: log, set: metrics.NewSet()}
 	registerBuildInfo(g.set)
 	var err error
@@ -632,9 +634,12 @@ func observabilityMux(set *metrics.Set, engines func(io.Writer), withPprof, ppro
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		set.WritePrometheus(w)
-		metrics.WriteProcessMetrics(w)
-		engines(w)
+		var b bytes.Buffer
+		set.WritePrometheus(&b)
+		metrics.WriteProcessMetrics(&b)
+		if writeWithHelp(w, b.Bytes()) == nil {
+			engines(w)
+		}
 	})
 	if withPprof {
 		handlePprof(mux, pprofRemote)

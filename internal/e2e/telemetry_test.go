@@ -142,6 +142,12 @@ func TestTelemetryOfHTTPWorkers(t *testing.T) {
 			t.Errorf("/metrics has no %q", want)
 		}
 	}
+	for _, line := range strings.Split(metrics, "\n") { // the gateway's own families have a text
+		name, ok := strings.CutPrefix(line, "# HELP ")
+		if ok && (strings.HasPrefix(name, "smg_") || strings.HasPrefix(name, "router_")) && !strings.Contains(name, " ") {
+			t.Errorf("/metrics: %s has no HELP text", name)
+		}
+	}
 }
 
 // TestTelemetryOfGRPCWorkers: on the gRPC path the gateway counts the tokens itself; the
