@@ -40,3 +40,20 @@ func TestTelemetryHandOverDoesNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkTelemetryRoundTrip is BenchmarkProxyRoundTrip with a telemetry sink (the access
+// log off), whole and streamed: against BenchmarkProxyRoundTrip in the same run, the cost of
+// filling and handing over the record.
+func BenchmarkTelemetryRoundTrip(b *testing.B) {
+	g := newGateway(b, "round_robin", Config{Telemetry: newTelemetrySink(b, metrics.NewSet())}, newUsageWorker(b, "a", new(atomic.Int32)))
+	b.Run("whole", func(b *testing.B) { benchRoundTrip(b, g) })
+	b.Run("stream", func(b *testing.B) {
+		benchRouteRoundTrip(b, g, "/v1/chat/completions", `{"model":"m1","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+	})
+}
+
+// BenchmarkStreamRoundTrip is BenchmarkTelemetryRoundTrip's streamed case without the sink.
+func BenchmarkStreamRoundTrip(b *testing.B) {
+	g := newGateway(b, "round_robin", Config{}, newUsageWorker(b, "a", new(atomic.Int32)))
+	benchRouteRoundTrip(b, g, "/v1/chat/completions", `{"model":"m1","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+}

@@ -40,17 +40,16 @@ func newRequestLog(l *slog.Logger, access bool, perSecond int) *requestLog {
 }
 
 // record logs r's access line and, for an error answer, its error line (sampled per code).
-// A request the client left before its answer (499) has no error line: nothing failed.
 func (l *requestLog) record(r *Record, now time.Time) {
 	ctx := context.Background()
 	if l.access && l.log.Enabled(ctx, slog.LevelInfo) {
 		l.log.LogAttrs(ctx, slog.LevelInfo, msgAccess, l.requestAttrs(r, false)...)
 	}
-	if r.Status < 400 || r.Status == 499 {
+	if !failed(r) {
 		return
 	}
 	level := slog.LevelWarn
-	if r.Status >= 500 {
+	if r.Status >= 500 || r.Status < 400 { // a stream broken off after its 200 is the worker's fault
 		level = slog.LevelError
 	}
 	if !l.log.Enabled(ctx, level) {
@@ -75,6 +74,13 @@ func (l *requestLog) record(r *Record, now time.Time) {
 	}
 	w.logged++
 	l.log.LogAttrs(ctx, level, msgFailed, l.requestAttrs(r, true)...)
+}
+
+// failed reports whether r ended in an error answer: a 4xx or 5xx, or a stream that began
+// with 200 and ended in the gateway's error event. A request the client left before its
+// answer (499) did not fail.
+func failed(r *Record) bool {
+	return r.Status != 499 && (r.Status >= 400 || r.ErrorCode != "")
 }
 
 // flushSuppressed reports, for every error code whose window has ended by now, the lines it

@@ -169,12 +169,13 @@ func Endpoint(route string) string {
 
 // errorType classes a failed request as the spec product's error_type label does, plus
 // rate_limited (a 429: admission or the engine refused it) and client_closed (the client
-// left first); "" for a success.
+// left first); "" for a success. A stream that began with 200 and that the worker broke off
+// (an ErrorCode with a 2xx status) is a backend_error.
 func errorType(r *Record) string {
 	switch {
 	case r.Status == 499:
 		return "client_closed"
-	case r.Status < 400:
+	case r.Status < 400 && r.ErrorCode == "":
 		return ""
 	}
 	switch r.ErrorCode {
@@ -188,10 +189,10 @@ func errorType(r *Record) string {
 	switch {
 	case r.Status == 429:
 		return "rate_limited"
-	case r.Status < 500:
+	case r.Status >= 400 && r.Status < 500:
 		return "validation_error"
 	}
-	return "backend_error"
+	return "backend_error" // 5xx, or a stream the worker broke off after its 200
 }
 
 // rejectionReason is the reason label of an admission refusal's error code, "" for any

@@ -132,6 +132,7 @@ func TestErrorsRetriesAndRejectionsAreCountedByReason(t *testing.T) {
 		{502, "worker_unreachable", 3},
 		{500, "", 2}, // the worker's own answer, after a retry
 		{499, "", 1},
+		{200, "worker_stream_failed", 1}, // a stream broken off after its 200
 	} {
 		r := record("x", "m", "/v1/completions", c.status)
 		r.ErrorCode, r.Attempts, r.Worker = c.code, c.attempts, w
@@ -144,7 +145,7 @@ func TestErrorsRetriesAndRejectionsAreCountedByReason(t *testing.T) {
 	ts.metric(t, `smg_admission_rejections_total{reason="queue_timeout"} 1`)
 	ts.metric(t, `smg_router_request_errors_total{`+l+`,error_type="rate_limited"} 2`)
 	ts.metric(t, `smg_router_request_errors_total{`+l+`,error_type="timeout"} 1`)
-	ts.metric(t, `smg_router_request_errors_total{`+l+`,error_type="backend_error"} 2`)
+	ts.metric(t, `smg_router_request_errors_total{`+l+`,error_type="backend_error"} 3`)
 	ts.metric(t, `smg_router_request_errors_total{`+l+`,error_type="client_closed"} 1`)
 	ts.metric(t, `smg_worker_retries_total{worker_type="regular",endpoint="completions"} 3`)
 }
@@ -288,5 +289,20 @@ func TestEndpoint(t *testing.T) {
 		if got := Endpoint(route); got != want {
 			t.Errorf("Endpoint(%q) = %q, want %q", route, got, want)
 		}
+	}
+}
+
+func TestBrokenStreamIsLoggedAsAnError(t *testing.T) {
+	ts := newTestSink(t, func(c *Config) { c.AccessLog = false })
+	r := record("s1", "m", "/v1/chat/completions", 200)
+	r.Stream, r.ErrorCode, r.Cause = true, "worker_stream_failed", "worker http://w:1's stream broke"
+	left := record("s2", "m", "/v1/chat/completions", 499) // the client left: not an error line
+	ts.Submit(&r)
+	ts.Submit(&left)
+	ts.consumeAll()
+	lines := strings.Split(strings.TrimSpace(ts.logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `level=ERROR msg="Request failed" request_id=s1 `) ||
+		!strings.Contains(lines[0], `error_code=worker_stream_failed`) {
+		t.Fatalf("want one ERROR line for the broken stream; got:\n%s", ts.logs.String())
 	}
 }
