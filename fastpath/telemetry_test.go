@@ -13,6 +13,7 @@ import (
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/telemetry"
+	"github.com/smg-go/smg/worker"
 )
 
 // usageStream is an engine's SSE answer whose last chunk carries its usage.
@@ -172,5 +173,23 @@ func TestAdmissionRejectHandsARecord(t *testing.T) {
 	r := c.next(t, &n)
 	if resp.StatusCode() != 503 || r.Status != 503 || r.ErrorCode != "admission_queue_timeout" || r.Admitted != 0 || r.Attempts != 0 || r.Model != "m1" {
 		t.Fatalf("admission reject: status %d, record %+v", resp.StatusCode(), r)
+	}
+}
+
+func TestPDRequestHandsOneRecord(t *testing.T) {
+	c := &collector{}
+	sink := newTelemetrySink(t, metrics.NewSet(), c)
+	g := newPDGatewayConfig(t, Config{Telemetry: sink, Retry: DefaultRetryConfig()},
+		[]*pdFake{newPDFake(t, nil)}, []*pdFake{newPDFake(t, nil)}, map[string]string{worker.LabelBootstrapPort: "9001"})
+	resp := g.do("POST", "/v1/chat/completions", chatBody)
+	n := 0
+	r := c.next(t, &n)
+	if resp.StatusCode() != 200 || r.Status != 200 || !r.PD || r.Model != "m1" || r.Attempts != 1 ||
+		r.Worker == nil || r.Worker.Type() != worker.TypeDecode || r.ID() != string(resp.Header.Peek("X-Request-Id")) {
+		t.Fatalf("PD: status %d, record %+v", resp.StatusCode(), r)
+	}
+	g.do("POST", "/v1/chat/completions", chatBody, "X-Request-Id", "second")
+	if r = c.next(t, &n); r.ID() != "second" {
+		t.Fatalf("the PD request handed a second record: %+v", r)
 	}
 }
