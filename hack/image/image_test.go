@@ -47,6 +47,16 @@ func TestImageIsReproducibleNonRootAndRuns(t *testing.T) {
 		t.Fatalf("two builds of one tree gave tarballs with sha256 %x and %x", a, b)
 	}
 
+	// The chart's rendered default (deploy/gateway-deployment.yaml, which internal/helmchart
+	// keeps equal to `helm template`) pulls the image this built.
+	manifest, err := os.ReadFile(filepath.Join(cfg.RepoRoot, "deploy", "gateway-deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `image: "` + first.Ref.String() + `"`; !strings.Contains(string(manifest), want) {
+		t.Errorf("the chart's default gateway does not run the built image: no %s in deploy/gateway-deployment.yaml", want)
+	}
+
 	img, err := tarball.ImageFromPath(first.Tarball, &first.Ref)
 	if err != nil {
 		t.Fatalf("reading %s as image %s: %v", first.Tarball, first.Ref, err)
