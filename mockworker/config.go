@@ -240,7 +240,13 @@ func (c *Config) SchedulerProcs(procs int) int {
 	return procs + c.EventLoops
 }
 
+// Validate reports every setting out of range or in conflict, saying how to fix it.
 func (c Config) Validate() error {
+	return errors.Join(c.validateServing(), c.validateEngine(), c.validateRoles())
+}
+
+// validateServing checks where and how the fleet listens.
+func (c Config) validateServing() error {
 	var errs []error
 	if c.Host == "" {
 		errs = append(errs, errors.New("host is empty: name an address such as 127.0.0.1 (start from mockworker.DefaultConfig())"))
@@ -267,6 +273,12 @@ func (c Config) Validate() error {
 	} else if c.TLSCert != "" && c.Server != ServerFastHTTP {
 		errs = append(errs, fmt.Errorf("TLS with server %q: the gnet server has no TLS; use --server %s", c.Server, ServerFastHTTP))
 	}
+	return errors.Join(errs...)
+}
+
+// validateEngine checks the generation and the engine model.
+func (c Config) validateEngine() error {
+	var errs []error
 	if c.OutputTokens < 1 {
 		errs = append(errs, fmt.Errorf("output tokens %d: generate at least 1 token", c.OutputTokens))
 	}
@@ -308,6 +320,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("decode factor %v for worker %d (--decode-factors): use a positive factor (2 = a decode step twice as slow)", f, i))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// validateRoles checks the prefill-decode role, KV events and the protocol's combinations.
+func (c Config) validateRoles() error {
+	var errs []error
 	if c.Role != RoleUnified && c.Role != RolePrefill && c.Role != RoleDecode && c.Role != RoleEncode {
 		errs = append(errs, fmt.Errorf("role %q (--role): use \"\" (unified), %q, %q or %q", c.Role, RolePrefill, RoleDecode, RoleEncode))
 	}

@@ -43,77 +43,21 @@ func Start(cfg Config) (*Fleet, error) {
 			return nil, fmt.Errorf("cannot start mockworker: %w", err)
 		}
 	}
-	f := &Fleet{cfg: cfg, done: make(chan struct{})}
-	lns := make([]net.Listener, 0, cfg.Count)
-	f.pd = &pdShared{bootstrapPort: cfg.BootstrapPort}
-	switch cfg.Role {
-	case RolePrefill, RoleEncode:
-		rv, err := startRendezvous(net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.BootstrapPort)), cfg.KVTransferTimeout, f.done)
-		if err != nil {
-			return nil, fmt.Errorf("cannot listen for the KV rendezvous (--bootstrap-port): %w", err)
-		}
-		f.pd.rv, f.pd.bootstrapPort = rv, rv.port()
-		if cfg.Role == RolePrefill {
-			f.pd.client = newKVClient() // an EPD prefill claims its embeddings (epd.go)
-		}
-	case RoleDecode:
-		f.pd.client = newKVClient()
+	f := &Fleet{cfg: cfg, done: make(chan struct{}), pd: &pdShared{bootstrapPort: cfg.BootstrapPort}}
+	if err := f.startPD(); err != nil {
+		return nil, err
 	}
-	closeAll := func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-		if f.pd.rv != nil {
-			close(f.done)
-			_ = f.pd.rv.close()
-		}
-		if f.pd.client != nil {
-			f.pd.client.close()
-		}
-	}
-	var tlsConfig *tls.Config
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("cannot load the TLS certificate (--tls-cert %s, --tls-key %s): %w", cfg.TLSCert, cfg.TLSKey, err)
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
-	}
-	born := time.Now().Unix()
-	for i := range cfg.Count {
-		port := 0
-		if cfg.Port != 0 {
-			port = cfg.Port + i
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(port)))
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("cannot listen for worker %d: %w", i, err)
-		}
-		addr := ln.Addr().String()
-		if tlsConfig != nil {
-			ln = tls.NewListener(ln, tlsConfig)
-		}
-		lns = append(lns, ln)
-		w := newWorker(i, addr, &f.cfg, born)
-		w.pdf = f.pd
-		w.done = f.done
-		f.workers = append(f.workers, w)
+	lns, err := f.listen()
+	if err != nil {
+		f.closePD()
+		return nil, err
 	}
 	if cfg.KVEvents {
-		for i, w := range f.workers {
-			pubPort, replayPort := 0, 0
-			if cfg.KVEventsPort != 0 {
-				pubPort, replayPort = cfg.KVEventsPort+i, cfg.KVEventsPort+cfg.Count+i
-			}
-			p, err := startKVPublisher(&f.cfg, cfg.Host, pubPort, replayPort)
-			if err != nil {
-				closeAll()
-				f.closeKVPublishers()
-				return nil, fmt.Errorf("worker %d: %w", i, err)
-			}
-			w.kvpub = p
+		if err := f.startKVPublishers(); err != nil {
+			closeListeners(lns)
+			f.closePD()
+			f.closeKVPublishers()
+			return nil, err
 		}
 	}
 	if cfg.Mode == ModeEngine {
@@ -133,7 +77,8 @@ func Start(cfg Config) (*Fleet, error) {
 		f.server = newGnetServer(f.done, cfg.EventLoops)
 	}
 	if err := f.server.serve(f.workers, lns); err != nil {
-		closeAll()
+		closeListeners(lns)
+		f.closePD()
 		if f.pd.rv == nil {
 			close(f.done)
 		}
@@ -142,6 +87,98 @@ func Start(cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("cannot start the %s server: %w", cfg.Server, err)
 	}
 	return f, nil
+}
+
+// startPD starts what the fleet's prefill-decode role shares: the KV rendezvous of a prefill
+// or encode fleet, the KV client of a decode (or an EPD prefill, which claims its
+// embeddings: epd.go).
+func (f *Fleet) startPD() error {
+	switch f.cfg.Role {
+	case RolePrefill, RoleEncode:
+		rv, err := startRendezvous(net.JoinHostPort(f.cfg.Host, strconv.Itoa(f.cfg.BootstrapPort)), f.cfg.KVTransferTimeout, f.done)
+		if err != nil {
+			return fmt.Errorf("cannot listen for the KV rendezvous (--bootstrap-port): %w", err)
+		}
+		f.pd.rv, f.pd.bootstrapPort = rv, rv.port()
+		if f.cfg.Role == RolePrefill {
+			f.pd.client = newKVClient()
+		}
+	case RoleDecode:
+		f.pd.client = newKVClient()
+	}
+	return nil
+}
+
+// closePD closes what startPD started, on a start that failed.
+func (f *Fleet) closePD() {
+	if f.pd.rv != nil {
+		close(f.done)
+		_ = f.pd.rv.close()
+	}
+	if f.pd.client != nil {
+		f.pd.client.close()
+	}
+}
+
+// listen opens one listener per worker (consecutive ports from Port, or free ones; TLS when
+// configured) and makes the workers. On an error it closes what it opened.
+func (f *Fleet) listen() ([]net.Listener, error) {
+	cfg := &f.cfg
+	var tlsConfig *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("cannot load the TLS certificate (--tls-cert %s, --tls-key %s): %w", cfg.TLSCert, cfg.TLSKey, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
+	lns := make([]net.Listener, 0, cfg.Count)
+	born := time.Now().Unix()
+	for i := range cfg.Count {
+		port := 0
+		if cfg.Port != 0 {
+			port = cfg.Port + i
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(port)))
+		if err != nil {
+			closeListeners(lns)
+			return nil, fmt.Errorf("cannot listen for worker %d: %w", i, err)
+		}
+		addr := ln.Addr().String()
+		if tlsConfig != nil {
+			ln = tls.NewListener(ln, tlsConfig)
+		}
+		lns = append(lns, ln)
+		w := newWorker(i, addr, cfg, born)
+		w.pdf = f.pd
+		w.done = f.done
+		f.workers = append(f.workers, w)
+	}
+	return lns, nil
+}
+
+func closeListeners(lns []net.Listener) {
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+}
+
+// startKVPublishers starts each worker's KV event publisher (consecutive ports from
+// KVEventsPort, the replay ports after them, or free ones).
+func (f *Fleet) startKVPublishers() error {
+	cfg := &f.cfg
+	for i, w := range f.workers {
+		pubPort, replayPort := 0, 0
+		if cfg.KVEventsPort != 0 {
+			pubPort, replayPort = cfg.KVEventsPort+i, cfg.KVEventsPort+cfg.Count+i
+		}
+		p, err := startKVPublisher(cfg, cfg.Host, pubPort, replayPort)
+		if err != nil {
+			return fmt.Errorf("worker %d: %w", i, err)
+		}
+		w.kvpub = p
+	}
+	return nil
 }
 
 // Workers returns the workers in port order; the slice must not be modified.
