@@ -4,7 +4,7 @@ import "unsafe"
 
 // TextTree is a prefix tree over text, counted in Unicode code points (each byte
 // of invalid UTF-8 counts as one character). It is safe for concurrent use.
-type TextTree struct{ c *core }
+type TextTree struct{ tree }
 
 // NewTextTree returns an empty text tree.
 func NewTextTree(cfg Config) (*TextTree, error) {
@@ -12,7 +12,7 @@ func NewTextTree(cfg Config) (*TextTree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TextTree{c}, nil
+	return &TextTree{tree{c}}, nil
 }
 
 // Match finds the longest stored prefix of text. The tenants are appended to
@@ -33,32 +33,10 @@ func (t *TextTree) Insert(text []byte, tenant Tenant, now int64) Result {
 	return t.c.matchAndInsert(text, now, nil, tenant)
 }
 
-// RemoveTenant purges tenant from every node and detaches the nodes no tenant
-// holds any more. It returns the tenant-weighted characters removed.
-func (t *TextTree) RemoveTenant(tenant Tenant) int64 { return t.c.removeTenant(tenant) }
-
-// Evict trims the tree to at most budget tenant-weighted characters; see
-// EvictStats for what it reports.
-func (t *TextTree) Evict(budget int64) EvictStats { return t.c.evict(budget) }
-
-// Size is the tenant-weighted character count (what Evict compares with its
-// budget), read without locking.
-func (t *TextTree) Size() int64 { return t.c.size() }
-
-// TenantChars is the number of characters tenant holds.
-func (t *TextTree) TenantChars(tenant Tenant) int64 { return t.c.tenantChars(tenant) }
-
-// Stats reports the contents and arena memory of the tree.
-func (t *TextTree) Stats() Stats { return t.c.stats() }
-
-// ReadPage appends to p the entries after cursor; see Page.
-func (t *TextTree) ReadPage(cursor Cursor, maxBytes int, p *Page) Cursor {
-	return t.c.readPage(cursor, maxBytes, p)
-}
-
 // TokenTree is a prefix tree over token ids, counted in tokens. It is safe for
-// concurrent use.
-type TokenTree struct{ c *core }
+// concurrent use. Its methods are TextTree's with tokens for text: counts, sizes and
+// budgets are in tokens, and ReadPage's paths are read with Page.Tokens.
+type TokenTree struct{ tree }
 
 // NewTokenTree returns an empty token tree.
 func NewTokenTree(cfg Config) (*TokenTree, error) {
@@ -66,7 +44,7 @@ func NewTokenTree(cfg Config) (*TokenTree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TokenTree{c}, nil
+	return &TokenTree{tree{c}}, nil
 }
 
 // tokenBytes views tokens as their native-endian bytes without copying.
@@ -92,22 +70,29 @@ func (t *TokenTree) Insert(tokens []uint32, tenant Tenant, now int64) Result {
 	return t.c.matchAndInsert(tokenBytes(tokens), now, nil, tenant)
 }
 
-// RemoveTenant is TextTree.RemoveTenant.
-func (t *TokenTree) RemoveTenant(tenant Tenant) int64 { return t.c.removeTenant(tenant) }
+// tree holds the methods both trees share: they read no key, so characters and tokens are
+// counted alike.
+type tree struct{ c *core }
 
-// Evict is TextTree.Evict, with the budget in tokens.
-func (t *TokenTree) Evict(budget int64) EvictStats { return t.c.evict(budget) }
+// RemoveTenant purges tenant from every node and detaches the nodes no tenant
+// holds any more. It returns the tenant-weighted characters removed.
+func (t tree) RemoveTenant(tenant Tenant) int64 { return t.c.removeTenant(tenant) }
 
-// Size is TextTree.Size in tokens.
-func (t *TokenTree) Size() int64 { return t.c.size() }
+// Evict trims the tree to at most budget tenant-weighted characters; see
+// EvictStats for what it reports.
+func (t tree) Evict(budget int64) EvictStats { return t.c.evict(budget) }
 
-// TenantChars is the number of tokens tenant holds.
-func (t *TokenTree) TenantChars(tenant Tenant) int64 { return t.c.tenantChars(tenant) }
+// Size is the tenant-weighted character count (what Evict compares with its
+// budget), read without locking.
+func (t tree) Size() int64 { return t.c.size() }
 
-// Stats is TextTree.Stats; character counts are token counts.
-func (t *TokenTree) Stats() Stats { return t.c.stats() }
+// TenantChars is the number of characters tenant holds.
+func (t tree) TenantChars(tenant Tenant) int64 { return t.c.tenantChars(tenant) }
 
-// ReadPage is TextTree.ReadPage; read paths with Page.Tokens.
-func (t *TokenTree) ReadPage(cursor Cursor, maxBytes int, p *Page) Cursor {
+// Stats reports the contents and arena memory of the tree.
+func (t tree) Stats() Stats { return t.c.stats() }
+
+// ReadPage appends to p the entries after cursor; see Page.
+func (t tree) ReadPage(cursor Cursor, maxBytes int, p *Page) Cursor {
 	return t.c.readPage(cursor, maxBytes, p)
 }
