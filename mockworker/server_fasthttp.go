@@ -103,10 +103,7 @@ func (s *fasthttpServer) send(ctx *fasthttp.RequestCtx, w *Worker, r *reply) {
 			}
 		}()
 	}
-	closing := func() {
-		ctx.SetConnectionClose()
-		ctx.Error(errClosed.Error(), fasthttp.StatusServiceUnavailable)
-	}
+	closing := func() { closeUnavailable(ctx) }
 	if r.fault.reset {
 		resetConn(ctx.Conn())
 		return
@@ -130,33 +127,9 @@ func (s *fasthttpServer) send(ctx *fasthttp.RequestCtx, w *Worker, r *reply) {
 		ctx.SetBody(r.body)
 		return
 	}
-	limit, cut := r.answer.outputTokens, false
-	if r.fault.abort && r.fault.abortAfter < limit {
-		limit, cut = r.fault.abortAfter, true
-	}
+	limit, cut := r.tokenLimit()
 	if !r.stream {
-		if r.fault.slowTTFT > 0 && !sleepUntil(s.done, time.Now().Add(r.fault.slowTTFT)) {
-			closing()
-			return
-		}
-		src := w.startSource(r)
-		have := 0
-		for have < limit {
-			avail, ok := src.await(have, s.done, nil)
-			if !ok {
-				src.abandon()
-				closing()
-				return
-			}
-			have = min(avail, limit)
-		}
-		if cut {
-			src.abandon()
-			resetConn(ctx.Conn())
-			return
-		}
-		r.answer.cachedTokens = src.cached()
-		ctx.SetBody(r.answer.appendBody(r.body[:0]))
+		s.sendWhole(ctx, w, r, limit, cut)
 		return
 	}
 	streaming = true
@@ -166,9 +139,47 @@ func (s *fasthttpServer) send(ctx *fasthttp.RequestCtx, w *Worker, r *reply) {
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	// The writer runs after the handler returns: it gets its own copy of the reply.
-	sr := *r
-	done, a := s.done, r.answer
-	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
+	ctx.SetBodyStreamWriter(s.streamWriter(w, *r, limit))
+}
+
+// closeUnavailable answers 503 and closes the connection: the fleet is closing.
+func closeUnavailable(ctx *fasthttp.RequestCtx) {
+	ctx.SetConnectionClose()
+	ctx.Error(errClosed.Error(), fasthttp.StatusServiceUnavailable)
+}
+
+// sendWhole answers r unstreamed once its first limit tokens are out; a cut answer resets the
+// connection instead.
+func (s *fasthttpServer) sendWhole(ctx *fasthttp.RequestCtx, w *Worker, r *reply, limit int, cut bool) {
+	if r.fault.slowTTFT > 0 && !sleepUntil(s.done, time.Now().Add(r.fault.slowTTFT)) {
+		closeUnavailable(ctx)
+		return
+	}
+	src := w.startSource(r)
+	have := 0
+	for have < limit {
+		avail, ok := src.await(have, s.done, nil)
+		if !ok {
+			src.abandon()
+			closeUnavailable(ctx)
+			return
+		}
+		have = min(avail, limit)
+	}
+	if cut {
+		src.abandon()
+		resetConn(ctx.Conn())
+		return
+	}
+	r.answer.cachedTokens = src.cached()
+	ctx.SetBody(r.answer.appendBody(r.body[:0]))
+}
+
+// streamWriter writes sr's first limit tokens as events, as they come; it finishes the
+// request when it ends.
+func (s *fasthttpServer) streamWriter(w *Worker, sr reply, limit int) func(*bufio.Writer) {
+	done, a := s.done, sr.answer
+	return func(bw *bufio.Writer) {
 		defer w.finish()
 		if sr.fault.slowTTFT > 0 && !sleepUntil(done, time.Now().Add(sr.fault.slowTTFT)) {
 			return
@@ -198,7 +209,7 @@ func (s *fasthttpServer) send(ctx *fasthttp.RequestCtx, w *Worker, r *reply) {
 				return
 			}
 		}
-	})
+	}
 }
 
 // sendCut writes a stream that an abort-after fault cuts after limit tokens. fasthttp would

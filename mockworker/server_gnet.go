@@ -319,36 +319,13 @@ func (a *asyncAnswer) run() {
 		return
 	}
 	src := w.startSource(r)
+	limit, cut := r.tokenLimit()
+	out, ok := a.relayTokens(src, limit)
+	if !ok {
+		src.abandon()
+		return
+	}
 	ans := r.answer
-	limit := ans.outputTokens
-	cut := r.fault.abort && r.fault.abortAfter < limit
-	if cut {
-		limit = r.fault.abortAfter
-	}
-	have := 0
-	var out []byte
-	for have < limit {
-		avail, ok := src.await(have, done, gone)
-		if !ok {
-			src.abandon()
-			return
-		}
-		avail = min(avail, limit)
-		if r.stream && !a.head {
-			ans.cachedTokens = src.cached()
-			for i := have; i < avail; i++ {
-				out = appendChunk(out, ans, i)
-			}
-		}
-		have = avail
-		if have < limit && len(out) > 0 {
-			if err := a.c.AsyncWrite(out, nil); err != nil {
-				src.abandon()
-				return
-			}
-			out = nil
-		}
-	}
 	switch {
 	case cut:
 		src.abandon() // the engine stops computing a sequence nobody reads
@@ -368,6 +345,35 @@ func (a *asyncAnswer) run() {
 		}
 		a.end(out, false)
 	}
+}
+
+// relayTokens waits for the answer's first limit tokens, writing a streamed answer's chunks
+// as they come; it returns the chunks not written yet. ok is false when the wait or a write
+// failed: the client or the fleet went away.
+func (a *asyncAnswer) relayTokens(src tokenSource, limit int) (out []byte, ok bool) {
+	r := &a.r
+	have := 0
+	for have < limit {
+		avail, ok := src.await(have, a.s.done, a.st.gone)
+		if !ok {
+			return nil, false
+		}
+		avail = min(avail, limit)
+		if r.stream && !a.head {
+			r.answer.cachedTokens = src.cached()
+			for i := have; i < avail; i++ {
+				out = appendChunk(out, r.answer, i)
+			}
+		}
+		have = avail
+		if have < limit && len(out) > 0 {
+			if err := a.c.AsyncWrite(out, nil); err != nil {
+				return nil, false
+			}
+			out = nil
+		}
+	}
+	return out, true
 }
 
 // end finishes the request and writes the answer's last bytes; on the event loop it then

@@ -216,6 +216,15 @@ type reply struct {
 	pd *pdState
 }
 
+// tokenLimit is how many of the answer's tokens are sent: all of them, or, when an abort-after
+// fault cuts the answer (cut), the fault's count.
+func (r *reply) tokenLimit() (limit int, cut bool) {
+	if r.fault.abort && r.fault.abortAfter < r.answer.outputTokens {
+		return r.fault.abortAfter, true
+	}
+	return r.answer.outputTokens, false
+}
+
 // waits reports whether the answer cannot be written at once.
 func (r *reply) waits(tokenInterval time.Duration) bool {
 	return r.delay > 0 || r.fault.hang || r.fault.slowTTFT > 0 || r.seq != nil ||
