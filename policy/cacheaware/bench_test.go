@@ -43,12 +43,14 @@ func BenchmarkPick(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				i := 0
+				stop := policytest.CPUPerOp(b)
 				for b.Loop() {
 					if _, err := p.Pick(&reqs[i&255]); err != nil {
 						b.Fatal(err)
 					}
 					i++
 				}
+				stop()
 			})
 		}
 	}

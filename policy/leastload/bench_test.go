@@ -26,11 +26,13 @@ func BenchmarkPick(b *testing.B) {
 			runtime.GC() // setup garbage must not be collected inside the timed loop
 			b.ReportAllocs()
 			b.ResetTimer()
+			stop := policytest.CPUPerOp(b)
 			for b.Loop() {
 				if _, err := p.Pick(req); err != nil {
 					b.Fatal(err)
 				}
 			}
+			stop()
 		})
 	}
 }
@@ -46,11 +48,13 @@ func BenchmarkFleetScan(b *testing.B) {
 			runtime.GC()
 			b.ResetTimer()
 			var sink int64
+			stop := policytest.CPUPerOp(b)
 			for b.Loop() {
 				for _, w := range ws {
 					sink += w.InFlight.Load()
 				}
 			}
+			stop()
 			if sink < 0 {
 				b.Fatal("negative")
 			}

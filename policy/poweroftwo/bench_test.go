@@ -26,11 +26,13 @@ func BenchmarkPick(b *testing.B) {
 				runtime.GC()
 				b.ReportAllocs()
 				b.ResetTimer()
+				stop := policytest.CPUPerOp(b)
 				for b.Loop() {
 					if _, err := p.Pick(req); err != nil {
 						b.Fatal(err)
 					}
 				}
+				stop()
 			})
 		}
 	}
