@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
@@ -53,4 +55,15 @@ func Fleet(tb testing.TB, n int, scheme string) *worker.Registry {
 		tb.Fatalf("registered %d workers, want %d", got, n)
 	}
 	return reg
+}
+
+// ProcessCPU returns the user and system CPU time the process has used: benchmarks of work
+// spread over goroutines report its difference per unit, which, unlike wall time, neither
+// shrinks with the cores used nor grows with the other processes of a shared machine.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
