@@ -128,89 +128,89 @@ func parseAdminConfig(p *fastjson.Parser, body []byte, cur AdminConfig) (AdminCo
 	}
 	var bad error
 	o.Visit(func(key []byte, val *fastjson.Value) {
-		if bad != nil {
-			return
-		}
-		k := string(key)
-		switch k {
-		case "status", "failure_status":
-			n, err := val.Int()
-			if err != nil {
-				bad = fmt.Errorf("%q must be an integer (0 clears it)", k)
-			}
-			if k == "status" {
-				cur.Status = n
-			} else {
-				cur.FailureStatus = n
-			}
-		case "delay_ms", "health_flap_ms":
-			n, err := val.Int64()
-			if err != nil || n < 0 || n > int64(time.Hour/time.Millisecond) {
-				bad = fmt.Errorf("%q must be an integer from 0 to 3600000", k)
-			}
-			d := time.Duration(n) * time.Millisecond
-			if k == "delay_ms" {
-				cur.Delay = d
-			} else {
-				cur.HealthFlap = d
-			}
-		case "kv_events_drop":
-			n, err := val.Int()
-			if err != nil || n < 0 || n > 1<<20 {
-				bad = errors.New(`"kv_events_drop" must be a number of batches from 0 to 1048576`)
-			}
-			cur.KVEventsDrop = n
-		case "abort_after":
-			n, err := val.Int()
-			if err != nil || n < 0 || n > maxTokensLimit {
-				bad = fmt.Errorf(`"abort_after" must be a token count from 0 (off) to %d`, maxTokensLimit)
-			}
-			cur.AbortAfter = n
-		case "kv_events_restart":
-			b, err := val.Bool()
-			if err != nil {
-				bad = errors.New(`"kv_events_restart" must be true or false`)
-			}
-			cur.KVEventsRestart = b
-		case "lose_prefix_cache":
-			b, err := val.Bool()
-			if err != nil {
-				bad = errors.New(`"lose_prefix_cache" must be true or false`)
-			}
-			cur.LosePrefixCache = b
-		case "healthy":
-			b, err := val.Bool()
-			if err != nil {
-				bad = errors.New(`"healthy" must be true or false`)
-			}
-			cur.Unhealthy = !b
-		case "kv_usage":
-			f, err := val.Float64()
-			if err != nil || f < 0 || f > 1 {
-				bad = errors.New(`"kv_usage" must be a fraction from 0 to 1 (0: report the real usage)`)
-			}
-			cur.KVUsage = f
-		case "failure_rate", "prefill_multiplier", "decode_multiplier":
-			f, err := val.Float64()
-			if err != nil {
-				bad = fmt.Errorf("%q must be a number", k)
-			}
-			switch k {
-			case "failure_rate":
-				cur.FailureRate = f
-			case "prefill_multiplier":
-				cur.PrefillMultiplier = f
-			default:
-				cur.DecodeMultiplier = f
-			}
-		default:
-			bad = fmt.Errorf("unknown admin config key %q (known: %s)", key, adminKeys)
+		if bad == nil {
+			bad = cur.set(string(key), val)
 		}
 	})
 	if bad != nil {
 		return AdminConfig{}, bad
 	}
 	return cur, cur.Validate()
+}
+
+// set applies one /admin/config key; the value is checked by its type and range here, the
+// whole by Validate.
+func (c *AdminConfig) set(k string, val *fastjson.Value) error {
+	switch k {
+	case "status", "failure_status":
+		n, err := val.Int()
+		if err != nil {
+			return fmt.Errorf("%q must be an integer (0 clears it)", k)
+		}
+		if k == "status" {
+			c.Status = n
+		} else {
+			c.FailureStatus = n
+		}
+	case "delay_ms", "health_flap_ms":
+		n, err := val.Int64()
+		if err != nil || n < 0 || n > int64(time.Hour/time.Millisecond) {
+			return fmt.Errorf("%q must be an integer from 0 to 3600000", k)
+		}
+		d := time.Duration(n) * time.Millisecond
+		if k == "delay_ms" {
+			c.Delay = d
+		} else {
+			c.HealthFlap = d
+		}
+	case "kv_events_drop":
+		n, err := val.Int()
+		if err != nil || n < 0 || n > 1<<20 {
+			return errors.New(`"kv_events_drop" must be a number of batches from 0 to 1048576`)
+		}
+		c.KVEventsDrop = n
+	case "abort_after":
+		n, err := val.Int()
+		if err != nil || n < 0 || n > maxTokensLimit {
+			return fmt.Errorf(`"abort_after" must be a token count from 0 (off) to %d`, maxTokensLimit)
+		}
+		c.AbortAfter = n
+	case "kv_events_restart", "lose_prefix_cache", "healthy":
+		b, err := val.Bool()
+		if err != nil {
+			return fmt.Errorf("%q must be true or false", k)
+		}
+		switch k {
+		case "kv_events_restart":
+			c.KVEventsRestart = b
+		case "lose_prefix_cache":
+			c.LosePrefixCache = b
+		default:
+			c.Unhealthy = !b
+		}
+	case "kv_usage":
+		f, err := val.Float64()
+		if err != nil || f < 0 || f > 1 {
+			return errors.New(`"kv_usage" must be a fraction from 0 to 1 (0: report the real usage)`)
+		}
+		c.KVUsage = f
+	case "failure_rate", "prefill_multiplier", "decode_multiplier":
+		f, err := val.Float64()
+		if err != nil {
+			return fmt.Errorf("%q must be a number", k)
+		}
+		switch k {
+		case "failure_rate":
+			c.FailureRate = f
+		case "prefill_multiplier":
+			c.PrefillMultiplier = f
+		default:
+			c.DecodeMultiplier = f
+		}
+	default:
+		return fmt.Errorf("unknown admin config key %q (known: %s)", k, adminKeys)
+	}
+	return nil
 }
 
 // appendAdminConfig renders c in the shape parseAdminConfig reads.
