@@ -236,25 +236,22 @@ func (t *GRPCTransport) conn(addr string) (*grpc.ClientConn, error) {
 
 // Ping implements Transport.
 func (t *GRPCTransport) Ping(ctx context.Context, addr string, m *wire.Ping) (*wire.Ack, error) {
-	c, err := t.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	out := new(wire.Ack)
-	if err := c.Invoke(ctx, "/"+serviceName+"/Ping", m, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return t.ack(ctx, addr, "/"+serviceName+"/Ping", m)
 }
 
 // PingReq implements Transport.
 func (t *GRPCTransport) PingReq(ctx context.Context, addr string, m *wire.PingReq) (*wire.Ack, error) {
+	return t.ack(ctx, addr, "/"+serviceName+"/PingReq", m)
+}
+
+// ack calls method (its full name) at addr with m and returns the peer's Ack.
+func (t *GRPCTransport) ack(ctx context.Context, addr, method string, m any) (*wire.Ack, error) {
 	c, err := t.conn(addr)
 	if err != nil {
 		return nil, err
 	}
 	out := new(wire.Ack)
-	if err := c.Invoke(ctx, "/"+serviceName+"/PingReq", m, out); err != nil {
+	if err := c.Invoke(ctx, method, m, out); err != nil {
 		return nil, err
 	}
 	return out, nil
