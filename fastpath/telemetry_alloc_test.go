@@ -11,6 +11,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/smg-go/smg/internal/testutil"
+	"github.com/smg-go/smg/telemetry"
 )
 
 // TestTelemetryHandOverDoesNotAllocate: with a telemetry sink, a round trip, whole and
@@ -56,4 +57,31 @@ func BenchmarkTelemetryRoundTrip(b *testing.B) {
 func BenchmarkStreamRoundTrip(b *testing.B) {
 	g := newGateway(b, "round_robin", Config{}, newUsageWorker(b, "a", new(atomic.Int32)))
 	benchRouteRoundTrip(b, g, "/v1/chat/completions", `{"model":"m1","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+}
+
+// BenchmarkRecordHandOver is the loop's share of telemetry for one streamed request, alone:
+// the record reset, the stream's pieces kept for their usage (usageStream, four events), the
+// usage read from the tail, and the hand-over to a running sink.
+func BenchmarkRecordHandOver(b *testing.B) {
+	sink := newTelemetrySink(b, metrics.NewSet())
+	pieces := bytes.SplitAfter(usageStream, []byte("\n\n"))
+	var t requestTelemetry
+	b.ReportAllocs()
+	n, start := 0, processCPU()
+	for b.Loop() {
+		n++
+		t.rec = telemetry.Record{Model: "m1", Route: "/v1/chat/completions", Status: 200, Stream: true, Start: 1,
+			PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}
+		t.tailLen = 0
+		for i, p := range pieces {
+			t.streamPiece(int64(2+i), p)
+		}
+		t.usage(t.tail[:t.tailLen])
+		t.rec.End = 10
+		sink.Submit(&t.rec)
+	}
+	b.ReportMetric(float64(processCPU()-start)/float64(n), "cpu-ns/op") // the sink's goroutine included
+	if t.rec.CompletionTokens != 3 {
+		b.Fatalf("usage not read: %+v", t.rec)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // samplingWindow is the window of Config.ErrorLinesPerSecond.
@@ -40,7 +42,7 @@ func newRequestLog(l *slog.Logger, access bool, perSecond int) *requestLog {
 }
 
 // record logs r's access line and, for an error answer, its error line (sampled per code).
-func (l *requestLog) record(r *Record, now time.Time) {
+func (l *requestLog) record(r *Record, c clock.Clock) {
 	ctx := context.Background()
 	if l.access && l.log.Enabled(ctx, slog.LevelInfo) {
 		l.log.LogAttrs(ctx, slog.LevelInfo, msgAccess, l.requestAttrs(r, false)...)
@@ -55,6 +57,7 @@ func (l *requestLog) record(r *Record, now time.Time) {
 	if !l.log.Enabled(ctx, level) {
 		return
 	}
+	now := c.Now() // read for failures only: most records have no error line
 	code := r.ErrorCode
 	if code == "" {
 		code = "status " + strconv.Itoa(r.Status)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -140,25 +141,40 @@ func (s *Sink) Close() {
 
 func (s *Sink) run() {
 	defer close(s.done)
-	tick := s.cfg.Clock.NewTicker(samplingWindow)
-	defer tick.Stop()
+	window := s.cfg.Clock.NewTicker(samplingWindow)
+	defer window.Stop()
+	// The queue is polled, not waited on: a data plane's send then never has a parked
+	// goroutine to wake (a futex call on the loop's thread per request otherwise).
+	poll := time.NewTicker(pollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-poll.C:
+			s.drain()
+		case now := <-window.C():
+			s.drain()
+			s.log.flushSuppressed(now)
+		case <-s.stop:
+			s.drain()
+			s.log.flushSuppressed(s.cfg.Clock.Now())
+			return
+		}
+	}
+}
+
+// pollInterval is how often the sink takes what was handed over: at most this late, and
+// the queue holds QueueSize records per interval (1.6 M a second by default).
+const pollInterval = 10 * time.Millisecond
+
+// drain consumes every record queued.
+func (s *Sink) drain() {
 	var r Record
 	for {
 		select {
 		case r = <-s.queue:
 			s.consume(&r)
-		case now := <-tick.C():
-			s.log.flushSuppressed(now)
-		case <-s.stop:
-			for {
-				select {
-				case r = <-s.queue:
-					s.consume(&r)
-				default:
-					s.log.flushSuppressed(s.cfg.Clock.Now())
-					return
-				}
-			}
+		default:
+			return
 		}
 	}
 }
@@ -166,7 +182,7 @@ func (s *Sink) run() {
 // consume feeds one record to every consumer.
 func (s *Sink) consume(r *Record) {
 	s.metrics.observe(r)
-	s.log.record(r, s.cfg.Clock.Now())
+	s.log.record(r, s.cfg.Clock)
 	for _, e := range s.cfg.Exporters {
 		e.Export(r)
 	}
