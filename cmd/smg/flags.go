@@ -144,6 +144,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Int("max-workers", &o.maxWorkers, worker.DefaultMaxWorkers, "Workers the gateway may hold (API, discovery, mesh, command line); past it registration gets 409 WORKER_LIMIT_REACHED")
 	fs.Int("kv-events-port", &o.kvEvents.Pub, 0, "Port of every HTTP engine's KV-cache event publisher (vLLM/SGLang --kv-events-config, ZMQ PUB): a worker without its own kv_events_endpoint is followed on tcp://<its host>:PORT, and cache_aware routes its model on the events; 0: none").WithMetavar("PORT")
 	fs.Int("kv-index-max-blocks", &o.kvIndexMaxBlocks, kvindex.DefaultMaxBlocks, "Bound of each model's index of the engines' KV-cache blocks, in (worker, block) pairs of at most 64 bytes: past it the worker holding most loses its oldest blocks").WithMetavar("N")
+	fs.Int("kv-events-dp-size", &o.kvEvents.DPSize, 1, "Data-parallel ranks behind each HTTP worker whose KV-cache events smg follows: rank r publishes on the event ports + r (vLLM and SGLang offset them so)").WithMetavar("N")
 	fs.Int("kv-events-replay-port", &o.kvEvents.Replay, 0, "Port of every HTTP engine's KV-cache event replay socket (ROUTER), with --kv-events-port; 0: none (a gap in the events then drops the worker's blocks)").WithMetavar("PORT")
 
 	registerPolicyFlags(fs, &o.policies, &g.RoutingKeyHeaders)

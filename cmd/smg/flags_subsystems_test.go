@@ -157,6 +157,7 @@ func TestSubsystemValidationMessagesNameTheFlag(t *testing.T) {
 		"--load-monitor-interval 0":              "--load-monitor-interval",
 		"--kv-events-port 70000":                 "--kv-events-port",
 		"--kv-events-replay-port 5558":           "needs --kv-events-port",
+		"--kv-events-dp-size 0":                  "--kv-events-dp-size",
 	}
 	for args, flag := range cases {
 		if _, err := parseValid(t, strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), flag) {

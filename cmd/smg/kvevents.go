@@ -50,6 +50,9 @@ func newKVEvents(cfg kvevents.ManagerConfig, e *engines, wants func(*worker.Work
 // its own host.
 type kvEventPorts struct {
 	Pub, Replay int
+	// DPSize is the data-parallel ranks behind each HTTP worker (--kv-events-dp-size): rank
+	// r publishes on the ports + r, as vLLM and SGLang offset them. Default 1.
+	DPSize int
 }
 
 func (p kvEventPorts) validate() error {
@@ -60,6 +63,9 @@ func (p kvEventPorts) validate() error {
 		if f.v < 0 || f.v > 65535 {
 			return fmt.Errorf("%s %d: give the engines' port, 1-65535 (0: none)", f.name, f.v)
 		}
+	}
+	if p.DPSize < 1 || p.DPSize > 1024 {
+		return fmt.Errorf("--kv-events-dp-size %d: give the engines' data-parallel size, 1-1024", p.DPSize)
 	}
 	if p.Replay != 0 && p.Pub == 0 {
 		return errors.New("--kv-events-replay-port needs --kv-events-port: the replay socket completes a subscription to the publisher")
@@ -113,7 +119,7 @@ func (k *kvEvents) sync(snap *worker.Snapshot) {
 			err = k.m.AddGRPC(w.URL, w.Models[0], w.DPRank(), engineEvents{k.engines, w})
 		} else {
 			zc := kvevents.DefaultZMQConfig()
-			zc.Endpoint, zc.ReplayEndpoint = pub, replay
+			zc.Endpoint, zc.ReplayEndpoint, zc.DPRanks = pub, replay, max(1, k.fleet.DPSize)
 			err = k.m.AddZMQ(w.URL, w.Models[0], zc)
 		}
 		if err != nil {

@@ -174,3 +174,38 @@ func TestDiscoveredEnginesFollowedOnTheirKVEventsAnnotation(t *testing.T) {
 	}
 	requireEventModeRouting(t, g, "m")
 }
+
+// TestFleetKVEventsPortFollowsEveryDPRank: with --kv-events-dp-size 2 an HTTP worker is
+// followed on the event port of each data-parallel rank (port + rank, the replay socket
+// likewise): blocks that only rank 1 computed reach the gateway's index under the worker.
+// The two ranks are two mock engines publishing on P and P + 1; the gateway knows the first.
+func TestFleetKVEventsPortFollowsEveryDPRank(t *testing.T) {
+	b := Build(t)
+	port := FreePort(t, "127.0.0.1") // ranks on port and port + 1, replay sockets on port + 2 and + 3
+	mocks := Start(t, b.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", "2", "--mode", "engine",
+		"--kv-events-port", strconv.Itoa(port), "--block-size", "16", "--model", "m")
+	var ranks [][]string
+	testutil.Eventually(t, "both rank engines publishing", func() bool {
+		ranks = kvEventsLine.FindAllStringSubmatch(mocks.Output(), -1)
+		return len(ranks) == 2
+	})
+	worker := ranks[0][1]
+	g := StartGateway(t, "--policy", "cache_aware", "--kv-events-port", strconv.Itoa(port),
+		"--kv-events-replay-port", strconv.Itoa(port+2), "--kv-events-dp-size", "2", "--worker-urls", worker)
+	ids := make([]string, 80) // five blocks of 16
+	for i := range ids {
+		ids[i] = strconv.Itoa(2000 + i)
+	}
+	body := `{"model":"m","input_ids":[` + strings.Join(ids, ",") + `],"sampling_params":{"max_new_tokens":1}}`
+	testutil.Eventually(t, "rank 1's blocks in the gateway's index", func() bool {
+		// Straight to rank 1, not through the gateway: only its publisher can report them.
+		if r := MustDo(t, http.MethodPost, ranks[1][1]+"/generate", body, nil); r.Status != 200 {
+			t.Fatalf("rank 1 /generate: %d %s", r.Status, r.Body)
+		}
+		v, _ := Metric(t, g.MetricsURL, `smg_kv_index_blocks{model="m"}`)
+		return v >= 5
+	})
+	if v, _ := Metric(t, g.MetricsURL, `smg_kv_events_applied_total{worker="`+worker+`"}`); v == 0 {
+		t.Fatal("no batch applied under the worker")
+	}
+}
