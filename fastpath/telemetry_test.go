@@ -193,3 +193,34 @@ func TestPDRequestHandsOneRecord(t *testing.T) {
 		t.Fatalf("the PD request handed a second record: %+v", r)
 	}
 }
+
+// TestClientGoneMidStreamHandsOneRecord: a client that hangs up in the middle of a relayed
+// stream ends its request once, with a record of the stream and its first token.
+func TestClientGoneMidStreamHandsOneRecord(t *testing.T) {
+	c := &collector{}
+	fw := newFakeWorker(t, "a", 200)
+	g := newGateway(t, "round_robin", Config{Telemetry: newTelemetrySink(t, metrics.NewSet(), c)}, fw)
+	conn, br := openStream(t, g)
+	fw.events <- `{"n":1}`
+	readEvent(t, br)
+	conn.Close()
+	go func() { // the worker goes on until the gateway drops its stream
+		for {
+			select {
+			case fw.events <- `{"n":2}`:
+			case <-fw.closed:
+				return
+			}
+		}
+	}()
+	n := 0
+	r := c.next(t, &n)
+	if !r.Stream || r.Status != 200 || r.FirstToken == 0 || r.End < r.FirstToken || r.Attempts != 1 || r.ErrorCode != "" {
+		t.Fatalf("client gone mid-stream: record %+v", r)
+	}
+	testutil.Eventually(t, "nothing in flight", func() bool { return g.inFlight() == 0 })
+	g.do("POST", "/v1/chat/completions", chatBody, "X-Request-Id", "after")
+	if r = c.next(t, &n); r.ID() != "after" {
+		t.Fatalf("the stream handed a second record: %+v", r)
+	}
+}
