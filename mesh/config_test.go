@@ -43,7 +43,7 @@ func TestRefusesPeerWorkersOnlyOnAPlaintextMeshWithAKey(t *testing.T) {
 	}
 }
 
-// TestZeroSettingsAreRefused: a zero timing or size in Options, TransportOptions or Config
+// TestZeroSettingsAreRefused: a zero timing or size in Config, for a Node or a transport,
 // is an error naming the setting, not a silent default; the defaults pass.
 func TestZeroSettingsAreRefused(t *testing.T) {
 	o := DefaultOptions()
@@ -60,13 +60,10 @@ func TestZeroSettingsAreRefused(t *testing.T) {
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "DeltaQueue") {
 		t.Errorf("zero DeltaQueue: %v", err)
 	}
-	topts := DefaultTransportOptions()
-	if err := topts.Validate(); err != nil {
-		t.Fatalf("DefaultTransportOptions: %v", err)
-	}
-	topts.BackoffBase = 0
-	if _, err := NewGRPCTransport(topts); err == nil {
-		t.Error("zero BackoffBase accepted")
+	tcfg := DefaultConfig()
+	tcfg.BackoffBase = 0
+	if _, err := NewGRPCTransport(tcfg, nil, Deps{}); err == nil || !strings.Contains(err.Error(), "BackoffBase") {
+		t.Errorf("zero BackoffBase: %v", err)
 	}
 	cfg := DefaultConfig()
 	cfg.Enable, cfg.Host, cfg.AdvertiseHost = true, "127.0.0.1", "127.0.0.1"

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -109,53 +108,33 @@ type GRPCTransport struct {
 	stop  context.CancelFunc
 }
 
-// TransportOptions is what a GRPCTransport runs with: the settings (Config: MaxMessage,
-// ConnectTimeout, BackoffBase, BackoffMax, RefusalLogInterval) plus TLS and collaborators.
-// Start from DefaultTransportOptions.
-type TransportOptions struct {
-	Config
-	// TLS, when set, enables mutual TLS (see LoadMutualTLS).
-	TLS     *tls.Config
-	Metrics *metrics.Set
-	// Logger receives the refused TLS handshakes (default slog.Default()).
-	Logger *slog.Logger
-	// Clock is the clock of the refusal log's rate limit (default clock.Real).
-	Clock clock.Clock
-}
-
 // DefaultRefusalLogInterval is how often a refused TLS handshake is logged for one remote IP:
 // a router outside the CA redials with backoff (up to 60 s), a scanner may not.
 const DefaultRefusalLogInterval = time.Minute
 
-// DefaultTransportOptions returns DefaultConfig's settings (plaintext; the caller sets TLS
-// and the collaborators).
-func DefaultTransportOptions() TransportOptions { return TransportOptions{Config: DefaultConfig()} }
-
-// Validate reports a setting that cannot work; start from DefaultTransportOptions.
-func (o *TransportOptions) Validate() error { return o.validateProtocol() }
-
-// NewGRPCTransport returns a transport; Serve starts its server.
-func NewGRPCTransport(o TransportOptions) (*GRPCTransport, error) {
-	if err := o.Validate(); err != nil {
+// NewGRPCTransport returns a transport with cfg's settings (MaxMessage, ConnectTimeout,
+// BackoffBase, BackoffMax, RefusalLogInterval), mutual TLS when tlsConfig is set (see
+// LoadMutualTLS), and deps' Metrics, Logger (the refused TLS handshakes) and Clock (the
+// refusal log's rate limit). Serve starts its server.
+func NewGRPCTransport(cfg Config, tlsConfig *tls.Config, deps Deps) (*GRPCTransport, error) {
+	if err := cfg.validateProtocol(); err != nil {
 		return nil, err
 	}
-	o.Metrics = cmp.Or(o.Metrics, metrics.NewSet())
-	o.Logger = cmp.Or(o.Logger, slog.Default())
-	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
+	deps.fillDefaults()
 	t := &GRPCTransport{
-		codec:    wire.NewCodec(wire.Limits{MaxMessage: o.MaxMessage}),
-		rejected: o.Metrics.GetOrCreateCounter(`smg_mesh_rejected_messages_total`),
+		codec:    wire.NewCodec(wire.Limits{MaxMessage: cfg.MaxMessage}),
+		rejected: deps.Metrics.GetOrCreateCounter(`smg_mesh_rejected_messages_total`),
 		conns:    map[string]*grpc.ClientConn{},
 		creds:    insecure.NewCredentials(),
 	}
-	if o.TLS != nil {
-		t.creds = credentials.NewTLS(o.TLS)
+	if tlsConfig != nil {
+		t.creds = credentials.NewTLS(tlsConfig)
 	}
 	serverCreds := t.creds
-	if o.TLS != nil {
+	if tlsConfig != nil {
 		t.refusals = &refusalLog{
-			log: o.Logger, every: o.RefusalLogInterval, clock: o.Clock, last: map[string]*refusals{},
-			count: o.Metrics.GetOrCreateCounter(`smg_mesh_rejected_connections_total{reason="tls"}`),
+			log: deps.Logger, every: cfg.RefusalLogInterval, clock: deps.Clock, last: map[string]*refusals{},
+			count: deps.Metrics.GetOrCreateCounter(`smg_mesh_rejected_connections_total{reason="tls"}`),
 		}
 		serverCreds = refusalCreds{t.creds, t.refusals}
 	}
@@ -165,7 +144,7 @@ func NewGRPCTransport(o TransportOptions) (*GRPCTransport, error) {
 		grpc.ForceServerCodecV2(t.codec),
 		// gRPC refuses what is far over the limit before buffering it; the codec refuses
 		// the rest, so both are counted by the handlers.
-		grpc.MaxRecvMsgSize(2*o.MaxMessage),
+		grpc.MaxRecvMsgSize(2*cfg.MaxMessage),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
@@ -173,10 +152,10 @@ func NewGRPCTransport(o TransportOptions) (*GRPCTransport, error) {
 	t.dialOpts = []grpc.DialOption{
 		grpc.WithTransportCredentials(t.creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: o.BackoffBase, Multiplier: 2, Jitter: 0.2, MaxDelay: o.BackoffMax},
-			MinConnectTimeout: o.ConnectTimeout,
+			Backoff:           backoff.Config{BaseDelay: cfg.BackoffBase, Multiplier: 2, Jitter: 0.2, MaxDelay: cfg.BackoffMax},
+			MinConnectTimeout: cfg.ConnectTimeout,
 		}),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(t.codec), grpc.MaxCallRecvMsgSize(2*o.MaxMessage)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(t.codec), grpc.MaxCallRecvMsgSize(2*cfg.MaxMessage)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}
 	return t, nil

@@ -39,9 +39,7 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 	clk := clock.NewFake()
 	set := metrics.NewSet()
 	log, logs := testutil.Logger(slog.LevelWarn)
-	topts := DefaultTransportOptions()
-	topts.TLS, topts.Metrics, topts.Clock, topts.Logger = serverTLS, set, clk, log
-	tr, err := NewGRPCTransport(topts)
+	tr, err := NewGRPCTransport(DefaultConfig(), serverTLS, Deps{Metrics: set, Clock: clk, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

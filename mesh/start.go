@@ -3,6 +3,7 @@ package mesh
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/mesh/wire"
 )
 
@@ -25,9 +27,18 @@ type Deps struct {
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock drives the rounds, timeouts and rate limits. Nil: clock.Real.
+	Clock clock.Clock
 	// Listener, when set, is used instead of listening on cfg.ListenAddr (tests pass a
 	// listener on a free port).
 	Listener net.Listener
+}
+
+// fillDefaults supplies the collaborators left nil.
+func (d *Deps) fillDefaults() {
+	d.Metrics = cmp.Or(d.Metrics, metrics.NewSet())
+	d.Logger = cmp.Or(d.Logger, slog.Default())
+	d.Clock = cmp.Or[clock.Clock](d.Clock, clock.Real{})
 }
 
 // Mesh is a running mesh: the node, its gRPC transport and the worker sync.
@@ -50,16 +61,15 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	deps.Logger = cmp.Or(deps.Logger, slog.Default())
-	deps.Metrics = cmp.Or(deps.Metrics, metrics.NewSet())
+	deps.fillDefaults()
 	log := deps.Logger
-	topts := TransportOptions{Config: cfg, Metrics: deps.Metrics, Logger: log}
+	var tlsConfig *tls.Config
 	if cfg.TLSEnabled() {
 		tc, err := LoadMutualTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
 		if err != nil {
 			return nil, err
 		}
-		topts.TLS = tc
+		tlsConfig = tc
 	} else {
 		log.Warn("mesh port is plaintext and unauthenticated: anything that reaches it can join the cluster and publish workers; set --mesh-tls-cert, --mesh-tls-key and --mesh-tls-ca", "port", cfg.Port)
 	}
@@ -78,13 +88,13 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 			return nil, fmt.Errorf("cannot listen on mesh address %s: %w", cfg.ListenAddr(), err)
 		}
 	}
-	tr, err := NewGRPCTransport(topts)
+	tr, err := NewGRPCTransport(cfg, tlsConfig, deps)
 	if err != nil {
 		_ = l.Close()
 		return nil, err
 	}
 	o := Options{Config: cfg, Name: cfg.ServerName, Addr: cfg.AdvertiseAddr(), Seeds: seeds, Transport: tr,
-		Trees: deps.Trees, Metrics: deps.Metrics, Logger: log}
+		Clock: deps.Clock, Trees: deps.Trees, Metrics: deps.Metrics, Logger: log}
 	o.MaxSyncBytes = max(1, min(o.MaxSyncBytes, cfg.MaxMessage/2)) // the peer's codec refuses a larger message
 	node, err := NewNode(o)
 	if err != nil {
