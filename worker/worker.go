@@ -74,7 +74,7 @@ func OutcomeOf(status int) int {
 //
 // A Worker is one 64-byte cache line: the state load-aware policies read on every candidate of
 // a scan (hot.go), and a pointer to the rest (cold), whose fields read as the Worker's own. The
-// registry allocates Workers side by side (slab.go), so scoring a fleet registered together
+// registry allocates Workers side by side (hot.go), so scoring a fleet registered together
 // reads consecutive cache lines instead of chasing one pointer per worker into a large object.
 type Worker struct {
 	// InFlight counts requests dispatched to this worker whose response body has not
@@ -300,7 +300,7 @@ func (o *ClientOptions) Validate() error {
 // cleans its DNS cache, and one per worker made 10,000 workers cost 10,000 goroutines.
 var workerDialer = &fasthttp.TCPDialer{}
 
-// newWorker builds a Worker from a normalized spec in slot, a zero Worker (slab.go).
+// newWorker builds a Worker from a normalized spec in slot, a zero Worker (hot.go).
 func newWorker(slot *Worker, spec Spec, index uint32, opts ClientOptions) *Worker {
 	scheme, host, _ := strings.Cut(spec.URL, "://")
 	protocol, rank := ProtocolHTTP, -1
