@@ -73,6 +73,8 @@
 //	GET  /v1/loads                  the load report below (dialect sglang only)
 //	GET  /metrics                   Prometheus text, the dialect's names (below)
 //	GET, POST /admin/config         runtime faults (below)
+//	GET  /admin/trace               {"last_traceparent":"..."}: the traceparent header of the
+//	                                last generation request that had one ("" before any)
 //	GET  /get_server_info           SGLang's {"server_args":{...},"scheduler_info":{...},...}
 //	POST /flush_cache               200 "Cache flushed." (engine mode: empties the prefix cache; 400 while requests run)
 //	POST /v1/embeddings, /v1/rerank, /rerank, /v1/classify, /classify, /v1/tokenize,

@@ -10,6 +10,7 @@ type httpRequest struct {
 	body      []byte
 	requestID []byte
 	fault     []byte
+	trace     []byte
 	// keepAlive is false after "Connection: close" or an HTTP/1.0 request without
 	// "Connection: keep-alive".
 	keepAlive bool
@@ -37,7 +38,7 @@ func parseHTTPRequest(buf []byte, req *httpRequest, chunkScratch *[]byte) (int, 
 	n, err := http1.ParseRequest(buf, &r, chunkScratch, maxHeaderBytes, maxBodyBytes)
 	*req = httpRequest{
 		method: r.Method(), path: r.Path(), body: r.Body(),
-		requestID: r.Header(headerRequestID), fault: r.Header(faultHeader),
+		requestID: r.Header(headerRequestID), fault: r.Header(faultHeader), trace: r.Header(headerTraceparent),
 		keepAlive: r.KeepAlive(), expectContinue: r.ExpectContinue(), need: r.Need(),
 	}
 	return n, err

@@ -79,6 +79,7 @@ func (s *fasthttpServer) handler(w *Worker) fasthttp.RequestHandler {
 			body:      ctx.PostBody(),
 			fault:     ctx.Request.Header.Peek(faultHeader),
 			requestID: rid,
+			trace:     ctx.Request.Header.Peek(headerTraceparent),
 		}
 		bp, _ := s.bufs.Get().(*[]byte)
 		if bp == nil {

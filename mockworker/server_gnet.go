@@ -146,7 +146,7 @@ func (s *gnetServer) drain(c gnet.Conn, st *gnetConn) gnet.Action {
 			return gnet.None
 		}
 		st.continued, st.need = false, 0
-		ex := exchange{method: req.method, path: req.path, body: req.body, fault: req.fault, requestID: req.requestID}
+		ex := exchange{method: req.method, path: req.path, body: req.body, fault: req.fault, requestID: req.requestID, trace: req.trace}
 		r := st.w.handle(&ex, st.scratch[:0])
 		head := string(req.method) == "HEAD"
 		if r.fault.reset {

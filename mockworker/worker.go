@@ -45,7 +45,9 @@ type Worker struct {
 	// rpc is the gRPC front end's state (grpc.go); nil on HTTP.
 	rpc *rpcState
 	// kvpub publishes the engine's KV-cache events (Config.KVEvents); nil without.
-	kvpub   *kvPublisher
+	kvpub *kvPublisher
+	// trace is the traceparent of the last generation request (GET /admin/trace).
+	trace   lastTrace
 	parsers fastjson.ParserPool
 	scratch sync.Pool // *parseScratch
 }
@@ -190,6 +192,7 @@ type exchange struct {
 	body      []byte
 	fault     []byte // x-mock-fault header value
 	requestID []byte // x-request-id header value
+	trace     []byte // traceparent header value
 }
 
 // reply is what the transport must send.
@@ -288,6 +291,8 @@ func (w *Worker) handle(ex *exchange, dst []byte) reply {
 		return reply{status: 200, contentType: contentMetrics, body: b.Bytes()}
 	case "/admin/config":
 		return w.handleAdmin(ex, dst)
+	case "/admin/trace":
+		return w.handleTrace(ex, dst)
 	case "/get_server_info":
 		if !isGet(ex.method) {
 			return methodNotAllowed(dst)
@@ -321,6 +326,7 @@ func (w *Worker) onlyPost(ex *exchange, dst []byte, kind genKind) reply {
 	if string(ex.method) != "POST" {
 		return methodNotAllowed(dst)
 	}
+	w.trace.note(ex.trace)
 	return w.generate(ex, dst, kind)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/telemetry"
+	"github.com/smg-go/smg/telemetry/trace"
 	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/breaker"
 	"github.com/smg-go/smg/worker/health"
@@ -36,6 +37,7 @@ type options struct {
 	// telemetry is the request telemetry's config; disableAccessLog is --disable-access-log.
 	telemetry        telemetry.Config
 	disableAccessLog bool
+	trace            trace.Config
 
 	apiKeyFile        string
 	workerURLs        []string
@@ -170,6 +172,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Enum("log-level", &o.logLevel, "info", []string{"debug", "info", "warn", "error"}, "Log level")
 	fs.Bool("log-json", &o.logJSON, false, "Log JSON lines instead of text")
 	registerTelemetryFlags(fs, o)
+	registerTraceFlags(fs, &g.Trace, &o.trace)
 	registerVersionFlag(fs)
 	refuseSpecFlags(fs)
 	return fs

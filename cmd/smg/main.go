@@ -189,6 +189,10 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if o.workerTLS, err = loadWorkerCA(o.workerCAFile); err != nil {
 		return err
 	}
+	o.gateway.Trace.Enable = o.trace.Enable
+	if err := o.trace.Validate(); err != nil {
+		return err
+	}
 	return o.gateway.Validate()
 }
 
