@@ -117,32 +117,33 @@ func isZero(b []byte) bool {
 	return true
 }
 
-// nibble decodes one lowercase hex digit.
-func nibble(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
+// unhex maps a lowercase hex digit to its value, every other byte to invalid.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = invalid
 	}
-	return 0, false
-}
+	for i, c := range hexDigits {
+		t[c] = byte(i)
+	}
+	return t
+}()
+
+const invalid = 0xff
 
 func hexByte(hi, lo byte) (byte, bool) {
-	h, ok1 := nibble(hi)
-	l, ok2 := nibble(lo)
-	return h<<4 | l, ok1 && ok2
+	h, l := unhex[hi], unhex[lo]
+	return h<<4 | l, (h|l)&0xf0 == 0
 }
 
 func decodeHex(dst, src []byte) bool {
+	_ = src[2*len(dst)-1]
+	bad := byte(0)
 	for i := range dst {
-		b, ok := hexByte(src[2*i], src[2*i+1])
-		if !ok {
-			return false
-		}
-		dst[i] = b
+		h, l := unhex[src[2*i]], unhex[src[2*i+1]]
+		bad |= (h | l) & 0xf0
+		dst[i] = h<<4 | l
 	}
-	return true
+	return bad == 0
 }
 
 const hexDigits = "0123456789abcdef"
