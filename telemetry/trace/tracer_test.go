@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/traceparent"
 	"github.com/smg-go/smg/telemetry"
@@ -65,7 +67,7 @@ func startTracer(t *testing.T) (*Tracer, *tracetest.Receiver) {
 
 // record is a finished request of the client's trace: 2 ms admission wait, picked 1 ms later,
 // first token at 10 ms, done at 30 ms.
-func record(t *testing.T, sampled bool) *telemetry.Record {
+func record(t testing.TB, sampled bool) *telemetry.Record {
 	r := &telemetry.Record{
 		Model: "m1", Route: "/v1/chat/completions", Worker: workertest.Ready(t, "http://w1:8000", "m1"), Status: 200,
 		Stream: true, Attempts: 2, PromptTokens: 12, CompletionTokens: 34, CachedTokens: -1,
@@ -176,5 +178,25 @@ func TestDisabledTracerExportsNothing(t *testing.T) {
 	tr.Export(record(t, true))
 	if err := tr.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// discard is a SpanExporter that drops every batch.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkExport is the telemetry goroutine's cost of one sampled record: its three spans
+// and the event built and queued for the batcher (the export itself is the SDK's goroutine's).
+func BenchmarkExport(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Enable = true
+	tr := newTracer(cfg, discard{})
+	b.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	r := record(b, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.Export(r)
 	}
 }
