@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"github.com/smg-go/smg/fastpath/evloop"
@@ -90,10 +91,10 @@ func TestQueuedRoundTripDoesNotAllocate(t *testing.T) {
 }
 
 // TestTracedRoundTripDoesNotAllocate: the trace context costs no allocation, on (joining the
-// client's trace or starting one) and off (the client's headers passed
-// through).
+// client's trace or starting one, copied into the request's telemetry record) and off (the
+// client's headers passed through).
 func TestTracedRoundTripDoesNotAllocate(t *testing.T) {
-	on := Config{Trace: TraceConfig{Enable: true, SampleRatio: 0.5}}
+	on := Config{Trace: TraceConfig{Enable: true, SampleRatio: 0.5}, Telemetry: newTelemetrySink(t, metrics.NewSet())}
 	for _, tc := range []struct {
 		name string
 		cfg  Config

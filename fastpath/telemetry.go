@@ -115,5 +115,6 @@ func (le *loopExchange) endRecord(status int) {
 		t.usage(t.tail[:t.tailLen])
 	}
 	r.IDLen = uint8(copy(r.RequestID[:], le.x.reqID))
+	le.x.trace.fill(r)
 	s.cfg.Telemetry.Submit(r)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/internal/traceparent"
+	"github.com/smg-go/smg/telemetry"
 )
 
 // TraceConfig is the gateway's part of distributed tracing: with Enable, every generation
@@ -66,6 +67,13 @@ func (t *traceState) begin(h headerSource, ratio traceparent.Ratio) {
 	}
 	t.span.SpanID = traceparent.NewSpanID()
 	traceparent.Append(t.header[:0], &t.span)
+}
+
+// fill copies the request's trace context into its record (left zero with tracing off).
+func (t *traceState) fill(r *telemetry.Record) {
+	if t.on {
+		r.TraceID, r.SpanID, r.ParentSpanID, r.Sampled = t.span.TraceID, t.span.SpanID, t.parent, t.span.Sampled()
+	}
 }
 
 // apply makes target send the request's trace context to the worker.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"github.com/smg-go/smg/internal/traceparent"
@@ -158,5 +159,32 @@ func BenchmarkTraceContext(b *testing.B) {
 				t.begin(tc.h, ratio)
 			}
 		})
+	}
+}
+
+// TestRecordCarriesTheTraceContext: the request's record holds the span the worker saw as
+// its parent (the client's trace, the client's span as the record's parent), so the span
+// exported from it is that parent; with tracing off the record's trace context is zero.
+func TestRecordCarriesTheTraceContext(t *testing.T) {
+	c := &collector{}
+	sink := newTelemetrySink(t, metrics.NewSet(), c)
+	g := newGateway(t, "round_robin", Config{Telemetry: sink, Trace: TraceConfig{Enable: true, SampleRatio: 1}}, newFakeWorker(t, "a", 200))
+	n := 0
+	seen, _ := tracedChat(t, g, clientTraceparent, "")
+	worker, client := mustParse(t, seen), mustParse(t, clientTraceparent)
+	r := c.next(t, &n)
+	if r.TraceID != client.TraceID || r.ParentSpanID != client.SpanID || r.SpanID != worker.SpanID || !r.Sampled {
+		t.Fatalf("record trace %x span %x parent %x sampled %v; client %s, worker saw %s", r.TraceID, r.SpanID, r.ParentSpanID, r.Sampled, clientTraceparent, seen)
+	}
+	seen, _ = tracedChat(t, g, "", "")
+	worker = mustParse(t, seen)
+	if r = c.next(t, &n); r.TraceID != worker.TraceID || r.SpanID != worker.SpanID || r.ParentSpanID != ([8]byte{}) {
+		t.Fatalf("new trace: record trace %x span %x parent %x; the worker saw %s", r.TraceID, r.SpanID, r.ParentSpanID, seen)
+	}
+
+	off := newGateway(t, "round_robin", Config{Telemetry: sink}, newFakeWorker(t, "b", 200))
+	tracedChat(t, off, clientTraceparent, "")
+	if r = c.next(t, &n); r.TraceID != ([16]byte{}) || r.SpanID != ([8]byte{}) || r.Sampled {
+		t.Fatalf("tracing off: record trace %x span %x sampled %v", r.TraceID, r.SpanID, r.Sampled)
 	}
 }

@@ -18,6 +18,13 @@ func registerTelemetryFlags(fs *cli.FlagSet, o *options) {
 func (g *gateway) startTelemetry() error {
 	tc := g.o.telemetry
 	tc.Metrics, tc.Logger, tc.AccessLog = g.set, g.log, !g.o.disableAccessLog
+	tracer, err := g.startTracer()
+	if err != nil {
+		return err
+	}
+	if tracer != nil { // started first, so that it is stopped after the sink handed it the last records
+		tc.Exporters = append(tc.Exporters, tracer)
+	}
 	sink, err := telemetry.New(tc)
 	if err != nil {
 		return err
