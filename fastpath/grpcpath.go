@@ -330,6 +330,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 	}
 	g.req.Fill(&g.greq, g.rid, g.ids, rank)
 	g.greq.Bootstrap, g.greq.KVTransferParamsJSON = g.bootstrap, g.kvParams
+	g.greq.TraceParent = g.le.x.trace.headerString()
 	a.dispatch(&a.main)
 	if g.req.Stream {
 		a.awaitFirstToken(&a.main)

@@ -67,6 +67,7 @@ func (g *grpcCall) relayPD() {
 		rank = b.DPRank(pw)
 	}
 	g.req.Fill(&g.greq, g.rid, g.ids, rank)
+	g.greq.TraceParent = le.x.trace.headerString()
 	var derr error // the decode leg's failure
 	if pw.KVConnector != "" {
 		g.greq.Sampling.MaxNewTokens, g.greq.Sampling.N, g.greq.Sampling.Stop, g.greq.Sampling.StopTokenIDs = grpcworker.Some[uint32](1), 1, nil, nil

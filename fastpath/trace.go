@@ -76,6 +76,14 @@ func (t *traceState) fill(r *telemetry.Record) {
 	}
 }
 
+// headerString is the traceparent for a gRPC engine's metadata; "" when tracing is off.
+func (t *traceState) headerString() string {
+	if !t.on {
+		return ""
+	}
+	return string(t.header[:])
+}
+
 // apply makes target send the request's trace context to the worker.
 func (t *traceState) apply(target *evloop.Target) {
 	if t.on {

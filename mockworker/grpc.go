@@ -160,6 +160,11 @@ type rpcSender interface {
 // generate runs one Generate call: faults first, then n samples through the engine model
 // (or the instant null backend). It returns a gRPC status error or nil.
 func (w *Worker) rpcGenerate(ctx context.Context, req *rpcRequest, out rpcSender) error {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(headerTraceparent); len(v) > 0 {
+			w.trace.note([]byte(v[0]))
+		}
+	}
 	f, err := rpcFault(ctx)
 	if err != nil {
 		return err

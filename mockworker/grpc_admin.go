@@ -150,7 +150,7 @@ func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // grpcHTTPRoutes are the HTTP routes a gRPC worker keeps: generation is gRPC's.
 var grpcHTTPRoutes = map[string]bool{
 	"/health": true, "/health_generate": true, "/v1/models": true, "/model_info": true,
-	"/get_model_info": true, "/v1/loads": true, "/metrics": true, "/admin/config": true,
+	"/get_model_info": true, "/v1/loads": true, "/metrics": true, "/admin/config": true, "/admin/trace": true,
 	"/get_server_info": true, "/flush_cache": true,
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/smg-go/smg/engine/sglangpb"
 	"github.com/smg-go/smg/engine/vllmpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // Opt is an optional value: Set says whether the caller gave it. An unset field is sent as
@@ -88,6 +89,9 @@ type GenerateRequest struct {
 	Bootstrap Opt[Bootstrap]
 	// KVTransferParamsJSON is vLLM's KV connector parameters, a JSON object; "" for none.
 	KVTransferParamsJSON string
+	// TraceParent, when set, is sent as the call's W3C traceparent metadata: the engine's
+	// spans join the gateway's trace with the gateway's span as their parent.
+	TraceParent string
 }
 
 // Bootstrap is the prefill leg's bootstrap server for SGLang's prefill-decode disaggregation.
@@ -171,6 +175,9 @@ func (c *Client) Generate(ctx context.Context, req *GenerateRequest) (Stream, er
 		return nil, fmt.Errorf("%w: %d streams open to grpc://%s", ErrStreamLimit, c.cfg.MaxStreams, c.addr)
 	}
 	s := &stream{c: c, parent: ctx, id: req.RequestID, remaining: int(max(req.Sampling.N, 1)), done: make([]bool, max(req.Sampling.N, 1))}
+	if req.TraceParent != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", req.TraceParent)
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	var err error

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,9 +23,9 @@ func TestTraceReachesAnOTLPReceiver(t *testing.T) {
 		"--enable-trace", "--otlp-traces-endpoint", rcv.Addr())
 	const chat = `{"model":"mock-model","messages":[{"role":"user","content":"trace me"}],"max_tokens":4}`
 
-	workerSaw := func() traceparent.Context {
+	workerSawAt := func(url string) traceparent.Context {
 		t.Helper()
-		r := MustDo(t, "GET", mocks.URLs[0]+"/admin/trace", "", nil)
+		r := MustDo(t, "GET", url+"/admin/trace", "", nil)
 		var body struct {
 			Last string `json:"last_traceparent"`
 		}
@@ -36,6 +38,7 @@ func TestTraceReachesAnOTLPReceiver(t *testing.T) {
 		}
 		return c
 	}
+	workerSaw := func() traceparent.Context { t.Helper(); return workerSawAt(mocks.URLs[0]) }
 	requestSpan := func(traceID []byte) tracetest.Span {
 		t.Helper()
 		return rcv.WaitSpan(t, 30*time.Second, func(s tracetest.Span) bool {
@@ -73,6 +76,24 @@ func TestTraceReachesAnOTLPReceiver(t *testing.T) {
 		span := requestSpan(seen.TraceID[:])
 		if len(span.GetParentSpanId()) != 0 || !bytes.Equal(span.GetSpanId(), seen.SpanID[:]) || !seen.Sampled() {
 			t.Errorf("span %x parent %x; the worker saw %+v: want a sampled root span, the worker's parent", span.GetSpanId(), span.GetParentSpanId(), seen)
+		}
+	})
+
+	// A gRPC engine gets the same trace context as the call's traceparent metadata.
+	t.Run("gRPC engine", func(t *testing.T) {
+		engines := startGRPCMocks(t, 1, "sglang")
+		ggw := StartGateway(t, "--model-path", qwen3Dir(t), "--worker-urls", engines[0], "--policy", "round_robin",
+			"--enable-trace", "--otlp-traces-endpoint", rcv.Addr())
+		const clientTP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		client, _ := traceparent.Parse([]byte(clientTP))
+		if r := MustDo(t, "POST", ggw.URL+"/v1/chat/completions", fmt.Sprintf(grpcChat, ""), map[string]string{"traceparent": clientTP}); r.Status != 200 {
+			t.Fatalf("chat: %d %s", r.Status, r.Body)
+		}
+		seen := workerSawAt("http://" + strings.TrimPrefix(engines[0], "grpc://"))
+		span := requestSpan(client.TraceID[:])
+		if seen.TraceID != client.TraceID || !bytes.Equal(span.GetSpanId(), seen.SpanID[:]) || !bytes.Equal(span.GetParentSpanId(), client.SpanID[:]) {
+			t.Errorf("the engine's parent is %x in trace %x; the exported span is %x with parent %x (client %x)",
+				seen.SpanID, seen.TraceID, span.GetSpanId(), span.GetParentSpanId(), client.SpanID)
 		}
 	})
 }
