@@ -255,6 +255,9 @@ func (m *Monitor) fetch(w *worker.Worker, src string) (*worker.LoadReport, error
 	}
 	req.SetRequestURI(w.URL + path)
 	req.Header.SetMethod(fasthttp.MethodGet)
+	// No keep-alive, as for health probes: a kept connection makes the worker's HostClient
+	// run an idle-connection cleaner goroutine, one per polled worker.
+	req.SetConnectionClose()
 	if auth := w.AuthHeader(); len(auth) > 0 {
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, auth)
 	}
@@ -297,6 +300,7 @@ func (m *Monitor) pollEngine(w *worker.Worker) {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(w.URL + pathMetrics)
 	req.Header.SetMethod(fasthttp.MethodGet)
+	req.SetConnectionClose() // as fetch's
 	if auth := w.AuthHeader(); len(auth) > 0 {
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, auth)
 	}
