@@ -322,17 +322,27 @@ func promptIDs(dir string, body []byte) ([]uint32, error) {
 
 var sseClient = &http.Client{Timeout: time.Minute}
 
+// postSSE posts a streamed chat body; an answer other than 200 is an error.
+func postSSE(url string, body []byte) (*http.Response, error) {
+	r, err := sseClient.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if r.StatusCode != 200 {
+		r.Body.Close()
+		return nil, fmt.Errorf("%s: status %d", url, r.StatusCode)
+	}
+	return r, nil
+}
+
 // firstEvent posts body and returns the time until the answer's first SSE data line.
 func firstEvent(url string, body []byte) (time.Duration, error) {
 	t0 := time.Now()
-	r, err := sseClient.Post(url, "application/json", bytes.NewReader(body))
+	r, err := postSSE(url, body)
 	if err != nil {
 		return 0, err
 	}
 	defer r.Body.Close()
-	if r.StatusCode != 200 {
-		return 0, fmt.Errorf("%s: status %d", url, r.StatusCode)
-	}
 	br := bufio.NewReader(r.Body)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -349,14 +359,11 @@ func firstEvent(url string, body []byte) (time.Duration, error) {
 
 // relayAll posts body and reads the whole SSE answer, returning its data events.
 func relayAll(url string, body []byte) (int, error) {
-	r, err := sseClient.Post(url, "application/json", bytes.NewReader(body))
+	r, err := postSSE(url, body)
 	if err != nil {
 		return 0, err
 	}
 	defer r.Body.Close()
-	if r.StatusCode != 200 {
-		return 0, fmt.Errorf("%s: status %d", url, r.StatusCode)
-	}
 	n := 0
 	sc := bufio.NewScanner(r.Body)
 	for sc.Scan() {

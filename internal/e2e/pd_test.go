@@ -408,23 +408,15 @@ func TestPDOverGRPC(t *testing.T) {
 					t.Fatalf("request %d (stream %v): %d %s", i, stream, r.Status, r.Body)
 				}
 			}
-			count := func(urls []string, role, result string) (sum int) {
+			// The gRPC mocks' metrics are on HTTP/1.1 on the same port.
+			metricsOf := func(urls []string) []*pdMock {
+				m := &Mocks{}
 				for _, u := range urls {
-					sum += pdCountAt(t, "http://"+strings.TrimPrefix(u, "grpc://"), role, result)
+					m.URLs = append(m.URLs, "http://"+strings.TrimPrefix(u, "grpc://"))
 				}
-				return sum
+				return []*pdMock{{Mocks: m}}
 			}
-			if got := count(p, "prefill", "ok"); got != n {
-				t.Errorf("prefill mocks served %d, want %d", got, n)
-			}
-			if got := count(d, "decode", "ok"); got != n {
-				t.Errorf("decode mocks confirmed %d handovers, want %d", got, n)
-			}
-			for _, bad := range []string{"rejected", "timeout", "mismatch", "unreachable"} {
-				if got := count(p, "prefill", bad) + count(d, "decode", bad); got != 0 {
-					t.Errorf("%d handovers ended %s", got, bad)
-				}
-			}
+			checkHandovers(t, n, metricsOf(p), metricsOf(d))
 		})
 	}
 }
