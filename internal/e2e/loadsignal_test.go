@@ -40,8 +40,14 @@ func TestOverloadProtectionVetoesUnderAnyPolicy(t *testing.T) {
 	m := StartMocks(t, 2)
 	hot := m.URLs[1]
 	MustDo(t, "POST", hot+"/admin/config", `{"kv_usage":0.99}`, nil)
-	g := StartGateway(t, "--policy", "round_robin", "--load-monitor-interval", "1",
+	// Not StartGateway: its wait for every worker routable can lose the race with the first
+	// load poll, which vetoes the hot worker within a fraction of the interval.
+	g := StartGatewayUnready(t, nil, "--policy", "round_robin", "--load-monitor-interval", "1",
 		"--worker-overload-protection", "--worker-overload-token-usage", "0.95", "--worker-urls", m.URLs[0], hot)
+	testutil.Eventually(t, "the cool worker routable", func() bool {
+		r, err := Do("GET", g.URL+"/readiness", "", nil)
+		return err == nil && r.Status == 200
+	})
 	time.Sleep(2500 * time.Millisecond)
 	for range 20 {
 		r := MustDo(t, "POST", g.URL+"/v1/chat/completions", chat, nil)
