@@ -3,6 +3,8 @@ package mesh
 import (
 	"strings"
 	"testing"
+
+	"github.com/smg-go/smg/internal/testutil"
 )
 
 // FuzzParsePeerURL: a peer URL parses only as IP:port, never panics, and its canonical form
@@ -46,19 +48,22 @@ func TestRefusesPeerWorkersOnlyOnAPlaintextMeshWithAKey(t *testing.T) {
 // TestZeroSettingsAreRefused: a zero timing or size in Config, for a Node or a transport,
 // is an error naming the setting, not a silent default; the defaults pass.
 func TestZeroSettingsAreRefused(t *testing.T) {
-	o := DefaultOptions()
-	o.Name, o.Addr, o.Transport = "a", "10.0.0.1:39527", &memTransport{}
-	if err := o.Validate(); err != nil {
-		t.Fatalf("DefaultOptions: %v", err)
+	deps := Deps{Transport: &memTransport{}, Logger: testutil.Quiet}
+	if _, err := NewNode(nodeConfig(t, "a", "10.0.0.1:39527"), deps); err != nil {
+		t.Fatalf("DefaultConfig: %v", err)
 	}
+	o := nodeConfig(t, "a", "10.0.0.1:39527")
 	o.SuspectTimeout = 0
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "SuspectTimeout") {
+	if _, err := NewNode(o, deps); err == nil || !strings.Contains(err.Error(), "SuspectTimeout") {
 		t.Errorf("zero SuspectTimeout: %v", err)
 	}
-	o = DefaultOptions()
-	o.Name, o.Addr, o.Transport, o.DeltaQueue = "a", "10.0.0.1:39527", &memTransport{}, 0
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "DeltaQueue") {
+	o = nodeConfig(t, "a", "10.0.0.1:39527")
+	o.DeltaQueue = 0
+	if _, err := NewNode(o, deps); err == nil || !strings.Contains(err.Error(), "DeltaQueue") {
 		t.Errorf("zero DeltaQueue: %v", err)
+	}
+	if _, err := NewNode(nodeConfig(t, "a", "10.0.0.1:39527"), Deps{}); err == nil || !strings.Contains(err.Error(), "Transport") {
+		t.Errorf("a node without a transport: %v", err)
 	}
 	tcfg := DefaultConfig()
 	tcfg.BackoffBase = 0

@@ -120,7 +120,7 @@
 // (HandlePing, HandlePingReq, StreamMessage) may run on any goroutine. In production a round
 // runs every second on its own goroutine (a round stuck on a dead peer's 5 s connect timeout
 // does not delay the next); tests drive Tick on a fake clock over an in-memory transport, with
-// Options.Spawn running broadcasts inline, so that every run is deterministic.
+// Deps.Spawn running broadcasts inline, so that every run is deterministic.
 //
 // # Ownership
 //

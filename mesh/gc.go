@@ -30,7 +30,7 @@ func (n *Node) collectTombstonesLocked(now time.Time) {
 	if g.pending == 0 {
 		var f uint64
 		for k, at := range g.deletedAt {
-			if e := n.local[k]; now.Sub(at) >= n.o.TombstoneHorizon && e.Lamport > f {
+			if e := n.local[k]; now.Sub(at) >= n.cfg.TombstoneHorizon && e.Lamport > f {
 				f = e.Lamport
 			}
 		}
@@ -62,7 +62,7 @@ func (n *Node) collectTombstonesLocked(now time.Time) {
 		}
 	}
 	f := g.pending
-	fe := wire.Entry{Key: floorKey(n.o.Name), Lamport: f, Replica: n.o.Name}
+	fe := wire.Entry{Key: floorKey(n.name), Lamport: f, Replica: n.name}
 	n.local[fe.Key] = fe
 	before := n.store.Len()
 	n.store.Merge(fe)

@@ -67,7 +67,7 @@ const testHorizon = 30 // rounds (seconds of the fake clock)
 func newGCCluster(t *testing.T, n int) *cluster {
 	t.Helper()
 	c := &cluster{net: newMemNet(t)}
-	c.net.tune = func(o *Options) { o.TombstoneHorizon = testHorizon * DefaultRound }
+	c.net.tune = func(o *Config, _ *Deps) { o.TombstoneHorizon = testHorizon * DefaultRound }
 	for i := range n {
 		c.names = append(c.names, nodeName(i))
 		c.addrs = append(c.addrs, addrOf(i))

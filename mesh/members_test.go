@@ -17,9 +17,9 @@ import (
 // a DEBUG line in the others.
 func TestStatusTableLoggedAtInfoOnlyWhenItChanges(t *testing.T) {
 	log, logs := testutil.Logger(slog.LevelDebug)
-	c := newTunedCluster(t, 3, func(o *Options) {
-		if o.Name == "r00" {
-			o.Logger = log
+	c := newTunedCluster(t, 3, func(cfg *Config, deps *Deps) {
+		if cfg.ServerName == "r00" {
+			deps.Logger = log
 		}
 	})
 	c.roundsUntil(t, 5, "membership", func() bool { return c.allAlive(seq(3)) })
@@ -62,9 +62,9 @@ func tableOf(line string) string { return line[strings.Index(line, "Status:"):] 
 // does not bring it back.
 func TestRouterRestartedUnderAnotherNameIsForgotten(t *testing.T) {
 	sets := map[string]*metrics.Set{}
-	c := newTunedCluster(t, 3, func(o *Options) {
-		o.Metrics = metrics.NewSet()
-		sets[o.Name] = o.Metrics
+	c := newTunedCluster(t, 3, func(cfg *Config, deps *Deps) {
+		deps.Metrics = metrics.NewSet()
+		sets[cfg.ServerName] = deps.Metrics
 	})
 	c.roundsUntil(t, 5, "membership", func() bool { return c.allAlive(seq(3)) })
 	// The name that sorts first opens a pair's stream: r02 accepts r00's (and reports its

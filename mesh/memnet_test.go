@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 	"sync"
 	"testing"
@@ -30,8 +31,8 @@ type memNet struct {
 	lossy func(from, to string) bool
 	// afterTick, when set, runs after each node's tick within a round.
 	afterTick func()
-	// tune, when set, adjusts the options of the nodes add makes.
-	tune func(*Options)
+	// tune, when set, adjusts the settings and collaborators of the nodes add makes.
+	tune func(*Config, *Deps)
 
 	queue   []delivery
 	streams []*memStream
@@ -52,19 +53,33 @@ func newMemNet(t testing.TB) *memNet {
 
 func addrOf(i int) string { return fmt.Sprintf("10.0.%d.%d:39527", i/250, i%250+1) }
 
+// nodeConfig is DefaultConfig for a node named name that peers dial at addr (IP:port) and
+// that bootstraps from seeds.
+func nodeConfig(t testing.TB, name, addr string, seeds ...string) Config {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ServerName, cfg.AdvertiseHost, cfg.Port, cfg.PeerURLs = name, ap.Addr().String(), int(ap.Port()), seeds
+	return cfg
+}
+
 // add starts a node named name at addr with the given seeds.
 func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
 	m.t.Helper()
-	o := DefaultOptions()
-	o.Name, o.Addr, o.Seeds = name, addr, seeds
-	o.Transport = &memTransport{net: m, addr: addr}
-	o.Clock, o.RandSeed = m.clock, seed
-	o.Spawn = func(f func()) { f() }
-	o.Trees, o.Logger = m.trees[addr], testutil.Quiet
-	if m.tune != nil {
-		m.tune(&o)
+	cfg := nodeConfig(m.t, name, addr, seeds...)
+	deps := Deps{
+		Transport: &memTransport{net: m, addr: addr},
+		Clock:     m.clock, RandSeed: seed,
+		Spawn: func(f func()) { f() },
+		Trees: m.trees[addr], Logger: testutil.Quiet,
 	}
-	n, err := NewNode(o)
+	if m.tune != nil {
+		m.tune(&cfg, &deps)
+	}
+	n, err := NewNode(cfg, deps)
 	if err != nil {
 		m.t.Fatal(err)
 	}

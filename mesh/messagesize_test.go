@@ -132,10 +132,10 @@ func TestSplitDeltasKeepsOrderAndBudget(t *testing.T) {
 // are dropped and counted, not queued; a round frees the queue's bytes.
 func TestDeltaQueueIsBoundedInBytes(t *testing.T) {
 	net := newMemNet(t)
-	net.tune = func(o *Options) { o.DeltaQueueBytes, o.MaxSyncBytes = 100<<10, 40<<10 }
+	net.tune = func(o *Config, _ *Deps) { o.DeltaQueueBytes, o.MaxSyncBytes = 100<<10, 40<<10 }
 	a := newTreeRouter(t, 0)
 	addTreeNode(net, "a", 0, a)
-	set := a.node.o.Metrics
+	set := a.node.deps.Metrics
 	path := []byte(strings.Repeat("p", 30<<10))
 	for range 5 { // three fit in 100 KiB
 		a.node.PublishTree("m", wire.TreeText, path, workerURLs[0])

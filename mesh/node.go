@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -16,9 +17,12 @@ import (
 // per-peer sync, and cache-tree deltas and repair. It does no I/O of its own: the Transport
 // does, and Tick runs one gossip round. See the package documentation.
 type Node struct {
-	o   Options
-	log *slog.Logger
-	met *nodeMetrics
+	cfg  Config
+	deps Deps
+	name string // cfg.ServerName
+	addr string // cfg.AdvertiseAddr(): the IP:port peers dial
+	log  *slog.Logger
+	met  *nodeMetrics
 
 	mu      sync.Mutex
 	rnd     *rand.Rand
@@ -60,17 +64,26 @@ type syncState struct {
 	lastSent    time.Time
 }
 
-// NewNode returns a node that knows only itself and its seeds.
-func NewNode(o Options) (*Node, error) {
-	if err := o.Validate(); err != nil {
+// NewNode returns a node that knows only itself and its bootstrap peers. cfg names it
+// (ServerName, AdvertiseAddr), lists the peers (PeerURLs) and sets the protocol's timing and
+// sizes; it is validated as an enabled mesh's. deps.Transport carries its messages and is
+// required; the other collaborators default as Deps says.
+func NewNode(cfg Config, deps Deps) (*Node, error) {
+	cfg.Enable = true
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o.fillDefaults()
+	if deps.Transport == nil {
+		return nil, fmt.Errorf("mesh node %s needs a transport: set mesh.Deps.Transport (mesh.Start sets its gRPC one)", cfg.ServerName)
+	}
+	deps.fillDefaults()
 	n := &Node{
-		o:       o,
-		log:     o.Logger.With("mesh_node", o.Name),
-		rnd:     rand.New(rand.NewPCG(o.RandSeed, 0x5eed)),
-		self:    wire.Member{Name: o.Name, Addr: o.Addr, Status: wire.StatusAlive},
+		cfg:     cfg,
+		deps:    deps,
+		name:    cfg.ServerName,
+		addr:    cfg.AdvertiseAddr(),
+		log:     deps.Logger.With("mesh_node", cfg.ServerName),
+		rnd:     rand.New(rand.NewPCG(deps.RandSeed, 0x5eed)),
 		peers:   map[string]*peer{},
 		store:   NewStore(),
 		local:   map[string]wire.Entry{},
@@ -78,19 +91,32 @@ func NewNode(o Options) (*Node, error) {
 		opening: map[string]bool{},
 		gc:      tombstoneGC{deletedAt: map[string]time.Time{}},
 	}
-	n.met = newNodeMetrics(o.Metrics)
+	n.self = wire.Member{Name: n.name, Addr: n.addr, Status: wire.StatusAlive}
+	n.met = newNodeMetrics(deps.Metrics)
 	n.store.collected, n.store.stale = n.met.tombstonesCollected, n.met.staleEntries
-	n.trees.init(o)
-	for _, a := range o.Seeds {
-		if a != o.Addr {
+	n.trees.init(&n.cfg, &n.deps)
+	for _, u := range cfg.PeerURLs {
+		a, _ := ParsePeerURL(u) // Validate checked it
+		if a != n.addr {
 			n.seeds = append(n.seeds, &seed{addr: a})
 		}
 	}
 	return n, nil
 }
 
+// seedAddrs returns the bootstrap peers' addresses.
+func (n *Node) seedAddrs() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	addrs := make([]string, len(n.seeds))
+	for i, s := range n.seeds {
+		addrs[i] = s.addr
+	}
+	return addrs
+}
+
 // Name is the node's name.
-func (n *Node) Name() string { return n.o.Name }
+func (n *Node) Name() string { return n.name }
 
 // Self returns this node's own membership row.
 func (n *Node) Self() wire.Member {
@@ -121,7 +147,7 @@ func (n *Node) tableLocked() []wire.Member {
 // streams. It blocks for the round's I/O; the runtime calls it from its own goroutine every
 // Round, tests call it directly.
 func (n *Node) Tick(ctx context.Context) {
-	now := n.o.Clock.Now()
+	now := n.deps.Clock.Now()
 	n.mu.Lock()
 	n.round++
 	n.expireSuspicionsLocked(now)
@@ -130,7 +156,7 @@ func (n *Node) Tick(ctx context.Context) {
 	seeds := n.dueSeedsLocked(now)
 	target := n.nextTargetLocked(now)
 	var reconnect string
-	if n.round%uint64(n.o.ReconnectEvery) == 0 {
+	if n.round%uint64(n.cfg.ReconnectEvery) == 0 {
 		reconnect = n.reconnectTargetLocked(now)
 	}
 	n.mu.Unlock()
@@ -176,18 +202,18 @@ func (n *Node) anyProbeableLocked() bool {
 
 func (n *Node) contactSeed(ctx context.Context, s *seed) {
 	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-		return n.o.Transport.Ping(ctx, s.addr, n.pingMsg(""))
+		return n.deps.Transport.Ping(ctx, s.addr, n.pingMsg(""))
 	})
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	now := n.o.Clock.Now()
+	now := n.deps.Clock.Now()
 	if err == nil && ack.OK {
 		s.contacted, s.backoff = true, 0
 		n.mergeLocked(ack.Members, now)
 		n.log.Info("joined mesh through bootstrap peer", "peer", s.addr, "members", len(n.peers)+1)
 		return
 	}
-	s.backoff = nextBackoff(s.backoff, n.o.BackoffBase, n.o.BackoffMax)
+	s.backoff = nextBackoff(s.backoff, n.cfg.BackoffBase, n.cfg.BackoffMax)
 	s.next = now.Add(s.backoff)
 	n.log.Warn("cannot reach mesh bootstrap peer; retrying", "peer", s.addr, "retry_in", s.backoff, "err", errString(err, ack))
 }
@@ -254,11 +280,11 @@ func (n *Node) reconnectTargetLocked(now time.Time) string {
 func (n *Node) pingMsg(target string) *wire.Ping {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return &wire.Ping{From: n.o.Name, Target: target, Members: n.tableLocked()}
+	return &wire.Ping{From: n.name, Target: target, Members: n.tableLocked()}
 }
 
 func (n *Node) call(ctx context.Context, f func(context.Context) (*wire.Ack, error)) (*wire.Ack, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.o.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
 	return f(ctx)
 }
@@ -272,7 +298,7 @@ func (n *Node) probe(ctx context.Context, name string) {
 	n.mu.Unlock()
 
 	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-		return n.o.Transport.Ping(ctx, target.Addr, n.pingMsg(name))
+		return n.deps.Transport.Ping(ctx, target.Addr, n.pingMsg(name))
 	})
 	ok := err == nil && ack.OK
 	if ok {
@@ -282,12 +308,12 @@ func (n *Node) probe(ctx context.Context, name string) {
 	}
 
 	n.mu.Lock()
-	now := n.o.Clock.Now()
+	now := n.deps.Clock.Now()
 	p.probing = false
 	if ok {
 		p.backoff, p.nextDial = 0, time.Time{}
 	} else {
-		p.backoff = nextBackoff(p.backoff, n.o.BackoffBase, n.o.BackoffMax)
+		p.backoff = nextBackoff(p.backoff, n.cfg.BackoffBase, n.cfg.BackoffMax)
 		p.nextDial = now.Add(p.backoff)
 		// Apply the failure only to the claim we probed: the member may have refuted
 		// meanwhile.
@@ -302,7 +328,7 @@ func (n *Node) probe(ctx context.Context, name string) {
 			}
 		}
 	}
-	open := ok && p.Status == wire.StatusAlive && n.o.Name < name && n.streams[name] == nil && !n.opening[name]
+	open := ok && p.Status == wire.StatusAlive && n.name < name && n.streams[name] == nil && !n.opening[name]
 	if open {
 		n.opening[name] = true
 	}
@@ -323,14 +349,14 @@ func (n *Node) probeIndirect(ctx context.Context, target wire.Member) bool {
 	}
 	sort.Slice(helpers, func(i, j int) bool { return helpers[i].Name < helpers[j].Name })
 	n.rnd.Shuffle(len(helpers), func(i, j int) { helpers[i], helpers[j] = helpers[j], helpers[i] })
-	if len(helpers) > n.o.IndirectProbes {
-		helpers = helpers[:n.o.IndirectProbes]
+	if len(helpers) > n.cfg.IndirectProbes {
+		helpers = helpers[:n.cfg.IndirectProbes]
 	}
 	table := n.tableLocked()
 	n.mu.Unlock()
 	for _, h := range helpers {
 		ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-			return n.o.Transport.PingReq(ctx, h.Addr, &wire.PingReq{From: n.o.Name, Target: target, Members: table})
+			return n.deps.Transport.PingReq(ctx, h.Addr, &wire.PingReq{From: n.name, Target: target, Members: table})
 		})
 		if err != nil {
 			continue
@@ -347,7 +373,7 @@ func (n *Node) probeIndirect(ctx context.Context, target wire.Member) bool {
 // without refuting.
 func (n *Node) expireSuspicionsLocked(now time.Time) {
 	for _, p := range n.peers {
-		if p.Status == wire.StatusSuspected && now.Sub(p.suspectAt) >= n.o.SuspectTimeout {
+		if p.Status == wire.StatusSuspected && now.Sub(p.suspectAt) >= n.cfg.SuspectTimeout {
 			n.setStatusLocked(p, wire.StatusDown, now)
 			n.pending = true
 		}
@@ -370,13 +396,13 @@ func (n *Node) broadcast(ctx context.Context) {
 		}
 	}
 	sort.Slice(to, func(i, j int) bool { return to[i].Name < to[j].Name })
-	msg := &wire.Ping{From: n.o.Name, Members: n.tableLocked()}
+	msg := &wire.Ping{From: n.name, Members: n.tableLocked()}
 	n.mu.Unlock()
 	for _, m := range to {
 		addr := m.Addr
-		n.o.Spawn(func() {
+		n.deps.Spawn(func() {
 			ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-				return n.o.Transport.Ping(ctx, addr, msg)
+				return n.deps.Transport.Ping(ctx, addr, msg)
 			})
 			if err == nil && ack.OK {
 				n.merge(ack.Members)
@@ -391,17 +417,17 @@ func (n *Node) HandlePing(_ context.Context, m *wire.Ping) *wire.Ack {
 	n.merge(m.Members)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if m.Target != "" && m.Target != n.o.Name {
-		return &wire.Ack{From: n.o.Name}
+	if m.Target != "" && m.Target != n.name {
+		return &wire.Ack{From: n.name}
 	}
-	return &wire.Ack{From: n.o.Name, OK: true, Members: n.tableLocked()}
+	return &wire.Ack{From: n.name, OK: true, Members: n.tableLocked()}
 }
 
 // HandlePingReq probes m.Target on the sender's behalf.
 func (n *Node) HandlePingReq(ctx context.Context, m *wire.PingReq) *wire.Ack {
 	n.merge(m.Members)
 	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-		return n.o.Transport.Ping(ctx, m.Target.Addr, n.pingMsg(m.Target.Name))
+		return n.deps.Transport.Ping(ctx, m.Target.Addr, n.pingMsg(m.Target.Name))
 	})
 	ok := err == nil && ack.OK
 	if ok {
@@ -409,13 +435,13 @@ func (n *Node) HandlePingReq(ctx context.Context, m *wire.PingReq) *wire.Ack {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return &wire.Ack{From: n.o.Name, OK: ok, Members: n.tableLocked()}
+	return &wire.Ack{From: n.name, OK: ok, Members: n.tableLocked()}
 }
 
 func (n *Node) merge(ms []wire.Member) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.mergeLocked(ms, n.o.Clock.Now())
+	n.mergeLocked(ms, n.deps.Clock.Now())
 }
 
 // mergeLocked adopts every row that overrides ours, and refutes any claim that this node is
@@ -425,7 +451,7 @@ func (n *Node) mergeLocked(ms []wire.Member, now time.Time) {
 		if m.Name == "" || m.Addr == "" {
 			continue
 		}
-		if m.Name == n.o.Name {
+		if m.Name == n.name {
 			n.refuteLocked(m)
 			continue
 		}
@@ -478,7 +504,7 @@ func (n *Node) forgetReplacedLocked() {
 			}
 		}
 		if st := n.streams[name]; st != nil {
-			n.o.Spawn(st.stream.Close) // outside the lock: the transport calls StreamClosed
+			n.deps.Spawn(st.stream.Close) // outside the lock: the transport calls StreamClosed
 		}
 		n.met.forget(name)
 		n.log.Info("forgot a mesh member: another router now has its address", "member", name, "addr", p.Addr, "status", p.Status.String())
@@ -529,7 +555,7 @@ func (n *Node) setStatusLocked(p *peer, s wire.Status, now time.Time) {
 		if st := n.streams[p.Name]; st != nil {
 			// Close outside the lock: the transport calls StreamClosed.
 			s := st.stream
-			n.o.Spawn(s.Close)
+			n.deps.Spawn(s.Close)
 		}
 	}
 	n.met.statusChange(s)
@@ -543,7 +569,7 @@ func (n *Node) setStatusLocked(p *peer, s wire.Status, now time.Time) {
 func (n *Node) AddSeed(addr string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if addr == n.o.Addr {
+	if addr == n.addr {
 		return
 	}
 	for _, s := range n.seeds {
@@ -570,14 +596,14 @@ func (n *Node) Leave(ctx context.Context) {
 			to = append(to, p.Addr)
 		}
 	}
-	msg := &wire.Ping{From: n.o.Name, Members: n.tableLocked()}
+	msg := &wire.Ping{From: n.name, Members: n.tableLocked()}
 	n.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, addr := range to {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = n.call(ctx, func(ctx context.Context) (*wire.Ack, error) { return n.o.Transport.Ping(ctx, addr, msg) })
+			_, _ = n.call(ctx, func(ctx context.Context) (*wire.Ack, error) { return n.deps.Transport.Ping(ctx, addr, msg) })
 		}()
 	}
 	wg.Wait()

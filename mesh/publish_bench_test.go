@@ -29,10 +29,10 @@ func BenchmarkPublishTree(b *testing.B) {
 
 func publishNode(tb testing.TB) *Node {
 	tb.Helper()
-	o := DefaultOptions()
-	o.Name, o.Addr, o.Transport = "a", addrOf(0), &memTransport{net: newMemNet(tb), addr: addrOf(0)}
-	o.Trees, o.Logger = &RadixTrees{}, testutil.Quiet
-	n, err := NewNode(o)
+	n, err := NewNode(nodeConfig(tb, "a", addrOf(0)), Deps{
+		Transport: &memTransport{net: newMemNet(tb), addr: addrOf(0)},
+		Trees:     &RadixTrees{}, Logger: testutil.Quiet,
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}

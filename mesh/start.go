@@ -17,8 +17,12 @@ import (
 	"github.com/smg-go/smg/mesh/wire"
 )
 
-// Deps are what the mesh needs from the rest of the router. Every field is optional.
+// Deps are the collaborators of a Mesh or a Node: what they need from the rest of the router,
+// and the seams tests use. Every field is optional, except Transport for NewNode.
 type Deps struct {
+	// Transport carries a Node's messages. Start ignores it and uses its gRPC transport;
+	// NewNode needs it (tests pass an in-memory one).
+	Transport Transport
 	// Registry is the worker registry to sync (*worker.Registry). Nil: no worker sync.
 	Registry Registry
 	// Trees is the cache-aware state to sync (a *RadixTrees). Nil: no tree sync.
@@ -29,6 +33,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Clock drives the rounds, timeouts and rate limits. Nil: clock.Real.
 	Clock clock.Clock
+	// RandSeed seeds the probe order and peer choices. 0: a seed from the clock.
+	RandSeed uint64
+	// Spawn runs fire-and-forget work such as status broadcasts. Nil: a goroutine each.
+	// Tests run it inline, so that a run is deterministic.
+	Spawn func(func())
 	// Listener, when set, is used instead of listening on cfg.ListenAddr (tests pass a
 	// listener on a free port).
 	Listener net.Listener
@@ -39,6 +48,10 @@ func (d *Deps) fillDefaults() {
 	d.Metrics = cmp.Or(d.Metrics, metrics.NewSet())
 	d.Logger = cmp.Or(d.Logger, slog.Default())
 	d.Clock = cmp.Or[clock.Clock](d.Clock, clock.Real{})
+	d.RandSeed = cmp.Or(d.RandSeed, uint64(d.Clock.Now().UnixNano()))
+	if d.Spawn == nil {
+		d.Spawn = func(f func()) { go f() }
+	}
 }
 
 // Mesh is a running mesh: the node, its gRPC transport and the worker sync.
@@ -73,14 +86,6 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 	} else {
 		log.Warn("mesh port is plaintext and unauthenticated: anything that reaches it can join the cluster and publish workers; set --mesh-tls-cert, --mesh-tls-key and --mesh-tls-ca", "port", cfg.Port)
 	}
-	var seeds []string
-	for _, p := range cfg.PeerURLs {
-		a, err := ParsePeerURL(p)
-		if err != nil {
-			return nil, err
-		}
-		seeds = append(seeds, a)
-	}
 	l := deps.Listener
 	if l == nil {
 		var err error
@@ -93,10 +98,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 		_ = l.Close()
 		return nil, err
 	}
-	o := Options{Config: cfg, Name: cfg.ServerName, Addr: cfg.AdvertiseAddr(), Seeds: seeds, Transport: tr,
-		Clock: deps.Clock, Trees: deps.Trees, Metrics: deps.Metrics, Logger: log}
-	o.MaxSyncBytes = max(1, min(o.MaxSyncBytes, cfg.MaxMessage/2)) // the peer's codec refuses a larger message
-	node, err := NewNode(o)
+	deps.Transport = tr
+	cfg.MaxSyncBytes = max(1, min(cfg.MaxSyncBytes, cfg.MaxMessage/2)) // the peer's codec refuses a larger message
+	node, err := NewNode(cfg, deps)
 	if err != nil {
 		_ = l.Close()
 		return nil, err
@@ -122,14 +126,14 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 		go func() { defer m.wg.Done(); m.ws.Run(ctx) }()
 	}
 	go func() { defer m.wg.Done(); m.rounds(ctx) }()
-	log.Info("mesh started", "name", cfg.ServerName, "listen", l.Addr().String(), "advertise", cfg.AdvertiseAddr(), "peers", seeds, "tls", cfg.TLSEnabled())
+	log.Info("mesh started", "name", cfg.ServerName, "listen", l.Addr().String(), "advertise", cfg.AdvertiseAddr(), "peers", node.seedAddrs(), "tls", cfg.TLSEnabled())
 	return m, nil
 }
 
 // rounds runs one Tick per round. A round blocked on a dead peer's connect timeout runs on
 // while the next starts; at most two overlap.
 func (m *Mesh) rounds(ctx context.Context) {
-	t := m.node.o.Clock.NewTicker(m.node.o.Round)
+	t := m.node.deps.Clock.NewTicker(m.node.cfg.Round)
 	defer t.Stop()
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
@@ -217,8 +221,8 @@ type StreamStatus struct {
 
 // Status reports the membership table, the open sync streams and the repairs in flight.
 func (n *Node) Status() Status {
-	now := n.o.Clock.Now()
-	st := Status{Name: n.o.Name, Repairs: n.Repairs()}
+	now := n.deps.Clock.Now()
+	st := Status{Name: n.name, Repairs: n.Repairs()}
 	n.mu.Lock()
 	for i, m := range n.tableLocked() {
 		st.Members = append(st.Members, MemberStatus{Name: m.Name, Address: m.Addr, Status: m.Status.String(), Incarnation: m.Incarnation, Self: i == 0})

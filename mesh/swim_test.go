@@ -20,7 +20,7 @@ func nodeName(i int) string { return fmt.Sprintf("r%02d", i) }
 func newCluster(t testing.TB, n int) *cluster { return newTunedCluster(t, n, nil) }
 
 // newTunedCluster is newCluster with tune adjusting each node's options.
-func newTunedCluster(t testing.TB, n int, tune func(*Options)) *cluster {
+func newTunedCluster(t testing.TB, n int, tune func(*Config, *Deps)) *cluster {
 	c := &cluster{net: newMemNet(t)}
 	c.net.tune = tune
 	for i := 0; i < n; i++ {

@@ -39,11 +39,11 @@ func (n *Node) writeLocal(key string, value []byte, deleted bool) {
 
 func (n *Node) writeLocalLocked(key string, value []byte, deleted bool) {
 	n.lamport++
-	e := wire.Entry{Key: key, Value: append([]byte(nil), value...), Lamport: n.lamport, Replica: n.o.Name, Deleted: deleted}
+	e := wire.Entry{Key: key, Value: append([]byte(nil), value...), Lamport: n.lamport, Replica: n.name, Deleted: deleted}
 	n.local[key] = e
 	n.store.Merge(e)
 	if deleted {
-		n.gc.deletedAt[key] = n.o.Clock.Now()
+		n.gc.deletedAt[key] = n.deps.Clock.Now()
 	} else {
 		delete(n.gc.deletedAt, key)
 	}
@@ -121,9 +121,9 @@ func (n *Node) checkOwnKeyLocked(key string) {
 }
 
 func (n *Node) openStream(ctx context.Context, name, addr string) {
-	ctx, cancel := context.WithTimeout(ctx, n.o.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
-	s, err := n.o.Transport.OpenSync(ctx, addr, n)
+	s, err := n.deps.Transport.OpenSync(ctx, addr, n)
 	n.mu.Lock()
 	delete(n.opening, name)
 	if err != nil {
@@ -136,28 +136,28 @@ func (n *Node) openStream(ctx context.Context, name, addr string) {
 		s.Close()
 		return
 	}
-	now := n.o.Clock.Now()
+	now := n.deps.Clock.Now()
 	n.streams[name] = &syncState{stream: s, acked: map[string]wire.Version{}, lastTraffic: now}
 	n.mu.Unlock()
 	// The hello names this router, so the accepting side knows whose stream it is.
-	_ = s.Send(&wire.Sync{From: n.o.Name})
+	_ = s.Send(&wire.Sync{From: n.name})
 }
 
 // StreamMessage applies one sync message: CRDT entries (acknowledged at once), acks, tree
 // deltas, repair requests and pages.
 func (n *Node) StreamMessage(s Stream, m *wire.Sync) {
-	if m.From == "" || m.From == n.o.Name {
+	if m.From == "" || m.From == n.name {
 		n.met.rejected.Inc()
 		s.Close()
 		return
 	}
-	now := n.o.Clock.Now()
+	now := n.deps.Clock.Now()
 	n.mu.Lock()
 	st := n.streams[m.From]
 	if st == nil || st.stream != s {
 		if st != nil && st.stream != s {
 			old := st.stream
-			n.o.Spawn(old.Close)
+			n.deps.Spawn(old.Close)
 		}
 		// A new inbound stream (or the peer replaced its stream after a restart): it has
 		// acknowledged nothing yet, so everything is sent again.
@@ -180,7 +180,7 @@ func (n *Node) StreamMessage(s Stream, m *wire.Sync) {
 		// Acknowledged even when refused (at or below its owner's floor): the sender drops
 		// it when the floor reaches it.
 		acks = append(acks, versionOf(&e))
-		if e.Replica == n.o.Name {
+		if e.Replica == n.name {
 			n.checkOwnKeyLocked(e.Key)
 		}
 	}
@@ -196,7 +196,7 @@ func (n *Node) StreamMessage(s Stream, m *wire.Sync) {
 	n.mu.Unlock()
 
 	if len(acks) > 0 {
-		_ = s.Send(&wire.Sync{From: n.o.Name, Acks: acks})
+		_ = s.Send(&wire.Sync{From: n.name, Acks: acks})
 	}
 	work.run(n, s)
 	if changed {
@@ -223,7 +223,7 @@ func (n *Node) StreamClosed(s Stream) {
 // deltas and due repair requests; closes streams idle for IdleTimeout; and keeps the streams
 // this router opened alive.
 func (n *Node) syncRound(ctx context.Context) {
-	now := n.o.Clock.Now()
+	now := n.deps.Clock.Now()
 	type out struct {
 		name string
 		st   *syncState
@@ -242,11 +242,11 @@ func (n *Node) syncRound(ctx context.Context) {
 	sort.Strings(names)
 	for _, name := range names {
 		st := n.streams[name]
-		if now.Sub(st.lastTraffic) >= n.o.IdleTimeout {
+		if now.Sub(st.lastTraffic) >= n.cfg.IdleTimeout {
 			idle = append(idle, st.stream)
 			continue
 		}
-		msg := &wire.Sync{From: n.o.Name, Requests: repairs[name]}
+		msg := &wire.Sync{From: n.name, Requests: repairs[name]}
 		size := 0
 		for i := range msg.Requests {
 			size += requestSize(&msg.Requests[i])
@@ -254,7 +254,7 @@ func (n *Node) syncRound(ctx context.Context) {
 		n.store.Range(func(e *wire.Entry) {
 			// Entries past either bound wait for a later round: unacknowledged, they are sent
 			// again until they are.
-			if len(msg.Entries) >= n.o.MaxEntriesPerMessage || (len(msg.Entries) > 0 && size+entrySize(e) > n.o.MaxSyncBytes) {
+			if len(msg.Entries) >= n.cfg.MaxEntriesPerMessage || (len(msg.Entries) > 0 && size+entrySize(e) > n.cfg.MaxSyncBytes) {
 				return
 			}
 			if v, ok := st.acked[e.Key]; !ok || versionNewer(e, v) {
@@ -263,10 +263,10 @@ func (n *Node) syncRound(ctx context.Context) {
 			}
 		})
 		empty := len(msg.Entries) == 0 && len(deltas) == 0 && len(msg.Requests) == 0
-		if empty && (st.inbound || now.Sub(st.lastSent) < n.o.KeepAlive) {
+		if empty && (st.inbound || now.Sub(st.lastSent) < n.cfg.KeepAlive) {
 			continue
 		}
-		outs = append(outs, out{name, st, splitDeltas(msg, size, deltas, n.o.MaxSyncBytes)})
+		outs = append(outs, out{name, st, splitDeltas(msg, size, deltas, n.cfg.MaxSyncBytes)})
 	}
 	n.mu.Unlock()
 
@@ -274,7 +274,7 @@ func (n *Node) syncRound(ctx context.Context) {
 		s.Close()
 	}
 	for _, o := range outs {
-		start := n.o.Clock.Now()
+		start := n.deps.Clock.Now()
 		var err error
 		for i, msg := range o.msgs {
 			if err = o.st.stream.Send(msg); err != nil {
@@ -285,7 +285,7 @@ func (n *Node) syncRound(ctx context.Context) {
 			}
 		}
 		if !o.st.inbound {
-			n.met.roundDuration(o.name, n.o.Clock.Now().Sub(start))
+			n.met.roundDuration(o.name, n.deps.Clock.Now().Sub(start))
 		}
 		if err == nil {
 			n.mu.Lock()

@@ -71,13 +71,13 @@ type RepairStatus struct {
 	Took time.Duration `json:"took_ns,omitempty"`
 }
 
-func (t *treeSync) init(o Options) {
-	t.trees = o.Trees
-	t.queue = make(chan queuedDelta, o.DeltaQueue)
-	t.maxQueuedBytes, t.maxDelta = int64(o.DeltaQueueBytes), int64(o.MaxSyncBytes)
+func (t *treeSync) init(cfg *Config, deps *Deps) {
+	t.trees = deps.Trees
+	t.queue = make(chan queuedDelta, cfg.DeltaQueue)
+	t.maxQueuedBytes, t.maxDelta = int64(cfg.DeltaQueueBytes), int64(cfg.MaxSyncBytes)
 	t.repaired = map[treeKey]bool{}
 	t.repairs = map[treeKey]*repair{}
-	c := o.Metrics.GetOrCreateCounter
+	c := deps.Metrics.GetOrCreateCounter
 	t.queueDropped = c(`smg_mesh_tree_deltas_dropped_total{reason="queue_full"}`)
 	t.tooLarge = c(`smg_mesh_tree_deltas_dropped_total{reason="too_large"}`)
 	t.applied = c(`smg_mesh_tree_deltas_applied_total`)
@@ -256,10 +256,10 @@ func (w treeWork) run(n *Node, s Stream) {
 	}
 	for _, rq := range w.requests {
 		page := &wire.RepairPage{ID: rq.ID, Model: rq.Model, Kind: rq.Kind, Cursor: rq.Cursor}
-		page.Next = t.trees.ReadPage(rq.Model, rq.Kind, rq.Cursor, n.o.PageBytes, func(path []byte, urls []string) {
+		page.Next = t.trees.ReadPage(rq.Model, rq.Kind, rq.Cursor, n.cfg.PageBytes, func(path []byte, urls []string) {
 			page.Entries = append(page.Entries, wire.PageEntry{Path: append([]byte(nil), path...), Workers: append([]string(nil), urls...)})
 		})
-		if s.Send(&wire.Sync{From: n.o.Name, Pages: []wire.RepairPage{*page}}) == nil {
+		if s.Send(&wire.Sync{From: n.name, Pages: []wire.RepairPage{*page}}) == nil {
 			t.pagesServed.Inc()
 		}
 	}
@@ -272,7 +272,7 @@ func (w treeWork) run(n *Node, s Stream) {
 		t.pagesApplied.Inc()
 	}
 
-	now := n.o.Clock.Now()
+	now := n.deps.Clock.Now()
 	sends := map[string][]wire.RepairRequest{}
 	n.mu.Lock()
 	for _, p := range w.pages {
@@ -370,10 +370,10 @@ func (t *treeSync) dueRequestsLocked(n *Node, now time.Time) map[string][]wire.R
 	})
 	for _, key := range keys {
 		r := t.repairs[key]
-		if now.Sub(r.lastProgress) < n.o.RepairTimeout {
+		if now.Sub(r.lastProgress) < n.cfg.RepairTimeout {
 			continue
 		}
-		if r.retries >= n.o.RepairAttempts {
+		if r.retries >= n.cfg.RepairAttempts {
 			delete(t.repairs, key)
 			t.failed.Inc()
 			n.log.Warn("cache tree repair gave up", "model", key.model, "kind", kindName(key.kind), "retries", r.retries)
@@ -401,7 +401,7 @@ func (n *Node) sendRequests(sends map[string][]wire.RepairRequest) {
 		st := n.streams[peer]
 		n.mu.Unlock()
 		if st != nil {
-			_ = st.stream.Send(&wire.Sync{From: n.o.Name, Requests: reqs})
+			_ = st.stream.Send(&wire.Sync{From: n.name, Requests: reqs})
 		}
 	}
 }

@@ -202,7 +202,7 @@ func TestRepairRetriesAnotherPeerAfterNoProgress(t *testing.T) {
 		t.Fatalf("the repair from %s completed as %+v; want one retry with the other peer", first, rs)
 	}
 	var sb strings.Builder
-	d.node.o.Metrics.WritePrometheus(&sb)
+	d.node.deps.Metrics.WritePrometheus(&sb)
 	if !strings.Contains(sb.String(), "smg_mesh_tree_repairs_folded_total 1") {
 		t.Fatalf("fold not counted:\n%s", sb.String())
 	}
@@ -229,7 +229,7 @@ func TestRepairGivesUpAfterThreeRetries(t *testing.T) {
 		net.round()
 	}
 	var sb strings.Builder
-	d.node.o.Metrics.WritePrometheus(&sb)
+	d.node.deps.Metrics.WritePrometheus(&sb)
 	if !strings.Contains(sb.String(), `smg_mesh_tree_repairs_total{result="failed"} 1`) || d.node.Repaired("m", wire.TreeText) {
 		t.Fatalf("repair did not give up once:\n%s", sb.String())
 	}

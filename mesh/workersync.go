@@ -91,7 +91,7 @@ func (ws *WorkerSync) Kick() {
 
 // Run reconciles on every kick and every reconcile interval until ctx ends.
 func (ws *WorkerSync) Run(ctx context.Context) {
-	t := ws.node.o.Clock.NewTicker(ws.interval)
+	t := ws.node.deps.Clock.NewTicker(ws.interval)
 	defer t.Stop()
 	for {
 		select {

@@ -1,14 +1,8 @@
 package mesh
 
 import (
-	"cmp"
-	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
-
-	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/mesh/wire"
 )
 
@@ -56,58 +50,3 @@ const (
 	// rather than waiting for the floor.
 	DefaultTombstoneHorizon = time.Hour
 )
-
-// Options is what a Node runs with: the settings (Config, whose protocol timing and sizes
-// it reads) plus its identity and collaborators. Start from DefaultOptions.
-type Options struct {
-	Config
-
-	Name string // this router's node name
-	Addr string // IP:port peers dial
-	// Seeds are bootstrap addresses, dialled with backoff until first contact.
-	Seeds []string
-
-	Transport Transport
-	// Clock is the time source (default clock.Real). Tests inject a fake one.
-	Clock clock.Clock
-	// RandSeed seeds the probe order and peer choices (default: from the clock).
-	RandSeed uint64
-	// Spawn runs fire-and-forget work such as status broadcasts (default: a goroutine).
-	// Tests run it inline for determinism.
-	Spawn func(func())
-
-	// Trees, when set, takes part in cache-tree sync.
-	Trees Trees
-
-	Metrics *metrics.Set // default: a private set
-	Logger  *slog.Logger // default: slog.Default()
-}
-
-// DefaultOptions returns DefaultConfig's settings; the caller sets the identity (Name, Addr,
-// Seeds), the Transport and, optionally, the collaborators.
-func DefaultOptions() Options { return Options{Config: DefaultConfig()} }
-
-// fillDefaults supplies the collaborators left nil (and a seed from the clock when RandSeed
-// is 0): dependencies, not settings.
-func (o *Options) fillDefaults() {
-	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
-	o.RandSeed = cmp.Or(o.RandSeed, uint64(o.Clock.Now().UnixNano()))
-	if o.Spawn == nil {
-		o.Spawn = func(f func()) { go f() }
-	}
-	o.Metrics = cmp.Or(o.Metrics, metrics.NewSet())
-	o.Logger = cmp.Or(o.Logger, slog.Default())
-}
-
-// Validate reports options a Node cannot run with.
-func (o *Options) Validate() error {
-	switch {
-	case o.Name == "":
-		return fmt.Errorf("mesh node needs a name")
-	case o.Addr == "":
-		return fmt.Errorf("mesh node %s needs an advertise address", o.Name)
-	case o.Transport == nil:
-		return fmt.Errorf("mesh node %s needs a transport", o.Name)
-	}
-	return o.validateProtocol()
-}
