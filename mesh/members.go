@@ -24,6 +24,7 @@ type peer struct {
 	nextDial  time.Time     // redial backoff: no probe before this
 	backoff   time.Duration // current backoff; 0 after a success
 	probing   bool          // a probe of it is in flight
+	probeSoon bool          // its sync stream broke while it was ALIVE: probe it next
 	suspectAt time.Time     // when it became SUSPECTED
 }
 

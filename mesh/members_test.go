@@ -28,7 +28,7 @@ func TestStatusTableLoggedAtInfoOnlyWhenItChanges(t *testing.T) {
 	}
 	c.net.kill(c.addrs[2])
 	c.roundsUntil(t, 30, "DOWN", func() bool { return c.statusEverywhere([]int{0, 1}, "r02", wire.StatusDown) })
-	for range 5 {
+	for range 10 {
 		c.net.round()
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"sort"
 	"sync"
@@ -29,6 +30,14 @@ type memNet struct {
 	cut   map[[2]string]bool
 	// lossy, when set, drops the direct Ping from one address to another.
 	lossy func(from, to string) bool
+	// loss is the fraction of datagrams dropped at random (setLoss): each leg of a Ping or
+	// PingReq (request, answer) is lost on its own, as a UDP packet would be. Stream
+	// messages ride a TCP connection, so loss delays them there but never drops them: here
+	// they are never dropped.
+	loss    float64
+	lossRnd *rand.Rand
+	// sent counts the encoded bytes each address sent: probes, answers and stream messages.
+	sent map[string]int64
 	// afterTick, when set, runs after each node's tick within a round.
 	afterTick func()
 	// tune, when set, adjusts the settings and collaborators of the nodes add makes.
@@ -48,7 +57,8 @@ type delivery struct {
 var errUnreachable = errors.New("unreachable")
 
 func newMemNet(t testing.TB) *memNet {
-	return &memNet{t: t, clock: clock.NewFake(), nodes: map[string]*Node{}, dead: map[string]bool{}, cut: map[[2]string]bool{}, trees: map[string]Trees{}}
+	return &memNet{t: t, clock: clock.NewFake(), nodes: map[string]*Node{}, dead: map[string]bool{}, cut: map[[2]string]bool{},
+		trees: map[string]Trees{}, sent: map[string]int64{}}
 }
 
 func addrOf(i int) string { return fmt.Sprintf("10.0.%d.%d:39527", i/250, i%250+1) }
@@ -99,6 +109,16 @@ func (m *memNet) kill(addr string) {
 	m.breakStreams()
 }
 
+// vanish stops the node at addr silently, as a host that loses power or its network does:
+// it no longer answers, and what its peers send on their streams to it is lost, but no
+// stream breaks.
+func (m *memNet) vanish(addr string) {
+	m.mu.Lock()
+	m.dead[addr] = true
+	delete(m.nodes, addr)
+	m.mu.Unlock()
+}
+
 func pair(a, b string) [2]string {
 	if a > b {
 		a, b = b, a
@@ -116,6 +136,27 @@ func (m *memNet) partition(as, bs []string) {
 	}
 	m.mu.Unlock()
 	m.breakStreams()
+}
+
+// setLoss drops each datagram with probability p from now on, deterministically for seed.
+func (m *memNet) setLoss(p float64, seed uint64) {
+	m.mu.Lock()
+	m.loss, m.lossRnd = p, rand.New(rand.NewPCG(seed, 0x1055))
+	m.mu.Unlock()
+}
+
+// lost reports whether the next datagram is dropped.
+func (m *memNet) lost() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.loss > 0 && m.lossRnd.Float64() < m.loss
+}
+
+// bytesSent returns the bytes addr has sent so far.
+func (m *memNet) bytesSent(addr string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sent[addr]
 }
 
 func (m *memNet) heal() {
@@ -190,8 +231,8 @@ func (m *memNet) flush() {
 			d.to.h.StreamClosed(d.to)
 			continue
 		}
-		if d.to.closed {
-			continue
+		if d.to.closed || !m.reachable(d.to.remote, d.to.local) {
+			continue // the stream ended, or its receiving end vanished
 		}
 		var msg wire.Sync
 		if err := wire.Decode(d.msg, &msg); err != nil {
@@ -206,15 +247,19 @@ type memTransport struct {
 	addr string
 }
 
-// roundTrip sends msg through the wire encoding, as the gRPC transport does.
-func roundTrip[T any](t testing.TB, msg *T) *T {
+// carry sends msg from the router at from through the wire encoding, as the gRPC transport
+// does, and counts its bytes.
+func carry[T any](m *memNet, from string, msg *T) *T {
 	b, err := wire.Encode(nil, msg)
 	if err != nil {
-		t.Fatal(err)
+		m.t.Fatal(err)
 	}
+	m.mu.Lock()
+	m.sent[from] += int64(len(b))
+	m.mu.Unlock()
 	out := new(T)
 	if err := wire.Decode(b, out); err != nil {
-		t.Fatal(err)
+		m.t.Fatal(err)
 	}
 	return out
 }
@@ -223,18 +268,30 @@ func (t *memTransport) Ping(ctx context.Context, addr string, msg *wire.Ping) (*
 	if !t.net.reachable(t.addr, addr) || (t.net.lossy != nil && t.net.lossy(t.addr, addr)) {
 		return nil, errUnreachable
 	}
-	ack := t.net.node(addr).HandlePing(ctx, roundTrip(t.net.t, msg))
-	if !t.net.reachable(addr, t.addr) {
+	in := carry(t.net, t.addr, msg)
+	if t.net.lost() {
 		return nil, errUnreachable
 	}
-	return roundTrip(t.net.t, ack), nil
+	ack := carry(t.net, addr, t.net.node(addr).HandlePing(ctx, in))
+	if !t.net.reachable(addr, t.addr) || t.net.lost() {
+		return nil, errUnreachable
+	}
+	return ack, nil
 }
 
 func (t *memTransport) PingReq(ctx context.Context, addr string, msg *wire.PingReq) (*wire.Ack, error) {
 	if !t.net.reachable(t.addr, addr) {
 		return nil, errUnreachable
 	}
-	return roundTrip(t.net.t, t.net.node(addr).HandlePingReq(ctx, roundTrip(t.net.t, msg))), nil
+	in := carry(t.net, t.addr, msg)
+	if t.net.lost() {
+		return nil, errUnreachable
+	}
+	ack := carry(t.net, addr, t.net.node(addr).HandlePingReq(ctx, in))
+	if t.net.lost() {
+		return nil, errUnreachable
+	}
+	return ack, nil
 }
 
 func (t *memTransport) OpenSync(_ context.Context, addr string, h Handler) (Stream, error) {
@@ -279,6 +336,7 @@ func (s *memStream) Send(msg *wire.Sync) error {
 		return nil
 	}
 	s.net.queue = append(s.net.queue, delivery{to: s.peer, msg: b})
+	s.net.sent[s.local] += int64(len(b))
 	return nil
 }
 

@@ -235,10 +235,35 @@ func nextBackoff(cur, base, max time.Duration) time.Duration {
 	return min(2*cur, max)
 }
 
-// nextTargetLocked returns the next peer to probe: a shuffled round-robin over ALIVE and
-// SUSPECTED peers (memberlist's order, which bounds the time before every peer is probed,
-// where picking at random each round does not), skipping those in redial backoff.
+// nextTargetLocked returns the next peer to probe, skipping peers in redial backoff:
+//  1. a SUSPECTED peer, the one suspected longest, so that a dead router's second failed
+//     probe (DOWN) comes the round after its suspicion reaches this router rather than when
+//     the round-robin reaches it (up to N-1 rounds);
+//  2. an ALIVE peer whose sync stream broke (a killed process's connections are reset at
+//     once), so that its first failed probe does not wait for the round-robin either;
+//  3. otherwise a shuffled round-robin over ALIVE and SUSPECTED peers (memberlist's order,
+//     which bounds the time before every peer is probed, where picking at random each round
+//     does not).
 func (n *Node) nextTargetLocked(now time.Time) string {
+	var first *peer
+	for _, name := range n.order {
+		p := n.peers[name]
+		if p == nil || p.probing || now.Before(p.nextDial) {
+			continue
+		}
+		switch {
+		case p.Status == wire.StatusSuspected:
+			if first == nil || first.Status != wire.StatusSuspected || p.suspectAt.Before(first.suspectAt) {
+				first = p
+			}
+		case p.Status == wire.StatusAlive && p.probeSoon && first == nil:
+			first = p
+		}
+	}
+	if first != nil {
+		first.probing, first.probeSoon = true, false
+		return first.Name
+	}
 	for tries := 0; tries <= len(n.order); tries++ {
 		if n.next >= len(n.order) {
 			n.rnd.Shuffle(len(n.order), func(i, j int) { n.order[i], n.order[j] = n.order[j], n.order[i] })
@@ -328,10 +353,7 @@ func (n *Node) probe(ctx context.Context, name string) {
 			}
 		}
 	}
-	open := ok && p.Status == wire.StatusAlive && n.name < name && n.streams[name] == nil && !n.opening[name]
-	if open {
-		n.opening[name] = true
-	}
+	open := ok && n.claimStreamLocked(p)
 	addr := p.Addr
 	n.mu.Unlock()
 	if open {
@@ -411,21 +433,46 @@ func (n *Node) broadcast(ctx context.Context) {
 	}
 }
 
+// claimStreamLocked reports whether this router opens the pair's sync stream with p now, and
+// if so marks it opening: p is ALIVE, this router's name sorts first (the spec's opener), and
+// the pair has no stream open or opening.
+func (n *Node) claimStreamLocked(p *peer) bool {
+	if p.Status != wire.StatusAlive || n.self.Status != wire.StatusAlive || n.name >= p.Name || n.streams[p.Name] != nil || n.opening[p.Name] {
+		return false
+	}
+	n.opening[p.Name] = true
+	return true
+}
+
 // HandlePing answers a probe: it adopts the newer rows of the sender's table and returns its
-// own. It answers OK only when it is the router the sender meant.
-func (n *Node) HandlePing(_ context.Context, m *wire.Ping) *wire.Ack {
-	n.merge(m.Members)
+// own. It answers OK only when it is the router the sender meant. A successful ping from an
+// ALIVE peer, either way, is what opens the pair's stream (by the router whose name sorts
+// first): the stream opens when either router first reaches the other, not only when the
+// opener's round-robin reaches the other, which at 50 routers takes up to 49 rounds.
+func (n *Node) HandlePing(ctx context.Context, m *wire.Ping) *wire.Ack {
+	n.mergeInbound(ctx, m.Members)
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if m.Target != "" && m.Target != n.name {
+		n.mu.Unlock()
 		return &wire.Ack{From: n.name}
 	}
-	return &wire.Ack{From: n.name, OK: true, Members: n.tableLocked()}
+	ack := &wire.Ack{From: n.name, OK: true, Members: n.tableLocked()}
+	var open bool
+	var addr string
+	if p := n.peers[m.From]; p != nil {
+		open, addr = n.claimStreamLocked(p), p.Addr
+	}
+	n.mu.Unlock()
+	if open {
+		// Not on the caller's goroutine: the answer must not wait for the stream.
+		n.deps.Spawn(func() { n.openStream(context.WithoutCancel(ctx), m.From, addr) })
+	}
+	return ack
 }
 
 // HandlePingReq probes m.Target on the sender's behalf.
 func (n *Node) HandlePingReq(ctx context.Context, m *wire.PingReq) *wire.Ack {
-	n.merge(m.Members)
+	n.mergeInbound(ctx, m.Members)
 	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
 		return n.deps.Transport.Ping(ctx, m.Target.Addr, n.pingMsg(m.Target.Name))
 	})
@@ -442,6 +489,21 @@ func (n *Node) merge(ms []wire.Member) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.mergeLocked(ms, n.deps.Clock.Now())
+}
+
+// mergeInbound merges the table of a router that called this one. A claim that this router
+// is not ALIVE is refuted to every peer at once rather than in the next round: its peers
+// probe a suspect first, and each of those probes that a lost packet fails would mark a live
+// router DOWN.
+func (n *Node) mergeInbound(ctx context.Context, ms []wire.Member) {
+	n.mu.Lock()
+	before := n.self.Incarnation
+	n.mergeLocked(ms, n.deps.Clock.Now())
+	refuted := n.self.Incarnation > before && n.pending
+	n.mu.Unlock()
+	if refuted {
+		n.deps.Spawn(func() { n.broadcast(context.WithoutCancel(ctx)) })
+	}
 }
 
 // mergeLocked adopts every row that overrides ours, and refutes any claim that this node is

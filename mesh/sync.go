@@ -204,13 +204,17 @@ func (n *Node) StreamMessage(s Stream, m *wire.Sync) {
 	}
 }
 
-// StreamClosed forgets s.
+// StreamClosed forgets s. The peer, if still ALIVE, is probed next round: a broken stream is
+// the first sign of a killed process.
 func (n *Node) StreamClosed(s Stream) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for name, st := range n.streams {
 		if st.stream == s {
 			delete(n.streams, name)
+			if p := n.peers[name]; p != nil && p.Status == wire.StatusAlive {
+				p.probeSoon = true
+			}
 			if st.inbound {
 				n.met.disconnected(name)
 			}
