@@ -376,15 +376,23 @@ func (n *Node) probeIndirect(ctx context.Context, target wire.Member) bool {
 	}
 	table := n.tableLocked()
 	n.mu.Unlock()
+	// The helpers are asked at once, not one after another: a target that hangs rather than
+	// refuses (a frozen process, a host gone without resetting its connections) holds each
+	// request for the whole RequestTimeout, so in turn they would take 3 timeouts.
+	reached := make(chan bool, len(helpers)) // buffered: the helpers not waited for never block
 	for _, h := range helpers {
-		ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-			return n.deps.Transport.PingReq(ctx, h.Addr, &wire.PingReq{From: n.name, Target: target, Members: table})
+		n.deps.Spawn(func() {
+			ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
+				return n.deps.Transport.PingReq(ctx, h.Addr, &wire.PingReq{From: n.name, Target: target, Members: table})
+			})
+			if err == nil {
+				n.merge(ack.Members)
+			}
+			reached <- err == nil && ack.OK
 		})
-		if err != nil {
-			continue
-		}
-		n.merge(ack.Members)
-		if ack.OK {
+	}
+	for range helpers {
+		if <-reached {
 			return true
 		}
 	}
