@@ -4,7 +4,7 @@ GO        ?= go
 BIN       := bin
 COMMANDS  := ./cmd/smg ./cmd/mockworker ./cmd/loadgen ./bench/bareproxy ./bench/cmd/smgbench
 
-.PHONY: all build image tools proto test bench bench-smoke demo fmt vet fuzz clean
+.PHONY: all build image tools proto test bench bench-smoke bench-scale demo fmt vet fuzz clean
 
 all: build
 
@@ -60,6 +60,12 @@ bench: build
 ## bench-smoke: the shortened gate CI runs (2 s overhead runs, small micro cases, a 70%-load herding check)
 bench-smoke: build
 	$(GO) run ./bench/cmd/smgbench --bin $(BIN) --smoke --out $(BIN)/bench-smoke.json --quality-html $(BIN)/bench-smoke-quality.html
+
+## bench-scale: fleet-scale figures (docs/benchmarks.md): the mesh at 50 in-memory routers
+## (failure detection, false deaths over 10 simulated minutes at 5% loss, worker- and tree-sync
+## rounds, bytes per round per router); fails when a target is missed
+bench-scale:
+	$(GO) test -run '^$$' -bench Fleet50 -benchtime 1x ./mesh/
 
 ## demo: a mock fleet and the gateway on loopback, a short load, a summary, then stop
 demo: build

@@ -6,19 +6,24 @@
 //
 // # Membership
 //
-// Node runs the protocol; Tick is one gossip round (1 s). Each round a node probes the next
-// peer of a shuffled round-robin over ALIVE and SUSPECTED peers (memberlist's order: every
-// peer is probed within N-1 rounds, which random choice does not bound), carrying its whole
-// membership table. A failed direct probe is retried through up to 3 ALIVE peers (PingReq).
-// When no probe reaches the target it goes ALIVE → SUSPECTED → DOWN, and the change is
-// broadcast. Beyond the spec's product:
+// Node runs the protocol; Tick is one gossip round (1 s). Each round a node probes one peer,
+// carrying its whole membership table: a SUSPECTED peer first (the one suspected longest),
+// then an ALIVE peer whose sync stream broke (a killed process resets its connections), and
+// otherwise the next of a shuffled round-robin over ALIVE and SUSPECTED peers (memberlist's
+// order: every peer is probed within N-1 rounds, which random choice does not bound). A
+// failed direct probe is retried through up to 3 ALIVE peers at once (PingReq). When no probe
+// reaches the target it goes ALIVE → SUSPECTED → DOWN, and the change is broadcast. So a
+// killed router is DOWN everywhere about a round after its streams break, where the
+// round-robin alone leaves a dead router unprobed for a round with probability about 1/e.
+// Beyond the spec's product:
 //
 //   - Every member carries an incarnation number that only it raises. A router that hears
 //     itself called SUSPECTED, DOWN or LEAVING at its incarnation or above answers with a
 //     higher one, and the higher incarnation overrides the claim everywhere. So a falsely
 //     suspected router refutes, and a router restarted under the same name is ALIVE again
 //     as soon as it reaches one peer (its bootstrap peer's answer carries the DOWN claim it
-//     refutes).
+//     refutes). A claim that arrives in a peer's call is refuted to every peer at once, not
+//     in the next round, since the peers that heard the claim probe the suspect first.
 //   - A SUSPECTED member that does not refute within 5 s is DOWN (suspicion timeout), and
 //     every 10 rounds one DOWN member is probed again, so the sides of a healed partition
 //     find each other (Serf's reconnect).
@@ -84,8 +89,10 @@
 //
 // # Sync streams
 //
-// One bidirectional stream per pair, opened after a successful probe of an ALIVE peer by the
-// router whose name sorts first. The opener sends a keep-alive after 20 s without traffic, so
+// One bidirectional stream per pair, opened by the router whose name sorts first after a
+// successful ping between the two, whichever sent it (a probe, a bootstrap contact, a
+// broadcast): a stream waits for neither side's round-robin, so a fresh 50-router mesh
+// relays a worker key to every router within 2 rounds. The opener sends a keep-alive after 20 s without traffic, so
 // only a dead stream reaches the 60 s idle timeout that closes it.
 //
 // # Cache trees

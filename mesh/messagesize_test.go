@@ -43,8 +43,9 @@ func TestRoundLargerThanTheMessageLimitIsSplit(t *testing.T) {
 	setA, setB := metrics.NewSet(), metrics.NewSet()
 	addrA := startTreeRouter(t, "A", a, setA)
 	startTreeRouter(t, "B", b, setB, addrA)
-	testutil.Eventually(t, "A and B see each other ALIVE", func() bool {
-		return memberStatus(a.node, "B") == wire.StatusAlive && memberStatus(b.node, "A") == wire.StatusAlive
+	testutil.Eventually(t, "A and B see each other ALIVE, and A has B's stream", func() bool {
+		// Deltas go to the streams open when the round runs: published before, they are lost.
+		return memberStatus(a.node, "B") == wire.StatusAlive && memberStatus(b.node, "A") == wire.StatusAlive && hasStream(a.node, "B")
 	})
 	const deltas, promptBytes = 320, 32 << 10 // 10 MiB in one round
 	if deltas*promptBytes <= wire.DefaultMaxMessage {
@@ -67,6 +68,13 @@ func TestRoundLargerThanTheMessageLimitIsSplit(t *testing.T) {
 	if n := counter(setA, `smg_mesh_tree_deltas_dropped_total{reason="stream_busy"}`); n != 0 {
 		t.Errorf("A dropped %d deltas on a busy stream", n)
 	}
+}
+
+// hasStream reports whether n has a sync stream with the peer named name.
+func hasStream(n *Node, name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.streams[name] != nil
 }
 
 func memberStatus(n *Node, name string) wire.Status {

@@ -114,7 +114,7 @@ func TestWorkerKeyConverges(t *testing.T) {
 			c.roundsUntil(t, membershipRoundLimit[n], "membership", func() bool { return c.allAlive(seq(n)) })
 			writer := c.node(n - 1)
 			writer.SetLocal("worker:"+writer.Name()+":http://10.9.0.1:8000", []byte(`{"url":"http://10.9.0.1:8000"}`))
-			r := c.roundsUntil(t, 6, "key everywhere", func() bool { return c.keyEverywhere(seq(n), "worker:"+writer.Name()+":http://10.9.0.1:8000", false) })
+			r := c.roundsUntil(t, 3, "key everywhere", func() bool { return c.keyEverywhere(seq(n), "worker:"+writer.Name()+":http://10.9.0.1:8000", false) })
 			t.Logf("N=%d: a new worker key reaches every router in %d rounds", n, r)
 
 			writer.DeleteLocal("worker:" + writer.Name() + ":http://10.9.0.1:8000")
