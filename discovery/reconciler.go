@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,10 @@ import (
 // periodic pass reads the cache alone.
 type PodSource func() []Pod
 
+// PodsAt returns the cached pods whose IP is ip, from an index of the informer's cache: an
+// address pass reads the pods at one IP without listing the others.
+type PodsAt func(ip string) []Pod
+
 // Reconciler keeps the registry's discovered workers in step with the pods: level-triggered,
 // it compares the whole cache with the registry on every pass (spec: Informer and Reconcile
 // Loop). See the package documentation for its concurrency model.
@@ -24,10 +29,17 @@ type Reconciler struct {
 	aliases map[string][]string
 	reg     Registry
 	pods    PodSource
+	podsAt  PodsAt
 	queue   *JobQueue
 	metrics *discoveryMetrics
 	log     *slog.Logger
 	wake    chan struct{}
+
+	// changedIPs are the pod IPs whose pods changed since the last address pass; changed
+	// wakes Run for it.
+	changedMu  sync.Mutex
+	changedIPs map[string]struct{}
+	changed    chan struct{}
 
 	// probe answers the worker URL to register once the engine at the desired address
 	// serves (its http:// URL, or grpc:// when only gRPC answers); models lists what it
@@ -38,13 +50,14 @@ type Reconciler struct {
 	passMu sync.Mutex       // one pass at a time
 	warned map[Warning]bool // annotation warnings already logged; guarded by passMu
 
-	mu    sync.Mutex
-	owned map[string]string // worker id → URL, of the workers this reconciler registered
+	mu      sync.Mutex
+	owned   map[string]string              // worker id → URL, of the workers this reconciler registered
+	ownedAt map[string]map[string]struct{} // host IP → ids of owned, for address passes
 }
 
 // NewReconciler validates cfg and starts the job queue. Run drives the passes; Close stops
-// the queue.
-func NewReconciler(cfg Config, reg Registry, pods PodSource) (*Reconciler, error) {
+// the queue. podsAt may be nil: then Changed only triggers the debounced pass.
+func NewReconciler(cfg Config, reg Registry, pods PodSource, podsAt PodsAt) (*Reconciler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -58,10 +71,11 @@ func NewReconciler(cfg Config, reg Registry, pods PodSource) (*Reconciler, error
 		return nil, err
 	}
 	r := &Reconciler{
-		cfg: cfg, mapping: m, aliases: aliases, reg: reg, pods: pods,
+		cfg: cfg, mapping: m, aliases: aliases, reg: reg, pods: pods, podsAt: podsAt,
 		metrics: newDiscoveryMetrics(cfg.Metrics), log: cfg.Logger,
-		wake:  make(chan struct{}, 1),
-		owned: map[string]string{}, warned: map[Warning]bool{},
+		wake:       make(chan struct{}, 1),
+		changedIPs: map[string]struct{}{}, changed: make(chan struct{}, 1),
+		owned: map[string]string{}, ownedAt: map[string]map[string]struct{}{}, warned: map[Warning]bool{},
 	}
 	r.probe = r.protocolProbe
 	discover := cfg.DiscoverModels
@@ -86,24 +100,50 @@ func (r *Reconciler) Trigger() {
 	}
 }
 
-// Run runs passes until ctx ends: one Debounce after a Trigger (so a burst costs one pass),
-// and one every Resync from the cache alone.
+// Changed tells the reconciler that pods at these IPs were added, changed or deleted (the
+// informer's event handler calls it with a pod's old and new IP; "" is ignored). Run
+// reconciles those addresses at once, and the whole cache one Debounce later as after any
+// Trigger. It never blocks.
+func (r *Reconciler) Changed(ips ...string) {
+	if r.podsAt != nil {
+		r.changedMu.Lock()
+		for _, ip := range ips {
+			if ip != "" {
+				r.changedIPs[ip] = struct{}{}
+			}
+		}
+		r.changedMu.Unlock()
+		select {
+		case r.changed <- struct{}{}:
+		default:
+		}
+	}
+	r.Trigger()
+}
+
+// Run runs passes until ctx ends: an address pass as soon as Changed names pod IPs, a full
+// pass one Debounce after a Trigger (so a burst costs one full pass), and one every Resync
+// from the cache alone.
+//
+// The address passes keep one pod's change from waiting out the debounce, at a cost that
+// does not grow with the fleet; the full passes stay the level-triggered safety net.
 func (r *Reconciler) Run(ctx context.Context) {
 	resync := r.cfg.Clock.After(r.cfg.Resync)
+	var debounce <-chan time.Time // nil: no full pass pending
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.changed:
+			r.passChanged(ctx)
+			continue
 		case <-r.wake:
-			select {
-			case <-r.cfg.Clock.After(r.cfg.Debounce):
-			case <-ctx.Done():
-				return
+			if debounce == nil { // triggers during the debounce window are covered by its pass
+				debounce = r.cfg.Clock.After(r.cfg.Debounce)
 			}
-			select { // triggers during the debounce window are covered by this pass
-			case <-r.wake:
-			default:
-			}
+			continue
+		case <-debounce:
+			debounce = nil
 		case <-resync:
 			resync = r.cfg.Clock.After(r.cfg.Resync)
 		}
@@ -129,14 +169,49 @@ func (r *Reconciler) Pass(ctx context.Context) Plan {
 	r.metrics.discovered.Store(int64(len(desired)))
 
 	owned, snap := r.ownedWorkers()
-	plan := Diff(desired, owned, func(url string) bool {
-		return snap.ByURL(url) != nil || snap.ByURL("grpc://"+hostPort(url)) != nil
-	})
-	plan = r.skipBusy(plan)
+	plan := r.skipBusy(Diff(desired, owned, occupiedIn(snap)))
 	if len(plan.Add) == 0 && len(plan.Remove) == 0 {
 		return plan
 	}
 	r.log.Info(fmt.Sprintf("Reconciling workers: %d to add, %d to remove (%d desired)", len(plan.Add), len(plan.Remove), len(desired)))
+	submitted := r.submit(ctx, plan)
+	r.metrics.syncDuration.Update(r.cfg.Clock.Now().Sub(start).Seconds())
+	return submitted
+}
+
+// passChanged runs an address pass for every IP Changed named since the last one: the full
+// pass's rules over the pods at that IP and the owned workers there, which is all the full
+// pass would change at that address (the mapping and the diff match workers by address).
+func (r *Reconciler) passChanged(ctx context.Context) {
+	r.changedMu.Lock()
+	ips := r.changedIPs
+	r.changedIPs = map[string]struct{}{}
+	r.changedMu.Unlock()
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	for ip := range ips {
+		if ctx.Err() != nil {
+			return
+		}
+		desired, warns := r.mapping.Desired(r.podsAt(ip))
+		r.noteWarnings(warns)
+		owned, snap := r.ownedAtIP(ip)
+		if plan := r.skipBusy(Diff(desired, owned, occupiedIn(snap))); len(plan.Add)+len(plan.Remove) > 0 {
+			r.submit(ctx, plan)
+		}
+	}
+}
+
+// occupiedIn reports the desired URLs whose address snap holds a worker at, over HTTP or gRPC.
+func occupiedIn(snap *worker.Snapshot) func(url string) bool {
+	return func(url string) bool {
+		return snap.ByURL(url) != nil || snap.ByURL("grpc://"+hostPort(url)) != nil
+	}
+}
+
+// submit queues plan's jobs and returns those it queued: it stops early when ctx ends or the
+// queue closes. Called with passMu held.
+func (r *Reconciler) submit(ctx context.Context, plan Plan) Plan {
 	var submitted Plan
 	for _, rm := range plan.Remove {
 		ok, err := r.queue.Submit(ctx, rm.URL, func(ctx context.Context) error { return r.remove(ctx, rm) })
@@ -166,7 +241,6 @@ func (r *Reconciler) Pass(ctx context.Context) Plan {
 			submitted.Add = append(submitted.Add, d)
 		}
 	}
-	r.metrics.syncDuration.Update(r.cfg.Clock.Now().Sub(start).Seconds())
 	return submitted
 }
 
@@ -181,6 +255,23 @@ func (r *Reconciler) ownedWorkers() ([]Registered, *worker.Snapshot) {
 		ids = append(ids, id)
 	}
 	r.mu.Unlock()
+	return r.registered(ids)
+}
+
+// ownedAtIP is ownedWorkers for the workers at one host IP.
+func (r *Reconciler) ownedAtIP(ip string) ([]Registered, *worker.Snapshot) {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.ownedAt[ip]))
+	for id := range r.ownedAt[ip] {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	return r.registered(ids)
+}
+
+// registered looks the owned ids up in the current snapshot, forgetting those it no longer
+// holds.
+func (r *Reconciler) registered(ids []string) ([]Registered, *worker.Snapshot) {
 	snap := r.reg.Current()
 	var out []Registered
 	var gone []string
@@ -192,26 +283,46 @@ func (r *Reconciler) ownedWorkers() ([]Registered, *worker.Snapshot) {
 		}
 		out = append(out, Registered{ID: id, URL: addressKey(w.URL), PodUID: w.Label(LabelPodUID), Status: w.Status()})
 	}
-	if len(gone) > 0 {
-		r.mu.Lock()
-		for _, id := range gone {
-			delete(r.owned, id)
-		}
-		r.mu.Unlock()
+	for _, id := range gone {
+		r.disown(id)
 	}
 	return out, snap
 }
 
 func (r *Reconciler) own(id, url string) {
+	host := hostOf(url)
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.owned[id] = url
-	r.mu.Unlock()
+	if r.ownedAt[host] == nil {
+		r.ownedAt[host] = map[string]struct{}{}
+	}
+	r.ownedAt[host][id] = struct{}{}
 }
 
 func (r *Reconciler) disown(id string) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	url, ok := r.owned[id]
+	if !ok {
+		return
+	}
 	delete(r.owned, id)
-	r.mu.Unlock()
+	host := hostOf(url)
+	delete(r.ownedAt[host], id)
+	if len(r.ownedAt[host]) == 0 {
+		delete(r.ownedAt, host)
+	}
+}
+
+// noteWarnings logs the warnings not logged yet for their pod.
+func (r *Reconciler) noteWarnings(warns []Warning) {
+	for _, w := range warns {
+		if !r.warned[w] {
+			r.warned[w] = true
+			r.log.Warn(w.Message, "pod_uid", w.PodUID)
+		}
+	}
 }
 
 // skipBusy drops the jobs whose address already has a job pending or running.
@@ -232,12 +343,7 @@ func (r *Reconciler) skipBusy(p Plan) Plan {
 
 // logWarnings logs each annotation warning once per pod, and forgets pods that are gone.
 func (r *Reconciler) logWarnings(pods []Pod, warns []Warning) {
-	for _, w := range warns {
-		if !r.warned[w] {
-			r.warned[w] = true
-			r.log.Warn(w.Message, "pod_uid", w.PodUID)
-		}
-	}
+	r.noteWarnings(warns)
 	if len(r.warned) == 0 {
 		return
 	}
@@ -262,6 +368,15 @@ func addressKey(url string) string {
 
 func hostPort(url string) string {
 	_, hp, _ := strings.Cut(url, "://")
+	return hp
+}
+
+// hostOf is a worker URL's host as a pod IP is written: no port, DP rank or IPv6 brackets.
+func hostOf(url string) string {
+	hp, _, _ := strings.Cut(hostPort(url), "@")
+	if h, _, err := net.SplitHostPort(hp); err == nil {
+		return h
+	}
 	return hp
 }
 

@@ -56,6 +56,16 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return append([]Pod(nil), h.pods...)
+	}, func(ip string) []Pod {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		var at []Pod
+		for _, p := range h.pods {
+			if p.IP == ip {
+				at = append(at, p)
+			}
+		}
+		return at
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -340,6 +350,86 @@ func TestRunCoalescesTriggers(t *testing.T) {
 	h.clock.Advance(DefaultResync)
 	h.settle()
 	testutil.Eventually(t, "removed by the periodic pass", func() bool { return len(h.urls()) == 0 })
+}
+
+// run runs the reconcile loop until the test ends; it returns once the loop waits for its
+// resync timer.
+func (h *harness) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.rec.Run(ctx); close(done) }()
+	h.t.Cleanup(func() { cancel(); <-done })
+	testutil.Eventually(h.t, "resync timer", func() bool { return h.clock.Waiting() == 1 })
+}
+
+func TestChangedReconcilesItsAddressAtOnce(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DrainSettle = 0 })
+	h.run()
+	a, b := readyPod("a", "10.0.0.1", app, nil), readyPod("b", "10.0.0.2", app, nil)
+	h.setPods(a, b)
+	h.rec.Changed("10.0.0.1")
+	// The fake clock does not move: only an address pass, which waits for no debounce, can
+	// register a's worker; b's address was not named, so only the full pass adds it.
+	testutil.Eventually(t, "a registered", func() bool { return h.reg.Current().ByURL("http://10.0.0.1:8000") != nil })
+	h.settle()
+	if got := h.urls(); len(got) != 1 {
+		t.Fatalf("registry %v after an address pass for 10.0.0.1, want only its worker", got)
+	}
+	h.clock.Advance(DefaultDebounce) // the debounced full pass that Changed also asked for
+	testutil.Eventually(t, "b registered by the full pass", func() bool { return len(h.urls()) == 2 })
+
+	a.Ready = false
+	moved := b
+	moved.IP = "10.0.0.3" // b's pod object now carries a new IP: both addresses are named
+	h.setPods(a, moved)
+	h.rec.Changed("10.0.0.1")
+	h.rec.Changed("10.0.0.2", "10.0.0.3")
+	testutil.Eventually(t, "a removed, b moved", func() bool {
+		got := h.urls()
+		return len(got) == 1 && got["http://10.0.0.3:8000"] == worker.StatusReady
+	})
+	if w := h.reg.Current().ByURL("http://10.0.0.3:8000"); w.Label(LabelPodUID) != "uid-b" {
+		t.Fatalf("worker at b's new address has pod uid %q", w.Label(LabelPodUID))
+	}
+}
+
+func TestChangedKeepsOwnershipRules(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DrainSettle = 0 })
+	h.run()
+	// Someone else registered the address (--worker-urls, the worker API, a mesh peer).
+	if _, err := h.reg.Add(context.Background(), worker.Spec{URL: "http://10.0.0.1:8000", ModelID: "llama",
+		Labels: map[string]string{LabelPodUID: "uid-a"}}, worker.StatusReady); err != nil {
+		t.Fatal(err)
+	}
+	// Two Serving pods claim 10.0.0.2 (a stale object beside its replacement): the first by
+	// name wins, as in a full pass.
+	h.setPods(readyPod("a", "10.0.0.1", app, nil), readyPod("c-new", "10.0.0.2", app, nil), readyPod("b-old", "10.0.0.2", app, nil))
+	h.rec.Changed("10.0.0.1", "10.0.0.2")
+	testutil.Eventually(t, "10.0.0.2 registered", func() bool { return h.reg.Current().ByURL("http://10.0.0.2:8000") != nil })
+	h.settle()
+	if w := h.reg.Current().ByURL("http://10.0.0.2:8000"); w.Label(LabelPodName) != "b-old" {
+		t.Fatalf("10.0.0.2 registered for pod %q, want b-old (first by name)", w.Label(LabelPodName))
+	}
+	h.setPods()
+	h.rec.Changed("10.0.0.1", "10.0.0.2")
+	testutil.Eventually(t, "10.0.0.2 removed", func() bool { return h.reg.Current().ByURL("http://10.0.0.2:8000") == nil })
+	if h.reg.Current().ByURL("http://10.0.0.1:8000") == nil {
+		t.Fatal("an address pass removed a worker discovery did not register")
+	}
+}
+
+func TestHostOf(t *testing.T) {
+	for url, want := range map[string]string{
+		"http://10.0.0.1:8000":      "10.0.0.1",
+		"grpc://10.0.0.1:8000@3":    "10.0.0.1",
+		"http://[fd00::1]:8000":     "fd00::1",
+		"grpc://[fd00::1]:8000@0":   "fd00::1",
+		"http://worker.local:30000": "worker.local",
+	} {
+		if got := hostOf(url); got != want {
+			t.Errorf("hostOf(%q) = %q, want %q", url, got, want)
+		}
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/smg-go/smg/discovery"
 )
@@ -37,4 +38,25 @@ func podsOf(objs []any) []discovery.Pod {
 		}
 	}
 	return out
+}
+
+// byPodIP names the informer index of pods by status.podIP.
+const byPodIP = "podIP"
+
+func podIPIndex(obj any) ([]string, error) {
+	if ip := podIP(obj); ip != "" {
+		return []string{ip}, nil
+	}
+	return nil, nil
+}
+
+// podIP is the IP of an informer event's pod (a deleted one may come as a tombstone), or "".
+func podIP(obj any) string {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if p, ok := obj.(*corev1.Pod); ok {
+		return p.Status.PodIP
+	}
+	return ""
 }

@@ -61,11 +61,20 @@ func testConfig(ns string, selector ...string) discovery.Config {
 
 func startGateway(t testing.TB, cfg discovery.Config, rc *rest.Config) *gateway {
 	t.Helper()
+	return startGatewayWith(t, cfg, rc, worker.DefaultConfig())
+}
+
+// startGatewayWith is startGateway over a registry configured by regCfg. With regCfg.Logger
+// set both log there and g.logs is nil; else they log into g.logs, which a failed test prints.
+func startGatewayWith(t testing.TB, cfg discovery.Config, rc *rest.Config, regCfg worker.Config) *gateway {
+	t.Helper()
 	g := &gateway{}
-	var log *slog.Logger
-	log, g.logs = testutil.Logger(slog.LevelInfo)
+	log := regCfg.Logger
+	if log == nil {
+		log, g.logs = testutil.Logger(slog.LevelInfo)
+	}
 	var err error
-	g.reg, err = worker.NewRegistry(worker.DefaultConfig().WithLogger(log))
+	g.reg, err = worker.NewRegistry(regCfg.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +89,7 @@ func startGateway(t testing.TB, cfg discovery.Config, rc *rest.Config) *gateway 
 	t.Cleanup(func() {
 		g.disc.Stop()
 		g.reg.Close()
-		if t.Failed() {
+		if t.Failed() && g.logs != nil {
 			t.Logf("gateway log:\n%s", tailString(g.logs.String(), 6000))
 		}
 	})

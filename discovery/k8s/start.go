@@ -88,17 +88,25 @@ func Start(ctx context.Context, cfg discovery.Config, reg discovery.Registry, op
 	d := &Discovery{cancel: cancel, log: log}
 	workerErrs := &watchErrors{log: log, msg: "K8s worker watcher error (auto-retrying with backoff)"}
 	podInformer := newPodInformer(client, cfg.Namespace, sel, workerErrs)
-	d.Reconciler, err = discovery.NewReconciler(cfg, reg, func() []discovery.Pod { return podsOf(podInformer.GetStore().List()) })
+	if err := podInformer.AddIndexers(cache.Indexers{byPodIP: podIPIndex}); err != nil {
+		cancel()
+		return fail(err)
+	}
+	d.Reconciler, err = discovery.NewReconciler(cfg, reg,
+		func() []discovery.Pod { return podsOf(podInformer.GetStore().List()) },
+		func(ip string) []discovery.Pod {
+			objs, _ := podInformer.GetIndexer().ByIndex(byPodIP, ip) // the index exists
+			return podsOf(objs)
+		})
 	if err != nil {
 		cancel()
 		return fail(err)
 	}
 	rec := d.Reconciler
-	wake := func(any) { rec.Trigger() }
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    wake,
-		UpdateFunc: func(_, obj any) { rec.Trigger() },
-		DeleteFunc: wake,
+		AddFunc:    func(obj any) { rec.Changed(podIP(obj)) },
+		UpdateFunc: func(old, obj any) { rec.Changed(podIP(old), podIP(obj)) },
+		DeleteFunc: func(obj any) { rec.Changed(podIP(obj)) },
 	}); err != nil {
 		cancel()
 		rec.Close()

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 var nsCounter atomic.Int64
@@ -30,6 +31,10 @@ type PodSpec struct {
 // CreatePod creates a pod bound to a fake node, so that a graceful delete leaves it
 // Terminating (deletionTimestamp set) until DeletePod with grace 0, as a kubelet would.
 func (s *Server) CreatePod(ctx context.Context, p PodSpec) (*corev1.Pod, error) {
+	return createPod(ctx, s.Client, p)
+}
+
+func createPod(ctx context.Context, client kubernetes.Interface, p PodSpec) (*corev1.Pod, error) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.Annotations},
 		Spec: corev1.PodSpec{
@@ -37,17 +42,23 @@ func (s *Server) CreatePod(ctx context.Context, p PodSpec) (*corev1.Pod, error) 
 			Containers: []corev1.Container{{Name: "engine", Image: "engine:test"}},
 		},
 	}
-	return s.Client.CoreV1().Pods(p.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	return client.CoreV1().Pods(p.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 }
 
 // SetStatus writes the pod's status through the status subresource, as the kubelet would:
 // phase Running (or Pending), the pod IP, and the Ready condition.
 func (s *Server) SetStatus(ctx context.Context, ns, name, ip string, running, ready bool) (*corev1.Pod, error) {
-	pods := s.Client.CoreV1().Pods(ns)
-	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+	pod, err := s.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
+	return WriteStatus(ctx, s.Client, pod, ip, running, ready)
+}
+
+// WriteStatus is SetStatus on a pod object the caller holds (the answer of a create or of an
+// earlier write), so it costs one request; pod is modified. A stale resourceVersion fails
+// with a conflict.
+func WriteStatus(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, ip string, running, ready bool) (*corev1.Pod, error) {
 	pod.Status.Phase = corev1.PodPending
 	if running {
 		pod.Status.Phase = corev1.PodRunning
@@ -62,7 +73,7 @@ func (s *Server) SetStatus(ctx context.Context, ns, name, ip string, running, re
 		cond = corev1.ConditionTrue
 	}
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: cond, LastTransitionTime: metav1.Now()}}
-	return pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	return client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 }
 
 // ReadyPod creates a pod and makes it Running and Ready at ip.

@@ -1,0 +1,81 @@
+package k8stest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Fleet creates many pods at once, as a kubelet fleet would make them Ready: each pod is
+// created, then its status written through the status subresource (Running, Ready, an IP),
+// by a bounded pool of goroutines over a client whose rate limit is lifted.
+type Fleet struct {
+	// Client has no client-side rate limit; the API server's inflight limits bound it.
+	Client *kubernetes.Clientset
+	// Concurrency is the number of requests in flight. Default 32.
+	Concurrency int
+}
+
+// NewFleet returns a Fleet over a copy of s's admin config without a client-side rate limit.
+func (s *Server) NewFleet() (*Fleet, error) {
+	c := rest.CopyConfig(s.Config)
+	c.QPS, c.Burst = -1, 0 // a negative QPS turns client-go's rate limiter off
+	client, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Fleet{Client: client, Concurrency: 32}, nil
+}
+
+// ReadyPods creates the pods and makes pod i Running and Ready at ip(i). It returns when
+// the last status write was sent: the pods are not kept, so that a caller measuring its own
+// memory does not count them.
+func (f *Fleet) ReadyPods(ctx context.Context, pods []PodSpec, ip func(i int) string) (time.Time, error) {
+	var (
+		mu   sync.Mutex
+		last time.Time
+		errs []error
+	)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(f.Concurrency, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				sent := time.Now()
+				p, err := createPod(ctx, f.Client, pods[i])
+				if err == nil {
+					sent = time.Now()
+					_, err = WriteStatus(ctx, f.Client, p, ip(i), true, true)
+				}
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("pod %s: %w", pods[i].Name, err))
+				} else if sent.After(last) {
+					last = sent
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range pods {
+		mu.Lock()
+		failed := len(errs) > 0
+		mu.Unlock()
+		if failed || ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		return time.Time{}, fmt.Errorf("%d pod(s) failed, the first: %w", len(errs), errs[0])
+	}
+	return last, ctx.Err()
+}
