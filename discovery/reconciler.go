@@ -49,6 +49,10 @@ type Reconciler struct {
 
 	passMu sync.Mutex       // one pass at a time
 	warned map[Warning]bool // annotation warnings already logged; guarded by passMu
+	// desiredAt counts the desired workers per pod IP and desired their sum, as the latest
+	// pass over each address saw them; guarded by passMu.
+	desiredAt map[string]int
+	desired   int
 
 	mu      sync.Mutex
 	owned   map[string]string              // worker id → URL, of the workers this reconciler registered
@@ -76,6 +80,7 @@ func NewReconciler(cfg Config, reg Registry, pods PodSource, podsAt PodsAt) (*Re
 		wake:       make(chan struct{}, 1),
 		changedIPs: map[string]struct{}{}, changed: make(chan struct{}, 1),
 		owned: map[string]string{}, ownedAt: map[string]map[string]struct{}{}, warned: map[Warning]bool{},
+		desiredAt: map[string]int{},
 	}
 	r.probe = r.protocolProbe
 	discover := cfg.DiscoverModels
@@ -166,7 +171,12 @@ func (r *Reconciler) Pass(ctx context.Context) Plan {
 	pods := r.pods()
 	desired, warns := r.mapping.Desired(pods)
 	r.logWarnings(pods, warns)
-	r.metrics.discovered.Store(int64(len(desired)))
+	clear(r.desiredAt)
+	for i := range desired {
+		r.desiredAt[hostOf(desired[i].URL)]++
+	}
+	r.desired = len(desired)
+	r.metrics.discovered.Store(int64(r.desired))
 
 	owned, snap := r.ownedWorkers()
 	plan := r.skipBusy(Diff(desired, owned, occupiedIn(snap)))
@@ -189,17 +199,24 @@ func (r *Reconciler) passChanged(ctx context.Context) {
 	r.changedMu.Unlock()
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
+	var plan Plan
 	for ip := range ips {
-		if ctx.Err() != nil {
-			return
-		}
 		desired, warns := r.mapping.Desired(r.podsAt(ip))
 		r.noteWarnings(warns)
-		owned, snap := r.ownedAtIP(ip)
-		if plan := r.skipBusy(Diff(desired, owned, occupiedIn(snap))); len(plan.Add)+len(plan.Remove) > 0 {
-			r.submit(ctx, plan)
+		r.desired += len(desired) - r.desiredAt[ip]
+		if r.desiredAt[ip] = len(desired); len(desired) == 0 {
+			delete(r.desiredAt, ip)
 		}
+		owned, snap := r.ownedAtIP(ip)
+		at := r.skipBusy(Diff(desired, owned, occupiedIn(snap)))
+		plan.Add, plan.Remove = append(plan.Add, at.Add...), append(plan.Remove, at.Remove...)
 	}
+	r.metrics.discovered.Store(int64(r.desired))
+	if len(plan.Add) == 0 && len(plan.Remove) == 0 {
+		return
+	}
+	r.log.Info(fmt.Sprintf("Reconciling workers: %d to add, %d to remove (%d desired)", len(plan.Add), len(plan.Remove), r.desired))
+	r.submit(ctx, plan)
 }
 
 // occupiedIn reports the desired URLs whose address snap holds a worker at, over HTTP or gRPC.
