@@ -31,12 +31,12 @@ import (
 // cleaner and the like, and no goroutine per pod or worker.
 const goroutineSlack = 64
 
-// TestScaleGoroutinesBounded registers 2,000 pods through the real API server, changes a few,
+// TestScaleGoroutinesBounded registers 1,000 pods through the real API server, changes a few,
 // and checks that the gateway's goroutines stay bounded however many pods it holds (no
 // goroutine per pod, worker or job). The 10,000-pod run with its figures is
 // BenchmarkDiscoveryScale (make bench-scale).
 func TestScaleGoroutinesBounded(t *testing.T) {
-	figs := runScale(t, 2000, 10)
+	figs := runScale(t, 1000, 10)
 	t.Log(figs)
 }
 
