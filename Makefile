@@ -63,9 +63,12 @@ bench-smoke: build
 
 ## bench-scale: fleet-scale figures (docs/benchmarks.md): the mesh at 50 in-memory routers
 ## (failure detection, false deaths over 10 simulated minutes at 5% loss, worker- and tree-sync
-## rounds, bytes per round per router); fails when a target is missed
+## rounds, bytes per round per router; fails when a target is missed), then discovery at 10,000
+## pods on a real kube-apiserver (Ready → routable, single-pod changes, a gateway restart, heap
+## per pod, goroutines bounded; SMG_SCALE_PODS=N for another size; ~10-15 min)
 bench-scale:
 	$(GO) test -run '^$$' -bench Fleet50 -benchtime 1x ./mesh/
+	$(GO) test -run '^$$' -bench '^BenchmarkDiscoveryScale$$' -benchtime 1x -timeout 40m ./discovery/k8s/
 
 ## demo: a mock fleet and the gateway on loopback, a short load, a summary, then stop
 demo: build
