@@ -36,6 +36,7 @@ func newTestListener(t testing.TB) dialListener {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = ln.Close() }) // a second Close after a server's is harmless
 	return tcpListener{ln.(*net.TCPListener)}
 }
 

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		serveTLSWorkerProcess(files)
 		return
 	}
-	os.Exit(m.Run())
+	testutil.VerifyNoLeaks(m)
 }
 
 // serveTLSWorkerProcess serves okBody (an SSE answer for "stream":true) over TLS on a

@@ -102,7 +102,10 @@ func TestAnswerEndedByTheWorkersFINArrivingWithIt(t *testing.T) {
 
 func TestClientFINRightAfterItsRequestEndsTheExchange(t *testing.T) {
 	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-r.Context().Done() // never answers: only the client's leaving can end the exchange
+		// Never answers: only the client's leaving can end the exchange. The body is read first
+		// so that net/http watches the connection and ends the handler when the proxy closes it.
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
 	}))
 	p := &proxy{addr: up}
 	addr := startProxy(t, p, nil)
