@@ -372,12 +372,35 @@ func (x *Index) Stats() Stats {
 // Match scores a request: for every holder slot s, depth[s] is set to the number of leading
 // full blocks of tokens that s holds in a row (0 when it holds not even the first). depth
 // should have Slots() entries; holders past len(depth) (added since) are skipped, slots not in
-// use are left alone. It returns the longest depth. Match allocates nothing and hashes a block only while some holder still
-// matches, so a miss costs one block's hashes.
+// use are left alone. It returns the longest depth. Match allocates nothing and hashes a block
+// only while some holder still matches, so a miss costs one block's hashes.
 func (x *Index) Match(tokens []uint32, depth []uint32) uint32 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	return x.match(tokens, nil, depth)
+}
+
+// PrefixHashes appends to dst the prefix hash of every full block of tokens at the block size
+// the index learned (none before it learned one).
+func (x *Index) PrefixHashes(dst []uint64, tokens []uint32) []uint64 {
+	return PrefixHashes(dst, tokens, x.BlockSize())
+}
+
+// MatchHashes is Match on a request's prefix hashes (PrefixHashes), for a caller that needs
+// them too.
+func (x *Index) MatchHashes(hashes []uint64, depth []uint32) uint32 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.match(nil, hashes, depth)
+}
+
+// match scores the blocks of hashes, or of tokens when hashes is nil.
+func (x *Index) match(tokens []uint32, hashes []uint64, depth []uint32) uint32 {
 	bs := x.blockSize
+	blocks := len(hashes)
+	if hashes == nil && bs > 0 {
+		blocks = len(tokens) / bs
+	}
 	var best uint32
 	for page := 0; page < x.pages && page*64 < len(depth); page++ {
 		// Holders added since the caller sized depth (Slots) are left out, not written past it.
@@ -393,12 +416,14 @@ func (x *Index) Match(tokens []uint32, depth []uint32) uint32 {
 		}
 		var prev uint64
 		var i uint32
-		for off := 0; off+bs <= len(tokens) && active != 0; off += bs {
-			c := ContentHash(tokens[off : off+bs])
-			if off == 0 {
-				prev = c
-			} else {
-				prev = PrefixHash(prev, c)
+		for blk := 0; blk < blocks && active != 0; blk++ {
+			switch {
+			case hashes != nil:
+				prev = hashes[blk]
+			case blk == 0:
+				prev = ContentHash(tokens[:bs])
+			default:
+				prev = PrefixHash(prev, ContentHash(tokens[blk*bs:(blk+1)*bs]))
 			}
 			m, _ := x.fwd.get(fwdKey(prev, page))
 			for gone := active &^ m; gone != 0; gone &= gone - 1 {

@@ -147,6 +147,10 @@ func check(t *testing.T, x *Index, ref model, workers []string, toks []uint32) {
 	if best != wantBest {
 		t.Fatalf("best %d, want %d", best, wantBest)
 	}
+	byHashes := make([]uint32, len(depth))
+	if b := x.MatchHashes(x.PrefixHashes(nil, toks), byHashes); b != best || !slices.Equal(byHashes, depth) {
+		t.Fatalf("MatchHashes: best %d depths %v, Match: best %d depths %v", b, byHashes, best, depth)
+	}
 }
 
 func TestStoredEventsThatCannotBePlaced(t *testing.T) {

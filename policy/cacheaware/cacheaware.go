@@ -43,11 +43,14 @@ type Builder struct {
 	// whether its engine still caches the prefix (liveness.go). It starts at peerStamp + 1.
 	clock atomic.Int64
 
-	// placements is the hash placement index (--cache-index hash), nil in tree mode; its
-	// holders are stamped with now, a coarse clock Maintain advances every second, so the
-	// hot path reads no wall clock.
+	// placements is the hash placement index (--cache-index hash), nil in tree mode.
 	placements *placementIndex
-	now        atomic.Int64
+	// unreported remembers, in event mode, the blocks sent to workers whose engines have not
+	// reported them yet (unreported.go).
+	unreported unreported
+	// now stamps placements and unreported blocks: a coarse clock (Unix nanoseconds) that
+	// Maintain advances every second, so the hot path reads no wall clock.
+	now atomic.Int64
 
 	br branches
 
@@ -104,9 +107,9 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 			prompt:    cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_prompt_tokens_total`)},
 	}
 	b.clock.Store(peerStamp + 1) // local stamps are above a peer's
+	b.now.Store(time.Now().UnixNano())
 	if cfg.CacheIndex == IndexHash {
 		b.placements = newPlacementIndex()
-		b.now.Store(time.Now().UnixNano())
 	}
 	return b
 }
@@ -313,6 +316,9 @@ func (b *Builder) observe(req *policy.Request, w *worker.Worker) {
 // request off the worker Pick chose (policy.Recorder).
 func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 	b := p.b
+	if p.events != nil {
+		p.recordSent(req, served)
+	}
 	switch {
 	case b.placements != nil:
 		b.recordPlacement(req, served)
@@ -404,14 +410,18 @@ type chooser struct {
 	now    int64
 	chosen *worker.Worker
 	cands  [radix.MaxMatchTenants]*worker.Worker
-	depth  []uint32 // event mode's per-slot match depths, kept across picks
+	// Event mode's scratch, kept across picks: per-slot match depths, the prompt's block
+	// hashes, and the worker each block was last sent to.
+	depth  []uint32
+	hashes []uint64
+	sent   []*worker.Worker
 }
 
 var chooserPool = sync.Pool{New: func() any { return new(chooser) }}
 
 func (c *chooser) release() {
-	depth := c.depth
-	*c = chooser{depth: depth}
+	clear(c.sent) // no worker kept alive by a pooled chooser
+	*c = chooser{depth: c.depth, hashes: c.hashes, sent: c.sent}
 	chooserPool.Put(c)
 }
 

@@ -19,6 +19,7 @@ const (
 	DefaultMaxTreeSize         = radix.DefaultMaxTreeSize      // 67,108,864
 	DefaultBlockSize           = 16
 	DefaultCacheTTL            = 180 * time.Second
+	DefaultUnreportedTTL       = 30 * time.Second
 )
 
 // The prefix indexes of --cache-index.
@@ -69,6 +70,10 @@ type Config struct {
 	// instead of the approximate tree. Nil: tree (or hash) mode only. Event-driven state is
 	// not synchronised over the mesh (spec): each gateway subscribes itself.
 	Events EventSource
+	// UnreportedTTL: in event mode, how long a worker counts as holding the blocks of a
+	// prompt sent to it that its engine has not reported yet (queued or being prefilled);
+	// 0 counts reported blocks only. Default 30 s.
+	UnreportedTTL time.Duration
 }
 
 // DefaultConfig returns the spec's CLI defaults.
@@ -82,6 +87,7 @@ func DefaultConfig() Config {
 		BlockSize:           DefaultBlockSize,
 		CacheIndex:          IndexTree,
 		CacheTTL:            DefaultCacheTTL,
+		UnreportedTTL:       DefaultUnreportedTTL,
 	}
 }
 
@@ -99,6 +105,7 @@ func BuiltinConfig() Config {
 		BlockSize:           DefaultBlockSize,
 		CacheIndex:          IndexTree,
 		CacheTTL:            DefaultCacheTTL,
+		UnreportedTTL:       DefaultUnreportedTTL,
 	}
 }
 
@@ -123,6 +130,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--cache-index hash needs --cache-boundaries, the token positions where heads are cut, such as 2048,8192")
 	case len(c.CacheBoundaries) > maxBoundaries:
 		return fmt.Errorf("--cache-boundaries has %d positions: give at most %d", len(c.CacheBoundaries), maxBoundaries)
+	case c.UnreportedTTL < 0:
+		return fmt.Errorf("cache_aware's unreported-block TTL is %v: give a duration >= 0 (default %v; 0 counts only the blocks engines reported)", c.UnreportedTTL, DefaultUnreportedTTL)
 	case c.CacheIndex == IndexHash && c.CacheTTL <= 0:
 		return fmt.Errorf("--cache-ttl-secs is %v: give a positive number of seconds (default %v)", c.CacheTTL.Seconds(), DefaultCacheTTL.Seconds())
 	}

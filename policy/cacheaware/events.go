@@ -15,9 +15,11 @@ type EventIndex interface {
 	Slots() int
 	// BlockSize is the engines' block size learned from their events; 0 before any.
 	BlockSize() int
-	// Match sets depth[s] to the number of leading blocks of tokens that slot s holds in a row
-	// and returns the longest; it allocates nothing.
-	Match(tokens []uint32, depth []uint32) uint32
+	// PrefixHashes appends the prefix hash of each full block of tokens to dst.
+	PrefixHashes(dst []uint64, tokens []uint32) []uint64
+	// MatchHashes sets depth[s] to the number of leading blocks of hashes that slot s holds
+	// in a row and returns the longest; it allocates nothing.
+	MatchHashes(hashes []uint64, depth []uint32) uint32
 }
 
 // EventSource gives the EventIndex of a model, nil when its workers publish no events.
@@ -55,9 +57,10 @@ func newEventMode(src EventSource, g policy.Group) *eventMode {
 }
 
 // pickByEvents decides a request by the engines' reported caches: the candidates are the
-// usable workers that hold the most leading blocks of its tokens in a row, the match ratio
-// is those blocks over the prompt, and the spill gate and --cache-threshold apply as in tree
-// mode (decide; an engine's report is not doubtful, so no liveness discount). It reports
+// usable workers that hold the most leading blocks of its tokens in a row, counting the blocks
+// the gateway sent a worker that its engine has not reported yet (unreported), the match
+// ratio is those blocks over the prompt, and the spill gate and --cache-threshold apply as in
+// tree mode (decide; an engine's report is not doubtful, so no liveness discount). It reports
 // false, leaving the request to the tree, before the index knows the block size or when the
 // prompt is shorter than one block.
 func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
@@ -66,21 +69,29 @@ func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
 	if bs <= 0 || len(req.Tokens) < bs {
 		return false
 	}
+	b := p.b
+	c.hashes = em.index.PrefixHashes(c.hashes[:0], req.Tokens)
+	hashes := c.hashes
 	need := em.index.Slots()
-	if cap(c.depth) < need {
-		c.depth = make([]uint32, need)
-	}
+	c.depth = grow(c.depth, need)
 	depth := c.depth[:need]
 	clear(depth)
-	em.index.Match(req.Tokens, depth)
-	var best uint32
+	em.index.MatchHashes(hashes, depth)
+	c.sent = grow(c.sent, len(hashes))
+	sent := c.sent[:len(hashes)]
+	now := b.now.Load()
+	if b.cfg.UnreportedTTL > 0 {
+		b.unreported.lookup(hashes, now-int64(b.cfg.UnreportedTTL), sent)
+	} else {
+		clear(sent)
+	}
+	var best int
 	n := 0
 	for i, w := range p.workers {
-		s := int(em.slots[i])
-		if s >= len(depth) || !req.Usable(w) {
+		if !req.Usable(w) {
 			continue
 		}
-		switch d := depth[s]; {
+		switch d := em.held(i, w, depth, sent); {
 		case d > best:
 			best, n = d, 0
 			fallthrough
@@ -89,9 +100,8 @@ func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
 			n++
 		}
 	}
-	b := p.b
 	rate := b.scorer.RateOf(p.rate)
-	matched := int(best) * bs
+	matched := best * bs
 	ratio := float64(matched) / float64(len(req.Tokens))
 	var w *worker.Worker
 	if ratio > b.cfg.CacheThreshold && best > 0 {
@@ -102,15 +112,56 @@ func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
 	c.chosen = w
 	b.br.events.Inc()
 	if w != nil {
+		i := int(p.pos[w.Index])
 		b.br.prompt.Add(len(req.Tokens))
-		for i, x := range p.workers {
-			if x == w {
-				if s := int(em.slots[i]); s < len(depth) {
-					b.br.predicted.Add(min(int(depth[s])*bs, len(req.Tokens)))
-				}
-				break
-			}
+		b.br.predicted.Add(min(em.held(i, w, depth, sent)*bs, len(req.Tokens)))
+		if b.cfg.UnreportedTTL > 0 {
+			b.unreported.record(hashes, em.reported(i, depth), w, now)
 		}
 	}
 	return true
+}
+
+// reported is how many leading blocks the engine of p.workers[i] reported holding (depth from
+// MatchHashes).
+func (em *eventMode) reported(i int, depth []uint32) int {
+	if s := int(em.slots[i]); s < len(depth) {
+		return int(depth[s])
+	}
+	return 0
+}
+
+// held is how many leading blocks w, p.workers[i], holds or is about to: those its engine
+// reported, then those it was sent since (sent[k], unreported.lookup).
+func (em *eventMode) held(i int, w *worker.Worker, depth []uint32, sent []*worker.Worker) int {
+	d := em.reported(i, depth)
+	for d < len(sent) && sent[d] == w {
+		d++
+	}
+	return d
+}
+
+// recordSent remembers served for the request's blocks its engine has not reported (a retry
+// moved the request off the worker Pick chose).
+func (p *picker) recordSent(req *policy.Request, served *worker.Worker) {
+	em, b := p.events, p.b
+	if b.cfg.UnreportedTTL <= 0 || int(served.Index) >= len(p.pos) {
+		return
+	}
+	i := int(p.pos[served.Index])
+	if em.index.BlockSize() <= 0 || i >= len(p.workers) || p.workers[i] != served {
+		return
+	}
+	hashes := em.index.PrefixHashes(nil, req.Tokens)
+	depth := make([]uint32, em.index.Slots())
+	em.index.MatchHashes(hashes, depth)
+	b.unreported.record(hashes, em.reported(i, depth), served, b.now.Load())
+}
+
+// grow returns s with room for n elements, reallocated only when it has less.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s
 }

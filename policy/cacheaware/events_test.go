@@ -2,6 +2,7 @@ package cacheaware
 
 import (
 	"testing"
+	"time"
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
@@ -22,10 +23,19 @@ func (f *fakeEvents) Slot(url string) (int, bool) { s, ok := f.slots[url]; retur
 func (f *fakeEvents) Slots() int                  { return len(f.slots) }
 func (f *fakeEvents) BlockSize() int              { return f.blockSize }
 
-func (f *fakeEvents) Match(tokens []uint32, depth []uint32) uint32 {
+// PrefixHashes names block k of every prompt k+1: the fake's holders hold leading blocks of
+// any prompt alike.
+func (f *fakeEvents) PrefixHashes(dst []uint64, tokens []uint32) []uint64 {
+	for k := range len(tokens) / f.blockSize {
+		dst = append(dst, uint64(k+1))
+	}
+	return dst
+}
+
+func (f *fakeEvents) MatchHashes(hashes []uint64, depth []uint32) uint32 {
 	var best uint32
 	for url, s := range f.slots {
-		d := min(f.depth[url], uint32(len(tokens)/f.blockSize))
+		d := min(f.depth[url], uint32(len(hashes)))
 		depth[s] = d
 		best = max(best, d)
 	}
@@ -55,7 +65,7 @@ func tokens(n int) *policy.Request {
 func TestEventModeFollowsTheEnginesCaches(t *testing.T) {
 	f, ev := eventFleet(t, 4)
 	cfg := DefaultConfig()
-	cfg.Events = ev
+	cfg.Events, cfg.UnreportedTTL = ev, 0 // the engines' reports alone
 	b, set := newBuilder(t, cfg)
 	p := b.Build(f.Group("m"))
 	req := tokens(64) // 4 blocks
@@ -133,5 +143,97 @@ func TestEventModeSkipsUnusableWorkers(t *testing.T) {
 	p = b.Build(f.Group("m"))
 	if got := pick(t, p, tokens(64)); got != f.Workers[2] {
 		t.Fatalf("went to %s, want the usable holder %s", got.URL, f.Workers[2].URL)
+	}
+}
+
+// TestEventModeCountsBlocksSentButNotReported: a worker sent a prompt holds its blocks for
+// the next requests before its engine reports them (they wait in its queue), until the engine
+// reports them (then the index alone decides: a block it evicts is gone), or UnreportedTTL
+// passes; with UnreportedTTL 0 only reports count.
+func TestEventModeCountsBlocksSentButNotReported(t *testing.T) {
+	f, ev := eventFleet(t, 4)
+	cfg := DefaultConfig()
+	cfg.Events = ev
+	b, set := newBuilder(t, cfg)
+	p := b.Build(f.Group("m"))
+	req := tokens(64) // 4 blocks, none reported anywhere
+	first := pick(t, p, req)
+	for i := range 3 {
+		if got := pick(t, p, req); got != first {
+			t.Fatalf("request %d went to %s, not to %s, which was sent the prompt", i, got.URL, first.URL)
+		}
+	}
+	predicted := set.GetOrCreateCounter(`smg_cache_aware_event_mode_predicted_cached_tokens_total`)
+	if got := predicted.Get(); got != 3*64 {
+		t.Fatalf("predicted cached tokens %d, want 3 × 64 (the three requests after the first)", got)
+	}
+	// The engine reports the blocks, then evicts them: nothing holds them any more, and load
+	// decides (first is the busiest).
+	ev.depth[first.URL] = 4
+	if got := pick(t, p, req); got != first {
+		t.Fatalf("went to %s, want %s, whose engine reported the prompt", got.URL, first.URL)
+	}
+	ev.depth[first.URL] = 0
+	first.InFlight.Add(2)
+	if got := pick(t, p, req); got == first {
+		t.Fatal("went to the worker whose engine evicted the prompt after reporting it")
+	}
+	first.InFlight.Add(-2)
+
+	// Sent blocks are forgotten after UnreportedTTL.
+	f2, ev2 := eventFleet(t, 4)
+	cfg2 := cfg
+	cfg2.Events = ev2
+	b2, _ := newBuilder(t, cfg2)
+	p2 := b2.Build(f2.Group("m"))
+	sent := pick(t, p2, req)
+	sent.InFlight.Add(1)
+	b2.Maintain(time.Unix(0, b2.now.Load()).Add(cfg.UnreportedTTL + time.Second))
+	if got := pick(t, p2, req); got == sent {
+		t.Fatalf("went to %s, sent the prompt longer than UnreportedTTL ago and busier", got.URL)
+	}
+
+	// UnreportedTTL 0: only the engines' reports count.
+	cfg2.UnreportedTTL = 0
+	b3, _ := newBuilder(t, cfg2)
+	p3 := b3.Build(f2.Group("m"))
+	if got := pick(t, p3, req); got == sent {
+		t.Fatalf("went to the busier %s with nothing reported", got.URL)
+	}
+}
+
+// TestUnreportedTableIsBounded: a set keeps four blocks, replacing its stalest, and a block
+// sent again moves to its new worker.
+func TestUnreportedTableIsBounded(t *testing.T) {
+	f := policytest.NewFleet(t, 2, "m")
+	a, c := f.Workers[0], f.Workers[1]
+	var u unreported
+	// Six blocks of one set (equal low bits), sent at times 1..6.
+	hashes := make([]uint64, 6)
+	for i := range hashes {
+		hashes[i] = uint64(i+1)*unreportedSets + 7
+		u.record(hashes[i:i+1], 0, a, int64(i+1))
+	}
+	out := make([]*worker.Worker, len(hashes))
+	u.lookup(hashes, 0, out)
+	for i, w := range out {
+		if want := i >= 2; (w == a) != want {
+			t.Fatalf("block %d remembered %v, want %v (a set keeps the four newest)", i, w != nil, want)
+		}
+	}
+	u.record(hashes[5:], 0, c, 7)
+	u.lookup(hashes[5:], 0, out[:1])
+	if out[0] != c {
+		t.Fatal("a block sent again does not name its new worker")
+	}
+	u.lookup(hashes[5:], 8, out[:1])
+	if out[0] != nil {
+		t.Fatal("a block sent before since still counts")
+	}
+	// A block its worker reported is forgotten.
+	u.record(hashes[4:5], 1, a, 9)
+	u.lookup(hashes[4:5], 0, out[:1])
+	if out[0] != nil {
+		t.Fatal("a reported block is still remembered as sent")
 	}
 }
