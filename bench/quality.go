@@ -371,8 +371,9 @@ type QualityRow struct {
 	SentRate         float64 `json:"sent_per_s_model,omitempty"`
 	OutputThroughput float64 `json:"output_tokens_per_s_model"`
 	CacheHitRate     float64 `json:"cache_hit_rate"`
-	// PredictedHitRate (EventsPolicy rows) is the hit the engines' events foretold for the
-	// gateways' picks, predicted cached tokens ÷ prompt tokens, and EngineHitRate the hit
+	// PredictedHitRate (EventsPolicy rows, and cache_aware's on gRPC engines) is the hit the
+	// engines' events or the token tree foretold for the gateways' picks, predicted cached
+	// tokens ÷ prompt tokens, and EngineHitRate the hit
 	// the engines reported for the same gateways' gRPC requests: both from the gateways'
 	// counters over the whole run, warm-up included.
 	PredictedHitRate float64 `json:"predicted_hit_rate,omitempty"`
@@ -709,7 +710,7 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, l
 		row.StealPercent = stealPercent(ticks0, ticks1)
 	}
 	row.fill(r, cfg.Workers, settle.Seconds()+d.Seconds()*cfg.SatRampFraction, (settle + d).Seconds())
-	if row.Policy == EventsPolicy {
+	if row.Policy == EventsPolicy || row.Policy == "cache_aware" && k.GRPC {
 		if err := row.readHits(gws); err != nil {
 			return err
 		}

@@ -165,19 +165,24 @@ func mergeResults(rs []*loadgen.Result) *loadgen.Result {
 }
 
 // readHits sets the row's predicted and engine-reported hit rates from the gateways'
-// counters.
+// counters: cache_aware's foretold hits, in event mode and on the token tree, and the hits the
+// engines report.
 func (row *QualityRow) readHits(gws []gateway) error {
-	var predicted, eventPrompt, cached, prompt float64
+	var predicted, pickedPrompt, cached, prompt float64
 	for _, gw := range gws {
-		sums, err := scrapeSums(gw.metrics, "smg_cache_aware_event_mode_predicted_cached_tokens_total",
-			"smg_cache_aware_event_mode_prompt_tokens_total", "smg_grpc_cached_prompt_tokens_total", "smg_grpc_prompt_tokens_total")
+		sums, err := scrapeSums(gw.metrics,
+			"smg_cache_aware_event_mode_predicted_cached_tokens_total", "smg_cache_aware_event_mode_prompt_tokens_total",
+			"smg_cache_aware_tree_predicted_cached_tokens_total", "smg_cache_aware_tree_prompt_tokens_total",
+			"smg_grpc_cached_prompt_tokens_total", "smg_grpc_prompt_tokens_total")
 		if err != nil {
 			return err
 		}
-		predicted, eventPrompt, cached, prompt = predicted+sums[0], eventPrompt+sums[1], cached+sums[2], prompt+sums[3]
+		predicted += sums[0] + sums[2]
+		pickedPrompt += sums[1] + sums[3]
+		cached, prompt = cached+sums[4], prompt+sums[5]
 	}
-	if eventPrompt > 0 {
-		row.PredictedHitRate = predicted / eventPrompt
+	if pickedPrompt > 0 {
+		row.PredictedHitRate = predicted / pickedPrompt
 	}
 	if prompt > 0 {
 		row.EngineHitRate = cached / prompt

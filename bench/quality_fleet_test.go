@@ -26,9 +26,9 @@ func TestEventModeMetrics(t *testing.T) {
 	}
 	q := &QualityResult{Config: DefaultQualityConfig(), Cases: []QualityCaseResult{{
 		Case: QualityCase{Name: "kv"}, Capacity: 10, LoadRate: 7,
-		Saturation: []QualityRow{sat("round_robin", 10, 400, 0, 0), sat("cache_aware", 20, 200, 0, 0), sat(EventsPolicy, 30, 100, 0.8, 0.7)},
-		Load: []QualityRow{load("round_robin", 1, 400, 0, 0), load("cache_aware", 1, 200, 0, 0), load(EventsPolicy, 1, 100, 0.6, 0.62),
-			load("round_robin", 2, 400, 0, 0), load("cache_aware", 2, 100, 0, 0), load(EventsPolicy, 2, 100, 0.5, 0.53)},
+		Saturation: []QualityRow{sat("round_robin", 10, 400, 0, 0), sat("cache_aware", 20, 200, 0.9, 0.6), sat(EventsPolicy, 30, 100, 0.8, 0.7)},
+		Load: []QualityRow{load("round_robin", 1, 400, 0, 0), load("cache_aware", 1, 200, 0.7, 0.6), load(EventsPolicy, 1, 100, 0.6, 0.62),
+			load("round_robin", 2, 400, 0, 0), load("cache_aware", 2, 100, 0.7, 0.5), load(EventsPolicy, 2, 100, 0.5, 0.53)},
 	}}}
 	m := map[string]float64{}
 	q.metrics(m)
@@ -41,6 +41,8 @@ func TestEventModeMetrics(t *testing.T) {
 		"quality.kv.load.ttft_p99_ratio.cache_aware_events/cache_aware.r2":     1,
 		"quality.kv.load.ttft_p99_ratio_median.cache_aware_events/cache_aware": 0.75,
 		"quality.kv.load.hit_gap_pp_max.cache_aware_events":                    3,
+		"quality.kv.sat.hit_gap_pp.cache_aware":                                30, // the tree's
+		"quality.kv.load.hit_gap_pp_max.cache_aware":                           20,
 	} {
 		if got, ok := m[k]; !ok || math.Abs(got-v) > 1e-9 {
 			t.Errorf("%s = %g (present %v), want %g", k, got, ok, v)
@@ -49,9 +51,13 @@ func TestEventModeMetrics(t *testing.T) {
 	if _, ok := m["quality.kv.sat.capacity_ratio.cache_aware/cache_aware"]; ok {
 		t.Error("cache_aware divided by itself")
 	}
+	if _, ok := m["quality.kv.sat.hit_gap_pp.round_robin"]; ok {
+		t.Error("a hit gap for round robin, which foretells nothing")
+	}
 	table := q.Table()
 	for _, want := range []string{"| event mode / approximate tree | measured | target |", "| capacity at saturation | 1.50 | ≥ 1.2 |",
-		"predicted hit 0.800, engines' hit 0.700"} {
+		"cache_aware_events at saturation: predicted hit 0.800, engines' hit 0.700",
+		"cache_aware at saturation: predicted hit 0.900, engines' hit 0.600", "| the tree's predicted vs engine hit, points apart, saturation | 30.00 | – |"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}

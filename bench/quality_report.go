@@ -62,10 +62,11 @@ func loadPolicies(rows []QualityRow) (policies []string, repeats int) {
 //	quality.<c>.load.completed_of_offered_min                  the least any load row completed ÷ its offered rate
 //
 // the same ratios of EventsPolicy against cache_aware (event mode against the approximate
-// tree) where a case has both, and for EventsPolicy rows
+// tree) where a case has both, and for the rows that foretell hits (EventsPolicy, and
+// cache_aware's on gRPC engines)
 //
-//	quality.<c>.sat.hit_gap_pp.cache_aware_events              |predicted − engine-reported hit|, points
-//	quality.<c>.load.hit_gap_pp_max.cache_aware_events         the worst repeat
+//	quality.<c>.sat.hit_gap_pp.<p>                             |predicted − engine-reported hit|, points
+//	quality.<c>.load.hit_gap_pp_max.<p>                        the worst repeat
 //
 // and quality.max_cpu_cores, the most CPU any row's own processes used (the machine check).
 func (q *QualityResult) metrics(m map[string]float64) {
@@ -77,7 +78,7 @@ func (q *QualityResult) metrics(m map[string]float64) {
 			most = max(most, p.CPUCores)
 			m[pre+"sat.capacity."+p.Policy] = p.Capacity
 			m[pre+"sat.busiest_share."+p.Policy] = p.BusiestShare
-			if p.Policy == EventsPolicy {
+			if p.foretells() {
 				m[pre+"sat.hit_gap_pp."+p.Policy] = p.hitGapPoints()
 			}
 			satRatios(m, pre, c.Saturation, p, referencePolicy)
@@ -87,22 +88,22 @@ func (q *QualityResult) metrics(m map[string]float64) {
 		}
 		policies, repeats := loadPolicies(c.Load)
 		reached := math.Inf(1)
-		gap := -1.0
+		gaps := map[string]float64{}
 		for _, r := range c.Load {
 			most = max(most, r.CPUCores)
 			if v, ok := ratio(r.Capacity, r.OfferedRate); ok {
 				reached = min(reached, v)
 			}
-			if r.Policy == EventsPolicy {
-				gap = max(gap, r.hitGapPoints())
+			if r.foretells() {
+				gaps[r.Policy] = max(gaps[r.Policy], r.hitGapPoints())
 			}
 		}
 		// Did the case run at the load it offered? Run L1's heterogeneous rows reported 0.81.
 		if !math.IsInf(reached, 1) {
 			m[pre+"load.completed_of_offered_min"] = reached
 		}
-		if gap >= 0 {
-			m[pre+"load.hit_gap_pp_max."+EventsPolicy] = gap
+		for p, gap := range gaps {
+			m[pre+"load.hit_gap_pp_max."+p] = gap
 		}
 		for _, policy := range policies {
 			if policy == referencePolicy {
@@ -119,7 +120,13 @@ func (q *QualityResult) metrics(m map[string]float64) {
 	}
 }
 
-// hitGapPoints is the distance between the hit the events foretold and the engines' own, in
+// foretells reports whether the row has the hit its gateways foretold: event mode's, or the
+// token tree's on gRPC engines (readHits).
+func (row *QualityRow) foretells() bool {
+	return row.Policy == EventsPolicy || row.PredictedHitRate > 0
+}
+
+// hitGapPoints is the distance between the hit the gateways foretold and the engines' own, in
 // percentage points.
 func (row *QualityRow) hitGapPoints() float64 {
 	return math.Abs(row.PredictedHitRate-row.EngineHitRate) * 100
@@ -248,8 +255,12 @@ func eventsTable(cr QualityCaseResult, m map[string]float64) string {
 	row("TTFT p50 at load (worst repeat)", pre+"load.ttft_p50_ratio_max"+suffix, "–")
 	row("predicted vs engine hit, points apart, saturation", pre+"sat.hit_gap_pp."+EventsPolicy, "≤ 5")
 	row("predicted vs engine hit, points apart, load (worst repeat)", pre+"load.hit_gap_pp_max."+EventsPolicy, "≤ 5")
-	if r := findRow(cr.Saturation, EventsPolicy, 0); r != nil {
-		fmt.Fprintf(&sb, "\nEvent mode at saturation: predicted hit %.3f, engines' hit %.3f (the gateways' counters, warm-up included).\n", r.PredictedHitRate, r.EngineHitRate)
+	row("the tree's predicted vs engine hit, points apart, saturation", pre+"sat.hit_gap_pp.cache_aware", "–")
+	row("the tree's predicted vs engine hit, points apart, load (worst repeat)", pre+"load.hit_gap_pp_max.cache_aware", "–")
+	for _, p := range []string{EventsPolicy, "cache_aware"} {
+		if r := findRow(cr.Saturation, p, 0); r != nil && r.foretells() {
+			fmt.Fprintf(&sb, "\n%s at saturation: predicted hit %.3f, engines' hit %.3f (the gateways' counters, warm-up included).\n", p, r.PredictedHitRate, r.EngineHitRate)
+		}
 	}
 	sb.WriteString("\n")
 	return sb.String()

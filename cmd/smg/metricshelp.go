@@ -55,6 +55,8 @@ var metricHelp = map[string]string{
 	"smg_cache_aware_event_mode_picks_total":                   "cache_aware picks made on the engines' KV events.",
 	"smg_cache_aware_event_mode_predicted_cached_tokens_total": "Prompt tokens the KV events foretold cached on the picked worker.",
 	"smg_cache_aware_event_mode_prompt_tokens_total":           "Prompt tokens of the picks made in event mode.",
+	"smg_cache_aware_tree_predicted_cached_tokens_total":       "Prompt tokens the token tree foretold cached on the picked worker.",
+	"smg_cache_aware_tree_prompt_tokens_total":                 "Prompt tokens of the picks made on the token tree.",
 	// KV events.
 	"smg_kv_events_received_total":   "KV-cache event batches received, per worker.",
 	"smg_kv_events_applied_total":    "KV-cache events applied to the block index, per worker.",

@@ -2,6 +2,7 @@ package cacheaware
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,9 @@ type branches struct {
 	// engine reported holding and the prompts' tokens: predicted / prompt is the hit rate the
 	// engines' events foretold, to set beside the hit they report (cached tokens).
 	predicted, prompt *metrics.Counter
+	// treePredicted and treePrompt are the same sums over the token tree's picks: the hit
+	// the approximate tree foretold.
+	treePredicted, treePrompt *metrics.Counter
 }
 
 type treeGauges struct {
@@ -102,9 +106,11 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 		cfg: cfg, rnd: rnd, scorer: score.New(score.DefaultConfig()),
 		text: text, tokens: tokens,
 		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback),
-			events:    cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_picks_total`),
-			predicted: cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_predicted_cached_tokens_total`),
-			prompt:    cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_prompt_tokens_total`)},
+			events:        cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_picks_total`),
+			predicted:     cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_predicted_cached_tokens_total`),
+			prompt:        cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_prompt_tokens_total`),
+			treePredicted: cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_tree_predicted_cached_tokens_total`),
+			treePrompt:    cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_tree_prompt_tokens_total`)},
 	}
 	b.clock.Store(peerStamp + 1) // local stamps are above a peer's
 	b.now.Store(time.Now().UnixNano())
@@ -468,6 +474,12 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 	c.chosen = w
 	if w == nil {
 		return 0, false
+	}
+	if c.unitsPerToken == 1 { // the token tree: its units are the engines' tokens
+		b.br.treePrompt.Add(len(req.Tokens))
+		if slices.Contains(m.Tenants, radix.Tenant(w.Index)) {
+			b.br.treePredicted.Add(matched)
+		}
 	}
 	c.advanceClock(m, matched, w)
 	return radix.Tenant(w.Index), true

@@ -237,3 +237,21 @@ func TestUnreportedTableIsBounded(t *testing.T) {
 		t.Fatal("a reported block is still remembered as sent")
 	}
 }
+
+// TestTokenTreeCountsTheHitItForetells: the token tree's picks add their prompt tokens, and
+// the chosen holder's matched tokens, to the counters the engines' own hits are set beside.
+func TestTokenTreeCountsTheHitItForetells(t *testing.T) {
+	f := policytest.NewFleet(t, 2, "m")
+	b, set := newBuilder(t, DefaultConfig())
+	p := b.Build(f.Group("m"))
+	req := tokens(72) // 4 whole blocks of 16 and a partial one
+	first := pick(t, p, req)
+	if got := pick(t, p, req); got != first {
+		t.Fatalf("went to %s, not to the holder %s", got.URL, first.URL)
+	}
+	predicted := set.GetOrCreateCounter(`smg_cache_aware_tree_predicted_cached_tokens_total`).Get()
+	prompt := set.GetOrCreateCounter(`smg_cache_aware_tree_prompt_tokens_total`).Get()
+	if predicted != 64 || prompt != 2*72 {
+		t.Fatalf("predicted %d of %d prompt tokens, want 64 (the second pick's whole blocks) of 144", predicted, prompt)
+	}
+}
