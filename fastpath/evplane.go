@@ -73,6 +73,8 @@ type loopExchange struct {
 	waiter parkedWaiter
 	// tel gathers the request's telemetry record (telemetry.go).
 	tel requestTelemetry
+	// tokens is set while the request waits for its token ids (eventtokens.go).
+	tokens *tokenJob
 	loopPD
 }
 
@@ -158,7 +160,15 @@ func (le *loopExchange) admitted(ex *evloop.Exchange) {
 		le.sendPD(ex)
 		return
 	}
-	a := &x.attempt
+	if le.tokenizeFirst(ex) {
+		return // picked once tokenized (Wake)
+	}
+	le.pickAndSend(ex)
+}
+
+// pickAndSend picks the request's worker and sends it there.
+func (le *loopExchange) pickAndSend(ex *evloop.Exchange) {
+	a := &le.x.attempt
 	if err := a.pick(le.rt, &a.main); err != nil {
 		le.failPick(ex, err)
 		return
@@ -288,6 +298,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 			w.Upstream[worker.OutcomeError].Inc()
 		}
 		le.dropPrefill(true) // the engine sees the prefill cancelled too
+		le.dropTokens()
 		le.finish(status)
 	case ex.Relayed():
 		w := a.main.w
@@ -354,6 +365,10 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 func (le *loopExchange) Wake(ex *evloop.Exchange) {
 	if le.parked {
 		le.unpark(ex)
+		return
+	}
+	if le.tokens != nil {
+		le.tokenized(ex)
 		return
 	}
 	if le.pd {
@@ -462,6 +477,7 @@ func (le *loopExchange) reset() {
 	x.fields.Reset()
 	x.tokens = x.tokens[:0]
 	le.rt, le.lastErr, le.failed = nil, nil, nil
+	le.dropTokens()
 	le.target = evloop.Target{}
 	le.loopPD.reset()
 	if cap(le.body) > 4096 {

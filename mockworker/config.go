@@ -166,10 +166,12 @@ type Config struct {
 	// Protocol is "http" (the engines' HTTP APIs) or "grpc" (the engine's own gRPC service,
 	// SGLang's or vLLM's by Dialect; grpc.go). Default "http".
 	Protocol Protocol
-	// TokenizerPath, with Protocol "grpc", is a model directory (tokenizer.json,
-	// tokenizer_config.json) whose tokenizer encodes AnswerText once at start: the answer ids
-	// then decode to AnswerText and end with the model's EOS id. Empty: position ids
-	// (PositionTokenBase). Default "".
+	// TokenizerPath is a model directory (tokenizer.json, tokenizer_config.json). With Protocol
+	// "grpc" its tokenizer encodes AnswerText once at start: the answer ids then decode to
+	// AnswerText and end with the model's EOS id (empty: position ids, PositionTokenBase).
+	// With Protocol "http" it tokenizes prompts as the engine's front end does (the chat
+	// template over the messages, the text with special tokens), so the KV cache and its
+	// events hold real token ids (empty: text cut into 4-byte pieces). Default "".
 	TokenizerPath string
 	// KVEvents makes every engine-mode worker publish its KV-cache events (kvevents.go): on a
 	// ZMQ PUB socket on Host:KVEventsPort+i with a replay ROUTER socket on
@@ -363,8 +365,6 @@ func (c Config) validateRoles() error {
 		errs = append(errs, errors.New("role encode with protocol grpc: the engines' gRPC services have no encode leg; use --protocol http"))
 	case c.Protocol == ProtocolGRPC && c.TLSCert != "":
 		errs = append(errs, errors.New("TLS with protocol grpc: the gRPC mock serves plaintext HTTP/2 only; drop --tls-cert and --tls-key"))
-	case c.Protocol == ProtocolHTTP && c.TokenizerPath != "":
-		errs = append(errs, errors.New("tokenizer path (--tokenizer-path) with protocol http: the HTTP answers are text; add --protocol grpc"))
 	}
 	return errors.Join(errs...)
 }

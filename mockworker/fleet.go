@@ -37,9 +37,15 @@ func Start(cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("cannot start mockworker: %w", err)
 	}
 	var v *vocab
-	if cfg.Protocol == ProtocolGRPC {
-		var err error
+	var prompts *modelPrompts
+	var err error
+	switch {
+	case cfg.Protocol == ProtocolGRPC:
 		if v, err = loadVocab(cfg.TokenizerPath); err != nil {
+			return nil, fmt.Errorf("cannot start mockworker: %w", err)
+		}
+	case cfg.TokenizerPath != "":
+		if prompts, err = openPrompts(cfg.TokenizerPath); err != nil {
 			return nil, fmt.Errorf("cannot start mockworker: %w", err)
 		}
 	}
@@ -51,6 +57,9 @@ func Start(cfg Config) (*Fleet, error) {
 	if err != nil {
 		f.closePD()
 		return nil, err
+	}
+	for _, w := range f.workers {
+		w.prompts = prompts
 	}
 	if cfg.KVEvents {
 		if err := f.startKVPublishers(); err != nil {

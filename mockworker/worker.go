@@ -24,6 +24,9 @@ type Worker struct {
 	id     string
 	addr   string
 	cfg    *Config // the fleet's, with defaults applied; read-only
+	// prompts tokenizes HTTP prompts as the engine's front end does (Config.TokenizerPath with
+	// protocol http); nil: text is cut into bytesPerToken-byte pieces.
+	prompts *modelPrompts
 	model  string  // cfg.Model escaped for embedding in JSON strings
 	born   int64   // unix seconds, the "created" of /v1/models
 	admin  atomic.Pointer[adminState]
@@ -365,6 +368,11 @@ func (w *Worker) generate(ex *exchange, dst []byte, kind genKind) reply {
 	}
 	defer w.scratch.Put(sp)
 	req, pd, err := w.parseGeneration(sp, kind, ex.body)
+	if err == nil && w.prompts != nil && len(req.prompt) > 0 {
+		if req.ids, err = w.prompts.ids(req.ids, kind, ex.body, req.prompt); err == nil {
+			req.prompt, req.promptTokens, sp.ids = req.prompt[:0], len(req.ids), req.ids[:0]
+		}
+	}
 	if err != nil {
 		if w.cfg.Role != RoleUnified {
 			w.countPD(pdRejected)

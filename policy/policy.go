@@ -79,6 +79,13 @@ type Recorder interface {
 	Record(req *Request, served *worker.Worker)
 }
 
+// TokenWanter is implemented by pickers that route better on token ids than on text
+// (cache_aware on the engines' KV events). When WantsTokens is true, the gateway tokenizes a
+// text request for the picker, as its engine will, if it holds the model's tokenizer.
+type TokenWanter interface {
+	WantsTokens() bool
+}
+
 // Group is what a Builder builds a Picker for: one model's candidates in one snapshot.
 type Group struct {
 	// Model is the model id; empty for the route that serves requests naming no model.

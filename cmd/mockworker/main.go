@@ -125,7 +125,7 @@ func (f *flagValues) register(fs *flag.FlagSet, requestLog *string) {
 	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "model name served and echoed")
 	fs.StringVar(&f.dialect, "dialect", string(f.cfg.Dialect), "engine to imitate: sglang or vllm")
 	fs.StringVar(&f.protocol, "protocol", string(f.cfg.Protocol), "wire served: http (the engine's HTTP API) or grpc (its gRPC service: sglang.grpc.scheduler.SglangScheduler or vllm.grpc.engine.VllmEngine by --dialect)")
-	fs.StringVar(&f.cfg.TokenizerPath, "tokenizer-path", "", "grpc: a model directory (tokenizer.json, tokenizer_config.json) whose tokenizer encodes the answer text, so the answer ids decode to it and end with the model's EOS id (default: position ids, no EOS)")
+	fs.StringVar(&f.cfg.TokenizerPath, "tokenizer-path", "", "a model directory (tokenizer.json, tokenizer_config.json); grpc: its tokenizer encodes the answer text, so the answer ids decode to it and end with the model's EOS id (default: position ids, no EOS); http: prompts are tokenized as the engine's front end does, so KV blocks and events name real token ids (default: 4-byte text pieces)")
 	fs.IntVar(&f.cfg.OutputTokens, "output-tokens", f.cfg.OutputTokens, "tokens generated when a request names no maximum")
 	fs.Float64Var(&f.tokenIntervalMS, "token-interval-ms", ms(f.cfg.TokenInterval), "pace streamed tokens this many ms apart (0: all at once)")
 	fs.StringVar(&f.cfg.WorkerIDPrefix, "worker-id-prefix", "", "name worker i <prefix><i> instead of host:port")
@@ -187,7 +187,7 @@ func (f *flagValues) check() error {
 		{"--count", f.cfg.Count < 1, "use at least 1"},
 		{"--dialect", f.cfg.Dialect != mockworker.DialectSGLang && f.cfg.Dialect != mockworker.DialectVLLM, "use sglang or vllm"},
 		{"--protocol", f.cfg.Protocol != mockworker.ProtocolHTTP && f.cfg.Protocol != mockworker.ProtocolGRPC, "use http or grpc"},
-		{"--tokenizer-path", f.cfg.TokenizerPath != "" && f.cfg.Protocol != mockworker.ProtocolGRPC, "add --protocol grpc (HTTP answers are text)"},
+		{"--tokenizer-path", f.cfg.TokenizerPath != "" && !isDir(f.cfg.TokenizerPath), "give a model directory (tokenizer.json, tokenizer_config.json)"},
 		{"--role", f.cfg.Role == mockworker.RoleEncode && f.cfg.Protocol == mockworker.ProtocolGRPC, "the engines' gRPC services have no encode leg: use --protocol http"},
 		{"--output-tokens", f.cfg.OutputTokens < 1, "use at least 1"},
 		{"--token-interval-ms", f.tokenIntervalMS < 0, "use 0 or a positive number"},
@@ -249,3 +249,8 @@ func parseDecodeFactors(v string) (map[int]float64, error) {
 
 // ms renders a duration as the float milliseconds the flags take.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}

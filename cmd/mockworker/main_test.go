@@ -116,7 +116,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--decode-factors", "5=2", "--count", "2"}, "--decode-factors"},
 		{[]string{"--decode-factors", "0=0"}, "--decode-factors"},
 		{[]string{"--protocol", "h2"}, "--protocol"},
-		{[]string{"--tokenizer-path", "/tmp"}, "--tokenizer-path"},
+		{[]string{"--tokenizer-path", "/nonexistent/model"}, "--tokenizer-path"},
 		{[]string{"--protocol", "grpc", "--role", "encode"}, "--role"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"stray"}, "stray"},

@@ -209,3 +209,63 @@ func TestFleetKVEventsPortFollowsEveryDPRank(t *testing.T) {
 		t.Fatal("no batch applied under the worker")
 	}
 }
+
+// TestHTTPTextRequestsRouteOnTheEnginesKVEvents: with the model's tokenizer (--model-path),
+// the gateway tokenizes HTTP chat requests as the engines do when their model routes in event
+// mode, so text requests sharing a long prefix follow the engine that reported its blocks;
+// the engines (mock HTTP engines with the same tokenizer) publish real token ids.
+func TestHTTPTextRequestsRouteOnTheEnginesKVEvents(t *testing.T) {
+	b := Build(t)
+	dir := qwen3Dir(t)
+	hosts := []string{"127.0.0.2", "127.0.0.3"}
+	port := FreePort(t, hosts[0])
+	var urls []string
+	for _, h := range hosts {
+		m := Start(t, b.MockWorker, "--host", h, "--port", "0", "--count", "1", "--mode", "engine",
+			"--kv-events-port", strconv.Itoa(port), "--block-size", "16", "--model", "m", "--tokenizer-path", dir)
+		var w []string
+		testutil.Eventually(t, "mock engine on "+h+" with KV events listening", func() bool {
+			w = kvEventsLine.FindStringSubmatch(m.Output())
+			return w != nil
+		})
+		urls = append(urls, w[1])
+	}
+	g := StartGatewayUnready(t, nil, "--policy", "cache_aware", "--model-path", dir, "--kv-events-port", strconv.Itoa(port),
+		"--kv-events-replay-port", strconv.Itoa(port+1), "--worker-urls", urls[0], urls[1])
+	g.WaitReady(t)
+	metric := func(series string) float64 {
+		v, _ := Metric(t, g.MetricsURL, series)
+		return v
+	}
+	testutil.Eventually(t, "both engines' publishers followed", func() bool {
+		body := MustDo(t, "GET", g.MetricsURL, "", nil).Body
+		return strings.Contains(body, `smg_kv_events_received_total{worker="`+urls[0]+`"}`) &&
+			strings.Contains(body, `smg_kv_events_received_total{worker="`+urls[1]+`"}`)
+	})
+	system := strings.Repeat("You answer questions about ships, the sea and the weather at sea, briefly and exactly. ", 12)
+	ask := func(i int) string {
+		t.Helper()
+		body := fmt.Sprintf(`{"model":"m","messages":[{"role":"system","content":%q},{"role":"user","content":"Question %d: why is the sea salty?"}],"max_tokens":1}`, system, i)
+		r := MustDo(t, http.MethodPost, g.URL+"/v1/chat/completions", body, nil)
+		if r.Status != 200 {
+			t.Fatalf("chat: %d %s", r.Status, r.Body)
+		}
+		return r.Header.Get("X-Smg-Routed-Worker-Id")
+	}
+	picks0, predicted0 := metric(`smg_cache_aware_event_mode_picks_total`), metric(`smg_cache_aware_event_mode_predicted_cached_tokens_total`)
+	first := ask(0)
+	testutil.Eventually(t, "the first prompt's blocks in the index", func() bool {
+		return metric(`smg_kv_index_blocks{model="m"}`) >= 10
+	})
+	for i := 1; i <= 6; i++ {
+		if w := ask(i); w != first {
+			t.Fatalf("chat %d with the same system prompt went to %s, the engine holding it is %s", i, w, first)
+		}
+	}
+	if n := metric(`smg_cache_aware_event_mode_picks_total`) - picks0; n < 6 {
+		t.Fatalf("%v chat requests picked in event mode, want the 6 after the engine reported its blocks", n)
+	}
+	if p := metric(`smg_cache_aware_event_mode_predicted_cached_tokens_total`) - predicted0; p < 6*160 {
+		t.Fatalf("event mode foretold %v cached tokens over 6 requests sharing about 200 tokens, want at least 960", p)
+	}
+}

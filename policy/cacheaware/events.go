@@ -56,6 +56,10 @@ func newEventMode(src EventSource, g policy.Group) *eventMode {
 	return em
 }
 
+// WantsTokens implements policy.TokenWanter: event mode matches the engines' blocks, which
+// are named by token ids.
+func (p *picker) WantsTokens() bool { return p.events != nil }
+
 // pickByEvents decides a request by the engines' reported caches: the candidates are the
 // usable workers that hold the most leading blocks of its tokens in a row, counting the blocks
 // the gateway sent a worker that its engine has not reported yet (unreported), the match
