@@ -20,19 +20,19 @@ import (
 
 // Worker is one mock engine listening on its own port. Its methods are safe for concurrent use.
 type Worker struct {
-	index  int
-	id     string
-	addr   string
-	cfg    *Config // the fleet's, with defaults applied; read-only
+	index int
+	id    string
+	addr  string
+	cfg   *Config // the fleet's, with defaults applied; read-only
 	// prompts tokenizes HTTP prompts as the engine's front end does (Config.TokenizerPath with
 	// protocol http); nil: text is cut into bytesPerToken-byte pieces.
 	prompts *modelPrompts
-	model  string  // cfg.Model escaped for embedding in JSON strings
-	born   int64   // unix seconds, the "created" of /v1/models
-	admin  atomic.Pointer[adminState]
-	seq    atomic.Uint64 // response ids
-	draws  atomic.Uint64 // generation requests, numbering the FailureRate draws
-	active atomic.Int64  // generation requests received and not yet finished
+	model   string // cfg.Model escaped for embedding in JSON strings
+	born    int64  // unix seconds, the "created" of /v1/models
+	admin   atomic.Pointer[adminState]
+	seq     atomic.Uint64 // response ids
+	draws   atomic.Uint64 // generation requests, numbering the FailureRate draws
+	active  atomic.Int64  // generation requests received and not yet finished
 	// served counts generation requests answered with a generation (not faults); for tests.
 	served  atomic.Uint64
 	engine  *engineDriver // nil in instant mode
