@@ -118,7 +118,7 @@ func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
 	if w != nil {
 		i := int(p.pos[w.Index])
 		b.br.prompt.Add(len(req.Tokens))
-		b.br.predicted.Add(min(em.held(i, w, depth, sent)*bs, len(req.Tokens)))
+		b.br.predicted.Add(min(em.reported(i, depth)*bs, len(req.Tokens))) // what the engine reported
 		if b.cfg.UnreportedTTL > 0 {
 			b.unreported.record(hashes, em.reported(i, depth), w, now)
 		}
