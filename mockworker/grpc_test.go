@@ -440,7 +440,7 @@ func TestGRPCConfigErrors(t *testing.T) {
 	}{
 		{func(c *Config) { c.Protocol = "h3" }, "protocol"},
 		{func(c *Config) { c.Protocol, c.Role = ProtocolGRPC, RoleEncode }, "no encode leg"},
-		{func(c *Config) { c.TokenizerPath = "/tmp" }, "--protocol grpc"},
+		{func(c *Config) { c.TokenizerPath = t.TempDir() }, "cannot load the tokenizer"}, // HTTP engines tokenize prompts too
 		{func(c *Config) { c.Protocol, c.TokenizerPath = ProtocolGRPC, t.TempDir() }, "tokenizer"},
 	} {
 		_, err := Start(config(tc.set))
