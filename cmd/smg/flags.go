@@ -138,7 +138,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Group("Workers and routing")
 	fs.StringList("worker-urls", &o.workerURLs, "Worker base URLs, space-separated (http://host:port; grpc://host:port or grpc://host:port@RANK for an engine's gRPC service)").WithMetavar("URL")
 	fs.Alias("worker-url", "worker-urls")
-	fs.String("model-path", &o.modelPath, "", "Tokenizer source for gRPC workers (grpc://): a local directory holding the model's tokenizer.json and tokenizer_config.json (without one, each engine's own, fetched with GetTokenizer); ignored by HTTP workers, which are routed on the request text").WithMetavar("PATH")
+	fs.String("model-path", &o.modelPath, "", "Tokenizer source for gRPC workers (grpc://): a local directory holding the model's tokenizer.json and tokenizer_config.json (without one, each engine's own, fetched with GetTokenizer); HTTP workers' requests are routed on their text, or, for a model cache_aware routes on the engines' KV events, on the tokens this tokenizer gives").WithMetavar("PATH")
 	fs.String("tokenizer-path", &o.tokenizerPath, "", "The gRPC workers' tokenizer directory when it differs from --model-path").WithMetavar("DIR")
 	fs.String("policy", &o.policy, all.DefaultPolicy, "Load-balancing policy: "+strings.Join(all.Names(), ", ")).WithMetavar("POLICY")
 	fs.Int("max-connections-per-worker", &o.maxConnsPerWorker, worker.DefaultClientOptions().MaxConns, "Connections the gateway may open to one worker")
