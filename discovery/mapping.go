@@ -3,7 +3,7 @@ package discovery
 import (
 	"fmt"
 	"net"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -139,20 +139,25 @@ type Warning struct {
 // Serving; when two pods claim one address (a stale pod object beside its replacement) the
 // Serving one was already the only candidate, and among several the first by name wins.
 func (m *Mapping) Desired(pods []Pod) ([]Desired, []Warning) {
-	var out []Desired
 	var warns []Warning
 	warn := func(p *Pod, msg string) {
 		if msg != "" {
 			warns = append(warns, Warning{PodUID: p.UID, Message: msg})
 		}
 	}
-	claimed := map[string]bool{}
-	sorted := make([]*Pod, len(pods))
-	for i := range pods {
-		sorted[i] = &pods[i]
+	claimed := make(map[string]bool, len(pods))
+	type keyed struct {
+		key string
+		pod *Pod
 	}
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key() < sorted[j].Key() })
-	for _, p := range sorted {
+	sorted := make([]keyed, len(pods))
+	for i := range pods {
+		sorted[i] = keyed{pods[i].Key(), &pods[i]}
+	}
+	slices.SortFunc(sorted, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	out := make([]Desired, 0, len(pods))
+	for _, k := range sorted {
+		p := k.pod
 		role := m.role(p.Labels)
 		if role == "" || !p.Serving() {
 			continue
@@ -196,6 +201,22 @@ func (m *Mapping) Desired(pods []Pod) ([]Desired, []Warning) {
 			out = append(out, d)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].URL < out[j].URL })
-	return out, warns
+	return sortedByURL(out), warns
+}
+
+// sortedByURL returns ds sorted by URL, moving each Desired (a large struct) once.
+func sortedByURL(ds []Desired) []Desired {
+	if len(ds) == 0 {
+		return nil
+	}
+	order := make([]int, len(ds))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(ds[a].URL, ds[b].URL) })
+	out := make([]Desired, len(ds))
+	for i, j := range order {
+		out[i] = ds[j]
+	}
+	return out
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,10 +38,14 @@ type Reconciler struct {
 	wake    chan struct{}
 
 	// changedIPs are the pod IPs whose pods changed since the last address pass; changed
-	// wakes Run for it.
+	// wakes Run for it. changeSeq numbers the Changed calls and changedAt holds each IP's
+	// latest number, so a full pass leaves alone the addresses that changed after it read
+	// the cache: their address passes saw newer pods.
 	changedMu  sync.Mutex
 	changedIPs map[string]struct{}
 	changed    chan struct{}
+	changeSeq  uint64
+	changedAt  map[string]uint64
 
 	// probe answers the worker URL to register once the engine at the desired address
 	// serves (its http:// URL, or grpc:// when only gRPC answers); models lists what it
@@ -47,7 +53,8 @@ type Reconciler struct {
 	probe  func(ctx context.Context, url string) (string, error)
 	models func(ctx context.Context, url string) ([]string, error)
 
-	passMu sync.Mutex       // one pass at a time
+	fullMu sync.Mutex       // one full pass at a time
+	passMu sync.Mutex       // one pass at a time submits; the full pass's O(n) reading is outside it
 	warned map[Warning]bool // annotation warnings already logged; guarded by passMu
 	// desiredAt counts the desired workers per pod IP and desired their sum, as the latest
 	// pass over each address saw them; guarded by passMu.
@@ -78,7 +85,7 @@ func NewReconciler(cfg Config, reg Registry, pods PodSource, podsAt PodsAt) (*Re
 		cfg: cfg, mapping: m, aliases: aliases, reg: reg, pods: pods, podsAt: podsAt,
 		metrics: newDiscoveryMetrics(cfg.Metrics), log: cfg.Logger,
 		wake:       make(chan struct{}, 1),
-		changedIPs: map[string]struct{}{}, changed: make(chan struct{}, 1),
+		changedIPs: map[string]struct{}{}, changed: make(chan struct{}, 1), changedAt: map[string]uint64{},
 		owned: map[string]string{}, ownedAt: map[string]map[string]struct{}{}, warned: map[Warning]bool{},
 		desiredAt: map[string]int{},
 	}
@@ -112,9 +119,11 @@ func (r *Reconciler) Trigger() {
 func (r *Reconciler) Changed(ips ...string) {
 	if r.podsAt != nil {
 		r.changedMu.Lock()
+		r.changeSeq++
 		for _, ip := range ips {
 			if ip != "" {
 				r.changedIPs[ip] = struct{}{}
+				r.changedAt[ip] = r.changeSeq
 			}
 		}
 		r.changedMu.Unlock()
@@ -131,8 +140,24 @@ func (r *Reconciler) Changed(ips ...string) {
 // from the cache alone.
 //
 // The address passes keep one pod's change from waiting out the debounce, at a cost that
-// does not grow with the fleet; the full passes stay the level-triggered safety net.
+// does not grow with the fleet; the full passes stay the level-triggered safety net. Full
+// passes run on a second goroutine, so that an address pass never waits for one to read the
+// whole cache.
 func (r *Reconciler) Run(ctx context.Context) {
+	full := make(chan struct{}, 1) // one full pass pending covers every later request
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-full:
+				r.Pass(ctx)
+			}
+		}
+	}()
+	defer func() { <-done }()
 	resync := r.cfg.Clock.After(r.cfg.Resync)
 	var debounce <-chan time.Time // nil: no full pass pending
 	for {
@@ -152,7 +177,10 @@ func (r *Reconciler) Run(ctx context.Context) {
 		case <-resync:
 			resync = r.cfg.Clock.After(r.cfg.Resync)
 		}
-		r.Pass(ctx)
+		select {
+		case full <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -162,14 +190,24 @@ func (r *Reconciler) Close() { r.queue.Close() }
 // Queue returns the job queue (tests and metrics read it).
 func (r *Reconciler) Queue() *JobQueue { return r.queue }
 
-// Pass runs one reconcile pass and returns the jobs it submitted. It blocks while the job
-// queue is full. Passes are serialised: a Pass called beside Run waits for the running one.
+// Pass runs one full reconcile pass and returns the jobs it submitted. It blocks while the
+// job queue is full. Full passes are serialised: a Pass called beside Run waits for the
+// running one. It reads the cache and the registry without holding up the address passes,
+// then submits its jobs but for the addresses Changed named since it read the cache.
 func (r *Reconciler) Pass(ctx context.Context) Plan {
-	r.passMu.Lock()
-	defer r.passMu.Unlock()
+	r.fullMu.Lock()
+	defer r.fullMu.Unlock()
 	start := r.cfg.Clock.Now()
+	r.changedMu.Lock()
+	seen := r.changeSeq
+	r.changedMu.Unlock()
 	pods := r.pods()
 	desired, warns := r.mapping.Desired(pods)
+	owned, snap := r.ownedWorkers()
+	plan := Diff(desired, owned, occupiedIn(snap))
+
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
 	r.logWarnings(pods, warns)
 	clear(r.desiredAt)
 	for i := range desired {
@@ -178,8 +216,7 @@ func (r *Reconciler) Pass(ctx context.Context) Plan {
 	r.desired = len(desired)
 	r.metrics.discovered.Store(int64(r.desired))
 
-	owned, snap := r.ownedWorkers()
-	plan := r.skipBusy(Diff(desired, owned, occupiedIn(snap)))
+	plan = r.skipBusy(r.skipChangedSince(seen, plan))
 	if len(plan.Add) == 0 && len(plan.Remove) == 0 {
 		return plan
 	}
@@ -340,6 +377,18 @@ func (r *Reconciler) noteWarnings(warns []Warning) {
 			r.log.Warn(w.Message, "pod_uid", w.PodUID)
 		}
 	}
+}
+
+// skipChangedSince drops the jobs at addresses Changed named after change number seen, and
+// forgets the numbers up to seen (no later pass can have read the cache before them).
+func (r *Reconciler) skipChangedSince(seen uint64, p Plan) Plan {
+	r.changedMu.Lock()
+	defer r.changedMu.Unlock()
+	newer := func(url string) bool { return r.changedAt[hostOf(url)] > seen }
+	p.Remove = slices.DeleteFunc(p.Remove, func(rm Removal) bool { return newer(rm.URL) })
+	p.Add = slices.DeleteFunc(p.Add, func(d Desired) bool { return newer(d.URL) })
+	maps.DeleteFunc(r.changedAt, func(_ string, n uint64) bool { return n <= seen })
+	return p
 }
 
 // skipBusy drops the jobs whose address already has a job pending or running.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -415,6 +416,28 @@ func TestChangedKeepsOwnershipRules(t *testing.T) {
 	testutil.Eventually(t, "10.0.0.2 removed", func() bool { return h.reg.Current().ByURL("http://10.0.0.2:8000") == nil })
 	if h.reg.Current().ByURL("http://10.0.0.1:8000") == nil {
 		t.Fatal("an address pass removed a worker discovery did not register")
+	}
+}
+
+func TestFullPassLeavesAddressesChangedAfterItReadTheCache(t *testing.T) {
+	h := newHarness(t, nil)
+	plan := Plan{
+		Add:    []Desired{{URL: "http://10.0.0.1:8000"}, {URL: "http://10.0.0.2:8000"}},
+		Remove: []Removal{{URL: "http://10.0.0.1:8001"}, {URL: "http://10.0.0.3:8000"}},
+	}
+	clone := func(p Plan) Plan { return Plan{Add: slices.Clone(p.Add), Remove: slices.Clone(p.Remove)} }
+	h.rec.Changed("10.0.0.1") // change number 1
+	// A pass that read the cache before change 1 leaves 10.0.0.1 to its address pass.
+	got := h.rec.skipChangedSince(0, clone(plan))
+	if len(got.Add) != 1 || got.Add[0].URL != "http://10.0.0.2:8000" || len(got.Remove) != 1 || got.Remove[0].URL != "http://10.0.0.3:8000" {
+		t.Fatalf("pass that read before the change kept %+v", got)
+	}
+	// One that read it after sees the change itself, keeps every job and forgets the number.
+	if got := h.rec.skipChangedSince(1, clone(plan)); len(got.Add) != 2 || len(got.Remove) != 2 {
+		t.Fatalf("pass that read after the change kept %+v", got)
+	}
+	if got := h.rec.skipChangedSince(0, clone(plan)); len(got.Add) != 2 {
+		t.Fatalf("change number not forgotten: %+v", got)
 	}
 }
 
