@@ -22,7 +22,11 @@ func (w *Worker) setState(mask, bits uint32) {
 	for {
 		old := w.state.Load()
 		next := old&^mask | bits
-		if old == next || w.state.CompareAndSwap(old, next) {
+		if old == next {
+			return
+		}
+		if w.state.CompareAndSwap(old, next) {
+			w.changed()
 			return
 		}
 	}

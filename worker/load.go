@@ -147,6 +147,7 @@ func (w *Worker) SetLoadSince(r *LoadReport, mark DispatchMark) {
 		r.since = mark
 	}
 	w.load.Store(r)
+	w.changed()
 }
 
 // DispatchMark returns the worker's cumulative dispatch counts now.
@@ -164,6 +165,7 @@ func (w *Worker) NoteDispatch(tokens int) {
 	} else {
 		w.dispatchedUnknown.Add(1)
 	}
+	w.changed()
 }
 
 // NoteAwaiting records a request sent to the worker that now waits for its first token;
@@ -176,6 +178,7 @@ func (w *Worker) NoteAwaiting(tokens int) {
 	} else {
 		w.awaitingUnknown.Add(1)
 	}
+	w.changed()
 }
 
 // NoteFirstToken records that a request NoteAwaiting(tokens) recorded stopped waiting for
@@ -187,6 +190,7 @@ func (w *Worker) NoteFirstToken(tokens int) {
 	} else {
 		w.awaitingUnknown.Add(-1)
 	}
+	w.changed()
 }
 
 // Awaiting returns the requests waiting for the worker's first token (NoteAwaiting), the sum

@@ -94,6 +94,7 @@ func (w *Worker) CompareAndSetStallState(old, s uint32) bool {
 			return false
 		}
 		if w.state.CompareAndSwap(cur, cur&^stallMask|s<<stallShift&stallMask) {
+			w.changed()
 			return true
 		}
 	}

@@ -78,8 +78,9 @@ func OutcomeOf(status int) int {
 // reads consecutive cache lines instead of chasing one pointer per worker into a large object.
 type Worker struct {
 	// InFlight counts requests dispatched to this worker whose response body has not
-	// finished. The hot path adds 1 at dispatch and subtracts 1 exactly once.
-	InFlight atomic.Int64
+	// finished. The hot path adds 1 at dispatch and subtracts 1 exactly once. It must stay
+	// the first field (InFlightCount.worker).
+	InFlight InFlightCount
 	load     atomic.Pointer[LoadReport]
 	// Cumulative dispatch counts with and without a known token count (NoteDispatch; the
 	// request count is in cold); a load report keeps their values at its poll
@@ -105,6 +106,8 @@ type cold struct {
 	dispatchedRequests atomic.Int64
 	// awaitingRequests counts the requests waiting for their first token (NoteAwaiting).
 	awaitingRequests atomic.Int64
+	// watchers are the Changes sets told of every change a load-aware pick reads (watch.go).
+	watchers atomic.Pointer[[]watcher]
 	// Breaker is the worker's circuit breaker, read by policies through Routable and driven
 	// by the gateway: TryAcquire before a request, Record when it ends.
 	Breaker breaker.Breaker
@@ -198,6 +201,15 @@ func (w *Worker) Routable() bool {
 	}
 	// The breaker bit only says the breaker may not be closed (hot.go): the breaker decides.
 	return st&^stateBreaker == uint32(StatusReady) && w.Breaker.AvailableNow()
+}
+
+// BreakerGated reports whether Routable's answer depends on the breaker's clock: w is Ready
+// with no veto, but its breaker may not be closed, and an open breaker lets requests through
+// again once its timeout has passed, with no write to the worker. A holder of Routable's
+// answer (an order kept over a group) asks again on every pick while it is true.
+func (w *Worker) BreakerGated() bool {
+	st := w.state.Load()
+	return st != uint32(StatusReady) && st&^stateBreaker == uint32(StatusReady)
 }
 
 // settings is one immutable version of a worker's changeable settings.
