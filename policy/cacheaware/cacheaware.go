@@ -150,8 +150,10 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 	for i, w := range g.Workers {
 		byIndex[w.Index], pos[w.Index] = w, int32(i)
 	}
-	return &picker{b: b, workers: g.Workers, byIndex: byIndex, pos: pos, mean: policy.NewFleetMean(g.Workers), rate: b.scorer.NewFleetRate(g.Workers),
+	p := &picker{b: b, workers: g.Workers, byIndex: byIndex, pos: pos, mean: policy.NewFleetMean(g.Workers), rate: b.scorer.NewFleetRate(g.Workers),
 		turns: score.NewTurns(len(g.Workers), b.rnd), events: newEventMode(b.cfg.Events, g)}
+	p.ranking = b.scorer.NewRanking(p.workers, p.turns, nil)
+	return p
 }
 
 // purgeDeparted removes from the trees every tenant whose worker is no longer registered, and
@@ -260,6 +262,9 @@ type picker struct {
 	// gateway can tell are taken in turn (score.Scorer.LowestInTurn, as least_load does).
 	pos   []int32
 	turns *score.Turns
+	// ranking keeps the workers in the scorer's order as their load changes: a whole-fleet
+	// choice with no hot limit (a miss) does not rescan them.
+	ranking *score.Ranking
 	// events is the model's KV-event index when every worker publishes events (events.go);
 	// nil: the approximate tree.
 	events *eventMode
@@ -268,7 +273,7 @@ type picker struct {
 // lowest is the worker of the whole fleet with the lowest expected wait, skipping those with
 // more than hotAbove requests in flight, equal workers taken in turn (score.Scorer.LowestInTurn).
 func (p *picker) lowest(req *policy.Request, rate score.Rate, hotAbove float64) *worker.Worker {
-	w, _ := p.b.scorer.LowestInTurn(req, p.workers, rate, p.b.rnd, hotAbove, p.turns)
+	w, _ := p.ranking.Pick(req, rate, p.b.rnd, hotAbove)
 	return w
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/worker"
 )
 
 // BenchmarkPick scores every worker of a fleet where half report loads, so both the reporting
@@ -31,6 +32,43 @@ func BenchmarkPick(b *testing.B) {
 				if _, err := p.Pick(req); err != nil {
 					b.Fatal(err)
 				}
+			}
+			stop()
+		})
+	}
+}
+
+// BenchmarkPickWithDispatch is BenchmarkPick with the request path's writes between picks, as
+// in service: the chosen worker is credited its dispatch and in-flight request, and a request
+// picked 64 picks earlier ends, so each pick follows changes of two workers.
+func BenchmarkPickWithDispatch(b *testing.B) {
+	for _, n := range policytest.BenchFleetSizes {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			f := policytest.NewFleet(b, n, "m")
+			for i, w := range f.Workers {
+				if i%2 == 0 {
+					policytest.SetReport(w, policytest.Report{WaitingTokens: int64(100 + i%7), TokenUsage: 0.3, Throughput: 1500}, t0)
+				}
+				w.InFlight.Add(int64(i % 5))
+			}
+			p := New(DefaultConfig(), nil).Build(f.Group("m"))
+			req := &policy.Request{Text: make([]byte, 4096)}
+			var running [64]*worker.Worker
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			stop := policytest.CPUPerOp(b)
+			for i := 0; b.Loop(); i++ {
+				res, err := p.Pick(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res.Worker.NoteDispatch(policy.DispatchTokens(req))
+				res.Worker.InFlight.Add(1)
+				if done := running[i%64]; done != nil {
+					done.InFlight.Add(-1)
+				}
+				running[i%64] = res.Worker
 			}
 			stop()
 		})

@@ -43,8 +43,10 @@ func (*Builder) Name() string { return Name }
 
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
-	return &picker{workers: g.Workers, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
+	p := &picker{workers: g.Workers, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
 		turns: score.NewTurns(len(g.Workers), b.rnd), speeds: score.NewSpeedFlags(len(g.Workers))}
+	p.ranking = b.scorer.NewRanking(p.workers, p.turns, p.speeds)
+	return p
 }
 
 type picker struct {
@@ -58,6 +60,9 @@ type picker struct {
 	// speeds flags the workers that decode clearly more slowly than the others: they take work
 	// only when the others queue (score.Scorer.LowestInTurnAt).
 	speeds *score.SpeedFlags
+	// ranking keeps the workers in the scorer's order as their load changes, so that a pick
+	// does not rescan them.
+	ranking *score.Ranking
 }
 
 // Pick returns the lowest expected wait, equal workers taken in turn. When the waiting-queue
@@ -65,7 +70,7 @@ type picker struct {
 // (503) rather than deepen a backlog, as the spec says.
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	p.speeds.Observe(p.workers)
-	w, i := p.scorer.LowestInTurnAt(req, p.workers, p.scorer.RateOf(p.rate), p.rnd, policy.NoHotLimit, p.turns, p.speeds)
+	w, i := p.ranking.Pick(req, p.scorer.RateOf(p.rate), p.rnd, policy.NoHotLimit)
 	if w == nil {
 		return policy.Result{}, policy.ErrNoAvailableWorkers
 	}

@@ -273,6 +273,8 @@ func (s *Scorer) LowestInTurnAt(req *policy.Request, ws []*worker.Worker, rate R
 type Turns struct {
 	at    []atomic.Uint64
 	clock atomic.Uint64
+	// changes, when a Ranking keeps an order over the group, is told of each Note.
+	changes *worker.Changes
 }
 
 // NewTurns returns the turns of a group of n workers, in a random first order (so no worker
@@ -289,23 +291,68 @@ func NewTurns(n int, rnd policy.Rand) *Turns {
 }
 
 // Note records that the worker at place i was picked now.
-func (t *Turns) Note(i int) { t.at[i].Store(t.clock.Add(1)) }
+func (t *Turns) Note(i int) {
+	t.at[i].Store(t.clock.Add(1))
+	if t.changes != nil {
+		t.changes.Mark(i)
+	}
+}
+
+// weigher holds what ranking one worker needs of a pick's rate and the configuration: the
+// scan (lowestAt) and the kept order (Ranking) both weigh through it, so they agree to the bit.
+type weigher struct {
+	mean, inv float64
+	// SecondsPerToken's terms: a worker whose step exceeds slowStep drains at invPerStep × its
+	// step (Inf: none does).
+	invPerStep, slowStep float64
+	kvWeight             float64
+	capN                 int64
+}
+
+func (s *Scorer) weigherAt(rate Rate) weigher {
+	k := weigher{
+		mean: float64(s.cfg.MeanPrefillTokens), inv: 1 / rate.TokensPerSecond, slowStep: math.Inf(1),
+		kvWeight: s.cfg.KVPressureWeight, capN: int64(s.cfg.MaxWaitingRequests),
+	}
+	if rate.StepSeconds > 0 {
+		k.invPerStep, k.slowStep = k.inv/rate.StepSeconds, SlowStepRatio*rate.StepSeconds
+	}
+	return k
+}
+
+// weigh returns what a reporting worker w (report r, inFlight requests in flight) ranks by:
+// its awaiting work (AwaitingWork, before any slow penalty) and its expected wait
+// (ReportedWait written out: it runs once per worker of a scan, and a call per worker cost a
+// measurable share of one at 4,096 workers); capped when the waiting-queue cap excludes it.
+func (k *weigher) weigh(w *worker.Worker, r *worker.LoadReport, inFlight int64) (awaiting, score float64, capped bool) {
+	var known, unknown int64
+	if k.capN > 0 {
+		var requests int64
+		if requests, known, unknown = w.SinceReport(r); int64(r.WaitingRequests)+requests >= k.capN {
+			return 0, 0, true
+		}
+	} else {
+		known, unknown = w.SinceReportTokens(r) // the worker's first cache line only
+	}
+	queued := float64(r.WaitingTokens)
+	if r.WaitingTokens < 0 {
+		queued = float64(r.WaitingRequests) * k.mean
+	}
+	perToken := k.inv
+	if step := r.StepSeconds(); step > k.slowStep {
+		perToken = k.invPerStep * step
+	}
+	score = (queued+float64(known)+float64(unknown)*k.mean)*perToken + k.kvWeight*r.KVOccupancyAt(inFlight)
+	awKnown, awUnknown := w.AwaitingTokens()
+	return float64(awKnown) + float64(awUnknown)*k.mean, score, false
+}
 
 // lowestAt is LowestAt and, with turns, LowestInTurn (with speeds, LowestInTurnAt).
 func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, rnd policy.Rand, hotAbove float64, turns *Turns, speeds *SpeedFlags) (*worker.Worker, int) {
 	t := getTies()
 	defer putTies(t)
-	// The loop is ReportedWait written out: this is the O(n) part of least_load and
-	// cache_aware, and a call per worker costs a measurable share of it at 4,096 workers.
-	mean := float64(s.cfg.MeanPrefillTokens)
-	inv := 1 / rate.TokensPerSecond
-	// SecondsPerToken written out: a clearly slower worker's is inv ÷ the mean step × its own.
-	invPerStep, slowStep := 0.0, math.Inf(1)
-	if rate.StepSeconds > 0 {
-		invPerStep, slowStep = inv/rate.StepSeconds, SlowStepRatio*rate.StepSeconds
-	}
-	kvWeight := s.cfg.KVPressureWeight
-	capN := int64(s.cfg.MaxWaitingRequests)
+	k := s.weigherAt(rate)
+	mean, inv := k.mean, k.inv
 	hot := int64(math.MaxInt64) // in-flight counts above this are skipped
 	if hotAbove < math.MaxInt64 {
 		hot = int64(math.Floor(hotAbove))
@@ -331,26 +378,10 @@ func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 			}
 			continue
 		}
-		var known, unknown int64
-		if capN > 0 {
-			var requests int64
-			if requests, known, unknown = w.SinceReport(r); int64(r.WaitingRequests)+requests >= capN {
-				continue
-			}
-		} else {
-			known, unknown = w.SinceReportTokens(r) // the worker's first cache line only
+		awaiting, score, capped := k.weigh(w, r, inFlight)
+		if capped {
+			continue
 		}
-		queued := float64(r.WaitingTokens)
-		if r.WaitingTokens < 0 {
-			queued = float64(r.WaitingRequests) * mean
-		}
-		perToken := inv
-		if step := r.StepSeconds(); step > slowStep {
-			perToken = invPerStep * step
-		}
-		score := (queued+float64(known)+float64(unknown)*mean)*perToken + kvWeight*r.KVOccupancyAt(inFlight)
-		awKnown, awUnknown := w.AwaitingTokens()
-		awaiting := float64(awKnown) + float64(awUnknown)*mean
 		if speeds.Slow(i) {
 			awaiting += s.SlowPenalty(req)
 		}
@@ -397,28 +428,41 @@ func (s *Scorer) lowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 }
 
 // choose returns the index of a worker among the best reporting ones (rep, at score best) and
-// those without a report (dark, at darkScore): the spec's graceful degradation, exact ties
-// broken at random; -1 when there are none.
+// those without a report (dark, at darkScore), as chooseAmong decides; -1 when there are none.
 func (t *ties) choose(rnd policy.Rand, best, darkScore float64) int {
+	rep, k := chooseAmong(rnd, len(t.rep), len(t.dark), best, darkScore)
 	switch {
-	case len(t.rep) == 0 && len(t.dark) == 0:
+	case k < 0:
 		return -1
-	case len(t.rep) == 0: // nobody reports: join the shortest queue
-		return int(t.dark[pick(rnd, len(t.dark))])
-	case len(t.dark) == 0:
-		return int(t.rep[pick(rnd, len(t.rep))])
+	case rep:
+		return int(t.rep[k])
+	}
+	return int(t.dark[k])
+}
+
+// chooseAmong chooses among nRep equally good reporting workers (at score best) and nDark
+// workers without a report (at darkScore), the spec's graceful degradation, exact ties broken
+// at random: whether a reporting worker wins, and which of its kind (the k-th); k is -1 when
+// there are none.
+func chooseAmong(rnd policy.Rand, nRep, nDark int, best, darkScore float64) (rep bool, k int) {
+	switch {
+	case nRep == 0 && nDark == 0:
+		return false, -1
+	case nRep == 0: // nobody reports: join the shortest queue
+		return false, pick(rnd, nDark)
+	case nDark == 0:
+		return true, pick(rnd, nRep)
 	}
 	switch {
 	case darkScore < best: // only with a negative in-flight count, which is a bug elsewhere
-		return int(t.dark[pick(rnd, len(t.dark))])
+		return false, pick(rnd, nDark)
 	case darkScore > best:
-		return int(t.rep[pick(rnd, len(t.rep))])
+		return true, pick(rnd, nRep)
 	}
-	k := pick(rnd, len(t.rep)+len(t.dark))
-	if k < len(t.rep) {
-		return int(t.rep[k])
+	if k = pick(rnd, nRep+nDark); k < nRep {
+		return true, k
 	}
-	return int(t.dark[k-len(t.rep)])
+	return false, k - nRep
 }
 
 func pick(rnd policy.Rand, n int) int {

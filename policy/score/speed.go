@@ -41,6 +41,8 @@ const SlowPenaltyRequests = 3
 type SpeedFlags struct {
 	slow  []atomic.Bool
 	count atomic.Int64 // how many are slow
+	// gen counts the refreshes that changed a verdict (Generation).
+	gen   atomic.Uint64
 	picks atomic.Uint64
 	every uint64
 	mu    sync.Mutex // held by the refresh
@@ -72,31 +74,54 @@ func (f *SpeedFlags) refresh(ws []*worker.Worker) {
 		}
 	}
 	if len(f.buf) < 3 { // no group to compare with
+		changed := false
 		for i := range f.slow {
-			f.slow[i].Store(false)
+			changed = f.slow[i].Swap(false) || changed
 		}
 		f.count.Store(0)
+		if changed {
+			f.gen.Add(1)
+		}
 		return
 	}
 	slices.Sort(f.buf)
 	// The lower median: with as many slow workers as fast ones, the reference is a fast one.
 	ref := f.buf[(len(f.buf)-1)/2]
 	count := int64(0)
-	defer func() { f.count.Store(count) }()
+	changed := false
 	for i, w := range ws {
 		step, n := w.DecodeStep()
+		was := f.slow[i].Load()
+		slow := was
 		switch {
 		case n < MinDecodeSamples:
-			f.slow[i].Store(false)
+			slow = false
 		case step > SlowDecodeFlag*ref:
-			f.slow[i].Store(true)
+			slow = true
 		case step < SlowDecodeClear*ref:
-			f.slow[i].Store(false)
+			slow = false
 		}
-		if f.slow[i].Load() {
+		if slow != was {
+			f.slow[i].Store(slow)
+			changed = true
+		}
+		if slow {
 			count++
 		}
 	}
+	f.count.Store(count)
+	if changed {
+		f.gen.Add(1)
+	}
+}
+
+// Generation counts the refreshes that changed some verdict: a holder of the verdicts (a
+// Ranking) reads them again when it moves. 0 for a nil f.
+func (f *SpeedFlags) Generation() uint64 {
+	if f == nil {
+		return 0
+	}
+	return f.gen.Load()
 }
 
 // Count returns how many workers are slow; 0 for a nil f.

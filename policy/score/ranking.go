@@ -1,0 +1,382 @@
+package score
+
+import (
+	"math"
+	"sync"
+
+	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/worker"
+)
+
+// Ranking keeps a group's workers in the order LowestInTurnAt ranks them by, updated as their
+// load changes, so that the whole group's choice costs O(log n) instead of a scan of every
+// worker: a tournament tree over the group's places whose nodes hold the least awaiting work
+// and expected wait, the earliest turn and the fewest in-flight requests below them.
+//
+// The workers' writers (in-flight count, dispatch and awaiting counts, load report, state word)
+// and the group's Turns mark the places that changed (worker.Changes); a pick first re-weighs
+// those, then descends the tree. It re-weighs every worker when the group's Rate or its speed
+// verdicts move (every few times n picks at most, policy.FleetRate and SpeedFlags), and every
+// worker whose breaker gates it on every pick (worker.Worker.BreakerGated). Workers flagged slow
+// rank with a penalty that depends on the request (SlowPenalty): they stay beside the tree
+// and are weighed on every pick, so a pick costs O(log n) plus the slow workers.
+//
+// Pick chooses exactly as LowestInTurnAt over the same group, turns and speeds with no hot
+// limit would at the same instant (ranking_test.go checks it on random load sequences),
+// drawing from rnd the same numbers. Picks are serialised by a mutex; the re-weighing of a
+// change costs its writer one atomic bit set (worker.Changes.Mark).
+type Ranking struct {
+	s      *Scorer
+	ws     []*worker.Worker
+	turns  *Turns
+	speeds *SpeedFlags
+
+	changes *worker.Changes
+
+	mu       sync.Mutex
+	watching bool // the workers mark changes: set by the first pick
+	rate     Rate
+	speedGen uint64
+	k        weigher
+	size     int    // leaves: the least power of two >= len(ws)
+	tree     []node // tree[1] is the root, tree[size+i] place i's leaf
+	leaves   []leaf
+	slow     []int32 // places flagged slow (SpeedFlags), weighed beside the tree
+	gated    []int32 // places whose breaker gates them (BreakerGated)
+	spare    []int32 // the other buffer of gated
+	isGated  []bool
+	place    []int32 // worker.Index → place in ws, -1 for none
+	taken    []int32 // Changes.Take's buffer
+	excluded []int32 // places a pick's request excludes, out of the tree for the pick
+}
+
+// leaf is one place's weighing.
+type leaf struct {
+	kind     leafKind
+	slow     bool
+	inFlight int64
+	awaiting float64 // before any slow penalty
+	score    float64
+}
+
+type leafKind uint8
+
+const (
+	leafOut       leafKind = iota // not routable, or capped by the waiting-queue cap
+	leafDark                      // routable without a load report
+	leafReporting                 // routable with a load report
+)
+
+// node summarises the leaves below it.
+type node struct {
+	// a, s are the least (awaiting, score) pair of the reporting workers below, awaiting
+	// first; sMin is their least score and turn their earliest turn.
+	a, s, sMin float64
+	turn       uint64
+	// dark is the fewest in-flight requests of the workers below without a load report, and
+	// darkN how many of them have that many.
+	dark  int64
+	darkN int32
+}
+
+var emptyNode = node{a: math.Inf(1), s: math.Inf(1), sMin: math.Inf(1), turn: math.MaxUint64, dark: math.MaxInt64}
+
+func join(l, r *node) node {
+	n := node{a: l.a, s: l.s, sMin: min(l.sMin, r.sMin), turn: min(l.turn, r.turn), dark: l.dark, darkN: l.darkN}
+	if r.a < l.a || r.a == l.a && r.s < l.s {
+		n.a, n.s = r.a, r.s
+	}
+	switch {
+	case r.dark < l.dark:
+		n.dark, n.darkN = r.dark, r.darkN
+	case r.dark == l.dark:
+		n.darkN += r.darkN
+	}
+	return n
+}
+
+// NewRanking returns the order of ws, whose Turns and SpeedFlags (nil: none) are turns and
+// speeds as LowestInTurnAt takes them; turns must not be shared with another Ranking. It
+// costs O(len(ws)/64) until its first pick, which watches the workers and weighs them all.
+func (s *Scorer) NewRanking(ws []*worker.Worker, turns *Turns, speeds *SpeedFlags) *Ranking {
+	if s.cfg.IgnoreSpeed || s.cfg.IgnoreSpeedFlags {
+		speeds = nil
+	}
+	r := &Ranking{s: s, ws: ws, turns: turns, speeds: speeds, changes: worker.NewChanges(len(ws))}
+	turns.changes = r.changes
+	return r
+}
+
+// Pick returns the worker LowestInTurnAt(req, ws, rate, rnd, hotAbove, turns, speeds) would,
+// and its place; with a finite hotAbove (which the tree does not index) it runs that scan.
+func (r *Ranking) Pick(req *policy.Request, rate Rate, rnd policy.Rand, hotAbove float64) (*worker.Worker, int) {
+	if !math.IsInf(hotAbove, 1) {
+		return r.s.LowestInTurnAt(req, r.ws, rate, rnd, hotAbove, r.turns, r.speeds)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refresh(rate)
+	r.exclude(req)
+	i := r.choose(req, rnd)
+	for _, p := range r.excluded {
+		r.set(int(p), r.nodeOf(int(p)))
+	}
+	r.excluded = r.excluded[:0]
+	if i < 0 {
+		return nil, -1
+	}
+	return r.ws[i], i
+}
+
+// refresh brings the tree up to date with the workers, for rate.
+func (r *Ranking) refresh(rate Rate) {
+	if !r.watching {
+		r.watch()
+	}
+	if gen := r.speeds.Generation(); !r.watching || rate != r.rate || gen != r.speedGen {
+		r.watching, r.rate, r.speedGen, r.k = true, rate, gen, r.s.weigherAt(rate)
+		r.rebuild()
+		return
+	}
+	// A gated worker becomes routable when its breaker's timeout passes, with no write.
+	prev := r.gated
+	r.gated, r.spare = r.spare[:0], prev
+	for _, p := range prev {
+		r.isGated[p] = false
+	}
+	for _, p := range prev {
+		r.update(int(p))
+	}
+	r.taken = r.changes.Take(r.taken[:0])
+	for _, p := range r.taken {
+		r.update(int(p))
+	}
+}
+
+// watch allocates the tree and has the workers mark their changes.
+func (r *Ranking) watch() {
+	n := len(r.ws)
+	r.size = 1
+	for r.size < n {
+		r.size *= 2
+	}
+	r.tree = make([]node, 2*r.size)
+	r.leaves = make([]leaf, n)
+	r.isGated = make([]bool, n)
+	bound := uint32(0)
+	for _, w := range r.ws {
+		bound = max(bound, w.Index+1)
+	}
+	r.place = make([]int32, bound)
+	for i := range r.place {
+		r.place[i] = -1
+	}
+	for i, w := range r.ws {
+		r.place[w.Index] = int32(i)
+		w.Watch(r.changes, i)
+	}
+}
+
+// rebuild weighs every worker and builds the tree bottom-up.
+func (r *Ranking) rebuild() {
+	r.changes.Take(r.taken[:0]) // what changed before now is weighed below
+	r.gated = r.gated[:0]
+	clear(r.isGated)
+	r.slow = r.slow[:0]
+	for i := range r.ws {
+		r.leaves[i].slow = r.speeds.Slow(i)
+		if r.leaves[i].slow {
+			r.slow = append(r.slow, int32(i))
+		}
+		r.weigh(i)
+		r.tree[r.size+i] = r.nodeOf(i)
+	}
+	for i := len(r.ws); i < r.size; i++ {
+		r.tree[r.size+i] = emptyNode
+	}
+	for n := r.size - 1; n >= 1; n-- {
+		r.tree[n] = join(&r.tree[2*n], &r.tree[2*n+1])
+	}
+}
+
+// update weighs place p again and fixes its path to the root.
+func (r *Ranking) update(p int) {
+	r.weigh(p)
+	r.set(p, r.nodeOf(p))
+}
+
+func (r *Ranking) set(p int, leaf node) {
+	n := r.size + p
+	r.tree[n] = leaf
+	for n /= 2; n >= 1; n /= 2 {
+		r.tree[n] = join(&r.tree[2*n], &r.tree[2*n+1])
+	}
+}
+
+// weigh reads place p's worker into its leaf, as lowestAt's loop reads a candidate.
+func (r *Ranking) weigh(p int) {
+	w, lf := r.ws[p], &r.leaves[p]
+	if w.BreakerGated() && !r.isGated[p] {
+		r.isGated[p] = true
+		r.gated = append(r.gated, int32(p))
+	}
+	lf.kind = leafOut
+	if !w.Routable() {
+		return
+	}
+	lf.inFlight = w.InFlight.Load()
+	rep := w.Load()
+	if rep == nil {
+		lf.kind = leafDark
+		return
+	}
+	var capped bool
+	if lf.awaiting, lf.score, capped = r.k.weigh(w, rep, lf.inFlight); !capped {
+		lf.kind = leafReporting
+	}
+}
+
+// nodeOf is place p's leaf node: empty for a slow worker, which ranks beside the tree.
+func (r *Ranking) nodeOf(p int) node {
+	lf := &r.leaves[p]
+	n := emptyNode
+	switch {
+	case lf.kind == leafDark:
+		n.dark, n.darkN = lf.inFlight, 1
+	case lf.kind == leafReporting && !lf.slow:
+		n.a, n.s, n.sMin, n.turn = lf.awaiting, lf.score, lf.score, r.turns.at[p].Load()
+	}
+	return n
+}
+
+// exclude takes the places req excludes (its failed workers) out of the tree for the pick.
+func (r *Ranking) exclude(req *policy.Request) {
+	for _, w := range req.Exclude {
+		if w.Index >= uint32(len(r.place)) {
+			continue
+		}
+		if p := r.place[w.Index]; p >= 0 && r.ws[p] == w && r.tree[r.size+int(p)] != emptyNode {
+			r.excluded = append(r.excluded, p)
+			r.set(int(p), emptyNode)
+		}
+	}
+}
+
+// choose is lowestAt's choice over the tree and the slow workers beside it.
+func (r *Ranking) choose(req *policy.Request, rnd policy.Rand) int {
+	root := &r.tree[1]
+	bestA, bestS := root.a, root.s
+	penalty := 0.0
+	if len(r.slow) > 0 {
+		penalty = r.s.SlowPenalty(req)
+	}
+	for _, p := range r.slow {
+		if lf := &r.leaves[p]; r.slowCounts(req, p) {
+			if a := lf.awaiting + penalty; a < bestA || a == bestA && lf.score < bestS {
+				bestA, bestS = a, lf.score
+			}
+		}
+	}
+	winner := -1
+	if !math.IsInf(bestA, 1) {
+		// LowestInTurn's bands: the worker picked longest ago of those within them wins.
+		awaitingLimit, scoreLimit := bestA, bestS
+		if bestA > 0 {
+			awaitingLimit += r.s.HalfRequest(req)
+			scoreLimit = r.leastScore(1, awaitingLimit, math.Inf(1))
+			for _, p := range r.slow {
+				if lf := &r.leaves[p]; r.slowCounts(req, p) && lf.awaiting+penalty <= awaitingLimit {
+					scoreLimit = min(scoreLimit, lf.score)
+				}
+			}
+		}
+		scoreLimit += r.k.mean * r.k.inv
+		first := uint64(math.MaxUint64)
+		winner = r.earliest(1, awaitingLimit, scoreLimit, &first)
+		for _, p := range r.slow {
+			if lf := &r.leaves[p]; r.slowCounts(req, p) && lf.awaiting+penalty <= awaitingLimit && lf.score <= scoreLimit {
+				if turn := r.turns.at[p].Load(); turn < first {
+					first, winner = turn, int(p)
+				}
+			}
+		}
+	}
+	nRep := 0
+	if winner >= 0 {
+		nRep = 1
+	}
+	rep, k := chooseAmong(rnd, nRep, int(root.darkN), bestS, bestS+float64(root.dark)*r.k.mean*r.k.inv)
+	switch {
+	case k < 0:
+		return -1
+	case rep:
+		return winner
+	}
+	return r.nthDark(root.dark, k)
+}
+
+// slowCounts reports whether the slow worker at place p is a reporting candidate of req.
+func (r *Ranking) slowCounts(req *policy.Request, p int32) bool {
+	return r.leaves[p].kind == leafReporting && !req.Excluded(r.ws[p])
+}
+
+// leastScore returns the least score below node n of the workers whose awaiting work is at
+// most limit, or best when none is less than best.
+func (r *Ranking) leastScore(n int, limit, best float64) float64 {
+	nd := &r.tree[n]
+	if nd.a > limit || nd.sMin >= best {
+		return best
+	}
+	if n >= r.size {
+		return nd.s
+	}
+	l, rt := 2*n, 2*n+1
+	if r.tree[rt].sMin < r.tree[l].sMin {
+		l, rt = rt, l
+	}
+	best = r.leastScore(l, limit, best)
+	return r.leastScore(rt, limit, best)
+}
+
+// earliest returns the place of the worker below node n picked longest ago among those whose
+// awaiting work is at most aLimit and score at most sLimit, if its turn is before *first (which
+// it then lowers to that turn); else -1.
+func (r *Ranking) earliest(n int, aLimit, sLimit float64, first *uint64) int {
+	nd := &r.tree[n]
+	if nd.a > aLimit || nd.sMin > sLimit || nd.turn >= *first {
+		return -1
+	}
+	if n >= r.size {
+		*first = nd.turn
+		return n - r.size
+	}
+	l, rt := 2*n, 2*n+1
+	if r.tree[rt].turn < r.tree[l].turn {
+		l, rt = rt, l
+	}
+	found := r.earliest(l, aLimit, sLimit, first)
+	if p := r.earliest(rt, aLimit, sLimit, first); p >= 0 {
+		found = p
+	}
+	return found
+}
+
+// nthDark returns the place of the k-th worker (from 0, in place order) without a report with
+// inFlight requests in flight.
+func (r *Ranking) nthDark(inFlight int64, k int) int {
+	n := 1
+	for n < r.size {
+		l := &r.tree[2*n]
+		c := 0
+		if l.dark == inFlight {
+			c = int(l.darkN)
+		}
+		if k < c {
+			n = 2 * n
+		} else {
+			k -= c
+			n = 2*n + 1
+		}
+	}
+	return n - r.size
+}
