@@ -24,6 +24,9 @@ func BenchmarkPick(b *testing.B) {
 			}
 			p := New(DefaultConfig(), nil).Build(f.Group("m"))
 			req := &policy.Request{}
+			if _, err := p.Pick(req); err != nil { // the first pick builds the order (BuildAndFirstPick)
+				b.Fatal(err)
+			}
 			runtime.GC() // setup garbage must not be collected inside the timed loop
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -54,6 +57,9 @@ func BenchmarkPickWithDispatch(b *testing.B) {
 			p := New(DefaultConfig(), nil).Build(f.Group("m"))
 			req := &policy.Request{Text: make([]byte, 4096)}
 			var running [64]*worker.Worker
+			if _, err := p.Pick(req); err != nil { // the first pick builds the order (BuildAndFirstPick)
+				b.Fatal(err)
+			}
 			runtime.GC()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -69,6 +75,33 @@ func BenchmarkPickWithDispatch(b *testing.B) {
 					done.InFlight.Add(-1)
 				}
 				running[i%64] = res.Worker
+			}
+			stop()
+		})
+	}
+}
+
+// BenchmarkBuildAndFirstPick is what a new snapshot's picker costs before its picks are O(log
+// n): building it, and its first pick, which has the workers watch it and weighs them all.
+func BenchmarkBuildAndFirstPick(b *testing.B) {
+	for _, n := range policytest.BenchFleetSizes {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			f := policytest.NewFleet(b, n, "m")
+			for i, w := range f.Workers {
+				if i%2 == 0 {
+					policytest.SetReport(w, policytest.Report{WaitingTokens: int64(100 + i%7), TokenUsage: 0.3, Throughput: 1500}, t0)
+				}
+			}
+			g, req := f.Group("m"), &policy.Request{}
+			builder := New(DefaultConfig(), nil)
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			stop := policytest.CPUPerOp(b)
+			for b.Loop() {
+				if _, err := builder.Build(g).Pick(req); err != nil {
+					b.Fatal(err)
+				}
 			}
 			stop()
 		})
