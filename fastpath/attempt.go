@@ -6,6 +6,7 @@ import (
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
+	"github.com/smg-go/smg/telemetry"
 	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/breaker"
 )
@@ -56,10 +57,13 @@ type attempt struct {
 	// estimate (worker.DecodeTimer).
 	decode worker.DecodeTimer
 	// For the request's telemetry record: when the first worker was picked (clock.Nanos),
-	// how many times main was sent, and to which worker last.
+	// how many times main was sent, and to which worker last; the first tries one by one,
+	// and whether the last failure used the last retry.
 	picked     int64
 	tries      uint8
 	lastWorker *worker.Worker
+	tryLog     [telemetry.MaxTries]telemetry.Try
+	exhausted  bool
 }
 
 // start readies an admitted request's attempt: its deadline and its routing key.
@@ -145,6 +149,9 @@ func (a *attempt) dispatch(l *leg) {
 	l.sent = clock.Nanos()
 	l.w.NoteSent(l.sent)
 	if l == &a.main {
+		if int(a.tries) < len(a.tryLog) {
+			a.tryLog[a.tries] = telemetry.Try{Worker: l.w, Sent: l.sent}
+		}
 		a.tries++
 		a.lastWorker = l.w
 	}
@@ -194,7 +201,37 @@ func (a *attempt) tryDeadline(stream bool, now time.Time) time.Time {
 // retryable reports whether an answer (status, or the transport error err) is worth another
 // worker: a transport error, or a retryable status while attempts are left.
 func (a *attempt) retryable(status int, err error) bool {
+	if err == nil && retryableStatus(status) && a.last() && a.retries() {
+		a.exhausted = true // the failure goes to the client as it is
+	}
 	return err != nil || !a.last() && retryableStatus(status)
+}
+
+// retries reports whether the request may be retried at all.
+func (a *attempt) retries() bool { return !a.once && a.s.cfg.Retry.attempts() > 1 }
+
+// answered notes how main's try under way ended at now (clock.Nanos): the worker's answer
+// status, or the transport error err.
+func (a *attempt) answered(status int, err error, now int64) {
+	if a.tries == 0 || int(a.tries) > len(a.tryLog) {
+		return
+	}
+	t := &a.tryLog[a.tries-1]
+	t.Ended = now
+	switch {
+	case err == nil:
+		t.Status = int16(status)
+	case isTimeout(err):
+		t.Failure = telemetry.TryTimeout
+	default:
+		t.Failure = telemetry.TryUnreachable
+	}
+}
+
+// isTimeout reports an error that says it is a timeout.
+func isTimeout(err error) bool {
+	t, ok := err.(interface{ Timeout() bool })
+	return ok && t.Timeout()
 }
 
 // retry gives up the attempt under way, which failed on w before the client saw a byte, at
@@ -210,11 +247,19 @@ func (a *attempt) retry(w *worker.Worker, now time.Time) (time.Duration, bool) {
 	n := a.failures
 	a.failures++
 	if a.once || a.failures >= a.s.cfg.Retry.attempts() {
+		a.exhausted = a.retries()
 		return 0, false
 	}
 	pause := a.s.cfg.Retry.backoff(n)
 	if pause >= a.deadline.Sub(now) {
 		return 0, false
+	}
+	if a.tries > 0 && int(a.tries) <= len(a.tryLog) {
+		t := &a.tryLog[a.tries-1]
+		if t.Ended == 0 {
+			t.Ended = clock.NanosOf(now)
+		}
+		t.Backoff = int64(pause)
 	}
 	return pause, true
 }

@@ -292,9 +292,10 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 	case errors.Is(err, evloop.ErrClientGone) || errors.Is(err, evloop.ErrShutdown):
 		// The client left: the leg still held is abandoned (end); a relayed answer counts
 		// as the worker's error class.
-		status := 499 // nginx's "client closed request": no answer was complete
+		// nginx's "client closed request": no answer was complete, even when a relayed
+		// one had begun with the worker's status.
+		const status = 499
 		if w := a.main.w; w != nil && ex.Relayed() {
-			status = ex.Status()
 			w.Upstream[worker.OutcomeError].Inc()
 		}
 		le.dropPrefill(true) // the engine sees the prefill cancelled too
@@ -324,6 +325,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		}
 		w := a.main.w
 		a.main.settle(status, err)
+		a.answered(status, err, clock.NanosOf(ex.Now()))
 		if le.pf != nil && err == nil && status < 300 {
 			// SGLang PD: the decode answer cannot be right without its prefill.
 			if !le.pf.done {
@@ -382,6 +384,7 @@ func (le *loopExchange) Wake(ex *evloop.Exchange) {
 		le.send(ex)
 		return
 	}
+	a.exhausted = a.retries() // no worker left to retry on
 	le.deliverFailure(ex, failed, le.lastErr)
 }
 

@@ -268,6 +268,7 @@ func (g *grpcCall) relay() {
 		}
 		last = err
 		c := grpcworker.Classify(err)
+		a.answered(grpcError(c).status, nil, clock.Nanos())
 		if g.started {
 			return // the stream's error event was sent
 		}

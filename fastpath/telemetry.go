@@ -102,11 +102,24 @@ func (le *loopExchange) endRecord(status int) {
 	a := &le.x.attempt
 	r.Status, r.End = status, clock.Nanos()
 	r.Stream, r.PD, r.Attempts, r.Picked = le.x.fields.Stream, le.pd, a.tries, a.picked
+	r.Tries, r.RetriesExhausted = a.tryLog, a.exhausted
+	if n := min(int(a.tries), len(r.Tries)); n > 0 && int(a.tries) == n {
+		last := &r.Tries[n-1]
+		if last.Ended == 0 {
+			last.Ended = r.End
+		}
+		if last.Status == 0 && last.Failure == telemetry.TryAnswered {
+			last.Status = int16(status)
+		}
+	}
 	if r.Worker = a.lastWorker; r.Worker == nil {
 		r.Worker = a.first // picked, never sent (its engine client could not be had)
 	}
 	if le.rt != nil {
 		r.Model = le.rt.Model
+		if r.Picked != 0 {
+			r.Policy = le.rt.Policy
+		}
 	}
 	if w := r.Worker; r.Model == "" && w != nil && len(w.Models) == 1 {
 		r.Model = w.Models[0] // a request naming no model: the one its worker serves

@@ -107,6 +107,9 @@ func TestEveryGenerationRequestHandsOneRecord(t *testing.T) {
 		r.Worker == nil || !strings.HasPrefix(r.Worker.URL, "http://10.0.0.") || r.PromptTokens != 1 || r.CompletionTokens != 1 || r.ErrorCode != "" {
 		t.Fatalf("whole answer: record %+v", r)
 	}
+	if tr := r.Tries[0]; tr.Worker != r.Worker || tr.Status != 200 || tr.Sent < r.Picked || tr.Ended < tr.Sent || tr.Ended > r.End || tr.Backoff != 0 || r.RetriesExhausted {
+		t.Fatalf("whole answer: try %+v, exhausted %v", tr, r.RetriesExhausted)
+	}
 	if id := string(resp.Header.Peek("X-Request-Id")); id == "" || r.ID() != id {
 		t.Fatalf("record id %q, the client saw %q", r.ID(), id)
 	}
@@ -134,6 +137,20 @@ func TestEveryGenerationRequestHandsOneRecord(t *testing.T) {
 	if r.Status != 503 || r.Attempts != 3 || r.ErrorCode != "" || r.PromptTokens != -1 {
 		t.Fatalf("retried worker error: record %+v", r)
 	}
+	if !r.RetriesExhausted || r.Policy != "round_robin" {
+		t.Fatalf("retried worker error: exhausted %v, policy %q", r.RetriesExhausted, r.Policy)
+	}
+	seen := map[*worker.Worker]bool{}
+	for i, try := range r.Tries[:3] {
+		if try.Worker == nil || seen[try.Worker] || try.Status != 503 || try.Failure != telemetry.TryAnswered ||
+			try.Sent < r.Picked || try.Ended < try.Sent || try.Backoff <= 0 || (i > 0 && try.Sent < r.Tries[i-1].Ended) {
+			t.Fatalf("try %d of the retried request: %+v", i, try)
+		}
+		seen[try.Worker] = true
+	}
+	if r.Tries[3] != (telemetry.Try{}) {
+		t.Fatalf("a fourth try: %+v", r.Tries[3])
+	}
 
 	status.Store(0)
 
@@ -155,6 +172,9 @@ func TestUnreachableWorkerHandsARecord(t *testing.T) {
 	r := c.next(t, &n)
 	if r.Status != 502 || r.ErrorCode != "worker_unreachable" || r.Attempts != 2 || r.Cause == "" || r.Model != "m1" {
 		t.Fatalf("unreachable worker: record %+v", r)
+	}
+	if !r.RetriesExhausted || r.Tries[0].Failure != telemetry.TryUnreachable || r.Tries[1].Failure != telemetry.TryUnreachable || r.Tries[0].Backoff <= 0 {
+		t.Fatalf("unreachable workers: exhausted %v, tries %+v", r.RetriesExhausted, r.Tries[:2])
 	}
 }
 
@@ -195,7 +215,8 @@ func TestPDRequestHandsOneRecord(t *testing.T) {
 }
 
 // TestClientGoneMidStreamHandsOneRecord: a client that hangs up in the middle of a relayed
-// stream ends its request once, with a record of the stream and its first token.
+// stream ends its request once, with a record of the stream and its first token, and the
+// status 499 (client closed request) rather than the 200 the stream began with.
 func TestClientGoneMidStreamHandsOneRecord(t *testing.T) {
 	c := &collector{}
 	fw := newFakeWorker(t, "a", 200)
@@ -215,7 +236,7 @@ func TestClientGoneMidStreamHandsOneRecord(t *testing.T) {
 	}()
 	n := 0
 	r := c.next(t, &n)
-	if !r.Stream || r.Status != 200 || r.FirstToken == 0 || r.End < r.FirstToken || r.Attempts != 1 || r.ErrorCode != "" {
+	if !r.Stream || r.Status != 499 || r.FirstToken == 0 || r.End < r.FirstToken || r.Attempts != 1 || r.ErrorCode != "" || r.RetriesExhausted {
 		t.Fatalf("client gone mid-stream: record %+v", r)
 	}
 	testutil.Eventually(t, "nothing in flight", func() bool { return g.inFlight() == 0 })

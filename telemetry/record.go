@@ -31,6 +31,14 @@ type Record struct {
 	Stream bool
 	// Attempts counts the tries; Attempts-1 were retried.
 	Attempts uint8
+	// Tries are the first MaxTries tries, in order (Attempts of them when Attempts <=
+	// MaxTries).
+	Tries [MaxTries]Try
+	// RetriesExhausted reports a request whose last try failed with every retry used: its
+	// client got the last failure (retries enabled).
+	RetriesExhausted bool
+	// Policy names the policy that picked the first worker ("" when none was picked).
+	Policy string
 
 	Start      int64 // the request was read
 	Admitted   int64 // it left the admission queue (== Start when it did not wait)
@@ -52,3 +60,42 @@ type Record struct {
 
 // ID returns the request id as a string.
 func (r *Record) ID() string { return string(r.RequestID[:r.IDLen]) }
+
+// MaxTries is how many tries of a request a Record describes one by one.
+const MaxTries = 8
+
+// Try is one try of a request on its answering worker (the decode worker in PD mode).
+type Try struct {
+	// Worker is the worker the try was sent to.
+	Worker *worker.Worker
+	// Sent is when the request left for the worker; Ended when the try ended (the record's
+	// End for its last try).
+	Sent, Ended int64
+	// Backoff is the pause (ns) taken after this try before the next one was picked.
+	Backoff int64
+	// Status is the worker's answer status; 0 when it gave none (Failure says why).
+	Status int16
+	// Failure classes a try that failed without an answer.
+	Failure TryFailure
+}
+
+// TryFailure classes a try that ended without an answer from its worker.
+type TryFailure uint8
+
+// The try failures.
+const (
+	TryAnswered    TryFailure = iota // the worker answered (Try.Status)
+	TryUnreachable                   // connection refused or reset, or the worker broke off
+	TryTimeout                       // no answer within the try's deadline
+)
+
+// String names f as the spans' error.type does.
+func (f TryFailure) String() string {
+	switch f {
+	case TryUnreachable:
+		return "unreachable"
+	case TryTimeout:
+		return "timeout"
+	}
+	return ""
+}
