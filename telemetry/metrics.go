@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +21,10 @@ const (
 	metricGeneration = "smg_router_generation_duration_seconds"
 	metricTokens     = "smg_router_tokens_total"
 	metricRetries    = "smg_worker_retries_total"
+	metricExhausted  = "smg_worker_retries_exhausted_total"
+	metricBackoff    = "smg_worker_retry_backoff_seconds"
 	metricRejections = "smg_admission_rejections_total"
+	metricRateLimit  = "smg_http_rate_limit_total"
 )
 
 // Buckets. Latency: from a sub-millisecond gateway error to a two-hour generation (the spec
@@ -30,6 +34,8 @@ var (
 		10, 15, 30, 45, 60, 90, 120, 180, 240, 300, 480, 900, 1200, 1800, 2700, 3600, 5400, 7200}
 	tpotBuckets = []float64{0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05,
 		0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}
+	// Retry pauses: from a millisecond to the 30 s --retry-max-backoff-ms default.
+	backoffBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 )
 
 // seriesKey names one group of per-model series.
@@ -53,12 +59,22 @@ type modelMetrics struct {
 	set        *metrics.Set
 	series     map[seriesKey]*modelSeries
 	retries    map[[2]string]*metrics.Counter // by worker_type, endpoint
+	exhausted  map[[2]string]*metrics.Counter // by worker_type, endpoint
+	backoff    []*metrics.PrometheusHistogram // by attempt - 1
 	rejections map[string]*metrics.Counter    // by reason
+	// allowed and rejected count admission's decisions when it limits anything (nil when not).
+	allowed, rejected *metrics.Counter
 }
 
-func newModelMetrics(set *metrics.Set) *modelMetrics {
-	return &modelMetrics{set: set, series: map[seriesKey]*modelSeries{},
-		retries: map[[2]string]*metrics.Counter{}, rejections: map[string]*metrics.Counter{}}
+func newModelMetrics(set *metrics.Set, admissionLimits bool) *modelMetrics {
+	m := &modelMetrics{set: set, series: map[seriesKey]*modelSeries{},
+		retries: map[[2]string]*metrics.Counter{}, exhausted: map[[2]string]*metrics.Counter{},
+		rejections: map[string]*metrics.Counter{}}
+	if admissionLimits {
+		m.allowed = set.GetOrCreateCounter(metricRateLimit + `{result="allowed"}`)
+		m.rejected = set.GetOrCreateCounter(metricRateLimit + `{result="rejected"}`)
+	}
+	return m
 }
 
 func (m *modelMetrics) observe(r *Record) {
@@ -96,9 +112,18 @@ func (m *modelMetrics) observe(r *Record) {
 		c.Inc()
 	}
 	if r.Attempts > 1 {
-		m.retryCounter(r).Add(int(r.Attempts) - 1)
+		m.workerCounter(m.retries, metricRetries, r).Add(int(r.Attempts) - 1)
 	}
-	if reason := rejectionReason(r.ErrorCode); reason != "" {
+	if r.RetriesExhausted {
+		m.workerCounter(m.exhausted, metricExhausted, r).Inc()
+	}
+	for i := range r.Tries {
+		if b := r.Tries[i].Backoff; b > 0 {
+			m.backoffHistogram(i + 1).Update(seconds(b))
+		}
+	}
+	reason := rejectionReason(r.ErrorCode)
+	if reason != "" {
 		c := m.rejections[reason]
 		if c == nil {
 			c = m.set.GetOrCreateCounter(metricRejections + `{reason=` + promlabel.Quote(reason) + `}`)
@@ -106,6 +131,23 @@ func (m *modelMetrics) observe(r *Record) {
 		}
 		c.Inc()
 	}
+	switch {
+	case m.allowed == nil:
+	case reason != "":
+		m.rejected.Inc()
+	case r.Admitted != 0:
+		m.allowed.Inc()
+	}
+}
+
+// backoffHistogram is the histogram of the pauses before retry number attempt.
+func (m *modelMetrics) backoffHistogram(attempt int) *metrics.PrometheusHistogram {
+	for len(m.backoff) < attempt {
+		n := len(m.backoff) + 1
+		m.backoff = append(m.backoff, m.set.GetOrCreatePrometheusHistogramExt(
+			metricBackoff+`{attempt="`+strconv.Itoa(n)+`"}`, backoffBuckets))
+	}
+	return m.backoff[attempt-1]
 }
 
 func (m *modelMetrics) seriesOf(r *Record) *modelSeries {
@@ -139,16 +181,17 @@ func (m *modelMetrics) seriesOf(r *Record) *modelSeries {
 	return s
 }
 
-func (m *modelMetrics) retryCounter(r *Record) *metrics.Counter {
+// workerCounter is r's counter of family name in byKey, by worker_type and endpoint.
+func (m *modelMetrics) workerCounter(byKey map[[2]string]*metrics.Counter, name string, r *Record) *metrics.Counter {
 	workerType := "regular"
 	if r.Worker != nil && r.Worker.Type() != "" {
 		workerType = r.Worker.Type()
 	}
 	k := [2]string{workerType, Endpoint(r.Route)}
-	c := m.retries[k]
+	c := byKey[k]
 	if c == nil {
-		c = m.set.GetOrCreateCounter(metricRetries + `{worker_type=` + promlabel.Quote(k[0]) + `,endpoint=` + promlabel.Quote(k[1]) + `}`)
-		m.retries[k] = c
+		c = m.set.GetOrCreateCounter(name + `{worker_type=` + promlabel.Quote(k[0]) + `,endpoint=` + promlabel.Quote(k[1]) + `}`)
+		byKey[k] = c
 	}
 	return c
 }

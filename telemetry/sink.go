@@ -37,6 +37,10 @@ type Config struct {
 	Clock clock.Clock
 	// Exporters take each record after the metrics and the logs (the tracer).
 	Exporters []Exporter
+	// AdmissionLimits reports that the data plane's admission limits requests (a
+	// concurrency cap or a rate limit): its decisions are then counted as
+	// smg_http_rate_limit_total{result="allowed"|"rejected"}.
+	AdmissionLimits bool
 }
 
 // Defaults of Config.
@@ -101,7 +105,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg:     cfg,
 		queue:   make(chan Record, cfg.QueueSize),
 		dropped: cfg.Metrics.GetOrCreateCounter(`smg_telemetry_records_dropped_total`),
-		metrics: newModelMetrics(cfg.Metrics),
+		metrics: newModelMetrics(cfg.Metrics, cfg.AdmissionLimits),
 		log:     newRequestLog(cfg.Logger, cfg.AccessLog, cfg.ErrorLinesPerSecond),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),

@@ -150,6 +150,56 @@ func TestErrorsRetriesAndRejectionsAreCountedByReason(t *testing.T) {
 	ts.metric(t, `smg_worker_retries_total{worker_type="regular",endpoint="completions"} 3`)
 }
 
+// TestRetriesExhaustedAndBackoffs: a request that used its last retry counts once, and
+// each pause taken before a retry is observed under its retry's number.
+func TestRetriesExhaustedAndBackoffs(t *testing.T) {
+	ts := newTestSink(t, nil)
+	w := testWorker(t, "http://w1:8000")
+	failed := record("a", "m", "/v1/chat/completions", 503)
+	failed.Worker, failed.Attempts, failed.RetriesExhausted = w, 3, true
+	failed.Tries[0].Backoff, failed.Tries[1].Backoff = 50*ms, 75*ms
+	recovered := record("b", "m", "/v1/chat/completions", 200)
+	recovered.Worker, recovered.Attempts = w, 2
+	recovered.Tries[0].Backoff = 2 * ms
+	ts.Submit(&failed)
+	ts.Submit(&recovered)
+	ts.consumeAll()
+	ts.metric(t, `smg_worker_retries_exhausted_total{worker_type="regular",endpoint="chat"} 1`)
+	ts.metric(t, `smg_worker_retry_backoff_seconds_count{attempt="1"} 2`)
+	ts.metric(t, `smg_worker_retry_backoff_seconds_count{attempt="2"} 1`)
+	ts.metric(t, `smg_worker_retry_backoff_seconds_bucket{attempt="1",le="0.005"} 1`)
+	ts.metric(t, `smg_worker_retry_backoff_seconds_bucket{attempt="2",le="0.05"} 0`)
+	ts.metric(t, `smg_worker_retry_backoff_seconds_bucket{attempt="2",le="0.1"} 1`)
+}
+
+// TestRateLimitDecisions: with admission limiting, every admitted request is allowed and
+// every refusal rejected; without a limit there is no series.
+func TestRateLimitDecisions(t *testing.T) {
+	ts := newTestSink(t, func(c *Config) { c.AdmissionLimits = true })
+	admitted := record("a", "m", "/generate", 200)
+	admitted.Start, admitted.Admitted = 1, 2
+	refused := record("b", "m", "/generate", 429)
+	refused.ErrorCode = "rate_limit_exceeded"
+	timedOut := record("c", "m", "/generate", 503)
+	timedOut.ErrorCode = "admission_queue_timeout"
+	notRouted := record("d", "", "", 400) // refused before admission: no decision
+	for _, r := range []*Record{&admitted, &refused, &timedOut, &notRouted} {
+		ts.Submit(r)
+	}
+	ts.consumeAll()
+	ts.metric(t, `smg_http_rate_limit_total{result="allowed"} 1`)
+	ts.metric(t, `smg_http_rate_limit_total{result="rejected"} 2`)
+
+	off := newTestSink(t, nil)
+	off.Submit(&admitted)
+	off.consumeAll()
+	var b bytes.Buffer
+	off.set.WritePrometheus(&b)
+	if strings.Contains(b.String(), "smg_http_rate_limit_total") {
+		t.Fatalf("rate-limit series without a limit:\n%s", b.String())
+	}
+}
+
 func TestAccessLogLine(t *testing.T) {
 	ts := newTestSink(t, nil)
 	r := record("chatcmpl-abc", "m1", "/v1/chat/completions", 200)

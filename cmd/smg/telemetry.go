@@ -18,6 +18,8 @@ func registerTelemetryFlags(fs *cli.FlagSet, o *options) {
 func (g *gateway) startTelemetry() error {
 	tc := g.o.telemetry
 	tc.Metrics, tc.Logger, tc.AccessLog = g.set, g.log, !g.o.disableAccessLog
+	adm := g.o.gateway.Admission
+	tc.AdmissionLimits = adm.MaxConcurrent > 0 || adm.RatePerSecond > 0
 	tracer, err := g.startTracer()
 	if err != nil {
 		return err

@@ -168,3 +168,72 @@ func TestTelemetryOfGRPCWorkers(t *testing.T) {
 	hasFields(t, requestLine(t, g, "Request", id), "model=qwen3", "worker="+urls[0], "status=200", fmt.Sprintf("completion_tokens=%d", c1))
 	hasFields(t, requestLine(t, g, "Request", "e2e-grpc-stream"), "stream=true", fmt.Sprintf("prompt_tokens=%d", p2), fmt.Sprintf("completion_tokens=%d", c2))
 }
+
+// TestRetryMetrics: a request every worker refuses with 503 is retried on the other worker
+// after the configured pause, then answered with the last 503: it counts as exhausted, and
+// both pauses taken (before the second try, and before the re-pick that found no worker
+// left) are observed under their attempt numbers.
+func TestRetryMetrics(t *testing.T) {
+	m := StartMocks(t, 2)
+	for _, u := range m.URLs {
+		postAdmin(t, u, `{"failure_rate":1,"failure_status":503}`)
+	}
+	g := StartGateway(t, "--policy", "round_robin", "--retry-initial-backoff-ms", "20", "--retry-max-backoff-ms", "20",
+		"--worker-urls", m.URLs[0], m.URLs[1])
+	r := MustDo(t, "POST", g.URL+"/v1/chat/completions", `{"model":"mock-model","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, nil)
+	if r.Status != 503 {
+		t.Fatalf("status %d, want the workers' 503: %s", r.Status, r.Body)
+	}
+	waitMetric(t, g, `smg_worker_retries_exhausted_total{worker_type="regular",endpoint="chat"}`, 1)
+	waitMetric(t, g, `smg_worker_retries_total{worker_type="regular",endpoint="chat"}`, 1)
+	for _, attempt := range []string{"1", "2"} {
+		l := `{attempt="` + attempt + `"`
+		waitMetric(t, g, `smg_worker_retry_backoff_seconds_count`+l+`}`, 1)
+		// The pause is 20 ms, within the default jitter of 10 %.
+		waitMetric(t, g, `smg_worker_retry_backoff_seconds_bucket`+l+`,le="0.01"}`, 0)
+		waitMetric(t, g, `smg_worker_retry_backoff_seconds_bucket`+l+`,le="0.025"}`, 1)
+	}
+	hasFields(t, requestLine(t, g, "Request failed", r.Header.Get("X-Request-Id")), "status=503", "attempts=2")
+}
+
+// TestRateLimitMetric: with --rate-limit-tokens-per-second, each admitted request counts as
+// allowed and each 429 as rejected, as many as the client saw.
+func TestRateLimitMetric(t *testing.T) {
+	m := StartMocks(t, 1)
+	g := StartGateway(t, "--rate-limit-tokens-per-second", "1", "--worker-urls", m.URLs[0])
+	statuses := map[int]int{}
+	for range 4 {
+		statuses[MustDo(t, "POST", g.URL+"/v1/chat/completions", `{"model":"mock-model","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, nil).Status]++
+	}
+	if statuses[200] == 0 || statuses[429] == 0 || statuses[200]+statuses[429] != 4 {
+		t.Fatalf("statuses %v: want both 200 and 429 at 1 request per second", statuses)
+	}
+	waitMetric(t, g, `smg_http_rate_limit_total{result="allowed"}`, float64(statuses[200]))
+	waitMetric(t, g, `smg_http_rate_limit_total{result="rejected"}`, float64(statuses[429]))
+	waitMetric(t, g, `smg_admission_rejections_total{reason="rate_limited"}`, float64(statuses[429]))
+}
+
+// TestClientGoneMidStreamIsLogged499: a client that hangs up in the middle of a paced stream
+// is logged with 499 (client closed request), not the 200 its stream began with, and counted
+// as client_closed.
+func TestClientGoneMidStreamIsLogged499(t *testing.T) {
+	m := StartMocks(t, 1, "--token-interval-ms", "50")
+	g := StartGateway(t, "--worker-urls", m.URLs[0])
+	req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":200}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", "e2e-gone-mid-stream")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: status %d", resp.StatusCode)
+	}
+	if _, err := ReadEvent(bufio.NewReader(resp.Body)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // mid-stream: 199 tokens to go
+	hasFields(t, requestLine(t, g, "Request", "e2e-gone-mid-stream"), "status=499", "stream=true")
+	waitMetric(t, g, `smg_router_request_errors_total{router_type="http",backend_type="regular",model="mock-model",endpoint="chat",error_type="client_closed"}`, 1)
+}
