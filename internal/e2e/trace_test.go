@@ -63,8 +63,12 @@ func TestTraceReachesAnOTLPReceiver(t *testing.T) {
 		if span.Service != "smg" || span.Attr("gen_ai.request.model").GetStringValue() != "mock-model" || span.Attr("smg.worker").GetStringValue() != mocks.URLs[0] {
 			t.Errorf("span of service %q, model %v, worker %v", span.Service, span.Attr("gen_ai.request.model"), span.Attr("smg.worker"))
 		}
-		if _, ok := rcv.Child(span, "smg.pick"); !ok {
-			t.Error("no smg.pick span under the request span")
+		if pick, ok := rcv.Child(span, "smg.pick"); !ok || pick.Attr("smg.policy").GetStringValue() != "round_robin" {
+			t.Errorf("no smg.pick span naming round_robin under the request span (found %v)", ok)
+		}
+		try, ok := rcv.Child(span, "smg.attempt")
+		if !ok || try.Attr("smg.worker").GetStringValue() != mocks.URLs[0] || try.Attr("http.response.status_code").GetIntValue() != 200 || try.Attr("smg.retry").GetIntValue() != 0 {
+			t.Errorf("no smg.attempt span of the worker's 200 under the request span (found %v)", ok)
 		}
 	})
 

@@ -2,6 +2,8 @@ package trace
 
 import (
 	"context"
+	"os"
+	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -33,14 +35,36 @@ func New(cfg Config) (*Tracer, error) {
 	if !cfg.Enable {
 		return nil, nil
 	}
-	exp, err := otlptracegrpc.New(context.Background(),
-		otlptracegrpc.WithEndpoint(cfg.Endpoint),
-		otlptracegrpc.WithInsecure(),
-		otlptracegrpc.WithTimeout(cfg.ExportTimeout))
+	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.Endpoint), otlptracegrpc.WithTimeout(cfg.ExportTimeout)}
+	if !transportFromEnvironment(os.Getenv) {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	}
+	exp, err := otlptracegrpc.New(context.Background(), opts...)
 	if err != nil {
 		return nil, err
 	}
 	return newTracer(cfg, exp), nil
+}
+
+// transportEnvironment are the OpenTelemetry variables that choose the exporter's transport
+// security: with any of them set the exporter follows them (TLS with the given CA, client
+// certificate, or plaintext when INSECURE is true), else it speaks plaintext, as the spec
+// product's --otlp-traces-endpoint does. Headers (OTEL_EXPORTER_OTLP_HEADERS,
+// OTEL_EXPORTER_OTLP_TRACES_HEADERS) the exporter reads by itself in any case.
+var transportEnvironment = []string{
+	"OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+	"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+}
+
+// transportFromEnvironment reports whether getenv sets one of transportEnvironment.
+func transportFromEnvironment(getenv func(string) string) bool {
+	for _, name := range transportEnvironment {
+		if getenv(name) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // newTracer returns a Tracer batching its spans to exp.
@@ -90,16 +114,13 @@ func (t *Tracer) Export(r *telemetry.Record) {
 		t.interval(child, "smg.admission", r.Start, r.Admitted)
 	}
 	if r.Picked != 0 {
-		var attrs []attribute.KeyValue
-		if r.Worker != nil && r.Attempts <= 1 { // the record keeps the last try's worker
-			attrs = append(attrs, attribute.String("smg.worker", r.Worker.URL))
-		}
 		from := r.Admitted
 		if from == 0 {
 			from = r.Start
 		}
-		t.interval(child, "smg.pick", from, r.Picked, attrs...)
+		t.interval(child, "smg.pick", from, r.Picked, pickAttributes(r)...)
 	}
+	t.exportTries(child, r)
 	if r.FirstToken != 0 {
 		span.AddEvent("first_token", oteltrace.WithTimestamp(clock.TimeOf(r.FirstToken)))
 	}
@@ -111,6 +132,53 @@ func (t *Tracer) Export(r *telemetry.Record) {
 		span.SetStatus(codes.Error, cause)
 	}
 	span.End(oteltrace.WithTimestamp(clock.TimeOf(r.End)))
+}
+
+// pickAttributes are the pick span's: the policy and the worker it picked first.
+func pickAttributes(r *telemetry.Record) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 2)
+	if r.Policy != "" {
+		attrs = append(attrs, attribute.String("smg.policy", r.Policy))
+	}
+	if w := r.Tries[0].Worker; w != nil {
+		attrs = append(attrs, attribute.String("smg.worker", w.URL))
+	}
+	return attrs
+}
+
+// exportTries exports a child span of ctx's span per try the record describes, from the
+// request leaving for the worker to the try's end: its worker, its retry number (0 for the
+// first try), the worker's status or the failure, and the pause taken after it.
+func (t *Tracer) exportTries(ctx context.Context, r *telemetry.Record) {
+	for i := range min(int(r.Attempts), len(r.Tries)) {
+		try := &r.Tries[i]
+		if try.Worker == nil || try.Sent == 0 {
+			continue
+		}
+		end := try.Ended
+		if end == 0 {
+			end = r.End
+		}
+		attrs := make([]attribute.KeyValue, 0, 4)
+		attrs = append(attrs, attribute.String("smg.worker", try.Worker.URL), attribute.Int("smg.retry", i))
+		if try.Status != 0 {
+			attrs = append(attrs, attribute.Int("http.response.status_code", int(try.Status)))
+		}
+		if f := try.Failure.String(); f != "" {
+			attrs = append(attrs, attribute.String("error.type", f))
+		}
+		if try.Backoff > 0 {
+			attrs = append(attrs, attribute.Float64("smg.backoff_ms", float64(try.Backoff)/1e6))
+		}
+		_, s := t.tracer.Start(ctx, "smg.attempt", oteltrace.WithTimestamp(clock.TimeOf(try.Sent)), oteltrace.WithAttributes(attrs...))
+		switch {
+		case try.Failure != telemetry.TryAnswered:
+			s.SetStatus(codes.Error, "worker "+try.Worker.URL+": "+try.Failure.String())
+		case try.Status >= 500:
+			s.SetStatus(codes.Error, "worker "+try.Worker.URL+" answered "+strconv.Itoa(int(try.Status)))
+		}
+		s.End(oteltrace.WithTimestamp(clock.TimeOf(end)))
+	}
 }
 
 // interval exports a child span of ctx's span from from to to.
@@ -136,6 +204,9 @@ func requestAttributes(r *telemetry.Record) []attribute.KeyValue {
 	}
 	if r.Worker != nil {
 		attrs = append(attrs, attribute.String("smg.worker", r.Worker.URL))
+	}
+	if r.RetriesExhausted {
+		attrs = append(attrs, attribute.Bool("smg.retries_exhausted", true))
 	}
 	if r.ErrorCode != "" {
 		attrs = append(attrs, attribute.String("error.type", r.ErrorCode))

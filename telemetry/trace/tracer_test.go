@@ -55,6 +55,11 @@ func TestConfigValidate(t *testing.T) {
 // startTracer returns a Tracer exporting to a real OTLP/gRPC receiver, flushing quickly.
 func startTracer(t *testing.T) (*Tracer, *tracetest.Receiver) {
 	rcv := tracetest.Start(t)
+	return startTracerTo(t, rcv), rcv
+}
+
+// startTracerTo returns a Tracer exporting to rcv, flushing quickly.
+func startTracerTo(t *testing.T, rcv *tracetest.Receiver) *Tracer {
 	cfg := DefaultConfig()
 	cfg.Enable, cfg.Endpoint, cfg.ServiceName, cfg.BatchTimeout = true, rcv.Addr(), "smg-test", 10*time.Millisecond
 	tr, err := New(cfg)
@@ -62,14 +67,16 @@ func startTracer(t *testing.T) (*Tracer, *tracetest.Receiver) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
-	return tr, rcv
+	return tr
 }
 
-// record is a finished request of the client's trace: 2 ms admission wait, picked 1 ms later,
-// first token at 10 ms, done at 30 ms.
+// record is a finished request of the client's trace: 2 ms admission wait, picked 1 ms later
+// by round_robin, sent to w0 at 3 ms, which answered 503 at 4 ms; a 1 ms pause, then sent to
+// w1 at 5 ms: first token at 10 ms, done at 30 ms.
 func record(t testing.TB, sampled bool) *telemetry.Record {
+	w0, w1 := workertest.Ready(t, "http://w0:8000", "m1"), workertest.Ready(t, "http://w1:8000", "m1")
 	r := &telemetry.Record{
-		Model: "m1", Route: "/v1/chat/completions", Worker: workertest.Ready(t, "http://w1:8000", "m1"), Status: 200,
+		Model: "m1", Route: "/v1/chat/completions", Worker: w1, Status: 200, Policy: "round_robin",
 		Stream: true, Attempts: 2, PromptTokens: 12, CompletionTokens: 34, CachedTokens: -1,
 		TraceID: traceparent.NewTraceID(), SpanID: traceparent.NewSpanID(), ParentSpanID: traceparent.NewSpanID(), Sampled: sampled,
 	}
@@ -79,6 +86,8 @@ func record(t testing.TB, sampled bool) *telemetry.Record {
 	r.Picked = r.Admitted + 1e6
 	r.FirstToken = r.Start + 10e6
 	r.End = r.Start + 30e6
+	r.Tries[0] = telemetry.Try{Worker: w0, Sent: r.Start + 3e6, Ended: r.Start + 4e6, Status: 503, Backoff: 1e6}
+	r.Tries[1] = telemetry.Try{Worker: w1, Sent: r.Start + 5e6, Ended: r.End, Status: 200}
 	return r
 }
 
@@ -143,8 +152,42 @@ func TestExportJoinsTheRecordsTrace(t *testing.T) {
 		if bytes.Equal(s.GetSpanId(), r.SpanID[:]) {
 			t.Errorf("%s reuses the request span's id", c.name)
 		}
-		if c.name == "smg.pick" && s.Attr("smg.worker") != nil {
-			t.Error("the pick of a retried request names the last try's worker")
+		if c.name == "smg.pick" && (s.Attr("smg.worker").GetStringValue() != "http://w0:8000" || s.Attr("smg.policy").GetStringValue() != "round_robin") {
+			t.Errorf("pick span: worker %v, policy %v; want the first try's worker and the policy", s.Attr("smg.worker"), s.Attr("smg.policy"))
+		}
+	}
+	// One span per try, in order, each with its worker, retry number and outcome.
+	var tries []tracetest.Span
+	for _, s := range rcv.Spans() {
+		if s.GetName() == "smg.attempt" && bytes.Equal(s.GetParentSpanId(), req.GetSpanId()) {
+			tries = append(tries, s)
+		}
+	}
+	if len(tries) != 2 {
+		t.Fatalf("%d smg.attempt spans under the request span, want 2", len(tries))
+	}
+	if tries[0].GetStartTimeUnixNano() > tries[1].GetStartTimeUnixNano() {
+		tries[0], tries[1] = tries[1], tries[0]
+	}
+	for i, want := range []struct {
+		worker    string
+		status    int64
+		from, to  uint64
+		backoff   float64
+		errorCode string
+	}{{"http://w0:8000", 503, 3e6, 4e6, 1, "STATUS_CODE_ERROR"}, {"http://w1:8000", 200, 5e6, 30e6, 0, "STATUS_CODE_UNSET"}} {
+		s := tries[i]
+		if s.Attr("smg.worker").GetStringValue() != want.worker || s.Attr("smg.retry").GetIntValue() != int64(i) ||
+			s.Attr("http.response.status_code").GetIntValue() != want.status || s.GetStatus().GetCode().String() != want.errorCode {
+			t.Errorf("try %d: worker %v, retry %v, status %v, span status %v; want %+v", i, s.Attr("smg.worker"), s.Attr("smg.retry"),
+				s.Attr("http.response.status_code"), s.GetStatus(), want)
+		}
+		if got := s.Attr("smg.backoff_ms").GetDoubleValue(); got != want.backoff {
+			t.Errorf("try %d: backoff %v ms, want %v", i, got, want.backoff)
+		}
+		if s.GetStartTimeUnixNano()-req.GetStartTimeUnixNano() != want.from || s.GetEndTimeUnixNano()-req.GetStartTimeUnixNano() != want.to {
+			t.Errorf("try %d from %d to %d ns, want %d to %d", i, s.GetStartTimeUnixNano()-req.GetStartTimeUnixNano(),
+				s.GetEndTimeUnixNano()-req.GetStartTimeUnixNano(), want.from, want.to)
 		}
 	}
 }
@@ -187,8 +230,8 @@ type discard struct{}
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discard) Shutdown(context.Context) error                             { return nil }
 
-// BenchmarkExport is the telemetry goroutine's cost of one sampled record: its three spans
-// and the event built and queued for the batcher (the export itself is the SDK's goroutine's).
+// BenchmarkExport is the telemetry goroutine's cost of one sampled record of two tries: its
+// five spans and the event built and queued for the batcher (the export itself is the SDK's goroutine's).
 func BenchmarkExport(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Enable = true

@@ -5,6 +5,7 @@ package tracetest
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"slices"
 	"sync"
@@ -15,6 +16,10 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // Receiver is a running OTLP/gRPC trace receiver.
@@ -24,7 +29,9 @@ type Receiver struct {
 	mu   sync.Mutex
 	// spans holds every span received, with the service.name of its resource.
 	spans   []Span
+	refused int
 	arrived chan struct{} // signalled on every export
+	opts    Options
 }
 
 // Span is one received span and the service that sent it.
@@ -33,25 +40,57 @@ type Span struct {
 	*tracepb.Span
 }
 
-// Start serves a receiver on 127.0.0.1:0 until the test ends.
-func Start(t testing.TB) *Receiver {
+// Start serves a plaintext receiver on 127.0.0.1:0 until the test ends.
+func Start(t testing.TB) *Receiver { return StartWith(t, Options{}) }
+
+// Options configure a receiver.
+type Options struct {
+	// TLS serves TLS with this configuration (nil: plaintext).
+	TLS *tls.Config
+	// HeaderName, when set, makes the receiver refuse (Unauthenticated) every export whose
+	// metadata lacks HeaderName: HeaderValue, as a collector behind an authenticator does.
+	HeaderName, HeaderValue string
+}
+
+// StartWith serves a receiver configured by o on 127.0.0.1:0 until the test ends.
+func StartWith(t testing.TB, o Options) *Receiver {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Receiver{addr: ln.Addr().String(), arrived: make(chan struct{}, 1)}
-	srv := grpc.NewServer()
+	r := &Receiver{addr: ln.Addr().String(), arrived: make(chan struct{}, 1), opts: o}
+	var serverOpts []grpc.ServerOption
+	if o.TLS != nil {
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	srv := grpc.NewServer(serverOpts...)
 	collectorpb.RegisterTraceServiceServer(srv, r)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	return r
 }
 
+// Refused counts the exports refused for a missing or wrong header.
+func (r *Receiver) Refused() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
+}
+
 // Addr is the receiver's host:port.
 func (r *Receiver) Addr() string { return r.addr }
 
 // Export implements the OTLP TraceService.
-func (r *Receiver) Export(_ context.Context, req *collectorpb.ExportTraceServiceRequest) (*collectorpb.ExportTraceServiceResponse, error) {
+func (r *Receiver) Export(ctx context.Context, req *collectorpb.ExportTraceServiceRequest) (*collectorpb.ExportTraceServiceResponse, error) {
+	if name := r.opts.HeaderName; name != "" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if got := md.Get(name); len(got) != 1 || got[0] != r.opts.HeaderValue {
+			r.mu.Lock()
+			r.refused++
+			r.mu.Unlock()
+			return nil, status.Errorf(codes.Unauthenticated, "header %s missing or wrong", name)
+		}
+	}
 	r.mu.Lock()
 	for _, rs := range req.GetResourceSpans() {
 		service := ""
