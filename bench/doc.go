@@ -26,7 +26,9 @@
 //     request, added p50), one paced stream at a time (added TTFB), the JSON and paced
 //     loads with the proxy's system calls counted (perf stat -e raw_syscalls:sys_enter), and
 //     the JSON closed loop with each proxy on one core and on two (OverheadConfig.OpenLoop*,
-//     Unloaded*, SyscallRounds, ScalingRounds).
+//     Unloaded*, SyscallRounds, ScalingRounds), and through smg with every request traced
+//     against untraced, the spans exported to an OTLP receiver in the harness
+//     (OverheadConfig.TracingRounds).
 //   - Micro: `go test -bench -benchmem` over the hot-path benchmarks (HotPathSuites), parsed
 //     by ParseBenchOutput; CheckAllocs fails on any non-zero allocs/op.
 //   - Quality: engine-mode mocks (continuous batching, prefix-cached KV, time-scaled) behind

@@ -226,6 +226,8 @@ func TestCommittedBaselines(t *testing.T) {
 				"tokenizer.encode.speed_ratio.llama3.4k",
 				"tokenizer.encode.speed_ratio.llama3.100k",
 				"tokenizer.encode.max_allocs_per_encode",
+				// The cost of tracing every request.
+				"overhead.tracing.cpu_ratio.smg-evloop-cache_aware",
 			} {
 				if !gated[m] {
 					t.Errorf("%s is not gated", m)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/smg-go/smg/telemetry/trace/tracetest"
 )
 
 // OverheadConfig configures the overhead suite. Start from DefaultOverheadConfig, which sets
@@ -96,6 +98,11 @@ type OverheadConfig struct {
 	// the mocks staying on LoadCore. ScalingRounds rounds, the least CPU kept. Default 2;
 	// ≤ 0 skips them.
 	ScalingRounds int
+	// Tracing: the JSON closed loop through smg (the first policy) as is and with
+	// `--enable-trace --trace-sample-ratio 1`, every request's spans exported over OTLP/gRPC
+	// to a receiver in this process; TracingRounds rounds, the least CPU kept. Default 2;
+	// ≤ 0 skips them.
+	TracingRounds int
 	// StealRetries: a row whose every round had more hypervisor steal than stealLimit (10%)
 	// is measured again up to this many times, until a round below it (keepBest). Default 2;
 	// ≤ 0 never.
@@ -119,7 +126,7 @@ func DefaultOverheadConfig() OverheadConfig {
 		PDPolicy:     "round_robin",
 		OpenLoopRate: 2000, OpenLoopDuration: 5 * time.Second, OpenLoopRounds: 2,
 		UnloadedTokens: 4, UnloadedDuration: 3 * time.Second, UnloadedRounds: 2,
-		SyscallRounds: 1, Perf: perf, ScalingRounds: 2, StealRetries: 2,
+		SyscallRounds: 1, Perf: perf, ScalingRounds: 2, TracingRounds: 2, StealRetries: 2,
 	}
 }
 
@@ -246,6 +253,9 @@ type OverheadResult struct {
 	SSEUnloaded []Measurement `json:"sse_unloaded,omitempty"`
 	Syscalls    *SyscallRows  `json:"syscalls,omitempty"`
 	Scaling     []Measurement `json:"scaling,omitempty"`
+	// Tracing holds the tracing rows: smg untraced (its usual key), then traced (the key
+	// with tracedSuffix); nil when skipped.
+	Tracing []Measurement `json:"tracing,omitempty"`
 }
 
 // SyscallRows are the system-call rows: the JSON closed loop, and the paced SSE one.
@@ -339,6 +349,13 @@ func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 		res.Scaling = ms
 		if err != nil {
 			errs = append(errs, fmt.Errorf("scaling: %w", err))
+		}
+	}
+	if cfg.TracingRounds > 0 {
+		ms, err := cfg.overheadTracing(urls)
+		res.Tracing = ms
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tracing: %w", err))
 		}
 	}
 	if cfg.paced() || cfg.unloaded() {
@@ -509,6 +526,38 @@ func (cfg *OverheadConfig) overheadScaling(urls []string) ([]Measurement, error)
 		ms = append(ms, got...)
 	}
 	return ms, errors.Join(errs...)
+}
+
+// tracedSuffix ends the key of a traced gateway row.
+const tracedSuffix = "-traced"
+
+// overheadTracing measures the JSON closed loop through smg (the first policy) untraced and
+// traced, every request sampled and its spans exported to a receiver in this process, which
+// must get them: a run whose spans did not arrive measured nothing of tracing.
+func (cfg *OverheadConfig) overheadTracing(urls []string) ([]Measurement, error) {
+	rcv, stop, err := tracetest.Listen(tracetest.Options{CountOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	policy := cfg.Policies[0]
+	key := "smg-evloop-" + policy
+	runs := []proxyUnderTest{
+		{key, "smg (" + policy + "), tracing off", func(urls []string) (*proc, string, error) {
+			return cfg.startSMG(policy, urls, "--disable-load-monitoring")
+		}},
+		{key + tracedSuffix, "smg (" + policy + "), --enable-trace --trace-sample-ratio 1", func(urls []string) (*proc, string, error) {
+			return cfg.startSMG(policy, urls, "--disable-load-monitoring",
+				"--enable-trace", "--trace-sample-ratio", "1", "--otlp-traces-endpoint", rcv.Addr())
+		}},
+	}
+	l := cfg.regularLoad(false)
+	l.kind = "json-tracing"
+	ms, err := cfg.measureRounds(runs, urls, l, cfg.TracingRounds)
+	if err == nil && rcv.Received() == 0 {
+		err = errors.New("no span reached the OTLP receiver from the traced gateway")
+	}
+	return ms, err
 }
 
 // bareSkipped is the paced table's bare-proxy row.

@@ -78,6 +78,7 @@ func (r *Report) Measured() Measured {
 			syscallMetrics(s, "sse_paced", "per_event", sc.SSEPaced, func(x *Measurement) float64 { return x.SyscallsPerEvent })
 		}
 		scalingMetrics(s, o.Scaling)
+		tracingMetrics(s, o.Tracing)
 	}
 	if r.Quality != nil {
 		r.Quality.metrics(m)
@@ -195,6 +196,47 @@ func scalingMetrics(s metricSink, ms []Measurement) {
 			s.put("overhead.scaling.cpu_ratio."+k, b.CPUPerRequestUS/a.CPUPerRequestUS, a, b)
 		}
 	}
+}
+
+// tracingPairs pairs each untraced gateway row of ms with its traced row.
+func tracingPairs(ms []Measurement) (off, on []*Measurement) {
+	for i := range ms {
+		x := &ms[i]
+		if x.NotInstalled != "" || strings.HasSuffix(x.Key, tracedSuffix) {
+			continue
+		}
+		if t := find(ms, x.Key+tracedSuffix); t != nil {
+			off, on = append(off, x), append(on, t)
+		}
+	}
+	return off, on
+}
+
+// tracingMetrics adds overhead.tracing.cpu_ratio.<key> (CPU per request traced over
+// untraced) and overhead.tracing.rps_ratio.<key>.
+func tracingMetrics(s metricSink, ms []Measurement) {
+	off, on := tracingPairs(ms)
+	for i, a := range off {
+		b := on[i]
+		if a.CPUPerRequestUS > 0 {
+			s.put("overhead.tracing.cpu_ratio."+a.Key, b.CPUPerRequestUS/a.CPUPerRequestUS, a, b)
+		}
+		if a.RPS > 0 {
+			s.put("overhead.tracing.rps_ratio."+a.Key, b.RPS/a.RPS, a, b)
+		}
+	}
+}
+
+// tracingTable renders the tracing rows: each gateway untraced and traced.
+func tracingTable(ms []Measurement) string {
+	var sb strings.Builder
+	sb.WriteString("| gateway | req/s off | req/s traced | × | CPU µs/req off | CPU µs/req traced | × |\n|---|---|---|---|---|---|---|\n")
+	off, on := tracingPairs(ms)
+	for i, a := range off {
+		b := on[i]
+		fmt.Fprintf(&sb, "| %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.2f |\n", a.Name, a.RPS, b.RPS, b.RPS/a.RPS, a.CPUPerRequestUS, b.CPUPerRequestUS, b.CPUPerRequestUS/a.CPUPerRequestUS)
+	}
+	return sb.String()
 }
 
 // rows returns the PD measurements of kind "json" or "sse".
@@ -328,6 +370,10 @@ func (r *Report) Table() string {
 		if len(o.Scaling) > 0 {
 			fmt.Fprintf(&sb, "\n### Scaling: one core against two (JSON closed loop, %d connections; the second core is the load core, shared with loadgen and the mocks)\n\n", c.Connections)
 			sb.WriteString(scalingTable(o.Scaling))
+		}
+		if len(o.Tracing) > 0 {
+			fmt.Fprintf(&sb, "\n### Tracing: smg with `--enable-trace --trace-sample-ratio 1` against without (JSON closed loop, %d connections; spans exported over OTLP/gRPC to a receiver in smgbench)\n\n", c.Connections)
+			sb.WriteString(tracingTable(o.Tracing))
 		}
 		if pd := o.PD; pd != nil && (len(pd.JSON) > 0 || len(pd.SSE) > 0) {
 			fmt.Fprintf(&sb, "\n### PD disaggregation (SGLang bootstrap; 1 prefill + 1 decode mock; %d round(s))\n\n"+
@@ -543,6 +589,7 @@ func stealNote(o *OverheadResult) string {
 	add("open loop", o.JSONOpen)
 	add("unloaded", o.SSEUnloaded)
 	add("scaling", o.Scaling)
+	add("tracing", o.Tracing)
 	if sc := o.Syscalls; sc != nil {
 		add("syscalls JSON", sc.JSON)
 		add("syscalls paced SSE", sc.SSEPaced)

@@ -83,6 +83,10 @@ func fullReport() *Report {
 		{Key: "smg-evloop-cache_aware", Name: "smg evloop (cache_aware)", Cores: 2, RPS: 15000, CPUPerRequestUS: 22},
 		{Key: "nginx", Name: "nginx", Cores: 2, RPS: 18000, CPUPerRequestUS: 18},
 	}
+	o.Tracing = []Measurement{
+		{Key: "smg-evloop-cache_aware", Name: "smg (cache_aware), tracing off", RPS: 10000, CPUPerRequestUS: 40},
+		{Key: "smg-evloop-cache_aware-traced", Name: "smg (cache_aware), traced", RPS: 9000, CPUPerRequestUS: 60},
+	}
 	r.Routes = routesFixture()
 	for _, fam := range []string{"qwen3", "llama3"} {
 		for _, size := range []int{4 << 10, 100 << 10} {
@@ -300,6 +304,8 @@ func TestIssue14Metrics(t *testing.T) {
 		"overhead.scaling.rps_ratio.smg-evloop-cache_aware":                     1.5,
 		"overhead.scaling.cpu_ratio.smg-evloop-cache_aware":                     1.1,
 		"overhead.scaling.rps_ratio.nginx":                                      2,
+		"overhead.tracing.cpu_ratio.smg-evloop-cache_aware":                     1.5,
+		"overhead.tracing.rps_ratio.smg-evloop-cache_aware":                     0.9,
 	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok {
@@ -314,7 +320,8 @@ func TestIssue14Metrics(t *testing.T) {
 		}
 	}
 	table := r.Table()
-	for _, s := range []string{"### Open loop (", "### Unloaded paced stream", "| smg evloop (cache_aware) | 4.50 | 0.90 | 1.60 | 0.80 |", "| nginx | 9000 | 18000 | 2.00 | 18.0 | 18.0 | 1.00 |"} {
+	for _, s := range []string{"### Open loop (", "### Unloaded paced stream", "| smg evloop (cache_aware) | 4.50 | 0.90 | 1.60 | 0.80 |", "| nginx | 9000 | 18000 | 2.00 | 18.0 | 18.0 | 1.00 |",
+		"### Tracing: smg with `--enable-trace", "| smg (cache_aware), tracing off | 10000 | 9000 | 0.90 | 40.0 | 60.0 | 1.50 |"} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q:\n%s", s, table)
 		}

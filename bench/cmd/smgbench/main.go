@@ -76,6 +76,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.IntVar(&oh.UnloadedRounds, "unloaded-rounds", oh.UnloadedRounds, "rounds of the overhead suite's unloaded paced-stream (added TTFB) rows; -1 (or 0) skips them")
 	fs.IntVar(&oh.SyscallRounds, "syscall-rounds", oh.SyscallRounds, "rounds of the overhead suite's system-call rows (perf stat); -1 (or 0) skips them")
 	fs.IntVar(&oh.ScalingRounds, "scaling-rounds", oh.ScalingRounds, "rounds of the overhead suite's 1- and 2-core rows; -1 (or 0) skips them")
+	fs.IntVar(&oh.TracingRounds, "tracing-rounds", oh.TracingRounds, "rounds of the overhead suite's tracing rows (smg with --enable-trace --trace-sample-ratio 1 against without); -1 (or 0) skips them")
 	fs.IntVar(&oh.StealRetries, "steal-retries", oh.StealRetries, "times an overhead row stolen from in every round (hypervisor steal past 10% of the proxy and load cores) is measured again; smoke 1; -1 (or 0) never")
 	fs.StringVar(&o.policies, "policies", strings.Join(oh.Policies, ","), "gateway policies of the overhead suite (smoke cache_aware)")
 	fs.StringVar(&o.microBenchTime, "micro-benchtime", bench.DefaultMicroConfig().BenchTime, "go test -benchtime of the micro suite (smoke 1000x)")

@@ -28,10 +28,11 @@ type Receiver struct {
 	addr string
 	mu   sync.Mutex
 	// spans holds every span received, with the service.name of its resource.
-	spans   []Span
-	refused int
-	arrived chan struct{} // signalled on every export
-	opts    Options
+	spans    []Span
+	refused  int
+	received int
+	arrived  chan struct{} // signalled on every export
+	opts     Options
 }
 
 // Span is one received span and the service that sent it.
@@ -50,15 +51,28 @@ type Options struct {
 	// HeaderName, when set, makes the receiver refuse (Unauthenticated) every export whose
 	// metadata lacks HeaderName: HeaderValue, as a collector behind an authenticator does.
 	HeaderName, HeaderValue string
+	// CountOnly counts the spans received without keeping them (Received), for loads.
+	CountOnly bool
 }
 
 // StartWith serves a receiver configured by o on 127.0.0.1:0 until the test ends.
 func StartWith(t testing.TB, o Options) *Receiver {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	r, stop, err := Listen(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Receiver{addr: ln.Addr().String(), arrived: make(chan struct{}, 1), opts: o}
+	t.Cleanup(stop)
+	return r
+}
+
+// Listen serves a receiver configured by o on 127.0.0.1:0 until stop is called (for
+// programs: the benchmarks export to it).
+func Listen(o Options) (r *Receiver, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	r = &Receiver{addr: ln.Addr().String(), arrived: make(chan struct{}, 1), opts: o}
 	var serverOpts []grpc.ServerOption
 	if o.TLS != nil {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -66,8 +80,14 @@ func StartWith(t testing.TB, o Options) *Receiver {
 	srv := grpc.NewServer(serverOpts...)
 	collectorpb.RegisterTraceServiceServer(srv, r)
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return r
+	return r, srv.Stop, nil
+}
+
+// Received counts the spans received (kept or, with CountOnly, not).
+func (r *Receiver) Received() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.received
 }
 
 // Refused counts the exports refused for a missing or wrong header.
@@ -100,6 +120,10 @@ func (r *Receiver) Export(ctx context.Context, req *collectorpb.ExportTraceServi
 			}
 		}
 		for _, ss := range rs.GetScopeSpans() {
+			r.received += len(ss.GetSpans())
+			if r.opts.CountOnly {
+				continue
+			}
 			for _, s := range ss.GetSpans() {
 				r.spans = append(r.spans, Span{Service: service, Span: s})
 			}
