@@ -55,13 +55,15 @@ func TestConfigValidate(t *testing.T) {
 // startTracer returns a Tracer exporting to a real OTLP/gRPC receiver, flushing quickly.
 func startTracer(t *testing.T) (*Tracer, *tracetest.Receiver) {
 	rcv := tracetest.Start(t)
-	return startTracerTo(t, rcv), rcv
+	return startTracerTo(t, rcv, DefaultExportTimeout), rcv
 }
 
-// startTracerTo returns a Tracer exporting to rcv, flushing quickly.
-func startTracerTo(t *testing.T, rcv *tracetest.Receiver) *Tracer {
+// startTracerTo returns a Tracer exporting to rcv, flushing quickly, an export given up
+// after exportTimeout.
+func startTracerTo(t *testing.T, rcv *tracetest.Receiver, exportTimeout time.Duration) *Tracer {
 	cfg := DefaultConfig()
 	cfg.Enable, cfg.Endpoint, cfg.ServiceName, cfg.BatchTimeout = true, rcv.Addr(), "smg-test", 10*time.Millisecond
+	cfg.ExportTimeout = exportTimeout
 	tr, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
