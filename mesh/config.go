@@ -59,6 +59,9 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// RequestTimeout bounds one call to a peer (a probe, a sync exchange).
 	RequestTimeout time.Duration
+	// ProbeTimeout: a direct probe unanswered within it is also tried through IndirectProbes
+	// helpers, while it may still answer.
+	ProbeTimeout time.Duration
 	// BackoffBase is the first wait before redialling a peer; it doubles up to BackoffMax.
 	BackoffBase time.Duration
 	// BackoffMax is the longest wait before redialling a peer; at least BackoffBase.
@@ -110,6 +113,7 @@ func DefaultConfig() Config {
 		Round:                DefaultRound,
 		ConnectTimeout:       DefaultConnectTimeout,
 		RequestTimeout:       DefaultRequestTimeout,
+		ProbeTimeout:         DefaultProbeTimeout,
 		BackoffBase:          DefaultBackoffBase,
 		BackoffMax:           DefaultBackoffMax,
 		IdleTimeout:          DefaultIdleTimeout,
@@ -195,7 +199,7 @@ func (c *Config) validateProtocol() error {
 		name string
 		v    time.Duration
 	}{
-		{"Round", c.Round}, {"ConnectTimeout", c.ConnectTimeout}, {"RequestTimeout", c.RequestTimeout},
+		{"Round", c.Round}, {"ConnectTimeout", c.ConnectTimeout}, {"RequestTimeout", c.RequestTimeout}, {"ProbeTimeout", c.ProbeTimeout},
 		{"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax}, {"IdleTimeout", c.IdleTimeout},
 		{"SuspectTimeout", c.SuspectTimeout}, {"KeepAlive", c.KeepAlive}, {"RepairTimeout", c.RepairTimeout},
 		{"TombstoneHorizon", c.TombstoneHorizon}, {"RefusalLogInterval", c.RefusalLogInterval},

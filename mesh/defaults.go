@@ -16,6 +16,9 @@ const (
 	DefaultBackoffMax     = 60 * time.Second
 	DefaultIdleTimeout    = 60 * time.Second
 	DefaultIndirectProbes = 3
+	// DefaultProbeTimeout is memberlist's: a probe unanswered for this long is retried through
+	// helpers as well.
+	DefaultProbeTimeout = 500 * time.Millisecond
 	// DefaultSuspectTimeout: a SUSPECTED member that has not refuted within it is declared
 	// DOWN even if no probe of it failed again (memberlist's suspicion timeout), which bounds
 	// failure detection when redial backoff delays the second probe.

@@ -11,10 +11,11 @@
 // then an ALIVE peer whose sync stream broke (a killed process resets its connections), and
 // otherwise the next of a shuffled round-robin over ALIVE and SUSPECTED peers (memberlist's
 // order: every peer is probed within N-1 rounds, which random choice does not bound). A
-// failed direct probe is retried through up to 3 ALIVE peers at once (PingReq). When no probe
-// reaches the target it goes ALIVE → SUSPECTED → DOWN, and the change is broadcast. So a
-// killed router is DOWN everywhere about a round after its streams break, where the
-// round-robin alone leaves a dead router unprobed for a round with probability about 1/e.
+// direct probe that fails, or is unanswered within ProbeTimeout (500 ms), is tried through up
+// to 3 ALIVE peers at once (PingReq). When no probe reaches the target it goes ALIVE →
+// SUSPECTED → DOWN, and the change is broadcast. So a killed router is DOWN everywhere about
+// a round after its streams break, where the round-robin alone leaves a dead router unprobed
+// for a round with probability about 1/e.
 // Beyond the spec's product:
 //
 //   - Every member carries an incarnation number that only it raises. A router that hears

@@ -43,6 +43,7 @@ func fastRounds(c *Config) {
 	c.BackoffBase = 50 * time.Millisecond
 	c.BackoffMax = 200 * time.Millisecond
 	c.RequestTimeout = 2 * time.Second
+	c.ProbeTimeout = 100 * time.Millisecond
 	c.RepairTimeout = 2 * time.Second
 	c.ReconnectEvery = 4
 }

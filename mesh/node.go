@@ -322,14 +322,30 @@ func (n *Node) probe(ctx context.Context, name string) {
 	target := p.Member
 	n.mu.Unlock()
 
-	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-		return n.deps.Transport.Ping(ctx, target.Addr, n.pingMsg(name))
+	direct := make(chan *wire.Ack, 1) // the answer, or nil when the ping failed
+	n.deps.Spawn(func() {
+		ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
+			return n.deps.Transport.Ping(ctx, target.Addr, n.pingMsg(name))
+		})
+		if err != nil || !ack.OK {
+			ack = nil
+		}
+		direct <- ack
 	})
-	ok := err == nil && ack.OK
-	if ok {
-		n.merge(ack.Members)
-	} else {
-		ok = n.probeIndirect(ctx, target)
+	var ok bool
+	timer := n.deps.Clock.NewTimer(n.cfg.ProbeTimeout)
+	select {
+	case ack := <-direct:
+		timer.Stop()
+		if ok = ack != nil; ok {
+			n.merge(ack.Members)
+		} else {
+			ok = n.probeIndirect(ctx, target, nil)
+		}
+	case <-timer.C():
+		// Unanswered within ProbeTimeout (memberlist's order): the helpers are asked while the
+		// direct ping may still answer, so a target that hangs costs one RequestTimeout, not two.
+		ok = n.probeIndirect(ctx, target, direct)
 	}
 
 	n.mu.Lock()
@@ -361,7 +377,7 @@ func (n *Node) probe(ctx context.Context, name string) {
 	}
 }
 
-func (n *Node) probeIndirect(ctx context.Context, target wire.Member) bool {
+func (n *Node) probeIndirect(ctx context.Context, target wire.Member, direct <-chan *wire.Ack) bool {
 	n.mu.Lock()
 	var helpers []wire.Member
 	for _, p := range n.peers {
@@ -379,7 +395,19 @@ func (n *Node) probeIndirect(ctx context.Context, target wire.Member) bool {
 	// The helpers are asked at once, not one after another: a target that hangs rather than
 	// refuses (a frozen process, a host gone without resetting its connections) holds each
 	// request for the whole RequestTimeout, so in turn they would take 3 timeouts.
-	reached := make(chan bool, len(helpers)) // buffered: the helpers not waited for never block
+	waiting := len(helpers)
+	reached := make(chan bool, waiting+1) // buffered: the calls not waited for never block
+	if direct != nil {
+		// Pending only when Spawn runs work on its own goroutine: inline, the ping is done.
+		waiting++
+		n.deps.Spawn(func() {
+			ack := <-direct
+			if ack != nil {
+				n.merge(ack.Members)
+			}
+			reached <- ack != nil
+		})
+	}
 	for _, h := range helpers {
 		n.deps.Spawn(func() {
 			ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
@@ -391,7 +419,7 @@ func (n *Node) probeIndirect(ctx context.Context, target wire.Member) bool {
 			reached <- err == nil && ack.OK
 		})
 	}
-	for range helpers {
+	for range waiting {
 		if <-reached {
 			return true
 		}
