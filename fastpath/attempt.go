@@ -64,6 +64,8 @@ type attempt struct {
 	lastWorker *worker.Worker
 	tryLog     [telemetry.MaxTries]telemetry.Try
 	exhausted  bool
+	// cacheMatched and cacheInput are the first pick's prefix match (policy.Result).
+	cacheMatched, cacheInput int
 }
 
 // start readies an admitted request's attempt: its deadline and its routing key.
@@ -133,6 +135,7 @@ func (a *attempt) pick(rt *policy.Route, l *leg) error {
 			a.s.logDecision(rt, w, a.req)
 			if l == &a.main && a.first == nil {
 				a.first = w
+				a.cacheMatched, a.cacheInput = res.CacheMatched, res.CacheInput
 			}
 			return nil
 		}

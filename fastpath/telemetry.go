@@ -103,6 +103,7 @@ func (le *loopExchange) endRecord(status int) {
 	r.Status, r.End = status, clock.Nanos()
 	r.Stream, r.PD, r.Attempts, r.Picked = le.x.fields.Stream, le.pd, a.tries, a.picked
 	r.Tries, r.RetriesExhausted = a.tryLog, a.exhausted
+	r.CacheMatched, r.CacheInput = int32(min(a.cacheMatched, math.MaxInt32)), int32(min(a.cacheInput, math.MaxInt32))
 	if n := min(int(a.tries), len(r.Tries)); n > 0 && int(a.tries) == n {
 		last := &r.Tries[n-1]
 		if last.Ended == 0 {

@@ -137,7 +137,7 @@ func TestEveryGenerationRequestHandsOneRecord(t *testing.T) {
 	if r.Status != 503 || r.Attempts != 3 || r.ErrorCode != "" || r.PromptTokens != -1 {
 		t.Fatalf("retried worker error: record %+v", r)
 	}
-	if !r.RetriesExhausted || r.Policy != "round_robin" {
+	if !r.RetriesExhausted || r.Policy != "round_robin" || r.CacheInput != 0 {
 		t.Fatalf("retried worker error: exhausted %v, policy %q", r.RetriesExhausted, r.Policy)
 	}
 	seen := map[*worker.Worker]bool{}
@@ -243,5 +243,23 @@ func TestClientGoneMidStreamHandsOneRecord(t *testing.T) {
 	g.do("POST", "/v1/chat/completions", chatBody, "X-Request-Id", "after")
 	if r = c.next(t, &n); r.ID() != "after" {
 		t.Fatalf("the stream handed a second record: %+v", r)
+	}
+}
+
+// TestRecordCarriesTheCacheMatch: with cache_aware the record carries the longest cached
+// prefix its first pick found and the prompt's length (the trace's pick span reports them).
+func TestRecordCarriesTheCacheMatch(t *testing.T) {
+	c := &collector{}
+	g := newGateway(t, "cache_aware", Config{Telemetry: newTelemetrySink(t, metrics.NewSet(), c)},
+		newUsageWorker(t, "a", new(atomic.Int32)), newUsageWorker(t, "b", new(atomic.Int32)))
+	body := `{"model":"m1","messages":[{"role":"user","content":"` + strings.Repeat("the same long question ", 20) + `"}]}`
+	n := 0
+	g.do("POST", "/v1/chat/completions", body)
+	if r := c.next(t, &n); r.Policy != "cache_aware" || r.CacheMatched != 0 || r.CacheInput <= 0 {
+		t.Fatalf("first request: policy %q, matched %d of %d; want nothing matched of a positive length", r.Policy, r.CacheMatched, r.CacheInput)
+	}
+	g.do("POST", "/v1/chat/completions", body)
+	if r := c.next(t, &n); r.CacheInput <= 0 || r.CacheMatched != r.CacheInput {
+		t.Fatalf("the same request again: matched %d of %d; want all of it", r.CacheMatched, r.CacheInput)
 	}
 }

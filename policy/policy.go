@@ -64,6 +64,10 @@ func (r *Request) Usable(w *worker.Worker) bool {
 // Result is a Pick's outcome.
 type Result struct {
 	Worker *worker.Worker
+	// CacheMatched is the longest cached prefix of the request a prefix-matching policy
+	// found (on any worker), CacheInput the request's length, both in the policy's units
+	// (characters or tokens): tracing reports them. 0 for other policies.
+	CacheMatched, CacheInput int
 }
 
 // Picker chooses a worker for one request. Implementations are immutable and safe for

@@ -39,6 +39,11 @@ type Record struct {
 	RetriesExhausted bool
 	// Policy names the policy that picked the first worker ("" when none was picked).
 	Policy string
+	// CacheMatched is the longest cached prefix the first pick's policy found for the
+	// request, CacheInput the request's length, in the policy's units (characters of the
+	// text tree, tokens of the token tree or the engines' KV events); 0 when the policy
+	// does not match prefixes.
+	CacheMatched, CacheInput int32
 
 	Start      int64 // the request was read
 	Admitted   int64 // it left the admission queue (== Start when it did not wait)

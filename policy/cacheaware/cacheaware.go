@@ -307,7 +307,7 @@ func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	if b.cfg.Observer != nil && c.pageSize > 0 { // trees only: the mesh does not sync placements
 		b.observe(req, c.chosen)
 	}
-	return policy.Result{Worker: c.chosen}, nil
+	return policy.Result{Worker: c.chosen, CacheMatched: c.matched, CacheInput: c.input}, nil
 }
 
 // observe tells the observer of the prefix just recorded for w.
@@ -420,7 +420,10 @@ type chooser struct {
 	// now is the clock when the pick began: the stamp its path gets.
 	now    int64
 	chosen *worker.Worker
-	cands  [radix.MaxMatchTenants]*worker.Worker
+	// matched and input are the longest match found and the prompt's length, in the
+	// matching's units (policy.Result).
+	matched, input int
+	cands          [radix.MaxMatchTenants]*worker.Worker
 	// Event mode's scratch, kept across picks: per-slot match depths, the prompt's block
 	// hashes, and the worker each block was last sent to.
 	depth  []uint32
@@ -476,7 +479,7 @@ func (c *chooser) Choose(m radix.Match) (radix.Tenant, bool) {
 			b.br.miss.Inc()
 		}
 	}
-	c.chosen = w
+	c.chosen, c.matched, c.input = w, matched, m.InputChars
 	if w == nil {
 		return 0, false
 	}

@@ -292,3 +292,21 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPickReportsTheMatch: a pick's result carries the longest cached prefix found and the
+// prompt's length (tracing reports them): nothing for a first prompt, the shared head for a
+// second one.
+func TestPickReportsTheMatch(t *testing.T) {
+	f := policytest.NewFleet(t, 4, "m")
+	b, _ := newBuilder(t, DefaultConfig())
+	p := b.Build(f.Group("m"))
+	head := strings.Repeat("h", 100)
+	first, err := p.Pick(text(head + strings.Repeat("a", 100)))
+	if err != nil || first.CacheMatched != 0 || first.CacheInput != 200 {
+		t.Fatalf("first prompt: %+v, %v; want no match of 200 characters", first, err)
+	}
+	second, err := p.Pick(text(head + strings.Repeat("b", 150)))
+	if err != nil || second.CacheMatched != 100 || second.CacheInput != 250 {
+		t.Fatalf("second prompt: %+v, %v; want 100 of 250 characters matched", second, err)
+	}
+}

@@ -113,7 +113,7 @@ func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
 	} else if w = p.lowest(req, rate, policy.NoHotLimit); w != nil {
 		b.br.miss.Inc()
 	}
-	c.chosen = w
+	c.chosen, c.matched, c.input = w, matched, len(req.Tokens)
 	b.br.events.Inc()
 	if w != nil {
 		i := int(p.pos[w.Index])

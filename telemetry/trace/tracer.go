@@ -134,14 +134,20 @@ func (t *Tracer) Export(r *telemetry.Record) {
 	span.End(oteltrace.WithTimestamp(clock.TimeOf(r.End)))
 }
 
-// pickAttributes are the pick span's: the policy and the worker it picked first.
+// pickAttributes are the pick span's: the policy, the worker it picked first and, for a
+// prefix-matching policy, the longest cached prefix it found.
 func pickAttributes(r *telemetry.Record) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 2)
+	attrs := make([]attribute.KeyValue, 0, 5)
 	if r.Policy != "" {
 		attrs = append(attrs, attribute.String("smg.policy", r.Policy))
 	}
 	if w := r.Tries[0].Worker; w != nil {
 		attrs = append(attrs, attribute.String("smg.worker", w.URL))
+	}
+	if r.CacheInput > 0 {
+		attrs = append(attrs, attribute.Int("smg.cache.matched", int(r.CacheMatched)),
+			attribute.Int("smg.cache.input", int(r.CacheInput)),
+			attribute.Float64("smg.cache.match_ratio", float64(r.CacheMatched)/float64(r.CacheInput)))
 	}
 	return attrs
 }

@@ -73,7 +73,7 @@ func startTracerTo(t *testing.T, rcv *tracetest.Receiver, exportTimeout time.Dur
 }
 
 // record is a finished request of the client's trace: 2 ms admission wait, picked 1 ms later
-// by round_robin, sent to w0 at 3 ms, which answered 503 at 4 ms; a 1 ms pause, then sent to
+// by round_robin (30 of its 40 units cached), sent to w0 at 3 ms, which answered 503 at 4 ms; a 1 ms pause, then sent to
 // w1 at 5 ms: first token at 10 ms, done at 30 ms.
 func record(t testing.TB, sampled bool) *telemetry.Record {
 	w0, w1 := workertest.Ready(t, "http://w0:8000", "m1"), workertest.Ready(t, "http://w1:8000", "m1")
@@ -90,6 +90,7 @@ func record(t testing.TB, sampled bool) *telemetry.Record {
 	r.End = r.Start + 30e6
 	r.Tries[0] = telemetry.Try{Worker: w0, Sent: r.Start + 3e6, Ended: r.Start + 4e6, Status: 503, Backoff: 1e6}
 	r.Tries[1] = telemetry.Try{Worker: w1, Sent: r.Start + 5e6, Ended: r.End, Status: 200}
+	r.CacheMatched, r.CacheInput = 30, 40
 	return r
 }
 
@@ -156,6 +157,9 @@ func TestExportJoinsTheRecordsTrace(t *testing.T) {
 		}
 		if c.name == "smg.pick" && (s.Attr("smg.worker").GetStringValue() != "http://w0:8000" || s.Attr("smg.policy").GetStringValue() != "round_robin") {
 			t.Errorf("pick span: worker %v, policy %v; want the first try's worker and the policy", s.Attr("smg.worker"), s.Attr("smg.policy"))
+		}
+		if c.name == "smg.pick" && (s.Attr("smg.cache.matched").GetIntValue() != 30 || s.Attr("smg.cache.input").GetIntValue() != 40 || s.Attr("smg.cache.match_ratio").GetDoubleValue() != 0.75) {
+			t.Errorf("pick span: cache matched %v of %v, ratio %v; want 30 of 40, 0.75", s.Attr("smg.cache.matched"), s.Attr("smg.cache.input"), s.Attr("smg.cache.match_ratio"))
 		}
 	}
 	// One span per try, in order, each with its worker, retry number and outcome.
