@@ -8,12 +8,20 @@
 //
 // # Level-triggered reconcile
 //
-// A pass reads the whole pod cache (PodSource), maps it to the desired workers, compares them
-// with the workers this reconciler registered that the registry still holds, and submits
+// A full pass reads the whole pod cache (PodSource), maps it to the desired workers, compares
+// them with the workers this reconciler registered that the registry still holds, and submits
 // AddWorker and RemoveWorker jobs for the difference. It never replays events, so a missed
 // delete, a failed registration or a registration that finished after its pod left all
-// converge on a later pass. Passes run one Debounce (1 s) after a Trigger (informer events,
-// finished jobs) and every Resync (60 s).
+// converge on a later pass. Full passes run at start, every Resync (60 s), and one Debounce
+// (1 s) after a Trigger (a failed job).
+//
+// An informer event names the pod's old and new IP (Changed), and an address pass runs at
+// once for each: the same mapping and diff over the pods at that IP (PodsAt, an index of the
+// cache) and the owned workers there. Workers are matched by address, so this is all a full
+// pass could change there, at a cost that does not grow with the fleet. A job that succeeded
+// is followed by an address pass at its address (a removal may free it for a replacement), a
+// failed one by a debounced full pass. A full pass leaves alone the addresses that changed
+// after it read the cache, since their address passes saw newer pods.
 //
 // # Ownership
 //
@@ -26,7 +34,9 @@
 //
 // # Concurrency model
 //
-// Run is one goroutine; passes are serialised by a mutex, so a Pass called beside Run waits. Jobs
+// Run is one goroutine for the address passes and the timers, plus one for the full passes, so
+// that an address pass never waits for a full pass to read the cache; full passes are
+// serialised, and submitting is serialised by a mutex, so a Pass called beside Run waits. Jobs
 // run on the JobQueue's fixed pool of JobQueueConcurrency goroutines; at most one job per
 // worker address is pending or running, and Submit blocks while JobQueueCapacity jobs wait.
 // The owned-id set is guarded by a mutex shared by the pass and the jobs. Every wait (debounce,

@@ -95,9 +95,16 @@ func NewReconciler(cfg Config, reg Registry, pods PodSource, podsAt PodsAt) (*Re
 		discover = worker.DiscoverModels
 	}
 	r.models = func(ctx context.Context, url string) ([]string, error) { return discover(ctx, url, "") }
-	// A finished job can change what the next pass must do (a replaced pod's removal frees
-	// its address; a failed registration is retried): wake the loop, coalesced as any event.
-	r.queue, err = NewJobQueue(cfg.JobQueueCapacity, cfg.JobQueueConcurrency, func(string, error) { r.Trigger() })
+	// A finished job can change what the next pass must do: a replaced pod's removal frees
+	// its address, at once for its address pass; a failed registration is retried by the
+	// debounced full pass, so that a job failing at once cannot spin.
+	r.queue, err = NewJobQueue(cfg.JobQueueCapacity, cfg.JobQueueConcurrency, func(key string, err error) {
+		if err != nil {
+			r.Trigger()
+		} else {
+			r.Changed(hostOf(key))
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -114,35 +121,36 @@ func (r *Reconciler) Trigger() {
 
 // Changed tells the reconciler that pods at these IPs were added, changed or deleted (the
 // informer's event handler calls it with a pod's old and new IP; "" is ignored). Run
-// reconciles those addresses at once, and the whole cache one Debounce later as after any
-// Trigger. It never blocks.
+// reconciles those addresses at once; without a PodsAt it Triggers the debounced full pass
+// instead. It never blocks.
 func (r *Reconciler) Changed(ips ...string) {
-	if r.podsAt != nil {
-		r.changedMu.Lock()
-		r.changeSeq++
-		for _, ip := range ips {
-			if ip != "" {
-				r.changedIPs[ip] = struct{}{}
-				r.changedAt[ip] = r.changeSeq
-			}
-		}
-		r.changedMu.Unlock()
-		select {
-		case r.changed <- struct{}{}:
-		default:
+	if r.podsAt == nil {
+		r.Trigger()
+		return
+	}
+	r.changedMu.Lock()
+	r.changeSeq++
+	for _, ip := range ips {
+		if ip != "" {
+			r.changedIPs[ip] = struct{}{}
+			r.changedAt[ip] = r.changeSeq
 		}
 	}
-	r.Trigger()
+	r.changedMu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
 }
 
 // Run runs passes until ctx ends: an address pass as soon as Changed names pod IPs, a full
 // pass one Debounce after a Trigger (so a burst costs one full pass), and one every Resync
 // from the cache alone.
 //
-// The address passes keep one pod's change from waiting out the debounce, at a cost that
-// does not grow with the fleet; the full passes stay the level-triggered safety net. Full
-// passes run on a second goroutine, so that an address pass never waits for one to read the
-// whole cache.
+// The address passes reconcile one pod's change without the debounce, at a cost that does
+// not grow with the fleet; the full passes (at start, every Resync, after a failed job) stay
+// the level-triggered safety net. Full passes run on a second goroutine, so that an address
+// pass never waits for one to read the whole cache.
 func (r *Reconciler) Run(ctx context.Context) {
 	full := make(chan struct{}, 1) // one full pass pending covers every later request
 	done := make(chan struct{})

@@ -339,10 +339,8 @@ func TestRunCoalescesTriggers(t *testing.T) {
 	h.clock.Advance(DefaultDebounce)
 	h.settle()
 	testutil.Eventually(t, "registered", func() bool { return len(h.urls()) == 1 })
-	// The finished job triggers one more pass, which finds nothing to do; then only the
-	// resync is left. A pod that vanishes is seen by the resync alone.
-	testutil.Eventually(t, "debounce after job", func() bool { return h.clock.Waiting() == 2 })
-	h.clock.Advance(DefaultDebounce)
+	// The finished job asks for an address pass, which finds nothing to do and starts no
+	// timer: only the resync is left. A pod that vanishes unseen is found by the resync.
 	testutil.Eventually(t, "idle", func() bool { return h.clock.Waiting() == 1 })
 	if n := strings.Count(h.logs.String(), "Reconciling workers"); n != 1 {
 		t.Fatalf("%d passes submitted jobs for one burst, want 1", n)
@@ -376,7 +374,7 @@ func TestChangedReconcilesItsAddressAtOnce(t *testing.T) {
 	if got := h.urls(); len(got) != 1 {
 		t.Fatalf("registry %v after an address pass for 10.0.0.1, want only its worker", got)
 	}
-	h.clock.Advance(DefaultDebounce) // the debounced full pass that Changed also asked for
+	h.clock.Advance(DefaultResync) // the periodic full pass
 	testutil.Eventually(t, "b registered by the full pass", func() bool { return len(h.urls()) == 2 })
 
 	a.Ready = false

@@ -81,6 +81,7 @@ type scaleFigures struct {
 	removeLatency     percentiles   // a pod's status write (unready) → its worker no longer routable
 	addLatency        percentiles   // a pod's status write (Ready again) → its worker routable
 	restart           time.Duration // a new gateway started → all pods' workers routable
+	restartSynced     time.Duration // a new gateway started → its informer holds every pod
 	heapPerPod        int64         // live heap after all pods are routable, minus before, per pod
 	goroutinesIdle    int           // the gateway with no pod
 	goroutinesHolding int           // the gateway holding every pod (after its jobs finished)
@@ -108,10 +109,10 @@ func (p percentiles) String() string {
 
 func (f scaleFigures) String() string {
 	return fmt.Sprintf("discovery scale: %d pods created and Ready through the API in %v; last status write → all %d workers routable %v; "+
-		"one pod's change beside them: unready → not routable %v, Ready → routable %v; restart → all routable %v; "+
+		"one pod's change beside them: unready → not routable %v, Ready → routable %v; restart → all routable %v (informer synced after %v); "+
 		"live heap %d B per pod; goroutines %d idle, %d holding every pod; loadavg %s",
 		f.pods, f.created.Round(time.Millisecond), f.pods, f.readyToRoutable.Round(time.Millisecond),
-		f.removeLatency, f.addLatency, f.restart.Round(time.Millisecond), f.heapPerPod, f.goroutinesIdle, f.goroutinesHolding, f.load)
+		f.removeLatency, f.addLatency, f.restart.Round(time.Millisecond), f.restartSynced.Round(time.Millisecond), f.heapPerPod, f.goroutinesIdle, f.goroutinesHolding, f.load)
 }
 
 // runScale makes n pods Ready beside a gateway, measures, changes `changes` pods one at a
@@ -137,13 +138,12 @@ func runScale(t testing.TB, n, changes int) scaleFigures {
 	cfg.JobQueueCapacity = n // the spec's advice: at least the number of discovered workers
 	regCfg := worker.DefaultConfig()
 	regCfg.MaxWorkers = n + 16 // --max-workers defaults to 1,024
-	// Log lines are formatted as in production but not kept: kept, they would count as heap.
-	logs := &sightingHandler{Handler: slog.NewTextHandler(io.Discard, nil), want: "K8s worker store synced"}
-	regCfg.Logger = slog.New(logs)
+	var logs *sightingHandler
+	regCfg.Logger, logs = newSightingLogger("K8s worker store synced")
 
 	g := startGatewayWith(t, cfg, nil, regCfg)
 	watch := watchSnapshots(g.reg)
-	testutil.Eventually(t, "the gateway's informer synced", logs.seen.Load)
+	testutil.Eventually(t, "the gateway's informer synced", logs.seen)
 	figs.goroutinesIdle = settledGoroutines()
 	heapIdle := liveHeap()
 
@@ -200,27 +200,43 @@ func runScale(t testing.TB, n, changes int) scaleFigures {
 
 	// A gateway (re)started beside the Ready pods: every registration at once.
 	g.stop()
+	regCfg.Logger, logs = newSightingLogger("K8s worker store synced")
 	begin = time.Now()
 	second := startGatewayWith(t, cfg, nil, regCfg)
 	again := watchSnapshots(second.reg).when(allReady)
 	figs.restart = wait(t, again, "all workers routable after a restart").Sub(begin)
+	figs.restartSynced = logs.at.Load().Sub(begin)
 	checkRoutable(t, second, n)
 	load, _ := os.ReadFile("/proc/loadavg")
 	figs.load = strings.Join(strings.Fields(string(load))[:3], " ")
 	return figs
 }
 
-// sightingHandler passes records on and notes whether a message containing want went by.
+// sightingHandler passes records on to a text handler that discards them (formatted as in
+// production, not kept: kept, they would count as heap) and notes when a message containing
+// want first went by.
 type sightingHandler struct {
 	slog.Handler
 	want string
-	seen atomic.Bool
+	at   atomic.Pointer[time.Time]
+}
+
+func newSightingLogger(want string) (*slog.Logger, *sightingHandler) {
+	h := &sightingHandler{Handler: slog.NewTextHandler(io.Discard, nil), want: want}
+	return slog.New(h), h
+}
+
+func (h *sightingHandler) seen() bool { return h.at.Load() != nil }
+
+func (h *sightingHandler) note(r slog.Record) {
+	if h.at.Load() == nil && strings.Contains(r.Message, h.want) {
+		now := time.Now()
+		h.at.CompareAndSwap(nil, &now)
+	}
 }
 
 func (h *sightingHandler) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.want) {
-		h.seen.Store(true)
-	}
+	h.note(r)
 	return h.Handler.Handle(ctx, r)
 }
 
@@ -239,9 +255,7 @@ type sightingAttrs struct {
 }
 
 func (h *sightingAttrs) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.parent.want) {
-		h.parent.seen.Store(true)
-	}
+	h.parent.note(r)
 	return h.Handler.Handle(ctx, r)
 }
 
