@@ -141,6 +141,16 @@ func (f *fleet) bytesPerRound(idx []int, rounds int) (mean, busiest float64) {
 	return float64(total) / float64(len(idx)) / float64(rounds), busiest
 }
 
+// atLoss runs rounds rounds at fleetLoss, the loss seeded by seed, and returns the moves to
+// DOWN and to SUSPECTED the routers made meanwhile and the bytes sent per round per router.
+func (f *fleet) atLoss(rounds int, seed uint64) (downs, suspicions uint64, bytes float64) {
+	all := seq(len(f.addrs))
+	f.net.setLoss(fleetLoss, seed)
+	downBefore, suspectBefore := f.statusMarks(all, wire.StatusDown), f.statusMarks(all, wire.StatusSuspected)
+	bytes, _ = f.bytesPerRound(all, rounds)
+	return f.statusMarks(all, wire.StatusDown) - downBefore, f.statusMarks(all, wire.StatusSuspected) - suspectBefore, bytes
+}
+
 // killAndDetect kills router victim, returns the rounds until every other router has it
 // DOWN (failing past limit), and restarts it under its name, bootstrapped from router 0,
 // until every router sees every router ALIVE again.
@@ -207,11 +217,7 @@ func runFleet(tb testing.TB, n, lossRounds, kills int) fleetFigures {
 	})
 	fig.idleBytes, fig.idleBytesMax = f.bytesPerRound(all, 60)
 
-	f.net.setLoss(fleetLoss, uint64(n))
-	downBefore, suspectBefore := f.statusMarks(all, wire.StatusDown), f.statusMarks(all, wire.StatusSuspected)
-	fig.lossBytes, _ = f.bytesPerRound(all, lossRounds)
-	fig.falseDeaths = f.statusMarks(all, wire.StatusDown) - downBefore
-	fig.falseSuspicions = f.statusMarks(all, wire.StatusSuspected) - suspectBefore
+	fig.falseDeaths, fig.falseSuspicions, fig.lossBytes = f.atLoss(lossRounds, uint64(n))
 
 	for _, phase := range []struct {
 		loss     float64
@@ -299,5 +305,24 @@ func BenchmarkFleet50(b *testing.B) {
 		b.ReportMetric(float64(fig.falseDeaths), "false-deaths")
 		b.ReportMetric(fig.idleBytes, "idle-B/round/router")
 		b.ReportMetric(fig.lossBytes, "loss-B/round/router")
+	}
+}
+
+// BenchmarkFleet50FalseDeaths runs the false-death phase of BenchmarkFleet50 with 5 more loss
+// seeds: 50 routers, warm, 10 minutes at 5% loss each, and fails on any live router marked
+// DOWN.
+func BenchmarkFleet50FalseDeaths(b *testing.B) {
+	for range b.N {
+		for seed := uint64(101); seed <= 105; seed++ {
+			f := newFleet(b, 50)
+			all := seq(50)
+			f.roundsUntil(b, 150, "membership", func() bool { return f.allAlive(all) })
+			f.roundsUntil(b, 200, "a sync stream for every pair", func() bool { return f.streamsComplete(all) })
+			deaths, suspicions, _ := f.atLoss(600, seed)
+			b.Logf("loss seed %d: %d false deaths, %d suspicion marks in 600 rounds at %.0f%% loss", seed, deaths, suspicions, 100*fleetLoss)
+			if deaths != 0 {
+				b.Errorf("loss seed %d: %d live routers marked DOWN", seed, deaths)
+			}
+		}
 	}
 }
