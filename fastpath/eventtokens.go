@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,11 @@ func (j *tokenJob) run() {
 	defer j.done.Store(true)
 	j.sem <- struct{}{}
 	defer func() { <-j.sem }()
+	defer func() {
+		if p := recover(); p != nil { // the request is then routed on its text
+			j.ids, j.err = nil, fmt.Errorf("the tokenizer panicked: %v", p)
+		}
+	}()
 	if j.gone.Load() {
 		return
 	}
