@@ -38,13 +38,13 @@ func (e *loopEPD) reset() {
 // sendEPD picks a triple and starts its encode leg; the PD legs follow when it succeeded
 // (encodeDone).
 func (le *loopExchange) sendEPD(ex *evloop.Exchange) {
-	a := &le.x.attempt
+	a := &le.attempt
 	if le.prt == nil || le.rt == nil {
 		le.sendPD(ex) // answers which PD leg has no worker
 		return
 	}
 	if le.ert == nil {
-		le.fail(ex, errNoWorkers, "no encode worker serves model '"+string(le.x.fields.Model)+"'; EPD mode needs an encode worker for every model that takes images, audio or video")
+		le.fail(ex, errNoWorkers, "no encode worker serves model '"+string(le.fields.Model)+"'; EPD mode needs an encode worker for every model that takes images, audio or video")
 		return
 	}
 	if leg, err := pickTriple(a, le.ert, le.prt, le.rt); err != nil {
@@ -56,7 +56,7 @@ func (le *loopExchange) sendEPD(ex *evloop.Exchange) {
 
 // startEncode starts the encode leg of the attempt's picked triple.
 func (le *loopExchange) startEncode(ex *evloop.Exchange) {
-	a := &le.x.attempt
+	a := &le.attempt
 	le.pw, le.dw, le.ew = nil, nil, nil
 	ew, pw := a.encode.w, a.prefill.w
 	le.vllm = pw.KVConnector != ""
@@ -104,7 +104,7 @@ func (le *loopExchange) encodeDone(ex *evloop.Exchange, pf *loopPrefill) {
 		return
 	}
 	le.dropPrefill(false) // done: released
-	le.pw = le.x.attempt.prefill.w
+	le.pw = le.attempt.prefill.w
 	orig := ex.Req().Body()
 	if !le.vllm {
 		orig = le.handshake
@@ -117,11 +117,11 @@ func (le *loopExchange) encodeDone(ex *evloop.Exchange, pf *loopPrefill) {
 // of one is excluded).
 func (le *loopExchange) wakeEPD(ex *evloop.Exchange) {
 	tab := le.s.router.Current()
-	prt, drt, ok := lookupPD(tab, le.x.fields.Model)
-	ert := lookupEncode(tab, le.x.fields.Model)
+	prt, drt, ok := lookupPD(tab, le.fields.Model)
+	ert := lookupEncode(tab, le.fields.Model)
 	if ok && prt != nil && drt != nil && ert != nil {
-		if _, err := pickTriple(&le.x.attempt, ert, prt, drt); err == nil {
-			le.s.log.Debug("Retrying an EPD request on another triple", "failed", le.failed.URL, "attempt", le.x.attempt.failures+1, "error", le.lastErr)
+		if _, err := pickTriple(&le.attempt, ert, prt, drt); err == nil {
+			le.s.log.Debug("Retrying an EPD request on another triple", "failed", le.failed.URL, "attempt", le.attempt.failures+1, "error", le.lastErr)
 			le.ert, le.prt, le.rt = ert, prt, drt
 			le.dropPrefill(true)
 			le.startEncode(ex)

@@ -37,9 +37,9 @@ type tokenJob struct {
 // tokenizeFirst starts the tokenization of a request whose picker wants token ids and
 // reports whether it did: the request is then parked until Wake (tokenized).
 func (le *loopExchange) tokenizeFirst(ex *evloop.Exchange) bool {
-	s, x := le.s, &le.x
+	s := le.s
 	b := s.cfg.GRPC
-	if b == nil || le.pd || ex.Streamed() || len(x.req.Tokens) > 0 || le.rt == nil {
+	if b == nil || le.pd || ex.Streamed() || len(le.req.Tokens) > 0 || le.rt == nil {
 		return false
 	}
 	switch le.route {
@@ -50,13 +50,13 @@ func (le *loopExchange) tokenizeFirst(ex *evloop.Exchange) bool {
 	if tw, ok := le.rt.Picker.(policy.TokenWanter); !ok || !tw.WantsTokens() {
 		return false
 	}
-	m, ok := b.Model(string(x.fields.Model))
+	m, ok := b.Model(string(le.fields.Model))
 	if !ok || m.Tokenizer == nil {
 		return false
 	}
 	job := &tokenJob{kind: kindOf(le.route), body: append([]byte(nil), ex.Req().Body()...), model: m, sem: b.sem, wake: ex.Unparker()}
 	le.tokens = job
-	wait := time.Until(x.attempt.deadline)
+	wait := le.attempt.deadline.Sub(ex.Now())
 	ex.Park(le, max(wait, time.Millisecond))
 	go job.run()
 	return true
@@ -94,7 +94,7 @@ func (le *loopExchange) tokenized(ex *evloop.Exchange) {
 		return
 	}
 	if job.err == nil {
-		le.x.req.Tokens = job.ids
+		le.req.Tokens = job.ids
 	} else {
 		le.s.log.Debug("Routing on the request's text: the model's tokenizer cannot read it", "model", job.model.ID, "error", job.err)
 	}

@@ -134,7 +134,7 @@ func (le *loopExchange) dropPrefill(cancel bool) {
 
 // sendPD picks a pair and starts its handover.
 func (le *loopExchange) sendPD(ex *evloop.Exchange) {
-	a := &le.x.attempt
+	a := &le.attempt
 	le.dropPrefill(true)
 	le.pw, le.dw = nil, nil
 	if le.prt == nil || le.rt == nil {
@@ -142,7 +142,7 @@ func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 		if le.prt == nil {
 			leg = "prefill"
 		}
-		le.fail(ex, errNoWorkers, "no "+leg+" worker serves model '"+string(le.x.fields.Model)+"'; PD mode needs a prefill and a decode worker for every model")
+		le.fail(ex, errNoWorkers, "no "+leg+" worker serves model '"+string(le.fields.Model)+"'; PD mode needs a prefill and a decode worker for every model")
 		return
 	}
 	if err := a.pick(le.prt, &a.prefill); err != nil {
@@ -155,7 +155,7 @@ func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 	}
 	pw, dw := a.prefill.w, a.main.w
 	le.pw, le.dw, le.vllm = pw, dw, pw.KVConnector != ""
-	le.handover(ex, ex.Req().Body()) // x.fields point into it: it stays as it is
+	le.handover(ex, ex.Req().Body()) // le.fields point into it: it stays as it is
 }
 
 // handover runs the picked pair's protocol from orig, the client's body (or in EPD mode
@@ -190,16 +190,15 @@ func (le *loopExchange) handover(ex *evloop.Exchange, orig []byte) {
 
 // callPrefill dispatches the attempt's prefill leg with body and hands it to a Call.
 func (le *loopExchange) callPrefill(ex *evloop.Exchange, body []byte) {
-	le.callLeg(ex, &le.x.attempt.prefill, body, le.x.attempt.tryDeadline(false, ex.Now()))
+	le.callLeg(ex, &le.attempt.prefill, body, le.attempt.tryDeadline(false, ex.Now()))
 }
 
 // callLeg dispatches the attempt's leg l (prefill or encode) with body and hands it to a
 // Call answered by deadline, which becomes le.pf.
 func (le *loopExchange) callLeg(ex *evloop.Exchange, l *leg, body []byte, deadline time.Time) *loopPrefill {
-	x := &le.x
-	a := &x.attempt
+	a := &le.attempt
 	w := l.w
-	t := x.workerTarget(w, body)
+	t := le.workerTarget(w, body)
 	a.dispatch(l)
 	c := ex.Call(loopPlane{le.s}, &t, deadline)
 	pf, _ := c.User.(*loopPrefill)
@@ -235,7 +234,7 @@ func (le *loopExchange) prefillDone(pf *loopPrefill) {
 	// SGLang, the decode answer not yet complete: a failed prefill is the answer, unless the
 	// decode answer is already being relayed (then it tells the client itself).
 	if pf.failed() && ex.CancelForward() {
-		le.x.attempt.main.abandon()
+		le.attempt.main.abandon()
 		le.prefillFailed(ex)
 	}
 }
@@ -263,7 +262,7 @@ func (le *loopExchange) sendVLLMDecode(ex *evloop.Exchange, pf *loopPrefill) {
 // pair if the failure is worth one and the budget and the deadline allow, else its answer.
 func (le *loopExchange) prefillFailed(ex *evloop.Exchange) {
 	pf := le.pf
-	a := &le.x.attempt
+	a := &le.attempt
 	err := pf.err
 	if err == nil {
 		err = errRetryableStatus
@@ -301,9 +300,9 @@ func (le *loopExchange) wakePD(ex *evloop.Exchange) {
 		le.wakeEPD(ex)
 		return
 	}
-	prt, drt, ok := lookupPD(le.s.router.Current(), le.x.fields.Model)
+	prt, drt, ok := lookupPD(le.s.router.Current(), le.fields.Model)
 	if ok && prt != nil && drt != nil {
-		le.s.log.Debug("Retrying a PD request on another pair", "failed", le.failed.URL, "attempt", le.x.attempt.failures+1, "error", le.lastErr)
+		le.s.log.Debug("Retrying a PD request on another pair", "failed", le.failed.URL, "attempt", le.attempt.failures+1, "error", le.lastErr)
 		le.prt, le.rt = prt, drt
 		le.sendPD(ex)
 		return

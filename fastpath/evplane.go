@@ -53,21 +53,32 @@ func (s *Server) startLoops() (*evloop.Server, error) {
 // answer stops instead of hanging on a half-closed stream.
 const streamFailureEvent = `data: {"error":{"message":"the worker's stream broke before the answer was complete","type":"server_error","code":"worker_stream_failed","param":null}}` + "\n\ndata: [DONE]\n\n"
 
-// loopExchange is a generation request's state on the loop: the exchange scratch (its attempt
-// holds admission, picks, in-flight holds, breaker permits and the retry budget) and where
-// the request is. It lives in evloop.Exchange.User, reused from request to request.
+// loopExchange is a generation request on the loop, its one owner: what was read of it
+// (fields, the policy's request, ids and hops), its attempt (admission, picks, in-flight
+// holds, breaker permits, the retry budget), where it is (route, park, retry pause) and, in
+// loopPD, its PD and EPD legs. It lives in evloop.Exchange.User, reused from request to
+// request so that the hot path does not allocate; the loop of the client's connection is the
+// only goroutine that touches it. Only a PD prefill or EPD encode leg may outlive the request
+// (loopPrefill, taken out of the attempt).
 type loopExchange struct {
-	s       *Server
-	ex      *evloop.Exchange // the exchange whose User this is (fixed: both are reused together)
-	x       exchange
-	route   int
-	rt      *policy.Route
-	begun   bool // the request was admitted (x.attempt.start ran): end must run exactly once
-	start   time.Time
-	target  evloop.Target
-	lastErr error
-	failed  *worker.Worker // the worker of the last failed attempt, while a retry pauses
-	body    []byte         // error envelopes
+	s             *Server
+	ex            *evloop.Exchange // the exchange whose User this is (fixed: both are reused together)
+	attempt       attempt
+	fields        extract.Fields
+	req           policy.Request
+	routingTokens []uint32          // the ids of the routing tokens header
+	reqID         []byte            // the request id sent to the workers and the client
+	hops          []byte            // X-SMG-Hop with this gateway added
+	exclude       [4]*worker.Worker // the first excluded workers' room (req.Exclude)
+	trace         traceState        // the W3C trace context, with tracing on
+	route         int
+	rt            *policy.Route
+	begun         bool // the request was admitted (attempt.start ran): end must run exactly once
+	start         time.Time
+	target        evloop.Target
+	lastErr       error
+	failed        *worker.Worker // the worker of the last failed attempt, while a retry pauses
+	body          []byte         // error envelopes
 	// parked is set while the request waits in the admission queue as waiter.
 	parked bool
 	waiter parkedWaiter
@@ -93,23 +104,22 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 	}
 	le.start, le.route = ex.Now(), route
 	le.beginRecord(ex)
-	x := &le.x
 	if s.cfg.Trace.Enable {
-		x.trace.begin(r, s.traceRatio)
+		le.trace.begin(r.Peek(headerTraceParent), s.traceRatio)
 	}
 	if !le.checkHop(ex) {
 		return
 	}
 	if ex.Streamed() {
-		if !x.streamedFields(r.Body()) {
+		if !le.streamedFields(r.Body()) {
 			le.fail(ex, errInvalidRequest, `"model" must be a string or null`)
 			return
 		}
-	} else if err := extract.Extract(r.Body(), er, &x.fields); err != nil {
+	} else if err := extract.Extract(r.Body(), er, &le.fields); err != nil {
 		le.fail(ex, errInvalidRequest, err.Error())
 		return
 	}
-	s.fillRequest(r, x)
+	s.fillRequest(r, le)
 	tab := s.router.Current()
 	if tab.PD && passThrough(route) {
 		le.fail(ex, errPassThroughPD, string(r.Path())+" is not served in PD mode (--pd-disaggregation): prefill and decode workers only take generation requests with a KV handover")
@@ -117,19 +127,19 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 	}
 	var rt, prt *policy.Route
 	if tab.PD {
-		prt, rt, ok = lookupPD(tab, x.fields.Model)
+		prt, rt, ok = lookupPD(tab, le.fields.Model)
 	} else {
-		rt, ok = tab.Lookup(x.fields.Model)
+		rt, ok = tab.Lookup(le.fields.Model)
 	}
 	if !ok {
-		le.fail(ex, errModelNotFound, "model '"+string(x.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
+		le.fail(ex, errModelNotFound, "model '"+string(le.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
 		return
 	}
 	le.rt, le.prt, le.pd = rt, prt, tab.PD
 	if tab.EPD && disagg.Multimodal(r.Body()) {
-		le.epd, le.ert = true, lookupEncode(tab, x.fields.Model)
+		le.epd, le.ert = true, lookupEncode(tab, le.fields.Model)
 	}
-	switch e, st := x.attempt.beginOrPark(s, &x.req, &le.waiter, ex.Unparker()); st {
+	switch e, st := le.attempt.beginOrPark(s, &le.req, &le.waiter, ex.Unparker()); st {
 	case admitRefused:
 		le.fail(ex, e, "the gateway is at --max-concurrent-requests or --rate-limit-tokens-per-second; retry later")
 	case admitParked:
@@ -144,10 +154,9 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 
 // admitted sends a request that holds its admission slot.
 func (le *loopExchange) admitted(ex *evloop.Exchange) {
-	x := &le.x
 	le.begun = true
 	le.tel.rec.Admitted = clock.NanosOf(ex.Now())
-	x.attempt.once = ex.Streamed() // the body streams past: it cannot be sent twice
+	le.attempt.once = ex.Streamed() // the body streams past: it cannot be sent twice
 	if le.grpcRoute() {
 		le.sendGRPC(ex) // tokenized and picked off the loop (grpcpath.go, grpcpd.go)
 		return
@@ -168,7 +177,7 @@ func (le *loopExchange) admitted(ex *evloop.Exchange) {
 
 // pickAndSend picks the request's worker and sends it there.
 func (le *loopExchange) pickAndSend(ex *evloop.Exchange) {
-	a := &le.x.attempt
+	a := &le.attempt
 	if err := a.pick(le.rt, &a.main); err != nil {
 		le.failPick(ex, err)
 		return
@@ -180,7 +189,7 @@ func (le *loopExchange) pickAndSend(ex *evloop.Exchange) {
 // else the queue timeout passed.
 func (le *loopExchange) unpark(ex *evloop.Exchange) {
 	le.parked = false
-	if !le.x.attempt.resume(le.s, &le.x.req, &le.waiter) {
+	if !le.attempt.resume(le.s, &le.req, &le.waiter) {
 		le.fail(ex, errQueueTimeout, "the request waited --queue-timeout-secs in the admission queue (--max-concurrent-requests); retry later")
 		return
 	}
@@ -190,16 +199,16 @@ func (le *loopExchange) unpark(ex *evloop.Exchange) {
 // checkHop refuses a request that went through this gateway already (loops.go) and readies
 // X-SMG-Hop with the gateway's id.
 func (le *loopExchange) checkHop(ex *evloop.Exchange) bool {
-	s, x := le.s, &le.x
+	s := le.s
 	seen := ex.Req().Header(headerHop)
 	switch {
 	case len(seen) == 0:
-		x.hops = append(x.hops[:0], s.hopID...)
+		le.hops = append(le.hops[:0], s.hopID...)
 	case len(seen) > maxHopHeader || hopListHas(seen, s.hopID):
 		le.fail(ex, errLoop, "the request came back to the gateway that forwarded it (X-SMG-Hop): a worker URL points at a gateway; remove it with DELETE /workers/{id}")
 		return false
 	default:
-		x.hops = append(append(append(x.hops[:0], seen...), ", "...), s.hopID...)
+		le.hops = append(append(append(le.hops[:0], seen...), ", "...), s.hopID...)
 	}
 	return true
 }
@@ -210,23 +219,22 @@ func (le *loopExchange) send(ex *evloop.Exchange) { le.forwardMain(ex, nil) }
 // forwardMain forwards the request to the main leg's worker (the decode worker in PD mode),
 // with body instead of the client's when set.
 func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
-	x := &le.x
-	a := &x.attempt
+	a := &le.attempt
 	w := a.main.w
 	now := ex.Now()
-	deadline := a.tryDeadline(x.fields.Stream, now)
-	le.target = x.workerTarget(w, body)
+	deadline := a.tryDeadline(le.fields.Stream, now)
+	le.target = le.workerTarget(w, body)
 	// --first-byte-timeout-secs bounds a non-streamed answer whole (it starts only when
 	// complete) and a stream's head.
 	if fbt := le.s.cfg.FirstByteTimeout; fbt > 0 && now.Add(fbt).Before(deadline) {
-		if x.fields.Stream {
+		if le.fields.Stream {
 			le.target.HeadBy = now.Add(fbt)
 		} else {
 			deadline = now.Add(fbt)
 		}
 	}
 	a.dispatch(&a.main)
-	if x.fields.Stream {
+	if le.fields.Stream {
 		a.awaitFirstToken(&a.main)
 	}
 	ex.Forward(le, &le.target, deadline)
@@ -235,15 +243,15 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 // KeepWaiting cuts the wait for the head of a worker that worker/stall found unresponsive:
 // the attempt fails as a fault and is retried elsewhere.
 func (le *loopExchange) KeepWaiting(*evloop.Exchange) bool {
-	w := le.x.attempt.main.w
+	w := le.attempt.main.w
 	return w == nil || w.StallState() != worker.StallUnresponsive
 }
 
 // UpstreamHead relays a successful stream as it arrives; any other answer is held whole, so
 // that a retryable one can go to another worker.
 func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
-	le.x.attempt.main.firstByte()
-	if !le.x.fields.Stream || status >= 300 {
+	le.attempt.main.firstByte()
+	if !le.fields.Stream || status >= 300 {
 		return false
 	}
 	le.addHeaders(ex)
@@ -254,19 +262,19 @@ func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
 // its first token.
 func (le *loopExchange) UpstreamBody(ex *evloop.Exchange, piece []byte) {
 	now := ex.Now()
-	le.x.attempt.streamPiece(now.UnixNano())
+	le.attempt.streamPiece(now.UnixNano())
 	le.tel.streamPiece(clock.NanosOf(now), piece)
 }
 
 func (le *loopExchange) addHeaders(ex *evloop.Exchange) {
-	le.answerHeaders(ex, le.x.attempt.main.w)
+	le.answerHeaders(ex, le.attempt.main.w)
 }
 
 // answerHeaders sets the gateway's headers of an answer that worker w gave.
 func (le *loopExchange) answerHeaders(ex *evloop.Exchange, w *worker.Worker) {
 	ex.ResetHeaders()
 	ex.AddHeader(headerRoutedWorker, w.URLBytes())
-	ex.AddHeader(headerRequestID, le.x.reqID)
+	ex.AddHeader(headerRequestID, le.reqID)
 	if le.pw != nil {
 		ex.AddHeader(headerPrefillWorker, le.pw.URLBytes())
 	}
@@ -278,7 +286,7 @@ func (le *loopExchange) answerHeaders(ex *evloop.Exchange, w *worker.Worker) {
 // UpstreamDone settles the attempt's leg with the worker's answer and then delivers the
 // answer, retries elsewhere or answers the failure.
 func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
-	a := &le.x.attempt
+	a := &le.attempt
 	switch {
 	case isParseError(err): // the client's streamed body failed: its fault, not the worker's
 		le.dropPrefill(true)
@@ -377,8 +385,8 @@ func (le *loopExchange) Wake(ex *evloop.Exchange) {
 		le.wakePD(ex)
 		return
 	}
-	s, a, failed := le.s, &le.x.attempt, le.failed
-	if r, ok := s.router.Current().Lookup(le.x.fields.Model); ok && a.pick(r, &a.main) == nil {
+	s, a, failed := le.s, &le.attempt, le.failed
+	if r, ok := s.router.Current().Lookup(le.fields.Model); ok && a.pick(r, &a.main) == nil {
 		s.log.Debug("Retrying on another worker", "failed", failed.URL, "next", a.main.w.URL, "attempt", a.failures+1, "error", le.lastErr)
 		le.rt = r
 		le.send(ex)
@@ -398,7 +406,7 @@ func (le *loopExchange) deliverHeld(ex *evloop.Exchange, w *worker.Worker) {
 	le.tel.firstToken(clock.NanosOf(ex.Now()))
 	ex.DeliverHeld()
 	if status < 300 {
-		le.x.attempt.served(le.rt, w)
+		le.attempt.served(le.rt, w)
 	}
 	le.finish(status)
 }
@@ -442,8 +450,8 @@ func (le *loopExchange) failPick(ex *evloop.Exchange, err error) {
 func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
 	ex.ResetHeaders()
 	ex.AddHeader(headerErrorCode, []byte(e.code))
-	if len(le.x.reqID) > 0 {
-		ex.AddHeader(headerRequestID, le.x.reqID)
+	if len(le.reqID) > 0 {
+		ex.AddHeader(headerRequestID, le.reqID)
 	}
 	le.failRecord(e, msg)
 	if le.pw != nil {
@@ -469,16 +477,15 @@ func (le *loopExchange) finish(status int) {
 
 func (le *loopExchange) end() {
 	if le.begun {
-		le.x.attempt.end()
+		le.attempt.end()
 		le.begun = false
 	}
 }
 
 func (le *loopExchange) reset() {
-	x := &le.x
-	x.req.Reset()
-	x.fields.Reset()
-	x.tokens = x.tokens[:0]
+	le.req.Reset()
+	le.fields.Reset()
+	le.routingTokens = le.routingTokens[:0]
 	le.rt, le.lastErr, le.failed = nil, nil, nil
 	le.dropTokens()
 	le.target = evloop.Target{}

@@ -215,8 +215,8 @@ func (g *grpcCall) prepare() bool {
 		g.badRequest(err)
 		return false
 	}
-	le.x.req.Tokens = g.ids
-	g.rid = string(le.x.reqID)
+	le.req.Tokens = g.ids
+	g.rid = string(le.reqID)
 	if g.req.Rid != "" {
 		g.rid = g.req.Rid
 	}
@@ -237,7 +237,7 @@ func (g *grpcCall) relay() {
 		g.relayPD()
 		return
 	}
-	a := &le.x.attempt
+	a := &le.attempt
 	ctx, cancel := context.WithDeadline(context.Background(), a.deadline)
 	defer cancel()
 	// The client leaving cancels the call: grpcworker then sends the engine its Abort.
@@ -318,7 +318,7 @@ func (g *grpcCall) leftOrDeadline(ctx context.Context) bool {
 func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 	le := g.le
 	s := le.s
-	a := &le.x.attempt
+	a := &le.attempt
 	b := s.cfg.GRPC
 	cl, err := b.Client(w)
 	if err != nil {
@@ -331,7 +331,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 	}
 	g.req.Fill(&g.greq, g.rid, g.ids, rank)
 	g.greq.Bootstrap, g.greq.KVTransferParamsJSON = g.bootstrap, g.kvParams
-	g.greq.TraceParent = g.le.x.trace.headerString()
+	g.greq.TraceParent = g.le.trace.headerString()
 	a.dispatch(&a.main)
 	if g.req.Stream {
 		a.awaitFirstToken(&a.main)
@@ -407,7 +407,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 
 // settle ends the main leg with the engine's error: the breaker learns a fault class, the
 // upstream counter an error.
-func (g *grpcCall) settle(err error) { settleLeg(&g.le.x.attempt.main, err) }
+func (g *grpcCall) settle(err error) { settleLeg(&g.le.attempt.main, err) }
 
 // settleLeg ends l with the engine's error err (nil: a whole answer).
 func settleLeg(l *leg, err error) {
@@ -462,7 +462,7 @@ func (g *grpcCall) write(p []byte) error {
 
 // writeBody writes an unstreamed answer whole.
 func (g *grpcCall) writeBody(body []byte) error {
-	h := g.head(200, "application/json", g.le.x.attempt.main.w)
+	h := g.head(200, "application/json", g.le.attempt.main.w)
 	h = strconv.AppendInt(append(h, "Content-Length: "...), int64(len(body)), 10)
 	h = append(append(h, "\r\n\r\n"...), body...)
 	_, err := g.st.Write(h)
@@ -481,7 +481,7 @@ func (g *grpcCall) head(status int, contentType string, w *worker.Worker) []byte
 	if w != nil {
 		h = append(append(append(h, headerRoutedWorker+": "...), w.URLBytes()...), "\r\n"...)
 	}
-	h = append(append(append(h, headerRequestID+": "...), g.le.x.reqID...), "\r\n"...)
+	h = append(append(append(h, headerRequestID+": "...), g.le.reqID...), "\r\n"...)
 	if !g.keepAlive {
 		h = append(h, "Connection: close\r\n"...)
 	}

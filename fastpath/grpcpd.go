@@ -31,7 +31,7 @@ var errNoPrefillKV = errors.New("the prefill engine's answer has no kv_transfer_
 
 func (g *grpcCall) relayPD() {
 	le := g.le
-	a := &le.x.attempt
+	a := &le.attempt
 	if le.prt == nil || le.rt == nil {
 		g.fail(errNoWorkers, "model '"+g.req.Model+"' needs a prefill and a decode worker in PD mode")
 		return
@@ -67,7 +67,7 @@ func (g *grpcCall) relayPD() {
 		rank = b.DPRank(pw)
 	}
 	g.req.Fill(&g.greq, g.rid, g.ids, rank)
-	g.greq.TraceParent = le.x.trace.headerString()
+	g.greq.TraceParent = le.trace.headerString()
 	var derr error // the decode leg's failure
 	if pw.KVConnector != "" {
 		g.greq.Sampling.MaxNewTokens, g.greq.Sampling.N, g.greq.Sampling.Stop, g.greq.Sampling.StopTokenIDs = grpcworker.Some[uint32](1), 1, nil, nil

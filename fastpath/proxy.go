@@ -6,7 +6,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/smg-go/smg/fastpath/evloop"
-	"github.com/smg-go/smg/fastpath/extract"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
@@ -18,24 +17,11 @@ const (
 	maxRoutingKeyLen = 128
 )
 
-// exchange is the per-request scratch state of a generation request, reused from request to
-// request with its loop exchange (loopExchange.x) so that the hot path does not allocate.
-type exchange struct {
-	attempt attempt
-	fields  extract.Fields
-	req     policy.Request
-	tokens  []uint32
-	reqID   []byte
-	hops    []byte // X-SMG-Hop with this gateway added
-	exclude [4]*worker.Worker
-	trace   traceState
-}
-
 // workerTarget is where a leg of the request goes: worker w, with the gateway's request
 // id, hop list and trace context, and body instead of the client's when set.
-func (x *exchange) workerTarget(w *worker.Worker, body []byte) evloop.Target {
-	t := evloop.Target{Addr: w.Host, TLS: w.TLSConfig(), Auth: w.AuthHeader(), RequestID: x.reqID, HeaderName: headerHop, HeaderValue: x.hops, Body: body}
-	x.trace.apply(&t)
+func (le *loopExchange) workerTarget(w *worker.Worker, body []byte) evloop.Target {
+	t := evloop.Target{Addr: w.Host, TLS: w.TLSConfig(), Auth: w.AuthHeader(), RequestID: le.reqID, HeaderName: headerHop, HeaderValue: le.hops, Body: body}
+	le.trace.apply(&t)
 	return t
 }
 
@@ -47,39 +33,36 @@ var requestIDPrefixes = [...]string{routeChat: "chatcmpl-", routeCompletions: "c
 	routeEmbeddings: "embd-", routeRerank: "rerank-", routeRerankNative: "rerank-", routeClassify: "classify-",
 	routeTokenize: "tok-", routeDetokenize: "detok-", routeResponses: "resp_", routeMessages: "msg_"}
 
-// headerSource reads a request header (evloop.Request; an interface, so that fillRequest
-// needs nothing of the loop).
-type headerSource interface{ Peek(key string) []byte }
-
-// fillRequest builds the policy's view of the request from the extracted fields and headers.
-func (s *Server) fillRequest(h headerSource, x *exchange) {
-	r := &x.req
-	r.Model = x.fields.Model
-	r.Text = x.fields.Text
-	r.Rid = x.fields.Rid
-	r.Tokens = x.fields.InputIDs
-	if v := h.Peek(DefaultRoutingTokensHeader); len(v) > 0 {
-		if toks, ok := parseRoutingTokens(x.tokens[:0], v); ok {
-			x.tokens = toks
-			r.Tokens = toks
+// fillRequest builds the policy's view of the request from its extracted fields and r's
+// headers.
+func (s *Server) fillRequest(r *evloop.Request, le *loopExchange) {
+	req := &le.req
+	req.Model = le.fields.Model
+	req.Text = le.fields.Text
+	req.Rid = le.fields.Rid
+	req.Tokens = le.fields.InputIDs
+	if v := r.Peek(DefaultRoutingTokensHeader); len(v) > 0 {
+		if toks, ok := parseRoutingTokens(le.routingTokens[:0], v); ok {
+			le.routingTokens = toks
+			req.Tokens = toks
 		}
 	}
 	for _, name := range s.cfg.RoutingKeyHeaders {
-		if v := h.Peek(name); validRoutingKey(v) {
-			r.RoutingKey = v
+		if v := r.Peek(name); validRoutingKey(v) {
+			req.RoutingKey = v
 			break
 		}
 	}
-	if r.RoutingKey == nil {
-		if v := h.Peek(DefaultRoutingKeyHeader); validRoutingKey(v) {
-			r.RoutingKey = v
+	if req.RoutingKey == nil {
+		if v := r.Peek(DefaultRoutingKeyHeader); validRoutingKey(v) {
+			req.RoutingKey = v
 		}
 	}
-	r.TargetWorker = h.Peek(DefaultTargetWorkerHeader)
-	r.Authorization = h.Peek("Authorization")
-	r.ForwardedFor = h.Peek("X-Forwarded-For")
-	r.Cookie = h.Peek("Cookie")
-	r.Exclude = x.exclude[:0]
+	req.TargetWorker = r.Peek(DefaultTargetWorkerHeader)
+	req.Authorization = r.Peek("Authorization")
+	req.ForwardedFor = r.Peek("X-Forwarded-For")
+	req.Cookie = r.Peek("Cookie")
+	req.Exclude = le.exclude[:0]
 }
 
 // validRoutingKey applies the spec's rule: non-empty UTF-8 of at most 128 bytes.

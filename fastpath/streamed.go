@@ -26,10 +26,10 @@ var scanStacks = sync.Pool{New: func() any { return new(jsonscan.Stack) }}
 // model, if the head names it, and that its answer is relayed as it arrives (the body was not
 // read for "stream"). It returns false when the head's "model" is neither a string nor null,
 // which a buffered body's extraction refuses too.
-func (x *exchange) streamedFields(head []byte) bool {
+func (le *loopExchange) streamedFields(head []byte) bool {
 	m, ok := headModel(head)
-	x.fields.Model = m
-	x.fields.Stream = true
+	le.fields.Model = m
+	le.fields.Stream = true
 	return ok
 }
 

@@ -30,11 +30,10 @@ func (le *loopExchange) beginRecord(ex *evloop.Exchange) {
 	t.rec = telemetry.Record{Start: clock.NanosOf(le.start), Route: routePaths[le.route],
 		PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}
 	t.tailLen = 0
-	x := &le.x
 	if id := ex.Req().Header(headerRequestID); len(id) > 0 {
-		x.reqID = append(x.reqID[:0], id...)
+		le.reqID = append(le.reqID[:0], id...)
 	} else {
-		x.reqID = appendRequestID(append(x.reqID[:0], requestIDPrefixes[le.route]...))
+		le.reqID = appendRequestID(append(le.reqID[:0], requestIDPrefixes[le.route]...))
 	}
 }
 
@@ -43,7 +42,7 @@ func (le *loopExchange) beginRecord(ex *evloop.Exchange) {
 func (le *loopExchange) beginRejected() {
 	le.tel.rec = telemetry.Record{Start: clock.NanosOf(le.start), Route: routePaths[routeOther],
 		PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}
-	le.x.reqID = appendRequestID(append(le.x.reqID[:0], "req-"...))
+	le.reqID = appendRequestID(append(le.reqID[:0], "req-"...))
 }
 
 // failRecord notes the gateway's error answer e, with msg its cause.
@@ -99,9 +98,9 @@ func (le *loopExchange) endRecord(status int) {
 	}
 	t := &le.tel
 	r := &t.rec
-	a := &le.x.attempt
+	a := &le.attempt
 	r.Status, r.End = status, clock.Nanos()
-	r.Stream, r.PD, r.Attempts, r.Picked = le.x.fields.Stream, le.pd, a.tries, a.picked
+	r.Stream, r.PD, r.Attempts, r.Picked = le.fields.Stream, le.pd, a.tries, a.picked
 	r.Tries, r.RetriesExhausted = a.tryLog, a.exhausted
 	r.CacheMatched, r.CacheInput = int32(min(a.cacheMatched, math.MaxInt32)), int32(min(a.cacheInput, math.MaxInt32))
 	if n := min(int(a.tries), len(r.Tries)); n > 0 && int(a.tries) == n {
@@ -128,7 +127,7 @@ func (le *loopExchange) endRecord(status int) {
 	if r.Stream && status < 300 && t.tailLen > 0 && r.CompletionTokens < 0 {
 		t.usage(t.tail[:t.tailLen])
 	}
-	r.IDLen = uint8(copy(r.RequestID[:], le.x.reqID))
-	le.x.trace.fill(r)
+	r.IDLen = uint8(copy(r.RequestID[:], le.reqID))
+	le.trace.fill(r)
 	s.cfg.Telemetry.Submit(r)
 }

@@ -52,12 +52,12 @@ type traceState struct {
 	header [traceparent.HeaderLen]byte
 }
 
-// begin gives the request its trace context from the client's traceparent (h): the
+// begin gives the request its trace context from the client's traceparent header: the
 // client's trace and sampled flag when valid, else a new trace sampled by ratio; a new
 // span id either way.
-func (t *traceState) begin(h headerSource, ratio traceparent.Ratio) {
+func (t *traceState) begin(header []byte, ratio traceparent.Ratio) {
 	t.on = true
-	if c, ok := traceparent.Parse(h.Peek(headerTraceParent)); ok {
+	if c, ok := traceparent.Parse(header); ok {
 		t.span.TraceID, t.span.Flags, t.parent, t.fresh = c.TraceID, c.Flags, c.SpanID, false
 	} else {
 		t.span.TraceID, t.span.Flags, t.parent, t.fresh = traceparent.NewTraceID(), 0, [8]byte{}, true
