@@ -65,7 +65,7 @@ func (x *Exchange) Call(h CallHandler, t *Target, deadline time.Time) *Call {
 	}
 	c.phase, c.h, c.pendingErr, c.x, c.gen = callWaiting, h, nil, x, x.gen
 	c.held, c.hb.b, c.head.status = c.held[:0], c.hb.b[:0], 0
-	l.timers.arm(&c.t, int64(deadline.Sub(epoch)), timerDeadline)
+	l.timers.arm(&c.t, l.s.nanosOf(deadline), timerDeadline)
 	c.armWatch()
 	up, err := l.upstream(t.Addr, t.TLS)
 	if err != nil {

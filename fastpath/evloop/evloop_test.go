@@ -31,7 +31,7 @@ func (p *proxy) Serve(x *Exchange) {
 	if d == 0 {
 		d = 5 * time.Second
 	}
-	x.Forward(p, &p.target, time.Now().Add(d))
+	x.Forward(p, &p.target, x.Now().Add(d))
 }
 
 func (p *proxy) Reject(x *Exchange, status int, reason string) {

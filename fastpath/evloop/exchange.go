@@ -198,8 +198,11 @@ func (x *Exchange) Relayed() bool { return x.relayed }
 // Loop is the index of the exchange's event loop.
 func (x *Exchange) Loop() int { return x.c.l.idx }
 
-// Now is the loop's clock reading of the current wake-up.
-func (x *Exchange) Now() time.Time { return epoch.Add(time.Duration(x.c.l.now)) }
+// Now is the loop's clock reading of the current wake-up (Config.Clock).
+func (x *Exchange) Now() time.Time { return x.c.l.s.timeOf(x.c.l.now) }
+
+// Nanos is Now as the clock's Nanos reading (clock.Nanos with clock.Real).
+func (x *Exchange) Nanos() int64 { return x.c.l.now }
 
 // AddHeader adds a response header to whatever answer the exchange sends; a worker's header
 // of the same name is replaced.
@@ -414,10 +417,10 @@ func (x *Exchange) Forward(fw Forwarder, t *Target, deadline time.Time) {
 		return
 	}
 	x.fw, x.target = fw, *t
-	x.deadline = int64(deadline.Sub(epoch))
+	x.deadline = x.c.l.s.nanosOf(deadline)
 	first := x.deadline
 	if !t.HeadBy.IsZero() {
-		first = min(first, int64(t.HeadBy.Sub(epoch)))
+		first = min(first, x.c.l.s.nanosOf(t.HeadBy))
 	}
 	x.c.l.timers.arm(&x.t, first, timerDeadline)
 	x.armWatch()

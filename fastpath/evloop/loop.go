@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // Config configures the event loops.
@@ -87,6 +89,10 @@ type Config struct {
 	// OnPanic is told about a panic in a Handler or Forwarder callback (with the stack
 	// still unwinding: debug.Stack works); the connection concerned is closed.
 	OnPanic func(p any)
+	// Clock is the loops' time: the deadlines and timers they keep, Exchange.Now and
+	// Exchange.Nanos. Default clock.Real; a clock.Fake makes a test's Advance fire them
+	// (a waiting loop looks at a clock other than the system's every few milliseconds).
+	Clock clock.Clock
 }
 
 // DefaultConfig returns the defaults above; the caller sets Handler and MaxBodySize. A zero
@@ -96,7 +102,7 @@ func DefaultConfig() Config {
 		Loops: runtime.GOMAXPROCS(0), MaxHeaderSize: 64 << 10, ReadTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxConns: DefaultMaxConns(), OutputLimit: 256 << 10, MaxHeldBody: 256 << 20,
 		UpstreamMaxConns: 2048, UpstreamIdleTimeout: 90 * time.Second, DialTimeout: 5 * time.Second, DNSTTL: 30 * time.Second,
-		WatchInterval: 250 * time.Millisecond,
+		WatchInterval: 250 * time.Millisecond, Clock: clock.Real{},
 	}
 }
 
@@ -117,6 +123,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Handler == nil:
 		return errors.New("evloop: Config.Handler is required")
+	case c.Clock == nil:
+		return errors.New("evloop: Config.Clock is required: start from evloop.DefaultConfig() (clock.Real)")
 	case c.MaxBodySize <= 0:
 		return errors.New("evloop: Config.MaxBodySize must be positive (--max-payload-size)")
 	case c.Loops <= 0 || c.MaxHeaderSize <= 0 || c.MaxConns <= 0 || c.OutputLimit <= 0 || c.MaxHeldBody <= 0 || c.UpstreamMaxConns <= 0:
@@ -141,6 +149,10 @@ type Server struct {
 	draining atomic.Bool
 	stopOnce sync.Once
 	err      error
+	// origin is the time of the clock's Nanos 0: the loops keep times as Nanos readings.
+	origin time.Time
+	// systemClock is set when Clock is clock.Real, which the kernel's waits follow.
+	systemClock bool
 	// upstreamConns counts connections per worker address over all loops.
 	upstreamMu    sync.Mutex
 	upstreamConns map[string]*upstreamCounter
@@ -158,7 +170,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, lnfd: -1, serving: make(chan struct{}), done: make(chan struct{}), upstreamConns: map[string]*upstreamCounter{}}, nil
+	_, system := cfg.Clock.(clock.Real)
+	return &Server{cfg: cfg, lnfd: -1, serving: make(chan struct{}), done: make(chan struct{}), upstreamConns: map[string]*upstreamCounter{},
+		origin: clock.OriginOf(cfg.Clock), systemClock: system}, nil
 }
 
 // Serve serves the connections of ln until Shutdown. The listener stays the caller's to
@@ -347,9 +361,21 @@ type loop struct {
 	sweepT       timer // sweepPools
 }
 
-var epoch = time.Now()
+// since is the anchor of monotonic.
+var since = time.Now()
 
-func monotonic() int64 { return int64(time.Since(epoch)) }
+// monotonic is the system's monotonic time in nanoseconds, which the Go scheduler's ticks
+// follow whatever Config.Clock is (wait.go's yields); the loops' own time is loop.now.
+func monotonic() int64 { return int64(time.Since(since)) }
+
+// nanos reads the loops' clock (Config.Clock).
+func (s *Server) nanos() int64 { return s.cfg.Clock.Nanos() }
+
+// timeOf is the time of n, a reading of the loops' clock.
+func (s *Server) timeOf(n int64) time.Time { return s.origin.Add(time.Duration(n)) }
+
+// nanosOf is t as a reading of the loops' clock.
+func (s *Server) nanosOf(t time.Time) int64 { return int64(t.Sub(s.origin)) }
 
 func newLoop(s *Server, idx int) (*loop, error) {
 	l := &loop{s: s, idx: idx, epfd: -1, evfd: -1, pools: map[string]*hostPool{}, tlsPools: map[string]*hostPool{}}
@@ -373,7 +399,7 @@ func newLoop(s *Server, idx int) (*loop, error) {
 		l.closeFDs()
 		return nil, err
 	}
-	l.now = monotonic()
+	l.now = l.s.nanos()
 	l.timers.arm(&l.sweepT, l.now+int64(s.cfg.UpstreamIdleTimeout), 0)
 	return l, nil
 }
@@ -446,7 +472,7 @@ func (l *loop) post(t task) {
 func (l *loop) run() {
 	for {
 		n, err := l.wait()
-		l.now = monotonic()
+		l.now = l.s.nanos()
 		if err != nil {
 			l.s.err = fmt.Errorf("evloop: epoll_wait: %w", err)
 			l.stop()

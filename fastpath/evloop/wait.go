@@ -77,7 +77,7 @@ func (l *loop) wait() (int, error) {
 	if len(l.again) == 0 {
 		timeout = l.lastYield + blockUntil - now
 		if next := l.timers.next(); next != 0 {
-			timeout = min(timeout, max(next-now, 0))
+			timeout = min(timeout, max(next-l.s.nanos(), 0))
 		}
 	}
 	n, errno := l.epollWait(timeout)
@@ -143,6 +143,7 @@ func (l *loop) setParkDeadline() {
 	want := l.timers.next()
 	expired := l.parkedUntil != 0 && l.parkedUntil <= l.now
 	switch {
+	case !l.s.systemClock: // its deadline is set anew at every park (below)
 	case want == 0 && !expired:
 		return // no timer; a pending deadline only costs one early wake-up
 	case want != 0 && l.parkedUntil != 0 && l.parkedUntil <= want && !expired:
@@ -150,7 +151,10 @@ func (l *loop) setParkDeadline() {
 	}
 	var d time.Time
 	if want != 0 {
-		d = epoch.Add(time.Duration(want))
+		d = l.s.timeOf(want)
+		if !l.s.systemClock { // the kernel cannot see that clock move: look at it again soon
+			d = time.Now().Add(min(time.Duration(want-l.s.nanos()), blockUntil))
+		}
 	}
 	_ = l.poll.SetReadDeadline(d)
 	l.parkedUntil = want
