@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/smg-go/smg/internal/clock"
 	"log/slog"
 	"slices"
 	"sync"
@@ -511,7 +510,7 @@ func (r *Registry) publish() {
 
 func (r *Registry) registerMetrics(w *Worker) {
 	set := r.cfg.Metrics
-	w.cbMetrics = breaker.NewMetrics(set, w.URL, &w.Breaker, clock.Real{})
+	w.cbMetrics = breaker.NewMetrics(set, w.URL, &w.Breaker)
 	_ = w.Breaker.Init(r.cfg.Breaker, func(from, to breaker.State) { // validated in NewRegistry
 		w.cbMetrics.OnTransition(from, to)
 		w.syncBreaker()

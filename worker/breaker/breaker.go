@@ -3,8 +3,6 @@ package breaker
 import (
 	"sync/atomic"
 	"time"
-
-	"github.com/smg-go/smg/internal/clock"
 )
 
 // The state word packs everything a transition must change at once, so that every
@@ -52,7 +50,7 @@ func bucketOf(now int64, s *settings) uint64 { return nanos(now) / s.bucketNs }
 // DefaultConfig; Init configures it. It must not be copied after first use.
 //
 // Times are int64 nanoseconds of a monotonic clock with a fixed origin, passed by the caller
-// (clock.Nanos, or a fake clock in tests); they must not be negative.
+// (Config.Clock's Nanos); they must not be negative. AvailableNow and Now read Config.Clock.
 type Breaker struct {
 	word        atomic.Uint64
 	faults      window
@@ -269,5 +267,8 @@ func (b *Breaker) AvailableNow() bool {
 	if stateOf(b.word.Load()) == Closed {
 		return true
 	}
-	return b.Available(clock.Nanos())
+	return b.Available(b.Now())
 }
+
+// Now reads the breaker's clock (Config.Clock).
+func (b *Breaker) Now() int64 { return b.settings().clock.Nanos() }

@@ -3,6 +3,8 @@ package breaker
 import (
 	"fmt"
 	"time"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // Defaults, as the spec product sets its flags.
@@ -53,6 +55,10 @@ type Config struct {
 	// Disabled (--disable-circuit-breaker) makes every breaker always closed and available;
 	// outcomes are ignored.
 	Disabled bool
+	// Clock is the time of the breaker's own reads (AvailableNow, the state gauge of
+	// NewMetrics), which must be the clock whose Nanos the callers pass to TryAcquire and
+	// Record. Nil: clock.Real.
+	Clock clock.Clock
 }
 
 // DefaultConfig returns the spec product's defaults.
@@ -63,6 +69,7 @@ func DefaultConfig() Config {
 		Timeout:           DefaultTimeout,
 		Window:            DefaultWindow,
 		MaxHalfOpenProbes: DefaultSuccessThreshold,
+		Clock:             clock.Real{},
 	}
 }
 
@@ -97,10 +104,16 @@ type settings struct {
 	bucketNs         uint64
 	disabled         bool
 	onTransition     func(from, to State)
+	clock            clock.Clock
 }
 
 func newSettings(c Config, onTransition func(from, to State)) *settings {
+	clk := c.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
 	return &settings{
+		clock:            clk,
 		failureThreshold: uint64(c.FailureThreshold),
 		successThreshold: uint64(c.SuccessThreshold),
 		maxProbes:        uint64(c.MaxHalfOpenProbes),

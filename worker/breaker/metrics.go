@@ -3,7 +3,6 @@ package breaker
 import (
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/promlabel"
 )
 
@@ -30,11 +29,11 @@ type Metrics struct {
 }
 
 // NewMetrics registers the series of the breaker b of the worker with URL worker in set;
-// the state gauge reads b at clk's Nanos (clock.Real in production).
-func NewMetrics(set *metrics.Set, worker string, b *Breaker, clk clock.Clock) *Metrics {
+// the state gauge reads b at its clock's time (Breaker.Now).
+func NewMetrics(set *metrics.Set, worker string, b *Breaker) *Metrics {
 	m := &Metrics{set: set}
 	state := `smg_worker_cb_state{worker=` + promlabel.Quote(worker) + `}`
-	set.GetOrCreateGauge(state, func() float64 { return float64(b.State(clk.Nanos())) })
+	set.GetOrCreateGauge(state, func() float64 { return float64(b.State(b.Now())) })
 	m.names = append(m.names, state)
 	for i, p := range transitionPairs {
 		name := `smg_worker_cb_transitions_total{worker=` + promlabel.Quote(worker) + `,from=` + promlabel.Quote(p[0].String()) + `,to=` + promlabel.Quote(p[1].String()) + `}`

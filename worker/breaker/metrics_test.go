@@ -21,8 +21,10 @@ func TestMetricsFollowTheBreaker(t *testing.T) {
 	set := metrics.NewSet()
 	var b Breaker
 	fake := clock.NewFake()
-	m := NewMetrics(set, "http://10.0.0.7:8000", &b, fake)
-	if err := b.Init(testConfig(), m.OnTransition); err != nil {
+	m := NewMetrics(set, "http://10.0.0.7:8000", &b)
+	cfg := testConfig()
+	cfg.Clock = fake
+	if err := b.Init(cfg, m.OnTransition); err != nil {
 		t.Fatal(err)
 	}
 	const state = `smg_worker_cb_state{worker="http://10.0.0.7:8000"} `
