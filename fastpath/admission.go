@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/smg-go/smg/fastpath/evloop"
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // AdmissionConfig limits the generation requests the gateway serves at once and per second.
@@ -73,14 +74,14 @@ type admission struct {
 	mu         sync.Mutex   // guards the FIFO and its waiters' queued and granted
 	head, tail *parkedWaiter
 
-	interval int64 // ns between requests at the rate limit; 0: no rate limit
-	burst    int64 // ns of credit a burst may use
-	tat      atomic.Int64
-	epoch    time.Time
+	interval int64        // ns between requests at the rate limit; 0: no rate limit
+	burst    int64        // ns of credit a burst may use
+	tat      atomic.Int64 // the rate limit's theoretical arrival time, on clock
+	clock    clock.Clock
 }
 
-func newAdmission(c AdmissionConfig) *admission {
-	a := &admission{limit: int64(c.MaxConcurrent), queue: int64(c.QueueSize), timeout: c.QueueTimeout, epoch: time.Now()}
+func newAdmission(c AdmissionConfig, clk clock.Clock) *admission {
+	a := &admission{limit: int64(c.MaxConcurrent), queue: int64(c.QueueSize), timeout: c.QueueTimeout, clock: clk}
 	if c.RatePerSecond > 0 {
 		a.interval = int64(float64(time.Second) / c.RatePerSecond)
 		a.burst = int64(time.Second)
@@ -205,7 +206,7 @@ func (a *admission) release() {
 // time one interval further; a request is refused while that time runs more than a burst
 // ahead of now.
 func (a *admission) allowRate() bool {
-	now := int64(time.Since(a.epoch))
+	now := a.clock.Nanos()
 	for {
 		tat := a.tat.Load()
 		next := max(tat, now) + a.interval

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/smg-go/smg/fastpath/evloop"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/testutil"
 )
 
@@ -42,7 +43,7 @@ func awaitGrant(a *admission, w *parkedWaiter) {
 }
 
 func TestAdmissionQueuesThenRefuses(t *testing.T) {
-	a := newAdmission(AdmissionConfig{MaxConcurrent: 2, QueueSize: 1, QueueTimeout: time.Hour})
+	a := newAdmission(AdmissionConfig{MaxConcurrent: 2, QueueSize: 1, QueueTimeout: time.Hour}, clock.Real{})
 	for range 2 {
 		if !admitNow(a) {
 			t.Fatal("a free slot was refused")
@@ -68,7 +69,7 @@ func TestAdmissionQueuesThenRefuses(t *testing.T) {
 // in the queue when none is free; at no time do more than the cap hold one, and every
 // waiter is handed a slot in the end.
 func TestAdmissionNeverExceedsLimitUnderContention(t *testing.T) {
-	a := newAdmission(AdmissionConfig{MaxConcurrent: 3, QueueSize: 1000, QueueTimeout: time.Minute})
+	a := newAdmission(AdmissionConfig{MaxConcurrent: 3, QueueSize: 1000, QueueTimeout: time.Minute}, clock.Real{})
 	var inside, peak atomic.Int64
 	var wg sync.WaitGroup
 	for range 64 {
@@ -98,29 +99,41 @@ func TestAdmissionNeverExceedsLimitUnderContention(t *testing.T) {
 	}
 }
 
+// TestRateLimitAllowsOneSecondBurst drives the rate limit with a fake clock: at 100/s a
+// burst of one second's worth passes at once and the next request is refused; each 10 ms the
+// clock moves lets one more through, and a quiet second refills the whole burst.
 func TestRateLimitAllowsOneSecondBurst(t *testing.T) {
-	a := newAdmission(AdmissionConfig{RatePerSecond: 100})
-	allowed := 0
-	for range 300 {
-		if admitNow(a) {
-			allowed++
+	fake := clock.NewFake()
+	a := newAdmission(AdmissionConfig{RatePerSecond: 100}, fake)
+	burst := func() (allowed int) {
+		for range 300 {
+			if admitNow(a) {
+				allowed++
+			}
 		}
+		return allowed
 	}
-	// A burst of one second's worth passes at once (100, plus what accrues meanwhile); the
-	// rest is refused.
-	if allowed < 100 || allowed > 130 {
-		t.Fatalf("%d of 300 allowed at 100/s", allowed)
+	if n := burst(); n != 100 {
+		t.Fatalf("%d of 300 allowed at once at 100/s, want a burst of 100", n)
 	}
 	var w parkedWaiter
 	if e, st := a.admitOrPark(&w, evloop.Unparker{}); st != admitRefused || e.code != "rate_limit_exceeded" {
-		t.Fatalf("%v %d", e, st)
+		t.Fatalf("past the burst: %v %d, want rate_limit_exceeded", e, st)
+	}
+	fake.Advance(10 * time.Millisecond)
+	if n := burst(); n != 1 {
+		t.Fatalf("%d allowed 10 ms later, want 1", n)
+	}
+	fake.Advance(time.Second)
+	if n := burst(); n != 100 {
+		t.Fatalf("%d allowed after a quiet second, want 100", n)
 	}
 }
 
 // TestQueueSizeZeroMeansNoQueue: --queue-size 0 lets nobody wait (it used to mean the default
 // of 100, issue 16): past the cap a request is refused at once.
 func TestQueueSizeZeroMeansNoQueue(t *testing.T) {
-	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 0, QueueTimeout: time.Hour})
+	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 0, QueueTimeout: time.Hour}, clock.Real{})
 	if !admitNow(a) {
 		t.Fatal("the first request was refused")
 	}
@@ -229,7 +242,7 @@ func TestQueuedAdmissionTimesOut(t *testing.T) {
 // parkedWaiter (no goroutine); release hands it the freed slot (granted, leave says so), a
 // waiter that leaves while queued takes nothing, and the queue bound counts parked waiters.
 func TestAdmissionParksLoopWaiters(t *testing.T) {
-	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 2, QueueTimeout: time.Hour})
+	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 2, QueueTimeout: time.Hour}, clock.Real{})
 	var w1, w2, w3 parkedWaiter
 	if _, st := a.admitOrPark(&w1, evloop.Unparker{}); st != admitted {
 		t.Fatalf("a free slot: outcome %d", st)

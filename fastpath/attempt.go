@@ -17,15 +17,15 @@ import (
 // epd_loop.go) drive it the same way, so that pick, admission, in-flight accounting, breaker
 // permits and retries follow one set of rules:
 //
-//	a.beginOrPark(s, req, w, unpark)  // admission (or a park in its queue); the deadline starts
-//	a.pick(rt, &a.main)               // breaker-admitted; a refusal costs no attempt
-//	a.dispatch(&a.main)               // the in-flight hold, as the request leaves
+//	a.beginOrPark(s, req, w, unpark, now) // admission (or a park in its queue); the deadline starts
+//	a.pick(rt, &a.main)                   // breaker-admitted; a refusal costs no attempt
+//	a.dispatch(&a.main)                   // the worker's hold, as the request leaves
 //	... send the request, read the answer (the loop's I/O) ...
 //	a.main.settle(status, err)
 //	if a.retryable(status, err) {
-//		pause, ok := a.retry(w, now)  // budget and deadline; then a loop timer, a.pick again
+//		pause, ok := a.retry(w, now)      // budget and deadline; then a loop timer, a.pick again
 //	}
-//	a.end()                           // abandons what is still held, frees the slot
+//	a.end()                               // abandons what is still held, frees the slot
 //
 // In PD mode the prefill worker is a second leg (a.prefill) picked and dispatched the same
 // way, and in EPD mode the encode worker a third (a.encode). An attempt is owned by one
@@ -56,9 +56,9 @@ type attempt struct {
 	// decode times main's relayed stream, a token a piece, for its worker's decode-step
 	// estimate (worker.DecodeTimer).
 	decode worker.DecodeTimer
-	// For the request's telemetry record: when the first worker was picked (clock.Nanos),
-	// how many times main was sent, and to which worker last; the first tries one by one,
-	// and whether the last failure used the last retry.
+	// For the request's telemetry record: when the first worker was picked (the server
+	// clock's Nanos), how many times main was sent, and to which worker last; the first
+	// tries one by one, and whether the last failure used the last retry.
 	picked     int64
 	tries      uint8
 	lastWorker *worker.Worker
@@ -68,9 +68,10 @@ type attempt struct {
 	cacheMatched, cacheInput int
 }
 
-// start readies an admitted request's attempt: its deadline and its routing key.
-func (a *attempt) start(s *Server, req *policy.Request) {
-	*a = attempt{s: s, req: req, admitted: true, deadline: time.Now().Add(s.cfg.RequestTimeout)}
+// start readies the attempt of a request admitted at now (the loop's clock): its deadline
+// and its routing key.
+func (a *attempt) start(s *Server, req *policy.Request, now time.Time) {
+	*a = attempt{s: s, req: req, admitted: true, deadline: now.Add(s.cfg.RequestTimeout)}
 	if s.cfg.KeyLoads != nil {
 		if h, ok := policy.StickyKeyHash(req, s.cfg.RoutingKeyOverride); ok {
 			a.keys, a.key = s.cfg.KeyLoads, h
@@ -78,25 +79,35 @@ func (a *attempt) start(s *Server, req *policy.Request) {
 	}
 }
 
-// beginOrPark admits the request and starts its deadline (then the caller must call end
-// exactly once), refuses it (the error to answer), or parks it as w (admission.admitOrPark):
-// the caller parks the exchange on its loop and, once woken, calls resume.
-func (a *attempt) beginOrPark(s *Server, req *policy.Request, w *parkedWaiter, unpark evloop.Unparker) (apiError, int) {
+// beginOrPark admits the request at now and starts its deadline (then the caller must call
+// end exactly once), refuses it (the error to answer), or parks it as w
+// (admission.admitOrPark): the caller parks the exchange on its loop and, once woken, calls
+// resume, or cancelPark if the request is given up first.
+func (a *attempt) beginOrPark(s *Server, req *policy.Request, w *parkedWaiter, unpark evloop.Unparker, now time.Time) (apiError, int) {
 	e, st := s.adm.admitOrPark(w, unpark)
 	if st == admitted {
-		a.start(s, req)
+		a.start(s, req, now)
 	}
 	return e, st
 }
 
-// resume ends a parked wait: true when the request got its slot (then the caller must call
-// end exactly once), false when it has none (the queue timeout passed).
-func (a *attempt) resume(s *Server, req *policy.Request, w *parkedWaiter) bool {
+// resume ends a parked wait at now: true when the request got its slot (then the caller
+// must call end exactly once), false when it has none (the queue timeout passed).
+func (a *attempt) resume(s *Server, req *policy.Request, w *parkedWaiter, now time.Time) bool {
 	if !s.adm.leave(w) {
 		return false
 	}
-	a.start(s, req)
+	a.start(s, req, now)
 	return true
+}
+
+// cancelPark ends the parked wait of a request given up while it waited (its client left):
+// a slot that release handed it meanwhile goes back. The attempt never started: nothing else
+// is held.
+func (a *attempt) cancelPark(s *Server, w *parkedWaiter) {
+	if s.adm.leave(w) {
+		s.adm.release()
+	}
 }
 
 // end closes the request: what a leg still holds is abandoned (the request ended without an
@@ -125,9 +136,9 @@ func (a *attempt) pick(rt *policy.Route, l *leg) error {
 			return err
 		}
 		w := res.Worker
-		now := clock.Nanos()
+		now := a.s.clock.Nanos()
 		if permit, ok := w.Breaker.TryAcquire(now); ok {
-			*l = leg{w: w, permit: permit}
+			*l = leg{w: w, permit: permit, clock: a.s.clock}
 			if a.picked == 0 {
 				a.picked = now
 			}
@@ -143,17 +154,15 @@ func (a *attempt) pick(rt *policy.Route, l *leg) error {
 	}
 }
 
-// dispatch takes l's in-flight hold as its request leaves for the worker: a unit of the
-// worker's count and, for the answering leg, of the routing key's (one per request).
+// dispatch takes l's hold on its worker as its request leaves, stamped now on the server's
+// clock (after the pick's stamp): the worker's bookkeeping (worker.Hold) and, for the
+// answering leg, a unit of the routing key's count (one per request).
 func (a *attempt) dispatch(l *leg) {
-	l.w.NoteDispatch(policy.DispatchTokens(a.req))
-	l.w.InFlight.Add(1)
-	l.inFlight = true
-	l.sent = clock.Nanos()
-	l.w.NoteSent(l.sent)
+	now := a.s.clock.Nanos()
+	l.hold.Begin(l.w, policy.DispatchTokens(a.req), now)
 	if l == &a.main {
 		if int(a.tries) < len(a.tryLog) {
-			a.tryLog[a.tries] = telemetry.Try{Worker: l.w, Sent: l.sent}
+			a.tryLog[a.tries] = telemetry.Try{Worker: l.w, Sent: now}
 		}
 		a.tries++
 		a.lastWorker = l.w
@@ -164,20 +173,12 @@ func (a *attempt) dispatch(l *leg) {
 	}
 }
 
-// awaitFirstToken counts l's request, just dispatched, among its worker's requests awaiting
-// their first token (worker.Worker.NoteAwaiting), which the expected-wait score reads as the
-// work queued ahead of a new request (policy/score). A data plane calls it for a streamed
-// answer, whose first token it sees arrive (leg.firstToken); a buffered answer's first token
-// comes with its last, so it is not counted.
-func (a *attempt) awaitFirstToken(l *leg) {
-	l.awaitTokens, l.awaiting = policy.DispatchTokens(a.req), true
-	l.w.NoteAwaiting(l.awaitTokens)
-}
-
 // streamPiece records a piece of main's relayed stream arriving at now (clock nanoseconds):
-// the first is its first token.
+// the first is its first token. A data plane asks for a streamed answer's first token
+// (worker.Hold.AwaitFirstToken) when it dispatches main; a buffered answer's first token
+// comes with its last, so it is not awaited.
 func (a *attempt) streamPiece(now int64) {
-	a.main.firstToken()
+	a.main.hold.FirstToken()
 	a.decode.Piece(now)
 }
 
@@ -213,7 +214,7 @@ func (a *attempt) retryable(status int, err error) bool {
 // retries reports whether the request may be retried at all.
 func (a *attempt) retries() bool { return !a.once && a.s.cfg.Retry.attempts() > 1 }
 
-// answered notes how main's try under way ended at now (clock.Nanos): the worker's answer
+// answered notes how main's try under way ended at now (the server clock's Nanos): the worker's answer
 // status, or the transport error err.
 func (a *attempt) answered(status int, err error, now int64) {
 	if a.tries == 0 || int(a.tries) > len(a.tryLog) {
@@ -260,7 +261,7 @@ func (a *attempt) retry(w *worker.Worker, now time.Time) (time.Duration, bool) {
 	if a.tries > 0 && int(a.tries) <= len(a.tryLog) {
 		t := &a.tryLog[a.tries-1]
 		if t.Ended == 0 {
-			t.Ended = clock.NanosOf(now)
+			t.Ended = a.s.nanosOf(now)
 		}
 		t.Backoff = int64(pause)
 	}
@@ -286,38 +287,22 @@ func (a *attempt) take(l *leg) leg {
 }
 
 // leg is what a request holds on one worker: the breaker's permit from the pick on and, from
-// dispatch until the worker's answer has ended, a unit of the worker's in-flight count (and
-// of its routing key's). Its zero value holds nothing. Exactly one of settle, end or abandon
-// releases it.
+// dispatch until the worker's answer has ended, the worker's hold (and a unit of its routing
+// key's count). Its zero value holds nothing. Exactly one of settle, end or abandon releases
+// it.
 type leg struct {
-	w        *worker.Worker
-	permit   breaker.Permit
-	inFlight bool
-	keys     *policy.KeyLoads // set when the leg counts against the request's routing key
-	key      uint64
-	// sent is when the request left for the worker (clock.Nanos), while it waits for the
-	// answer's first byte; 0 once the answer started (worker/stall reads the waits).
-	sent int64
-	// awaiting is set while the request counts among the worker's requests awaiting their
-	// first token (attempt.awaitFirstToken), with awaitTokens, its count there.
-	awaiting    bool
-	awaitTokens int
-}
-
-// firstToken records that the answer's first token arrived (its body started), or that the
-// leg ends without one.
-func (l *leg) firstToken() {
-	if l.awaiting {
-		l.w.NoteFirstToken(l.awaitTokens)
-		l.awaiting = false
-	}
+	w      *worker.Worker
+	permit breaker.Permit
+	hold   worker.Hold
+	clock  clock.Clock      // the server's, for the stamps of the answer's first byte and end
+	keys   *policy.KeyLoads // set when the leg counts against the request's routing key
+	key    uint64
 }
 
 // firstByte records that the worker's answer to the leg started (its status line arrived).
 func (l *leg) firstByte() {
-	if l.sent != 0 {
-		l.w.NoteFirstByte(l.sent, clock.Nanos())
-		l.sent = 0
+	if l.hold.Held() {
+		l.hold.FirstByte(l.clock.Nanos())
 	}
 }
 
@@ -349,16 +334,10 @@ func (l *leg) abandon() {
 }
 
 func (l *leg) release(o breaker.Outcome) {
-	if l.sent != 0 {
-		l.w.NoteNoFirstByte()
+	l.hold.End()
+	if l.keys != nil {
+		l.keys.Add(l.key, -1)
 	}
-	l.firstToken()
-	if l.inFlight {
-		l.w.InFlight.Add(-1)
-		if l.keys != nil {
-			l.keys.Add(l.key, -1)
-		}
-	}
-	l.w.Breaker.Record(l.permit, o, clock.Nanos())
+	l.w.Breaker.Record(l.permit, o, l.clock.Nanos())
 	*l = leg{}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/smg-go/smg/fastpath/evloop"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/telemetry"
 	"github.com/smg-go/smg/worker"
@@ -121,6 +122,10 @@ type Config struct {
 	Metrics *metrics.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock is the time of the request path: the event loops' deadlines and timers, each
+	// request's deadline, the admission rate limit and the stamps of the worker bookkeeping
+	// and the telemetry records. Nil: clock.Real.
+	Clock clock.Clock
 	// Telemetry takes one record per generation request when it ends (per-model metrics,
 	// the access log, traces). Nil: none is made.
 	Telemetry *telemetry.Sink
@@ -163,7 +168,8 @@ func DefaultConfig() Config {
 // a P per loop and one for the rest (evloop.SchedulerProcs).
 func SchedulerProcs(loops int) int { return evloop.SchedulerProcs(loops) }
 
-// fillDeps supplies the dependencies left nil: a private metrics set, the default logger.
+// fillDeps supplies the dependencies left nil: a private metrics set, the default logger,
+// the system clock.
 // Settings are never filled: a Config starts from DefaultConfig.
 func (c *Config) fillDeps() {
 	if c.Metrics == nil {
@@ -171,6 +177,9 @@ func (c *Config) fillDeps() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/smg-go/smg/fastpath/disagg"
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/fastpath/extract"
-	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/http1"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -42,7 +41,7 @@ func (s *Server) startLoops() (*evloop.Server, error) {
 	cfg.MaxConns, cfg.UpstreamMaxConns = s.cfg.MaxConnections, s.cfg.MaxConnsPerWorker
 	cfg.StreamFailureTail = []byte(streamFailureEvent)
 	cfg.StreamBodyOver, cfg.StreamBody = s.cfg.MaxBufferedBody, s.streamedOnLoops
-	cfg.Handler, cfg.ResolveAddr = loopPlane{s}, s.resolveUpstream
+	cfg.Handler, cfg.ResolveAddr, cfg.Clock = loopPlane{s}, s.resolveUpstream, s.clock
 	cfg.OnPanic = func(p any) {
 		s.log.Error("Panic while serving a request", "panic", p, "stack", string(debug.Stack()))
 	}
@@ -139,7 +138,7 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 	if tab.EPD && disagg.Multimodal(r.Body()) {
 		le.epd, le.ert = true, lookupEncode(tab, le.fields.Model)
 	}
-	switch e, st := le.attempt.beginOrPark(s, &le.req, &le.waiter, ex.Unparker()); st {
+	switch e, st := le.attempt.beginOrPark(s, &le.req, &le.waiter, ex.Unparker(), ex.Now()); st {
 	case admitRefused:
 		le.fail(ex, e, "the gateway is at --max-concurrent-requests or --rate-limit-tokens-per-second; retry later")
 	case admitParked:
@@ -155,7 +154,7 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 // admitted sends a request that holds its admission slot.
 func (le *loopExchange) admitted(ex *evloop.Exchange) {
 	le.begun = true
-	le.tel.rec.Admitted = clock.NanosOf(ex.Now())
+	le.tel.rec.Admitted = ex.Nanos()
 	le.attempt.once = ex.Streamed() // the body streams past: it cannot be sent twice
 	if le.grpcRoute() {
 		le.sendGRPC(ex) // tokenized and picked off the loop (grpcpath.go, grpcpd.go)
@@ -189,7 +188,7 @@ func (le *loopExchange) pickAndSend(ex *evloop.Exchange) {
 // else the queue timeout passed.
 func (le *loopExchange) unpark(ex *evloop.Exchange) {
 	le.parked = false
-	if !le.attempt.resume(le.s, &le.req, &le.waiter) {
+	if !le.attempt.resume(le.s, &le.req, &le.waiter, ex.Now()) {
 		le.fail(ex, errQueueTimeout, "the request waited --queue-timeout-secs in the admission queue (--max-concurrent-requests); retry later")
 		return
 	}
@@ -235,7 +234,7 @@ func (le *loopExchange) forwardMain(ex *evloop.Exchange, body []byte) {
 	}
 	a.dispatch(&a.main)
 	if le.fields.Stream {
-		a.awaitFirstToken(&a.main)
+		a.main.hold.AwaitFirstToken()
 	}
 	ex.Forward(le, &le.target, deadline)
 }
@@ -261,9 +260,9 @@ func (le *loopExchange) UpstreamHead(ex *evloop.Exchange, status int) bool {
 // UpstreamBody implements evloop.BodyWatcher: a piece of a relayed stream arrived, the first
 // its first token.
 func (le *loopExchange) UpstreamBody(ex *evloop.Exchange, piece []byte) {
-	now := ex.Now()
-	le.attempt.streamPiece(now.UnixNano())
-	le.tel.streamPiece(clock.NanosOf(now), piece)
+	now := ex.Nanos()
+	le.attempt.streamPiece(now)
+	le.tel.streamPiece(now, piece)
 }
 
 func (le *loopExchange) addHeaders(ex *evloop.Exchange) {
@@ -293,9 +292,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		le.reject(ex, err.(*evloop.ParseError))
 	case le.parked: // the client left while the request waited for admission
 		le.parked = false
-		if le.s.adm.leave(&le.waiter) {
-			le.s.adm.release()
-		}
+		a.cancelPark(le.s, &le.waiter)
 		le.finish(499)
 	case errors.Is(err, evloop.ErrClientGone) || errors.Is(err, evloop.ErrShutdown):
 		// The client left: the leg still held is abandoned (end); a relayed answer counts
@@ -333,7 +330,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		}
 		w := a.main.w
 		a.main.settle(status, err)
-		a.answered(status, err, clock.NanosOf(ex.Now()))
+		a.answered(status, err, ex.Nanos())
 		if le.pf != nil && err == nil && status < 300 {
 			// SGLang PD: the decode answer cannot be right without its prefill.
 			if !le.pf.done {
@@ -403,7 +400,7 @@ func (le *loopExchange) deliverHeld(ex *evloop.Exchange, w *worker.Worker) {
 	if status < 300 {
 		le.tel.usage(ex.HeldBody())
 	}
-	le.tel.firstToken(clock.NanosOf(ex.Now()))
+	le.tel.firstToken(ex.Nanos())
 	ex.DeliverHeld()
 	if status < 300 {
 		le.attempt.served(le.rt, w)
@@ -498,7 +495,7 @@ func (le *loopExchange) reset() {
 // Reject answers a request the loops refuse before routing, in the gateway's envelope.
 func (p loopPlane) Reject(ex *evloop.Exchange, status int, reason string) {
 	le := &loopExchange{s: p.s, route: routeOther, start: ex.Now()}
-	le.beginRejected()
+	le.beginRejected(ex)
 	le.reject(ex, &evloop.ParseError{Status: status, Reason: reason})
 }
 

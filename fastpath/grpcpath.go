@@ -13,7 +13,6 @@ import (
 	"github.com/smg-go/smg/engine/grpcworker"
 	"github.com/smg-go/smg/engine/openai"
 	"github.com/smg-go/smg/fastpath/evloop"
-	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/tokenizer"
 	"github.com/smg-go/smg/tokenizer/chat"
@@ -268,7 +267,7 @@ func (g *grpcCall) relay() {
 		}
 		last = err
 		c := grpcworker.Classify(err)
-		a.answered(grpcError(c).status, nil, clock.Nanos())
+		a.answered(grpcError(c).status, nil, le.s.clock.Nanos())
 		if g.started {
 			return // the stream's error event was sent
 		}
@@ -279,7 +278,7 @@ func (g *grpcCall) relay() {
 			g.fail(grpcError(c), grpcworker.Message(err))
 			return
 		}
-		pause, ok := a.retry(w, time.Now())
+		pause, ok := a.retry(w, le.s.clock.Now())
 		if !ok {
 			g.fail(grpcError(c), grpcworker.Message(err))
 			return
@@ -334,7 +333,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 	g.greq.TraceParent = g.le.trace.headerString()
 	a.dispatch(&a.main)
 	if g.req.Stream {
-		a.awaitFirstToken(&a.main)
+		a.main.hold.AwaitFirstToken()
 	}
 	stream, err := cl.Generate(ctx, &g.greq)
 	if err != nil {
@@ -360,7 +359,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 			g.start(w)
 		}
 		if ch.TokenIDs != nil {
-			a.streamPiece(clock.Nanos())
+			a.streamPiece(le.s.clock.Nanos())
 		}
 		g.out = g.w.Feed(g.out[:0], ch)
 		if len(g.out) > 0 {
@@ -369,7 +368,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 				return err
 			}
 			if g.req.Stream {
-				le.tel.firstToken(clock.Nanos())
+				le.tel.firstToken(le.s.clock.Nanos())
 			}
 		}
 		if g.w.Done() {
@@ -390,7 +389,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 		a.streamDone()
 	} else {
 		err = g.writeBody(g.out)
-		le.tel.firstToken(clock.Nanos())
+		le.tel.firstToken(le.s.clock.Nanos())
 	}
 	g.complete = err == nil
 	g.status = 200

@@ -15,6 +15,7 @@ import (
 
 	"github.com/smg-go/smg/fastpath/evloop"
 	"github.com/smg-go/smg/fastpath/extract"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/traceparent"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -24,8 +25,11 @@ import (
 // client connection; the generation and pass-through routes run on them, every other route
 // is bridged to the fasthttp handler (serveBridged) on a goroutine.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	clock clock.Clock // cfg.Clock
+	// origin is the time of the clock's Nanos 0 (clock.OriginOf).
+	origin time.Time
 	reg    *worker.Registry
 	router *policy.Router
 	loops  *evloop.Server // set by Serve, then loopsReady is closed
@@ -71,10 +75,12 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 	s := &Server{
 		cfg:            cfg,
 		log:            cfg.Logger,
+		clock:          cfg.Clock,
+		origin:         clock.OriginOf(cfg.Clock),
 		reg:            reg,
 		router:         router,
 		m:              newHTTPMetrics(cfg.Metrics),
-		adm:            newAdmission(cfg.Admission),
+		adm:            newAdmission(cfg.Admission, cfg.Clock),
 		started:        time.Now(),
 		bodies:         bodyBudget{limit: int64(cfg.MaxBodyMemory)},
 		answers:        bodyBudget{limit: int64(cfg.MaxAnswerMemory)},
@@ -86,6 +92,9 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 	}
 	return s, nil
 }
+
+// nanosOf is t, a time of the server's clock, as its Nanos reading.
+func (s *Server) nanosOf(t time.Time) int64 { return int64(t.Sub(s.origin)) }
 
 // Addr is the configured listen address.
 func (s *Server) Addr() string {

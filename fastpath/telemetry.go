@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/smg-go/smg/fastpath/evloop"
-	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/telemetry"
 )
 
@@ -27,7 +26,7 @@ type requestTelemetry struct {
 // Every answer carries the id, error answers included, and the record logs it.
 func (le *loopExchange) beginRecord(ex *evloop.Exchange) {
 	t := &le.tel
-	t.rec = telemetry.Record{Start: clock.NanosOf(le.start), Route: routePaths[le.route],
+	t.rec = telemetry.Record{Start: ex.Nanos(), Route: routePaths[le.route],
 		PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}
 	t.tailLen = 0
 	if id := ex.Req().Header(headerRequestID); len(id) > 0 {
@@ -39,8 +38,8 @@ func (le *loopExchange) beginRecord(ex *evloop.Exchange) {
 
 // beginRejected starts the record of a request the loops refused before routing it: its
 // id is a new one, as no header of it can be trusted.
-func (le *loopExchange) beginRejected() {
-	le.tel.rec = telemetry.Record{Start: clock.NanosOf(le.start), Route: routePaths[routeOther],
+func (le *loopExchange) beginRejected(ex *evloop.Exchange) {
+	le.tel.rec = telemetry.Record{Start: ex.Nanos(), Route: routePaths[routeOther],
 		PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}
 	le.reqID = appendRequestID(append(le.reqID[:0], "req-"...))
 }
@@ -50,8 +49,8 @@ func (le *loopExchange) failRecord(e apiError, msg string) {
 	le.tel.rec.ErrorCode, le.tel.rec.Cause = e.code, msg
 }
 
-// firstToken notes that the answer's body started reaching the client at now
-// (clock.Nanos), unless it had already.
+// firstToken notes that the answer's body started reaching the client at now (a Nanos
+// reading of the server's clock), unless it had already.
 func (t *requestTelemetry) firstToken(now int64) {
 	if t.rec.FirstToken == 0 {
 		t.rec.FirstToken = now
@@ -99,7 +98,7 @@ func (le *loopExchange) endRecord(status int) {
 	t := &le.tel
 	r := &t.rec
 	a := &le.attempt
-	r.Status, r.End = status, clock.Nanos()
+	r.Status, r.End = status, s.clock.Nanos()
 	r.Stream, r.PD, r.Attempts, r.Picked = le.fields.Stream, le.pd, a.tries, a.picked
 	r.Tries, r.RetriesExhausted = a.tryLog, a.exhausted
 	r.CacheMatched, r.CacheInput = int32(min(a.cacheMatched, math.MaxInt32)), int32(min(a.cacheInput, math.MaxInt32))
