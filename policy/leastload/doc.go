@@ -20,15 +20,19 @@
 //
 // # Concurrency
 //
-// Unlike the spec's product, which serialises every selection on one lock to keep its
-// since-report credit consistent, a pick here reads only per-worker atomics (in-flight count,
-// since-report counters, the load-report pointer): concurrent picks never wait on each other.
+// The spec's product serialises every selection on one lock to keep its since-report credit
+// consistent and scans every worker under it. A pick here reads the group's kept order
+// (score.Ranking): the workers' writers (in-flight count, since-report counters, the
+// load-report pointer, the state word) only mark their place, and a pick, under the order's
+// lock, re-weighs the marked workers and descends a tree, O(log n) instead of O(n).
 // The gateway credits the chosen worker after the pick (Worker.NoteDispatch), so two picks
 // racing within the same microsecond may both see the pre-credit score; the next pick sees both.
 //
 // # Ownership
 //
 // The Picker keeps the Group's worker slice, which is immutable, one atomic turn per worker
-// (the pick count at its last pick) and the group's speed flags (the estimates they are
-// refreshed from live on the workers, so a rebuilt picker keeps them). Pick allocates nothing: the tie buffer is pooled.
+// (the pick count at its last pick), the group's speed flags (the estimates they are
+// refreshed from live on the workers, so a rebuilt picker keeps them) and its order, built by
+// its first pick (the workers hold it weakly: a dropped picker is collected). Pick allocates
+// nothing in steady state.
 package leastload

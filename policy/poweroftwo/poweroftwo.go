@@ -2,7 +2,6 @@ package poweroftwo
 
 import (
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/smg-go/smg/policy"
@@ -69,8 +68,12 @@ func (*Builder) Name() string { return Name }
 
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
-	return &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
+	p := &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
 		queue: newQueue(len(g.Workers), b.rnd), speeds: score.NewSpeedFlags(len(g.Workers))}
+	if p.metric == MetricLeastRequests {
+		p.fewest = b.scorer.NewFewestRanking(g.Workers)
+	}
+	return p
 }
 
 type picker struct {
@@ -83,6 +86,9 @@ type picker struct {
 	// speeds flags the workers that decode clearly more slowly than the others (queue.pick says
 	// what becomes of them).
 	speeds *score.SpeedFlags
+	// fewest keeps the workers ordered by in-flight count, then expected wait, as their load
+	// changes (least_requests only): a pick does not rescan them.
+	fewest *score.Ranking
 }
 
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
@@ -339,40 +345,10 @@ func sampleTwo(req *policy.Request, ws []*worker.Worker, rnd policy.Rand, pair *
 }
 
 // leastRequests keeps every usable worker with the fewest in-flight requests and lets the
-// expected wait (then chance) choose among them.
+// expected wait (then chance) choose among them (score.Ranking.PickFewest).
 func (p *picker) leastRequests(req *policy.Request) *worker.Worker {
-	s := scratchPool.Get().(*scratch)
-	defer func() {
-		clear(s.ws) // drop the worker pointers before pooling
-		s.ws = s.ws[:0]
-		scratchPool.Put(s)
-	}()
-	least := int64(math.MaxInt64)
-	for _, w := range p.workers {
-		if !req.Usable(w) {
-			continue
-		}
-		switch n := w.InFlight.Load(); {
-		case n < least:
-			least = n
-			clear(s.ws)
-			s.ws = append(s.ws[:0], w)
-		case n == least:
-			s.ws = append(s.ws, w)
-		}
-	}
-	switch len(s.ws) {
-	case 0:
-		return nil
-	case 1:
-		return s.ws[0]
-	}
-	return p.scorer.Lowest(req, s.ws, p.rate.TokensPerSecond(), p.rnd, policy.NoHotLimit)
+	return p.fewest.PickFewest(req, p.rate.TokensPerSecond(), p.rnd)
 }
-
-type scratch struct{ ws []*worker.Worker }
-
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // ReadsLoad marks the policy as a policy.LoadReader: its picks read load reports.
 func (*Builder) ReadsLoad() {}

@@ -2,6 +2,7 @@ package score
 
 import (
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/smg-go/smg/policy"
@@ -33,6 +34,11 @@ type Ranking struct {
 
 	changes *worker.Changes
 
+	// fewest selects the fewest-in-flight order (NewFewestRanking, PickFewest): its tree is
+	// ftree, and tree is unused.
+	fewest bool
+	ftree  []fewestNode
+
 	mu       sync.Mutex
 	watching bool // the workers mark changes: set by the first pick
 	rate     Rate
@@ -62,7 +68,8 @@ type leaf struct {
 type leafKind uint8
 
 const (
-	leafOut       leafKind = iota // not routable, or capped by the waiting-queue cap
+	leafOut       leafKind = iota // not routable
+	leafCapped                    // routable, excluded by the waiting-queue cap
 	leafDark                      // routable without a load report
 	leafReporting                 // routable with a load report
 )
@@ -118,14 +125,19 @@ func (r *Ranking) Pick(req *policy.Request, rate Rate, rnd policy.Rand, hotAbove
 	r.refresh(rate)
 	r.exclude(req)
 	i := r.choose(req, rnd)
-	for _, p := range r.excluded {
-		r.set(int(p), r.nodeOf(int(p)))
-	}
-	r.excluded = r.excluded[:0]
+	r.restore()
 	if i < 0 {
 		return nil, -1
 	}
 	return r.ws[i], i
+}
+
+// restore puts back the places exclude took out.
+func (r *Ranking) restore() {
+	for _, p := range r.excluded {
+		r.put(int(p))
+	}
+	r.excluded = r.excluded[:0]
 }
 
 // refresh brings the tree up to date with the workers, for rate.
@@ -160,7 +172,11 @@ func (r *Ranking) watch() {
 	for r.size < n {
 		r.size *= 2
 	}
-	r.tree = make([]node, 2*r.size)
+	if r.fewest {
+		r.ftree = make([]fewestNode, 2*r.size)
+	} else {
+		r.tree = make([]node, 2*r.size)
+	}
 	r.leaves = make([]leaf, n)
 	r.isGated = make([]bool, n)
 	bound := uint32(0)
@@ -189,10 +205,18 @@ func (r *Ranking) rebuild() {
 			r.slow = append(r.slow, int32(i))
 		}
 		r.weigh(i)
-		r.tree[r.size+i] = r.nodeOf(i)
 	}
-	for i := len(r.ws); i < r.size; i++ {
-		r.tree[r.size+i] = emptyNode
+	if r.fewest {
+		for i := range r.size {
+			r.ftree[r.size+i] = r.fewestNodeOf(i)
+		}
+		for n := r.size - 1; n >= 1; n-- {
+			r.ftree[n] = joinFewest(&r.ftree[2*n], &r.ftree[2*n+1])
+		}
+		return
+	}
+	for i := range r.size {
+		r.tree[r.size+i] = r.nodeOf(i)
 	}
 	for n := r.size - 1; n >= 1; n-- {
 		r.tree[n] = join(&r.tree[2*n], &r.tree[2*n+1])
@@ -202,6 +226,15 @@ func (r *Ranking) rebuild() {
 // update weighs place p again and fixes its path to the root.
 func (r *Ranking) update(p int) {
 	r.weigh(p)
+	r.put(p)
+}
+
+// put sets place p's leaf from its weighing and fixes its path to the root.
+func (r *Ranking) put(p int) {
+	if r.fewest {
+		r.setFewest(p, r.fewestNodeOf(p))
+		return
+	}
 	r.set(p, r.nodeOf(p))
 }
 
@@ -231,15 +264,19 @@ func (r *Ranking) weigh(p int) {
 		return
 	}
 	var capped bool
-	if lf.awaiting, lf.score, capped = r.k.weigh(w, rep, lf.inFlight); !capped {
-		lf.kind = leafReporting
+	lf.kind = leafReporting
+	if lf.awaiting, lf.score, capped = r.k.weigh(w, rep, lf.inFlight); capped {
+		lf.kind = leafCapped
 	}
 }
 
 // nodeOf is place p's leaf node: empty for a slow worker, which ranks beside the tree.
 func (r *Ranking) nodeOf(p int) node {
-	lf := &r.leaves[p]
 	n := emptyNode
+	if p >= len(r.leaves) {
+		return n
+	}
+	lf := &r.leaves[p]
 	switch {
 	case lf.kind == leafDark:
 		n.dark, n.darkN = lf.inFlight, 1
@@ -255,9 +292,13 @@ func (r *Ranking) exclude(req *policy.Request) {
 		if w.Index >= uint32(len(r.place)) {
 			continue
 		}
-		if p := r.place[w.Index]; p >= 0 && r.ws[p] == w && r.tree[r.size+int(p)] != emptyNode {
+		if p := r.place[w.Index]; p >= 0 && r.ws[p] == w && r.leaves[p].kind != leafOut && !slices.Contains(r.excluded, p) {
 			r.excluded = append(r.excluded, p)
-			r.set(int(p), emptyNode)
+			if r.fewest {
+				r.setFewest(int(p), emptyFewest)
+			} else {
+				r.set(int(p), emptyNode)
+			}
 		}
 	}
 }
@@ -370,6 +411,126 @@ func (r *Ranking) nthDark(inFlight int64, k int) int {
 		c := 0
 		if l.dark == inFlight {
 			c = int(l.darkN)
+		}
+		if k < c {
+			n = 2 * n
+		} else {
+			k -= c
+			n = 2*n + 1
+		}
+	}
+	return n - r.size
+}
+
+// fewestNode summarises the leaves below it for PickFewest: the fewest in-flight requests of
+// the routable workers below (fewest, how many have it: n), and among those the least
+// (awaiting, score) pair of the reporting ones (a, s, how many have exactly it: rep) and how
+// many have no report (dark).
+type fewestNode struct {
+	fewest       int64
+	n, rep, dark int32
+	a, s         float64
+}
+
+var emptyFewest = fewestNode{fewest: math.MaxInt64, a: math.Inf(1), s: math.Inf(1)}
+
+func joinFewest(l, r *fewestNode) fewestNode {
+	switch {
+	case l.fewest < r.fewest:
+		return *l
+	case r.fewest < l.fewest:
+		return *r
+	}
+	n := fewestNode{fewest: l.fewest, n: l.n + r.n, dark: l.dark + r.dark, a: l.a, s: l.s, rep: l.rep}
+	switch {
+	case r.a < l.a || r.a == l.a && r.s < l.s:
+		n.a, n.s, n.rep = r.a, r.s, r.rep
+	case r.a == l.a && r.s == l.s:
+		n.rep += r.rep
+	}
+	return n
+}
+
+func (r *Ranking) fewestNodeOf(p int) fewestNode {
+	n := emptyFewest
+	if p >= len(r.leaves) {
+		return n
+	}
+	lf := &r.leaves[p]
+	if lf.kind == leafOut {
+		return n
+	}
+	n.fewest, n.n = lf.inFlight, 1
+	switch lf.kind {
+	case leafDark:
+		n.dark = 1
+	case leafReporting:
+		n.a, n.s, n.rep = lf.awaiting, lf.score, 1
+	}
+	return n
+}
+
+func (r *Ranking) setFewest(p int, leaf fewestNode) {
+	n := r.size + p
+	r.ftree[n] = leaf
+	for n /= 2; n >= 1; n /= 2 {
+		r.ftree[n] = joinFewest(&r.ftree[2*n], &r.ftree[2*n+1])
+	}
+}
+
+// NewFewestRanking returns the order of ws by in-flight count and then expected wait, which
+// PickFewest reads: power_of_two's least_requests metric.
+func (s *Scorer) NewFewestRanking(ws []*worker.Worker) *Ranking {
+	return &Ranking{s: s, ws: ws, fewest: true, changes: worker.NewChanges(len(ws))}
+}
+
+// PickFewest returns the usable worker with the fewest requests in flight, as a scan keeping
+// every usable worker with the fewest (in group order) would, and when several have that
+// many, the one Lowest(req, those, tokensPerSec, rnd, NoHotLimit) would choose, drawing the
+// same random numbers; nil when no worker is usable.
+func (r *Ranking) PickFewest(req *policy.Request, tokensPerSec float64, rnd policy.Rand) *worker.Worker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refresh(Rate{TokensPerSecond: tokensPerSec})
+	r.exclude(req)
+	defer r.restore()
+	root := &r.ftree[1]
+	switch root.n {
+	case 0:
+		return nil
+	case 1:
+		return r.ws[r.nthFewest(func(n *fewestNode) int32 { return n.n }, 0)]
+	}
+	best := math.Inf(1)
+	if root.rep > 0 {
+		best = root.s
+	}
+	rep, k := chooseAmong(rnd, int(root.rep), int(root.dark), best, best+float64(root.fewest)*r.k.mean*r.k.inv)
+	switch {
+	case k < 0: // every worker with the fewest is capped
+		return nil
+	case rep:
+		a, s := root.a, root.s
+		return r.ws[r.nthFewest(func(n *fewestNode) int32 {
+			if n.a == a && n.s == s {
+				return n.rep
+			}
+			return 0
+		}, k)]
+	}
+	return r.ws[r.nthFewest(func(n *fewestNode) int32 { return n.dark }, k)]
+}
+
+// nthFewest returns the place of the k-th leaf (from 0, in place order) with the root's fewest
+// in-flight count that count says is one of those wanted (count of a node: how many below).
+func (r *Ranking) nthFewest(count func(*fewestNode) int32, k int) int {
+	fewest := r.ftree[1].fewest
+	n := 1
+	for n < r.size {
+		l := &r.ftree[2*n]
+		c := 0
+		if l.fewest == fewest {
+			c = int(count(l))
 		}
 		if k < c {
 			n = 2 * n

@@ -1,6 +1,7 @@
 package score_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -223,5 +224,84 @@ func TestRankingPickDoesNotAllocate(t *testing.T) {
 	pick()
 	if allocs := testing.AllocsPerRun(1000, pick); allocs != 0 {
 		t.Fatalf("a Ranking pick allocates %.1f times, want 0", allocs)
+	}
+}
+
+// fewestScan is what PickFewest stands for: every usable worker with the fewest requests in
+// flight, and Lowest among them when there are several.
+func fewestScan(s *score.Scorer, req *policy.Request, ws []*worker.Worker, tokensPerSec float64, rnd policy.Rand) *worker.Worker {
+	var least []*worker.Worker
+	fewest := int64(math.MaxInt64)
+	for _, w := range ws {
+		if !req.Usable(w) {
+			continue
+		}
+		switch n := w.InFlight.Load(); {
+		case n < fewest:
+			fewest, least = n, append(least[:0], w)
+		case n == fewest:
+			least = append(least, w)
+		}
+	}
+	switch len(least) {
+	case 0:
+		return nil
+	case 1:
+		return least[0]
+	}
+	return s.Lowest(req, least, tokensPerSec, rnd, policy.NoHotLimit)
+}
+
+// TestFewestRankingPicksAsTheScan: on random load sequences, PickFewest picks the worker
+// fewestScan picks, drawing the same random numbers, with and without the waiting-queue cap.
+func TestFewestRankingPicksAsTheScan(t *testing.T) {
+	capped := score.DefaultConfig()
+	capped.MaxWaitingRequests = 3
+	for ci, cfg := range []score.Config{score.DefaultConfig(), capped} {
+		for seed := range uint64(4) {
+			fl := policytest.NewFleet(t, 29+int(seed)*20, "m")
+			ws := fl.Workers
+			s := score.New(cfg)
+			rndRank, rndScan := rand.New(rand.NewPCG(seed, 1)), rand.New(rand.NewPCG(seed, 1))
+			rk := s.NewFewestRanking(ws)
+			churn := newLoadChurn(t, fl, seed)
+			rates := rand.New(rand.NewPCG(seed, 3))
+			for step := range 3000 {
+				for range 1 + churn.rng.IntN(4) {
+					churn.step()
+				}
+				req := churn.request()
+				tps := churnRates[rates.IntN(len(churnRates))].TokensPerSecond
+				got := rk.PickFewest(req, tps, rndRank)
+				if want := fewestScan(s, req, ws, tps, rndScan); got != want {
+					t.Fatalf("config %d seed %d step %d: ranking picked %v, the scan %v", ci, seed, step, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestFewestRankingPickDoesNotAllocate: a steady-state PickFewest over 1,000 workers, with a
+// change since the previous one, allocates nothing.
+func TestFewestRankingPickDoesNotAllocate(t *testing.T) {
+	fl := policytest.NewFleet(t, 1000, "m")
+	ws := fl.Workers
+	for i, w := range ws {
+		if i%2 == 0 {
+			policytest.SetReport(w, policytest.Report{Running: 2, Throughput: 1000, TokenUsage: 0.3}, time.Now())
+		}
+	}
+	rk := score.New(score.DefaultConfig()).NewFewestRanking(ws)
+	req := &policy.Request{Text: make([]byte, 4096), Exclude: []*worker.Worker{ws[3]}}
+	n := 0
+	pick := func() {
+		w := rk.PickFewest(req, 2000, policy.RuntimeRand{})
+		w.InFlight.Add(1)
+		ws[n%len(ws)].InFlight.Add(-1)
+		n++
+	}
+	pick()
+	if allocs := testing.AllocsPerRun(1000, pick); allocs != 0 {
+		t.Fatalf("a PickFewest allocates %.1f times, want 0", allocs)
 	}
 }
