@@ -433,6 +433,9 @@ func (le *loopExchange) deliverFailure(ex *evloop.Exchange, w *worker.Worker, er
 }
 
 func (le *loopExchange) failPick(ex *evloop.Exchange, err error) {
+	if a := &le.attempt; a.failures > 0 {
+		a.exhausted = a.retries() // a retry found no worker left (a PD pair's pick)
+	}
 	switch {
 	case errors.Is(err, policy.ErrInvalidTargetWorker):
 		le.fail(ex, errTargetWorker, err.Error())

@@ -252,6 +252,7 @@ func (g *grpcCall) relay() {
 	for {
 		if err := a.pick(le.rt, &a.main); err != nil {
 			if last != nil { // every worker failed: the client gets the last failure
+				a.exhausted = a.retries() // no worker left to retry on
 				c := grpcworker.Classify(last)
 				g.fail(grpcError(c), grpcworker.Message(last))
 				return

@@ -1,6 +1,8 @@
 package fastpath
 
 import (
+	"github.com/VictoriaMetrics/metrics"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -426,6 +428,27 @@ func TestGRPCUnavailableIsRetried(t *testing.T) {
 		t.Fatalf("all unavailable: %d %s", st, body)
 	}
 	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
+}
+
+// A gRPC request that every worker refused used its retries: its record says so
+// (smg_worker_retries_exhausted_total).
+func TestGRPCEveryWorkerFailingExhaustsTheRetries(t *testing.T) {
+	c := &collector{}
+	cfg := Config{Telemetry: newTelemetrySink(t, metrics.NewSet(), c)}
+	cfg.Retry = fastRetries()
+	g := newGRPCGateway(t, mockworker.DialectSGLang, 2, "round_robin", cfg, nil)
+	for _, w := range g.fleet.Workers() {
+		if err := w.Configure(mockworker.AdminConfig{Status: 503}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, body := g.post("/v1/chat/completions", fmt.Sprintf(grpcChatBody, "")); st != 503 {
+		t.Fatalf("all unavailable: %d %s", st, body)
+	}
+	n := 0
+	if r := c.next(t, &n); r.Status != 503 || r.Attempts != 2 || !r.RetriesExhausted {
+		t.Fatalf("record %+v: want 503 after 2 tries with the retries exhausted", r)
+	}
 }
 
 // An engine that does not answer within --request-timeout-secs: 504.
