@@ -24,14 +24,15 @@ func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 		s.methodNotAllowed(ctx, routeProbe, "GET")
 		return
 	}
-	// The workers counted are those of the route table requests are served from, not the
-	// registry's latest snapshot: the registry publishes a snapshot before the router has
-	// built its table, and a probe answering "ready" in between sent a client's first
-	// requests to a table without the workers (404 model_not_found, 503).
+	// The workers counted are those the route table requests are served from routes to, not
+	// the registry's latest snapshot nor the table's snapshot with live statuses: a worker
+	// turns ready before the router has built the table that routes to it, and a probe
+	// answering "ready" in between sent a client's first requests to a table without the
+	// worker (404 model_not_found, 503 no_available_workers).
 	tab := s.router.Current()
 	snap := tab.Snapshot
 	healthy, encode, prefill, decode := 0, 0, 0, 0
-	for _, w := range snap.Workers {
+	for _, w := range tab.RoutedWorkers() {
 		if w.Routable() {
 			healthy++
 			switch w.Type() {

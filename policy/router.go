@@ -125,6 +125,25 @@ func (rs *routeSet) lookup(model []byte) (*Route, bool) {
 	return nil, false
 }
 
+// RoutedWorkers returns, once each, the workers the table routes to: every leg's workers
+// that were ready when it was built. A worker that turned ready since is routable but not
+// routed to until the next table.
+func (t *Table) RoutedWorkers() []*worker.Worker {
+	var ws []*worker.Worker
+	seen := map[*worker.Worker]bool{}
+	for i := range t.legs {
+		if r := t.legs[i].any; r != nil {
+			for _, w := range r.Candidates {
+				if !seen[w] {
+					seen[w] = true
+					ws = append(ws, w)
+				}
+			}
+		}
+	}
+	return ws
+}
+
 // Routes returns the regular per-model routes, for the admin API and tests.
 func (t *Table) Routes() map[string]*Route { return t.legs[LegRegular].routes }
 

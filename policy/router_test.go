@@ -222,3 +222,23 @@ func TestPanickingPickerBuildKeepsThePreviousTable(t *testing.T) {
 		t.Fatalf("route after recovery: %+v %v", rt, ok)
 	}
 }
+
+// RoutedWorkers are the workers a table routes to: a worker not ready when the table was
+// built is not among them, though it may be routable now (the next table routes to it).
+func TestRoutedWorkersAreTheTablesCandidates(t *testing.T) {
+	reg, ws := fleet(t, 2)
+	_ = reg.SetStatus(ws[0].ID, worker.StatusNotReady)
+	r := newRouter(t, reg, "round_robin")
+	tab := r.Current()
+	if got := tab.RoutedWorkers(); !slices.Equal(got, []*worker.Worker{ws[1]}) {
+		t.Fatalf("routed %v, want only the ready worker", got)
+	}
+	_ = reg.SetStatus(ws[0].ID, worker.StatusReady)
+	_, _ = reg.Remove(context.Background(), "barrier")
+	if got := tab.RoutedWorkers(); len(got) != 1 {
+		t.Fatalf("the old table routes to %d workers, want 1", len(got))
+	}
+	if got := r.Current().RoutedWorkers(); len(got) != 2 {
+		t.Fatalf("the new table routes to %d workers, want 2", len(got))
+	}
+}
