@@ -10,18 +10,27 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
+// benchFleet is a fleet of n workers where every second one reports its load, and, with
+// busy, each has 0-4 requests in flight.
+func benchFleet(b *testing.B, n int, busy bool) *policytest.Fleet {
+	f := policytest.NewFleet(b, n, "m")
+	for i, w := range f.Workers {
+		if i%2 == 0 {
+			policytest.SetReport(w, policytest.Report{WaitingTokens: int64(100 + i%7), TokenUsage: 0.3, Throughput: 1500}, t0)
+		}
+		if busy {
+			w.InFlight.Add(int64(i % 5))
+		}
+	}
+	return f
+}
+
 // BenchmarkPick scores every worker of a fleet where half report loads, so both the reporting
 // and the unreported paths of the score run.
 func BenchmarkPick(b *testing.B) {
 	for _, n := range policytest.BenchFleetSizes {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
-			f := policytest.NewFleet(b, n, "m")
-			for i, w := range f.Workers {
-				if i%2 == 0 {
-					policytest.SetReport(w, policytest.Report{WaitingTokens: int64(100 + i%7), TokenUsage: 0.3, Throughput: 1500}, t0)
-				}
-				w.InFlight.Add(int64(i % 5))
-			}
+			f := benchFleet(b, n, true)
 			p := New(DefaultConfig(), nil).Build(f.Group("m"))
 			req := &policy.Request{}
 			if _, err := p.Pick(req); err != nil { // the first pick builds the order (BuildAndFirstPick)
@@ -47,13 +56,7 @@ func BenchmarkPick(b *testing.B) {
 func BenchmarkPickWithDispatch(b *testing.B) {
 	for _, n := range policytest.BenchFleetSizes {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
-			f := policytest.NewFleet(b, n, "m")
-			for i, w := range f.Workers {
-				if i%2 == 0 {
-					policytest.SetReport(w, policytest.Report{WaitingTokens: int64(100 + i%7), TokenUsage: 0.3, Throughput: 1500}, t0)
-				}
-				w.InFlight.Add(int64(i % 5))
-			}
+			f := benchFleet(b, n, true)
 			p := New(DefaultConfig(), nil).Build(f.Group("m"))
 			req := &policy.Request{Text: make([]byte, 4096)}
 			var running [64]*worker.Worker
@@ -86,12 +89,7 @@ func BenchmarkPickWithDispatch(b *testing.B) {
 func BenchmarkBuildAndFirstPick(b *testing.B) {
 	for _, n := range policytest.BenchFleetSizes {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
-			f := policytest.NewFleet(b, n, "m")
-			for i, w := range f.Workers {
-				if i%2 == 0 {
-					policytest.SetReport(w, policytest.Report{WaitingTokens: int64(100 + i%7), TokenUsage: 0.3, Throughput: 1500}, t0)
-				}
-			}
+			f := benchFleet(b, n, false)
 			g, req := f.Group("m"), &policy.Request{}
 			builder := New(DefaultConfig(), nil)
 			runtime.GC()
