@@ -164,7 +164,7 @@ func (g *gateway) startOnFakes(cfg Config, policyName, scheme string, fakes []*f
 }
 
 // start builds the registry (dialing workers with dial), the router (rc, quiet, with the
-// policies' defaults) and the server, calls addWorkers, then serves on an in-memory listener.
+// policies' defaults unless rc names its own builders) and the server, calls addWorkers, then serves on an in-memory listener.
 func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFunc, addWorkers func()) {
 	t := g.t
 	var err error
@@ -180,10 +180,12 @@ func (g *gateway) start(cfg Config, rc policy.RouterConfig, dial fasthttp.DialFu
 		t.Fatal(err)
 	}
 	t.Cleanup(g.reg.Close)
-	pc := all.DefaultConfig()
-	pc.Logger, pc.PDMode = quiet, rc.PD != nil
-	if rc.NewBuilder, err = all.NewBuilderFunc(pc); err != nil {
-		t.Fatal(err)
+	if rc.NewBuilder == nil {
+		pc := all.DefaultConfig()
+		pc.Logger, pc.PDMode = quiet, rc.PD != nil
+		if rc.NewBuilder, err = all.NewBuilderFunc(pc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rc.Logger = quiet
 	router, err := policy.NewRouter(rc)

@@ -67,8 +67,9 @@ type Builder struct {
 
 type branches struct {
 	match, spill, miss *metrics.Counter
-	// events counts the decisions made in event mode (their branch is counted too).
-	events *metrics.Counter
+	// events counts the decisions made in event mode (their branch is counted too); home
+	// those of them that sent a prompt no engine held back to its home (events.go).
+	events, home *metrics.Counter
 	// predicted and prompt sum, over event-mode picks, the prompt tokens the chosen
 	// engine reported holding and the prompts' tokens: predicted / prompt is the hit rate the
 	// engines' events foretold, to set beside the hit they report (cached tokens).
@@ -107,6 +108,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 		text: text, tokens: tokens,
 		br: branches{match: c(BranchTreeMatch), spill: c(BranchSpill), miss: c(BranchExpectedWaitFallback),
 			events:        cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_picks_total`),
+			home:          cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_home_picks_total`),
 			predicted:     cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_predicted_cached_tokens_total`),
 			prompt:        cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_event_mode_prompt_tokens_total`),
 			treePredicted: cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_tree_predicted_cached_tokens_total`),

@@ -1,6 +1,9 @@
 package cacheaware
 
 import (
+	"math"
+	"slices"
+
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
 )
@@ -84,11 +87,11 @@ func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
 	c.sent = grow(c.sent, len(hashes))
 	sent := c.sent[:len(hashes)]
 	now := b.now.Load()
-	if b.cfg.UnreportedTTL > 0 {
-		b.unreported.lookup(hashes, now-int64(b.cfg.UnreportedTTL), sent)
-	} else {
-		clear(sent)
+	since := now - int64(b.cfg.UnreportedTTL)
+	if b.cfg.UnreportedTTL <= 0 {
+		since = math.MaxInt64 // nothing sent counts as held
 	}
+	homeDepth, home := b.unreported.lookup(hashes, since, sent)
 	var best int
 	n := 0
 	for i, w := range p.workers {
@@ -104,24 +107,32 @@ func (p *picker) pickByEvents(req *policy.Request, c *chooser) bool {
 			n++
 		}
 	}
+	// A prompt whose home lies deeper than any engine's holding goes home when home holds
+	// what the others do (a shared head): its group's prefix is computed again there, as the
+	// tree would send it, rather than scattered by load.
+	depthJudged, homing := best, homeDepth > best && home != nil && req.Usable(home) &&
+		(best == 0 || slices.Contains(c.cands[:n], home))
+	if homing {
+		c.cands[0], n, depthJudged = home, 1, homeDepth
+	}
 	rate := b.scorer.RateOf(p.rate)
-	matched := best * bs
-	ratio := float64(matched) / float64(len(req.Tokens))
+	ratio := float64(depthJudged*bs) / float64(len(req.Tokens))
 	var w *worker.Worker
-	if ratio > b.cfg.CacheThreshold && best > 0 {
-		w = p.decide(req, c.cands[:n], rate, ratio, float64(matched), nil, 0)
+	if ratio > b.cfg.CacheThreshold && depthJudged > 0 {
+		w = p.decide(req, c.cands[:n], rate, ratio, float64(depthJudged*bs), nil, 0)
+		if homing && w == home {
+			b.br.home.Inc()
+		}
 	} else if w = p.lowest(req, rate, policy.NoHotLimit); w != nil {
 		b.br.miss.Inc()
 	}
-	c.chosen, c.matched, c.input = w, matched, len(req.Tokens)
+	c.chosen, c.matched, c.input = w, best*bs, len(req.Tokens)
 	b.br.events.Inc()
 	if w != nil {
 		i := int(p.pos[w.Index])
 		b.br.prompt.Add(len(req.Tokens))
 		b.br.predicted.Add(min(em.reported(i, depth)*bs, len(req.Tokens))) // what the engine reported
-		if b.cfg.UnreportedTTL > 0 {
-			b.unreported.record(hashes, em.reported(i, depth), w, now)
-		}
+		b.unreported.record(hashes, em.reported(i, depth), w, now)
 	}
 	return true
 }
@@ -149,7 +160,7 @@ func (em *eventMode) held(i int, w *worker.Worker, depth []uint32, sent []*worke
 // moved the request off the worker Pick chose).
 func (p *picker) recordSent(req *policy.Request, served *worker.Worker) {
 	em, b := p.events, p.b
-	if b.cfg.UnreportedTTL <= 0 || int(served.Index) >= len(p.pos) {
+	if int(served.Index) >= len(p.pos) {
 		return
 	}
 	i := int(p.pos[served.Index])

@@ -168,8 +168,9 @@ func TestEventModeCountsBlocksSentButNotReported(t *testing.T) {
 	if got := predicted.Get(); got != 0 {
 		t.Fatalf("predicted cached tokens %d with nothing reported, want 0", got)
 	}
-	// The engine reports the blocks, then evicts them: nothing holds them any more, and load
-	// decides (first is the busiest).
+	// The engine reports the blocks, then evicts them: nothing holds them any more, and the
+	// prompt goes back to its home, first, though busier than the others, until first is hot
+	// (the spill gate): then load decides.
 	ev.depth[first.URL] = 4
 	if got := pick(t, p, req); got != first {
 		t.Fatalf("went to %s, want %s, whose engine reported the prompt", got.URL, first.URL)
@@ -179,22 +180,36 @@ func TestEventModeCountsBlocksSentButNotReported(t *testing.T) {
 	}
 	ev.depth[first.URL] = 0
 	first.InFlight.Add(2)
-	if got := pick(t, p, req); got == first {
-		t.Fatal("went to the worker whose engine evicted the prompt after reporting it")
+	if got := pick(t, p, req); got != first {
+		t.Fatalf("went to %s, not back home to %s after its engine evicted the prompt", got.URL, first.URL)
 	}
-	first.InFlight.Add(-2)
+	if got := set.GetOrCreateCounter(`smg_cache_aware_event_mode_home_picks_total`).Get(); got != 1 {
+		t.Fatalf("home picks %d, want 1", got)
+	}
+	if got := predicted.Get(); got != 64 {
+		t.Fatalf("predicted cached tokens %d after a pick of evicted blocks, want still 64", got)
+	}
+	first.InFlight.Add(2 * DefaultBalanceAbsThreshold) // hot: past the mean by more than the threshold
+	if got := pick(t, p, req); got == first {
+		t.Fatal("went home to a hot worker whose engine evicted the prompt")
+	}
+	first.InFlight.Add(-2 - 2*DefaultBalanceAbsThreshold)
 
-	// Sent blocks are forgotten after UnreportedTTL.
+	// Sent blocks count as held for UnreportedTTL; after it the worker is only their home.
 	f2, ev2 := eventFleet(t, 4)
 	cfg2 := cfg
 	cfg2.Events = ev2
-	b2, _ := newBuilder(t, cfg2)
+	b2, set2 := newBuilder(t, cfg2)
 	p2 := b2.Build(f2.Group("m"))
+	homePicks := set2.GetOrCreateCounter(`smg_cache_aware_event_mode_home_picks_total`)
 	sent := pick(t, p2, req)
 	sent.InFlight.Add(1)
+	if got := pick(t, p2, req); got != sent || homePicks.Get() != 0 {
+		t.Fatalf("went to %s (home picks %d), want %s holding the blocks it was sent", got.URL, homePicks.Get(), sent.URL)
+	}
 	b2.Maintain(time.Unix(0, b2.now.Load()).Add(cfg.UnreportedTTL + time.Second))
-	if got := pick(t, p2, req); got == sent {
-		t.Fatalf("went to %s, sent the prompt longer than UnreportedTTL ago and busier", got.URL)
+	if got := pick(t, p2, req); got != sent || homePicks.Get() != 1 {
+		t.Fatalf("went to %s (home picks %d), want %s as the blocks' home, sent them longer than UnreportedTTL ago", got.URL, homePicks.Get(), sent.URL)
 	}
 
 	// UnreportedTTL 0: only the engines' reports count.
@@ -234,11 +249,19 @@ func TestUnreportedTableIsBounded(t *testing.T) {
 	if out[0] != nil {
 		t.Fatal("a block sent before since still counts")
 	}
-	// A block its worker reported is forgotten.
+	// A block its worker reported no longer counts as sent, but stays its home.
 	u.record(hashes[4:5], 1, a, 9)
-	u.lookup(hashes[4:5], 0, out[:1])
+	depth, home := u.lookup(hashes[4:5], 0, out[:1])
 	if out[0] != nil {
 		t.Fatal("a reported block is still remembered as sent")
+	}
+	if depth != 1 || home != a {
+		t.Fatalf("home of a reported block: depth %d worker %v, want 1 and a", depth, home)
+	}
+	// The home is the deepest block remembered.
+	depth, home = u.lookup([]uint64{hashes[5], 12345, hashes[4], 999}, 0, make([]*worker.Worker, 4))
+	if depth != 3 || home != a {
+		t.Fatalf("home depth %d worker %v, want 3 (the deepest remembered block) and a", depth, home)
 	}
 }
 

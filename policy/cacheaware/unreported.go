@@ -12,10 +12,14 @@ import (
 // index would not know that the worker is about to hold the prefix, and the next requests
 // sharing it would be spread by load, each engine caching a part of every group.
 //
-// A block remembers one worker, the last one sent it, for at most Config.UnreportedTTL; an
-// entry is dropped once its worker's engine reports the block (the index knows it then, and
-// forgets it when the engine evicts it). The table is set-associative and bounded: a full set
-// replaces its stalest entry. Safe for concurrent use.
+// A block remembers one worker, the last one sent it; it counts as held there for at most
+// Config.UnreportedTTL, and no longer once that worker's engine reports the block (the index
+// knows it then, and forgets it when the engine evicts it). The entry itself stays as the
+// block's home: where a prompt none of whose blocks any engine holds goes back to, as the
+// approximate tree sends a prefix to the worker it last routed it to, so that a prefix an
+// engine evicted is computed again where its group lives instead of wherever load is lowest
+// (which scatters every group over the fleet and each engine's cache with it). The table is
+// set-associative and bounded: a full set replaces its stalest entry. Safe for concurrent use.
 type unreported struct {
 	mu      sync.Mutex
 	entries []unreportedEntry // unreportedSets × unreportedWays, allocated at the first record
@@ -25,6 +29,9 @@ type unreportedEntry struct {
 	hash uint64 // the block's prefix hash; 0 marks a free entry
 	w    *worker.Worker
 	at   int64 // the builder's coarse clock when w was sent the block
+	// reported: w's engine had reported the block when w was last sent it; the entry
+	// names the block's home only.
+	reported bool
 }
 
 const (
@@ -40,9 +47,11 @@ func (u *unreported) set(hash uint64) []unreportedEntry {
 	return u.entries[i : i+unreportedWays]
 }
 
-// lookup sets out[k] to the worker remembered for hashes[k] since the clock read since, nil
-// for none; out has len(hashes) entries.
-func (u *unreported) lookup(hashes []uint64, since int64, out []*worker.Worker) {
+// lookup sets out[k] to the worker sent hashes[k] since the clock read since and whose
+// engine had not reported it, nil for none (out has len(hashes) entries), and returns the
+// home of the prompt: the deepest block remembered, as its count of leading blocks, and the
+// worker last sent it (0 and nil when none is).
+func (u *unreported) lookup(hashes []uint64, since int64, out []*worker.Worker) (homeDepth int, home *worker.Worker) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for k, h := range hashes {
@@ -51,16 +60,20 @@ func (u *unreported) lookup(hashes []uint64, since int64, out []*worker.Worker) 
 			continue
 		}
 		for _, e := range u.set(h) {
-			if e.hash == h && e.at >= since {
-				out[k] = e.w
+			if e.hash == h {
+				homeDepth, home = k+1, e.w
+				if !e.reported && e.at >= since {
+					out[k] = e.w
+				}
 				break
 			}
 		}
 	}
+	return homeDepth, home
 }
 
-// record remembers w for the blocks of hashes from reported on (sent to w at now), and
-// forgets w for the blocks before it, which w's engine has reported.
+// record remembers that w was sent the blocks of hashes at now, the first reported of them
+// already reported by its engine.
 func (u *unreported) record(hashes []uint64, reported int, w *worker.Worker, now int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -72,14 +85,6 @@ func (u *unreported) record(hashes []uint64, reported int, w *worker.Worker, now
 			continue // the free mark; one block in 2^64 goes unremembered
 		}
 		set := u.set(h)
-		if k < reported {
-			for i := range set {
-				if set[i].hash == h && set[i].w == w {
-					set[i] = unreportedEntry{}
-				}
-			}
-			continue
-		}
 		victim := 0
 		for i := range set {
 			if set[i].hash == h {
@@ -90,6 +95,6 @@ func (u *unreported) record(hashes []uint64, reported int, w *worker.Worker, now
 				victim = i
 			}
 		}
-		set[victim] = unreportedEntry{hash: h, w: w, at: now}
+		set[victim] = unreportedEntry{hash: h, w: w, at: now, reported: k < reported}
 	}
 }
