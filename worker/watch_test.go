@@ -19,13 +19,23 @@ func TestInFlightIsTheFirstField(t *testing.T) {
 	}
 }
 
+// indexedWorkers returns n bare test workers with Indexes 0..n-1.
+func indexedWorkers(n int) []*Worker {
+	ws := make([]*Worker, n)
+	for i := range ws {
+		ws[i] = newTestWorker()
+		ws[i].Index = uint32(i)
+	}
+	return ws
+}
+
 // TestWatchMarksEveryChange: each writer of what a load-aware pick reads marks the watched
-// worker's place, once until taken; an unwatched worker marks nothing.
+// worker's Index, once until taken; an unwatched worker marks nothing.
 func TestWatchMarksEveryChange(t *testing.T) {
-	w, other := newTestWorker(), newTestWorker()
+	w, other, unwatched := newTestWorker(), newTestWorker(), newTestWorker()
+	w.Index, other.Index, unwatched.Index = 129, 3, 7
 	c := NewChanges(130)
-	w.Watch(c, 129)
-	other.Watch(c, 3)
+	c.Watch([]*Worker{w, other})
 	for name, change := range map[string]func(){
 		"InFlight.Add":    func() { w.InFlight.Add(1) },
 		"InFlight.Store":  func() { w.InFlight.Store(0) },
@@ -40,6 +50,7 @@ func TestWatchMarksEveryChange(t *testing.T) {
 	} {
 		change()
 		change()
+		unwatched.InFlight.Add(1)
 		if got := c.Take(nil); !slices.Equal(got, []int32{129}) {
 			t.Fatalf("%s twice: taken %v, want [129]", name, got)
 		}
@@ -51,26 +62,83 @@ func TestWatchMarksEveryChange(t *testing.T) {
 	if got := c.Take(nil); got != nil {
 		t.Fatalf("a write that changes nothing marked %v", got)
 	}
+	c.Unwatch([]*Worker{w})
+	w.InFlight.Add(1)
+	other.InFlight.Add(1)
+	if got := c.Take(nil); !slices.Equal(got, []int32{3}) {
+		t.Fatalf("after Unwatch of 129: taken %v, want [3]", got)
+	}
 }
 
 // TestWatchEndsWithItsSet: a worker holds its watchers weakly; the next Watch drops those
 // collected.
 func TestWatchEndsWithItsSet(t *testing.T) {
-	w := newTestWorker()
+	ws := indexedWorkers(1)
 	for range 3 {
-		w.Watch(NewChanges(1), 0)
+		NewChanges(1).Watch(ws)
 	}
 	runtime.GC()
 	kept := NewChanges(1)
-	w.Watch(kept, 0)
-	if n := len(*w.watchers.Load()); n != 1 {
+	kept.Watch(ws)
+	if n := len(ws[0].watchers.Load().sets); n != 1 {
 		t.Fatalf("%d watchers after the others' sets were collected, want 1", n)
 	}
-	w.InFlight.Add(1)
+	ws[0].InFlight.Add(1)
 	if got := kept.Take(nil); !slices.Equal(got, []int32{0}) {
 		t.Fatalf("taken %v, want [0]", got)
 	}
 	runtime.KeepAlive(kept)
+}
+
+// TestWatchSharesOneListPerGroup: the workers of a group share their list of watchers, so
+// that registering a group allocates per distinct list, not per worker; a second set over
+// part of the group splits it in two lists.
+func TestWatchSharesOneListPerGroup(t *testing.T) {
+	ws := indexedWorkers(1000)
+	a, b := NewChanges(1000), NewChanges(1000)
+	if allocs := testing.AllocsPerRun(1, func() { a.Unwatch(ws); a.Watch(ws) }); allocs > 8 {
+		t.Fatalf("watching 1,000 workers allocated %v times, want a few", allocs)
+	}
+	b.Watch(ws[:10])
+	lists := map[*watchList]int{}
+	for _, w := range ws {
+		lists[w.watchers.Load()]++
+	}
+	if len(lists) != 2 || lists[ws[0].watchers.Load()] != 10 || ws[0].Watchers() != 2 || ws[10].Watchers() != 1 {
+		t.Fatalf("lists %v (workers 0 and 10 have %d and %d watchers), want 10 workers on a and b and 990 on a",
+			lists, ws[0].Watchers(), ws[10].Watchers())
+	}
+	b.Unwatch(ws[:10])
+	if ws[0].watchers.Load() != ws[9].watchers.Load() || ws[0].Watchers() != 1 {
+		t.Fatalf("after b's Unwatch workers 0 and 9 do not share one list of one watcher (%d)", ws[0].Watchers())
+	}
+	a.Unwatch(ws)
+	if ws[0].watchers.Load() != nil || ws[0].Watchers() != 0 {
+		t.Fatalf("after every Unwatch worker 0 has %d watchers", ws[0].Watchers())
+	}
+	runtime.KeepAlive(b)
+}
+
+// TestRewatchMovesTheWatch: Rewatch leaves the set watching exactly the new group, a worker
+// that took a departed one's Index included.
+func TestRewatchMovesTheWatch(t *testing.T) {
+	ws := indexedWorkers(6)
+	c := NewChanges(64)
+	c.Watch(ws[:4])
+	reused := newTestWorker()
+	reused.Index = 1 // ws[1] left, and its Index went to a new worker
+	next := []*Worker{ws[0], reused, ws[2], ws[4], ws[5]}
+	c.Rewatch(ws[:4], next)
+	for _, w := range append(ws, reused) {
+		w.InFlight.Add(1)
+	}
+	if got := c.Take(nil); !slices.Equal(got, []int32{0, 1, 2, 4, 5}) {
+		t.Fatalf("taken %v, want [0 1 2 4 5]", got)
+	}
+	if ws[1].Watchers() != 0 || ws[3].Watchers() != 0 || reused.Watchers() != 1 || ws[4].Watchers() != 1 {
+		t.Fatalf("watchers: departed %d and %d, new %d and %d; want 0, 0, 1, 1",
+			ws[1].Watchers(), ws[3].Watchers(), reused.Watchers(), ws[4].Watchers())
+	}
 }
 
 // BenchmarkInFlightAddSub is what the request path pays for its in-flight increment and
@@ -90,10 +158,10 @@ func BenchmarkInFlightAddSub(b *testing.B) {
 			name = "watchers=1"
 		}
 		b.Run(name, func(b *testing.B) {
-			w := newTestWorker()
+			w := indexedWorkers(1)[0]
 			c := NewChanges(1)
 			if watched {
-				w.Watch(c, 0)
+				c.Watch([]*Worker{w})
 			}
 			var buf []int32
 			b.ReportAllocs()

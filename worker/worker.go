@@ -107,7 +107,7 @@ type cold struct {
 	// awaitingRequests counts the requests waiting for their first token (NoteAwaiting).
 	awaitingRequests atomic.Int64
 	// watchers are the Changes sets told of every change a load-aware pick reads (watch.go).
-	watchers atomic.Pointer[[]watcher]
+	watchers atomic.Pointer[watchList]
 	// Breaker is the worker's circuit breaker, read by policies through Routable and driven
 	// by the gateway: TryAcquire before a request, Record when it ends.
 	Breaker breaker.Breaker

@@ -36,6 +36,8 @@ type Builder struct {
 	cfg    Config
 	rnd    policy.Rand
 	scorer *score.Scorer
+	// orders are the whole-fleet orders of the pickers, one per snapshot.
+	orders score.Succession
 
 	text   *radix.TextTree
 	tokens *radix.TokenTree
@@ -154,7 +156,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 	}
 	p := &picker{b: b, workers: g.Workers, byIndex: byIndex, pos: pos, mean: policy.NewFleetMean(g.Workers), rate: b.scorer.NewFleetRate(g.Workers),
 		turns: score.NewTurns(len(g.Workers), b.rnd), events: newEventMode(b.cfg.Events, g)}
-	p.ranking = b.scorer.NewRanking(p.workers, p.turns, nil)
+	p.ranking = b.orders.Succeed(b.scorer.NewRanking(p.workers, p.turns, nil))
 	return p
 }
 

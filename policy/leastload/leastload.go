@@ -24,10 +24,12 @@ func DefaultConfig() Config { return Config{Config: score.DefaultConfig()} }
 // Validate reports a flag out of range.
 func (c Config) Validate() error { return c.Config.Validate() }
 
-// Builder builds least_load pickers. It keeps no state across snapshots.
+// Builder builds least_load pickers. What it keeps across snapshots is the workers' watch
+// (score.Succession).
 type Builder struct {
 	scorer *score.Scorer
 	rnd    policy.Rand
+	orders score.Succession
 }
 
 // New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand.
@@ -45,7 +47,7 @@ func (*Builder) Name() string { return Name }
 func (b *Builder) Build(g policy.Group) policy.Picker {
 	p := &picker{workers: g.Workers, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
 		turns: score.NewTurns(len(g.Workers), b.rnd), speeds: score.NewSpeedFlags(len(g.Workers))}
-	p.ranking = b.scorer.NewRanking(p.workers, p.turns, p.speeds)
+	p.ranking = b.orders.Succeed(b.scorer.NewRanking(p.workers, p.turns, p.speeds))
 	return p
 }
 

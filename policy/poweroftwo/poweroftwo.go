@@ -51,6 +51,7 @@ type Builder struct {
 	cfg    Config
 	scorer *score.Scorer
 	rnd    policy.Rand
+	orders score.Succession // least_requests' orders, one per snapshot
 }
 
 // New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand. The
@@ -71,7 +72,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 	p := &picker{workers: g.Workers, metric: b.cfg.LoadMetric, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
 		queue: newQueue(len(g.Workers), b.rnd), speeds: score.NewSpeedFlags(len(g.Workers))}
 	if p.metric == MetricLeastRequests {
-		p.fewest = b.scorer.NewFewestRanking(g.Workers)
+		p.fewest = b.orders.Succeed(b.scorer.NewFewestRanking(g.Workers))
 	}
 	return p
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/worker"
@@ -15,8 +16,8 @@ import (
 // and expected wait, the earliest turn and the fewest in-flight requests below them.
 //
 // The workers' writers (in-flight count, dispatch and awaiting counts, load report, state word)
-// and the group's Turns mark the places that changed (worker.Changes); a pick first re-weighs
-// those, then descends the tree. It re-weighs every worker when the group's Rate or its speed
+// mark the workers that changed (worker.Changes), the group's Turns the places it noted; a
+// pick first re-weighs those, then descends the tree. It re-weighs every worker when the group's Rate or its speed
 // verdicts move (every few times n picks at most, policy.FleetRate and SpeedFlags), and every
 // worker whose breaker gates it on every pick (worker.Worker.BreakerGated). Workers flagged slow
 // rank with a penalty that depends on the request (SlowPenalty): they stay beside the tree
@@ -26,13 +27,20 @@ import (
 // limit would at the same instant (ranking_test.go checks it on random load sequences),
 // drawing from rnd the same numbers. Picks are serialised by a mutex; the re-weighing of a
 // change costs its writer one atomic bit set (worker.Changes.Mark).
+//
+// A group's next Ranking (its next snapshot's) takes the watch over (TakeOver): the workers
+// stay registered once per group however many snapshots pass, and the Ranking replaced weighs
+// every worker on each of its picks, for the requests that still hold its route table.
 type Ranking struct {
 	s      *Scorer
 	ws     []*worker.Worker
 	turns  *Turns
 	speeds *SpeedFlags
 
+	// changes is marked by the workers' writers, by worker Index (nil when handed over to the
+	// next Ranking); noted by Turns.Note, by place.
 	changes *worker.Changes
+	noted   *worker.Changes
 
 	// fewest selects the fewest-in-flight order (NewFewestRanking, PickFewest): its tree is
 	// ftree, and tree is unused.
@@ -40,7 +48,9 @@ type Ranking struct {
 	ftree  []fewestNode
 
 	mu       sync.Mutex
-	watching bool // the workers mark changes: set by the first pick
+	watching bool // the workers mark changes: set by the first pick or TakeOver
+	built    bool // the tree has weighed every worker: set by the first pick
+	retired  bool // a successor took the watch over: every pick weighs every worker
 	rate     Rate
 	speedGen uint64
 	k        weigher
@@ -104,13 +114,53 @@ func join(l, r *node) node {
 
 // NewRanking returns the order of ws, whose Turns and SpeedFlags (nil: none) are turns and
 // speeds as LowestInTurnAt takes them; turns must not be shared with another Ranking. It
-// costs O(len(ws)/64) until its first pick, which watches the workers and weighs them all.
+// costs O(len(ws)/64) until its first pick, which watches the workers (unless TakeOver
+// handed it the watch) and weighs them all.
 func (s *Scorer) NewRanking(ws []*worker.Worker, turns *Turns, speeds *SpeedFlags) *Ranking {
 	if s.cfg.IgnoreSpeed || s.cfg.IgnoreSpeedFlags {
 		speeds = nil
 	}
-	r := &Ranking{s: s, ws: ws, turns: turns, speeds: speeds, changes: worker.NewChanges(len(ws))}
-	turns.changes = r.changes
+	r := &Ranking{s: s, ws: ws, turns: turns, speeds: speeds, noted: worker.NewChanges(len(ws))}
+	turns.changes = r.noted
+	return r
+}
+
+// TakeOver makes r, a new snapshot's order over its group, the successor of prev, the order
+// the group kept before (nil: none): r takes prev's watch of the workers, registering and
+// unregistering only the workers that joined or left the group, and prev, retired, weighs
+// every worker on each of its later picks (a request still holding the previous route table
+// picks as the scan would, at its cost). Control plane: O(len(ws)) reads, O(1) allocations
+// plus the workers that changed. Call it before r's first pick.
+func (r *Ranking) TakeOver(prev *Ranking) {
+	if prev == nil || prev == r {
+		return
+	}
+	prev.mu.Lock()
+	defer prev.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev.retired = true
+	if !prev.watching {
+		return
+	}
+	prev.watching = false
+	if r.watching || !prev.changes.Covers(worker.Bound(r.ws)) {
+		prev.changes.Unwatch(prev.ws)
+		return
+	}
+	prev.changes.Rewatch(prev.ws, r.ws)
+	r.changes, prev.changes = prev.changes, nil
+	r.watching = true
+}
+
+// Succession is the line of Rankings a Builder keeps over its group, one per snapshot: each
+// takes the watch over from the one before (TakeOver). The zero value is ready; safe for
+// concurrent use.
+type Succession struct{ last atomic.Pointer[Ranking] }
+
+// Succeed makes r the group's current order, the successor of the previous one, and returns r.
+func (s *Succession) Succeed(r *Ranking) *Ranking {
+	r.TakeOver(s.last.Swap(r))
 	return r
 }
 
@@ -142,11 +192,14 @@ func (r *Ranking) restore() {
 
 // refresh brings the tree up to date with the workers, for rate.
 func (r *Ranking) refresh(rate Rate) {
-	if !r.watching {
+	if r.leaves == nil {
+		r.allocate()
+	}
+	if !r.watching && !r.retired {
 		r.watch()
 	}
-	if gen := r.speeds.Generation(); !r.watching || rate != r.rate || gen != r.speedGen {
-		r.watching, r.rate, r.speedGen, r.k = true, rate, gen, r.s.weigherAt(rate)
+	if gen := r.speeds.Generation(); !r.built || r.retired || rate != r.rate || gen != r.speedGen {
+		r.built, r.rate, r.speedGen, r.k = true, rate, gen, r.s.weigherAt(rate)
 		r.rebuild()
 		return
 	}
@@ -159,14 +212,20 @@ func (r *Ranking) refresh(rate Rate) {
 	for _, p := range prev {
 		r.update(int(p))
 	}
-	r.taken = r.changes.Take(r.taken[:0])
+	r.taken = r.noted.Take(r.taken[:0])
 	for _, p := range r.taken {
 		r.update(int(p))
 	}
+	r.taken = r.changes.Take(r.taken[:0])
+	for _, i := range r.taken {
+		if int(i) < len(r.place) && r.place[i] >= 0 {
+			r.update(int(r.place[i]))
+		}
+	}
 }
 
-// watch allocates the tree and has the workers mark their changes.
-func (r *Ranking) watch() {
+// allocate allocates the tree and indexes the places by worker Index.
+func (r *Ranking) allocate() {
 	n := len(r.ws)
 	r.size = 1
 	for r.size < n {
@@ -179,23 +238,31 @@ func (r *Ranking) watch() {
 	}
 	r.leaves = make([]leaf, n)
 	r.isGated = make([]bool, n)
-	bound := uint32(0)
-	for _, w := range r.ws {
-		bound = max(bound, w.Index+1)
-	}
-	r.place = make([]int32, bound)
+	r.place = make([]int32, worker.Bound(r.ws))
 	for i := range r.place {
 		r.place[i] = -1
 	}
 	for i, w := range r.ws {
 		r.place[w.Index] = int32(i)
-		w.Watch(r.changes, i)
 	}
+}
+
+// watch has the workers mark their changes in a new set, with room for a successor's
+// workers that take new Indexes (TakeOver).
+func (r *Ranking) watch() {
+	bound := len(r.place)
+	r.changes = worker.NewChanges(bound + bound/8 + 64)
+	r.changes.Watch(r.ws)
+	r.watching = true
 }
 
 // rebuild weighs every worker and builds the tree bottom-up.
 func (r *Ranking) rebuild() {
-	r.changes.Take(r.taken[:0]) // what changed before now is weighed below
+	// What changed before now is weighed below.
+	r.noted.Take(r.taken[:0])
+	if r.changes != nil {
+		r.changes.Take(r.taken[:0])
+	}
 	r.gated = r.gated[:0]
 	clear(r.isGated)
 	r.slow = r.slow[:0]
@@ -481,7 +548,7 @@ func (r *Ranking) setFewest(p int, leaf fewestNode) {
 // NewFewestRanking returns the order of ws by in-flight count and then expected wait, which
 // PickFewest reads: power_of_two's least_requests metric.
 func (s *Scorer) NewFewestRanking(ws []*worker.Worker) *Ranking {
-	return &Ranking{s: s, ws: ws, fewest: true, changes: worker.NewChanges(len(ws))}
+	return &Ranking{s: s, ws: ws, fewest: true, noted: worker.NewChanges(len(ws))}
 }
 
 // PickFewest returns the usable worker with the fewest requests in flight, as a scan keeping
