@@ -291,8 +291,8 @@ func TestGRPCPromptLongerThanTheEngineTakesIsRefusedAtTheGateway(t *testing.T) {
 // TestGRPCCacheAwareRoutesOnTheEnginesKVEvents: cache_aware over gRPC engines that publish
 // KV-cache events follows each engine's SubscribeKvEvents stream and routes on what the
 // engines report. Same-prefix requests stay on one engine, decided in event mode; once that
-// engine flushes its cache (AllBlocksCleared), the next request with the prefix is a miss,
-// where the gateway's own approximate tree would still call it a match.
+// engine flushes its cache (AllBlocksCleared), the next request with the prefix is foretold
+// no hit (the approximate tree would still call it one) and goes back to its home engine.
 func TestGRPCCacheAwareRoutesOnTheEnginesKVEvents(t *testing.T) {
 	urls := startGRPCMocks(t, 3, "sglang", "--mode", "engine", "--kv-events-port", "0", "--block-size", "16")
 	g := StartGateway(t, append([]string{"--model-path", qwen3Dir(t), "--policy", "cache_aware", "--worker-urls"}, urls...)...)
@@ -337,10 +337,14 @@ func TestGRPCCacheAwareRoutesOnTheEnginesKVEvents(t *testing.T) {
 	testutil.Eventually(t, "the flushed engine's blocks leaving the index", func() bool {
 		return metric(`smg_kv_events_cleared_total{worker="`+first+`"}`) > 0 || metric(`smg_kv_index_blocks{model="qwen3"}`) == 0
 	})
-	matches, misses := metric(`smg_cache_aware_policy_branch_total{branch="tree_match"}`), metric(`smg_cache_aware_policy_branch_total{branch="expected_wait_fallback"}`)
-	ask(6)
-	if m, x := metric(`smg_cache_aware_policy_branch_total{branch="tree_match"}`), metric(`smg_cache_aware_policy_branch_total{branch="expected_wait_fallback"}`); m != matches || x != misses+1 {
-		t.Fatalf("after the flush: matches %v -> %v, misses %v -> %v; want one more miss (no engine holds the prefix)", matches, m, misses, x)
+	// No engine holds the prefix now: the request goes back to its home, the engine it was
+	// last sent to, foretold no cached token.
+	homes, predicted1 := metric(`smg_cache_aware_event_mode_home_picks_total`), metric(`smg_cache_aware_event_mode_predicted_cached_tokens_total`)
+	if w := ask(6); w != first {
+		t.Fatalf("after the flush the prefix went to %s, not back home to %s", w, first)
+	}
+	if h, p := metric(`smg_cache_aware_event_mode_home_picks_total`), metric(`smg_cache_aware_event_mode_predicted_cached_tokens_total`); h != homes+1 || p != predicted1 {
+		t.Fatalf("after the flush: home picks %v -> %v, predicted cached tokens %v -> %v; want one more home pick foretelling nothing cached", homes, h, predicted1, p)
 	}
 }
 
