@@ -53,14 +53,17 @@ type Config struct {
 	// positive, and DefaultConfig sets the Default* constants of the same name.
 
 	// Round is the protocol period: one round of probes and sync, at most two overlapping
-	// when one waits on a dead peer.
+	// when one waits on a dead peer. It is also a probe's deadline (memberlist's probe
+	// interval): a peer that neither the direct ping nor a helper reached within it failed
+	// the probe.
 	Round time.Duration
 	// ConnectTimeout bounds one connection attempt to a peer.
 	ConnectTimeout time.Duration
-	// RequestTimeout bounds one call to a peer (a probe, a sync exchange).
+	// RequestTimeout bounds one call to a peer that is not a probe: a sync exchange, a status
+	// broadcast, a bootstrap contact.
 	RequestTimeout time.Duration
 	// ProbeTimeout: a direct probe unanswered within it is also tried through IndirectProbes
-	// helpers, while it may still answer.
+	// helpers, while it may still answer; a helper's own ping is bounded by it. Under Round.
 	ProbeTimeout time.Duration
 	// BackoffBase is the first wait before redialling a peer; it doubles up to BackoffMax.
 	BackoffBase time.Duration
@@ -207,6 +210,9 @@ func (c *Config) validateProtocol() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("mesh setting %s is %v: give a positive duration (start from mesh.DefaultConfig)", d.name, d.v))
 		}
+	}
+	if c.Round > 0 && c.ProbeTimeout >= c.Round {
+		errs = append(errs, fmt.Errorf("mesh setting ProbeTimeout %v is not under Round %v: a probe ends at Round, so its helpers must be asked before it", c.ProbeTimeout, c.Round))
 	}
 	if c.BackoffMax < c.BackoffBase {
 		errs = append(errs, fmt.Errorf("mesh setting BackoffMax %v is under BackoffBase %v: give BackoffMax >= BackoffBase", c.BackoffMax, c.BackoffBase))

@@ -89,4 +89,9 @@ func TestZeroSettingsAreRefused(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "BackoffMax") {
 		t.Errorf("BackoffMax under BackoffBase: %v", err)
 	}
+	cfg = DefaultConfig()
+	cfg.ProbeTimeout = cfg.Round
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "ProbeTimeout") {
+		t.Errorf("ProbeTimeout not under Round: %v", err)
+	}
 }

@@ -12,10 +12,13 @@
 // otherwise the next of a shuffled round-robin over ALIVE and SUSPECTED peers (memberlist's
 // order: every peer is probed within N-1 rounds, which random choice does not bound). A
 // direct probe that fails, or is unanswered within ProbeTimeout (500 ms), is tried through up
-// to 3 ALIVE peers at once (PingReq). When no probe reaches the target it goes ALIVE →
-// SUSPECTED → DOWN, and the change is broadcast. So a killed router is DOWN everywhere about
-// a round after its streams break, where the round-robin alone leaves a dead router unprobed
-// for a round with probability about 1/e.
+// to 3 ALIVE peers at once (PingReq). The probe fails when nothing reached the target within
+// the round (memberlist's probe interval), not the spec's 10 s request timeout, which still
+// bounds the sync exchanges: a frozen router, whose connections stay open, is found as fast
+// as one that refuses them. When no probe reaches the target it goes ALIVE → SUSPECTED →
+// DOWN, and the change is broadcast. So a killed router is DOWN everywhere about a round
+// after its streams break, where the round-robin alone leaves a dead router unprobed for a
+// round with probability about 1/e.
 // Beyond the spec's product:
 //
 //   - Every member carries an incarnation number that only it raises. A router that hears

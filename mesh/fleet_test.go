@@ -99,29 +99,6 @@ func newFleet(tb testing.TB, n int) *fleet {
 	return f
 }
 
-// statusMarks sums, over the routers in idx, their moves of any member to s.
-func (f *fleet) statusMarks(idx []int, s wire.Status) uint64 {
-	var sum uint64
-	for _, i := range idx {
-		sum += counter(f.sets[i], `smg_mesh_member_status_changes_total{to="`+s.String()+`"}`)
-	}
-	return sum
-}
-
-// streamsComplete reports whether every pair of routers in idx has its sync stream.
-func (f *fleet) streamsComplete(idx []int) bool {
-	for _, i := range idx {
-		n := f.node(i)
-		n.mu.Lock()
-		open := len(n.streams)
-		n.mu.Unlock()
-		if open < len(idx)-1 {
-			return false
-		}
-	}
-	return true
-}
-
 // bytesPerRound runs rounds rounds and returns the bytes sent per round per router in idx:
 // the mean and the busiest router's.
 func (f *fleet) bytesPerRound(idx []int, rounds int) (mean, busiest float64) {
@@ -146,9 +123,9 @@ func (f *fleet) bytesPerRound(idx []int, rounds int) (mean, busiest float64) {
 func (f *fleet) atLoss(rounds int, seed uint64) (downs, suspicions uint64, bytes float64) {
 	all := seq(len(f.addrs))
 	f.net.setLoss(fleetLoss, seed)
-	downBefore, suspectBefore := f.statusMarks(all, wire.StatusDown), f.statusMarks(all, wire.StatusSuspected)
+	downBefore, suspectBefore := statusMarks(f.sets, all, wire.StatusDown), statusMarks(f.sets, all, wire.StatusSuspected)
 	bytes, _ = f.bytesPerRound(all, rounds)
-	return f.statusMarks(all, wire.StatusDown) - downBefore, f.statusMarks(all, wire.StatusSuspected) - suspectBefore, bytes
+	return statusMarks(f.sets, all, wire.StatusDown) - downBefore, statusMarks(f.sets, all, wire.StatusSuspected) - suspectBefore, bytes
 }
 
 // killAndDetect kills router victim, returns the rounds until every other router has it
@@ -197,7 +174,7 @@ func runFleet(tb testing.TB, n, lossRounds, kills int) fleetFigures {
 	key := "worker:" + writer.Name() + ":http://10.9.0.1:8000"
 	writer.SetLocal(key, []byte(`{"url":"http://10.9.0.1:8000"}`))
 	fig.coldWorkerSync = f.roundsUntil(tb, limit, "cold worker key everywhere", func() bool { return f.keyEverywhere(all, key, false) })
-	fig.warmup = f.roundsUntil(tb, 4*n, "a sync stream for every pair", func() bool { return f.streamsComplete(all) })
+	fig.warmup = f.roundsUntil(tb, 4*n, "a sync stream for every pair", func() bool { return streamsComplete(f.cluster, all) })
 
 	key = "worker:" + writer.Name() + ":http://10.9.0.2:8000"
 	writer.SetLocal(key, []byte(`{"url":"http://10.9.0.2:8000"}`))
@@ -317,7 +294,7 @@ func BenchmarkFleet50FalseDeaths(b *testing.B) {
 			f := newFleet(b, 50)
 			all := seq(50)
 			f.roundsUntil(b, 150, "membership", func() bool { return f.allAlive(all) })
-			f.roundsUntil(b, 200, "a sync stream for every pair", func() bool { return f.streamsComplete(all) })
+			f.roundsUntil(b, 200, "a sync stream for every pair", func() bool { return streamsComplete(f.cluster, all) })
 			deaths, suspicions, _ := f.atLoss(600, seed)
 			b.Logf("loss seed %d: %d false deaths, %d suspicion marks in 600 rounds at %.0f%% loss", seed, deaths, suspicions, 100*fleetLoss)
 			if deaths != 0 {

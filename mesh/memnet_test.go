@@ -27,7 +27,12 @@ type memNet struct {
 
 	nodes map[string]*Node // by address
 	dead  map[string]bool  // process stopped
-	cut   map[[2]string]bool
+	// frozen: process frozen (freeze); also in dead, since it delivers nothing.
+	frozen map[string]bool
+	// firstProbe is when a frozen node was first probed (a ping naming it, direct or a
+	// helper's), by address.
+	firstProbe map[string]time.Time
+	cut        map[[2]string]bool
 	// lossy, when set, drops the direct Ping from one address to another.
 	lossy func(from, to string) bool
 	// loss is the fraction of datagrams dropped at random (setLoss): each leg of a Ping or
@@ -57,7 +62,7 @@ type delivery struct {
 var errUnreachable = errors.New("unreachable")
 
 func newMemNet(t testing.TB) *memNet {
-	return &memNet{t: t, clock: clock.NewFake(), nodes: map[string]*Node{}, dead: map[string]bool{}, cut: map[[2]string]bool{},
+	return &memNet{t: t, clock: clock.NewFake(), nodes: map[string]*Node{}, dead: map[string]bool{}, frozen: map[string]bool{}, firstProbe: map[string]time.Time{}, cut: map[[2]string]bool{},
 		trees: map[string]Trees{}, sent: map[string]int64{}}
 }
 
@@ -89,6 +94,7 @@ func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
 	if m.tune != nil {
 		m.tune(&cfg, &deps)
 	}
+	deps.Transport.(*memTransport).clock = deps.Clock
 	n, err := NewNode(cfg, deps)
 	if err != nil {
 		m.t.Fatal(err)
@@ -96,6 +102,7 @@ func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
 	m.mu.Lock()
 	m.nodes[addr] = n
 	delete(m.dead, addr)
+	delete(m.frozen, addr)
 	m.mu.Unlock()
 	return n
 }
@@ -117,6 +124,33 @@ func (m *memNet) vanish(addr string) {
 	m.dead[addr] = true
 	delete(m.nodes, addr)
 	m.mu.Unlock()
+}
+
+// freeze stops the node at addr as SIGSTOP does: its connections stay open, so a call to it
+// waits until its context ends rather than failing, and what its peers send on their
+// streams to it is lost. The caller stops its rounds.
+func (m *memNet) freeze(addr string) {
+	m.mu.Lock()
+	m.dead[addr], m.frozen[addr] = true, true
+	delete(m.firstProbe, addr)
+	delete(m.nodes, addr)
+	m.mu.Unlock()
+}
+
+// hangIfFrozen waits until ctx ends and returns its error when addr is frozen, else nil. A
+// probe, a call naming the frozen node as its target, is timed on clk.
+func (m *memNet) hangIfFrozen(ctx context.Context, addr string, probe bool, clk clock.Clock) error {
+	m.mu.Lock()
+	frozen := m.frozen[addr]
+	if _, seen := m.firstProbe[addr]; frozen && probe && !seen {
+		m.firstProbe[addr] = clk.Now()
+	}
+	m.mu.Unlock()
+	if !frozen {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func pair(a, b string) [2]string {
@@ -231,7 +265,10 @@ func (m *memNet) flush() {
 			d.to.h.StreamClosed(d.to)
 			continue
 		}
-		if d.to.closed || !m.reachable(d.to.remote, d.to.local) {
+		m.mu.Lock()
+		closed := d.to.closed
+		m.mu.Unlock()
+		if closed || !m.reachable(d.to.remote, d.to.local) {
 			continue // the stream ended, or its receiving end vanished
 		}
 		var msg wire.Sync
@@ -243,8 +280,9 @@ func (m *memNet) flush() {
 }
 
 type memTransport struct {
-	net  *memNet
-	addr string
+	net   *memNet
+	addr  string
+	clock clock.Clock // the node's
 }
 
 // carry sends msg from the router at from through the wire encoding, as the gRPC transport
@@ -265,6 +303,9 @@ func carry[T any](m *memNet, from string, msg *T) *T {
 }
 
 func (t *memTransport) Ping(ctx context.Context, addr string, msg *wire.Ping) (*wire.Ack, error) {
+	if err := t.net.hangIfFrozen(ctx, addr, msg.Target != "", t.clock); err != nil {
+		return nil, err
+	}
 	if !t.net.reachable(t.addr, addr) || (t.net.lossy != nil && t.net.lossy(t.addr, addr)) {
 		return nil, errUnreachable
 	}
@@ -280,6 +321,9 @@ func (t *memTransport) Ping(ctx context.Context, addr string, msg *wire.Ping) (*
 }
 
 func (t *memTransport) PingReq(ctx context.Context, addr string, msg *wire.PingReq) (*wire.Ack, error) {
+	if err := t.net.hangIfFrozen(ctx, addr, false, t.clock); err != nil {
+		return nil, err
+	}
 	if !t.net.reachable(t.addr, addr) {
 		return nil, errUnreachable
 	}

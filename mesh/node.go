@@ -315,37 +315,45 @@ func (n *Node) call(ctx context.Context, f func(context.Context) (*wire.Ack, err
 }
 
 // probe pings name directly, then indirectly through up to IndirectProbes ALIVE peers, and
-// applies the outcome.
+// applies the outcome. The probe fails when nothing reached the target within Round, the
+// protocol period (memberlist's probe interval), whatever RequestTimeout is: a frozen router
+// (its connections open, nothing answering) is then suspected one round after it froze,
+// where waiting out RequestTimeout would take ten.
 func (n *Node) probe(ctx context.Context, name string) {
 	n.mu.Lock()
 	p := n.peers[name]
 	target := p.Member
 	n.mu.Unlock()
 
+	// The calls carry the probe's deadline (gRPC sends it to the peer, so a helper gives up
+	// with us); the probe itself ends on the node's clock, and cancels the calls still pending.
+	pctx, cancel := context.WithTimeout(ctx, n.cfg.Round)
+	defer cancel()
+	deadline := n.deps.Clock.NewTimer(n.cfg.Round)
+	defer deadline.Stop()
+	timer := n.deps.Clock.NewTimer(n.cfg.ProbeTimeout)
+
 	direct := make(chan *wire.Ack, 1) // the answer, or nil when the ping failed
 	n.deps.Spawn(func() {
-		ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-			return n.deps.Transport.Ping(ctx, target.Addr, n.pingMsg(name))
-		})
+		ack, err := n.deps.Transport.Ping(pctx, target.Addr, n.pingMsg(name))
 		if err != nil || !ack.OK {
 			ack = nil
 		}
 		direct <- ack
 	})
 	var ok bool
-	timer := n.deps.Clock.NewTimer(n.cfg.ProbeTimeout)
 	select {
 	case ack := <-direct:
 		timer.Stop()
 		if ok = ack != nil; ok {
 			n.merge(ack.Members)
 		} else {
-			ok = n.probeIndirect(ctx, target, nil)
+			ok = n.probeIndirect(pctx, target, nil, deadline.C())
 		}
 	case <-timer.C():
 		// Unanswered within ProbeTimeout (memberlist's order): the helpers are asked while the
-		// direct ping may still answer, so a target that hangs costs one RequestTimeout, not two.
-		ok = n.probeIndirect(ctx, target, direct)
+		// direct ping may still answer, until the probe's deadline.
+		ok = n.probeIndirect(pctx, target, direct, deadline.C())
 	}
 
 	n.mu.Lock()
@@ -377,7 +385,10 @@ func (n *Node) probe(ctx context.Context, name string) {
 	}
 }
 
-func (n *Node) probeIndirect(ctx context.Context, target wire.Member, direct <-chan *wire.Ack) bool {
+// probeIndirect asks up to IndirectProbes ALIVE peers at once to ping target, and waits for
+// the first that reached it, or for the direct ping when it is still pending, until all
+// failed or deadline fires.
+func (n *Node) probeIndirect(ctx context.Context, target wire.Member, direct <-chan *wire.Ack, deadline <-chan time.Time) bool {
 	n.mu.Lock()
 	var helpers []wire.Member
 	for _, p := range n.peers {
@@ -394,7 +405,7 @@ func (n *Node) probeIndirect(ctx context.Context, target wire.Member, direct <-c
 	n.mu.Unlock()
 	// The helpers are asked at once, not one after another: a target that hangs rather than
 	// refuses (a frozen process, a host gone without resetting its connections) holds each
-	// request for the whole RequestTimeout, so in turn they would take 3 timeouts.
+	// request until the deadline, so in turn they would not fit in it.
 	waiting := len(helpers)
 	reached := make(chan bool, waiting+1) // buffered: the calls not waited for never block
 	if direct != nil {
@@ -410,9 +421,7 @@ func (n *Node) probeIndirect(ctx context.Context, target wire.Member, direct <-c
 	}
 	for _, h := range helpers {
 		n.deps.Spawn(func() {
-			ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-				return n.deps.Transport.PingReq(ctx, h.Addr, &wire.PingReq{From: n.name, Target: target, Members: table})
-			})
+			ack, err := n.deps.Transport.PingReq(ctx, h.Addr, &wire.PingReq{From: n.name, Target: target, Members: table})
 			if err == nil {
 				n.merge(ack.Members)
 			}
@@ -420,8 +429,13 @@ func (n *Node) probeIndirect(ctx context.Context, target wire.Member, direct <-c
 		})
 	}
 	for range waiting {
-		if <-reached {
-			return true
+		select {
+		case ok := <-reached:
+			if ok {
+				return true
+			}
+		case <-deadline:
+			return false
 		}
 	}
 	return false
@@ -509,9 +523,11 @@ func (n *Node) HandlePing(ctx context.Context, m *wire.Ping) *wire.Ack {
 // HandlePingReq probes m.Target on the sender's behalf.
 func (n *Node) HandlePingReq(ctx context.Context, m *wire.PingReq) *wire.Ack {
 	n.mergeInbound(ctx, m.Members)
-	ack, err := n.call(ctx, func(ctx context.Context) (*wire.Ack, error) {
-		return n.deps.Transport.Ping(ctx, m.Target.Addr, n.pingMsg(m.Target.Name))
-	})
+	// Bounded by the asker's deadline (it arrives with the call) and by ProbeTimeout, as
+	// memberlist's helper is: a helper's answer past the asker's round is of no use.
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ProbeTimeout)
+	defer cancel()
+	ack, err := n.deps.Transport.Ping(ctx, m.Target.Addr, n.pingMsg(m.Target.Name))
 	ok := err == nil && ack.OK
 	if ok {
 		n.merge(ack.Members)
