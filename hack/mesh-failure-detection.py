@@ -2,8 +2,9 @@
 """Failure detection with real processes (docs/mesh.md, Fleet scale): 5 `smg launch
 --enable-mesh` routers on 127.0.0.11-15 (ports 18000, 19000 and 39527 on each), bootstrapped
 from the first. Once every pair has its stream, SIGKILL one router (three times, restarting it
-between), then SIGSTOP one; poll the others' /mesh/status every 10 ms and print when the
-victim was SUSPECTED and DOWN on all of them.
+between), then SIGSTOP one (three times: a frozen router keeps its connections open and
+answers nothing); poll the others' /mesh/status every 10 ms and print when the victim was
+SUSPECTED and DOWN on all of them.
 
 Usage: make build && python3 hack/mesh-failure-detection.py [path/to/smg]   (default bin/smg)
 Logs: $TMPDIR/mesh-failure-detection/r<i>.log."""
@@ -83,7 +84,8 @@ try:
         time.sleep(0.3)
     for victim in (4, 2, 3):
         trial(victim, signal.SIGKILL)
-    trial(4, signal.SIGSTOP)
+    for victim in (4, 2, 3):
+        trial(victim, signal.SIGSTOP)
 finally:
     for p in procs.values():
         p.kill()

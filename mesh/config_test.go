@@ -95,3 +95,12 @@ func TestZeroSettingsAreRefused(t *testing.T) {
 		t.Errorf("ProbeTimeout not under Round: %v", err)
 	}
 }
+
+// TestDefaultDepsSeedsEachRouterApart: DefaultDeps gives each router its own random seed,
+// where a zero RandSeed is a seed like any other.
+func TestDefaultDepsSeedsEachRouterApart(t *testing.T) {
+	a, b := DefaultDeps().RandSeed, DefaultDeps().RandSeed
+	if a == b {
+		t.Fatalf("two routers' DefaultDeps share the seed %d", a)
+	}
+}

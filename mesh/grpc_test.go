@@ -76,7 +76,9 @@ func startRouter(t *testing.T, name, ip string, port int, tlsFiles []string, pee
 		cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = tlsFiles[0], tlsFiles[1], tlsFiles[2]
 	}
 	fastRounds(&cfg)
-	m, err := Start(context.Background(), cfg, Deps{Registry: reg, Metrics: r.set, Logger: testutil.Quiet, Listener: l})
+	deps := DefaultDeps()
+	deps.Registry, deps.Metrics, deps.Logger, deps.Listener = reg, r.set, testutil.Quiet, l
+	m, err := Start(context.Background(), cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@ package mesh
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -18,7 +20,8 @@ import (
 )
 
 // Deps are the collaborators of a Mesh or a Node: what they need from the rest of the router,
-// and the seams tests use. Every field is optional, except Transport for NewNode.
+// and the seams tests use. Start from DefaultDeps. The nil fields default as each says;
+// Transport is required by NewNode.
 type Deps struct {
 	// Transport carries a Node's messages. Start ignores it and uses its gRPC transport;
 	// NewNode needs it (tests pass an in-memory one).
@@ -33,7 +36,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Clock drives the rounds, timeouts and rate limits. Nil: clock.Real.
 	Clock clock.Clock
-	// RandSeed seeds the probe order and peer choices. 0: a seed from the clock.
+	// RandSeed seeds the probe order and peer choices. Every value, 0 included, is used as
+	// given, so a test can replay a run; the routers of one mesh should not share a seed
+	// (they would shuffle alike): DefaultDeps sets a random one.
 	RandSeed uint64
 	// Spawn runs fire-and-forget work such as status broadcasts. Nil: a goroutine each.
 	// Tests run it inline, so that a run is deterministic.
@@ -43,12 +48,19 @@ type Deps struct {
 	Listener net.Listener
 }
 
+// DefaultDeps returns the production collaborators' defaults: a random RandSeed, the other
+// fields nil (see each). The caller sets Registry, Trees, Metrics and Logger.
+func DefaultDeps() Deps {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return Deps{RandSeed: binary.LittleEndian.Uint64(b[:])}
+}
+
 // fillDefaults supplies the collaborators left nil.
 func (d *Deps) fillDefaults() {
 	d.Metrics = cmp.Or(d.Metrics, metrics.NewSet())
 	d.Logger = cmp.Or(d.Logger, slog.Default())
 	d.Clock = cmp.Or[clock.Clock](d.Clock, clock.Real{})
-	d.RandSeed = cmp.Or(d.RandSeed, uint64(d.Clock.Now().UnixNano()))
 	if d.Spawn == nil {
 		d.Spawn = func(f func()) { go f() }
 	}

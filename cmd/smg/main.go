@@ -470,11 +470,11 @@ func (g *gateway) newServer() error {
 
 // startMesh joins the mesh (--enable-mesh).
 func (g *gateway) startMesh(ctx context.Context) error {
-	m, err := mesh.Start(ctx, g.o.mesh, mesh.Deps{
-		Registry: g.reg,
-		Trees:    &mesh.RadixTrees{Lookup: cacheAwareTrees(g.router), Snapshot: g.reg.Current},
-		Metrics:  g.set, Logger: g.log,
-	})
+	deps := mesh.DefaultDeps()
+	deps.Registry = g.reg
+	deps.Trees = &mesh.RadixTrees{Lookup: cacheAwareTrees(g.router), Snapshot: g.reg.Current}
+	deps.Metrics, deps.Logger = g.set, g.log
+	m, err := mesh.Start(ctx, g.o.mesh, deps)
 	if err != nil {
 		return fmt.Errorf("cannot start the mesh (--enable-mesh): %w", err)
 	}
