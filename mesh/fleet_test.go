@@ -29,6 +29,12 @@ type fleetFigures struct {
 	// coldWorkerSync: a worker key written by the router whose name sorts last, right after
 	// membership converged, until every router holds it.
 	coldWorkerSync int
+	// coldTree: a routing decision published at the same time, by the router in the middle
+	// of the names, which goes on routing one new prompt a round: the rounds until the first
+	// decision is in every other router's tree (0: not within the limit), and how many
+	// other routers held it after the first round. Deltas go only to the peers the publisher
+	// has a stream with; the others learn it by a repair, which a later unknown delta starts.
+	coldTree, coldTreeFirstRound int
 	// warmup: from then until every pair of routers has its sync stream.
 	warmup int
 	// workerSync, workerRemoval: a worker key written (then deleted) by that router on the
@@ -147,6 +153,50 @@ func (f *fleet) killAndDetect(tb testing.TB, victim, limit int, silently bool) i
 	return r
 }
 
+// coldSync measures, on the mesh whose membership just converged, the rounds until the
+// worker key is on every router (failing past limit) and the cold tree figures
+// (fleetFigures.coldTree): publisher routes a prompt now and a new one every round after.
+func (f *fleet) coldSync(tb testing.TB, limit int, key string, publisher int) (workerRounds, treeRounds, firstRoundHolders int) {
+	tb.Helper()
+	all := seq(len(f.addrs))
+	others := without(all, publisher)
+	first := "cold prompt: " + strings.Repeat("context ", 40)
+	holders := func() int {
+		k := 0
+		for _, i := range others {
+			if f.trees[i].has(first) {
+				k++
+			}
+		}
+		return k
+	}
+	// A routing decision: the publisher's own tree holds it (as cache_aware's pick inserts
+	// it), and the mesh tells the peers.
+	route := func(prompt string) {
+		f.trees[publisher].Apply("m", wire.TreeText, []byte(prompt), workerURLs[0])
+		f.node(publisher).PublishTree("m", wire.TreeText, []byte(prompt), workerURLs[0])
+	}
+	route(first)
+	for r := 1; r <= 4*len(all) && (workerRounds == 0 || treeRounds == 0); r++ {
+		f.net.round()
+		h := holders()
+		if r == 1 {
+			firstRoundHolders = h
+		}
+		if workerRounds == 0 && f.keyEverywhere(all, key, false) {
+			workerRounds = r
+		}
+		if treeRounds == 0 && h == len(others) {
+			treeRounds = r
+		}
+		route(fmt.Sprintf("cold traffic %d: %s", r, first))
+	}
+	if workerRounds == 0 || workerRounds > limit {
+		tb.Fatalf("cold worker key everywhere: not reached within %d rounds", limit)
+	}
+	return workerRounds, treeRounds, firstRoundHolders
+}
+
 // without returns idx without the elements of drop.
 func without(idx []int, drop ...int) []int {
 	var out []int
@@ -173,7 +223,7 @@ func runFleet(tb testing.TB, n, lossRounds, kills int) fleetFigures {
 	writer := f.node(n - 1)
 	key := "worker:" + writer.Name() + ":http://10.9.0.1:8000"
 	writer.SetLocal(key, []byte(`{"url":"http://10.9.0.1:8000"}`))
-	fig.coldWorkerSync = f.roundsUntil(tb, limit, "cold worker key everywhere", func() bool { return f.keyEverywhere(all, key, false) })
+	fig.coldWorkerSync, fig.coldTree, fig.coldTreeFirstRound = f.coldSync(tb, limit, key, n/2)
 	fig.warmup = f.roundsUntil(tb, 4*n, "a sync stream for every pair", func() bool { return streamsComplete(f.cluster, all) })
 
 	key = "worker:" + writer.Name() + ":http://10.9.0.2:8000"
@@ -214,10 +264,12 @@ func runFleet(tb testing.TB, n, lossRounds, kills int) fleetFigures {
 }
 
 func (fig fleetFigures) String() string {
-	return fmt.Sprintf("N=%d: membership %d rounds; worker key cold %d, warm %d (removal %d); warm-up to a stream per pair %d; tree delta %d; "+
+	return fmt.Sprintf("N=%d: membership %d rounds; worker key cold %d, warm %d (removal %d); cold tree delta in %d of %d other trees after 1 round, in all after %d (routing a prompt a round); "+
+		"warm-up to a stream per pair %d; tree delta %d; "+
 		"idle %.0f B/round/router (busiest %.0f); %d rounds at %.0f%% loss: %d false deaths, %d false suspicions, %.0f B/round/router; "+
 		"killed router DOWN everywhere after %s rounds, at loss %s; vanished router %s, at loss %s",
-		fig.routers, fig.membership, fig.coldWorkerSync, fig.workerSync, fig.workerRemoval, fig.warmup, fig.treeSync,
+		fig.routers, fig.membership, fig.coldWorkerSync, fig.workerSync, fig.workerRemoval, fig.coldTreeFirstRound, fig.routers-1, fig.coldTree,
+		fig.warmup, fig.treeSync,
 		fig.idleBytes, fig.idleBytesMax, fig.lossRounds, 100*fleetLoss, fig.falseDeaths, fig.falseSuspicions, fig.lossBytes,
 		histogram(fig.dead), histogram(fig.deadAtLoss), histogram(fig.silent), histogram(fig.silentAtLoss))
 }
@@ -276,6 +328,7 @@ func BenchmarkFleet50(b *testing.B) {
 		b.ReportMetric(float64(fig.coldWorkerSync), "cold-worker-sync-rounds")
 		b.ReportMetric(float64(fig.workerSync), "worker-sync-rounds")
 		b.ReportMetric(float64(fig.treeSync), "tree-sync-rounds")
+		b.ReportMetric(float64(fig.coldTree), "cold-tree-sync-rounds")
 		b.ReportMetric(float64(slices.Max(fig.dead)), "kill-to-down-rounds")
 		b.ReportMetric(float64(slices.Max(fig.deadAtLoss)), "kill-to-down-at-loss-rounds")
 		b.ReportMetric(float64(slices.Max(fig.silent)), "vanish-to-down-rounds")
