@@ -65,11 +65,14 @@ bench-smoke: build
 ## (failure detection, false deaths over 10 simulated minutes at 5% loss, worker- and tree-sync
 ## rounds, bytes per round per router; fails when a target is missed), then discovery at 10,000
 ## pods on a real kube-apiserver (Ready → routable, single-pod changes, a gateway restart, heap
-## per pod, goroutines bounded; SMG_SCALE_PODS=N for another size; ~10-15 min), then the
-## load-aware picks at 10,000 workers (docs/benchmarks-policy.md)
+## per pod, goroutines bounded; SMG_SCALE_PODS=N for another size; ~10-15 min), the same
+## beside a real smg process (its pickers, health checks and load polling included; RSS and
+## CPU per worker; ~15 min), then the load-aware picks at 10,000 workers
+## (docs/benchmarks-policy.md)
 bench-scale:
 	$(GO) test -run '^$$' -bench Fleet50 -benchtime 1x ./mesh/
 	$(GO) test -run '^$$' -bench '^BenchmarkDiscoveryScale$$' -benchtime 1x -timeout 40m ./discovery/k8s/
+	$(GO) test -run '^$$' -bench '^BenchmarkDiscoveryScaleProcess$$' -benchtime 1x -timeout 40m ./internal/e2e/
 	$(GO) test -run '^$$' -bench '^Benchmark(Pick|PickWithDispatch)/.*workers=10000$$' -benchtime 3000x -benchmem ./policy/leastload/ ./policy/cacheaware/ ./policy/poweroftwo/
 
 ## demo: a mock fleet and the gateway on loopback, a short load, a summary, then stop

@@ -50,8 +50,8 @@ func BenchmarkDiscoveryScale(b *testing.B) {
 	n := 10_000
 	if v := os.Getenv("SMG_SCALE_PODS"); v != "" {
 		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > maxScalePods {
-			b.Fatalf("SMG_SCALE_PODS=%q: give a pod count from 1 to %d", v, maxScalePods)
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > k8stest.MaxLoopbackPods {
+			b.Fatalf("SMG_SCALE_PODS=%q: give a pod count from 1 to %d", v, k8stest.MaxLoopbackPods)
 		}
 	}
 	for range b.N {
@@ -59,52 +59,24 @@ func BenchmarkDiscoveryScale(b *testing.B) {
 		fmt.Println(figs)
 		b.ReportMetric(figs.readyToRoutable.Seconds(), "s/ready-to-routable")
 		b.ReportMetric(figs.restart.Seconds(), "s/restart-to-routable")
-		b.ReportMetric(float64(figs.addLatency.p99.Microseconds())/1000, "ms/change-p99")
+		b.ReportMetric(float64(figs.addLatency.P99.Microseconds())/1000, "ms/change-p99")
 		b.ReportMetric(float64(figs.heapPerPod), "B/pod")
 	}
-}
-
-// maxScalePods is how many pods podIP can place at distinct loopback addresses.
-const maxScalePods = 254 * 256
-
-// podIP is pod i's address: 127.1.0.1 onwards, one loopback address per pod, so that every
-// pod is its own worker while one mock engine listening on all addresses answers them all.
-func podIP(i int) string {
-	return "127." + strconv.Itoa(1+i/(254*256)) + "." + strconv.Itoa(i/254%256) + "." + strconv.Itoa(i%254+1)
 }
 
 // scaleFigures are one run's measurements.
 type scaleFigures struct {
 	pods              int
-	created           time.Duration // creating the pods and writing their Ready status
-	readyToRoutable   time.Duration // last status write sent → the registry publishes all pods' workers Ready
-	removeLatency     percentiles   // a pod's status write (unready) → its worker no longer routable
-	addLatency        percentiles   // a pod's status write (Ready again) → its worker routable
-	restart           time.Duration // a new gateway started → all pods' workers routable
-	restartSynced     time.Duration // a new gateway started → its informer holds every pod
-	heapPerPod        int64         // live heap after all pods are routable, minus before, per pod
-	goroutinesIdle    int           // the gateway with no pod
-	goroutinesHolding int           // the gateway holding every pod (after its jobs finished)
-	load              string        // /proc/loadavg when the run ended
-}
-
-type percentiles struct {
-	n             int
-	p50, p99, max time.Duration
-}
-
-func percentilesOf(d []time.Duration) percentiles {
-	if len(d) == 0 {
-		return percentiles{}
-	}
-	slices.Sort(d)
-	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
-	return percentiles{n: len(d), p50: at(0.50), p99: at(0.99), max: d[len(d)-1]}
-}
-
-func (p percentiles) String() string {
-	return fmt.Sprintf("p50 %v p99 %v max %v over %d", p.p50.Round(time.Microsecond*100), p.p99.Round(time.Microsecond*100),
-		p.max.Round(time.Microsecond*100), p.n)
+	created           time.Duration        // creating the pods and writing their Ready status
+	readyToRoutable   time.Duration        // last status write sent → the registry publishes all pods' workers Ready
+	removeLatency     testutil.Percentiles // a pod's status write (unready) → its worker no longer routable
+	addLatency        testutil.Percentiles // a pod's status write (Ready again) → its worker routable
+	restart           time.Duration        // a new gateway started → all pods' workers routable
+	restartSynced     time.Duration        // a new gateway started → its informer holds every pod
+	heapPerPod        int64                // live heap after all pods are routable, minus before, per pod
+	goroutinesIdle    int                  // the gateway with no pod
+	goroutinesHolding int                  // the gateway holding every pod (after its jobs finished)
+	load              string               // /proc/loadavg when the run ended
 }
 
 func (f scaleFigures) String() string {
@@ -158,7 +130,7 @@ func runScale(t testing.TB, n, changes int) scaleFigures {
 	allReady := func(s *worker.Snapshot) bool { return len(s.Workers) == n && s.ReadyCount() == n }
 	all := watch.when(allReady)
 	begin := time.Now()
-	lastWrite, err := fleet.ReadyPods(ctx, specs, podIP)
+	lastWrite, err := fleet.ReadyPods(ctx, specs, k8stest.LoopbackIP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,25 +149,25 @@ func runScale(t testing.TB, n, changes int) scaleFigures {
 	var removed, added []time.Duration
 	for k := range changes {
 		i := (k*7919 + 13) % n
-		name, url := "w-"+strconv.Itoa(i), "http://"+podIP(i)+":"+portStr
+		name, url := "w-"+strconv.Itoa(i), "http://"+k8stest.LoopbackIP(i)+":"+portStr
 		pod, err := fleet.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		gone := watch.when(func(s *worker.Snapshot) bool { w := s.ByURL(url); return w == nil || !w.Routable() })
 		sent := time.Now()
-		if pod, err = k8stest.WriteStatus(ctx, fleet.Client, pod, podIP(i), true, false); err != nil {
+		if pod, err = k8stest.WriteStatus(ctx, fleet.Client, pod, k8stest.LoopbackIP(i), true, false); err != nil {
 			t.Fatal(err)
 		}
 		removed = append(removed, wait(t, gone, url+" not routable").Sub(sent))
 		back := watch.when(func(s *worker.Snapshot) bool { w := s.ByURL(url); return w != nil && w.Routable() })
 		sent = time.Now()
-		if _, err = k8stest.WriteStatus(ctx, fleet.Client, pod, podIP(i), true, true); err != nil {
+		if _, err = k8stest.WriteStatus(ctx, fleet.Client, pod, k8stest.LoopbackIP(i), true, true); err != nil {
 			t.Fatal(err)
 		}
 		added = append(added, wait(t, back, url+" routable again").Sub(sent))
 	}
-	figs.removeLatency, figs.addLatency = percentilesOf(removed), percentilesOf(added)
+	figs.removeLatency, figs.addLatency = testutil.PercentilesOf(removed), testutil.PercentilesOf(added)
 	checkRoutable(t, g, n)
 
 	// A gateway (re)started beside the Ready pods: every registration at once.
@@ -207,8 +179,7 @@ func runScale(t testing.TB, n, changes int) scaleFigures {
 	figs.restart = wait(t, again, "all workers routable after a restart").Sub(begin)
 	figs.restartSynced = logs.at.Load().Sub(begin)
 	checkRoutable(t, second, n)
-	load, _ := os.ReadFile("/proc/loadavg")
-	figs.load = strings.Join(strings.Fields(string(load))[:3], " ")
+	figs.load = testutil.LoadAverage()
 	return figs
 }
 

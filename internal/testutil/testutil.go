@@ -1,8 +1,11 @@
 package testutil
 
 import (
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,4 +57,35 @@ func Lines(b *syncbuf.Buffer, substr string) []string {
 		}
 	}
 	return out
+}
+
+// Percentiles summarises measured durations for a benchmark's report.
+type Percentiles struct {
+	N             int
+	P50, P99, Max time.Duration
+}
+
+// PercentilesOf sorts d and returns its percentiles (the zero value for no durations).
+func PercentilesOf(d []time.Duration) Percentiles {
+	if len(d) == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return Percentiles{N: len(d), P50: at(0.50), P99: at(0.99), Max: d[len(d)-1]}
+}
+
+func (p Percentiles) String() string {
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	return fmt.Sprintf("p50 %v p99 %v max %v over %d", r(p.P50), r(p.P99), r(p.Max), p.N)
+}
+
+// LoadAverage is the machine's 1, 5 and 15 minute load averages (/proc/loadavg), to print
+// beside a measurement; "unknown" where the file cannot be read.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }

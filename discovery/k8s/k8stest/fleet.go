@@ -3,6 +3,7 @@ package k8stest
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -78,4 +79,14 @@ func (f *Fleet) ReadyPods(ctx context.Context, pods []PodSpec, ip func(i int) st
 		return time.Time{}, fmt.Errorf("%d pod(s) failed, the first: %w", len(errs), errs[0])
 	}
 	return last, ctx.Err()
+}
+
+// MaxLoopbackPods is how many pods LoopbackIP can place at distinct loopback addresses.
+const MaxLoopbackPods = 254 * 256
+
+// LoopbackIP is pod i's address in a large fleet: 127.1.0.1 onwards, one loopback address
+// per pod, so that every pod is its own worker while one mock engine listening on all
+// addresses (0.0.0.0) answers them all.
+func LoopbackIP(i int) string {
+	return "127." + strconv.Itoa(1+i/(254*256)) + "." + strconv.Itoa(i/254%256) + "." + strconv.Itoa(i%254+1)
 }
