@@ -97,7 +97,9 @@ type Registry struct {
 
 	// Writer-goroutine state.
 	workers     []*Worker
+	byID        map[string]*Worker // the registered workers by ID
 	byURL       map[string]*Worker // the registered workers by URL
+	next        snapshotBuilder    // what changed since the last publication
 	freeIndexes []uint32
 	nextIndex   uint32
 	slab        slab // where new Workers are allocated
@@ -170,9 +172,11 @@ func NewRegistry(cfg Config) (*Registry, error) {
 		dropped: cfg.Metrics.GetOrCreateCounter(`smg_registry_events_dropped_total`),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
+		byID:    map[string]*Worker{},
 		byURL:   map[string]*Worker{},
+		next:    snapshotBuilder{modelUse: map[string]int{}},
 	}
-	r.current.Store(newSnapshot(0, nil))
+	r.current.Store(&Snapshot{byID: newLookup(), byURL: newLookup()})
 	cfg.Metrics.GetOrCreateGauge(`smg_worker_pool_size`, func() float64 {
 		return float64(len(r.Current().Workers))
 	})
@@ -359,82 +363,91 @@ func (r *Registry) apply(ev event) bool {
 		w.setStatus(ev.status)
 		r.registerMetrics(w)
 		r.workers = append(r.workers, w)
-		r.byURL[w.URL] = w
+		r.byID[w.ID], r.byURL[w.URL] = w, w
+		r.next.joined(w)
 		r.log.Info("Added worker", "worker_id", w.ID, "url", w.URL, "models", w.Models, "worker_type", w.Type())
 		r.reply(ev, w, nil)
 		return true
 	case evRemove:
-		for i, w := range r.workers {
-			if w.ID == ev.id {
-				r.workers = append(r.workers[:i:i], r.workers[i+1:]...)
-				r.freeIndexes = append(r.freeIndexes, w.Index)
-				delete(r.byURL, w.URL)
-				r.unregisterMetrics(w)
-				w.setStatus(StatusDraining)
-				w.Client.CloseIdleConnections()
-				r.log.Info("Removed worker", "worker_id", w.ID, "url", w.URL)
-				r.reply(ev, w, nil)
-				return true
-			}
+		w := r.byID[ev.id]
+		if w == nil {
+			r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+			return false
 		}
-		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
-		return false
+		i := slices.Index(r.workers, w)
+		r.workers = append(r.workers[:i:i], r.workers[i+1:]...)
+		r.freeIndexes = append(r.freeIndexes, w.Index)
+		delete(r.byID, w.ID)
+		delete(r.byURL, w.URL)
+		r.next.left(w)
+		r.unregisterMetrics(w)
+		w.setStatus(StatusDraining)
+		w.Client.CloseIdleConnections()
+		r.log.Info("Removed worker", "worker_id", w.ID, "url", w.URL)
+		r.reply(ev, w, nil)
+		return true
 	case evSetStatus:
-		for _, w := range r.workers {
-			if w.ID == ev.id {
-				r.reply(ev, w, nil)
-				if w.Status() == ev.status {
-					return false
-				}
-				if w.Status() == StatusDraining {
-					return false // a draining worker only leaves; probes must not revive it
-				}
-				r.log.Info("Worker status changed", "worker_id", w.ID, "url", w.URL, "from", w.Status().String(), "to", ev.status.String())
-				w.setStatus(ev.status)
-				return true
-			}
+		w := r.byID[ev.id]
+		if w == nil {
+			r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+			return false
 		}
-		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+		r.reply(ev, w, nil)
+		if w.Status() == ev.status {
+			return false
+		}
+		if w.Status() == StatusDraining {
+			return false // a draining worker only leaves; probes must not revive it
+		}
+		r.log.Info("Worker status changed", "worker_id", w.ID, "url", w.URL, "from", w.Status().String(), "to", ev.status.String())
+		r.next.setStatus(w, ev.status)
+		return true
 	case evUpdate:
-		for _, w := range r.workers {
-			if w.ID == ev.id {
-				err := r.update(w, ev.change)
-				r.reply(ev, w, err)
-				return err == nil
-			}
+		w := r.byID[ev.id]
+		if w == nil {
+			r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+			return false
 		}
-		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+		err := r.update(w, ev.change)
+		r.reply(ev, w, err)
+		return err == nil
 	case evLearnModels:
-		for i, w := range r.workers {
-			if w.ID != ev.id {
-				continue
-			}
-			if w.Status() != StatusPending || len(w.Models) > 0 || len(ev.models) == 0 {
-				r.reply(ev, w, fmt.Errorf("%w: %s is %s with models %v", ErrNotPending, w.URL, w.Status(), w.Models))
-				return false
-			}
-			spec := w.settings.Load().spec
-			spec.ModelID, spec.Models = ev.models[0], append(ModelList(nil), ev.models[1:]...)
-			if err := spec.CheckLimits(); err != nil {
-				r.reply(ev, w, err)
-				return false
-			}
-			nw := newWorker(r.slab.next(), spec, w.Index, r.cfg.Client)
-			nw.ID = w.ID
-			nw.setStatus(StatusPending)
-			r.unregisterMetrics(w)
-			w.setStatus(StatusDraining)
-			w.Client.CloseIdleConnections()
-			r.registerMetrics(nw)
-			r.workers[i] = nw
-			r.byURL[nw.URL] = nw
-			r.log.Info("Learned the worker's models", "worker_id", nw.ID, "url", nw.URL, "models", nw.Models)
-			r.reply(ev, nw, nil)
-			return true
+		w := r.byID[ev.id]
+		if w == nil {
+			r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+			return false
 		}
-		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+		return r.learnModels(ev, w)
 	}
 	return false
+}
+
+// learnModels replaces the pending worker w by one with the event's models (LearnModels).
+func (r *Registry) learnModels(ev event, w *Worker) bool {
+	if w.Status() != StatusPending || len(w.Models) > 0 || len(ev.models) == 0 {
+		r.reply(ev, w, fmt.Errorf("%w: %s is %s with models %v", ErrNotPending, w.URL, w.Status(), w.Models))
+		return false
+	}
+	spec := w.settings.Load().spec
+	spec.ModelID, spec.Models = ev.models[0], append(ModelList(nil), ev.models[1:]...)
+	if err := spec.CheckLimits(); err != nil {
+		r.reply(ev, w, err)
+		return false
+	}
+	nw := newWorker(r.slab.next(), spec, w.Index, r.cfg.Client)
+	nw.ID = w.ID
+	nw.setStatus(StatusPending)
+	r.next.left(w)
+	r.unregisterMetrics(w)
+	w.setStatus(StatusDraining)
+	w.Client.CloseIdleConnections()
+	r.registerMetrics(nw)
+	r.workers[slices.Index(r.workers, w)] = nw
+	r.byID[nw.ID], r.byURL[nw.URL] = nw, nw
+	r.next.joined(nw)
+	r.log.Info("Learned the worker's models", "worker_id", nw.ID, "url", nw.URL, "models", nw.Models)
+	r.reply(ev, nw, nil)
+	return true
 }
 
 // update applies one Update on the writer goroutine.
@@ -496,9 +509,7 @@ func (r *Registry) allocIndex() uint32 {
 
 func (r *Registry) publish() {
 	r.version++
-	workers := make([]*Worker, len(r.workers))
-	copy(workers, r.workers)
-	s := newSnapshot(r.version, workers)
+	s := r.next.next(r.Current(), r.version, r.workers)
 	r.current.Store(s)
 	r.subMu.Lock()
 	subs := r.subscribers

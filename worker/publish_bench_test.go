@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/smg-go/smg/internal/testutil"
+)
+
+// BenchmarkPublishOneChange is the registry's own cost of one worker's change beside a
+// large fleet: a status change applied and published, as a health probe or a discovered
+// pod causes (no subscriber but the benchmark's).
+func BenchmarkPublishOneChange(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run("workers="+strconv.Itoa(n), func(b *testing.B) {
+			cfg := DefaultConfig().WithLogger(testutil.Quiet)
+			cfg.MaxWorkers = n
+			r, err := NewRegistry(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			ctx := context.Background()
+			var ws []*Worker
+			for i := range n {
+				s := Spec{URL: "http://10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250) + ":8000", ModelID: "m"}
+				if err := s.Normalize(); err != nil {
+					b.Fatal(err)
+				}
+				w, err := r.Add(ctx, s, StatusReady)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ws = append(ws, w)
+			}
+			published := make(chan *Snapshot, 1)
+			r.Subscribe(func(s *Snapshot) {
+				select {
+				case published <- s:
+				default:
+				}
+			})
+			<-published
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				w := ws[i*7919%n]
+				to := StatusNotReady
+				if w.Status() == StatusNotReady {
+					to = StatusReady
+				}
+				if err := r.SetStatus(w.ID, to); err != nil {
+					b.Fatal(err)
+				}
+				<-published
+			}
+		})
+	}
+}
