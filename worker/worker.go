@@ -241,6 +241,14 @@ func (w *Worker) Spec() Spec {
 // Label returns the value of one of the worker's labels.
 func (w *Worker) Label(key string) string { return w.settings.Load().spec.Labels[key] }
 
+// KVEventsEndpoints returns the worker's own KV-cache event sockets (Spec.KVEventsEndpoint and
+// KVEventsReplayEndpoint) without copying its spec: subscribers read them for every worker of
+// every snapshot.
+func (w *Worker) KVEventsEndpoints() (pub, replay string) {
+	s := &w.settings.Load().spec
+	return s.KVEventsEndpoint, s.KVEventsReplayEndpoint
+}
+
 // Type returns the worker type (regular, prefill, decode, encode).
 func (w *Worker) Type() string { return w.workerType }
 

@@ -76,9 +76,8 @@ func (p kvEventPorts) validate() error {
 // endpoints returns the KV-cache event sockets of HTTP worker w: its own kv_events_endpoint
 // (and replay endpoint) when it names one, else the fleet-wide ports on its host, else none.
 func (p kvEventPorts) endpoints(w *worker.Worker) (pub, replay string) {
-	spec := w.Spec()
-	if spec.KVEventsEndpoint != "" || p.Pub == 0 {
-		return spec.KVEventsEndpoint, spec.KVEventsReplayEndpoint
+	if pub, replay = w.KVEventsEndpoints(); pub != "" || p.Pub == 0 {
+		return pub, replay
 	}
 	u, err := url.Parse(w.URL)
 	if err != nil || u.Hostname() == "" {
