@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -17,8 +15,6 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/roundrobin"
-	"github.com/smg-go/smg/tokenizer"
-	"github.com/smg-go/smg/tokenizer/chat"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -50,19 +46,7 @@ func (p tokenWantingPicker) Pick(req *policy.Request) (policy.Result, error) {
 // newTokenizingGateway is a gateway over one fake HTTP worker whose model's picker wants
 // token ids, holding the model's tokenizer (Qwen3's) as --model-path gives it.
 func newTokenizingGateway(t *testing.T, cfg Config) (*gateway, *fakeWorker, *tokenWanter) {
-	dir := qwen3Dir(t)
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := chat.FromTokenizerConfig(tc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tok, tmpl := loadQwen3(t)
 	model := GRPCModel{ID: "m1", Tokenizer: tok, Template: tmpl, EOSTokenIDs: tok.EOSTokenIDs(), MaxPromptTokens: 200}
 	cfg.GRPC = &GRPCBackend{
 		IsGRPC: func(*worker.Worker) bool { return false },
@@ -84,13 +68,21 @@ func newTokenizingGateway(t *testing.T, cfg Config) (*gateway, *fakeWorker, *tok
 
 const tokenizedChat = `{"model":"m1","messages":[{"role":"system","content":"You are a careful assistant."},{"role":"user","content":"Name three rivers."}]}`
 
-// waitTokenizerParked waits until a request's tokenization waits for the pool's one slot.
-func waitTokenizerParked(t *testing.T) {
+// tokenJobRunning reports whether a request's tokenization goroutine is alive.
+func tokenJobRunning() bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "fastpath.(*tokenJob).run")
+}
+
+// sendRaw writes a request with body on a new client connection, left open.
+func sendRaw(t *testing.T, g *gateway, path, body string) net.Conn {
 	t.Helper()
-	testutil.Eventually(t, "a request waits for a tokenizer slot", func() bool {
-		buf := make([]byte, 1<<20)
-		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "fastpath.(*tokenJob).run")
-	})
+	c, err := g.ln.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+	return c
 }
 
 // An HTTP text request whose picker wants token ids is picked on the ids its model's
@@ -124,19 +116,12 @@ func TestClientGoneWhileTokenizingReachesNoWorker(t *testing.T) {
 	g, fw, tw := newTokenizingGateway(t, Config{})
 	sem := g.srv.cfg.GRPC.sem
 	sem <- struct{}{} // the one slot taken, as by a long prompt being tokenized
-	c, err := g.ln.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(tokenizedChat), tokenizedChat)
-	waitTokenizerParked(t)
+	c := sendRaw(t, g, "/v1/chat/completions", tokenizedChat)
+	testutil.Eventually(t, "a request waits for a tokenizer slot", tokenJobRunning)
 	c.Close()
 	testutil.Eventually(t, "the client's connection closed on the gateway", func() bool { return g.srv.openConnections() == 0 })
 	<-sem
-	testutil.Eventually(t, "the tokenization goroutine ended", func() bool {
-		buf := make([]byte, 1<<20)
-		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "fastpath.(*tokenJob).run")
-	})
+	testutil.Eventually(t, "the tokenization goroutine ended", func() bool { return !tokenJobRunning() })
 	if n := tw.picks.Load(); n != 0 {
 		t.Fatalf("%d picks for a request whose client left", n)
 	}
@@ -157,21 +142,14 @@ func TestTokenizingPastTheDeadlineTimesOut(t *testing.T) {
 	g, fw, tw := newTokenizingGateway(t, Config{RequestTimeout: 300 * time.Millisecond})
 	sem := g.srv.cfg.GRPC.sem
 	sem <- struct{}{}
-	c, err := g.ln.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sendRaw(t, g, "/v1/chat/completions", tokenizedChat)
 	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(tokenizedChat), tokenizedChat)
 	status, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 504") {
 		t.Fatalf("status line %q, %v; want 504", status, err)
 	}
 	<-sem
-	testutil.Eventually(t, "the tokenization goroutine ended", func() bool {
-		buf := make([]byte, 1<<20)
-		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "fastpath.(*tokenJob).run")
-	})
+	testutil.Eventually(t, "the tokenization goroutine ended", func() bool { return !tokenJobRunning() })
 	if n := tw.picks.Load(); n != 0 {
 		t.Fatalf("%d picks for a request that timed out being tokenized", n)
 	}

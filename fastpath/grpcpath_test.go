@@ -60,14 +60,9 @@ func qwen3Dir(t testing.TB) string {
 	return d
 }
 
-func newGRPCGateway(t *testing.T, dialect mockworker.Dialect, workers int, policyName string, cfg Config, mcfg func(*mockworker.Config)) *grpcGateway {
-	return newGRPCGatewayTB(t, dialect, workers, policyName, cfg, mcfg)
-}
-
-func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, policyName string, cfg Config, mcfg func(*mockworker.Config)) *grpcGateway {
-	// Runs last: every request's goroutines have ended once the gateway is gone.
-	t.Cleanup(func() { noGRPCCalls(t) })
-	dir := qwen3Dir(t)
+// loadQwen3 loads Qwen3's tokenizer and chat template from its directory, as --model-path does.
+func loadQwen3(t testing.TB) (dir string, tok *tokenizer.Tokenizer, tmpl *chat.Template) {
+	dir = qwen3Dir(t)
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -76,10 +71,20 @@ func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, pol
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := chat.FromTokenizerConfig(tc)
-	if err != nil {
+	if tmpl, err = chat.FromTokenizerConfig(tc); err != nil {
 		t.Fatal(err)
 	}
+	return dir, tok, tmpl
+}
+
+func newGRPCGateway(t *testing.T, dialect mockworker.Dialect, workers int, policyName string, cfg Config, mcfg func(*mockworker.Config)) *grpcGateway {
+	return newGRPCGatewayTB(t, dialect, workers, policyName, cfg, mcfg)
+}
+
+func newGRPCGatewayTB(t testing.TB, dialect mockworker.Dialect, workers int, policyName string, cfg Config, mcfg func(*mockworker.Config)) *grpcGateway {
+	// Runs last: every request's goroutines have ended once the gateway is gone.
+	t.Cleanup(func() { noGRPCCalls(t) })
+	dir, tok, tmpl := loadQwen3(t)
 	mc := mockworker.DefaultConfig()
 	mc.Protocol, mc.Dialect, mc.Mode, mc.TimeScale, mc.Count, mc.TokenizerPath = mockworker.ProtocolGRPC, dialect, mockworker.ModeEngine, 50, workers, dir
 	mc.Model = "qwen3"
