@@ -22,8 +22,8 @@ type AdmissionConfig struct {
 	// admission_queue_timeout. Default 60 s.
 	QueueTimeout time.Duration
 	// RatePerSecond admits at most this many generation requests per second, with bursts of
-	// one second's worth (--rate-limit-tokens-per-second); past it: 429 rate_limit_exceeded.
-	// 0: no limit.
+	// one second's worth or one request, whichever is more (--rate-limit-tokens-per-second);
+	// past it: 429 rate_limit_exceeded. 0: no limit.
 	RatePerSecond float64
 }
 
@@ -84,7 +84,7 @@ func newAdmission(c AdmissionConfig, clk clock.Clock) *admission {
 	a := &admission{limit: int64(c.MaxConcurrent), queue: int64(c.QueueSize), timeout: c.QueueTimeout, clock: clk}
 	if c.RatePerSecond > 0 {
 		a.interval = int64(float64(time.Second) / c.RatePerSecond)
-		a.burst = int64(time.Second)
+		a.burst = max(int64(time.Second), a.interval) // a rate below 1/s still lets one through
 	}
 	return a
 }

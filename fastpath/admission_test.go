@@ -130,6 +130,27 @@ func TestRateLimitAllowsOneSecondBurst(t *testing.T) {
 	}
 }
 
+// TestRateLimitBelowOnePerSecond: at 0.5/s one request passes, the next is refused, and one
+// more passes each two seconds (a burst of one second's worth would be half a request and
+// refuse every one).
+func TestRateLimitBelowOnePerSecond(t *testing.T) {
+	fake := clock.NewFake()
+	a := newAdmission(AdmissionConfig{RatePerSecond: 0.5}, fake)
+	for i, want := range []bool{true, false} {
+		if got := admitNow(a); got != want {
+			t.Fatalf("request %d at once: admitted %v, want %v", i, got, want)
+		}
+	}
+	fake.Advance(time.Second)
+	if admitNow(a) {
+		t.Fatal("admitted 1 s after the first at 0.5/s")
+	}
+	fake.Advance(time.Second)
+	if !admitNow(a) {
+		t.Fatal("refused 2 s after the first at 0.5/s")
+	}
+}
+
 // TestQueueSizeZeroMeansNoQueue: --queue-size 0 lets nobody wait (it used to mean the default
 // of 100, issue 16): past the cap a request is refused at once.
 func TestQueueSizeZeroMeansNoQueue(t *testing.T) {

@@ -109,7 +109,7 @@ func newFlagSet(o *options) *cli.FlagSet {
 	fs.Int("max-concurrent-requests", &g.Admission.MaxConcurrent, -1, "Generation requests served at once; more wait in the queue (-1: no cap)")
 	fs.Int("queue-size", &g.Admission.QueueSize, fastpath.DefaultQueueSize, "Requests that may wait for a slot; more get 429 admission_queue_full (0: none waits)")
 	fs.Duration("queue-timeout-secs", &g.Admission.QueueTimeout, fastpath.DefaultQueueTimeout, "How long a request may wait for a slot before 503 admission_queue_timeout")
-	fs.Float("rate-limit-tokens-per-second", &g.Admission.RatePerSecond, 0, "Generation requests admitted per second, with one second of burst; more get 429 (0: no limit)")
+	fs.Float("rate-limit-tokens-per-second", &g.Admission.RatePerSecond, 0, "Generation requests admitted per second, with a burst of one second's worth or one request; more get 429 (0: no limit)")
 
 	fs.Group("Health checks")
 	registerHealthFlags(fs, &o.health)
