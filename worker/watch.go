@@ -101,6 +101,26 @@ func (c *Changes) Rewatch(old, ws []*Worker) {
 	c.Watch(added)
 }
 
+// NewWatch returns a new set watching ws (Watch), with room for the indexes of workers that
+// join a later group (Handover).
+func NewWatch(ws []*Worker) *Changes {
+	bound := Bound(ws)
+	c := NewChanges(bound + bound/8 + 64)
+	c.Watch(ws)
+	return c
+}
+
+// Handover returns a set watching ws in place of c, which watches old: c itself, moved by
+// Rewatch, when it covers the indexes of ws; else a NewWatch of ws, and c's watch ends.
+func (c *Changes) Handover(old, ws []*Worker) *Changes {
+	if !c.Covers(Bound(ws)) {
+		c.Unwatch(old)
+		return NewWatch(ws)
+	}
+	c.Rewatch(old, ws)
+	return c
+}
+
 // relist adds c to (or removes it from) the watch list of every worker of ws, dropping the
 // sets already collected. Workers that shared a list before share the edited one.
 func (c *Changes) relist(ws []*Worker, add bool) {

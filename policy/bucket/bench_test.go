@@ -10,8 +10,8 @@ import (
 	"github.com/smg-go/smg/policy/policytest"
 )
 
-// BenchmarkPick routes 1 KB prompts; the balance check reads every worker's window (O(n), as
-// the spec's complexity table says).
+// BenchmarkPick routes 1 KB prompts; the balance check reads the least and most window load
+// from the owners' order (O(log n); the spec's product scans them).
 func BenchmarkPick(b *testing.B) {
 	for _, n := range policytest.BenchFleetSizes {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {

@@ -94,8 +94,13 @@ func (l *load) add(slot int64, n int64) {
 
 func (l *load) sum() int64 { return l.total.Load() }
 
-// recycle empties a slot for reuse, taking its characters out of the total.
-func (l *load) recycle(slot int64) { l.total.Add(-l.slots[slot].Swap(0)) }
+// recycle empties a slot for reuse, taking its characters out of the total, and reports
+// whether the total changed.
+func (l *load) recycle(slot int64) bool {
+	n := l.slots[slot].Swap(0)
+	l.total.Add(-n)
+	return n != 0
+}
 
 // bounds assigns length ranges to workers: owner i takes lengths up to upper[i] inclusive,
 // above upper[i-1]; the last owner's upper bound is MaxInt64.
@@ -103,6 +108,9 @@ type bounds struct {
 	owners []*worker.Worker
 	loads  []*load
 	upper  []int64
+	// order keeps the owners' loads for the balance check; bounds over the same owners
+	// share it.
+	order *order
 }
 
 // New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand.
@@ -133,7 +141,16 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 			ls[i], keep[w] = l, l
 		}
 		b.loads = keep
-		b.bounds.Store(&bounds{owners: slices.Clone(g.Workers), loads: ls, upper: evenSplit(len(g.Workers))})
+		owners := slices.Clone(g.Workers)
+		var prev *order
+		if old != nil {
+			// Picks still on the previous order wait, then find it retired and pick from
+			// the bounds stored below.
+			prev = old.order
+			prev.mu.Lock()
+			defer prev.mu.Unlock()
+		}
+		b.bounds.Store(&bounds{owners: owners, loads: ls, upper: evenSplit(len(g.Workers)), order: newOrder(owners, ls, prev)})
 		b.adjusted, b.perWorker = false, 0
 	}
 	return &picker{b: b}
@@ -166,51 +183,58 @@ type picker struct{ b *Builder }
 // Pick implements policy.Picker.
 func (p *picker) Pick(req *policy.Request) (policy.Result, error) {
 	b := p.b
-	bs := b.bounds.Load()
 	size := int64(len(req.Tokens))
 	if size == 0 {
 		size = int64(policy.CountChars(req.Text))
 	}
-	// Balance check over the usable workers' window loads. The scan starts at a random
-	// worker and keeps the first least-loaded one it meets, so ties are spread without a
-	// random draw per tie.
-	var minLoad, maxLoad int64 = math.MaxInt64, -1
-	least := -1
-	n := len(bs.owners)
-	if n == 0 {
-		return policy.Result{}, policy.ErrNoAvailableWorkers
-	}
-	start := b.rnd.IntN(n)
-	for k := range n {
-		i := start + k
-		if i >= n {
-			i -= n
+	for {
+		bs := b.bounds.Load()
+		if len(bs.owners) == 0 {
+			return policy.Result{}, policy.ErrNoAvailableWorkers
 		}
-		w := bs.owners[i]
-		if !req.Usable(w) {
+		o := bs.order
+		o.mu.Lock()
+		if o.retired { // the owners changed: pick from the new bounds
+			o.mu.Unlock()
 			continue
 		}
-		l := bs.loads[i].sum()
-		maxLoad = max(maxLoad, l)
-		if l < minLoad {
-			minLoad, least = l, i
+		chosen := b.choose(bs, req, size)
+		if chosen >= 0 {
+			bs.loads[chosen].add(b.cur.Load(), size)
+			o.update(chosen)
 		}
+		o.mu.Unlock()
+		if chosen < 0 {
+			return policy.Result{}, policy.ErrNoAvailableWorkers
+		}
+		k := b.sizesNext.Add(1) - 1
+		b.sizes[k%recentSizes].Store(uint64(b.epoch.Load())<<32 | uint64(min(size, math.MaxUint32)))
+		return policy.Result{Worker: bs.owners[chosen]}, nil
 	}
+}
+
+// choose returns the place of the owner a request of size takes, -1 for none: its bucket's
+// owner, unless the usable owners' window loads are imbalanced, then the least loaded. Of
+// several least loaded, the first from a random place on (going round) wins, so ties are
+// spread with one random draw. The caller holds the order's mutex.
+func (b *Builder) choose(bs *bounds, req *policy.Request, size int64) int {
+	o := bs.order
+	start := b.rnd.IntN(len(bs.owners))
+	o.refresh()
+	o.exclude(req)
+	defer o.restore()
+	least := o.leastFrom(start)
 	if least < 0 {
-		return policy.Result{}, policy.ErrNoAvailableWorkers
+		return -1
 	}
-	chosen := least
+	minLoad, maxLoad := o.tree[1].least, o.tree[1].most
 	imbalanced := maxLoad-minLoad > int64(b.cfg.BalanceAbsThreshold) && float64(maxLoad) > b.cfg.BalanceRelThreshold*float64(minLoad)
 	if !imbalanced {
 		if i, _ := slices.BinarySearch(bs.upper, size); i < len(bs.owners) && req.Usable(bs.owners[i]) {
-			chosen = i
+			return i
 		}
 	}
-	cur := b.cur.Load()
-	bs.loads[chosen].add(cur, size)
-	k := b.sizesNext.Add(1) - 1
-	b.sizes[k%recentSizes].Store(uint64(b.epoch.Load())<<32 | uint64(min(size, math.MaxUint32)))
-	return policy.Result{Worker: bs.owners[chosen]}, nil
+	return least
 }
 
 // Maintain rotates the load window every second and re-checks the boundaries every
@@ -229,13 +253,28 @@ func (b *Builder) Maintain(now time.Time) {
 	}
 	for now.Sub(b.lastRotate) >= slot {
 		b.lastRotate = b.lastRotate.Add(slot)
-		next := (b.cur.Load() + 1) % int64(slots)
-		for _, l := range b.loads {
-			l.recycle(next)
-		}
-		b.cur.Store(next)
+		b.rotate((b.cur.Load() + 1) % int64(slots))
 		b.epoch.Add(1)
 	}
+}
+
+// rotate makes next the slot picks add to, emptied of what it held a window ago. The caller
+// holds b.mu.
+func (b *Builder) rotate(next int64) {
+	bs := b.bounds.Load()
+	if bs == nil {
+		b.cur.Store(next)
+		return
+	}
+	o := bs.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, l := range o.loads {
+		if l.recycle(next) {
+			o.update(i)
+		}
+	}
+	b.cur.Store(next)
 }
 
 // adjust recomputes the boundaries from the window's request sizes when the spec says to.
@@ -270,7 +309,7 @@ func (b *Builder) adjust() {
 		return
 	}
 	b.adjusted, b.perWorker = true, perWorker
-	b.bounds.Store(&bounds{owners: bs.owners, loads: bs.loads, upper: shareBounds(sizes, len(bs.owners))})
+	b.bounds.Store(&bounds{owners: bs.owners, loads: bs.loads, upper: shareBounds(sizes, len(bs.owners)), order: bs.order})
 }
 
 // shareBounds cuts the sorted sizes into n ranges carrying similar shares of the total size:

@@ -19,10 +19,11 @@
 // # Concurrency
 //
 // Loads are per-worker rings of five one-second slots of atomics; recent sizes a fixed ring of
-// atomics. Picks add to them without locks; Maintain (one goroutine) rotates the slots every
-// second and publishes new boundaries through an atomic pointer. A pick racing a rotation may
-// count its characters in the slot being recycled, which only shortens that window by one
-// request.
+// atomics. The balance check does not scan the workers: the owners' loads are kept in a
+// tournament tree of least and most load (order.go), updated as picks add load, as Maintain
+// (one goroutine) rotates the slots every second, and as the owners' routability changes
+// (their writers mark them, worker.Changes), so a pick costs O(log n). Picks and rotations
+// hold the tree's mutex; Maintain publishes new boundaries through an atomic pointer.
 //
 // # Ownership
 //

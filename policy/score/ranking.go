@@ -144,12 +144,11 @@ func (r *Ranking) TakeOver(prev *Ranking) {
 		return
 	}
 	prev.watching = false
-	if r.watching || !prev.changes.Covers(worker.Bound(r.ws)) {
+	if r.watching {
 		prev.changes.Unwatch(prev.ws)
 		return
 	}
-	prev.changes.Rewatch(prev.ws, r.ws)
-	r.changes, prev.changes = prev.changes, nil
+	r.changes, prev.changes = prev.changes.Handover(prev.ws, r.ws), nil
 	r.watching = true
 }
 
@@ -247,12 +246,9 @@ func (r *Ranking) allocate() {
 	}
 }
 
-// watch has the workers mark their changes in a new set, with room for a successor's
-// workers that take new Indexes (TakeOver).
+// watch has the workers mark their changes in a new set.
 func (r *Ranking) watch() {
-	bound := len(r.place)
-	r.changes = worker.NewChanges(bound + bound/8 + 64)
-	r.changes.Watch(r.ws)
+	r.changes = worker.NewWatch(r.ws)
 	r.watching = true
 }
 
