@@ -2,6 +2,7 @@ package worker
 
 import (
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 	"weak"
@@ -113,6 +114,9 @@ func NewWatch(ws []*Worker) *Changes {
 // Handover returns a set watching ws in place of c, which watches old: c itself, moved by
 // Rewatch, when it covers the indexes of ws; else a NewWatch of ws, and c's watch ends.
 func (c *Changes) Handover(old, ws []*Worker) *Changes {
+	if slices.Equal(old, ws) { // the same group: nothing to move
+		return c
+	}
 	if !c.Covers(Bound(ws)) {
 		c.Unwatch(old)
 		return NewWatch(ws)

@@ -130,3 +130,43 @@ func BenchmarkFleetScan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPickParallel is BenchmarkPickWithDispatch on every P at once (-cpu 1,2): picks on
+// one group wait for each other on its order's mutex, so ns/op at -cpu 2 against -cpu 1 tells
+// what that costs.
+func BenchmarkPickParallel(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			f := benchFleet(b, n, true)
+			p := New(DefaultConfig(), nil).Build(f.Group("m"))
+			req := &policy.Request{Text: make([]byte, 4096)}
+			if _, err := p.Pick(req); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var running [64]*worker.Worker
+				for i := 0; pb.Next(); i++ {
+					res, err := p.Pick(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					res.Worker.NoteDispatch(policy.DispatchTokens(req))
+					res.Worker.InFlight.Add(1)
+					if done := running[i%64]; done != nil {
+						done.InFlight.Add(-1)
+					}
+					running[i%64] = res.Worker
+				}
+				for _, w := range running {
+					if w != nil {
+						w.InFlight.Add(-1)
+					}
+				}
+			})
+		})
+	}
+}
