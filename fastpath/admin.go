@@ -78,7 +78,7 @@ func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
 }
 
 func (s *Server) serveWorkers(ctx *fasthttp.RequestCtx) {
-	defer func() { s.m.observe(routeWorkers, ctx.Response.StatusCode(), ctx.Time()) }()
+	defer func() { s.observe(routeWorkers, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if !s.authorized(ctx) {
 		return
 	}
@@ -94,7 +94,7 @@ func (s *Server) serveWorkers(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) serveWorker(ctx *fasthttp.RequestCtx, id string) {
-	defer func() { s.m.observe(routeWorkers, ctx.Response.StatusCode(), ctx.Time()) }()
+	defer func() { s.observe(routeWorkers, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if !s.authorized(ctx) {
 		return
 	}

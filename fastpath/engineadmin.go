@@ -166,7 +166,7 @@ func (s *Server) adminRoute(ctx *fasthttp.RequestCtx, method string, protected b
 // in use summed over its DP ranks, or -1 and the error when it did not answer (spec
 // product's Admin API). A worker's failure is reported, never the route's.
 func (s *Server) serveGetLoads(ctx *fasthttp.RequestCtx) {
-	defer func() { s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time()) }()
+	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if !s.adminRoute(ctx, fasthttp.MethodGet, true) {
 		return
 	}
@@ -225,7 +225,7 @@ func usedTokens(body []byte) (int64, error) {
 // serveFlushCache is POST /flush_cache: every worker's POST /flush_cache; 200 when all
 // succeeded, 206 with the failures named when some did not (spec product's Admin API).
 func (s *Server) serveFlushCache(ctx *fasthttp.RequestCtx) {
-	defer func() { s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time()) }()
+	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if !s.adminRoute(ctx, fasthttp.MethodPost, true) {
 		return
 	}
@@ -283,7 +283,7 @@ func (s *Server) healthyWorkers(model string) []*worker.Worker {
 // worker (?model= picks among the workers of a model), relayed as is. A worker that cannot
 // be reached or answers 5xx is replaced by the next, up to oneWorkerTries.
 func (s *Server) serveFromOneWorker(ctx *fasthttp.RequestCtx, path string) {
-	defer func() { s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time()) }()
+	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if !s.adminRoute(ctx, fasthttp.MethodGet, false) {
 		return
 	}
@@ -310,7 +310,7 @@ func (s *Server) serveFromOneWorker(ctx *fasthttp.RequestCtx, path string) {
 // SGLang engines serve their own GET /health_generate (a one-token generation); an engine
 // without it (vLLM: 404) is asked for a one-token completion instead.
 func (s *Server) serveHealthGenerate(ctx *fasthttp.RequestCtx) {
-	defer func() { s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time()) }()
+	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if !s.adminRoute(ctx, fasthttp.MethodGet, false) {
 		return
 	}
@@ -351,7 +351,7 @@ func tinyCompletion(w *worker.Worker) []byte {
 // labelled worker="<url>", families merged (worker/enginemetrics). A worker that did not
 // answer is named in a comment line; the route itself answers 200.
 func (s *Server) serveEngineMetrics(ctx *fasthttp.RequestCtx) {
-	defer func() { s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time()) }()
+	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if !s.adminRoute(ctx, fasthttp.MethodGet, false) {
 		return
 	}

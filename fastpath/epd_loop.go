@@ -17,37 +17,39 @@ import (
 // decode legs as in PD mode. A retryable failure of any leg before the client saw a byte
 // re-picks the whole triple and runs the encode leg again.
 
-// loopEPD is a loop exchange's EPD state.
-type loopEPD struct {
-	epd      bool           // the request takes an encode leg (EPD mode and media)
-	ert      *policy.Route  // the encode route
-	ew       *worker.Worker // the encode worker of the current triple: X-Smg-Encode-Worker-Id
-	encoding bool           // the exchange awaits the current triple's encode call (le.pf)
+// epdLeg is an EPD request's encode state, part of its pdLegs.
+type epdLeg struct {
+	on       bool           // the request takes an encode leg (EPD mode and media)
+	rt       *policy.Route  // the encode route
+	w        *worker.Worker // the encode worker of the current triple: X-Smg-Encode-Worker-Id
+	encoding bool           // the exchange awaits the current triple's encode call (pdLegs.pf)
 	// handshake is SGLang's PD starting body: the client's with the encode handshake.
 	handshake []byte
 }
 
-func (e *loopEPD) reset() {
-	e.epd, e.ert, e.ew, e.encoding = false, nil, nil, false
-	if cap(e.handshake) > maxPooledPDBody {
-		e.handshake = nil
-	}
-	e.handshake = e.handshake[:0]
+// begin readies the encode leg of an EPD request (one with media) on the encode route rt
+// (nil: the table has none, which sendEPD answers).
+func (e *epdLeg) begin(rt *policy.Route) { e.on, e.rt = true, rt }
+
+// end resets the leg for the connection's next request (pdLegs.end).
+func (e *epdLeg) end() {
+	e.on, e.rt, e.w, e.encoding = false, nil, nil, false
+	e.handshake = reuse(e.handshake)
 }
 
 // sendEPD picks a triple and starts its encode leg; the PD legs follow when it succeeded
 // (encodeDone).
 func (le *loopExchange) sendEPD(ex *evloop.Exchange) {
 	a := &le.attempt
-	if le.prt == nil || le.rt == nil {
+	if le.pd.prt == nil || le.rt == nil {
 		le.sendPD(ex) // answers which PD leg has no worker
 		return
 	}
-	if le.ert == nil {
+	if le.pd.epd.rt == nil {
 		le.fail(ex, errNoWorkers, "no encode worker serves model '"+string(le.fields.Model)+"'; EPD mode needs an encode worker for every model that takes images, audio or video")
 		return
 	}
-	if leg, err := pickTriple(a, le.ert, le.prt, le.rt); err != nil {
+	if leg, err := pickTriple(a, le.pd.epd.rt, le.pd.prt, le.rt); err != nil {
 		le.failPickLeg(ex, leg, err)
 		return
 	}
@@ -57,31 +59,31 @@ func (le *loopExchange) sendEPD(ex *evloop.Exchange) {
 // startEncode starts the encode leg of the attempt's picked triple.
 func (le *loopExchange) startEncode(ex *evloop.Exchange) {
 	a := &le.attempt
-	le.pw, le.dw, le.ew = nil, nil, nil
+	le.pd.pw, le.pd.dw, le.pd.epd.w = nil, nil, nil
 	ew, pw := a.encode.w, a.prefill.w
-	le.vllm = pw.KVConnector != ""
-	if le.vllm && le.route == routeGenerate {
+	le.pd.vllm = pw.KVConnector != ""
+	if le.pd.vllm && le.route == routeGenerate {
 		le.fail(ex, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
 		return
 	}
-	le.ew, le.dw = ew, a.main.w
+	le.pd.epd.w, le.pd.dw = ew, a.main.w
 	orig := ex.Req().Body()
 	var body []byte
 	var err error
-	if le.vllm {
-		body, err = disagg.AppendVLLMEncode(le.pdBody[:0], orig, le.route == routeChat)
+	if le.pd.vllm {
+		body, err = disagg.AppendVLLMEncode(le.pd.body[:0], orig, le.route == routeChat)
 	} else {
 		room := disagg.NewRoom()
-		body, err = disagg.AppendBootstrap(le.pdBody[:0], orig, ew.BootstrapHost, ew.BootstrapPort, room)
+		body, err = disagg.AppendBootstrap(le.pd.body[:0], orig, ew.BootstrapHost, ew.BootstrapPort, room)
 		if err == nil {
-			le.handshake, err = disagg.AppendEncodeHandshake(le.handshake[:0], orig, ew.BootstrapHost, ew.BootstrapPort, room)
+			le.pd.epd.handshake, err = disagg.AppendEncodeHandshake(le.pd.epd.handshake[:0], orig, ew.BootstrapHost, ew.BootstrapPort, room)
 		}
 	}
 	if err != nil {
 		le.fail(ex, errInternal, errBodyRewrite.Error())
 		return
 	}
-	le.pdBody = body // copied out by the call: the PD legs' rewrite reuses it
+	le.pd.body = body // copied out by the call: the PD legs' rewrite reuses it
 	// --first-byte-timeout-secs bounds the encode answer too: it is the first answer awaited.
 	now := ex.Now()
 	deadline := a.tryDeadline(false, now)
@@ -89,7 +91,7 @@ func (le *loopExchange) startEncode(ex *evloop.Exchange) {
 		deadline = now.Add(fbt)
 	}
 	le.callLeg(ex, &a.encode, body, deadline).encode = true
-	le.encoding, le.awaiting = true, true
+	le.pd.epd.encoding, le.pd.awaiting = true, true
 	ex.Await(le)
 }
 
@@ -97,17 +99,17 @@ func (le *loopExchange) startEncode(ex *evloop.Exchange) {
 // handshake's body (SGLang) or the client's (vLLM), or the failure is retried or answered
 // as a prefill's would be.
 func (le *loopExchange) encodeDone(ex *evloop.Exchange, pf *loopPrefill) {
-	le.encoding, le.awaiting = false, false
+	le.pd.epd.encoding, le.pd.awaiting = false, false
 	ex.Resume()
 	if pf.failed() {
 		le.prefillFailed(ex) // the encode worker's answer, or another triple
 		return
 	}
-	le.dropPrefill(false) // done: released
-	le.pw = le.attempt.prefill.w
+	le.pd.drop(false) // done: released
+	le.pd.pw = le.attempt.prefill.w
 	orig := ex.Req().Body()
-	if !le.vllm {
-		orig = le.handshake
+	if !le.pd.vllm {
+		orig = le.pd.epd.handshake
 	}
 	le.handover(ex, orig)
 }
@@ -122,13 +124,13 @@ func (le *loopExchange) wakeEPD(ex *evloop.Exchange) {
 	if ok && prt != nil && drt != nil && ert != nil {
 		if _, err := pickTriple(&le.attempt, ert, prt, drt); err == nil {
 			le.s.log.Debug("Retrying an EPD request on another triple", "failed", le.failed.URL, "attempt", le.attempt.failures+1, "error", le.lastErr)
-			le.ert, le.prt, le.rt = ert, prt, drt
-			le.dropPrefill(true)
+			le.pd.epd.rt, le.pd.prt, le.rt = ert, prt, drt
+			le.pd.drop(true)
 			le.startEncode(ex)
 			return
 		}
 	}
-	if le.prefillErr {
+	if le.pd.prefillErr {
 		le.deliverPrefillFailure(ex)
 		return
 	}

@@ -39,7 +39,7 @@ type tokenJob struct {
 func (le *loopExchange) tokenizeFirst(ex *evloop.Exchange) bool {
 	s := le.s
 	b := s.cfg.GRPC
-	if b == nil || le.pd || ex.Streamed() || len(le.req.Tokens) > 0 || le.rt == nil {
+	if b == nil || le.pd.on || ex.Streamed() || len(le.req.Tokens) > 0 || le.rt == nil {
 		return false
 	}
 	switch le.route {

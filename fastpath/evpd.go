@@ -31,34 +31,53 @@ import (
 // again for the next pair, so a PD request's body is always read whole, whatever
 // --max-buffered-request-bytes says (streamedOnLoops), bounded by --max-payload-size.
 
-// loopPD is a loop exchange's PD state.
-type loopPD struct {
-	pd       bool
-	prt      *policy.Route  // the prefill route (the decode route is loopExchange.rt)
-	pw       *worker.Worker // the prefill worker of the current pair: X-Smg-Prefill-Worker-Id
-	dw       *worker.Worker // the decode worker of the current pair
-	pf       *loopPrefill   // the prefill call of the current pair, while the request cares
-	vllm     bool           // the current pair speaks vLLM's sequential handover
-	awaiting bool           // the exchange waits for pf (Await)
+// pdLegs is a PD (or EPD) request's state beyond its attempt: the prefill route, the pair
+// under way, its handover body and its prefill call. Its loop exchange owns it from Serve
+// (begin) to finish (end); end leaves it empty for the connection's next request.
+type pdLegs struct {
+	on   bool           // the request runs in PD mode
+	prt  *policy.Route  // the prefill route (the decode route is loopExchange.rt)
+	pw   *worker.Worker // the prefill worker of the current pair: X-Smg-Prefill-Worker-Id
+	dw   *worker.Worker // the decode worker of the current pair
+	pf   *loopPrefill   // the prefill call of the current pair, while the request cares
+	vllm bool           // the current pair speaks vLLM's sequential handover
+	// awaiting: the exchange waits for pf (Await).
+	awaiting bool
 	// prefillErr: the last failure, kept for a retry's pause, was the prefill's (its answer
 	// is pf's).
 	prefillErr bool
-	pdBody     []byte // the handover body of the current pair
-	loopEPD
+	body       []byte // the handover body of the current pair
+	epd        epdLeg // the encode leg, for an EPD request
 }
 
-func (p *loopPD) reset() {
-	p.pd, p.prt, p.pw, p.dw, p.pf, p.vllm, p.awaiting, p.prefillErr = false, nil, nil, nil, nil, false, false, false
-	if cap(p.pdBody) > maxPooledPDBody {
-		p.pdBody = nil
+// begin readies the legs of a request that the route table serves in PD mode (pd) with the
+// prefill route prt.
+func (p *pdLegs) begin(pd bool, prt *policy.Route) { p.on, p.prt = pd, prt }
+
+// end ends the request's PD state: its prefill call is dropped (one still running finishes
+// alone, owned by its call: see loopPrefill) and the rest is reset, bodies kept for reuse
+// while they are small.
+func (p *pdLegs) end() {
+	p.drop(false)
+	p.on, p.prt, p.pw, p.dw, p.vllm, p.awaiting, p.prefillErr = false, nil, nil, nil, false, false, false
+	p.body = reuse(p.body)
+	p.epd.end()
+}
+
+// reuse empties b for the next request, dropping it when it grew past what is worth pooling.
+func reuse(b []byte) []byte {
+	if cap(b) > maxPooledPDBody {
+		return nil
 	}
-	p.pdBody = p.pdBody[:0]
-	p.loopEPD.reset()
+	return b[:0]
 }
 
 // loopPrefill is the prefill leg of a PD request on the loop (or the encode leg of an EPD
 // request: encode): it lives in its evloop.Call's User (reused with the call) and holds the
-// leg taken from the attempt until the call ends.
+// leg taken from the attempt until the call ends. While its request cares (le set) the
+// request's pdLegs.pf points at it and the request releases it; once the request dropped it
+// while it ran (an SGLang prefill that outlives its relayed decode answer), the call owns it
+// and CallDone releases it: either way the loop frees it exactly once.
 type loopPrefill struct {
 	call   *evloop.Call
 	le     *loopExchange // the request that waits for this prefill; nil once it no longer cares
@@ -113,14 +132,14 @@ func (pf *loopPrefill) release() {
 	c.Release()
 }
 
-// dropPrefill unlinks the current pair's prefill from the request: a finished one is
-// released; one still running is cancelled (cancel) or left to finish alone.
-func (le *loopExchange) dropPrefill(cancel bool) {
-	pf := le.pf
+// drop unlinks the current pair's prefill from the request: a finished one is released; one
+// still running is cancelled (cancel) or left to finish alone, its call its owner.
+func (p *pdLegs) drop(cancel bool) {
+	pf := p.pf
 	if pf == nil {
 		return
 	}
-	le.pf, le.awaiting = nil, false
+	p.pf, p.awaiting = nil, false
 	switch {
 	case pf.done:
 		pf.release()
@@ -135,17 +154,17 @@ func (le *loopExchange) dropPrefill(cancel bool) {
 // sendPD picks a pair and starts its handover.
 func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 	a := &le.attempt
-	le.dropPrefill(true)
-	le.pw, le.dw = nil, nil
-	if le.prt == nil || le.rt == nil {
+	le.pd.drop(true)
+	le.pd.pw, le.pd.dw = nil, nil
+	if le.pd.prt == nil || le.rt == nil {
 		leg := "decode"
-		if le.prt == nil {
+		if le.pd.prt == nil {
 			leg = "prefill"
 		}
 		le.fail(ex, errNoWorkers, "no "+leg+" worker serves model '"+string(le.fields.Model)+"'; PD mode needs a prefill and a decode worker for every model")
 		return
 	}
-	if err := a.pick(le.prt, &a.prefill); err != nil {
+	if err := a.pick(le.pd.prt, &a.prefill); err != nil {
 		le.failPickLeg(ex, "prefill", err)
 		return
 	}
@@ -154,36 +173,36 @@ func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 		return
 	}
 	pw, dw := a.prefill.w, a.main.w
-	le.pw, le.dw, le.vllm = pw, dw, pw.KVConnector != ""
+	le.pd.pw, le.pd.dw, le.pd.vllm = pw, dw, pw.KVConnector != ""
 	le.handover(ex, ex.Req().Body()) // le.fields point into it: it stays as it is
 }
 
 // handover runs the picked pair's protocol from orig, the client's body (or in EPD mode
 // the body with the encode handshake).
 func (le *loopExchange) handover(ex *evloop.Exchange, orig []byte) {
-	pw := le.pw
-	if le.vllm {
+	pw := le.pd.pw
+	if le.pd.vllm {
 		if le.route == routeGenerate {
 			le.fail(ex, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
 			return
 		}
-		body, err := disagg.AppendVLLMPrefill(le.pdBody[:0], orig, le.route == routeChat)
+		body, err := disagg.AppendVLLMPrefill(le.pd.body[:0], orig, le.route == routeChat)
 		if err != nil {
 			le.fail(ex, errInternal, errBodyRewrite.Error())
 			return
 		}
-		le.pdBody = body
+		le.pd.body = body
 		le.callPrefill(ex, body)
-		le.awaiting = true
+		le.pd.awaiting = true
 		ex.Await(le)
 		return
 	}
-	body, err := disagg.AppendBootstrap(le.pdBody[:0], orig, pw.BootstrapHost, pw.BootstrapPort, disagg.NewRoom())
+	body, err := disagg.AppendBootstrap(le.pd.body[:0], orig, pw.BootstrapHost, pw.BootstrapPort, disagg.NewRoom())
 	if err != nil {
 		le.fail(ex, errInternal, errBodyRewrite.Error())
 		return
 	}
-	le.pdBody = body
+	le.pd.body = body
 	le.callPrefill(ex, body)
 	le.forwardMain(ex, body)
 }
@@ -194,7 +213,7 @@ func (le *loopExchange) callPrefill(ex *evloop.Exchange, body []byte) {
 }
 
 // callLeg dispatches the attempt's leg l (prefill or encode) with body and hands it to a
-// Call answered by deadline, which becomes le.pf.
+// Call answered by deadline, which becomes le.pd.pf.
 func (le *loopExchange) callLeg(ex *evloop.Exchange, l *leg, body []byte, deadline time.Time) *loopPrefill {
 	a := &le.attempt
 	w := l.w
@@ -207,27 +226,27 @@ func (le *loopExchange) callLeg(ex *evloop.Exchange, l *leg, body []byte, deadli
 		c.User = pf
 	}
 	*pf = loopPrefill{call: c, le: le, w: w, leg: a.take(l)}
-	le.pf = pf
+	le.pd.pf = pf
 	return pf
 }
 
 // prefillDone is told that the current pair's prefill ended.
 func (le *loopExchange) prefillDone(pf *loopPrefill) {
 	ex := le.ex
-	if le.encoding {
+	if le.pd.epd.encoding {
 		le.encodeDone(ex, pf)
 		return
 	}
-	if le.awaiting {
-		le.awaiting = false
+	if le.pd.awaiting {
+		le.pd.awaiting = false
 		ex.Resume()
 		switch {
 		case pf.failed():
 			le.prefillFailed(ex)
-		case le.vllm:
+		case le.pd.vllm:
 			le.sendVLLMDecode(ex, pf)
 		default: // SGLang: the held decode answer is right
-			le.deliverHeld(ex, le.dw)
+			le.deliverHeld(ex, le.pd.dw)
 		}
 		return
 	}
@@ -248,20 +267,20 @@ func (le *loopExchange) sendVLLMDecode(ex *evloop.Exchange, pf *loopPrefill) {
 		return
 	}
 	// The prefill's body was copied out when it was sent: its buffer takes the decode's.
-	body, err := disagg.AppendVLLMDecode(le.pdBody[:0], ex.Req().Body(), params)
-	le.dropPrefill(false) // done: released (params pointed into it)
+	body, err := disagg.AppendVLLMDecode(le.pd.body[:0], ex.Req().Body(), params)
+	le.pd.drop(false) // done: released (params pointed into it)
 	if err != nil {
 		le.fail(ex, errInternal, errBodyRewrite.Error())
 		return
 	}
-	le.pdBody = body
+	le.pd.body = body
 	le.forwardMain(ex, body)
 }
 
-// prefillFailed handles a failed prefill (le.pf, done) before the client saw a byte: another
+// prefillFailed handles a failed prefill (le.pd.pf, done) before the client saw a byte: another
 // pair if the failure is worth one and the budget and the deadline allow, else its answer.
 func (le *loopExchange) prefillFailed(ex *evloop.Exchange) {
-	pf := le.pf
+	pf := le.pd.pf
 	a := &le.attempt
 	err := pf.err
 	if err == nil {
@@ -271,7 +290,7 @@ func (le *loopExchange) prefillFailed(ex *evloop.Exchange) {
 			return
 		}
 	}
-	le.lastErr, le.prefillErr = err, true
+	le.lastErr, le.pd.prefillErr = err, true
 	if pause, ok := a.retry(pf.w, ex.Now()); ok {
 		le.failed = pf.w
 		ex.Sleep(le, pause)
@@ -283,7 +302,7 @@ func (le *loopExchange) prefillFailed(ex *evloop.Exchange) {
 // deliverPrefillFailure answers with the failed prefill's own answer if it gave one, else the
 // gateway's envelope for its transport error.
 func (le *loopExchange) deliverPrefillFailure(ex *evloop.Exchange) {
-	pf := le.pf
+	pf := le.pd.pf
 	if pf.err != nil {
 		le.deliverFailure(ex, pf.w, pf.err)
 		return
@@ -296,18 +315,18 @@ func (le *loopExchange) deliverPrefillFailure(ex *evloop.Exchange) {
 // wakePD sends the request to a new pair after a retry's pause, or answers the last failure
 // when the route table no longer has both legs.
 func (le *loopExchange) wakePD(ex *evloop.Exchange) {
-	if le.epd {
+	if le.pd.epd.on {
 		le.wakeEPD(ex)
 		return
 	}
 	prt, drt, ok := lookupPD(le.s.router.Current(), le.fields.Model)
 	if ok && prt != nil && drt != nil {
 		le.s.log.Debug("Retrying a PD request on another pair", "failed", le.failed.URL, "attempt", le.attempt.failures+1, "error", le.lastErr)
-		le.prt, le.rt = prt, drt
+		le.pd.prt, le.rt = prt, drt
 		le.sendPD(ex)
 		return
 	}
-	if le.prefillErr {
+	if le.pd.prefillErr {
 		le.deliverPrefillFailure(ex)
 		return
 	}

@@ -55,10 +55,11 @@ const streamFailureEvent = `data: {"error":{"message":"the worker's stream broke
 // loopExchange is a generation request on the loop, its one owner: what was read of it
 // (fields, the policy's request, ids and hops), its attempt (admission, picks, in-flight
 // holds, breaker permits, the retry budget), where it is (route, park, retry pause) and, in
-// loopPD, its PD and EPD legs. It lives in evloop.Exchange.User, reused from request to
-// request so that the hot path does not allocate; the loop of the client's connection is the
-// only goroutine that touches it. Only a PD prefill or EPD encode leg may outlive the request
-// (loopPrefill, taken out of the attempt).
+// pd, its PD and EPD legs. It lives in evloop.Exchange.User, reused from request to request
+// so that the hot path does not allocate; the loop of the client's connection is the only
+// goroutine that touches it. finish ends all of it; only a PD prefill or EPD encode call
+// still running may outlive the request, its leg then owned by its evloop.Call
+// (loopPrefill).
 type loopExchange struct {
 	s             *Server
 	ex            *evloop.Exchange // the exchange whose User this is (fixed: both are reused together)
@@ -85,7 +86,7 @@ type loopExchange struct {
 	tel requestTelemetry
 	// tokens is set while the request waits for its token ids (eventtokens.go).
 	tokens *tokenJob
-	loopPD
+	pd     pdLegs
 }
 
 func (p loopPlane) Serve(ex *evloop.Exchange) {
@@ -134,9 +135,10 @@ func (p loopPlane) Serve(ex *evloop.Exchange) {
 		le.fail(ex, errModelNotFound, "model '"+string(le.fields.Model)+"' is not served by any worker; GET /v1/models lists the models")
 		return
 	}
-	le.rt, le.prt, le.pd = rt, prt, tab.PD
+	le.rt = rt
+	le.pd.begin(tab.PD, prt)
 	if tab.EPD && disagg.Multimodal(r.Body()) {
-		le.epd, le.ert = true, lookupEncode(tab, le.fields.Model)
+		le.pd.epd.begin(lookupEncode(tab, le.fields.Model))
 	}
 	switch e, st := le.attempt.beginOrPark(s, &le.req, &le.waiter, ex.Unparker(), ex.Now()); st {
 	case admitRefused:
@@ -160,8 +162,8 @@ func (le *loopExchange) admitted(ex *evloop.Exchange) {
 		le.sendGRPC(ex) // tokenized and picked off the loop (grpcpath.go, grpcpd.go)
 		return
 	}
-	if le.pd {
-		if le.epd { // text-only requests are PD (epd.go)
+	if le.pd.on {
+		if le.pd.epd.on { // text-only requests are PD (epd.go)
 			le.sendEPD(ex)
 			return
 		}
@@ -274,11 +276,11 @@ func (le *loopExchange) answerHeaders(ex *evloop.Exchange, w *worker.Worker) {
 	ex.ResetHeaders()
 	ex.AddHeader(headerRoutedWorker, w.URLBytes())
 	ex.AddHeader(headerRequestID, le.reqID)
-	if le.pw != nil {
-		ex.AddHeader(headerPrefillWorker, le.pw.URLBytes())
+	if le.pd.pw != nil {
+		ex.AddHeader(headerPrefillWorker, le.pd.pw.URLBytes())
 	}
-	if le.ew != nil {
-		ex.AddHeader(headerEncodeWorker, le.ew.URLBytes())
+	if le.pd.epd.w != nil {
+		ex.AddHeader(headerEncodeWorker, le.pd.epd.w.URLBytes())
 	}
 }
 
@@ -288,7 +290,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 	a := &le.attempt
 	switch {
 	case isParseError(err): // the client's streamed body failed: its fault, not the worker's
-		le.dropPrefill(true)
+		le.pd.drop(true)
 		le.reject(ex, err.(*evloop.ParseError))
 	case le.parked: // the client left while the request waited for admission
 		le.parked = false
@@ -303,7 +305,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		if w := a.main.w; w != nil && ex.Relayed() {
 			w.Upstream[worker.OutcomeError].Inc()
 		}
-		le.dropPrefill(true) // the engine sees the prefill cancelled too
+		le.pd.drop(true) // the engine sees the prefill cancelled too
 		le.dropTokens()
 		le.finish(status)
 	case ex.Relayed():
@@ -321,7 +323,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		// The gateway's own budget, not the worker's fault: no breaker fault, no retry (it
 		// would take the same memory elsewhere).
 		a.main.abandon()
-		le.dropPrefill(true)
+		le.pd.drop(true)
 		le.fail(ex, errAnswerMemory, "the gateway holds too many workers' answers in memory at once (1 GiB by default); retry later")
 	default:
 		status := 0
@@ -331,21 +333,21 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		w := a.main.w
 		a.main.settle(status, err)
 		a.answered(status, err, ex.Nanos())
-		if le.pf != nil && err == nil && status < 300 {
+		if le.pd.pf != nil && err == nil && status < 300 {
 			// SGLang PD: the decode answer cannot be right without its prefill.
-			if !le.pf.done {
-				le.awaiting = true
+			if !le.pd.pf.done {
+				le.pd.awaiting = true
 				ex.Await(le)
 				return
 			}
-			if le.pf.failed() {
+			if le.pd.pf.failed() {
 				le.prefillFailed(ex)
 				return
 			}
 		}
 		// The decode answer decides (or there is no PD): a prefill still running for it is
 		// of no use any more.
-		le.dropPrefill(true)
+		le.pd.drop(true)
 		if errors.Is(err, evloop.ErrAnswerTooLarge) {
 			// Not retried: the same request would ask as large an answer of any worker.
 			le.deliverFailure(ex, w, err)
@@ -358,7 +360,7 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		if err == nil {
 			err = errRetryableStatus
 		}
-		le.lastErr, le.prefillErr = err, false
+		le.lastErr, le.pd.prefillErr = err, false
 		if pause, ok := a.retry(w, ex.Now()); ok {
 			le.failed = w
 			ex.Sleep(le, pause)
@@ -378,7 +380,7 @@ func (le *loopExchange) Wake(ex *evloop.Exchange) {
 		le.tokenized(ex)
 		return
 	}
-	if le.pd {
+	if le.pd.on {
 		le.wakePD(ex)
 		return
 	}
@@ -454,11 +456,11 @@ func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
 		ex.AddHeader(headerRequestID, le.reqID)
 	}
 	le.failRecord(e, msg)
-	if le.pw != nil {
-		ex.AddHeader(headerPrefillWorker, le.pw.URLBytes())
+	if le.pd.pw != nil {
+		ex.AddHeader(headerPrefillWorker, le.pd.pw.URLBytes())
 	}
-	if le.ew != nil {
-		ex.AddHeader(headerEncodeWorker, le.ew.URLBytes())
+	if le.pd.epd.w != nil {
+		ex.AddHeader(headerEncodeWorker, le.pd.epd.w.URLBytes())
 	}
 	le.body = appendErrorBody(le.body[:0], e, msg)
 	ex.Respond(e.status, "application/json", le.body)
@@ -468,8 +470,7 @@ func (le *loopExchange) fail(ex *evloop.Exchange, e apiError, msg string) {
 // finish counts the request, ends its attempt (what a leg still holds is abandoned, the
 // admission slot freed) and readies the state for the connection's next request.
 func (le *loopExchange) finish(status int) {
-	le.dropPrefill(false) // a prefill still running finishes alone (a relayed decode answer)
-	le.s.m.observe(le.route, status, le.start)
+	le.s.observe(le.route, status, le.start)
 	le.endRecord(status)
 	le.end()
 	le.reset()
@@ -489,7 +490,7 @@ func (le *loopExchange) reset() {
 	le.rt, le.lastErr, le.failed = nil, nil, nil
 	le.dropTokens()
 	le.target = evloop.Target{}
-	le.loopPD.reset()
+	le.pd.end() // a prefill still running finishes alone (a relayed decode answer)
 	if cap(le.body) > 4096 {
 		le.body = nil
 	}
@@ -537,7 +538,7 @@ func (p loopPlane) bridge(ex *evloop.Exchange) {
 	}
 	r := ex.Req()
 	ctx := new(fasthttp.RequestCtx)
-	ctx.Init2(&bridgeConn{}, fasthttpLogger{p.s.log}, true)
+	ctx.Init2(&bridgeConn{start: p.s.clock.Now()}, fasthttpLogger{p.s.log}, true)
 	req := &ctx.Request
 	req.Header.SetMethodBytes(r.Method())
 	req.SetRequestURIBytes(r.Target())
@@ -574,8 +575,23 @@ func (p loopPlane) bridge(ex *evloop.Exchange) {
 }
 
 // bridgeConn is the connection a bridged request's fasthttp handler sees: it reads and writes
-// nothing (the loop does).
-type bridgeConn struct{}
+// nothing (the loop does). start is when the loop bridged the request, on the server's clock.
+type bridgeConn struct{ start time.Time }
+
+// observe counts a request on route that ended with status, begun at start on the server's
+// clock (smg_http_requests_total, smg_http_request_duration_seconds).
+func (s *Server) observe(route, status int, start time.Time) {
+	s.m.observe(route, status, s.clock.Now().Sub(start))
+}
+
+// bridgedStart is when the loop bridged ctx's request, on the server's clock; a handler
+// called without the bridge (a unit test's) counts from now.
+func (s *Server) bridgedStart(ctx *fasthttp.RequestCtx) time.Time {
+	if c, ok := ctx.Conn().(*bridgeConn); ok {
+		return c.start
+	}
+	return s.clock.Now()
+}
 
 var bridgeAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 

@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/smg-go/smg/engine/grpcworker"
 	"github.com/smg-go/smg/engine/openai"
@@ -80,7 +79,7 @@ func (le *loopExchange) grpcRoute() bool {
 	default:
 		return false
 	}
-	for _, rt := range []*policy.Route{le.rt, le.prt} { // in PD mode, either leg tells
+	for _, rt := range []*policy.Route{le.rt, le.pd.prt} { // in PD mode, either leg tells
 		if rt != nil && len(rt.Candidates) > 0 {
 			return g.IsGRPC(rt.Candidates[0])
 		}
@@ -232,22 +231,13 @@ func (g *grpcCall) badRequest(err error) {
 // worker, as the HTTP path does.
 func (g *grpcCall) relay() {
 	le := g.le
-	if le.pd {
+	if le.pd.on {
 		g.relayPD()
 		return
 	}
 	a := &le.attempt
-	ctx, cancel := context.WithDeadline(context.Background(), a.deadline)
+	ctx, cancel := g.callContext()
 	defer cancel()
-	// The client leaving cancels the call: grpcworker then sends the engine its Abort.
-	left := g.st.Left() // read here: g is recycled once relay returns
-	go func() {
-		select {
-		case <-left:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var last error // the previous attempt's failure
 	for {
 		if err := a.pick(le.rt, &a.main); err != nil {
@@ -285,9 +275,9 @@ func (g *grpcCall) relay() {
 			return
 		}
 		if pause > 0 {
-			t := time.NewTimer(pause)
+			t := le.s.clock.NewTimer(pause)
 			select {
-			case <-t.C:
+			case <-t.C():
 			case <-ctx.Done():
 				t.Stop()
 				g.leftOrDeadline(ctx)
@@ -295,6 +285,31 @@ func (g *grpcCall) relay() {
 			}
 		}
 	}
+}
+
+// callContext is the context of the request's engine calls. It ends when the client leaves
+// (grpcworker then sends each engine its Abort) or at the request's deadline on the server's
+// clock, a fake one in tests included (its cause is then context.DeadlineExceeded); its own
+// deadline, the time left on that clock, is what grpc tells the engines (grpc-timeout).
+func (g *grpcCall) callContext() (context.Context, context.CancelFunc) {
+	clk := g.le.s.clock
+	left := g.le.attempt.deadline.Sub(clk.Now())
+	base, end := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithTimeout(base, left)
+	gone := g.st.Left() // read here: g is recycled once the call returns
+	t := clk.NewTimer(left)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-gone:
+			end(context.Canceled)
+		case <-t.C():
+			end(context.DeadlineExceeded)
+		case <-ctx.Done():
+			end(context.Canceled)
+		}
+	}()
+	return ctx, cancel
 }
 
 // leftOrDeadline answers a call whose context ended: the client left (nothing to answer), or
@@ -306,7 +321,7 @@ func (g *grpcCall) leftOrDeadline(ctx context.Context) bool {
 		return true
 	default:
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !g.started {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && !g.started {
 		g.fail(errUpstreamTimeout, "the engine did not answer within --request-timeout-secs")
 		return true
 	}
@@ -342,7 +357,7 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 		return err
 	}
 	defer stream.Close()
-	g.w.Reset(&g.req, g.model.Tokenizer, g.model.EOSTokenIDs, g.rid, time.Now().Unix(), len(g.ids))
+	g.w.Reset(&g.req, g.model.Tokenizer, g.model.EOSTokenIDs, g.rid, s.clock.Now().Unix(), len(g.ids))
 	for {
 		ch, err := stream.Recv()
 		if err == io.EOF {

@@ -32,11 +32,11 @@ var errNoPrefillKV = errors.New("the prefill engine's answer has no kv_transfer_
 func (g *grpcCall) relayPD() {
 	le := g.le
 	a := &le.attempt
-	if le.prt == nil || le.rt == nil {
+	if le.pd.prt == nil || le.rt == nil {
 		g.fail(errNoWorkers, "model '"+g.req.Model+"' needs a prefill and a decode worker in PD mode")
 		return
 	}
-	if err := a.pick(le.prt, &a.prefill); err != nil {
+	if err := a.pick(le.pd.prt, &a.prefill); err != nil {
 		g.failPick(err)
 		return
 	}
@@ -45,16 +45,8 @@ func (g *grpcCall) relayPD() {
 		return
 	}
 	pw, dw := a.prefill.w, a.main.w
-	ctx, cancel := context.WithDeadline(context.Background(), a.deadline)
+	ctx, cancel := g.callContext() // the client leaving ends both legs' calls
 	defer cancel()
-	left := g.st.Left()
-	go func() {
-		select {
-		case <-left:
-			cancel() // both legs' calls end: each engine gets its Abort
-		case <-ctx.Done():
-		}
-	}()
 	b := g.le.s.cfg.GRPC
 	pc, err := b.Client(pw)
 	if err != nil {

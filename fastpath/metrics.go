@@ -82,9 +82,10 @@ func newHTTPMetrics(set *metrics.Set) *httpMetrics {
 	return m
 }
 
-func (m *httpMetrics) observe(route, status int, start time.Time) {
+// observe counts a request on route that ended with status after d.
+func (m *httpMetrics) observe(route, status int, d time.Duration) {
 	m.requestCounter(route, statusSlot(status)).Inc()
-	m.duration[route].UpdateDuration(start)
+	m.duration[route].Update(d.Seconds())
 }
 
 // requestCounter returns the counter of a route and status slot, registering it on first use.

@@ -13,7 +13,7 @@ func (s *Server) serveLiveness(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.SetContentType("text/plain; charset=utf-8")
 	ctx.SetBodyString("OK")
-	s.m.observe(routeProbe, fasthttp.StatusOK, ctx.Time())
+	s.observe(routeProbe, fasthttp.StatusOK, s.bridgedStart(ctx))
 }
 
 // serveReadiness answers 200 while the gateway can route (not draining, at least one healthy
@@ -70,7 +70,7 @@ func (s *Server) serveReadiness(ctx *fasthttp.RequestCtx) {
 		notReady("no healthy workers")
 	}
 	writeJSON(ctx, status, body)
-	s.m.observe(routeProbe, status, ctx.Time())
+	s.observe(routeProbe, status, s.bridgedStart(ctx))
 }
 
 type modelView struct {
@@ -92,5 +92,5 @@ func (s *Server) serveModels(ctx *fasthttp.RequestCtx) {
 		data = append(data, modelView{ID: m, Object: "model", Created: s.started.Unix(), OwnedBy: "smg"})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"object": "list", "data": data})
-	s.m.observe(routeModels, fasthttp.StatusOK, ctx.Time())
+	s.observe(routeModels, fasthttp.StatusOK, s.bridgedStart(ctx))
 }

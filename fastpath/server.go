@@ -178,7 +178,7 @@ func (s *Server) serveBridged(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		writeError(ctx, errNotFound, "no route for "+string(ctx.Method())+" "+string(path))
-		s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time())
+		s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx))
 	}
 }
 
@@ -225,7 +225,7 @@ func generationRoute(path []byte) (route int, er extract.Route, ok bool) {
 func (s *Server) SetMeshStatus(status func() []byte) { s.meshStatus.Store(&status) }
 
 func (s *Server) serveMeshStatus(ctx *fasthttp.RequestCtx) {
-	defer func() { s.m.observe(routeOther, ctx.Response.StatusCode(), ctx.Time()) }()
+	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if !s.authorized(ctx) {
 		return
 	}
@@ -250,7 +250,7 @@ func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx) {
 func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, route int, allow string) {
 	writeError(ctx, errMethod, string(ctx.Method())+" is not allowed on "+string(ctx.Path())+"; use "+allow)
 	ctx.Response.Header.Set("Allow", allow)
-	s.m.observe(route, ctx.Response.StatusCode(), ctx.Time())
+	s.observe(route, ctx.Response.StatusCode(), s.bridgedStart(ctx))
 }
 
 // fasthttpLogger sends fasthttp's own messages (mostly clients that misbehave at the

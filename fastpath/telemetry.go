@@ -99,7 +99,7 @@ func (le *loopExchange) endRecord(status int) {
 	r := &t.rec
 	a := &le.attempt
 	r.Status, r.End = status, s.clock.Nanos()
-	r.Stream, r.PD, r.Attempts, r.Picked = le.fields.Stream, le.pd, a.tries, a.picked
+	r.Stream, r.PD, r.Attempts, r.Picked = le.fields.Stream, le.pd.on, a.tries, a.picked
 	r.Tries, r.RetriesExhausted = a.tryLog, a.exhausted
 	r.CacheMatched, r.CacheInput = int32(min(a.cacheMatched, math.MaxInt32)), int32(min(a.cacheInput, math.MaxInt32))
 	if n := min(int(a.tries), len(r.Tries)); n > 0 && int(a.tries) == n {
