@@ -3,6 +3,9 @@ package fastpath
 import (
 	"strings"
 	"testing"
+
+	"github.com/smg-go/smg/engine/grpcworker"
+	"github.com/smg-go/smg/worker"
 )
 
 // TestZeroSettingsAreRefused: no zero setting stands for a default (issue 16). DefaultConfig
@@ -42,5 +45,21 @@ func TestZeroSettingsAreRefused(t *testing.T) {
 	c.Port, c.FirstByteTimeout, c.DrainSettle, c.Admission.QueueSize, c.Retry = 0, 0, 0, 0, RetryConfig{}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("meaningful zeros refused: %v", err)
+	}
+}
+
+// A gRPC backend sizes its tokenizer pool explicitly: 0 is refused, not read as a default.
+func TestGRPCBackendNeedsATokenizerPoolSize(t *testing.T) {
+	b := GRPCBackend{
+		IsGRPC: func(*worker.Worker) bool { return true },
+		Client: func(*worker.Worker) (*grpcworker.Client, error) { return nil, nil },
+		Model:  func(string) (GRPCModel, bool) { return GRPCModel{}, false },
+	}
+	if err := b.validate(); err == nil || !strings.Contains(err.Error(), "tokenizer pool size 0") {
+		t.Fatalf("Tokenizers 0: %v, want an error naming the pool size", err)
+	}
+	b.Tokenizers = 1
+	if err := b.validate(); err != nil {
+		t.Fatalf("Tokenizers 1: %v", err)
 	}
 }

@@ -51,7 +51,7 @@ type GRPCBackend struct {
 	Admin func(ctx context.Context, w *worker.Worker, method, path string) (status int, body []byte, contentType string, err error)
 	// Tokenizers bounds the requests being rendered and tokenized at once: that CPU work
 	// runs off the event loops, and a flood of long prompts must not take every core.
-	// Default GOMAXPROCS.
+	// cmd/smg gives GOMAXPROCS.
 	Tokenizers int
 
 	sem chan struct{}
@@ -62,8 +62,8 @@ func (g *GRPCBackend) validate() error {
 	if g.IsGRPC == nil || g.Client == nil || g.Model == nil {
 		return errors.New("the gRPC backend needs IsGRPC, Client and Model")
 	}
-	if g.Tokenizers < 0 {
-		return fmt.Errorf("gRPC tokenizer pool size %d: must be positive (0: GOMAXPROCS)", g.Tokenizers)
+	if g.Tokenizers < 1 {
+		return fmt.Errorf("gRPC tokenizer pool size %d: give a positive count (runtime.GOMAXPROCS(0) is one a core)", g.Tokenizers)
 	}
 	return nil
 }

@@ -116,7 +116,8 @@ func newGRPCPDGatewayOn(t *testing.T, tok *tokenizer.Tokenizer, paddr, daddr str
 			}
 			return c, err
 		},
-		Model: func(string) (GRPCModel, bool) { return model, true },
+		Model:      func(string) (GRPCModel, bool) { return model, true },
+		Tokenizers: 2,
 	}}
 	g := &gateway{t: t, fakes: map[string]*fakeWorker{}}
 	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "round_robin", Decode: "round_robin"}}

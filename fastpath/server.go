@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -66,11 +65,7 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 	}
 	cfg.fillDeps()
 	if g := cfg.GRPC; g != nil {
-		n := g.Tokenizers
-		if n == 0 {
-			n = runtime.GOMAXPROCS(0)
-		}
-		g.sem = make(chan struct{}, n)
+		g.sem = make(chan struct{}, g.Tokenizers)
 	}
 	s := &Server{
 		cfg:            cfg,

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -289,6 +290,8 @@ func (g *gateway) grpcBackend() (*fastpath.GRPCBackend, error) {
 		Model:  ms.lookup,
 		DPRank: (*worker.Worker).DPRank,
 		Admin:  g.engines.Admin,
+		// One rendering and tokenizing request a core: the loops keep theirs.
+		Tokenizers: runtime.GOMAXPROCS(0),
 	}, nil
 }
 

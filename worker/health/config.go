@@ -92,6 +92,7 @@ func DefaultConfig() Config {
 		SuccessThreshold: DefaultSuccessThreshold,
 		FailureThreshold: DefaultFailureThreshold,
 		Concurrency:      DefaultConcurrency,
+		PendingBackoff:   DefaultPendingBackoff,
 	}
 }
 
@@ -110,14 +111,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--health-failure-threshold is %d: give a count of at least 1 (default %d)", c.FailureThreshold, DefaultFailureThreshold)
 	case c.Concurrency < 1:
 		return fmt.Errorf("health probe concurrency is %d: give a positive count (default %d)", c.Concurrency, DefaultConcurrency)
+	case c.PendingBackoff <= 0:
+		return fmt.Errorf("health pending backoff is %v: give a positive duration (start from health.DefaultConfig(): %v)", c.PendingBackoff, DefaultPendingBackoff)
 	}
 	return nil
 }
 
 func (c *Config) fillDefaults() {
-	if c.PendingBackoff <= 0 {
-		c.PendingBackoff = DefaultPendingBackoff
-	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}

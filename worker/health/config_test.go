@@ -20,6 +20,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{func(c *Config) { c.SuccessThreshold = 0 }, "--health-success-threshold"},
 		{func(c *Config) { c.FailureThreshold = 0 }, "--health-failure-threshold"},
 		{func(c *Config) { c.Concurrency = -1 }, "concurrency"},
+		{func(c *Config) { c.PendingBackoff = 0 }, "pending backoff"},
 	} {
 		c := DefaultConfig()
 		tc.edit(&c)
