@@ -209,9 +209,9 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 // Simulate routes trace with p over ws (one simulated engine per worker, cfg.Engines[i] for
 // ws[i]) on a synthetic clock and returns what it measured. It does what the gateway does
-// around a pick: NoteDispatch (policy.DispatchTokens: the routing text's size) and the
-// in-flight count, up at the pick and down when the last token is out; the requests awaiting
-// their first token (Worker.NoteAwaiting), up at the pick and down at the first token; each
+// around a pick, through a worker.Hold: the dispatch credit (policy.DispatchTokens: the
+// routing text's size) and the in-flight count, up at the pick and down when the last token
+// is out; the requests awaiting their first token, up at the pick and down at the first; each
 // answer's decode steps, the gaps between its tokens after the first (worker.DecodeTimer; every
 // worker's estimate is cleared at the start); and every ReportEvery
 // it polls each engine's load report (running requests, output tokens per second over the
@@ -412,10 +412,9 @@ func (sim *simulation) dispatch(r *SimRequest) {
 	i := sim.idx[out.Worker]
 	e := sim.engines[i]
 	tokens := policy.DispatchTokens(&pr)
-	out.Worker.NoteDispatch(tokens)
-	out.Worker.InFlight.Add(1)
-	out.Worker.NoteAwaiting(tokens)
 	s := &simSeq{req: r, tokens: tokens}
+	s.hold.Begin(out.Worker, tokens, int64(r.At))
+	s.hold.AwaitFirstToken()
 	if r.Group >= 0 && e.e.CacheGroups > 0 && e.cacheHas(r.Group) {
 		s.cached = r.PrefixTokens
 	} else if r.Group >= 0 && e.e.CacheTokens > 0 {
@@ -472,6 +471,9 @@ type simSeq struct {
 	// decode times its tokens after the first, one a step, as the gateway's relay does
 	// (worker.DecodeTimer).
 	decode worker.DecodeTimer
+	// hold is the request's bookkeeping on its worker, as the gateway keeps it: from the
+	// pick to the last token, awaiting its first token until the first step that makes one.
+	hold worker.Hold
 }
 
 type simEngine struct {
@@ -538,7 +540,8 @@ func (e *simEngine) finishStep(now time.Duration) (first []*simSeq) {
 	for _, s := range e.producer {
 		if s.generated == 0 {
 			s.ttft = now - s.req.At
-			e.w.NoteFirstToken(s.tokens)
+			s.hold.FirstByte(int64(now))
+			s.hold.FirstToken()
 			first = append(first, s)
 		}
 		s.decode.Piece(int64(now))
@@ -553,7 +556,7 @@ func (e *simEngine) finishStep(now time.Duration) (first []*simSeq) {
 	for _, s := range e.running {
 		if s.generated >= s.req.OutputTokens {
 			s.decode.Finish(e.w)
-			e.w.InFlight.Add(-1)
+			s.hold.End()
 			if s.req.conv != nil {
 				e.completed = append(e.completed, s)
 			}
