@@ -12,7 +12,7 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// Issue 15's closing asks of the admin routes and the worker API: the fan-outs are bounded in
+// The admin routes and the worker API: the fan-outs are bounded in
 // concurrency (the time bound is TestGetLoadsReportsEveryWorkerAndTheirFailures), and every
 // new parser is fuzzed.
 

@@ -151,8 +151,8 @@ func TestRateLimitBelowOnePerSecond(t *testing.T) {
 	}
 }
 
-// TestQueueSizeZeroMeansNoQueue: --queue-size 0 lets nobody wait (it used to mean the default
-// of 100, issue 16): past the cap a request is refused at once.
+// TestQueueSizeZeroMeansNoQueue: --queue-size 0 lets nobody wait (it does not mean the
+// default of 100): past the cap a request is refused at once.
 func TestQueueSizeZeroMeansNoQueue(t *testing.T) {
 	a := newAdmission(AdmissionConfig{MaxConcurrent: 1, QueueSize: 0, QueueTimeout: time.Hour}, clock.Real{})
 	if !admitNow(a) {

@@ -8,7 +8,7 @@ import (
 	"github.com/smg-go/smg/worker"
 )
 
-// TestZeroSettingsAreRefused: no zero setting stands for a default (issue 16). DefaultConfig
+// TestZeroSettingsAreRefused: no zero setting stands for a default. DefaultConfig
 // is valid; a zero that cannot work is refused naming the flag or the fix; the zeros that
 // mean something (port 0: any, no first-byte timeout, no drain settle, no queue, no retries)
 // stay valid.

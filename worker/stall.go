@@ -8,8 +8,8 @@ import (
 // A worker that stops answering (SIGSTOP, a wedged engine) keeps accepting connections: the
 // kernel completes the handshakes and buffers the requests, so health probes with a timeout
 // notice only after their interval times their threshold, while load-aware policies see an
-// engine with requests in flight and cache_aware keeps sending it the prefix it holds (issue
-// 17 item 5). The gateway knows better: it sees every request wait for its first byte. The
+// engine with requests in flight and cache_aware keeps sending it the prefix it holds. The
+// gateway knows better: it sees every request wait for its first byte. The
 // accounting here is what the request path records; worker/stall decides from it.
 
 // Stall states of a worker (StallState).

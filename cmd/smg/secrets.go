@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// Secrets on the command line are visible to anyone who can list processes and, before issue
-// 17, to anyone who could reach /debug/pprof/cmdline on the metrics port. The gateway takes
+// Secrets on the command line are visible to anyone who can list processes, and
+// /debug/pprof/cmdline shows them redacted (redactedCmdline). The gateway takes
 // them from a file or the environment too, and never prints a command line with them.
 
 // envAPIKey is read for --api-key when neither --api-key nor --api-key-file is given.

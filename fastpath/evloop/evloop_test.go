@@ -373,7 +373,7 @@ func TestIdleTimeoutAfterKeepAliveTraffic(t *testing.T) {
 	}
 }
 
-// TestConfigZeroIsRefused: no zero setting means "the default" (issue 16): DefaultConfig with
+// TestConfigZeroIsRefused: no zero setting means "the default": DefaultConfig with
 // a handler and a body bound is valid, and a zeroed setting is refused naming where to start.
 func TestConfigZeroIsRefused(t *testing.T) {
 	cfg := DefaultConfig()

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Zero is not "the default" (issue 16 item 5): an Engine or SimConfig not built from
+// Zero is not "the default": an Engine or SimConfig not built from
 // DefaultEngine/DefaultSimConfig is refused on every field whose zero makes no sense, each
 // message saying where to start; the defaults themselves pass.
 func TestZeroSimConfigIsRefused(t *testing.T) {

@@ -100,7 +100,7 @@ func register(t *testing.T, urls ...string) (*worker.Registry, []*worker.Worker)
 // TestReportCreditsWorkSentDuringThePoll: a report's since-report credit counts from the
 // moment its poll left, so a request sent while the poll was out (which the engine's answer
 // may not include) keeps its credit. Crediting from the publication, as before, dropped it,
-// and the expected-wait score took the worker for idler than it was (issue 13).
+// and the expected-wait score took the worker for idler than it was.
 func TestReportCreditsWorkSentDuringThePoll(t *testing.T) {
 	e := startEngine(t)
 	e.loads.Store(str(mockLoads))
@@ -281,7 +281,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	// No zero means "the default" (issue 16): a zero age or timeout is refused, and the
+	// No zero means "the default": a zero age or timeout is refused, and the
 	// interval's followers are set by WithInterval.
 	for _, zero := range []func(*Config){func(c *Config) { c.MaxReportAge = 0 }, func(c *Config) { c.Timeout = 0 }} {
 		c := DefaultConfig()
