@@ -130,9 +130,5 @@ func (le *loopExchange) wakeEPD(ex *evloop.Exchange) {
 			return
 		}
 	}
-	if le.pd.prefillErr {
-		le.deliverPrefillFailure(ex)
-		return
-	}
-	le.deliverFailure(ex, le.failed, le.lastErr)
+	le.deliverLastFailure(ex)
 }

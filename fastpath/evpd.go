@@ -326,6 +326,12 @@ func (le *loopExchange) wakePD(ex *evloop.Exchange) {
 		le.sendPD(ex)
 		return
 	}
+	le.deliverLastFailure(ex)
+}
+
+// deliverLastFailure answers the last failure of a PD or EPD request that gets no other
+// pair: the prefill's (or encode's) answer when it was that leg's, else the decode worker's.
+func (le *loopExchange) deliverLastFailure(ex *evloop.Exchange) {
 	if le.pd.prefillErr {
 		le.deliverPrefillFailure(ex)
 		return

@@ -326,48 +326,55 @@ func (le *loopExchange) UpstreamDone(ex *evloop.Exchange, err error) {
 		le.pd.drop(true)
 		le.fail(ex, errAnswerMemory, "the gateway holds too many workers' answers in memory at once (1 GiB by default); retry later")
 	default:
-		status := 0
-		if err == nil {
-			status = ex.HeldStatus()
-		}
-		w := a.main.w
-		a.main.settle(status, err)
-		a.answered(status, err, ex.Nanos())
-		if le.pd.pf != nil && err == nil && status < 300 {
-			// SGLang PD: the decode answer cannot be right without its prefill.
-			if !le.pd.pf.done {
-				le.pd.awaiting = true
-				ex.Await(le)
-				return
-			}
-			if le.pd.pf.failed() {
-				le.prefillFailed(ex)
-				return
-			}
-		}
-		// The decode answer decides (or there is no PD): a prefill still running for it is
-		// of no use any more.
-		le.pd.drop(true)
-		if errors.Is(err, evloop.ErrAnswerTooLarge) {
-			// Not retried: the same request would ask as large an answer of any worker.
-			le.deliverFailure(ex, w, err)
-			return
-		}
-		if !a.retryable(status, err) {
-			le.deliverHeld(ex, w)
-			return
-		}
-		if err == nil {
-			err = errRetryableStatus
-		}
-		le.lastErr, le.pd.prefillErr = err, false
-		if pause, ok := a.retry(w, ex.Now()); ok {
-			le.failed = w
-			ex.Sleep(le, pause)
-			return
-		}
-		le.deliverFailure(ex, w, err)
+		le.heldDone(ex, err)
 	}
+}
+
+// heldDone settles the main leg with a held answer (or the transport error err) and
+// delivers it, waits for its PD prefill, retries elsewhere or answers the failure.
+func (le *loopExchange) heldDone(ex *evloop.Exchange, err error) {
+	a := &le.attempt
+	status := 0
+	if err == nil {
+		status = ex.HeldStatus()
+	}
+	w := a.main.w
+	a.main.settle(status, err)
+	a.answered(status, err, ex.Nanos())
+	if le.pd.pf != nil && err == nil && status < 300 {
+		// SGLang PD: the decode answer cannot be right without its prefill.
+		if !le.pd.pf.done {
+			le.pd.awaiting = true
+			ex.Await(le)
+			return
+		}
+		if le.pd.pf.failed() {
+			le.prefillFailed(ex)
+			return
+		}
+	}
+	// The decode answer decides (or there is no PD): a prefill still running for it is
+	// of no use any more.
+	le.pd.drop(true)
+	if errors.Is(err, evloop.ErrAnswerTooLarge) {
+		// Not retried: the same request would ask as large an answer of any worker.
+		le.deliverFailure(ex, w, err)
+		return
+	}
+	if !a.retryable(status, err) {
+		le.deliverHeld(ex, w)
+		return
+	}
+	if err == nil {
+		err = errRetryableStatus
+	}
+	le.lastErr, le.pd.prefillErr = err, false
+	if pause, ok := a.retry(w, ex.Now()); ok {
+		le.failed = w
+		ex.Sleep(le, pause)
+		return
+	}
+	le.deliverFailure(ex, w, err)
 }
 
 // Wake re-picks after a retry's backoff.

@@ -392,10 +392,21 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 			break
 		}
 	}
+	g.end(w)
+	return nil
+}
+
+// end writes the rest of the answer of w's engine, whose stream ended whole, and ends the
+// main leg as a success; a client that left meanwhile makes the status 499.
+func (g *grpcCall) end(w *worker.Worker) {
+	le := g.le
+	s := le.s
+	a := &le.attempt
 	if !g.started {
 		a.main.firstByte()
 		g.start(w)
 	}
+	var err error
 	g.out = g.w.End(g.out[:0], "abort")
 	if g.req.Stream {
 		err = g.write(g.out)
@@ -417,7 +428,6 @@ func (g *grpcCall) try(ctx context.Context, w *worker.Worker) error {
 	if err != nil {
 		g.status = 499
 	}
-	return nil
 }
 
 // settle ends the main leg with the engine's error: the breaker learns a fault class, the

@@ -41,13 +41,13 @@ func (genCodec) Unmarshal(data mem.BufferSlice, v any) error {
 			r.kind = kindFast
 			return nil
 		}
-		return decodeOneof(b, 2, 3, &r.kind, &r.chunk, &r.complete, resetSGChunk, resetSGComplete)
+		return decodeOneof(b, 2, 3, &r.kind, &r.chunk, &r.complete, &r.chunk.TokenIds, &r.complete.OutputIds)
 	case *vlRecv:
 		if fastResponse(b, 1, vllmChunkFields, &r.fast) {
 			r.kind = kindFast
 			return nil
 		}
-		return decodeOneof(b, 1, 2, &r.kind, &r.chunk, &r.complete, resetVLChunk, resetVLComplete)
+		return decodeOneof(b, 1, 2, &r.kind, &r.chunk, &r.complete, &r.chunk.TokenIds, &r.complete.OutputIds)
 	}
 	return protoCodec.Unmarshal(data, v)
 }
@@ -82,9 +82,10 @@ var mergeOpts = proto.UnmarshalOptions{Merge: true}
 
 // decodeOneof decodes a GenerateResponse whose oneof fields are chunkNum and completeNum
 // into chunk or complete, with protobuf's semantics (the last oneof field seen wins, a
-// repeated one merges); other top-level fields (request_id) are skipped.
-func decodeOneof[C, D proto.Message](b []byte, chunkNum, completeNum protowire.Number, kind *uint8, chunk C, complete D,
-	resetC func(C), resetD func(D)) error {
+// repeated one merges); other top-level fields (request_id) are skipped. chunkIDs and
+// completeIDs are the messages' id fields, whose capacity a reset keeps.
+func decodeOneof(b []byte, chunkNum, completeNum protowire.Number, kind *uint8, chunk, complete proto.Message,
+	chunkIDs, completeIDs *[]uint32) error {
 	*kind = kindNone
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -101,13 +102,13 @@ func decodeOneof[C, D proto.Message](b []byte, chunkNum, completeNum protowire.N
 			var err error
 			if num == chunkNum {
 				if *kind != kindChunk {
-					resetC(chunk)
+					resetKeeping(chunk, chunkIDs)
 					*kind = kindChunk
 				}
 				err = mergeOpts.Unmarshal(v, chunk)
 			} else {
 				if *kind != kindComplete {
-					resetD(complete)
+					resetKeeping(complete, completeIDs)
 					*kind = kindComplete
 				}
 				err = mergeOpts.Unmarshal(v, complete)
@@ -126,29 +127,12 @@ func decodeOneof[C, D proto.Message](b []byte, chunkNum, completeNum protowire.N
 	return nil
 }
 
-// The resets clear a message but keep its id slices' capacity for the next decode.
-func resetSGChunk(m *sglangpb.GenerateStreamChunk) {
-	ids := m.TokenIds[:0]
+// resetKeeping clears m but keeps the capacity of its id field ids (one of m's) for the next
+// decode.
+func resetKeeping(m proto.Message, ids *[]uint32) {
+	keep := (*ids)[:0]
 	proto.Reset(m)
-	m.TokenIds = ids
-}
-
-func resetSGComplete(m *sglangpb.GenerateComplete) {
-	ids := m.OutputIds[:0]
-	proto.Reset(m)
-	m.OutputIds = ids
-}
-
-func resetVLChunk(m *vllmpb.GenerateStreamChunk) {
-	ids := m.TokenIds[:0]
-	proto.Reset(m)
-	m.TokenIds = ids
-}
-
-func resetVLComplete(m *vllmpb.GenerateComplete) {
-	ids := m.OutputIds[:0]
-	proto.Reset(m)
-	m.OutputIds = ids
+	*ids = keep
 }
 
 // fastFields is a GenerateStreamChunk with only what a relay reads: the common case, which

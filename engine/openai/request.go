@@ -187,6 +187,37 @@ func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw),
 
 // sampling reads the sampling fields of b (the body, or /generate's sampling_params).
 func (r *Request) sampling(b *body, maxName string) error {
+	if err := r.lengths(b, maxName); err != nil {
+		return err
+	}
+	if err := r.distribution(b); err != nil {
+		return err
+	}
+	s := &r.Sampling
+	if b.IgnoreEOS != nil {
+		s.IgnoreEOS = *b.IgnoreEOS
+	}
+	if b.SkipSpecialTokens != nil {
+		r.SkipSpecialTokens = *b.SkipSpecialTokens
+	}
+	if b.NoStopTrim != nil {
+		r.NoStopTrim = *b.NoStopTrim
+	}
+	if err := r.stop(b.Stop); err != nil {
+		return err
+	}
+	for _, id := range b.StopTokenIDs {
+		if id < 0 || id > math.MaxUint32 {
+			return badf("stop_token_ids", "stop_token_ids has %d, which is not a token id", id)
+		}
+		s.StopTokenIDs = append(s.StopTokenIDs, uint32(id))
+	}
+	return r.constraint(b)
+}
+
+// lengths checks and maps how many answers and how many tokens each (n, max_tokens or
+// max_completion_tokens as maxName, min_tokens).
+func (r *Request) lengths(b *body, maxName string) error {
 	s := &r.Sampling
 	if b.N != nil {
 		if *b.N < 1 || *b.N > grpcworker.MaxSamples {
@@ -207,6 +238,13 @@ func (r *Request) sampling(b *body, maxName string) error {
 		}
 		s.MinNewTokens = uint32(*b.MinTokens)
 	}
+	return nil
+}
+
+// distribution checks and maps how each token is drawn: temperature, top_p, top_k, min_p,
+// the penalties and the seed.
+func (r *Request) distribution(b *body) error {
+	s := &r.Sampling
 	if b.Temperature != nil {
 		if *b.Temperature < 0 || *b.Temperature > 1e6 {
 			return badf("temperature", "temperature is %v; it must be 0 or more (0 is greedy)", *b.Temperature)
@@ -256,25 +294,7 @@ func (r *Request) sampling(b *body, maxName string) error {
 		}
 		s.Seed = grpcworker.Some(int32(*b.Seed))
 	}
-	if b.IgnoreEOS != nil {
-		s.IgnoreEOS = *b.IgnoreEOS
-	}
-	if b.SkipSpecialTokens != nil {
-		r.SkipSpecialTokens = *b.SkipSpecialTokens
-	}
-	if b.NoStopTrim != nil {
-		r.NoStopTrim = *b.NoStopTrim
-	}
-	if err := r.stop(b.Stop); err != nil {
-		return err
-	}
-	for _, id := range b.StopTokenIDs {
-		if id < 0 || id > math.MaxUint32 {
-			return badf("stop_token_ids", "stop_token_ids has %d, which is not a token id", id)
-		}
-		s.StopTokenIDs = append(s.StopTokenIDs, uint32(id))
-	}
-	return r.constraint(b)
+	return nil
 }
 
 // maxStops bounds the stop strings, as OpenAI's API does (4) with room for SGLang's clients.

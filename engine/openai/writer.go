@@ -82,6 +82,17 @@ func (w *Writer) Feed(dst []byte, ch *grpcworker.Chunk) []byte {
 	if c.done {
 		return dst
 	}
+	finished := w.decode(c, ch)
+	if !w.stream {
+		return dst
+	}
+	return w.events(dst, c, ch.Index, finished)
+}
+
+// decode detokenizes the chunk ch of the open choice c into w.text (kept in c.text too for
+// an answer sent whole, and /generate's) and reports whether it finished the choice: a stop
+// string or token found, or the engine's final chunk.
+func (w *Writer) decode(c *choice, ch *grpcworker.Chunk) (finished bool) {
 	ids := ch.TokenIDs
 	if len(ids) > 0 {
 		c.sawIDs = true
@@ -102,7 +113,7 @@ func (w *Writer) Feed(dst []byte, ch *grpcworker.Chunk) []byte {
 	}
 	c.seen += uint32(steps)
 	c.tokens = max(c.tokens, c.seen)
-	finished := res.Done()
+	finished = res.Done()
 	switch {
 	case finished:
 		c.finish = "stop"
@@ -130,29 +141,32 @@ func (w *Writer) Feed(dst []byte, ch *grpcworker.Chunk) []byte {
 	if !w.stream || w.kind == Generate {
 		c.text = append(c.text, w.text...)
 	}
-	if !w.stream {
-		return dst
-	}
+	return finished
+}
+
+// events appends the stream events of choice index (c) for the text decode just left in
+// w.text, and its finish when finished.
+func (w *Writer) events(dst []byte, c *choice, index uint32, finished bool) []byte {
 	switch w.kind {
 	case Chat:
 		if !c.started {
 			c.started = true
-			dst = w.chatChunk(dst, ch.Index, "role", nil)
+			dst = w.chatChunk(dst, index, "role", nil)
 		}
 		if len(w.text) > 0 {
-			dst = w.chatChunk(dst, ch.Index, "content", w.text)
+			dst = w.chatChunk(dst, index, "content", w.text)
 		}
 		if finished {
-			dst = w.chatChunk(dst, ch.Index, "finish", nil)
+			dst = w.chatChunk(dst, index, "finish", nil)
 		}
 	case Completion:
 		if len(w.text) > 0 || finished {
-			dst = w.completionChunk(dst, ch.Index, w.text, finished)
+			dst = w.completionChunk(dst, index, w.text, finished)
 		}
 	case Generate:
 		if len(w.text) > 0 || finished {
 			dst = append(dst, "data: "...)
-			dst = w.generateObject(dst, ch.Index, finished)
+			dst = w.generateObject(dst, index, finished)
 			dst = append(dst, "\n\n"...)
 		}
 	}
