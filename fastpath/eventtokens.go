@@ -17,7 +17,9 @@ import (
 // --tokenizer-path, a local directory), the request waits parked while a goroutine of the
 // tokenizer pool renders and tokenizes it as the engine will; it is then picked on those ids
 // and forwarded as the client sent it. Requests of other models are never tokenized, and a
-// request the tokenizer cannot read (its engine decides) is picked on its text.
+// request the tokenizer cannot read (its engine decides) is picked on its text. In PD mode the
+// pair is picked on the ids when either leg's picker wants them; EPD requests, whose
+// multimodal parts the encode leg handles, are picked on their text.
 
 // tokenJob is one request's tokenization. The goroutine that runs it owns it until it sets
 // done and wakes the exchange; the loop reads the result after. A job whose client left is
@@ -39,7 +41,7 @@ type tokenJob struct {
 func (le *loopExchange) tokenizeFirst(ex *evloop.Exchange) bool {
 	s := le.s
 	b := s.cfg.GRPC
-	if b == nil || le.pd.on || ex.Streamed() || len(le.req.Tokens) > 0 || le.rt == nil {
+	if b == nil || le.pd.epd.on || ex.Streamed() || len(le.req.Tokens) > 0 || le.rt == nil {
 		return false
 	}
 	switch le.route {
@@ -47,7 +49,7 @@ func (le *loopExchange) tokenizeFirst(ex *evloop.Exchange) bool {
 	default:
 		return false
 	}
-	if tw, ok := le.rt.Picker.(policy.TokenWanter); !ok || !tw.WantsTokens() {
+	if !wantsTokens(le.rt) && (!le.pd.on || le.pd.prt == nil || !wantsTokens(le.pd.prt)) {
 		return false
 	}
 	m, ok := b.Model(string(le.fields.Model))
@@ -60,6 +62,12 @@ func (le *loopExchange) tokenizeFirst(ex *evloop.Exchange) bool {
 	ex.Park(le, max(wait, time.Millisecond))
 	go job.run()
 	return true
+}
+
+// wantsTokens reports whether rt's picker routes on token ids (policy.TokenWanter).
+func wantsTokens(rt *policy.Route) bool {
+	tw, ok := rt.Picker.(policy.TokenWanter)
+	return ok && tw.WantsTokens()
 }
 
 // run renders and tokenizes the request within the tokenizer pool's bound, then wakes it.
@@ -97,6 +105,10 @@ func (le *loopExchange) tokenized(ex *evloop.Exchange) {
 		le.req.Tokens = job.ids
 	} else {
 		le.s.log.Debug("Routing on the request's text: the model's tokenizer cannot read it", "model", job.model.ID, "error", job.err)
+	}
+	if le.pd.on {
+		le.sendPD(ex)
+		return
 	}
 	le.pickAndSend(ex)
 }

@@ -43,12 +43,12 @@ func (p tokenWantingPicker) Pick(req *policy.Request) (policy.Result, error) {
 	return p.Picker.Pick(req)
 }
 
-// newTokenizingGateway is a gateway over one fake HTTP worker whose model's picker wants
-// token ids, holding the model's tokenizer (Qwen3's) as --model-path gives it.
-func newTokenizingGateway(t *testing.T, cfg Config) (*gateway, *fakeWorker, *tokenWanter) {
+// tokenizingBackend holds model m1's tokenizer (Qwen3's) as --model-path gives it; its
+// workers are HTTP workers.
+func tokenizingBackend(t *testing.T) *GRPCBackend {
 	_, tok, tmpl := loadQwen3(t)
 	model := GRPCModel{ID: "m1", Tokenizer: tok, Template: tmpl, EOSTokenIDs: tok.EOSTokenIDs(), MaxPromptTokens: 200}
-	cfg.GRPC = &GRPCBackend{
+	return &GRPCBackend{
 		IsGRPC: func(*worker.Worker) bool { return false },
 		Client: func(*worker.Worker) (*grpcworker.Client, error) { return nil, errors.New("no gRPC workers here") },
 		Model: func(name string) (GRPCModel, bool) {
@@ -56,8 +56,24 @@ func newTokenizingGateway(t *testing.T, cfg Config) (*gateway, *fakeWorker, *tok
 		},
 		Tokenizers: 1,
 	}
+}
+
+// builders gives tw for the policy named "tokens" and round robin for any other.
+func builders(tw *tokenWanter) policy.NewBuilderFunc {
+	return func(name string, _ bool) (policy.Builder, error) {
+		if name == "tokens" {
+			return tw, nil
+		}
+		return roundrobin.New(), nil
+	}
+}
+
+// newTokenizingGateway is a gateway over one fake HTTP worker whose model's picker wants
+// token ids, holding the model's tokenizer.
+func newTokenizingGateway(t *testing.T, cfg Config) (*gateway, *fakeWorker, *tokenWanter) {
+	cfg.GRPC = tokenizingBackend(t)
 	tw := &tokenWanter{Builder: roundrobin.New()}
-	rc := policy.RouterConfig{DefaultPolicy: "tokens", NewBuilder: func(string, bool) (policy.Builder, error) { return tw, nil }}
+	rc := policy.RouterConfig{DefaultPolicy: "tokens", NewBuilder: builders(tw)}
 	fw := newFakeWorker(t, "w1", 200)
 	g := &gateway{t: t, fakes: map[string]*fakeWorker{"10.0.0.1:8000": fw}}
 	g.start(cfg, rc, func(addr string) (net.Conn, error) { return g.fake(addr).ln.Dial() }, func() {
@@ -156,4 +172,27 @@ func TestTokenizingPastTheDeadlineTimesOut(t *testing.T) {
 	if n := len(fw.served); n != 0 {
 		t.Fatalf("the worker served %d requests", n)
 	}
+}
+
+// In PD mode a text request whose prefill picker wants token ids is tokenized first and the
+// pair picked on the ids; the legs get the client's body with the bootstrap fields.
+func TestPDTextRequestIsPickedOnItsTokens(t *testing.T) {
+	p1 := newPDFake(t, answerJSON(`{"prefill":1}`))
+	d1 := newPDFake(t, answerJSON(decodeAnswer))
+	tw := &tokenWanter{Builder: roundrobin.New()}
+	rc := policy.RouterConfig{DefaultPolicy: "round_robin", PD: &policy.PDPolicies{Prefill: "tokens", Decode: "round_robin"}, NewBuilder: builders(tw)}
+	g := newLegsGateway(t, Config{GRPC: tokenizingBackend(t)}, rc,
+		legFakes{"10.0.1", worker.TypePrefill, map[string]string{worker.LabelBootstrapPort: "9001"}, []*pdFake{p1}},
+		legFakes{"10.0.2", worker.TypeDecode, nil, []*pdFake{d1}})
+	resp := g.do("POST", "/v1/chat/completions", tokenizedChat)
+	if resp.StatusCode() != 200 || !strings.Contains(string(resp.Body()), "from decode") {
+		t.Fatalf("%d %s", resp.StatusCode(), resp.Body())
+	}
+	if n := tw.lastTokens.Load(); n < 15 || n > 40 || tw.picks.Load() != 1 {
+		t.Fatalf("prefill picked %d times, the last on %d tokens; want once, on the rendered chat's (15-40)", tw.picks.Load(), n)
+	}
+	if got := p1.received(); len(got) != 1 || got[0]["bootstrap_host"] != "10.0.1.1" || len(d1.received()) != 1 {
+		t.Fatalf("prefill got %v, decode %d bodies", got, len(d1.received()))
+	}
+	testutil.Eventually(t, "in-flight back to 0", func() bool { return g.inFlight() == 0 })
 }

@@ -167,7 +167,9 @@ func (le *loopExchange) admitted(ex *evloop.Exchange) {
 			le.sendEPD(ex)
 			return
 		}
-		le.sendPD(ex)
+		if !le.tokenizeFirst(ex) {
+			le.sendPD(ex) // else picked once tokenized (Wake)
+		}
 		return
 	}
 	if le.tokenizeFirst(ex) {
