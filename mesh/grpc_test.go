@@ -35,16 +35,17 @@ type router struct {
 	set  *metrics.Set
 }
 
-// fastRounds shortens the protocol's clock for loopback tests: rounds of 100 ms (a probe's
-// deadline, which a loaded machine running -race must still meet), and the other timings
-// scaled alike, so that a test covering suspicion and rejoin takes seconds.
+// fastRounds shortens the protocol's clock for loopback tests: rounds of 250 ms (a probe's
+// deadline, which a 2-core machine running every package's tests with -race must still
+// meet), and the other timings scaled alike, so that a test covering suspicion and rejoin
+// takes seconds.
 func fastRounds(c *Config) {
-	c.Round = 100 * time.Millisecond
-	c.SuspectTimeout = 500 * time.Millisecond
+	c.Round = 250 * time.Millisecond
+	c.SuspectTimeout = 1250 * time.Millisecond
 	c.BackoffBase = 100 * time.Millisecond
 	c.BackoffMax = 200 * time.Millisecond
 	c.RequestTimeout = 2 * time.Second
-	c.ProbeTimeout = 50 * time.Millisecond
+	c.ProbeTimeout = 125 * time.Millisecond
 	c.RepairTimeout = 2 * time.Second
 	c.ReconnectEvery = 4
 }
