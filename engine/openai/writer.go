@@ -194,23 +194,7 @@ func (w *Writer) End(dst []byte, finish string) []byte {
 			c.text = append(c.text, w.text...)
 		}
 		if w.stream {
-			switch w.kind {
-			case Chat:
-				if !c.started {
-					c.started = true
-					dst = w.chatChunk(dst, uint32(i), "role", nil)
-				}
-				if len(w.text) > 0 {
-					dst = w.chatChunk(dst, uint32(i), "content", w.text)
-				}
-				dst = w.chatChunk(dst, uint32(i), "finish", nil)
-			case Completion:
-				dst = w.completionChunk(dst, uint32(i), w.text, true)
-			case Generate:
-				dst = append(dst, "data: "...)
-				dst = w.generateObject(dst, uint32(i), true)
-				dst = append(dst, "\n\n"...)
-			}
+			dst = w.events(dst, c, uint32(i), true)
 		}
 	}
 	if w.stream {
@@ -222,6 +206,11 @@ func (w *Writer) End(dst []byte, finish string) []byte {
 		}
 		return append(dst, "data: [DONE]\n\n"...)
 	}
+	return w.wholeBody(dst)
+}
+
+// wholeBody appends the whole body of an unstreamed answer whose choices have all finished.
+func (w *Writer) wholeBody(dst []byte) []byte {
 	switch w.kind {
 	case Generate:
 		if len(w.choices) > 1 {
