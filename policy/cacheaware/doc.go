@@ -19,8 +19,8 @@
 //     count exceeds both --balance-rel-threshold times the fleet mean and the mean plus the
 //     smaller of --balance-abs-threshold and ratio/(1-ratio), what the hit is worth in
 //     requests: on the holder the request and those queued there (hits too) cost (1-ratio) of
-//     a prefill each, elsewhere it costs a whole one (the spec has the threshold alone; issue
-//     13, docs/differences.md). The lowest expected wait among the candidates that are not hot
+//     a prefill each, elsewhere it costs a whole one (the spec has the threshold alone;
+//     docs/differences.md). The lowest expected wait among the candidates that are not hot
 //     takes the request (tree_match); if every candidate is hot, the lowest expected wait
 //     among the workers that are not hot does, or among all when every worker is hot (spill).
 //     The spill target becomes another holder of the prefix, so a hot prefix replicates.

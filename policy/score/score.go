@@ -18,51 +18,24 @@ const (
 	DefaultMeanPrefillTokens = 1024   // --least-load-mean-prefill-tokens
 )
 
-// Config tunes the expected-wait score, the spec's formula with deliberate changes
-// (docs/differences.md):
+// Config tunes the expected-wait score, the spec's formula with deliberate changes:
 //
-//	score = (queued_tokens + in_flight_tokens) / fleet_rate + KVPressureWeight * k / (1 - k)
+//		score = (queued_tokens + in_flight_tokens) / fleet_rate + KVPressureWeight * k / (1 - k)
 //
-// fleet_rate is one rate for the whole group (policy.FleetRate: the mean generation throughput its
-// workers report, DefaultThroughput when none reports one) where the spec divides by each
-// worker's own report. A continuous-batching engine's gen_throughput grows with its batch, so
-// dividing by it made a busy worker look cheap and kept it winning between two reports; and
-// an idle engine reports 0, which was taken for "reports none" and credited at
-// DefaultThroughput, above every real report, so it took dozens of requests before the next
-// report. With one rate, a worker reporting zero running and zero throughput is simply idle,
-// and between two reports each request sent to a worker costs it the same, so picks spread.
-// queued_tokens and in_flight_tokens (the work sent since the last report) are the spec's,
-// but for the size of a request sent without token ids (DispatchTokens); "since the last
-// report" counts from the moment its poll was sent (worker.Worker.SetLoadSince). k, the KV
-// usage, is the report's moved by the change of this gateway's in-flight requests on the
-// worker since that moment (worker.LoadReport.KVOccupancyAt), a second difference: read from
-// the report alone it is up to a poll interval stale, and where it outweighs a request's
-// credit (short prompts) the score herded on it.
+//	  - fleet_rate is one rate for the group (policy.FleetRate), not each worker's own report:
+//	    an engine's gen_throughput grows with its batch and an idle one reports 0, so the
+//	    per-worker divisor made busy and idle workers look cheap and picks herded.
+//	  - in_flight_tokens count from the moment the last report's poll left
+//	    (worker.Worker.SetLoadSince); k is the report's KV usage moved by this gateway's
+//	    requests since then (worker.LoadReport.KVOccupancyAt).
+//	  - Workers rank first by their awaiting work (AwaitingWork: requests whose first token has
+//	    not arrived), then by the score: that is the queue a new first token waits behind.
+//	  - least_load drains a clearly slower engine at its own rate (Rate, SlowStepRatio).
+//	  - Workers equal for all the gateway can tell are taken in turn, the one picked longest
+//	    ago first (LowestInTurn, HalfRequest).
 //
-// Workers are ranked first by their awaiting work (AwaitingWork: this gateway's streamed
-// requests on the worker whose first token has not arrived), and by the score among equals,
-// a third difference. That work is the queue a new request's first token waits behind, known
-// exactly and live, where the report's queue is up to a poll interval old and the
-// since-report credit keeps counting requests long after they started decoding. With no
-// streamed requests (nothing awaits a first token the gateway can see) every worker's
-// awaiting work is 0 and the score alone ranks, as before. On the simulated fleet
-// (policytest.Simulate) least_load's TTFT p99 went from 0.87-1.16× round robin's to
-// 0.79-0.90× on uniform prompts, 0.34-0.38× to 0.30-0.32× on mixed sizes and 0.29-0.30× to
-// 0.21-0.22× on the heterogeneous fleet. Adding the awaiting work to the score instead of
-// ranking by it first did not help the heterogeneous fleet: the since-report credit of a
-// 4 s report interval outweighs a few short requests waiting.
-//
-// A fourth: least_load (LowestAt with Rate's step) drains a clearly slower engine's work at
-// its own rate rather than the fleet's (Rate, SlowStepRatio); power_of_two and cache_aware
-// score at the fleet rate (Lowest).
-//
-// A fifth: least_load and cache_aware's whole-fleet choices (LowestInTurn) and power_of_two's
-// pairs take workers that are equal for all the gateway can tell in turn, the one picked
-// longest ago first: awaiting work within half a request like the new one (HalfRequest) when
-// every worker is computing a prefill, expected waits within one request of mean size among
-// workers with nothing awaiting. The spec's order decides only past those bands.
-//
-// The zero value is not valid; start from DefaultConfig.
+// Why each change, with its figures: docs/differences.md ("Expected-wait score"). The zero
+// value is not valid; start from DefaultConfig.
 type Config struct {
 	// KVPressureWeight weighs the KV-pressure term, in seconds; 0 removes it. Default 0.15.
 	KVPressureWeight float64
