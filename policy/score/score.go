@@ -18,21 +18,22 @@ const (
 	DefaultMeanPrefillTokens = 1024   // --least-load-mean-prefill-tokens
 )
 
-// Config tunes the expected-wait score, the spec's formula with deliberate changes:
+// Config tunes the expected-wait score,
 //
-//		score = (queued_tokens + in_flight_tokens) / fleet_rate + KVPressureWeight * k / (1 - k)
+//	score = (queued_tokens + in_flight_tokens) / fleet_rate + KVPressureWeight * k / (1 - k)
 //
-//	  - fleet_rate is one rate for the group (policy.FleetRate), not each worker's own report:
-//	    an engine's gen_throughput grows with its batch and an idle one reports 0, so the
-//	    per-worker divisor made busy and idle workers look cheap and picks herded.
-//	  - in_flight_tokens count from the moment the last report's poll left
-//	    (worker.Worker.SetLoadSince); k is the report's KV usage moved by this gateway's
-//	    requests since then (worker.LoadReport.KVOccupancyAt).
-//	  - Workers rank first by their awaiting work (AwaitingWork: requests whose first token has
-//	    not arrived), then by the score: that is the queue a new first token waits behind.
-//	  - least_load drains a clearly slower engine at its own rate (Rate, SlowStepRatio).
-//	  - Workers equal for all the gateway can tell are taken in turn, the one picked longest
-//	    ago first (LowestInTurn, HalfRequest).
+// which is the spec's formula with deliberate changes:
+//   - fleet_rate is one rate for the group (policy.FleetRate), not each worker's own report:
+//     an engine's gen_throughput grows with its batch and an idle one reports 0, so the
+//     per-worker divisor made busy and idle workers look cheap and picks herded.
+//   - in_flight_tokens count from the moment the last report's poll left
+//     (worker.Worker.SetLoadSince); k is the report's KV usage moved by this gateway's
+//     requests since then (worker.LoadReport.KVOccupancyAt).
+//   - Workers rank first by their awaiting work (AwaitingWork: requests whose first token has
+//     not arrived), then by the score: that is the queue a new first token waits behind.
+//   - least_load drains a clearly slower engine at its own rate (Rate, SlowStepRatio).
+//   - Workers equal for all the gateway can tell are taken in turn, the one picked longest
+//     ago first (LowestInTurn, HalfRequest).
 //
 // Why each change, with its figures: docs/differences.md ("Expected-wait score"). The zero
 // value is not valid; start from DefaultConfig.
