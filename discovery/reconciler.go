@@ -182,6 +182,10 @@ func (r *Reconciler) Run(ctx context.Context) {
 			continue
 		case <-debounce:
 			debounce = nil
+			select {
+			case <-r.wake: // a trigger already waiting is covered by the pass this starts
+			default:
+			}
 		case <-resync:
 			resync = r.cfg.Clock.After(r.cfg.Resync)
 		}
