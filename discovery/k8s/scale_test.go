@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -47,13 +46,7 @@ func TestScaleGoroutinesBounded(t *testing.T) {
 //
 //	go test -run '^$' -bench '^BenchmarkDiscoveryScale$' -benchtime 1x -timeout 30m ./discovery/k8s/
 func BenchmarkDiscoveryScale(b *testing.B) {
-	n := 10_000
-	if v := os.Getenv("SMG_SCALE_PODS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > k8stest.MaxLoopbackPods {
-			b.Fatalf("SMG_SCALE_PODS=%q: give a pod count from 1 to %d", v, k8stest.MaxLoopbackPods)
-		}
-	}
+	n := k8stest.ScalePods(b)
 	for range b.N {
 		figs := runScale(b, n, 60)
 		fmt.Println(figs)

@@ -37,13 +37,7 @@ func TestDiscoveredFleetInAProcess(t *testing.T) {
 //
 //	go test -run '^$' -bench '^BenchmarkDiscoveryScaleProcess$' -benchtime 1x -timeout 40m ./internal/e2e/
 func BenchmarkDiscoveryScaleProcess(b *testing.B) {
-	n := 10_000
-	if v := os.Getenv("SMG_SCALE_PODS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > k8stest.MaxLoopbackPods {
-			b.Fatalf("SMG_SCALE_PODS=%q: give a pod count from 1 to %d", v, k8stest.MaxLoopbackPods)
-		}
-	}
+	n := k8stest.ScalePods(b)
 	for range b.N {
 		figs := runProcessScale(b, n, 60, time.Minute)
 		fmt.Println(figs)

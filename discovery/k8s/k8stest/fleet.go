@@ -3,8 +3,10 @@ package k8stest
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -83,6 +85,21 @@ func (f *Fleet) ReadyPods(ctx context.Context, pods []PodSpec, ip func(i int) st
 
 // MaxLoopbackPods is how many pods LoopbackIP can place at distinct loopback addresses.
 const MaxLoopbackPods = 254 * 256
+
+// ScalePods is the pod count of a scale benchmark: SMG_SCALE_PODS when set (1 to
+// MaxLoopbackPods), else 10,000.
+func ScalePods(tb testing.TB) int {
+	tb.Helper()
+	v := os.Getenv("SMG_SCALE_PODS")
+	if v == "" {
+		return 10_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxLoopbackPods {
+		tb.Fatalf("SMG_SCALE_PODS=%q: give a pod count from 1 to %d", v, MaxLoopbackPods)
+	}
+	return n
+}
 
 // LoopbackIP is pod i's address in a large fleet: 127.1.0.1 onwards, one loopback address
 // per pod, so that every pod is its own worker while one mock engine listening on all
