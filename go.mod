@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/ardanlabs/jinja v1.8.0
+	github.com/cilium/ebpf v0.22.0
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/valyala/fasthttp v1.79.0
