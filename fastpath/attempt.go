@@ -183,7 +183,7 @@ func (a *attempt) streamPiece(now int64) {
 }
 
 // streamDone records that main's relayed stream ended whole: the gaps between its pieces are
-// its worker's decode steps (worker.Worker.NoteDecode).
+// its worker's decode steps (worker.DecodeTimer).
 func (a *attempt) streamDone() { a.decode.Finish(a.main.w) }
 
 // last reports whether the attempt under way is the request's last by count: a retryable

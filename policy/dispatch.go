@@ -5,7 +5,7 @@ package policy
 const BytesPerToken = 4
 
 // DispatchTokens returns the token count the gateway credits to the worker it sends req to
-// (worker.NoteDispatch): the request's token ids when it carries them, else its routing text's
+// (worker.Hold.Begin): the request's token ids when it carries them, else its routing text's
 // length over BytesPerToken, else -1 (unknown, credited at MeanPrefillTokens). The spec
 // credits every request without token ids at the mean, so a prompt 30 times longer than the
 // rest counted as one more request and least_load kept queueing behind it (see

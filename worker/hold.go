@@ -2,10 +2,11 @@ package worker
 
 // Hold is one request's bookkeeping on a worker, from the moment it leaves for the worker
 // to the end of the worker's answer: a unit of the in-flight count, the dispatch credit the
-// load-aware scores read (NoteDispatch), the wait for the answer's first byte that
-// worker/stall reads (NoteSent) and, for an answer whose pieces the gateway relays, the wait
-// for its first token that the expected-wait score reads (NoteAwaiting). The request path
-// keeps these through a Hold only, so that every one is undone exactly once.
+// load-aware scores read (SinceReport), the wait for the answer's first byte that
+// worker/stall reads (Silence) and, for an answer whose pieces the gateway relays, the wait
+// for its first token that the expected-wait score reads (Awaiting). Production code changes
+// these counters through a Hold only, so that every change is undone exactly once (tests set
+// them one by one with worker/workertest).
 //
 // The zero value holds nothing. A Hold belongs to one request (it is not safe for
 // concurrent use) and may be moved by value to a new owner; after Begin, exactly one End.
@@ -22,9 +23,9 @@ type Hold struct {
 // it at now.
 func (h *Hold) Begin(w *Worker, tokens int, now int64) {
 	*h = Hold{w: w, tokens: tokens, sent: max(now, 1)}
-	w.NoteDispatch(tokens)
+	w.noteDispatch(tokens)
 	w.InFlight.Add(1)
-	w.NoteSent(h.sent)
+	w.noteSent(h.sent)
 }
 
 // AwaitFirstToken counts the request among the worker's requests awaiting their first token
@@ -32,14 +33,14 @@ func (h *Hold) Begin(w *Worker, tokens int, now int64) {
 func (h *Hold) AwaitFirstToken() {
 	if h.w != nil && !h.awaiting {
 		h.awaiting = true
-		h.w.NoteAwaiting(h.tokens)
+		h.w.noteAwaiting(h.tokens)
 	}
 }
 
 // FirstByte records the answer's first byte arriving at now; later calls do nothing.
 func (h *Hold) FirstByte(now int64) {
 	if h.sent != 0 {
-		h.w.NoteFirstByte(h.sent, now)
+		h.w.noteFirstByte(h.sent, now)
 		h.sent = 0
 	}
 }
@@ -47,7 +48,7 @@ func (h *Hold) FirstByte(now int64) {
 // FirstToken records that the answer's first token arrived; later calls do nothing.
 func (h *Hold) FirstToken() {
 	if h.awaiting {
-		h.w.NoteFirstToken(h.tokens)
+		h.w.noteFirstToken(h.tokens)
 		h.awaiting = false
 	}
 }
@@ -59,7 +60,7 @@ func (h *Hold) End() {
 		return
 	}
 	if h.sent != 0 {
-		h.w.NoteNoFirstByte()
+		h.w.noteNoFirstByte()
 	}
 	h.FirstToken()
 	h.w.InFlight.Add(-1)

@@ -57,8 +57,8 @@ func TestStateWordParts(t *testing.T) {
 	if w.Status() != StatusNotReady || !w.Overloaded() || w.StallState() != StallSilent {
 		t.Fatal("setting the status changed another part of the word")
 	}
-	w.NoteSent(1)
-	w.NoteFirstByte(1, 2) // an answer clears the stall
+	w.noteSent(1)
+	w.noteFirstByte(1, 2) // an answer clears the stall
 	w.SetOverloaded(false)
 	w.setStatus(StatusReady)
 	if w.StallState() != StallNone || w.Overloaded() || !w.Routable() {

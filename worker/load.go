@@ -155,10 +155,10 @@ func (w *Worker) DispatchMark() DispatchMark {
 	return DispatchMark{w.dispatchedRequests.Load(), w.dispatchedTokens.Load(), w.dispatchedUnknown.Load(), w.InFlight.Load()}
 }
 
-// NoteDispatch records a request dispatched to the worker, for the expected-wait score's
+// noteDispatch records a request dispatched to the worker, for the expected-wait score's
 // credit of the work sent since the last load report: tokens is its token count when known,
 // else -1.
-func (w *Worker) NoteDispatch(tokens int) {
+func (w *Worker) noteDispatch(tokens int) {
 	w.dispatchedRequests.Add(1)
 	if tokens >= 0 {
 		w.dispatchedTokens.Add(int64(tokens))
@@ -168,10 +168,10 @@ func (w *Worker) NoteDispatch(tokens int) {
 	w.changed()
 }
 
-// NoteAwaiting records a request sent to the worker that now waits for its first token;
-// tokens is its token count when known, else -1. Exactly one NoteFirstToken with the same
+// noteAwaiting records a request sent to the worker that now waits for its first token;
+// tokens is its token count when known, else -1. Exactly one noteFirstToken with the same
 // tokens must follow, when its first token arrives or it ends without one.
-func (w *Worker) NoteAwaiting(tokens int) {
+func (w *Worker) noteAwaiting(tokens int) {
 	w.awaitingRequests.Add(1)
 	if tokens >= 0 {
 		w.awaitingTokens.Add(int64(tokens))
@@ -181,9 +181,9 @@ func (w *Worker) NoteAwaiting(tokens int) {
 	w.changed()
 }
 
-// NoteFirstToken records that a request NoteAwaiting(tokens) recorded stopped waiting for
+// noteFirstToken records that a request noteAwaiting(tokens) recorded stopped waiting for
 // its first token: it arrived, or the request ended without one.
-func (w *Worker) NoteFirstToken(tokens int) {
+func (w *Worker) noteFirstToken(tokens int) {
 	w.awaitingRequests.Add(-1)
 	if tokens >= 0 {
 		w.awaitingTokens.Add(-int64(tokens))
@@ -193,7 +193,7 @@ func (w *Worker) NoteFirstToken(tokens int) {
 	w.changed()
 }
 
-// Awaiting returns the requests waiting for the worker's first token (NoteAwaiting), the sum
+// Awaiting returns the requests waiting for the worker's first token (Hold.AwaitFirstToken), the sum
 // of their known token counts, and how many had no known count.
 func (w *Worker) Awaiting() (requests, knownTokens, unknown int64) {
 	return w.awaitingRequests.Load(), w.awaitingTokens.Load(), w.awaitingUnknown.Load()

@@ -41,12 +41,12 @@ func TestKVOccupancyFollowsInFlight(t *testing.T) {
 // the mark, including work sent while the poll was out.
 func TestSinceReportCountsFromTheMark(t *testing.T) {
 	w := newTestWorker()
-	w.NoteDispatch(100) // before the poll: the report covers it
+	w.noteDispatch(100) // before the poll: the report covers it
 	mark := w.DispatchMark()
-	w.NoteDispatch(50) // while the poll is out
-	w.NoteDispatch(-1)
+	w.noteDispatch(50) // while the poll is out
+	w.noteDispatch(-1)
 	w.SetLoadSince(&LoadReport{}, mark)
-	w.NoteDispatch(7) // after the publication
+	w.noteDispatch(7) // after the publication
 	if req, tokens, unknown := w.SinceReport(w.Load()); req != 3 || tokens != 57 || unknown != 1 {
 		t.Fatalf("SinceReport = %d requests, %d tokens, %d unknown: want 3, 57, 1", req, tokens, unknown)
 	}
@@ -64,19 +64,19 @@ func TestSinceReportCountsFromTheMark(t *testing.T) {
 // reports do.
 func TestAwaitingCountsUntilTheFirstToken(t *testing.T) {
 	w := newTestWorker()
-	w.NoteAwaiting(100)
-	w.NoteAwaiting(-1)
+	w.noteAwaiting(100)
+	w.noteAwaiting(-1)
 	w.SetLoad(&LoadReport{}) // a report changes nothing: the count is the gateway's own
-	w.NoteAwaiting(30)
+	w.noteAwaiting(30)
 	if n, tokens, unknown := w.Awaiting(); n != 3 || tokens != 130 || unknown != 1 {
 		t.Fatalf("Awaiting = %d requests, %d tokens, %d unknown: want 3, 130, 1", n, tokens, unknown)
 	}
-	w.NoteFirstToken(100)
-	w.NoteFirstToken(-1)
+	w.noteFirstToken(100)
+	w.noteFirstToken(-1)
 	if n, tokens, unknown := w.Awaiting(); n != 1 || tokens != 30 || unknown != 0 {
 		t.Fatalf("after two first tokens: %d, %d, %d: want 1, 30, 0", n, tokens, unknown)
 	}
-	w.NoteFirstToken(30)
+	w.noteFirstToken(30)
 	if n, tokens, unknown := w.Awaiting(); n != 0 || tokens != 0 || unknown != 0 {
 		t.Fatalf("after every first token: %d, %d, %d: want zeros", n, tokens, unknown)
 	}

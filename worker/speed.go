@@ -55,13 +55,13 @@ func (t *DecodeTimer) Piece(now int64) {
 	t.last = max(now, 1)
 }
 
-// Finish notes the lower quartile of the answer's gaps on w (NoteDecode) when it had at least
+// Finish notes the lower quartile of the answer's gaps on w (noteDecode) when it had at least
 // MinDecodeSteps of them, and resets t.
 func (t *DecodeTimer) Finish(w *Worker) {
 	if t.last != 0 && t.n >= MinDecodeSteps {
 		g := t.gaps[:t.n]
 		slices.Sort(g)
-		w.NoteDecode(g[t.n/4])
+		w.noteDecode(g[t.n/4])
 	}
 	t.last, t.n = 0, 0
 }
@@ -74,9 +74,9 @@ type decodeState struct {
 	samples atomic.Int64
 }
 
-// NoteDecode records one answer's decode step of the worker, in nanoseconds (DecodeTimer: the
+// noteDecode records one answer's decode step of the worker, in nanoseconds (DecodeTimer: the
 // lower quartile of the gaps between its pieces); a step ≤ 0 is not a sample. Safe for concurrent use.
-func (w *Worker) NoteDecode(stepNanos int64) {
+func (w *Worker) noteDecode(stepNanos int64) {
 	if stepNanos <= 0 {
 		return
 	}
@@ -96,7 +96,7 @@ func (w *Worker) NoteDecode(stepNanos int64) {
 	}
 }
 
-// DecodeStep returns the worker's decode step by estimate in seconds (NoteDecode) and how many
+// DecodeStep returns the worker's decode step by estimate in seconds (DecodeTimer) and how many
 // answers it was estimated from; 0, 0 before the first.
 func (w *Worker) DecodeStep() (seconds float64, samples int64) {
 	return math.Float64frombits(w.decode.step.Load()), w.decode.samples.Load()

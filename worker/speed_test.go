@@ -71,17 +71,17 @@ func TestShortAnswersAreNoSample(t *testing.T) {
 func TestDecodeEstimateIsTheMeanThenSmoothed(t *testing.T) {
 	w := newTestWorker()
 	for i := range 16 {
-		w.NoteDecode(int64((10 + 2*(i%2)) * 1e6)) // 10, 12, 10, 12, ... ms
+		w.noteDecode(int64((10 + 2*(i%2)) * 1e6)) // 10, 12, 10, 12, ... ms
 	}
 	if step, n := w.DecodeStep(); n != 16 || math.Abs(step-0.011) > 1e-9 {
 		t.Fatalf("after 16 answers: %v s from %d, want their mean 0.011 from 16", step, n)
 	}
-	w.NoteDecode(27e6)
+	w.noteDecode(27e6)
 	if step, _ := w.DecodeStep(); math.Abs(step-(0.011+DecodeSmoothing*0.016)) > 1e-9 {
 		t.Fatalf("the 17th answer at 27 ms moved the estimate to %v s, want %v", step, 0.011+DecodeSmoothing*0.016)
 	}
-	w.NoteDecode(0)
-	w.NoteDecode(-5)
+	w.noteDecode(0)
+	w.noteDecode(-5)
 	if _, n := w.DecodeStep(); n != 17 {
 		t.Fatalf("steps <= 0 counted: %d answers, want 17", n)
 	}

@@ -36,17 +36,17 @@ type firstByteState struct {
 	sum, count atomic.Int64
 }
 
-// NoteSent records a request leaving for the worker at now (clock.Nanos) to wait for its
-// first byte. Exactly one NoteFirstByte or NoteNoFirstByte must follow.
-func (w *Worker) NoteSent(now int64) {
+// noteSent records a request leaving for the worker at now (clock.Nanos) to wait for its
+// first byte. Exactly one noteFirstByte or noteNoFirstByte must follow.
+func (w *Worker) noteSent(now int64) {
 	if w.firstByte.waiting.Add(1) == 1 {
 		w.firstByte.quietSince.Store(now)
 	}
 }
 
-// NoteFirstByte records the first byte of the answer to a request sent at sent, arriving at
+// noteFirstByte records the first byte of the answer to a request sent at sent, arriving at
 // now: the worker answers, so it is no longer stalled.
-func (w *Worker) NoteFirstByte(sent, now int64) {
+func (w *Worker) noteFirstByte(sent, now int64) {
 	fb := &w.firstByte
 	fb.waiting.Add(-1)
 	fb.quietSince.Store(now)
@@ -57,9 +57,9 @@ func (w *Worker) NoteFirstByte(sent, now int64) {
 	}
 }
 
-// NoteNoFirstByte records that a request sent to the worker stopped waiting without an
+// noteNoFirstByte records that a request sent to the worker stopped waiting without an
 // answer (a transport error, a cut, a client that left).
-func (w *Worker) NoteNoFirstByte() { w.firstByte.waiting.Add(-1) }
+func (w *Worker) noteNoFirstByte() { w.firstByte.waiting.Add(-1) }
 
 // Silence is how long, at now (clock.Nanos), requests have been waiting on the worker
 // without it giving any first byte; 0 when none waits.

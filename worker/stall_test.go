@@ -9,17 +9,17 @@ func TestFirstByteAccounting(t *testing.T) {
 	if w.Silence(100) != 0 {
 		t.Fatal("silence with nothing waiting")
 	}
-	w.NoteSent(1_000)
-	w.NoteSent(2_000) // a second request does not restart the silence
+	w.noteSent(1_000)
+	w.noteSent(2_000) // a second request does not restart the silence
 	if got := w.Silence(5_000); got != 4_000 {
 		t.Fatalf("silence %v, want 4µs", got)
 	}
 	w.SetStallState(StallUnresponsive)
-	w.NoteFirstByte(2_000, 6_000)
+	w.noteFirstByte(2_000, 6_000)
 	if w.StallState() != StallNone || w.Silence(7_000) != 1_000 || w.Waiting() != 1 {
 		t.Fatalf("after a first byte: state %d silence %v waiting %d", w.StallState(), w.Silence(7_000), w.Waiting())
 	}
-	w.NoteNoFirstByte()
+	w.noteNoFirstByte()
 	if w.Silence(9_000) != 0 {
 		t.Fatal("silence with nothing waiting any more")
 	}

@@ -39,9 +39,9 @@ func TestWatchMarksEveryChange(t *testing.T) {
 	for name, change := range map[string]func(){
 		"InFlight.Add":    func() { w.InFlight.Add(1) },
 		"InFlight.Store":  func() { w.InFlight.Store(0) },
-		"NoteDispatch":    func() { w.NoteDispatch(12) },
-		"NoteAwaiting":    func() { w.NoteAwaiting(-1) },
-		"NoteFirstToken":  func() { w.NoteFirstToken(-1) },
+		"NoteDispatch":    func() { w.noteDispatch(12) },
+		"NoteAwaiting":    func() { w.noteAwaiting(-1) },
+		"NoteFirstToken":  func() { w.noteFirstToken(-1) },
 		"SetLoad":         func() { w.SetLoad(&LoadReport{}) },
 		"SetOverloaded":   func() { w.SetOverloaded(!w.Overloaded()) },
 		"setStatus":       func() { w.setStatus(Status(uint32(w.Status()+1) % 5)) },

@@ -82,7 +82,7 @@ type Worker struct {
 	// the first field (InFlightCount.worker).
 	InFlight InFlightCount
 	load     atomic.Pointer[LoadReport]
-	// Cumulative dispatch counts with and without a known token count (NoteDispatch; the
+	// Cumulative dispatch counts with and without a known token count (noteDispatch; the
 	// request count is in cold); a load report keeps their values at its poll
 	// (LoadReport.since), so the since-report credit is the difference.
 	dispatchedTokens  atomic.Int64
@@ -102,9 +102,9 @@ type Worker struct {
 // cold is the part of a Worker that picks do not read on every candidate: identity, client,
 // breaker, settings, metrics and the request path's measurements.
 type cold struct {
-	// dispatchedRequests counts every request dispatched (NoteDispatch).
+	// dispatchedRequests counts every request dispatched (noteDispatch).
 	dispatchedRequests atomic.Int64
-	// awaitingRequests counts the requests waiting for their first token (NoteAwaiting).
+	// awaitingRequests counts the requests waiting for their first token (noteAwaiting).
 	awaitingRequests atomic.Int64
 	// watchers are the Changes sets told of every change a load-aware pick reads (watch.go).
 	watchers atomic.Pointer[watchList]

@@ -89,7 +89,9 @@ var layers = map[string][]string{
 var parts = map[string][]string{
 	"fastpath": {"fastpath/disagg", "fastpath/evloop", "fastpath/extract"},
 	"mesh":     {"mesh/wire"},
-	"worker":   {"worker/breaker"},
+	// worker hands its unexported bookkeeping to worker/workertest through worker/internal/testhooks.
+	"worker":            {"worker/breaker", "worker/internal/testhooks"},
+	"worker/workertest": {"worker/internal/testhooks"},
 	// The tokenizer's pre-tokenizer split patterns are compiled by tokenizer/split.
 	"tokenizer": {"tokenizer/split"},
 	// The engine client speaks both engines' generated protocols.
@@ -139,6 +141,13 @@ func family(from, to string) bool {
 func testHelper(to string) bool {
 	last := to[strings.LastIndex(to, "/")+1:]
 	return under(to, "internal/testutil") || strings.HasSuffix(last, "test") && !under(to, "internal")
+}
+
+// helperUse reports whether non-test code of from may import to: a <family>test package only
+// from another test helper, bench or cmd, so that production code cannot set by hand what a
+// test helper sets (worker/workertest moves a worker's counters past worker.Hold).
+func helperUse(from, to string) bool {
+	return !testHelper(to) || under(to, "internal/testutil") || testHelper(from) || top(from) == "cmd" || top(from) == "bench"
 }
 
 // wire lists the gateway packages an oracle may import, exactly: a mock engine speaks the
@@ -224,6 +233,9 @@ func TestImportRules(t *testing.T) {
 			}
 			if !allowed(from, to) {
 				t.Errorf("%s imports %s, which docs/architecture.md does not allow", from, to)
+			}
+			if !helperUse(from, to) {
+				t.Errorf("%s imports %s, which exists for tests: import it from _test.go files only", from, to)
 			}
 		}
 		for _, imps := range [][]string{p.TestImports, p.XTestImports} {
@@ -367,5 +379,24 @@ func TestRulesCatchViolations(t *testing.T) {
 		if got := allowedInTest(tc.from, tc.to); got != tc.ok {
 			t.Errorf("allowedInTest(%s → %s) = %v, want %v", tc.from, tc.to, got, tc.ok)
 		}
+	}
+	for _, tc := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"policy/leastload", "worker/workertest", false},
+		{"fastpath", "worker/workertest", false},
+		{"policy/policytest", "worker/workertest", true},
+		{"bench", "telemetry/trace/tracetest", true},
+		{"cmd/loadgen", "loadgen/loadgentest", true},
+		{"fastpath", "internal/testutil", true},
+		{"worker/workertest", "worker/internal/testhooks", true},
+	} {
+		if got := helperUse(tc.from, tc.to); got != tc.ok {
+			t.Errorf("helperUse(%s → %s) = %v, want %v", tc.from, tc.to, got, tc.ok)
+		}
+	}
+	if !allowed("worker/workertest", "worker/internal/testhooks") {
+		t.Error("worker/workertest may not import worker/internal/testhooks, its way to the worker's bookkeeping")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 // TestDoubtfulHolderKeptWhenNoWorkerIsFree checks where the doubtful-holder spill may send a
@@ -36,11 +37,11 @@ func TestDoubtfulHolderKeptWhenNoWorkerIsFree(t *testing.T) {
 			if other == holder {
 				other = f.Workers[1]
 			}
-			holder.NoteAwaiting(3000) // a queue of prefills on the holder
-			defer holder.NoteFirstToken(3000)
+			workertest.NoteAwaiting(holder, 3000) // a queue of prefills on the holder
+			defer workertest.NoteFirstToken(holder, 3000)
 			if c.otherAwaiting > 0 {
-				other.NoteAwaiting(c.otherAwaiting)
-				defer other.NoteFirstToken(c.otherAwaiting)
+				workertest.NoteAwaiting(other, c.otherAwaiting)
+				defer workertest.NoteFirstToken(other, c.otherAwaiting)
 			}
 			spills := branch(set, BranchSpill)
 			got := pick(t, p, text(turn+" and the next turn"))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 func TestPickAllocatesNothing(t *testing.T) {
@@ -18,7 +19,7 @@ func TestPickAllocatesNothing(t *testing.T) {
 	for i, w := range f.Workers { // every eighth decodes twice as slowly: the speed flags' path too
 		w.ClearDecode()
 		for range 16 {
-			w.NoteDecode(int64(9e6 * (1 + i%8/7)))
+			workertest.NoteDecode(w, int64(9e6*(1+i%8/7)))
 		}
 	}
 	p := New(DefaultConfig(), nil).Build(f.Group("m"))

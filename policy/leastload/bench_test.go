@@ -8,6 +8,7 @@ import (
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 // benchFleet is a fleet of n workers where every second one reports its load, and, with
@@ -72,7 +73,7 @@ func BenchmarkPickWithDispatch(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				res.Worker.NoteDispatch(policy.DispatchTokens(req))
+				workertest.NoteDispatch(res.Worker, policy.DispatchTokens(req))
 				res.Worker.InFlight.Add(1)
 				if done := running[i%64]; done != nil {
 					done.InFlight.Add(-1)
@@ -154,7 +155,7 @@ func BenchmarkPickParallel(b *testing.B) {
 						b.Error(err)
 						return
 					}
-					res.Worker.NoteDispatch(policy.DispatchTokens(req))
+					workertest.NoteDispatch(res.Worker, policy.DispatchTokens(req))
 					res.Worker.InFlight.Add(1)
 					if done := running[i%64]; done != nil {
 						done.InFlight.Add(-1)

@@ -25,7 +25,7 @@
 // (score.Ranking): the workers' writers (in-flight count, since-report counters, the
 // load-report pointer, the state word) only mark their place, and a pick, under the order's
 // lock, re-weighs the marked workers and descends a tree, O(log n) instead of O(n).
-// The gateway credits the chosen worker after the pick (Worker.NoteDispatch), so two picks
+// The gateway credits the chosen worker after the pick (worker.Hold.Begin), so two picks
 // racing within the same microsecond may both see the pre-credit score; the next pick sees both.
 //
 // # Ownership

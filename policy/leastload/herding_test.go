@@ -9,6 +9,7 @@ import (
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/roundrobin"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 // pickBetweenReports picks n times with no new report, crediting each pick as the gateway
@@ -18,7 +19,7 @@ func pickBetweenReports(t *testing.T, p policy.Picker, ws []*worker.Worker, n in
 	counts := make([]int, len(ws))
 	for range n {
 		w := pickOne(t, p, &policy.Request{})
-		w.NoteDispatch(-1)
+		workertest.NoteDispatch(w, -1)
 		counts[slices.Index(ws, w)]++
 	}
 	return counts

@@ -11,6 +11,7 @@ import (
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -72,7 +73,7 @@ func TestScoreFormula(t *testing.T) {
 			}
 			policytest.SetReport(w, c.rep, t0)
 			for _, n := range c.dispatch {
-				w.NoteDispatch(n)
+				workertest.NoteDispatch(w, n)
 			}
 			got, capped := s.ReportedWait(w, w.Load(), score.Rate{TokensPerSecond: c.rate, StepSeconds: c.step})
 			if capped || math.Abs(got-c.want) > 1e-9 {
@@ -97,15 +98,15 @@ func TestPicksLowestExpectedWait(t *testing.T) {
 	// In-flight credit: one unknown-size request sent to c since its report (1024/4000 s)
 	// puts it within one request of mean size of b (1.256 s against 1.5 s): the two count as
 	// equal and b, picked less recently, wins (score.Scorer.LowestInTurn).
-	c.NoteDispatch(-1)
+	workertest.NoteDispatch(c, -1)
 	if got := pickOne(t, p, &policy.Request{}); got != b {
 		t.Fatalf("picked %s, want %s", got.URL, b.URL)
 	}
 	// Past a request's difference the lower wait wins, even over the workers picked longer
 	// ago: b, just picked, at 1.5 s; a at 2 s, c at (4000+4×1024)/4000 = 2.024 s.
-	c.NoteDispatch(-1)
-	c.NoteDispatch(-1)
-	c.NoteDispatch(-1)
+	workertest.NoteDispatch(c, -1)
+	workertest.NoteDispatch(c, -1)
+	workertest.NoteDispatch(c, -1)
 	if got := pickOne(t, p, &policy.Request{}); got != b {
 		t.Fatalf("after the burst picked %s, want %s", got.URL, b.URL)
 	}
@@ -169,7 +170,7 @@ func TestWaitingQueueCap(t *testing.T) {
 	if got := pickOne(t, p, &policy.Request{}); got != a {
 		t.Fatalf("picked %s, want %s (under the cap)", got.URL, a.URL)
 	}
-	a.NoteDispatch(-1) // 3 waiting + 1 since the report reaches the cap
+	workertest.NoteDispatch(a, -1) // 3 waiting + 1 since the report reaches the cap
 	if got := pickOne(t, p, &policy.Request{}); got != b {
 		t.Fatalf("picked %s, want %s (a is at the cap)", got.URL, b.URL)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/roundrobin"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 // TestIdleReportDoesNotWinEveryPair is §3's second herding trace (docs/benchmarks.md) for
@@ -29,7 +30,7 @@ func TestIdleReportDoesNotWinEveryPair(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Worker.NoteDispatch(-1)
+		workertest.NoteDispatch(res.Worker, -1)
 		if res.Worker == idle {
 			got++
 		}
@@ -122,7 +123,7 @@ func TestEqualWorkersArePickedInTurn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res.Worker.NoteDispatch(-1)
+			workertest.NoteDispatch(res.Worker, -1)
 			window[res.Worker]++
 			if (i+1)%len(f.Workers) == 0 {
 				if len(window) != len(f.Workers) {

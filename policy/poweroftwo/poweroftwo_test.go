@@ -10,6 +10,7 @@ import (
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 func build(t testing.TB, f *policytest.Fleet, metric string, seed uint64) policy.Picker {
@@ -192,17 +193,17 @@ func TestBusyPairTakesTheOlderPrefill(t *testing.T) {
 	}
 	p := build(t, f, MetricExpectedWait, 1).(*picker)
 	req := &policy.Request{Text: make([]byte, 1400*policy.BytesPerToken)} // a band of 700 tokens
-	a.NoteAwaiting(1400)
-	b.NoteAwaiting(1380)
+	workertest.NoteAwaiting(a, 1400)
+	workertest.NoteAwaiting(b, 1380)
 	if w, _ := p.better(req, &[2]*worker.Worker{a, b}); w != a {
 		t.Fatalf("picked %s, want the first candidate %s", w.URL, a.URL)
 	}
-	a.NoteAwaiting(800) // 2,200 against 1,380: past the band
+	workertest.NoteAwaiting(a, 800) // 2,200 against 1,380: past the band
 	if w, busy := p.better(req, &[2]*worker.Worker{a, b}); w != b || !busy {
 		t.Fatalf("picked %s (busy winner %v), want %s, a busy winner", w.URL, busy, b.URL)
 	}
-	a.NoteFirstToken(800)
-	a.NoteFirstToken(1400) // a has nothing awaiting: it wins as the second candidate too
+	workertest.NoteFirstToken(a, 800)
+	workertest.NoteFirstToken(a, 1400) // a has nothing awaiting: it wins as the second candidate too
 	if w, _ := p.better(req, &[2]*worker.Worker{b, a}); w != a {
 		t.Fatalf("picked %s, want the idle candidate %s", w.URL, a.URL)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/worker"
 	"github.com/smg-go/smg/worker/breaker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 // loadChurn changes the load of a fleet at random, as the request path, the load monitor, the
@@ -38,18 +39,18 @@ func (c *loadChurn) step() {
 	switch op := c.rng.IntN(100); {
 	case op < 25:
 		w.InFlight.Add(1)
-		w.NoteDispatch(churnTokens[c.rng.IntN(len(churnTokens))])
+		workertest.NoteDispatch(w, churnTokens[c.rng.IntN(len(churnTokens))])
 	case op < 40:
 		if w.InFlight.Load() > 0 {
 			w.InFlight.Add(-1)
 		}
 	case op < 52:
 		tokens := churnTokens[c.rng.IntN(len(churnTokens))]
-		w.NoteAwaiting(tokens)
+		workertest.NoteAwaiting(w, tokens)
 		c.awaiting[i] = append(c.awaiting[i], tokens)
 	case op < 64:
 		if n := len(c.awaiting[i]); n > 0 {
-			w.NoteFirstToken(c.awaiting[i][n-1])
+			workertest.NoteFirstToken(w, c.awaiting[i][n-1])
 			c.awaiting[i] = c.awaiting[i][:n-1]
 		}
 	case op < 82:
@@ -161,7 +162,7 @@ func TestRankingConcurrentPicks(t *testing.T) {
 				}
 				w := ws[rng.IntN(len(ws))]
 				w.InFlight.Add(1)
-				w.NoteDispatch(512)
+				workertest.NoteDispatch(w, 512)
 				policytest.SetReport(w, policytest.Report{Running: rng.IntN(4), Throughput: 1000, TokenUsage: 0.2}, time.Now())
 				w.InFlight.Add(-1)
 			}
@@ -215,7 +216,7 @@ func TestRankingPickDoesNotAllocate(t *testing.T) {
 	n := 0
 	pick := func() {
 		w, i := rk.Pick(req, rate, policy.RuntimeRand{}, policy.NoHotLimit)
-		w.NoteDispatch(policy.DispatchTokens(req))
+		workertest.NoteDispatch(w, policy.DispatchTokens(req))
 		w.InFlight.Add(1)
 		turns.Note(i)
 		ws[n%len(ws)].InFlight.Add(-1)

@@ -11,6 +11,7 @@ import (
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 // TestLowestAgreesWithReportedWait checks the hand-inlined loop of Lowest against the
@@ -42,12 +43,12 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 						Throughput:    float64(rng.IntN(3) * 1000),
 					}, time.Time{})
 					for range rng.IntN(3) {
-						w.NoteDispatch(rng.IntN(3)*300 - 1)
+						workertest.NoteDispatch(w, rng.IntN(3)*300-1)
 					}
 				}
 				for range rng.IntN(3) {
 					n := rng.IntN(3)*300 - 1
-					w.NoteAwaiting(n)
+					workertest.NoteAwaiting(w, n)
 					awaiting = append(awaiting, noted{w, n})
 				}
 			}
@@ -67,7 +68,7 @@ func TestLowestAgreesWithReportedWait(t *testing.T) {
 				t.Fatalf("round %d (cfg %+v): Lowest chose a worker scoring %v, the best scores %v", round, cfg, gs, wantScore)
 			}
 			for _, a := range awaiting { // the next round starts with nothing awaiting
-				a.w.NoteFirstToken(a.tokens)
+				workertest.NoteFirstToken(a.w, a.tokens)
 			}
 			awaiting = awaiting[:0]
 		}
@@ -162,9 +163,9 @@ func TestLowestInTurnTakesTheOldestPrefill(t *testing.T) {
 	s := score.New(score.DefaultConfig())
 	rate := s.RateOf(s.NewFleetRate(f.Workers))
 	req := &policy.Request{Text: make([]byte, 1400*policy.BytesPerToken)} // 1,400 tokens: a band of 700
-	a.NoteAwaiting(1400)
-	b.NoteAwaiting(1380)
-	c.NoteAwaiting(1390)
+	workertest.NoteAwaiting(a, 1400)
+	workertest.NoteAwaiting(b, 1380)
+	workertest.NoteAwaiting(c, 1390)
 	turns := score.NewTurns(3, testutil.NewRand(1))
 	turns.Note(0) // a picked longest ago: its prefill started first
 	turns.Note(2)
@@ -175,11 +176,11 @@ func TestLowestInTurnTakesTheOldestPrefill(t *testing.T) {
 	if got, i := s.LowestInTurn(req, f.Workers, rate, testutil.NewRand(1), policy.NoHotLimit, turns); got != a || i != 0 {
 		t.Fatalf("LowestInTurn picked %v (index %d), want the one picked longest ago %s", got, i, a.URL)
 	}
-	a.NoteAwaiting(800) // a: 2,200 tokens, 820 more than b's: past the band
+	workertest.NoteAwaiting(a, 800) // a: 2,200 tokens, 820 more than b's: past the band
 	if got, _ := s.LowestInTurn(req, f.Workers, rate, testutil.NewRand(1), policy.NoHotLimit, turns); got != c {
 		t.Fatalf("LowestInTurn picked %s, want %s (c picked before b, both in the band)", got.URL, c.URL)
 	}
-	b.NoteFirstToken(1380) // b computes nothing: it wins whatever the turns
+	workertest.NoteFirstToken(b, 1380) // b computes nothing: it wins whatever the turns
 	if got, _ := s.LowestInTurn(req, f.Workers, rate, testutil.NewRand(1), policy.NoHotLimit, turns); got != b {
 		t.Fatalf("LowestInTurn picked %s, want the worker with nothing awaiting %s", got.URL, b.URL)
 	}

@@ -8,13 +8,14 @@ import (
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 // setDecode gives w a decode-step estimate of ms milliseconds from n answers.
 func setDecode(w *worker.Worker, ms float64, n int) {
 	w.ClearDecode()
 	for range n {
-		w.NoteDecode(int64(ms * 1e6))
+		workertest.NoteDecode(w, int64(ms*1e6))
 	}
 }
 
@@ -109,14 +110,14 @@ func TestSlowWorkerTakesWorkOnlyWhenOthersQueue(t *testing.T) {
 	queue := func(n int) {
 		for _, w := range ws[:3] {
 			for range n {
-				w.NoteAwaiting(tokens)
+				workertest.NoteAwaiting(w, tokens)
 			}
 		}
 	}
 	unqueue := func(n int) {
 		for _, w := range ws[:3] {
 			for range n {
-				w.NoteFirstToken(tokens)
+				workertest.NoteFirstToken(w, tokens)
 			}
 		}
 	}

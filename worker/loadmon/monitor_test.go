@@ -13,6 +13,7 @@ import (
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 	"github.com/valyala/fasthttp"
 )
 
@@ -119,7 +120,7 @@ func TestReportCreditsWorkSentDuringThePoll(t *testing.T) {
 		m.PollOnce(context.Background())
 	}()
 	<-e.arrived
-	ws[0].NoteDispatch(100) // sent while the poll is out
+	workertest.NoteDispatch(ws[0], 100) // sent while the poll is out
 	release()
 	<-done
 	r := ws[0].Load()
@@ -145,7 +146,7 @@ func TestMonitorPollsLoadsThenMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws[0].NoteDispatch(500) // work sent before the report: the report includes it
+	workertest.NoteDispatch(ws[0], 500) // work sent before the report: the report includes it
 	m.PollOnce(context.Background())
 
 	r := ws[0].Load()

@@ -9,6 +9,7 @@ import (
 	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
+	"github.com/smg-go/smg/worker/workertest"
 )
 
 func register(t *testing.T, n int) (*worker.Registry, []*worker.Worker) {
@@ -72,8 +73,8 @@ const ms = int64(time.Millisecond)
 
 // answer records one request on w answered after ttfb, ending at now.
 func answer(w *worker.Worker, now, ttfb int64) {
-	w.NoteSent(now - ttfb)
-	w.NoteFirstByte(now-ttfb, now)
+	workertest.NoteSent(w, now-ttfb)
+	workertest.NoteFirstByte(w, now-ttfb, now)
 }
 
 // TestStoppedWorkerIsExcludedThenCut: a worker whose requests wait past half the threshold
@@ -87,7 +88,7 @@ func TestStoppedWorkerIsExcludedThenCut(t *testing.T) {
 	m := newMonitor(t, reg, p)
 	t0 := int64(time.Hour)
 	answer(other, t0, 50*ms)
-	stopped.NoteSent(t0)
+	workertest.NoteSent(stopped, t0)
 	m.Check(t0 + 900*ms)
 	if p.calls.Load() != 0 {
 		t.Fatal("probed under half the threshold")
@@ -113,7 +114,7 @@ func TestStoppedWorkerIsExcludedThenCut(t *testing.T) {
 		t.Fatalf("stalls counted silent %d, unresponsive %d; want 1 and 1", m.silent.Get(), m.cut.Get())
 	}
 	// Nothing waits any more (the cut requests went elsewhere): it stays out until it answers.
-	stopped.NoteNoFirstByte()
+	workertest.NoteNoFirstByte(stopped)
 	m.Check(t0 + 3000*ms)
 	if stopped.StallState() != worker.StallUnresponsive || stopped.Routable() {
 		t.Fatal("an unresponsive worker came back without answering")
@@ -146,7 +147,7 @@ func TestPendingProbeCutsWhenItFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := int64(time.Hour)
-	stopped.NoteSent(t0)
+	workertest.NoteSent(stopped, t0)
 	answer(other, t0+1100*ms, 50*ms)
 	m.Check(t0 + 1100*ms) // the probe starts and hangs
 	answer(other, t0+2100*ms, 50*ms)
@@ -171,12 +172,12 @@ func TestProbeOfAnEarlierSilenceDoesNotCut(t *testing.T) {
 	p := &fakeProbe{}
 	m := newMonitor(t, reg, p)
 	t0 := int64(time.Hour)
-	w.NoteSent(t0)
+	workertest.NoteSent(w, t0)
 	answer(other, t0+1100*ms, 50*ms)
 	m.Check(t0 + 1100*ms)
 	m.probing.Wait() // unanswered
-	w.NoteFirstByte(t0, t0+1500*ms)
-	w.NoteSent(t0 + 1500*ms) // a new silence from 1.5 s
+	workertest.NoteFirstByte(w, t0, t0+1500*ms)
+	workertest.NoteSent(w, t0+1500*ms) // a new silence from 1.5 s
 	p.alive.Store(true)
 	answer(other, t0+3600*ms, 50*ms)
 	m.Check(t0 + 3600*ms) // 2.1 s of silence, no probe of it yet
@@ -206,7 +207,7 @@ func TestLoneWorkerOfAModelIsNotExcluded(t *testing.T) {
 	m := newMonitor(t, reg, p)
 	t0 := int64(time.Hour)
 	for _, w := range []*worker.Worker{a1, lone, prefill} {
-		w.NoteSent(t0)
+		workertest.NoteSent(w, t0)
 	}
 	for _, now := range []int64{t0 + 1100*ms, t0 + 2100*ms} {
 		for _, w := range []*worker.Worker{a2, decode} {
@@ -250,7 +251,7 @@ func TestLongPrefillIsExcludedButNotCut(t *testing.T) {
 	p.alive.Store(true)
 	m := newMonitor(t, reg, p)
 	t0 := int64(time.Hour)
-	busy.NoteSent(t0)
+	workertest.NoteSent(busy, t0)
 	for i := int64(1); i <= 40; i++ { // 20 s of checks, the other worker answering
 		answer(other, t0+i*500*ms, 50*ms)
 		m.Check(t0 + i*500*ms)
@@ -262,7 +263,7 @@ func TestLongPrefillIsExcludedButNotCut(t *testing.T) {
 	if busy.StallState() != worker.StallSilent || p.calls.Load() < 2 {
 		t.Fatalf("state %d after 20 s of silence, %d probes", busy.StallState(), p.calls.Load())
 	}
-	busy.NoteFirstByte(t0, t0+20_500*ms)
+	workertest.NoteFirstByte(busy, t0, t0+20_500*ms)
 	if !busy.Routable() {
 		t.Fatal("its answer did not make it routable")
 	}
@@ -276,14 +277,14 @@ func TestSaturatedFleetIsNotSilent(t *testing.T) {
 	t0 := int64(time.Hour)
 	for _, w := range ws {
 		for range 100 {
-			w.NoteSent(t0)
+			workertest.NoteSent(w, t0)
 		}
 	}
 	for i := int64(1); i <= 200; i++ { // each request waits 10-20 s; one answer per 100 ms
 		now := t0 + i*100*ms
 		for _, w := range ws {
-			w.NoteFirstByte(now-10_000*ms, now)
-			w.NoteSent(now)
+			workertest.NoteFirstByte(w, now-10_000*ms, now)
+			workertest.NoteSent(w, now)
 		}
 		m.Check(now)
 		for _, w := range ws {
@@ -310,7 +311,7 @@ func TestThresholdFollowsTheTypicalFirstByte(t *testing.T) {
 	m := newMonitor(t, reg, probe)
 	t0 := int64(time.Hour)
 	answer(other, t0, 1000*ms)
-	slow.NoteSent(t0)
+	workertest.NoteSent(slow, t0)
 	answer(other, t0+5000*ms, 1000*ms)
 	m.Check(t0 + 5000*ms)
 	if m.Threshold() != 8*time.Second || slow.StallState() != worker.StallNone {
@@ -331,7 +332,7 @@ func TestNobodyLeftIsNeverExcluded(t *testing.T) {
 		m := newMonitor(t, reg, &fakeProbe{})
 		t0 := int64(time.Hour)
 		for _, w := range ws {
-			w.NoteSent(t0)
+			workertest.NoteSent(w, t0)
 		}
 		m.Check(t0 + 60_000*ms)
 		for _, w := range ws {
@@ -359,7 +360,7 @@ func TestRunChecksOnTheClock(t *testing.T) {
 	}
 	t0 := fake.Nanos()
 	answer(other, t0, 50*ms)
-	stopped.NoteSent(t0)
+	workertest.NoteSent(stopped, t0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
@@ -401,10 +402,10 @@ func TestAccountingDoesNotAllocate(t *testing.T) {
 	_, ws := register(t, 1)
 	w := ws[0]
 	if n := testing.AllocsPerRun(1000, func() {
-		w.NoteSent(1)
-		w.NoteFirstByte(1, 2)
-		w.NoteSent(3)
-		w.NoteNoFirstByte()
+		workertest.NoteSent(w, 1)
+		workertest.NoteFirstByte(w, 1, 2)
+		workertest.NoteSent(w, 3)
+		workertest.NoteNoFirstByte(w)
 		_ = w.Routable()
 	}); n != 0 {
 		t.Fatalf("%v allocations", n)
