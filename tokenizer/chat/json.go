@@ -223,91 +223,101 @@ func (d *decoder) number() (jinja.Value, error) {
 func (d *decoder) str() (string, error) {
 	d.pos++ // opening quote
 	start := d.pos
-	// Fast path: no escapes, valid UTF-8.
+	// Fast path: the string up to its first escape is taken as it stands.
 	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		if c == '"' {
-			s := d.data[start:d.pos]
+		switch c := d.data[d.pos]; {
+		case c == '"':
 			d.pos++
-			if utf8.Valid(s) {
-				return string(s), nil
-			}
-			return string([]rune(string(s))), nil
-		}
-		if c == '\\' {
-			break
-		}
-		if c < 0x20 {
+			return validString(d.data[start : d.pos-1]), nil
+		case c == '\\':
+			return d.escapedStr(append([]byte(nil), d.data[start:d.pos]...))
+		case c < 0x20:
 			return "", d.errorf("control character in string")
 		}
 		d.pos++
 	}
-	buf := append([]byte(nil), d.data[start:d.pos]...)
+	return "", d.errorf("unterminated string")
+}
+
+// escapedStr decodes the rest of a string from its first escape (at d.pos)
+// on, appending to buf, which holds the text before it.
+func (d *decoder) escapedStr(buf []byte) (string, error) {
 	for d.pos < len(d.data) {
 		c := d.data[d.pos]
 		switch {
 		case c == '"':
 			d.pos++
-			if !utf8.Valid(buf) {
-				return string([]rune(string(buf))), nil
-			}
-			return string(buf), nil
+			return validString(buf), nil
 		case c < 0x20:
 			return "", d.errorf("control character in string")
-		case c != '\\':
+		case c == '\\':
+			var err error
+			if buf, err = d.escape(buf); err != nil {
+				return "", err
+			}
+		default:
 			buf = append(buf, c)
 			d.pos++
-			continue
-		}
-		d.pos++
-		if d.pos >= len(d.data) {
-			break
-		}
-		e := d.data[d.pos]
-		d.pos++
-		switch e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := d.hex4()
-			if !ok {
-				return "", d.errorf("malformed \\u escape")
-			}
-			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
-					save := d.pos
-					d.pos += 2
-					var ok2 bool
-					if r2, ok2 = d.hex4(); !ok2 {
-						return "", d.errorf("malformed \\u escape")
-					}
-					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-						r = dec
-					} else {
-						d.pos = save
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			buf = utf8.AppendRune(buf, r)
-		default:
-			return "", d.errorf("invalid escape \\%c", e)
 		}
 	}
 	return "", d.errorf("unterminated string")
+}
+
+// escape appends what the escape at d.pos stands for to buf. A backslash
+// that ends the input appends nothing: the caller reports the unterminated
+// string.
+func (d *decoder) escape(buf []byte) ([]byte, error) {
+	d.pos++ // backslash
+	if d.pos >= len(d.data) {
+		return buf, nil
+	}
+	e := d.data[d.pos]
+	d.pos++
+	if b, ok := jsonEscapes.lookup(e); ok {
+		return append(buf, b), nil
+	}
+	if e != 'u' {
+		return buf, d.errorf("invalid escape \\%c", e)
+	}
+	r, err := d.unicodeEscape()
+	return utf8.AppendRune(buf, r), err
+}
+
+// unicodeEscape decodes the four hex digits of a \u escape at d.pos, joined
+// with a following \u escape when the two form a surrogate pair; a surrogate
+// without its pair becomes U+FFFD (and the escape after it is read on its
+// own).
+func (d *decoder) unicodeEscape() (rune, error) {
+	r, ok := d.hex4()
+	if !ok {
+		return 0, d.errorf("malformed \\u escape")
+	}
+	if !utf16.IsSurrogate(r) {
+		return r, nil
+	}
+	if d.pos+1 >= len(d.data) || d.data[d.pos] != '\\' || d.data[d.pos+1] != 'u' {
+		return utf8.RuneError, nil
+	}
+	save := d.pos
+	d.pos += 2
+	r2, ok := d.hex4()
+	if !ok {
+		return 0, d.errorf("malformed \\u escape")
+	}
+	if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
+		return pair, nil
+	}
+	d.pos = save
+	return utf8.RuneError, nil
+}
+
+// validString converts b to a string in which each byte that is not part of
+// valid UTF-8 becomes U+FFFD.
+func validString(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return string([]rune(string(b)))
 }
 
 func (d *decoder) hex4() (rune, bool) {

@@ -58,111 +58,148 @@ func rewriteSource(src string) string {
 	}
 	src = strings.TrimSuffix(src, "\n")
 
-	var out strings.Builder
-	out.Grow(len(src) + len(src)/4)
-	lineStarting := true // jinja2: the previous match ended with "\n"
-	inRaw := false
-	rawText := ""
-	emitText := func(t string) {
-		if t == "" {
-			return
-		}
-		out.WriteString("{{ '")
-		for i := 0; i < len(t); i++ {
-			if t[i] == '\\' || t[i] == '\'' {
-				out.WriteByte('\\')
-			}
-			out.WriteByte(t[i])
-		}
-		out.WriteString("' }}")
-	}
-	emitLines := func(n int) {
-		if n > 0 {
-			out.WriteString("{#" + strings.Repeat("\n", n) + "#}")
-		}
-	}
-	i := 0
-	for {
-		tag, ok := nextTag(src, i)
+	r := rewriter{src: src, lineStarting: true}
+	r.out.Grow(len(src) + len(src)/4)
+	for i := 0; ; {
+		t, ok := nextTag(src, i)
 		if !ok {
-			// No further (closed) tag: the rest is text, unless an
-			// unclosed tag follows, which is left for the engine.
-			if inRaw {
-				emitText(rawText)
-				out.WriteString("{% raw %}")
-				out.WriteString(src[i:])
-				return out.String()
-			}
-			if tag.start >= 0 {
-				emitText(src[i:tag.start])
-				out.WriteString(src[tag.start:])
-			} else {
-				emitText(src[i:])
-			}
-			return out.String()
+			r.finish(i, t)
+			return r.out.String()
 		}
-		text := src[i:tag.start]
-		i = tag.end
-		word := ""
-		if tag.kind == '%' {
-			word = stmtWord(tag.body)
-		}
-		if inRaw {
-			rawText += text
-			if word != "endraw" {
-				rawText += src[tag.start:tag.end]
-				continue
-			}
-			text, rawText = rawText, ""
-			inRaw = false
-		}
-		// Left side of the tag: "-" strips all whitespace before it;
-		// otherwise lstrip_blocks strips the indentation of a block or
-		// comment tag that starts its line.
-		full := text
-		switch {
-		case tag.open == '-':
-			text = strings.TrimRightFunc(text, isPySpace)
-		case tag.open != '+' && tag.kind != '{':
-			lpos := strings.LastIndexByte(text, '\n') + 1
-			if (lpos > 0 || lineStarting) && lpos < len(text) && strings.TrimLeftFunc(text[lpos:], isPySpace) == "" {
-				text = text[:lpos]
-			}
-		}
-		emitText(text)
-		// Newlines dropped from the source go into empty comments, so the
-		// engine's error messages keep the source's line numbers.
-		emitLines(strings.Count(full[len(text):], "\n"))
-		// The tag itself.
-		switch {
-		case tag.kind == '#', word == "raw", word == "endraw":
-			inRaw = word == "raw"
-			emitLines(strings.Count(tag.body, "\n"))
-		case tag.kind == '{':
-			body := renameFilters(pyStrings(tag.body))
-			if strings.TrimSpace(body) == "" || printsString(body) {
-				out.WriteString("{{" + body + "}}")
-			} else {
-				out.WriteString("{{ (" + body + ") | " + printFilter + " }}")
-			}
-		default:
-			out.WriteString("{%" + renameFilters(pyStrings(tag.body)) + "%}")
-		}
-		// Right side: "-" eats all following whitespace; trim_blocks eats
-		// one newline after a block or comment tag ({% raw %} excepted);
-		// "+" keeps everything.
-		consumed := ""
-		switch {
-		case tag.close == '-':
-			rest := strings.TrimLeftFunc(src[i:], isPySpace)
-			consumed = src[i : len(src)-len(rest)]
-		case tag.close != '+' && tag.kind != '{' && word != "raw" && i < len(src) && src[i] == '\n':
-			consumed = "\n"
-		}
-		i += len(consumed)
-		lineStarting = strings.HasSuffix(consumed, "\n")
-		emitLines(strings.Count(consumed, "\n"))
+		i = r.rewriteTag(src[i:t.start], t)
 	}
+}
+
+// rewriter is the state of one rewriteSource.
+type rewriter struct {
+	src          string
+	out          strings.Builder
+	lineStarting bool   // jinja2: the previous match ended with "\n"
+	inRaw        bool   // inside {% raw %}
+	rawText      string // the source of the raw block so far
+}
+
+// rewriteTag writes the template text before t and t itself, and returns the
+// source offset after the tag and the whitespace its right side trims.
+func (r *rewriter) rewriteTag(text string, t tag) int {
+	word := ""
+	if t.kind == '%' {
+		word = stmtWord(t.body)
+	}
+	if r.inRaw {
+		r.rawText += text
+		if word != "endraw" {
+			r.rawText += r.src[t.start:t.end]
+			return t.end
+		}
+		text, r.rawText = r.rawText, ""
+		r.inRaw = false
+	}
+	r.textBefore(text, t)
+	r.writeTag(t, word)
+	trimmed := r.trimmedAfter(t, word)
+	r.lineStarting = strings.HasSuffix(trimmed, "\n")
+	r.emitLines(strings.Count(trimmed, "\n"))
+	return t.end + len(trimmed)
+}
+
+// textBefore writes the text before tag t, trimmed on the tag's left side:
+// "-" strips all whitespace before it; otherwise lstrip_blocks strips the
+// indentation of a block or comment tag that starts its line.
+func (r *rewriter) textBefore(text string, t tag) {
+	full := text
+	switch {
+	case t.open == '-':
+		text = strings.TrimRightFunc(text, isPySpace)
+	case t.open != '+' && t.kind != '{':
+		lpos := strings.LastIndexByte(text, '\n') + 1
+		if (lpos > 0 || r.lineStarting) && lpos < len(text) && strings.TrimLeftFunc(text[lpos:], isPySpace) == "" {
+			text = text[:lpos]
+		}
+	}
+	r.emitText(text)
+	r.emitLines(strings.Count(full[len(text):], "\n"))
+}
+
+// writeTag writes tag t rewritten for the engine; comments and raw markers
+// leave only their newlines.
+func (r *rewriter) writeTag(t tag, word string) {
+	switch {
+	case t.kind == '#', word == "raw", word == "endraw":
+		r.inRaw = word == "raw"
+		r.emitLines(strings.Count(t.body, "\n"))
+	case t.kind == '{':
+		body := renameFilters(pyStrings(t.body))
+		if strings.TrimSpace(body) == "" || printsString(body) {
+			r.out.WriteString("{{" + body + "}}")
+		} else {
+			r.out.WriteString("{{ (" + body + ") | " + printFilter + " }}")
+		}
+	default:
+		r.out.WriteString("{%" + renameFilters(pyStrings(t.body)) + "%}")
+	}
+}
+
+// trimmedAfter returns the source text after tag t that its right side
+// trims: "-" eats all following whitespace; trim_blocks eats one newline
+// after a block or comment tag ({% raw %} excepted); "+" keeps everything.
+func (r *rewriter) trimmedAfter(t tag, word string) string {
+	rest := r.src[t.end:]
+	switch {
+	case t.close == '-':
+		return rest[:len(rest)-len(strings.TrimLeftFunc(rest, isPySpace))]
+	case t.close != '+' && t.kind != '{' && word != "raw" && strings.HasPrefix(rest, "\n"):
+		return "\n"
+	}
+	return ""
+}
+
+// finish writes the source from i on, which holds no closed tag: text, and
+// an unclosed tag (at t.start when that is not -1) left for the engine to
+// report.
+func (r *rewriter) finish(i int, t tag) {
+	switch {
+	case r.inRaw:
+		r.emitText(r.rawText)
+		r.out.WriteString("{% raw %}")
+		r.out.WriteString(r.src[i:])
+	case t.start >= 0:
+		r.emitText(r.src[i:t.start])
+		r.out.WriteString(r.src[t.start:])
+	default:
+		r.emitText(r.src[i:])
+	}
+}
+
+// emitText writes template text as a string literal output.
+func (r *rewriter) emitText(text string) {
+	if text == "" {
+		return
+	}
+	r.out.WriteString("{{ ")
+	writeQuoted(&r.out, text)
+	r.out.WriteString(" }}")
+}
+
+// emitLines writes n newlines inside an empty comment: newlines dropped from
+// the source, so the engine's error messages keep the source's line numbers.
+func (r *rewriter) emitLines(n int) {
+	if n > 0 {
+		r.out.WriteString("{#" + strings.Repeat("\n", n) + "#}")
+	}
+}
+
+// writeQuoted writes s as an engine string literal: in single quotes, with
+// \\ and \' escaped, the escapes the engine's lexer understands.
+func writeQuoted(out *strings.Builder, s string) {
+	out.WriteByte('\'')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' || s[i] == '\'' {
+			out.WriteByte('\\')
+		}
+		out.WriteByte(s[i])
+	}
+	out.WriteByte('\'')
 }
 
 // isPySpace reports whether Python's str.isspace holds for r.
@@ -228,16 +265,7 @@ func findCloser(src string, from int, closer string, comment bool) (bodyEnd, tag
 	for i < len(src) {
 		c := src[i]
 		if !comment && (c == '\'' || c == '"') {
-			i++
-			for i < len(src) && src[i] != c {
-				if src[i] == '\\' && i+1 < len(src) {
-					i++
-				}
-				i++
-			}
-			if i < len(src) {
-				i++
-			}
+			i = min(quoteEnd(src, i)+1, len(src))
 			continue
 		}
 		if c == '-' && i+2 < len(src) && src[i+1] == closer[0] && src[i+2] == closer[1] {
@@ -249,6 +277,19 @@ func findCloser(src string, from int, closer string, comment bool) (bodyEnd, tag
 		i++
 	}
 	return 0, 0, false
+}
+
+// quoteEnd returns the offset of the quote that closes the string literal
+// opening at s[i] (a backslash escapes the character after it), or len(s)
+// when the literal is unterminated.
+func quoteEnd(s string, i int) int {
+	q := s[i]
+	for i++; i < len(s) && s[i] != q; i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+	}
+	return i
 }
 
 // stmtWord returns the first word of a statement body.
@@ -286,13 +327,7 @@ func renameFilter(body, from, to string) string {
 	for i := 0; i < len(body); i++ {
 		c := body[i]
 		if c == '\'' || c == '"' {
-			i++
-			for i < len(body) && body[i] != c {
-				if body[i] == '\\' && i+1 < len(body) {
-					i++
-				}
-				i++
-			}
+			i = quoteEnd(body, i)
 			continue
 		}
 		if c != '|' {
@@ -336,14 +371,7 @@ func printsString(body string) bool {
 	for i := 0; i < len(body); {
 		c := body[i]
 		if c == '\'' || c == '"' {
-			i++
-			for i < len(body) && body[i] != c {
-				if body[i] == '\\' && i+1 < len(body) {
-					i++
-				}
-				i++
-			}
-			i++
+			i = quoteEnd(body, i) + 1
 			if depth == 0 {
 				if fresh {
 					state = literal
@@ -355,17 +383,14 @@ func printsString(body string) bool {
 			continue
 		}
 		if isIdentByte(c) {
-			k := i
+			k := i + 1
 			for k < len(body) && isIdentByte(body[k]) {
 				k++
 			}
-			switch body[i:k] {
-			case "if", "else", "and", "or", "not", "in", "is":
-				if depth == 0 {
+			if depth == 0 {
+				if isExprKeyword(body[i:k]) {
 					return false
 				}
-			}
-			if depth == 0 {
 				state, fresh = other, false
 			}
 			i = k
@@ -397,11 +422,8 @@ func printsString(body string) bool {
 			}
 			state, fresh = other, true
 		case '|':
-			for i < len(body) && body[i] == ' ' {
-				i++
-			}
-			if k := i + len(tojsonFilter); strings.HasPrefix(body[i:], tojsonFilter) && (k == len(body) || !isIdentByte(body[k])) {
-				i = k
+			var isJSON bool
+			if i, isJSON = skipFilterName(body, i, tojsonFilter); isJSON {
 				state = json
 			} else {
 				state = other
@@ -412,6 +434,29 @@ func printsString(body string) bool {
 		}
 	}
 	return depth == 0 && (stringy || state != other)
+}
+
+// isExprKeyword reports whether word is one of the keywords that make an
+// expression more than a chain of operands: if, else, and, or, not, in, is.
+func isExprKeyword(word string) bool {
+	switch word {
+	case "if", "else", "and", "or", "not", "in", "is":
+		return true
+	}
+	return false
+}
+
+// skipFilterName reports whether the filter named after a "|" (spaces from
+// i on skipped) is name, and returns the offset after the name if it is, or
+// after the spaces if it is not.
+func skipFilterName(body string, i int, name string) (int, bool) {
+	for i < len(body) && body[i] == ' ' {
+		i++
+	}
+	if k := i + len(name); strings.HasPrefix(body[i:], name) && (k == len(body) || !isIdentByte(body[k])) {
+		return k, true
+	}
+	return i, false
 }
 
 // pyStrings rewrites the string literals of a tag body: each is decoded the
@@ -428,25 +473,12 @@ func pyStrings(body string) string {
 		if q != '\'' && q != '"' {
 			continue
 		}
-		j := i + 1
-		for j < len(body) && body[j] != q {
-			if body[j] == '\\' && j+1 < len(body) {
-				j++
-			}
-			j++
-		}
+		j := quoteEnd(body, i)
 		if j >= len(body) {
 			break // unterminated: leave for the engine
 		}
 		out.WriteString(body[last:i])
-		out.WriteByte('\'')
-		for _, c := range []byte(pyUnescape(body[i+1 : j])) {
-			if c == '\\' || c == '\'' {
-				out.WriteByte('\\')
-			}
-			out.WriteByte(c)
-		}
-		out.WriteByte('\'')
+		writeQuoted(&out, pyUnescape(body[i+1:j]))
 		last = j + 1
 		i = j
 	}
@@ -467,25 +499,14 @@ func pyUnescape(s string) string {
 			continue
 		}
 		i++
-		switch c := s[i]; c {
+		c := s[i]
+		if e, ok := pythonEscapes.lookup(c); ok {
+			b = append(b, e)
+			continue
+		}
+		switch c {
 		case '\n':
 			// line continuation
-		case '\\', '\'', '"':
-			b = append(b, c)
-		case 'a':
-			b = append(b, '\a')
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'v':
-			b = append(b, '\v')
 		case 'x', 'u', 'U':
 			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
 			if i+1+n <= len(s) {
@@ -530,14 +551,7 @@ func lexBody(body string) []exprToken {
 			i++
 			continue
 		case c == '\'' || c == '"':
-			i++
-			for i < len(body) && body[i] != c {
-				if body[i] == '\\' && i+1 < len(body) {
-					i++
-				}
-				i++
-			}
-			i = min(i+1, len(body))
+			i = min(quoteEnd(body, i)+1, len(body))
 		case isIdentByte(c):
 			for i < len(body) && (isIdentByte(body[i]) || (body[i] == '.' && c >= '0' && c <= '9')) {
 				i++
@@ -566,77 +580,86 @@ func wrapConcat(body string) string {
 	if !slices.ContainsFunc(toks, func(t exprToken) bool { return t.text == "~" }) {
 		return body // the ~ is inside a string literal
 	}
-	// Each wrapped operand [from, to) inserts "(" at from and ") | str" at
-	// to; insertions are applied at the end in offset order, closings
-	// before openings at the same offset.
-	type insertion struct {
-		at    int
-		close bool
-	}
-	var ins []insertion
-	isDelim := func(s string) bool {
-		switch s {
-		case "==", "!=", "<", ">", "<=", ">=", ",", ":", "=", "in", "is", "not", "and", "or", "if", "else":
-			return true
-		}
-		return false
-	}
-	// walk processes tokens from i up to the bracket closing the current
-	// group (or the end) and returns the index after it.
-	var walk func(i int) int
-	walk = func(i int) int {
-		segStart := i
-		var tildes []int
-		flush := func(end int) {
-			if len(tildes) > 0 {
-				bounds := append([]int{segStart - 1}, tildes...)
-				bounds = append(bounds, end)
-				for k := 0; k+1 < len(bounds); k++ {
-					opStart, opEnd := bounds[k]+1, bounds[k+1]
-					if opStart >= opEnd {
-						continue
-					}
-					ins = append(ins, insertion{toks[opStart].start, false}, insertion{tokEnd(toks[opEnd-1]), true})
-				}
-			}
+	w := concatWrapper{toks: toks}
+	w.group(0)
+	return w.apply(body)
+}
+
+// concatWrapper collects the insertions that wrap the operands of ~.
+type concatWrapper struct {
+	toks []exprToken
+	ins  []insertion
+}
+
+// insertion is "(" (close false) or ") | __smg_str" (close true) inserted
+// at a source offset.
+type insertion struct {
+	at    int
+	close bool
+}
+
+// group walks tokens from i up to the bracket closing the current group (or
+// the end) and returns the index after it.
+func (w *concatWrapper) group(i int) int {
+	segStart := i
+	var tildes []int
+	for i < len(w.toks) {
+		switch t := w.toks[i].text; {
+		case t == "(" || t == "[" || t == "{":
+			i = w.group(i + 1)
+			continue
+		case t == ")" || t == "]" || t == "}":
+			w.wrapOperands(segStart, tildes, i)
+			return i + 1
+		case t == "~":
+			tildes = append(tildes, i)
+		case endsConcatOperand(t):
+			w.wrapOperands(segStart, tildes, i)
 			tildes = tildes[:0]
+			segStart = i + 1
 		}
-		for i < len(toks) {
-			t := toks[i].text
-			switch {
-			case t == "(" || t == "[" || t == "{":
-				i = walk(i + 1)
-				continue
-			case t == ")" || t == "]" || t == "}":
-				flush(i)
-				return i + 1
-			case t == "~":
-				tildes = append(tildes, i)
-			case isDelim(t):
-				flush(i)
-				segStart = i + 1
-			}
-			i++
-		}
-		flush(i)
-		return i
+		i++
 	}
-	walk(0)
-	slices.SortStableFunc(ins, func(a, b insertion) int {
-		if a.at != b.at {
-			return a.at - b.at
+	w.wrapOperands(segStart, tildes, i)
+	return i
+}
+
+// wrapOperands wraps each operand of the tokens [start, end), which the ~
+// operators at tildes divide; with no ~ there is nothing to wrap.
+func (w *concatWrapper) wrapOperands(start int, tildes []int, end int) {
+	if len(tildes) == 0 {
+		return
+	}
+	from := start
+	for k := 0; k <= len(tildes); k++ {
+		to := end
+		if k < len(tildes) {
+			to = tildes[k]
 		}
-		if a.close && !b.close {
+		if from < to {
+			w.ins = append(w.ins, insertion{w.toks[from].start, false}, insertion{tokEnd(w.toks[to-1]), true})
+		}
+		from = to + 1
+	}
+}
+
+// apply returns body with the insertions made, in offset order and closings
+// before openings at the same offset.
+func (w *concatWrapper) apply(body string) string {
+	slices.SortStableFunc(w.ins, func(a, b insertion) int {
+		switch {
+		case a.at != b.at:
+			return a.at - b.at
+		case a.close == b.close:
+			return 0
+		case a.close:
 			return -1
 		}
-		if b.close && !a.close {
-			return 1
-		}
-		return 0
+		return 1
 	})
 	var out strings.Builder
 	pos := 0
-	for _, in := range ins {
+	for _, in := range w.ins {
 		out.WriteString(body[pos:in.at])
 		if in.close {
 			out.WriteString(") | " + printFilter)
@@ -647,6 +670,17 @@ func wrapConcat(body string) string {
 	}
 	out.WriteString(body[pos:])
 	return out.String()
+}
+
+// endsConcatOperand reports whether token t binds less tightly than ~ and so
+// delimits its operands: comparisons, in, is, not, and, or, if, else,
+// commas, colons and "=".
+func endsConcatOperand(t string) bool {
+	switch t {
+	case "==", "!=", "<", ">", "<=", ">=", ",", ":", "=":
+		return true
+	}
+	return isExprKeyword(t)
 }
 
 func isTwoCharOp(s string) bool {
