@@ -224,49 +224,44 @@ func appendJSON(b []byte, v jinja.Value, o *jsonOptions, level int) ([]byte, err
 		return appendJSONString(b, v.AsString(), o.ensureASCII), nil
 	case v.IsList():
 		items := v.AsList().Items
-		if len(items) == 0 {
-			return append(b, "[]"...), nil
-		}
-		b = append(b, '[')
-		var err error
-		for i, item := range items {
-			if i > 0 {
-				b = append(b, o.itemSep...)
-			}
-			b = o.newline(b, level+1)
-			if b, err = appendJSON(b, item, o, level+1); err != nil {
-				return b, err
-			}
-		}
-		b = o.newline(b, level)
-		return append(b, ']'), nil
+		return o.appendItems(b, '[', ']', len(items), level, func(b []byte, i int) ([]byte, error) {
+			return appendJSON(b, items[i], o, level+1)
+		})
 	case v.IsDict():
 		d := v.AsDict()
-		if len(d.Keys) == 0 {
-			return append(b, "{}"...), nil
-		}
 		keys := d.Keys
 		if o.sortKeys {
 			keys = slices.Clone(keys)
 			slices.Sort(keys)
 		}
-		b = append(b, '{')
-		var err error
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, o.itemSep...)
-			}
-			b = o.newline(b, level+1)
-			b = appendJSONString(b, k, o.ensureASCII)
+		return o.appendItems(b, '{', '}', len(keys), level, func(b []byte, i int) ([]byte, error) {
+			b = appendJSONString(b, keys[i], o.ensureASCII)
 			b = append(b, o.keySep...)
-			if b, err = appendJSON(b, d.Data[k], o, level+1); err != nil {
-				return b, err
-			}
-		}
-		b = o.newline(b, level)
-		return append(b, '}'), nil
+			return appendJSON(b, d.Data[keys[i]], o, level+1)
+		})
 	}
 	return b, errNotJSON{"unknown"}
+}
+
+// appendItems appends a JSON array or object of n items between open and
+// close, separated and indented as json.dumps does; item appends the i-th.
+func (o *jsonOptions) appendItems(b []byte, open, close byte, n, level int, item func(b []byte, i int) ([]byte, error)) ([]byte, error) {
+	if n == 0 {
+		return append(b, open, close), nil
+	}
+	b = append(b, open)
+	var err error
+	for i := range n {
+		if i > 0 {
+			b = append(b, o.itemSep...)
+		}
+		b = o.newline(b, level+1)
+		if b, err = item(b, i); err != nil {
+			return b, err
+		}
+	}
+	b = o.newline(b, level)
+	return append(b, close), nil
 }
 
 func (o *jsonOptions) newline(b []byte, level int) []byte {
