@@ -279,34 +279,42 @@ func appendLossy(dst, b []byte) []byte {
 	return dst
 }
 
+// utf8Lead is one row of the Unicode Standard's table of well-formed UTF-8
+// byte sequences (Table 3-7): a lead byte in first..last takes need
+// continuation bytes, the first of them in lo..hi, the others in 0x80..0xBF.
+type utf8Lead struct {
+	first, last byte
+	need        int
+	lo, hi      byte
+}
+
+var utf8Leads = [...]utf8Lead{
+	{0xC2, 0xDF, 1, 0x80, 0xBF},
+	{0xE0, 0xE0, 2, 0xA0, 0xBF},
+	{0xE1, 0xEC, 2, 0x80, 0xBF},
+	{0xED, 0xED, 2, 0x80, 0x9F},
+	{0xEE, 0xEF, 2, 0x80, 0xBF},
+	{0xF0, 0xF0, 3, 0x90, 0xBF},
+	{0xF1, 0xF3, 3, 0x80, 0xBF},
+	{0xF4, 0xF4, 3, 0x80, 0x8F},
+}
+
+// maximalSubpart returns the length of the maximal subpart at the start of
+// b, which holds no valid UTF-8 character there: the longest prefix of a
+// well-formed sequence, or 1.
 func maximalSubpart(b []byte) int {
-	c := b[0]
-	var need int
-	lo, hi := byte(0x80), byte(0xBF)
-	switch {
-	case c >= 0xC2 && c <= 0xDF:
-		need = 1
-	case c == 0xE0:
-		need, lo = 2, 0xA0
-	case c == 0xED:
-		need, hi = 2, 0x9F
-	case c >= 0xE1 && c <= 0xEF:
-		need = 2
-	case c == 0xF0:
-		need, lo = 3, 0x90
-	case c == 0xF4:
-		need, hi = 3, 0x8F
-	case c >= 0xF1 && c <= 0xF3:
-		need = 3
-	default:
-		return 1
+	for _, l := range &utf8Leads {
+		if b[0] < l.first || b[0] > l.last {
+			continue
+		}
+		if len(b) < 2 || b[1] < l.lo || b[1] > l.hi {
+			return 1
+		}
+		i := 2
+		for i <= l.need && i < len(b) && b[i] >= 0x80 && b[i] <= 0xBF {
+			i++
+		}
+		return i
 	}
-	if len(b) < 2 || b[1] < lo || b[1] > hi {
-		return 1
-	}
-	i := 2
-	for i <= need && i < len(b) && b[i] >= 0x80 && b[i] <= 0xBF {
-		i++
-	}
-	return i
+	return 1
 }
