@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/smg-go/smg/tokenizer/split"
 )
 
 // Load reads tokenizer.json, tokenizer_config.json and, if present,
@@ -99,6 +97,29 @@ func unsupported(what, typ string) error {
 	return fmt.Errorf("%s type %q is not supported", what, typ)
 }
 
+// concatSteps parses the components of a Sequence with parse and joins
+// their steps. The result is never nil: an empty Sequence is a component
+// that does nothing, which for the decoder differs from having none.
+func concatSteps[S any](items []json.RawMessage, parse func(json.RawMessage) ([]S, error)) ([]S, error) {
+	out := []S{}
+	for _, raw := range items {
+		steps, err := parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, steps...)
+	}
+	return out, nil
+}
+
+// oneStep is the step list of a component that parses to one step.
+func oneStep[S any](step S, err error) ([]S, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []S{step}, nil
+}
+
 func build(tj, cfgJSON, genJSON []byte) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.Unmarshal(tj, &f); err != nil {
@@ -128,7 +149,7 @@ func build(tj, cfgJSON, genJSON []byte) (*Tokenizer, error) {
 	if err = t.buildAdded(f.AddedTokens); err != nil {
 		return nil, err
 	}
-	post, err := t.parsePost(f.PostProcessor)
+	post, err := parsePost(f.PostProcessor)
 	if err != nil {
 		return nil, err
 	}
@@ -146,12 +167,14 @@ func build(tj, cfgJSON, genJSON []byte) (*Tokenizer, error) {
 
 // ---- model ----
 
+// modelJSON is a BPE model. The options this package does not implement
+// (dropout, continuing_subword_prefix, end_of_word_suffix) are read only to
+// refuse a value other than their zero (or null).
 type modelJSON struct {
-	Type                    *string           `json:"type"`
-	Dropout                 *float64          `json:"dropout"`
+	Dropout                 float64           `json:"dropout"`
+	ContinuingSubwordPrefix string            `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         string            `json:"end_of_word_suffix"`
 	UnkToken                *string           `json:"unk_token"`
-	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
 	FuseUnk                 bool              `json:"fuse_unk"`
 	ByteFallback            bool              `json:"byte_fallback"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
@@ -163,6 +186,7 @@ func parseModel(raw json.RawMessage) (*bpe, error) {
 	if isNull(raw) {
 		return nil, errors.New("model is missing")
 	}
+	// The type first: another model's fields need not decode as BPE's.
 	var h struct {
 		Type *string `json:"type"`
 	}
@@ -176,20 +200,16 @@ func parseModel(raw json.RawMessage) (*bpe, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("model: %v", err)
 	}
-	if m.Type == nil {
-		if m.Merges == nil {
-			return nil, errors.New("model has no type")
-		}
-	} else if *m.Type != "BPE" {
-		return nil, unsupported("model", *m.Type)
+	if h.Type == nil && m.Merges == nil {
+		return nil, errors.New("model has no type")
 	}
-	if m.Dropout != nil && *m.Dropout != 0 {
+	if m.Dropout != 0 {
 		return nil, errors.New("model BPE option dropout is not supported")
 	}
-	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+	if m.ContinuingSubwordPrefix != "" {
 		return nil, errors.New("model BPE option continuing_subword_prefix is not supported")
 	}
-	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+	if m.EndOfWordSuffix != "" {
 		return nil, errors.New("model BPE option end_of_word_suffix is not supported")
 	}
 	var pairs [][2]string
@@ -229,15 +249,7 @@ func parseNormalizer(raw json.RawMessage) ([]normStep, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("normalizer Sequence: %v", err)
 		}
-		var out []normStep
-		for _, r := range s.Normalizers {
-			steps, err := parseNormalizer(r)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, steps...)
-		}
-		return out, nil
+		return concatSteps(s.Normalizers, parseNormalizer)
 	case "NFC":
 		return []normStep{{kind: normNFC}}, nil
 	case "NFKC":
@@ -255,23 +267,32 @@ func parseNormalizer(raw json.RawMessage) ([]normStep, error) {
 		}
 		return []normStep{{kind: normPrepend, a: p.Prepend}}, nil
 	case "Replace":
-		var p struct {
-			Pattern patternJSON `json:"pattern"`
-			Content string      `json:"content"`
-		}
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("normalizer Replace: %v", err)
-		}
-		lit, err := p.Pattern.literal("normalizer Replace")
+		pattern, content, err := parseReplace("normalizer", raw)
 		if err != nil {
 			return nil, err
 		}
-		if lit == "" {
-			return nil, errors.New("normalizer Replace pattern is empty")
-		}
-		return []normStep{{kind: normReplace, a: lit, b: p.Content}}, nil
+		return []normStep{{kind: normReplace, a: pattern, b: content}}, nil
 	}
 	return nil, unsupported("normalizer", typ)
+}
+
+// parseReplace parses a Replace normalizer or decoder (what says which):
+// a non-empty literal pattern and its replacement.
+func parseReplace(what string, raw json.RawMessage) (pattern, content string, err error) {
+	var p struct {
+		Pattern patternJSON `json:"pattern"`
+		Content string      `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "", "", fmt.Errorf("%s Replace: %v", what, err)
+	}
+	if pattern, err = p.Pattern.literal(what + " Replace"); err != nil {
+		return "", "", err
+	}
+	if pattern == "" {
+		return "", "", fmt.Errorf("%s Replace pattern is empty", what)
+	}
+	return pattern, p.Content, nil
 }
 
 type patternJSON struct {
@@ -312,79 +333,93 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("pre_tokenizer Sequence: %v", err)
 		}
-		var out []preStep
-		for _, r := range s.Pretokenizers {
-			steps, err := parsePreTokenizer(r)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, steps...)
-		}
-		return out, nil
+		return concatSteps(s.Pretokenizers, parsePreTokenizer)
 	case "Split":
-		var p struct {
-			Pattern  patternJSON `json:"pattern"`
-			Behavior string      `json:"behavior"`
-			Invert   bool        `json:"invert"`
-		}
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("pre_tokenizer Split: %v", err)
-		}
-		if p.Behavior != "Isolated" {
-			return nil, fmt.Errorf("pre_tokenizer Split behavior %q is not supported", p.Behavior)
-		}
-		if p.Invert {
-			return nil, errors.New("pre_tokenizer Split invert true is not supported")
-		}
-		var sc split.Scanner
-		switch {
-		case p.Pattern.String != nil:
-			if *p.Pattern.String == "" {
-				return nil, errors.New("pre_tokenizer Split pattern is empty")
-			}
-			sc = literalScanner(*p.Pattern.String)
-		case p.Pattern.Regex != nil:
-			if sc, err = compileSplit(*p.Pattern.Regex); err != nil {
-				return nil, fmt.Errorf("pre_tokenizer Split pattern %q is not supported: %v", *p.Pattern.Regex, err)
-			}
-		default:
-			return nil, errors.New("pre_tokenizer Split has no pattern")
-		}
-		return []preStep{{kind: preSplit, sc: sc}}, nil
+		return oneStep(parseSplit(raw))
 	case "ByteLevel":
-		p := struct {
-			AddPrefixSpace bool `json:"add_prefix_space"`
-			UseRegex       bool `json:"use_regex"`
-		}{UseRegex: true}
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("pre_tokenizer ByteLevel: %v", err)
-		}
-		st := preStep{kind: preByteLevel, prefixSpace: p.AddPrefixSpace}
-		if p.UseRegex {
-			if st.sc, err = compileSplit(gpt2Pattern); err != nil {
-				return nil, fmt.Errorf("pre_tokenizer ByteLevel use_regex: %v", err)
-			}
-		}
-		return []preStep{st}, nil
+		return oneStep(parseByteLevel(raw))
 	case "Metaspace":
-		p := struct {
-			Replacement    string  `json:"replacement"`
-			PrependScheme  *string `json:"prepend_scheme"`
-			AddPrefixSpace *bool   `json:"add_prefix_space"`
-			Split          *bool   `json:"split"`
-		}{}
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("pre_tokenizer Metaspace: %v", err)
-		}
-		st, err := metaspaceStep("pre_tokenizer", p.Replacement, p.PrependScheme, p.AddPrefixSpace)
-		if err != nil {
-			return nil, err
-		}
-		st.split = p.Split == nil || *p.Split
-		return []preStep{st}, nil
+		return oneStep(parseMetaspace(raw))
 	}
 	return nil, unsupported("pre_tokenizer", typ)
 }
+
+// parseSplit parses a Split pre-tokenizer: Isolated, not inverted, with a
+// string or one of the patterns package split implements.
+func parseSplit(raw json.RawMessage) (preStep, error) {
+	var p struct {
+		Pattern  patternJSON `json:"pattern"`
+		Behavior string      `json:"behavior"`
+		Invert   bool        `json:"invert"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return preStep{}, fmt.Errorf("pre_tokenizer Split: %v", err)
+	}
+	if p.Behavior != "Isolated" {
+		return preStep{}, fmt.Errorf("pre_tokenizer Split behavior %q is not supported", p.Behavior)
+	}
+	if p.Invert {
+		return preStep{}, errors.New("pre_tokenizer Split invert true is not supported")
+	}
+	st := preStep{kind: preSplit}
+	switch {
+	case p.Pattern.String != nil:
+		if *p.Pattern.String == "" {
+			return preStep{}, errors.New("pre_tokenizer Split pattern is empty")
+		}
+		st.sc = literalScanner(*p.Pattern.String)
+	case p.Pattern.Regex != nil:
+		var err error
+		if st.sc, err = compileSplit(*p.Pattern.Regex); err != nil {
+			return preStep{}, fmt.Errorf("pre_tokenizer Split pattern %q is not supported: %v", *p.Pattern.Regex, err)
+		}
+	default:
+		return preStep{}, errors.New("pre_tokenizer Split has no pattern")
+	}
+	return st, nil
+}
+
+// parseByteLevel parses a ByteLevel pre-tokenizer; use_regex (the GPT-2
+// pattern) defaults to true.
+func parseByteLevel(raw json.RawMessage) (preStep, error) {
+	p := struct {
+		AddPrefixSpace bool `json:"add_prefix_space"`
+		UseRegex       bool `json:"use_regex"`
+	}{UseRegex: true}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return preStep{}, fmt.Errorf("pre_tokenizer ByteLevel: %v", err)
+	}
+	st := preStep{kind: preByteLevel, prefixSpace: p.AddPrefixSpace}
+	if p.UseRegex {
+		var err error
+		if st.sc, err = compileSplit(gpt2Pattern); err != nil {
+			return preStep{}, fmt.Errorf("pre_tokenizer ByteLevel use_regex: %v", err)
+		}
+	}
+	return st, nil
+}
+
+// parseMetaspace parses a Metaspace pre-tokenizer; split defaults to true.
+func parseMetaspace(raw json.RawMessage) (preStep, error) {
+	p := struct {
+		Replacement    string  `json:"replacement"`
+		PrependScheme  *string `json:"prepend_scheme"`
+		AddPrefixSpace *bool   `json:"add_prefix_space"`
+		Split          *bool   `json:"split"`
+	}{}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return preStep{}, fmt.Errorf("pre_tokenizer Metaspace: %v", err)
+	}
+	st, err := metaspaceStep("pre_tokenizer", p.Replacement, p.PrependScheme, p.AddPrefixSpace)
+	if err != nil {
+		return preStep{}, err
+	}
+	st.split = p.Split == nil || *p.Split
+	return st, nil
+}
+
+// prependSchemes are Metaspace's prepend_scheme values.
+var prependSchemes = map[string]int{"always": prependAlways, "first": prependFirst, "never": prependNever}
 
 func metaspaceStep(what, repl string, scheme *string, addPrefix *bool) (preStep, error) {
 	st := preStep{kind: preMetaspace}
@@ -395,14 +430,8 @@ func metaspaceStep(what, repl string, scheme *string, addPrefix *bool) (preStep,
 	st.repl = repl
 	switch {
 	case scheme != nil:
-		switch *scheme {
-		case "always":
-			st.prepend = prependAlways
-		case "first":
-			st.prepend = prependFirst
-		case "never":
-			st.prepend = prependNever
-		default:
+		var ok bool
+		if st.prepend, ok = prependSchemes[*scheme]; !ok {
 			return st, fmt.Errorf("%s Metaspace prepend_scheme %q is not supported", what, *scheme)
 		}
 	case addPrefix != nil && !*addPrefix:
@@ -471,96 +500,115 @@ type postJSON struct {
 	prefix, suffix []uint32
 }
 
-func (t *Tokenizer) parsePost(raw json.RawMessage) (postJSON, error) {
-	var p postJSON
+func parsePost(raw json.RawMessage) (postJSON, error) {
 	if isNull(raw) {
-		return p, nil
+		return postJSON{}, nil
 	}
 	typ, err := componentType("post_processor", raw)
 	if err != nil {
-		return p, err
+		return postJSON{}, err
 	}
 	switch typ {
 	case "ByteLevel":
-		return p, nil
+		return postJSON{}, nil
 	case "Sequence":
-		var s struct {
-			Processors []json.RawMessage `json:"processors"`
-		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return p, fmt.Errorf("post_processor Sequence: %v", err)
-		}
-		for _, r := range s.Processors {
-			q, err := t.parsePost(r)
-			if err != nil {
-				return p, err
-			}
-			p.prefix = append(append([]uint32(nil), q.prefix...), p.prefix...)
-			p.suffix = append(p.suffix, q.suffix...)
-		}
-		return p, nil
+		return parsePostSequence(raw)
 	case "RobertaProcessing", "BertProcessing":
-		var s struct {
-			Sep [2]json.RawMessage `json:"sep"`
-			Cls [2]json.RawMessage `json:"cls"`
-		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return p, fmt.Errorf("post_processor %s: %v", typ, err)
-		}
-		var sep, cls uint32
-		if err := json.Unmarshal(s.Sep[1], &sep); err != nil {
-			return p, fmt.Errorf("post_processor %s sep: %v", typ, err)
-		}
-		if err := json.Unmarshal(s.Cls[1], &cls); err != nil {
-			return p, fmt.Errorf("post_processor %s cls: %v", typ, err)
-		}
-		p.prefix, p.suffix = []uint32{cls}, []uint32{sep}
-		return p, nil
+		return parseClsSep(typ, raw)
 	case "TemplateProcessing":
-		var s struct {
-			Single []struct {
-				SpecialToken *struct {
-					ID string `json:"id"`
-				} `json:"SpecialToken"`
-				Sequence *struct {
-					ID string `json:"id"`
-				} `json:"Sequence"`
-			} `json:"single"`
-			SpecialTokens map[string]struct {
-				IDs []uint32 `json:"ids"`
-			} `json:"special_tokens"`
-		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return p, fmt.Errorf("post_processor TemplateProcessing: %v", err)
-		}
-		seen := false
-		for _, it := range s.Single {
-			switch {
-			case it.Sequence != nil:
-				if seen || it.Sequence.ID != "A" {
-					return p, errors.New("post_processor TemplateProcessing single must hold sequence A once")
-				}
-				seen = true
-			case it.SpecialToken != nil:
-				st, ok := s.SpecialTokens[it.SpecialToken.ID]
-				if !ok {
-					return p, fmt.Errorf("post_processor TemplateProcessing special token %q is not defined", it.SpecialToken.ID)
-				}
-				if seen {
-					p.suffix = append(p.suffix, st.IDs...)
-				} else {
-					p.prefix = append(p.prefix, st.IDs...)
-				}
-			default:
-				return p, errors.New("post_processor TemplateProcessing single has an unknown item")
-			}
-		}
-		if !seen {
-			return p, errors.New("post_processor TemplateProcessing single must hold sequence A once")
-		}
-		return p, nil
+		return parseTemplateProcessing(raw)
 	}
-	return p, unsupported("post_processor", typ)
+	return postJSON{}, unsupported("post_processor", typ)
+}
+
+// parsePostSequence parses a Sequence of post-processors: each one's
+// prefix goes before the previous ones', its suffix after.
+func parsePostSequence(raw json.RawMessage) (postJSON, error) {
+	var s struct {
+		Processors []json.RawMessage `json:"processors"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return postJSON{}, fmt.Errorf("post_processor Sequence: %v", err)
+	}
+	var p postJSON
+	for _, r := range s.Processors {
+		q, err := parsePost(r)
+		if err != nil {
+			return postJSON{}, err
+		}
+		p.prefix = append(append([]uint32(nil), q.prefix...), p.prefix...)
+		p.suffix = append(p.suffix, q.suffix...)
+	}
+	return p, nil
+}
+
+// parseClsSep parses RobertaProcessing and BertProcessing: cls before the
+// sequence, sep after it.
+func parseClsSep(typ string, raw json.RawMessage) (postJSON, error) {
+	var s struct {
+		Sep [2]json.RawMessage `json:"sep"`
+		Cls [2]json.RawMessage `json:"cls"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return postJSON{}, fmt.Errorf("post_processor %s: %v", typ, err)
+	}
+	var sep, cls uint32
+	if err := json.Unmarshal(s.Sep[1], &sep); err != nil {
+		return postJSON{}, fmt.Errorf("post_processor %s sep: %v", typ, err)
+	}
+	if err := json.Unmarshal(s.Cls[1], &cls); err != nil {
+		return postJSON{}, fmt.Errorf("post_processor %s cls: %v", typ, err)
+	}
+	return postJSON{prefix: []uint32{cls}, suffix: []uint32{sep}}, nil
+}
+
+// parseTemplateProcessing parses TemplateProcessing's single template:
+// special tokens around sequence A, which it must hold once.
+func parseTemplateProcessing(raw json.RawMessage) (postJSON, error) {
+	var s struct {
+		Single []struct {
+			SpecialToken *struct {
+				ID string `json:"id"`
+			} `json:"SpecialToken"`
+			Sequence *struct {
+				ID string `json:"id"`
+			} `json:"Sequence"`
+		} `json:"single"`
+		SpecialTokens map[string]struct {
+			IDs []uint32 `json:"ids"`
+		} `json:"special_tokens"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return postJSON{}, fmt.Errorf("post_processor TemplateProcessing: %v", err)
+	}
+	errNoA := errors.New("post_processor TemplateProcessing single must hold sequence A once")
+	var p postJSON
+	seen := false
+	for _, it := range s.Single {
+		switch {
+		case it.Sequence != nil:
+			if seen || it.Sequence.ID != "A" {
+				return postJSON{}, errNoA
+			}
+			seen = true
+		case it.SpecialToken != nil:
+			st, ok := s.SpecialTokens[it.SpecialToken.ID]
+			if !ok {
+				return postJSON{}, fmt.Errorf("post_processor TemplateProcessing special token %q is not defined", it.SpecialToken.ID)
+			}
+			if seen {
+				p.suffix = append(p.suffix, st.IDs...)
+			} else {
+				p.prefix = append(p.prefix, st.IDs...)
+			}
+		default:
+			return postJSON{}, errors.New("post_processor TemplateProcessing single has an unknown item")
+		}
+	}
+	if !seen {
+		return postJSON{}, errNoA
+	}
+	return p, nil
 }
 
 // ---- decoder ----
@@ -581,15 +629,7 @@ func parseDecoder(raw json.RawMessage) ([]decStep, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("decoder Sequence: %v", err)
 		}
-		out := []decStep{}
-		for _, r := range s.Decoders {
-			steps, err := parseDecoder(r)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, steps...)
-		}
-		return out, nil
+		return concatSteps(s.Decoders, parseDecoder)
 	case "ByteLevel":
 		return []decStep{{kind: decByteLevel}}, nil
 	case "ByteFallback":
@@ -597,21 +637,11 @@ func parseDecoder(raw json.RawMessage) ([]decStep, error) {
 	case "Fuse":
 		return []decStep{{kind: decFuse}}, nil
 	case "Replace":
-		var p struct {
-			Pattern patternJSON `json:"pattern"`
-			Content string      `json:"content"`
-		}
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("decoder Replace: %v", err)
-		}
-		lit, err := p.Pattern.literal("decoder Replace")
+		pattern, content, err := parseReplace("decoder", raw)
 		if err != nil {
 			return nil, err
 		}
-		if lit == "" {
-			return nil, errors.New("decoder Replace pattern is empty")
-		}
-		return []decStep{{kind: decReplace, a: lit, b: p.Content}}, nil
+		return []decStep{{kind: decReplace, a: pattern, b: content}}, nil
 	case "Strip":
 		var p struct {
 			Content string `json:"content"`
