@@ -63,7 +63,10 @@ bench-smoke: build
 
 ## bench-scale: fleet-scale figures (docs/benchmarks.md): the mesh at 50 in-memory routers
 ## (failure detection, false deaths over 10 simulated minutes at 5% loss, worker- and tree-sync
-## rounds, bytes per round per router; fails when a target is missed), then discovery at 10,000
+## rounds, bytes per round per router; fails when a target is missed), a frozen router among 50
+## (fake time), 5 real smg routers at 5% packet loss on a namespace's loopback (hack/lossnet; needs
+## root; worker sync, false deaths over 10 minutes, SIGKILL/SIGSTOP → DOWN; ~13 min; fails when a
+## target is missed), then discovery at 10,000
 ## pods on a real kube-apiserver (Ready → routable, single-pod changes, a gateway restart, heap
 ## per pod, goroutines bounded; SMG_SCALE_PODS=N for another size; ~10-15 min), the same
 ## beside a real smg process (its pickers, health checks and load polling included; RSS and
@@ -71,6 +74,9 @@ bench-smoke: build
 ## (docs/benchmarks-policy.md)
 bench-scale:
 	$(GO) test -run '^$$' -bench Fleet50 -benchtime 1x ./mesh/
+	$(GO) test -count=1 -run '^TestFrozenRouterIsDownWithinTheSuspicionTimeout$$' -v ./mesh/ -args -frozen-routers=50
+	$(GO) build -o $(BIN)/ ./cmd/smg ./hack/lossnet
+	python3 hack/mesh-failure-detection.py --smg $(BIN)/smg --lossnet $(BIN)/lossnet --loss 5 --watch-minutes 10
 	$(GO) test -run '^$$' -bench '^BenchmarkDiscoveryScale$$' -benchtime 1x -timeout 40m ./discovery/k8s/
 	$(GO) test -run '^$$' -bench '^BenchmarkDiscoveryScaleProcess$$' -benchtime 1x -timeout 40m ./internal/e2e/
 	$(GO) test -run '^$$' -bench '^Benchmark(Pick|PickWithDispatch)/.*workers=10000$$' -benchtime 3000x -benchmem ./policy/leastload/ ./policy/cacheaware/ ./policy/poweroftwo/ ./policy/bucket/

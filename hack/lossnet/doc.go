@@ -13,6 +13,7 @@
 // With -verify it first sends that many UDP datagrams to the first port through the device
 // and prints the share that arrived, so a measurement can check the loss before trusting it.
 // Then it prints "attached" and holds the program until SIGINT or SIGTERM, when it prints how
-// many matching packets passed and were dropped, and detaches. It needs root (CAP_BPF and
+// many matching packets passed and were dropped since (the verification's not included), and
+// detaches. It needs root (CAP_BPF and
 // CAP_NET_ADMIN) and a kernel with TCX (6.6 or later).
 package main

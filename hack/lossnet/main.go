@@ -61,6 +61,9 @@ func run(args []string) error {
 		}
 		fmt.Printf("verify: %d of %d UDP datagrams arrived: %.2f%% lost (asked %.2f%%)\n",
 			arrived, *verify, 100*float64(*verify-arrived)/float64(*verify), cfg.Percent)
+		if err := p.resetCounts(); err != nil { // the counts at exit are of the measured traffic only
+			return err
+		}
 	}
 	fmt.Printf("attached: %s egress, %.2f%% of ports %v\n", *dev, cfg.Percent, cfg.Ports)
 	sig := make(chan os.Signal, 1)

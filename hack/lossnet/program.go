@@ -214,6 +214,16 @@ func (p *program) counts() (passed, dropped uint64, err error) {
 	return passed, dropped, nil
 }
 
+// resetCounts sets both counters to 0.
+func (p *program) resetCounts() error {
+	for _, slot := range []uint32{slotPassed, slotDropped} {
+		if err := p.counters.Put(slot, uint64(0)); err != nil {
+			return fmt.Errorf("lossnet: resetting the counters: %w", err)
+		}
+	}
+	return nil
+}
+
 func (p *program) close() {
 	p.prog.Close()
 	p.counters.Close()

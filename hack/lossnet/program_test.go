@@ -159,6 +159,12 @@ func TestProgramDropsTheConfiguredShare(t *testing.T) {
 	if passed != runs-uint64(n) || droppedCount != uint64(n) {
 		t.Errorf("counters passed %d dropped %d, want %d and %d (non-matching packets are not counted)", passed, droppedCount, runs-n, n)
 	}
+	if err := p.resetCounts(); err != nil {
+		t.Fatal(err)
+	}
+	if passed, droppedCount, err = p.counts(); err != nil || passed != 0 || droppedCount != 0 {
+		t.Errorf("after resetCounts: passed %d dropped %d (%v), want 0 and 0", passed, droppedCount, err)
+	}
 }
 
 func FuzzProgramFollowsTheReference(f *testing.F) {
