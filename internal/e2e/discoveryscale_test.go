@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,6 +50,11 @@ func BenchmarkDiscoveryScaleProcess(b *testing.B) {
 		b.ReportMetric(figs.cpuPerWorkerInterval.Seconds()*1e6, "us-cpu/worker/interval")
 	}
 }
+
+// profileDirEnv names a directory where runProcessScale saves CPU profiles of smg (pprof on
+// its metrics port): while single pods change (changes.pprof), idle beside the fleet
+// (idle.pprof) and from a restart on (restart.pprof). Unset: no profile is taken.
+const profileDirEnv = "SMG_SCALE_PROFILE_DIR"
 
 // readinessPoll is how often the harness asks /readiness while it waits for a change: the
 // figures are late by up to this much plus one request.
@@ -141,6 +148,7 @@ func runProcessScale(t testing.TB, n, changes int, cpuWindow time.Duration) proc
 	figs.goroutinesHolding = holding.goroutines
 
 	// Single-pod changes beside the fleet: unready (the worker leaves routing), Ready again.
+	profiled := g.profile(t, "changes", 30*time.Second)
 	var removed, added []time.Duration
 	for k := range changes {
 		i := (k*7919 + 13) % n
@@ -161,14 +169,17 @@ func runProcessScale(t testing.TB, n, changes int, cpuWindow time.Duration) proc
 		added = append(added, g.routableWhen(t, name+" routable again", func(healthy int) bool { return healthy == n }).Sub(sent))
 	}
 	figs.removeLatency, figs.addLatency = testutil.PercentilesOf(removed), testutil.PercentilesOf(added)
+	<-profiled
 
 	if cpuWindow > 0 {
+		profiled = g.profile(t, "idle", cpuWindow/2)
 		before := g.cpuTime(t)
 		time.Sleep(cpuWindow)
 		used := g.cpuTime(t) - before
 		figs.cpuShare = used.Seconds() / cpuWindow.Seconds()
 		interval := time.Minute // --health-check-interval-secs' default
 		figs.cpuPerWorkerInterval = time.Duration(float64(used) * float64(interval) / float64(cpuWindow) / float64(n))
+		<-profiled
 	}
 
 	// A gateway (re)started beside the Ready pods: every registration at once.
@@ -180,7 +191,9 @@ func runProcessScale(t testing.TB, n, changes int, cpuWindow time.Duration) proc
 	}
 	begin = time.Now()
 	second := StartGatewayUnready(t, env, args...)
+	profiled = second.profile(t, "restart", 20*time.Second)
 	figs.restart = second.routableWhen(t, "all workers routable after a restart", func(healthy int) bool { return healthy == n }).Sub(begin)
+	<-profiled
 	figs.load = testutil.LoadAverage()
 	return figs
 }
@@ -210,6 +223,39 @@ func (g *Gateway) routableWhen(t testing.TB, what string, cond func(healthy int)
 		}
 		time.Sleep(readinessPoll)
 	}
+}
+
+// profile saves a CPU profile of smg over the next d as <name>.pprof in $SMG_SCALE_PROFILE_DIR,
+// in the background; the channel closes when it is saved (at once when the variable is unset).
+func (g *Gateway) profile(t testing.TB, name string, d time.Duration) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	dir := os.Getenv(profileDirEnv)
+	if dir == "" {
+		close(done)
+		return done
+	}
+	url := strings.TrimSuffix(g.MetricsURL, "/metrics") + "/debug/pprof/profile?seconds=" + strconv.Itoa(int(d.Seconds()))
+	go func() {
+		defer close(done)
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Errorf("cannot profile smg (%s): %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, body)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
+		}
+		if err != nil {
+			t.Errorf("cannot save smg's %s profile: %v", name, err)
+		}
+	}()
+	return done
 }
 
 // processMemory is what an smg process holds.
