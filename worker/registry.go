@@ -382,7 +382,7 @@ func (r *Registry) apply(ev event) bool {
 		r.next.left(w)
 		r.unregisterMetrics(w)
 		w.setStatus(StatusDraining)
-		w.Client.CloseIdleConnections()
+		w.closeIdle()
 		r.log.Info("Removed worker", "worker_id", w.ID, "url", w.URL)
 		r.reply(ev, w, nil)
 		return true
@@ -440,7 +440,7 @@ func (r *Registry) learnModels(ev event, w *Worker) bool {
 	r.next.left(w)
 	r.unregisterMetrics(w)
 	w.setStatus(StatusDraining)
-	w.Client.CloseIdleConnections()
+	w.closeIdle()
 	r.registerMetrics(nw)
 	r.workers[slices.Index(r.workers, w)] = nw
 	r.byID[nw.ID], r.byURL[nw.URL] = nw, nw

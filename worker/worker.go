@@ -132,6 +132,9 @@ type cold struct {
 	TLS bool
 	// tlsConfig configures its connections when TLS is set (the event loops dial their own).
 	tlsConfig *tls.Config
+	// dial is ClientOptions.Dial (nil: TCP); probe is the connection kept between probes.
+	dial  fasthttp.DialFunc
+	probe probeConn
 	// BootstrapHost and BootstrapPort say where a PD prefill worker's KV bootstrap server
 	// listens: the worker's host name, and its LabelBootstrapPort (0: none, the engine's
 	// default). KVConnector is its LabelKVConnector ("" for SGLang's protocol).
@@ -356,6 +359,7 @@ func newWorker(slot *Worker, spec Spec, index uint32, opts ClientOptions) *Worke
 		DisableHeaderNamesNormalizing: false,
 		DisablePathNormalizing:        true,
 	}
+	w.dial = opts.Dial
 	dial := opts.Dial
 	if dial == nil {
 		dial = func(addr string) (net.Conn, error) { return workerDialer.DialTimeout(addr, opts.DialTimeout) }

@@ -48,5 +48,6 @@
 // The Checker owns its per-worker entries and their metric series; only the goroutine running
 // a round touches them, and during a round each due entry belongs to one probe goroutine.
 // Probe requests and responses are pooled fasthttp objects, released before the probe
-// returns; nothing of a response is kept.
+// returns; nothing of a response is kept. Probes go over the worker's probe connection
+// (worker.Worker.Probe), kept open between probes and shared with the load monitor.
 package health

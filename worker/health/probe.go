@@ -6,8 +6,8 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// probe GETs the worker's health endpoint with its own pooled client, its Authorization if it
-// has an API key, and the worker's timeout. Any 2xx answer is healthy; anything else, or no
+// probe GETs the worker's health endpoint on its probe connection (worker.Worker.Probe: kept
+// between probes), with its Authorization if it has an API key, and the worker's timeout. Any 2xx answer is healthy; anything else, or no
 // answer within the timeout, is an error that says why.
 func probe(e *entry) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -15,15 +15,10 @@ func probe(e *entry) error {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(e.uri)
 	req.Header.SetMethod(fasthttp.MethodGet)
-	// No keep-alive: an idle connection would make the worker's HostClient run a cleaner
-	// goroutine for as long as it is kept, one per worker probed (10,000 workers
-	// took 20,000 goroutines). A connection per probe interval costs nothing by comparison;
-	// a worker that serves requests has its pool anyway.
-	req.SetConnectionClose()
 	if auth := e.w.AuthHeader(); len(auth) > 0 {
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, auth)
 	}
-	if err := e.w.Client.DoTimeout(req, resp, e.set.Timeout); err != nil {
+	if err := e.w.Probe(req, resp, e.set.Timeout); err != nil {
 		return fmt.Errorf("cannot probe %s: %w", e.uri, err)
 	}
 	if code := resp.StatusCode(); code < 200 || code > 299 {

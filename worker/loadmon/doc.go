@@ -17,6 +17,8 @@
 // per interval and a fleet of 10,000 never in one burst. Each tick polls with at most
 // Concurrency goroutines that exit when it ends, each poll bounded by Timeout, so a slow
 // worker delays only its own report.
+// Polls go over the worker's probe connection (worker.Worker.Probe), kept open between polls
+// and shared with the health checker: one connection per worker, no goroutine per connection.
 // Publishing is one atomic store per worker; a new report also resets the worker's
 // since-report dispatch counters, whose work it now includes.
 //

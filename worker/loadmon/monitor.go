@@ -255,13 +255,10 @@ func (m *Monitor) fetch(w *worker.Worker, src string) (*worker.LoadReport, error
 	}
 	req.SetRequestURI(w.URL + path)
 	req.Header.SetMethod(fasthttp.MethodGet)
-	// No keep-alive, as for health probes: a kept connection makes the worker's HostClient
-	// run an idle-connection cleaner goroutine, one per polled worker.
-	req.SetConnectionClose()
 	if auth := w.AuthHeader(); len(auth) > 0 {
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, auth)
 	}
-	if err := w.Client.DoTimeout(req, resp, m.cfg.Timeout); err != nil {
+	if err := w.Probe(req, resp, m.cfg.Timeout); err != nil {
 		m.polls[src+"error"].Inc()
 		return nil, fmt.Errorf("cannot poll %s%s: %w", w.URL, path, err)
 	}
@@ -300,12 +297,11 @@ func (m *Monitor) pollEngine(w *worker.Worker) {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(w.URL + pathMetrics)
 	req.Header.SetMethod(fasthttp.MethodGet)
-	req.SetConnectionClose() // as fetch's
 	if auth := w.AuthHeader(); len(auth) > 0 {
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, auth)
 	}
 	var body []byte
-	err := w.Client.DoTimeout(req, resp, m.cfg.Timeout)
+	err := w.Probe(req, resp, m.cfg.Timeout)
 	switch {
 	case err != nil:
 	case resp.StatusCode() != fasthttp.StatusOK:
