@@ -467,6 +467,7 @@ func (r *Registry) update(w *Worker, change func(Spec) (Spec, error)) error {
 		return err
 	}
 	w.settings.Store(newSettings(next, cur.revision+1))
+	r.next.updated(w)
 	r.log.Info("Updated worker", "worker_id", w.ID, "url", w.URL, "revision", cur.revision+1)
 	return nil
 }

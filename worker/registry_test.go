@@ -387,3 +387,46 @@ func TestKVEventsEndpointsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotDeltaSaysWhatThePublicationChanged: each publication's Delta names the workers
+// it registered, removed, updated and changed the status of, and nothing else.
+func TestSnapshotDeltaSaysWhatThePublicationChanged(t *testing.T) {
+	r := newTestRegistry(t)
+	ctx := context.Background()
+	a, err := r.Add(ctx, mustSpec(t, "http://a:1", "m"), StatusPending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Current().Delta(); !slices.Equal(d.Joined, []*Worker{a}) || len(d.Left)+len(d.Updated)+len(d.StatusChanged) != 0 {
+		t.Fatalf("after Add: %+v", d)
+	}
+	if _, err := r.Drain(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Current().Delta(); !slices.Equal(d.StatusChanged, []*Worker{a}) || len(d.Joined)+len(d.Left)+len(d.Updated) != 0 {
+		t.Fatalf("after Drain: %+v", d)
+	}
+	b, err := r.Add(ctx, mustSpec(t, "http://b:1", "m"), StatusReady)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Update(ctx, b.ID, func(s Spec) (Spec, error) { p := 7; s.Priority = &p; return s, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Current().Delta(); !slices.Equal(d.Updated, []*Worker{b}) || len(d.Joined)+len(d.Left)+len(d.StatusChanged) != 0 {
+		t.Fatalf("after Update: %+v", d)
+	}
+	if _, err := r.Remove(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Current().Delta(); !slices.Equal(d.Left, []*Worker{a}) || len(d.Joined)+len(d.Updated)+len(d.StatusChanged) != 0 {
+		t.Fatalf("after Remove: %+v", d)
+	}
+	if err := r.Republish(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the republication", func() bool { return r.Current().Delta().Left == nil })
+	if d := r.Current().Delta(); len(d.Joined)+len(d.Left)+len(d.Updated)+len(d.StatusChanged) != 0 {
+		t.Fatalf("a publication that changed nothing: %+v", d)
+	}
+}

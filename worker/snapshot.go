@@ -23,6 +23,31 @@ type Snapshot struct {
 	models   []string
 	maxIndex uint32
 	readyCnt int
+	delta    *Delta
+}
+
+// Delta is what a publication changed against the snapshot before it (Version-1), so that a
+// subscriber can do what changed rather than walk every worker. A worker may appear in
+// several lists (it joined and left within one publication, in that order; a LearnModels
+// replacement is the old worker leaving and the new one joining).
+type Delta struct {
+	// Joined are the workers registered, in order.
+	Joined []*Worker
+	// Left are the workers removed, in order.
+	Left []*Worker
+	// Updated are the workers whose settings Update changed (Worker.Revision).
+	Updated []*Worker
+	// StatusChanged are the workers whose status the registry changed (SetStatus, Drain).
+	StatusChanged []*Worker
+}
+
+// Delta returns what this publication changed against the snapshot of Version-1. The lists
+// are read-only.
+func (s *Snapshot) Delta() Delta {
+	if s.delta == nil {
+		return Delta{}
+	}
+	return *s.delta
 }
 
 // ByID returns the worker with the given id, or nil.
@@ -106,6 +131,7 @@ func workerURL(w *Worker) string { return w.URL }
 // kept as events are applied so that publishing does not walk the fleet.
 type snapshotBuilder struct {
 	edits    []membershipEdit
+	delta    Delta          // what changed since the last publication; handed to its snapshot
 	modelUse map[string]int // declared model → registered workers declaring it
 	models   []string       // sorted keys of modelUse; replaced, never changed in place
 	ready    int            // registered workers whose status is Ready
@@ -114,6 +140,7 @@ type snapshotBuilder struct {
 // joined notes a worker that joined the registry, with its status already set.
 func (b *snapshotBuilder) joined(w *Worker) {
 	b.edits = append(b.edits, membershipEdit{w: w, add: true})
+	b.delta.Joined = append(b.delta.Joined, w)
 	if w.Ready() {
 		b.ready++
 	}
@@ -128,6 +155,7 @@ func (b *snapshotBuilder) joined(w *Worker) {
 // with.
 func (b *snapshotBuilder) left(w *Worker) {
 	b.edits = append(b.edits, membershipEdit{w: w})
+	b.delta.Left = append(b.delta.Left, w)
 	if w.Ready() {
 		b.ready--
 	}
@@ -141,6 +169,7 @@ func (b *snapshotBuilder) left(w *Worker) {
 
 // setStatus changes a registered worker's status and keeps the Ready count.
 func (b *snapshotBuilder) setStatus(w *Worker, s Status) {
+	b.delta.StatusChanged = append(b.delta.StatusChanged, w)
 	if w.Ready() {
 		b.ready--
 	}
@@ -150,11 +179,18 @@ func (b *snapshotBuilder) setStatus(w *Worker, s Status) {
 	}
 }
 
+// updated notes a worker whose settings changed.
+func (b *snapshotBuilder) updated(w *Worker) { b.delta.Updated = append(b.delta.Updated, w) }
+
 // next returns the snapshot after prev: prev's workers, lookups and models unless workers
 // joined or left since, then the current ones (workers is the registry's list, copied).
 func (b *snapshotBuilder) next(prev *Snapshot, version uint64, workers []*Worker) *Snapshot {
 	s := *prev
-	s.Version, s.readyCnt = version, b.ready
+	s.Version, s.readyCnt, s.delta = version, b.ready, nil
+	if d := b.delta; len(d.Joined)+len(d.Left)+len(d.Updated)+len(d.StatusChanged) > 0 {
+		s.delta = &d
+		b.delta = Delta{} // the snapshot owns the lists now
+	}
 	if len(b.edits) == 0 {
 		return &s
 	}

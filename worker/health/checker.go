@@ -37,12 +37,21 @@ type Checker struct {
 	// worker is probed at once rather than at the next scheduled round.
 	wake chan struct{}
 
+	// deltaMu guards the publications' changes the subscription records for the next round
+	// while the Checker runs (listening); a Checker that is not running compares the whole
+	// snapshot each round instead.
+	deltaMu   sync.Mutex
+	listening bool
+	deltas    []versionedDelta
+	subscribe sync.Once
+
 	// roundMu serialises rounds; it guards everything below.
-	roundMu sync.Mutex
-	entries map[*worker.Worker]*entry
-	version uint64
-	synced  bool
-	due     []*entry
+	roundMu  sync.Mutex
+	entries  map[*worker.Worker]*entry
+	schedule schedule // the probed entries by when they fall due
+	version  uint64   // the snapshot version entries reflect
+	synced   bool
+	due      []*entry
 
 	runMu   sync.Mutex
 	cancel  context.CancelFunc
@@ -71,6 +80,16 @@ type entry struct {
 	regular bool
 	// phased is set once the worker's regular probes run in its phase (scheduleRegular).
 	phased bool
+	// at is when the entry falls due in the schedule (next, or fast when earlier); slot is
+	// its place in the schedule, -1 when out of it (draining, disabled, or being probed).
+	at   time.Time
+	slot int
+}
+
+// versionedDelta is one publication's changes.
+type versionedDelta struct {
+	version uint64
+	delta   worker.Delta
 }
 
 // scheduleRegular sets the next regular probe after one at now: an interval later, except
@@ -127,14 +146,26 @@ func (c *Checker) Start(ctx context.Context) error {
 	}
 	ctx, c.cancel = context.WithCancel(ctx)
 	c.stopped = make(chan struct{})
-	c.reg.Subscribe(func(*worker.Snapshot) {
-		select {
-		case c.wake <- struct{}{}:
-		default: // a wake-up is already pending
-		}
-	})
+	c.deltaMu.Lock()
+	c.listening = true
+	c.deltaMu.Unlock()
+	c.subscribe.Do(func() { c.reg.Subscribe(c.published) })
 	go c.run(ctx, c.stopped)
 	return nil
+}
+
+// published is the registry subscription: it records what the publication changed for the
+// next round and wakes the Checker's goroutine.
+func (c *Checker) published(s *worker.Snapshot) {
+	c.deltaMu.Lock()
+	if d := s.Delta(); c.listening && len(d.Joined)+len(d.Left)+len(d.Updated) > 0 {
+		c.deltas = append(c.deltas, versionedDelta{s.Version, d})
+	}
+	c.deltaMu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
 }
 
 // Stop stops the Checker, waits for its goroutine and the probes in flight, and removes the
@@ -147,12 +178,16 @@ func (c *Checker) Stop() {
 		cancel()
 		<-stopped
 	}
+	c.deltaMu.Lock()
+	c.listening, c.deltas = false, nil
+	c.deltaMu.Unlock()
 	c.roundMu.Lock()
 	defer c.roundMu.Unlock()
 	for w, e := range c.entries {
 		e.series.unregister(c.cfg.Metrics)
 		delete(c.entries, w)
 	}
+	c.schedule.clear()
 	c.synced = false
 }
 
@@ -184,26 +219,28 @@ func (c *Checker) run(ctx context.Context, stopped chan struct{}) {
 // the results, and returns when they are applied: the time the next worker falls due (zero
 // when no worker is probed). Workers not seen before are due at once. Start calls it; tests
 // and the admin API may call it directly.
+//
+// A round costs what is due and what the publications since the last round changed, not the
+// fleet's size: the entries wait in a schedule ordered by due time, and a running Checker
+// learns the workers that joined, left or changed settings from each publication's
+// worker.Delta.
 func (c *Checker) RunRound(ctx context.Context) time.Time {
 	c.roundMu.Lock()
 	defer c.roundMu.Unlock()
 	now := c.cfg.Clock.Now()
-	snap := c.reg.Current()
-	c.sync(snap, now)
+	c.sync(now)
 
 	due := c.due[:0]
-	var next time.Time
-	for _, w := range snap.Workers {
-		e := c.entries[w]
-		status := w.Status()
+	for !c.schedule.empty() && !c.schedule.first().at.After(now) {
+		e := c.schedule.pop()
+		status := e.w.Status()
 		switch {
 		case status == worker.StatusDraining:
-			continue
+			// Out of the schedule for good: a draining worker only leaves.
 		case e.set.Disabled:
 			if status == worker.StatusPending {
 				c.setStatus(e, status, worker.StatusReady, nil)
 			}
-			continue
 		case !e.next.After(now):
 			e.regular = true
 			due = append(due, e)
@@ -215,65 +252,134 @@ func (c *Checker) RunRound(ctx context.Context) time.Time {
 			e.regular = false
 			due = append(due, e)
 			e.scheduleFast(now, c.cfg.PendingBackoff)
+		default: // due for an extra probe it no longer needs
+			e.fast = time.Time{}
+			c.reschedule(e)
 		}
 	}
 	c.probeAll(ctx, due)
-	for _, w := range snap.Workers { // after the probes: a pending worker that answered has no extra probe due
-		e := c.entries[w]
-		if w.Status() == worker.StatusDraining || e.set.Disabled {
-			continue
-		}
-		if next.IsZero() || e.next.Before(next) {
-			next = e.next
-		}
-		if !e.fast.IsZero() && e.fast.Before(next) {
-			next = e.fast
-		}
+	for _, e := range due { // after the probes: a pending worker that answered has no extra probe due
+		c.reschedule(e)
 	}
 	clear(due)
 	c.due = due[:0]
+	var next time.Time
+	if !c.schedule.empty() {
+		next = c.schedule.first().at
+	}
 	if c.afterRound != nil {
 		c.afterRound()
 	}
 	return next
 }
 
-// sync matches the entries to the snapshot: series of departed workers are removed first,
-// so that a worker re-registered under the same URL gets fresh ones.
-func (c *Checker) sync(snap *worker.Snapshot, now time.Time) {
+// reschedule puts e back in the schedule at its next probe, or its next extra one when
+// earlier.
+func (c *Checker) reschedule(e *entry) {
+	e.at = e.next
+	if !e.fast.IsZero() && e.fast.Before(e.at) {
+		e.at = e.fast
+	}
+	c.schedule.set(e)
+}
+
+// sync brings the entries up to the registry: from the publications' deltas when the
+// subscription recorded every one since the entries' version, else by comparing the whole
+// current snapshot (the first round, or a Checker that is not running).
+func (c *Checker) sync(now time.Time) {
+	c.deltaMu.Lock()
+	deltas, listening := c.deltas, c.listening
+	c.deltas = nil
+	c.deltaMu.Unlock()
+	if !c.synced || !listening {
+		c.syncAll(c.reg.Current(), now)
+		return
+	}
+	for _, d := range deltas {
+		if d.version <= c.version {
+			continue // already in the snapshot syncAll read
+		}
+		c.version = d.version
+		for _, w := range d.delta.Joined {
+			c.add(w, now)
+		}
+		for _, w := range d.delta.Left {
+			c.remove(w)
+		}
+		for _, w := range d.delta.Updated {
+			if e := c.entries[w]; e != nil {
+				c.resettle(e)
+			}
+		}
+	}
+}
+
+// syncAll matches the entries to snap: series of departed workers are removed first, so that
+// a worker re-registered under the same URL gets fresh ones.
+func (c *Checker) syncAll(snap *worker.Snapshot, now time.Time) {
 	if c.synced && snap.Version == c.version {
 		return
 	}
 	c.synced, c.version = true, snap.Version
-	for w, e := range c.entries {
+	for w := range c.entries {
 		if snap.ByID(w.ID) != w {
-			e.series.unregister(c.cfg.Metrics)
-			delete(c.entries, w)
+			c.remove(w)
 		}
 	}
 	for _, w := range snap.Workers {
 		if e := c.entries[w]; e != nil {
-			if rev := w.Revision(); rev != e.revision {
-				// PATCH or PUT changed the worker's health overrides: the new settings apply
-				// from its next probe, which moves earlier if the new interval is shorter.
-				last := e.next.Add(-e.set.Interval)
-				e.revision, e.set = rev, c.cfg.For(w.Spec().Health)
-				e.uri = w.URL + e.set.Endpoint
-				if soon := last.Add(e.set.Interval); e.next.After(soon) {
-					e.next = soon
-				}
-			}
+			c.resettle(e)
 			continue
 		}
-		set := c.cfg.For(w.Spec().Health)
-		c.entries[w] = &entry{
-			w:        w,
-			set:      set,
-			uri:      w.URL + set.Endpoint,
-			next:     now,
-			revision: w.Revision(),
-			series:   newSeries(c.cfg.Metrics, w),
-		}
+		c.add(w, now)
+	}
+}
+
+// add makes an entry for a new worker, due at once.
+func (c *Checker) add(w *worker.Worker, now time.Time) {
+	if c.entries[w] != nil {
+		return
+	}
+	set := c.cfg.For(w.Spec().Health)
+	e := &entry{
+		w:        w,
+		set:      set,
+		uri:      w.URL + set.Endpoint,
+		next:     now,
+		revision: w.Revision(),
+		series:   newSeries(c.cfg.Metrics, w),
+		slot:     -1,
+	}
+	c.entries[w] = e
+	c.reschedule(e)
+}
+
+// remove drops a departed worker's entry and its series.
+func (c *Checker) remove(w *worker.Worker) {
+	e := c.entries[w]
+	if e == nil {
+		return
+	}
+	c.schedule.remove(e)
+	e.series.unregister(c.cfg.Metrics)
+	delete(c.entries, w)
+}
+
+// resettle applies a worker's new health overrides (PATCH or PUT) from its next probe, which
+// moves earlier if the new interval is shorter.
+func (c *Checker) resettle(e *entry) {
+	rev := e.w.Revision()
+	if rev == e.revision {
+		return
+	}
+	last := e.next.Add(-e.set.Interval)
+	e.revision, e.set = rev, c.cfg.For(e.w.Spec().Health)
+	e.uri = e.w.URL + e.set.Endpoint
+	if soon := last.Add(e.set.Interval); e.next.After(soon) {
+		e.next = soon
+	}
+	if e.w.Status() != worker.StatusDraining {
+		c.reschedule(e) // back in the schedule if it was disabled
 	}
 }
 
