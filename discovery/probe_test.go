@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/worker"
 )
 
@@ -126,5 +128,56 @@ func TestAddressKeyCoversEveryRegistrationAtAnAddress(t *testing.T) {
 		if got := addressKey(u); got != want {
 			t.Errorf("addressKey(%q) = %q, want %q", u, got, want)
 		}
+	}
+}
+
+// TestProtocolProbeAsksGRPCOnlyWhenHTTPIsSlowOrDown: an engine that answers HTTP at once is
+// never probed over gRPC; one whose HTTP answer is slower than grpcHeadStart is probed over
+// both, and HTTP still wins when it answers.
+func TestProtocolProbeAsksGRPCOnlyWhenHTTPIsSlowOrDown(t *testing.T) {
+	release := make(chan struct{})
+	var slow atomic.Bool
+	entered := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	defer srv.Close()
+	var grpcProbes atomic.Int64
+	h := newHarness(t, func(cfg *Config) {
+		cfg.ProbeGRPC = func(context.Context, string) error { grpcProbes.Add(1); return nil }
+	})
+	for range 3 {
+		if got, err := h.rec.protocolProbe(context.Background(), srv.URL); err != nil || got != srv.URL {
+			t.Fatalf("probe of an HTTP engine: %q %v", got, err)
+		}
+	}
+	if n := grpcProbes.Load(); n != 0 {
+		t.Fatalf("an engine that answers HTTP at once was probed over gRPC %d times", n)
+	}
+
+	slow.Store(true)
+	type answer struct {
+		url string
+		err error
+	}
+	done := make(chan answer, 1)
+	timers := h.clock.Waiting()
+	go func() {
+		url, err := h.rec.protocolProbe(context.Background(), srv.URL)
+		done <- answer{url, err}
+	}()
+	<-entered
+	testutil.Eventually(t, "the head start's timer", func() bool { return h.clock.Waiting() > timers })
+	if n := grpcProbes.Load(); n != 0 {
+		t.Fatalf("gRPC probed %d times before the head start passed", n)
+	}
+	h.clock.Advance(grpcHeadStart)
+	testutil.Eventually(t, "the gRPC probe", func() bool { return grpcProbes.Load() == 1 })
+	close(release)
+	if a := <-done; a.err != nil || a.url != srv.URL {
+		t.Fatalf("probe of a slow engine that answers both: %q %v, want HTTP's %q", a.url, a.err, srv.URL)
 	}
 }
