@@ -45,6 +45,24 @@ func (m *addedMatcher) find(s string, from int) (int, int, *addedToken) {
 	return 0, 0, nil
 }
 
+// next returns the next match in s at or after from that its token's rules
+// accept, off being where the previous split ended: the match [start,end)
+// after lstrip and rstrip, the offset to search on from, and the token (nil
+// when no match is left).
+func (m *addedMatcher) next(s string, from, off int) (start, end, resume int, tk *addedToken) {
+	for from < len(s) {
+		start, end, tk := m.find(s, from)
+		if tk == nil {
+			break
+		}
+		from = end
+		if start, end, ok := tk.accept(s, start, end, off); ok {
+			return start, end, from, tk
+		}
+	}
+	return 0, 0, len(s), nil
+}
+
 // accept applies single_word, lstrip and rstrip to a match [start,end) of
 // s; off is where the previous split ended.
 func (tk *addedToken) accept(s string, start, end, off int) (int, int, bool) {

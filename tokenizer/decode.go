@@ -228,15 +228,7 @@ func (f *fusedDecoder) decode(t *Tokenizer, dst []byte, ids []uint32, skipSpecia
 			}
 		}
 		flush()
-		for {
-			i := strings.Index(tok, f.a)
-			if i < 0 {
-				break
-			}
-			dst = append(append(dst, tok[:i]...), f.b...)
-			tok = tok[i+len(f.a):]
-		}
-		dst = append(dst, tok...)
+		dst = appendReplaceAll(dst, tok, f.a, f.b)
 	}
 	flush()
 	out := dst[n:]

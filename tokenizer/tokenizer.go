@@ -141,22 +141,17 @@ func (t *Tokenizer) encodeRaw(sc *scratch, text string) {
 		t.encodeSegment(sc, text, true)
 		return
 	}
-	off, pos := 0, 0
-	for pos < len(text) {
-		start, end, tok := m.find(text, pos)
+	off := 0
+	for pos := 0; ; {
+		start, end, next, tok := m.next(text, pos, off)
 		if tok == nil {
 			break
-		}
-		pos = end
-		start, end, ok := tok.accept(text, start, end, off)
-		if !ok {
-			continue
 		}
 		if off < start {
 			t.encodeSegment(sc, text[off:start], off == 0)
 		}
 		sc.dst = append(sc.dst, tok.id)
-		off = end
+		off, pos = end, next
 	}
 	if off < len(text) {
 		t.encodeSegment(sc, text[off:], off == 0)
@@ -170,22 +165,17 @@ func (t *Tokenizer) encodeSegment(sc *scratch, s string, first bool) {
 		t.pretok(sc, 0, ns, first)
 		return
 	}
-	off, pos := 0, 0
-	for pos < len(ns) {
-		start, end, tok := m.find(ns, pos)
+	off := 0
+	for pos := 0; ; {
+		start, end, next, tok := m.next(ns, pos, off)
 		if tok == nil {
 			break
-		}
-		pos = end
-		start, end, ok := tok.accept(ns, start, end, off)
-		if !ok {
-			continue
 		}
 		if off < start {
 			t.pretok(sc, 0, ns[off:start], first && off == 0)
 		}
 		sc.dst = append(sc.dst, tok.id)
-		off = end
+		off, pos = end, next
 	}
 	if off < len(ns) {
 		t.pretok(sc, 0, ns[off:], first && off == 0)
@@ -256,16 +246,7 @@ func (t *Tokenizer) normalize(sc *scratch, s string) string {
 			if !strings.Contains(cur, st.a) {
 				continue
 			}
-			rest := cur
-			for {
-				j := strings.Index(rest, st.a)
-				if j < 0 {
-					break
-				}
-				buf = append(append(buf, rest[:j]...), st.b...)
-				rest = rest[j+len(st.a):]
-			}
-			buf = append(buf, rest...)
+			buf = appendReplaceAll(buf, cur, st.a, st.b)
 		}
 		if useA {
 			sc.normA = buf
@@ -381,6 +362,19 @@ func (t *Tokenizer) splitInto(sc *scratch, level int, p split.Scanner, s string,
 }
 
 const metaspace = "\u2581"
+
+// appendReplaceAll appends s with every old (non-empty) replaced by repl:
+// strings.ReplaceAll into dst, without allocating.
+func appendReplaceAll(dst []byte, s, old, repl string) []byte {
+	for {
+		i := strings.Index(s, old)
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(append(dst, s[:i]...), repl...)
+		s = s[i+len(old):]
+	}
+}
 
 // wordsAtSpaces hands the model s cut before each run of "▁" (see
 // spaceSplit).
