@@ -120,18 +120,11 @@ func (d *decoder) object(depth int) (jinja.Value, error) {
 			return jinja.Undefined(), err
 		}
 		dict.Set(key, item)
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return jinja.Undefined(), d.errorf("unterminated object")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
+		switch done, err := d.afterItem('}', "object"); {
+		case err != nil:
+			return jinja.Undefined(), err
+		case done:
 			return v, nil
-		default:
-			return jinja.Undefined(), d.errorf("expected ',' or '}' in object")
 		}
 	}
 }
@@ -151,20 +144,31 @@ func (d *decoder) array(depth int) (jinja.Value, error) {
 			return jinja.Undefined(), err
 		}
 		items = append(items, item)
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return jinja.Undefined(), d.errorf("unterminated array")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case ']':
-			d.pos++
+		switch done, err := d.afterItem(']', "array"); {
+		case err != nil:
+			return jinja.Undefined(), err
+		case done:
 			return jinja.NewList(items), nil
-		default:
-			return jinja.Undefined(), d.errorf("expected ',' or ']' in array")
 		}
 	}
+}
+
+// afterItem reads what follows an item of an array or object: ',' before
+// the next item, or the closing bracket (done).
+func (d *decoder) afterItem(closing byte, container string) (done bool, err error) {
+	d.skipSpace()
+	if d.pos >= len(d.data) {
+		return false, d.errorf("unterminated %s", container)
+	}
+	switch d.data[d.pos] {
+	case ',':
+		d.pos++
+		return false, nil
+	case closing:
+		d.pos++
+		return true, nil
+	}
+	return false, d.errorf("expected ',' or '%c' in %s", closing, container)
 }
 
 func (d *decoder) number() (jinja.Value, error) {
