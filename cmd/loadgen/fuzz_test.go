@@ -45,7 +45,7 @@ func FuzzParseInterleaved(f *testing.F) {
 		args := strings.Split(line, "\x00")
 		var stderr strings.Builder
 		fs := newCompareFlags(&stderr)
-		files, err := cli.ParseStd(fs.set, args)
+		files, err := cli.ParseStd(fs.cmd.flags, args)
 		if err != nil {
 			return
 		}

@@ -13,16 +13,27 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/smg-go/smg/internal/cli"
 	"github.com/smg-go/smg/loadgen"
 )
 
-// runFlags binds the run command's flags to a Config.
+// runFlags binds the run command's flags to c; each flag's default is c's value.
 func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *string) {
-	fs.StringVar(&c.BaseURL, "base-url", "", "OpenAI-compatible base URL, e.g. http://127.0.0.1:30000/v1 (https:// for TLS)")
-	fs.StringVar(&c.Model, "model", "", "model name sent in requests (required for chat and completions)")
-	fs.StringVar(&c.APIKey, "api-key", "", "bearer token; when empty, $OPENAI_API_KEY (never printed as a default)")
-	fs.BoolVar(&c.Insecure, "insecure", false, "skip TLS certificate verification")
+	requestFlags(fs, c)
+	scheduleFlags(fs, c)
+	workloadFlags(fs, c)
+	pdFlags(fs, c)
+	output = fs.String("output", "", "write the JSON result to this file")
+	html = fs.String("html", "", "write a self-contained HTML report to this file")
+	progress = fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on or off")
+	return output, html, progress
+}
+
+// requestFlags binds where requests go and what each one carries.
+func requestFlags(fs *flag.FlagSet, c *loadgen.Config) {
+	fs.StringVar(&c.BaseURL, "base-url", c.BaseURL, "OpenAI-compatible base URL, e.g. http://127.0.0.1:30000/v1 (https:// for TLS)")
+	fs.StringVar(&c.Model, "model", c.Model, "model name sent in requests (required for chat and completions)")
+	fs.StringVar(&c.APIKey, "api-key", c.APIKey, "bearer token; when empty, $OPENAI_API_KEY (never printed as a default)")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "skip TLS certificate verification")
 	fs.Var(enumFlag[loadgen.Endpoint]{&c.Endpoint, []string{"chat", "completions", "generate"}}, "endpoint", "API: `chat|completions|generate` (SGLang /generate at the server root)")
 	fs.BoolVar(&c.Stream, "stream", c.Stream, "stream answers as server-sent events (TTFT, ITL and TPOT need it)")
 	fs.BoolFunc("disable-ignore-eos", "do not send ignore_eos (strict OpenAI servers reject it)", func(v string) error {
@@ -42,47 +53,60 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 		c.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
 		return nil
 	})
-	fs.StringVar(&c.SessionHeader, "session-header", "", "header carrying each request's session (conversation, prefix group, prompt), e.g. X-SMG-Routing-Key")
+	fs.StringVar(&c.SessionHeader, "session-header", c.SessionHeader, "header carrying each request's session (conversation, prefix group, prompt), e.g. X-SMG-Routing-Key")
+}
 
+// scheduleFlags binds which workload runs, how requests arrive and how many are sent.
+func scheduleFlags(fs *flag.FlagSet, c *loadgen.Config) {
 	fs.Var(enumFlag[loadgen.WorkloadKind]{&c.Workload, []string{"random", "shared-prefix", "multi-turn", "mixed-size", "raw"}}, "workload", "`random|shared-prefix|multi-turn|mixed-size|raw`")
-	fs.Float64Var(&c.RequestRate, "request-rate", 0, "open loop at this many requests/s; 0 = closed loop of --max-concurrency clients")
+	fs.Float64Var(&c.RequestRate, "request-rate", c.RequestRate, "open loop at this many requests/s; 0 = closed loop of --max-concurrency clients")
 	fs.Var(enumFlag[loadgen.ArrivalKind]{&c.Arrival, []string{"poisson", "constant"}}, "arrival", "open-loop arrivals: `poisson|constant`")
-	fs.IntVar(&c.MaxConcurrency, "max-concurrency", 0, "cap on requests in flight (open loop; 0 = none) or number of clients (closed loop; 0 = 1)")
-	fs.IntVar(&c.NumRequests, "num-requests", 0, "measured requests (default: the workload's size, or no limit with --duration)")
-	fs.DurationVar(&c.Duration, "duration", 0, "stop issuing requests after this long")
-	fs.IntVar(&c.Warmup, "warmup", 0, "unmeasured requests sent first (an open loop: its first arrivals, on the same schedule)")
-	fs.Int64Var(&c.Seed, "seed", 0, "seed of prompts, lengths, order and arrivals")
-	fs.IntVar(&c.StartAt, "start-at", 0, "position in the workload's order of the first request (not multi-turn): two load generators with one seed send the same prompts out of step")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "stop issuing requests after this long")
+	fs.Int64Var(&c.Seed, "seed", c.Seed, "seed of prompts, lengths, order and arrivals")
 	fs.DurationVar(&c.TimelineInterval, "timeline-interval", c.TimelineInterval, "bucket width of the throughput/latency-over-time timeline")
+	intFlags(fs,
+		intFlag{&c.MaxConcurrency, "max-concurrency", "cap on requests in flight (open loop; 0 = none) or number of clients (closed loop; 0 = 1)"},
+		intFlag{&c.NumRequests, "num-requests", "measured requests (default: the workload's size, or no limit with --duration)"},
+		intFlag{&c.Warmup, "warmup", "unmeasured requests sent first (an open loop: its first arrivals, on the same schedule)"},
+		intFlag{&c.StartAt, "start-at", "position in the workload's order of the first request (not multi-turn): two load generators with one seed send the same prompts out of step"},
+	)
+}
 
-	fs.IntVar(&c.Random.InputLen, "random-input-len", c.Random.InputLen, "random: maximum prompt tokens")
-	fs.IntVar(&c.Random.OutputLen, "random-output-len", c.Random.OutputLen, "random: maximum output tokens")
+// workloadFlags binds each workload's shape; a flag's prefix names its workload.
+func workloadFlags(fs *flag.FlagSet, c *loadgen.Config) {
 	fs.Var(enumFlag[loadgen.LengthDistribution]{&c.Random.Distribution, []string{"uniform", "exponential"}}, "random-distribution", "random: lengths `uniform|exponential` (exponential: mean len, cut at 8·len)")
-	fs.Float64Var(&c.Random.RangeRatio, "random-range-ratio", 0, "random, uniform: lengths in [len*ratio, len]")
-	fs.IntVar(&c.Random.NumPrompts, "random-num-prompts", 0, "random: distinct prompts, cycled (default min(num-requests, 1000))")
-
-	fs.IntVar(&c.SharedPrefix.NumGroups, "gsp-num-groups", c.SharedPrefix.NumGroups, "shared-prefix: groups (one system prompt each)")
-	fs.IntVar(&c.SharedPrefix.PromptsPerGroup, "gsp-prompts-per-group", c.SharedPrefix.PromptsPerGroup, "shared-prefix: questions per group")
-	fs.IntVar(&c.SharedPrefix.SystemPromptLen, "gsp-system-prompt-len", c.SharedPrefix.SystemPromptLen, "shared-prefix: system prompt tokens")
-	fs.IntVar(&c.SharedPrefix.QuestionLen, "gsp-question-len", c.SharedPrefix.QuestionLen, "shared-prefix: question tokens")
-	fs.IntVar(&c.SharedPrefix.OutputLen, "gsp-output-len", c.SharedPrefix.OutputLen, "shared-prefix: output tokens")
-
-	fs.IntVar(&c.MultiTurn.Users, "mt-users", c.MultiTurn.Users, "multi-turn: conversations")
-	fs.IntVar(&c.MultiTurn.Rounds, "mt-rounds", c.MultiTurn.Rounds, "multi-turn: user turns per conversation")
-	fs.IntVar(&c.MultiTurn.SystemPromptLen, "mt-system-prompt-len", 0, "multi-turn: per-user system prompt tokens")
-	fs.IntVar(&c.MultiTurn.TurnLen, "mt-turn-len", c.MultiTurn.TurnLen, "multi-turn: tokens per user turn")
-	fs.IntVar(&c.MultiTurn.OutputLen, "mt-output-len", c.MultiTurn.OutputLen, "multi-turn: output tokens per answer")
-	fs.DurationVar(&c.MultiTurn.ThinkTime, "think-time", 0, "multi-turn: pause between an answer and the next turn")
-	fs.BoolVar(&c.MultiTurn.Stagger, "mt-stagger", false, "multi-turn: user u's first conversation has 1 + u mod --mt-rounds rounds, so the users are not in step")
-
-	fs.IntVar(&c.MixedSize.NumPrompts, "ms-num-prompts", c.MixedSize.NumPrompts, "mixed-size: distinct prompts, cycled")
-	fs.IntVar(&c.MixedSize.ShortLen, "ms-short-len", c.MixedSize.ShortLen, "mixed-size: tokens of a short prompt")
-	fs.IntVar(&c.MixedSize.LongLen, "ms-long-len", c.MixedSize.LongLen, "mixed-size: tokens of a long prompt")
+	fs.Float64Var(&c.Random.RangeRatio, "random-range-ratio", c.Random.RangeRatio, "random, uniform: lengths in [len*ratio, len]")
+	fs.DurationVar(&c.MultiTurn.ThinkTime, "think-time", c.MultiTurn.ThinkTime, "multi-turn: pause between an answer and the next turn")
+	fs.BoolVar(&c.MultiTurn.Stagger, "mt-stagger", c.MultiTurn.Stagger, "multi-turn: user u's first conversation has 1 + u mod --mt-rounds rounds, so the users are not in step")
 	fs.Float64Var(&c.MixedSize.LongFraction, "ms-long-fraction", c.MixedSize.LongFraction, "mixed-size: share of long prompts, in (0, 1] (exactly round(num-prompts × fraction), at seeded positions)")
-	fs.IntVar(&c.MixedSize.OutputLen, "ms-output-len", c.MixedSize.OutputLen, "mixed-size: output tokens")
+	intFlags(fs,
+		intFlag{&c.Random.InputLen, "random-input-len", "random: maximum prompt tokens"},
+		intFlag{&c.Random.OutputLen, "random-output-len", "random: maximum output tokens"},
+		intFlag{&c.Random.NumPrompts, "random-num-prompts", "random: distinct prompts, cycled (default min(num-requests, 1000))"},
 
-	fs.IntVar(&c.Raw.OutputTokens, "output-tokens", c.Raw.OutputTokens, "raw: max_tokens of the fixed request")
+		intFlag{&c.SharedPrefix.NumGroups, "gsp-num-groups", "shared-prefix: groups (one system prompt each)"},
+		intFlag{&c.SharedPrefix.PromptsPerGroup, "gsp-prompts-per-group", "shared-prefix: questions per group"},
+		intFlag{&c.SharedPrefix.SystemPromptLen, "gsp-system-prompt-len", "shared-prefix: system prompt tokens"},
+		intFlag{&c.SharedPrefix.QuestionLen, "gsp-question-len", "shared-prefix: question tokens"},
+		intFlag{&c.SharedPrefix.OutputLen, "gsp-output-len", "shared-prefix: output tokens"},
 
+		intFlag{&c.MultiTurn.Users, "mt-users", "multi-turn: conversations"},
+		intFlag{&c.MultiTurn.Rounds, "mt-rounds", "multi-turn: user turns per conversation"},
+		intFlag{&c.MultiTurn.SystemPromptLen, "mt-system-prompt-len", "multi-turn: per-user system prompt tokens"},
+		intFlag{&c.MultiTurn.TurnLen, "mt-turn-len", "multi-turn: tokens per user turn"},
+		intFlag{&c.MultiTurn.OutputLen, "mt-output-len", "multi-turn: output tokens per answer"},
+
+		intFlag{&c.MixedSize.NumPrompts, "ms-num-prompts", "mixed-size: distinct prompts, cycled"},
+		intFlag{&c.MixedSize.ShortLen, "ms-short-len", "mixed-size: tokens of a short prompt"},
+		intFlag{&c.MixedSize.LongLen, "ms-long-len", "mixed-size: tokens of a long prompt"},
+		intFlag{&c.MixedSize.OutputLen, "ms-output-len", "mixed-size: output tokens"},
+
+		intFlag{&c.Raw.OutputTokens, "output-tokens", "raw: max_tokens of the fixed request"},
+	)
+}
+
+// pdFlags binds PD mode: each request sent to a prefill and a decode worker.
+func pdFlags(fs *flag.FlagSet, c *loadgen.Config) {
 	fs.Func("pd-prefill", "PD mode: a prefill worker `URL` (http://host:port), sent every request with a decode worker instead of --base-url; repeatable or comma-separated, used round robin", listFlag(&c.PD.Prefill))
 	fs.Func("pd-decode", "PD mode: a decode worker `URL`; repeatable or comma-separated, used round robin", listFlag(&c.PD.Decode))
 	fs.Func("pd-bootstrap-port", "PD mode: the prefill workers' KV bootstrap port sent as bootstrap_port, `N|none` (none, the default, sends null)", func(v string) error {
@@ -97,11 +121,18 @@ func runFlags(fs *flag.FlagSet, c *loadgen.Config) (output, html, progress *stri
 		c.PD.BootstrapPort = n
 		return nil
 	})
+}
 
-	output = fs.String("output", "", "write the JSON result to this file")
-	html = fs.String("html", "", "write a self-contained HTML report to this file")
-	progress = fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on or off")
-	return output, html, progress
+// intFlag is an integer flag whose default is the value p points at.
+type intFlag struct {
+	p           *int
+	name, usage string
+}
+
+func intFlags(fs *flag.FlagSet, flags ...intFlag) {
+	for _, f := range flags {
+		fs.IntVar(f.p, f.name, *f.p, f.usage)
+	}
 }
 
 // listFlag appends the comma-separated values of each occurrence to *list.
@@ -141,22 +172,17 @@ type runOptions struct {
 // done, the command ends with code (help printed, or a usage error reported on stderr).
 func parseRun(args []string, stderr io.Writer) (cfg loadgen.Config, opts runOptions, code int, done bool) {
 	cfg = loadgen.DefaultConfig()
-	fs := flag.NewFlagSet("loadgen run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := newCommand("loadgen run", "loadgen", "", stderr)
+	fs := cmd.flags
 	output, html, progress := runFlags(fs, &cfg)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of loadgen itself to this file")
-	rest, err := cli.ParseStd(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, opts, exitOK, true
-		}
-		fmt.Fprintf(stderr, "loadgen: %v\n", err)
-		return cfg, opts, exitUsage, true
+	rest, code, done := cmd.parse(args)
+	if done {
+		return cfg, opts, code, true
 	}
 	opts = runOptions{output: *output, html: *html, progress: *progress, cpuProfile: *cpuProfile}
 	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "loadgen: %s\n", unexpectedArgument(rest))
-		return cfg, opts, exitUsage, true
+		return cfg, opts, cmd.fail(exitUsage, "%s", unexpectedArgument(rest)), true
 	}
 	if cfg.APIKey == "" {
 		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
@@ -170,12 +196,10 @@ func parseRun(args []string, stderr io.Writer) (cfg loadgen.Config, opts runOpti
 		}
 	case "off":
 	default:
-		fmt.Fprintf(stderr, "loadgen: invalid value %q for flag --progress: use auto, on or off\n", opts.progress)
-		return cfg, opts, exitUsage, true
+		return cfg, opts, cmd.fail(exitUsage, "invalid value %q for flag --progress: use auto, on or off", opts.progress), true
 	}
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "loadgen: invalid configuration:\n%v\n", err)
-		return cfg, opts, exitUsage, true
+		return cfg, opts, cmd.fail(exitUsage, "invalid configuration:\n%v", err), true
 	}
 	return cfg, opts, exitOK, false
 }
@@ -213,17 +237,23 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	}
-	if *html != "" {
-		if err := writeFile(*html, func(w io.Writer) error { return loadgen.WriteHTML(w, res) }); err != nil {
-			fmt.Fprintf(stderr, "loadgen: cannot write HTML report: %v\n", err)
-			return exitFail
-		}
+	if err := writeHTML(*html, res); err != nil {
+		fmt.Fprintf(stderr, "loadgen: cannot write HTML report: %v\n", err)
+		return exitFail
 	}
 	if res.Completed == 0 {
 		fmt.Fprintf(stderr, "loadgen: no request succeeded: %v\n", res.StatusCounts)
 		return exitFail
 	}
 	return exitOK
+}
+
+// writeHTML writes res's HTML report to path; an empty path writes nothing.
+func writeHTML(path string, res *loadgen.Result) error {
+	if path == "" {
+		return nil
+	}
+	return writeFile(path, func(w io.Writer) error { return loadgen.WriteHTML(w, res) })
 }
 
 func writeFile(path string, write func(io.Writer) error) error {
