@@ -99,38 +99,8 @@ func (d *driver) openLoop(ctx context.Context, newState func() *clientState, max
 	gaps := rand.New(rand.NewPCG(uint64(seed), streamArrival))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	jobs := make(chan job)
-	var wg sync.WaitGroup
-	defer func() {
-		close(jobs)
-		wg.Wait()
-	}()
-	// hand gives j to an idle sender, else to a new one, else (at the cap) to the first
-	// sender that finishes; false when ctx ended first.
-	hand := func(j job) bool {
-		select {
-		case jobs <- j:
-			return true
-		default:
-		}
-		if maxInFlight == 0 || len(states) < maxInFlight {
-			st := newState()
-			states = append(states, st)
-			wg.Go(func() {
-				d.send(st, j)
-				for next := range jobs {
-					d.send(st, next)
-				}
-			})
-			return true
-		}
-		select {
-		case jobs <- j:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
+	pool := &senders{d: d, newState: newState, max: maxInFlight, jobs: make(chan job)}
+	defer pool.close()
 	// The measured window's deadline also ends waits for a ready conversation or a free slot.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -157,29 +127,73 @@ func (d *driver) openLoop(ctx context.Context, newState func() *clientState, max
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
-				return states, lags
+				return pool.states, lags
 			}
 		}
 		if measured && !b.take() {
-			return states, lags
+			break
 		}
 		it, err := d.src.next(ctx)
 		if err != nil {
-			return states, lags
+			break
 		}
 		j := job{it: it}
 		if measured {
 			j.runStart = d.runStart
 		}
-		if !hand(j) {
-			return states, lags
+		if !pool.hand(ctx, j) {
+			break
 		}
 		if measured {
 			lags = append(lags, ms(time.Since(zero)-at))
 		}
 		at += nextGap(gaps, rate, arrival)
 	}
-	return states, lags
+	return pool.states, lags
+}
+
+// senders is the open loop's pool of sender goroutines, grown on demand up to max (0: no
+// cap); each sender keeps its clientState for every job it sends.
+type senders struct {
+	d        *driver
+	newState func() *clientState
+	max      int
+	jobs     chan job
+	wg       sync.WaitGroup
+	states   []*clientState
+}
+
+// hand gives j to an idle sender, else to a new one, else (at the cap) to the first sender
+// that finishes; false when ctx ended first.
+func (p *senders) hand(ctx context.Context, j job) bool {
+	select {
+	case p.jobs <- j:
+		return true
+	default:
+	}
+	if p.max == 0 || len(p.states) < p.max {
+		st := p.newState()
+		p.states = append(p.states, st)
+		p.wg.Go(func() {
+			p.d.send(st, j)
+			for next := range p.jobs {
+				p.d.send(st, next)
+			}
+		})
+		return true
+	}
+	select {
+	case p.jobs <- j:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// close waits for the senders to finish the jobs they hold.
+func (p *senders) close() {
+	close(p.jobs)
+	p.wg.Wait()
 }
 
 // streamArrival is the random stream of inter-arrival gaps.

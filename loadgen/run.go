@@ -23,14 +23,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	conns := cfg.clients()
-	if !cfg.closedLoop() {
-		conns = maxOpenLoopConns
-		if cfg.MaxConcurrency > 0 {
-			conns = cfg.MaxConcurrency
-		}
-	}
-	cl, err := newClient(&cfg, conns)
+	cl, err := newClient(&cfg, cfg.connections())
 	if err != nil {
 		return nil, err
 	}
@@ -62,17 +55,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var states []*clientState
 	var lags []float64
 	if cfg.closedLoop() {
-		runCtx := ctx
-		d.runStart, d.cpuStart = time.Now(), processCPU()
-		b.start(d.runStart)
-		if !b.deadline.IsZero() {
-			// The deadline also ends waits for a ready conversation.
-			var cancel context.CancelFunc
-			runCtx, cancel = context.WithDeadline(ctx, b.deadline)
-			defer cancel()
-		}
-		states = makeStates(cfg.clients(), newState)
-		d.closedLoop(runCtx, states, b)
+		states = d.measureClosedLoop(ctx, makeStates(cfg.clients(), newState), b)
 	} else {
 		states, lags = d.openLoop(ctx, newState, cfg.MaxConcurrency, b, cfg.RequestRate, cfg.Arrival, cfg.Seed, cfg.Warmup)
 	}
@@ -96,6 +79,33 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.ClientCPUPerRequestUS = float64(cpu.Microseconds()) / float64(n)
 	}
 	return res, nil
+}
+
+// connections is how many connections the client keeps: one per client in a closed loop;
+// the in-flight cap, or maxOpenLoopConns without one, in an open loop.
+func (c *Config) connections() int {
+	switch {
+	case c.closedLoop():
+		return c.clients()
+	case c.MaxConcurrency > 0:
+		return c.MaxConcurrency
+	}
+	return maxOpenLoopConns
+}
+
+// measureClosedLoop runs the closed loop's measured window with states' clients until b is
+// spent or its window ends, and returns states.
+func (d *driver) measureClosedLoop(ctx context.Context, states []*clientState, b *budget) []*clientState {
+	d.runStart, d.cpuStart = time.Now(), processCPU()
+	b.start(d.runStart)
+	if !b.deadline.IsZero() {
+		// The deadline also ends waits for a ready conversation.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, b.deadline)
+		defer cancel()
+	}
+	d.closedLoop(ctx, states, b)
+	return states
 }
 
 func makeStates(n int, newState func() *clientState) []*clientState {

@@ -19,7 +19,15 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	c.PD.validate(&c, bad) // in PD mode the workers' URLs replace BaseURL
+	c.validateRequests(bad)
+	c.validateSchedule(bad)
+	c.validateWorkloads(bad)
+	return errors.Join(errs...)
+}
+
+// validateRequests checks where requests go and what each one carries.
+func (c *Config) validateRequests(bad func(format string, args ...any)) {
+	c.PD.validate(c, bad) // in PD mode the workers' URLs replace BaseURL
 	switch {
 	case c.PD.enabled():
 	case c.BaseURL == "":
@@ -54,6 +62,10 @@ func (c Config) Validate() error {
 	if c.Workload == WorkloadRaw && c.Endpoint != EndpointChat {
 		bad("Workload raw sends a chat request: use --endpoint chat with --workload raw")
 	}
+}
+
+// validateSchedule checks how requests arrive, how many are sent and for how long.
+func (c *Config) validateSchedule(bad func(format string, args ...any)) {
 	switch c.Arrival {
 	case ArrivalPoisson, ArrivalConstant:
 	default:
@@ -88,6 +100,10 @@ func (c Config) Validate() error {
 			bad("%s is negative: use 0 or a positive value", f.name)
 		}
 	}
+}
+
+// validateWorkloads checks each workload's shape: lengths, counts and shares.
+func (c *Config) validateWorkloads(bad func(format string, args ...any)) {
 	lengths := []struct {
 		name string
 		v    int
@@ -135,7 +151,6 @@ func (c Config) Validate() error {
 	if c.Workload == WorkloadMultiTurn && c.RequestRate == 0 && c.MaxConcurrency > c.MultiTurn.Users {
 		bad("MaxConcurrency (--max-concurrency) %d exceeds MultiTurn.Users (--mt-users) %d: a closed loop cannot have more requests in flight than conversations; raise --mt-users or lower --max-concurrency", c.MaxConcurrency, c.MultiTurn.Users)
 	}
-	return errors.Join(errs...)
 }
 
 // validHeaderName reports whether s is an HTTP token (RFC 9110 §5.6.2).

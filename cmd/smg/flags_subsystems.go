@@ -12,6 +12,7 @@ import (
 	"github.com/smg-go/smg/mesh"
 	"github.com/smg-go/smg/policy/all"
 	"github.com/smg-go/smg/policy/cacheaware"
+	"github.com/smg-go/smg/policy/leastload"
 	"github.com/smg-go/smg/policy/poweroftwo"
 	"github.com/smg-go/smg/policy/prefixhash"
 	"github.com/smg-go/smg/policy/sticky"
@@ -111,8 +112,20 @@ func registerMeshFlags(fs *cli.FlagSet, cfg *mesh.Config) {
 func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 	*cfg = all.DefaultConfig()
 	fs.Group("Routing policies")
+	registerCacheAwareFlags(fs, &cfg.CacheAware)
+	registerLeastLoadFlags(fs, &cfg.LeastLoad)
+	fs.Enum("power-of-two-load-metric", &cfg.PowerOfTwo.LoadMetric, cfg.PowerOfTwo.LoadMetric, poweroftwo.Metrics,
+		"power_of_two: what the two sampled workers are compared by")
+	fs.StringList("routing-key-headers", headers,
+		"Header names read for the routing key before X-SMG-Routing-Key (non-empty UTF-8, at most 128 bytes)").WithMetavar("HEADER")
+	fs.Bool("routing-key-override", &cfg.RoutingKeyOverride, cfg.RoutingKeyOverride,
+		"Sticky sessions on any policy: pin the body's rid (turn/retry suffixes stripped) or the routing key to a worker")
+	registerPrefixHashFlags(fs, &cfg.PrefixHash, &cfg.CacheAware)
+	registerManualFlags(fs, cfg)
+}
 
-	ca := &cfg.CacheAware
+// registerCacheAwareFlags registers cache_aware's flags into ca.
+func registerCacheAwareFlags(fs *cli.FlagSet, ca *cacheaware.Config) {
 	fs.Float("cache-threshold", &ca.CacheThreshold, ca.CacheThreshold,
 		"cache_aware: route to a prefix holder only when the match ratio is above this (0-1)")
 	fs.Alias("cache-match-threshold", "cache-threshold")
@@ -140,8 +153,10 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 		"cache_aware's prefix index: the radix trees, or a placement map of token-id heads cut at --cache-boundaries (requests without token ids are load-balanced)").WithMetavar("INDEX")
 	fs.Duration("cache-ttl-secs", &ca.CacheTTL, ca.CacheTTL,
 		"--cache-index hash: how long a worker stays a holder of a head it was sent")
+}
 
-	ll := &cfg.LeastLoad
+// registerLeastLoadFlags registers least_load's flags into ll.
+func registerLeastLoadFlags(fs *cli.FlagSet, ll *leastload.Config) {
 	fs.Float("least-load-kv-pressure-weight", &ll.KVPressureWeight, ll.KVPressureWeight,
 		"least_load: weight in seconds of the KV-pressure term; 0 removes it")
 	fs.Float("least-load-default-throughput", &ll.DefaultThroughput, ll.DefaultThroughput,
@@ -150,16 +165,11 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 		"least_load: tokens assumed per request when the real count is unknown")
 	fs.Int("least-load-max-waiting-requests", &ll.MaxWaitingRequests, ll.MaxWaitingRequests,
 		"least_load: skip a worker whose waiting requests reach this; 0 disables the cap")
+}
 
-	fs.Enum("power-of-two-load-metric", &cfg.PowerOfTwo.LoadMetric, cfg.PowerOfTwo.LoadMetric, poweroftwo.Metrics,
-		"power_of_two: what the two sampled workers are compared by")
-
-	fs.StringList("routing-key-headers", headers,
-		"Header names read for the routing key before X-SMG-Routing-Key (non-empty UTF-8, at most 128 bytes)").WithMetavar("HEADER")
-	fs.Bool("routing-key-override", &cfg.RoutingKeyOverride, cfg.RoutingKeyOverride,
-		"Sticky sessions on any policy: pin the body's rid (turn/retry suffixes stripped) or the routing key to a worker")
-
-	ph := &cfg.PrefixHash
+// registerPrefixHashFlags registers prefix_hash's flags into ph; --cache-boundaries also
+// sets ca's, which --cache-index hash cuts heads at.
+func registerPrefixHashFlags(fs *cli.FlagSet, ph *prefixhash.Config, ca *cacheaware.Config) {
 	fs.Int("prefix-token-count", &ph.PrefixTokenCount, ph.PrefixTokenCount,
 		"prefix_hash: leading tokens hashed (4 characters per token for text)")
 	fs.Func("cache-boundaries", boundaries(ph.CacheBoundaries), "ascending token positions such as 2048,8192",
@@ -175,7 +185,11 @@ func registerPolicyFlags(fs *cli.FlagSet, cfg *all.Config, headers *[]string) {
 		"prefix_hash: a ring worker is overloaded above this multiple of the mean in-flight count (>= 1)")
 	fs.Int("prefix-hash-balance-abs-threshold", &ph.BalanceAbsThreshold, ph.BalanceAbsThreshold,
 		"prefix_hash: and above the mean plus this many requests; 0 makes the check purely relative")
+}
 
+// registerManualFlags registers manual's flags into cfg.Manual; given explicitly, they set
+// the sticky sessions of --routing-key-override too.
+func registerManualFlags(fs *cli.FlagSet, cfg *all.Config) {
 	mn := &cfg.Manual
 	fs.Func("assignment-mode", mn.AssignmentMode, "one of "+strings.Join(sticky.AssignmentModes, ", "),
 		"manual and --routing-key-override: how a key without a usable pin gets a worker ("+strings.Join(sticky.AssignmentModes, ", ")+")",

@@ -109,7 +109,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// validate completes o from flags that feed more than one subsystem, then checks every
+// setting and returns the first problem.
 func (o *options) validate(fs *cli.FlagSet) error {
+	o.deriveShared(fs)
+	if err := o.validateSubsystems(); err != nil {
+		return err
+	}
+	if err := o.validateWorkers(fs); err != nil {
+		return err
+	}
+	if err := o.validateLimits(); err != nil {
+		return err
+	}
+	var err error
+	if o.workerTLS, err = loadWorkerCA(o.workerCAFile); err != nil {
+		return err
+	}
+	if err := o.trace.Validate(); err != nil {
+		return err
+	}
+	return o.gateway.Validate()
+}
+
+// deriveShared copies the settings one flag gives several subsystems.
+func (o *options) deriveShared(fs *cli.FlagSet) {
 	// EPD mode is PD mode with an encode leg: every PD check applies.
 	o.pd.enabled = o.pd.enabled || o.pd.epd.enabled
 	// --service-discovery turns on IGW mode (spec: service-discovery.md, IGW mode).
@@ -118,40 +142,39 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if o.disc.Enabled && !fs.IsSet("remove-unhealthy-workers") {
 		o.health.RemoveUnhealthy = true
 	}
+	// The report age and poll timeout follow --load-monitor-interval.
+	o.loadmon = o.loadmon.WithInterval(o.loadmon.Interval)
+	o.breaker.MaxHalfOpenProbes = o.breaker.SuccessThreshold // recovery in one round of probes
+	o.mesh.WorkerAPIProtected = o.gateway.APIKey != ""
+	o.disc.DrainSettle = o.gateway.DrainSettle
+	o.disc.MeshEnabled, o.disc.MeshPort = o.mesh.Enable, o.mesh.Port
+	o.gateway.Trace.Enable = o.trace.Enable
+}
+
+// validateSubsystems checks the policy and each subsystem's config; the settings of a
+// disabled mesh or discovery are not checked.
+func (o *options) validateSubsystems() error {
 	if err := all.CheckPolicy(o.policy, o.pd.enabled); err != nil {
 		return fmt.Errorf("--policy: %w", err)
 	}
-	if err := o.policies.Validate(); err != nil {
-		return err
-	}
-	// The report age and poll timeout follow --load-monitor-interval.
-	o.loadmon = o.loadmon.WithInterval(o.loadmon.Interval)
-	if err := o.loadmon.Validate(); err != nil {
-		return err
-	}
-	if err := o.health.Validate(); err != nil {
-		return err
-	}
-	if err := o.stall.Validate(); err != nil {
-		return err
-	}
-	o.breaker.MaxHalfOpenProbes = o.breaker.SuccessThreshold // recovery in one round of probes
-	if err := o.breaker.Validate(); err != nil {
-		return err
-	}
-	o.mesh.WorkerAPIProtected = o.gateway.APIKey != ""
+	checks := []func() error{o.policies.Validate, o.loadmon.Validate, o.health.Validate, o.stall.Validate, o.breaker.Validate}
 	if o.mesh.Enable {
-		if err := o.mesh.Validate(); err != nil {
-			return err
-		}
+		checks = append(checks, o.mesh.Validate)
 	}
-	o.disc.DrainSettle = o.gateway.DrainSettle
-	o.disc.MeshEnabled, o.disc.MeshPort = o.mesh.Enable, o.mesh.Port
 	if o.disc.Enabled {
-		if err := o.disc.Validate(); err != nil {
+		checks = append(checks, o.disc.Validate)
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// validateWorkers canonicalizes the static workers' URLs and checks the PD and EPD legs and
+// that no worker is the gateway itself.
+func (o *options) validateWorkers(fs *cli.FlagSet) error {
 	for i, u := range o.workerURLs {
 		c, err := worker.CanonicalURL(u)
 		if err != nil {
@@ -170,6 +193,11 @@ func (o *options) validate(fs *cli.FlagSet) error {
 			return fmt.Errorf("worker %s is the gateway's own address (--host, --port): requests sent to it would come back to the gateway", spec.URL)
 		}
 	}
+	return nil
+}
+
+// validateLimits checks the ports, counts and bounds that belong to no subsystem.
+func (o *options) validateLimits() error {
 	if o.prometheusPort < 0 || o.prometheusPort > 65535 {
 		return fmt.Errorf("--prometheus-port %d: must be in 0-65535", o.prometheusPort)
 	}
@@ -185,15 +213,7 @@ func (o *options) validate(fs *cli.FlagSet) error {
 	if o.maxConnsPerWorker <= 0 {
 		return fmt.Errorf("--max-connections-per-worker %d: must be at least 1", o.maxConnsPerWorker)
 	}
-	var err error
-	if o.workerTLS, err = loadWorkerCA(o.workerCAFile); err != nil {
-		return err
-	}
-	o.gateway.Trace.Enable = o.trace.Enable
-	if err := o.trace.Validate(); err != nil {
-		return err
-	}
-	return o.gateway.Validate()
+	return nil
 }
 
 // rustLogLevel reads the spec product's RUST_LOG (its debug recipes set it, and it replaces
