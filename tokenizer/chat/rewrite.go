@@ -354,11 +354,10 @@ func renameFilter(body, from, to string) string {
 // printsString reports whether an expression certainly evaluates to a
 // string in the engine, so printing it needs no Python str() conversion: at
 // its top level (outside brackets) it uses only the operators + and ~ (and
-// attribute, item and call postfixes), no
-// keywords (if, and, or, not, in, is) or comparisons, and either has a ~
-// (the engine's ~ always yields a string) or one of its + operands is a bare
-// string literal or ends in the tojson filter (the engine's + yields a string
-// when either side is one).
+// attribute, item and call postfixes), no keywords (if, and, or, not, in,
+// is) or comparisons, and either has a ~ (the engine's ~ always yields a
+// string) or one of its + operands is a bare string literal or ends in the
+// tojson filter (the engine's + yields a string when either side is one).
 func printsString(body string) bool {
 	const (
 		other   = iota // operand of unknown type
