@@ -58,3 +58,47 @@ func BenchmarkPublishOneChange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRemoveAndAddOneWorker is the registry's cost of one worker leaving and coming back
+// beside a large fleet, as a pod turning unready and Ready again does: each a publication,
+// and the worker's metric series unregistered and registered again.
+func BenchmarkRemoveAndAddOneWorker(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run("workers="+strconv.Itoa(n), func(b *testing.B) {
+			cfg := DefaultConfig().WithLogger(testutil.Quiet)
+			cfg.MaxWorkers = n
+			r, err := NewRegistry(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			ctx := context.Background()
+			specs := make([]Spec, n)
+			ids := make([]string, n)
+			for i := range n {
+				specs[i] = Spec{URL: "http://10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250) + ":8000", ModelID: "m"}
+				if err := specs[i].Normalize(); err != nil {
+					b.Fatal(err)
+				}
+				w, err := r.Add(ctx, specs[i], StatusReady)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[i] = w.ID
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				k := i * 7919 % n
+				if _, err := r.Remove(ctx, ids[k]); err != nil {
+					b.Fatal(err)
+				}
+				w, err := r.Add(ctx, specs[k], StatusReady)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[k] = w.ID
+			}
+		})
+	}
+}
