@@ -119,8 +119,16 @@ func (e *Fleet) clientFor(k engineKey) (*Client, error) {
 	return c, nil
 }
 
-// Sync closes the clients of engines no worker of snap names.
+// Sync closes the clients of engines no worker of snap names. It runs after every registry
+// publication: with no client open (a fleet of HTTP workers) it returns without walking the
+// workers.
 func (e *Fleet) Sync(snap *worker.Snapshot) {
+	e.mu.Lock()
+	none := len(e.clients) == 0
+	e.mu.Unlock()
+	if none {
+		return
+	}
 	live := map[string]bool{}
 	for _, w := range snap.Workers {
 		if t := w.GRPCTarget(); t != "" {
