@@ -94,8 +94,8 @@ func parsePorts(s string) ([]uint16, error) {
 }
 
 // sendDatagrams sends n UDP datagrams to port on the first address of ifc, one at a time
-// (each waits for the last to arrive or 10 ms, so no receive buffer overflows and counts as
-// loss), and returns how many arrived.
+// (each waits up to 10 ms for arrivals, so no receive buffer overflows and counts as loss),
+// and returns how many distinct ones arrived, late ones included.
 func sendDatagrams(ifc *net.Interface, port uint16, n int) (int, error) {
 	addrs, err := ifc.Addrs()
 	if err != nil || len(addrs) == 0 {
@@ -112,23 +112,36 @@ func sendDatagrams(ifc *net.Interface, port uint16, n int) (int, error) {
 		return 0, fmt.Errorf("lossnet: -verify: %w", err)
 	}
 	defer tx.Close()
+	arrived := make([]bool, n)
 	buf := make([]byte, 64)
-	arrived := 0
+	// receive reads until seq arrived or wait passed with nothing to read.
+	receive := func(seq int, wait time.Duration) {
+		for {
+			rx.SetReadDeadline(time.Now().Add(wait))
+			k, err := rx.Read(buf)
+			if err != nil {
+				return
+			}
+			if got, err := strconv.Atoi(string(buf[:k])); err == nil && got >= 0 && got < n {
+				arrived[got] = true
+				if got == seq {
+					return
+				}
+			}
+		}
+	}
 	for i := range n {
 		if _, err := tx.Write(strconv.AppendInt(buf[:0], int64(i), 10)); err != nil {
 			return 0, fmt.Errorf("lossnet: -verify: %w", err)
 		}
-		rx.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-		for {
-			k, err := rx.Read(buf)
-			if err != nil {
-				break // lost
-			}
-			if string(buf[:k]) == strconv.Itoa(i) {
-				arrived++
-				break
-			}
+		receive(i, 10*time.Millisecond)
+	}
+	receive(-1, 200*time.Millisecond) // the late ones
+	count := 0
+	for _, ok := range arrived {
+		if ok {
+			count++
 		}
 	}
-	return arrived, nil
+	return count, nil
 }
