@@ -658,33 +658,38 @@ func (cfg *OverheadConfig) unloadedLoad() load {
 // pdLine is a PD mock's startup line: its URL and its rendezvous' bootstrap port.
 var pdLine = regexp.MustCompile(`listening on (http://\S+) \(.*bootstrap port (\d+)\)`)
 
+// startPDMock starts one instant mock worker of a PD or EPD fleet on core, in role, its
+// rendezvous asking bootstrapPort ("0": its own), and returns it with its URL and its
+// rendezvous' bootstrap port.
+func startPDMock(core int, bin, role, bootstrapPort string, extra ...string) (p *proc, url, port string, err error) {
+	args := append([]string{"--host", "127.0.0.1", "--port", "0", "--model", "mock-model", "--event-loops", "1",
+		"--role", role, "--bootstrap-port", bootstrapPort}, extra...)
+	if p, err = start(core, bin, args...); err != nil {
+		return nil, "", "", err
+	}
+	if _, err := p.waitOutput(pdLine, 1, 10*time.Second); err != nil {
+		p.stop()
+		return nil, "", "", err
+	}
+	m := pdLine.FindStringSubmatch(p.out.String())
+	return p, m[1], m[2], nil
+}
+
 // overheadPD measures the PD rows: a prefill and a decode mock (instant, on LoadCore, the
 // decode asking the prefill's rendezvous), then per round loadgen straight to both and
 // loadgen through smg --pd-disaggregation alone on ProxyCore.
 func (cfg *OverheadConfig) overheadPD() (*PDOverhead, error) {
-	startMock := func(role string, bootstrapPort string) (*proc, []string, error) {
-		p, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--model", "mock-model", "--event-loops", "1",
-			"--token-interval-ms", strconv.FormatFloat(cfg.StreamIntervalMS, 'f', -1, 64), "--role", role, "--bootstrap-port", bootstrapPort)
-		if err != nil {
-			return nil, nil, err
-		}
-		if _, err := p.waitOutput(pdLine, 1, 10*time.Second); err != nil {
-			p.stop()
-			return nil, nil, err
-		}
-		return p, pdLine.FindStringSubmatch(p.out.String())[1:], nil
-	}
-	prefill, pf, err := startMock("prefill", "0")
+	interval := strconv.FormatFloat(cfg.StreamIntervalMS, 'f', -1, 64)
+	prefill, prefillURL, port, err := startPDMock(cfg.LoadCore, cfg.Bin.MockWorker, "prefill", "0", "--token-interval-ms", interval)
 	if err != nil {
 		return nil, err
 	}
 	defer prefill.stop()
-	decode, dc, err := startMock("decode", pf[1])
+	decode, decodeURL, _, err := startPDMock(cfg.LoadCore, cfg.Bin.MockWorker, "decode", port, "--token-interval-ms", interval)
 	if err != nil {
 		return nil, err
 	}
 	defer decode.stop()
-	prefillURL, port, decodeURL := pf[0], pf[1], dc[0]
 
 	res := &PDOverhead{}
 	direct := proxyUnderTest{key: "direct", name: "loadgen straight to prefill + decode"}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/smg-go/smg/loadgen"
@@ -582,37 +583,15 @@ func (l loop) args(of int) []string {
 // caches or load history: loadgen with the case's workload and loop l for settle + d,
 // measured over d after the settling time; with several gateways one loadgen per gateway.
 func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, l loop, settle, d time.Duration) error {
-	scale := strconv.FormatFloat(row.TimeScale, 'f', -1, 64)
-	kvTokens := cfg.KVTokens
-	if k.KVTokens > 0 {
-		kvTokens = k.KVTokens
-	}
-	mockArgs := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
-		"--model", "mock-model", "--mode", "engine", "--time-scale", scale,
-		"--kv-tokens", strconv.Itoa(kvTokens), "--seed", strconv.FormatInt(cfg.Seed, 10)}, k.Mock...)
-	listening, gatewayArgs := listenLine, []string{"--load-monitor-interval", ""}
-	if k.GRPC {
-		mockArgs = append(mockArgs, "--protocol", "grpc", "--dialect", "sglang", "--tokenizer-path", cfg.TokenizerDir)
-		listening = grpcListenLine
-		gatewayArgs = append(gatewayArgs, "--model-path", cfg.TokenizerDir)
-	}
-	if row.Policy == EventsPolicy {
-		mockArgs = append(mockArgs, "--kv-events-port", "0")
-	}
-	if cfg.RequestLogDir != "" {
-		mockArgs = append(mockArgs, "--request-log", filepath.Join(cfg.RequestLogDir, name+".mock.jsonl"))
-	}
-	mocks, err := start(-1, cfg.Bin.MockWorker, mockArgs...)
+	mocks, urls, err := cfg.startQualityMocks(row, k, name)
 	if err != nil {
 		return err
 	}
 	defer mocks.stop()
-	// 30 s: a loaded machine starts eight engines that each load a tokenizer slowly.
-	urls, err := mocks.waitOutput(listening, cfg.Workers, 30*time.Second)
-	if err != nil {
-		return err
+	gatewayArgs := []string{"--load-monitor-interval", strconv.FormatFloat(cfg.LoadReportSeconds/row.TimeScale, 'f', -1, 64)}
+	if k.GRPC {
+		gatewayArgs = append(gatewayArgs, "--model-path", cfg.TokenizerDir)
 	}
-	gatewayArgs[1] = strconv.FormatFloat(cfg.LoadReportSeconds/row.TimeScale, 'f', -1, 64)
 	row.Gateways = max(1, k.Gateways)
 	gws, err := launchGateways(cfg.Bin.SMG, row.Gateways, gatewayPolicy(row.Policy), workerURLArgs(urls), gatewayArgs)
 	for _, gw := range gws {
@@ -621,47 +600,12 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, l
 	if err != nil {
 		return err
 	}
+	run := &qualityRun{cfg: cfg, row: row, k: k, name: name, l: l, settle: settle, d: d, mocks: mocks, gws: gws}
 
-	out := func(i int) string {
-		dir := cfg.WorkDir
-		if cfg.RequestLogDir != "" {
-			dir = cfg.RequestLogDir
-		}
-		if row.Gateways == 1 {
-			return filepath.Join(dir, name+".json")
-		}
-		return filepath.Join(dir, fmt.Sprintf("%s.gw%d.json", name, i))
-	}
-	lgArgs := func(i int) []string {
-		a := append([]string{"run", "--base-url", gws[i].base + "/v1", "--model", "mock-model", "--stream=" + strconv.FormatBool(!row.NoStream),
-			"--duration", (settle + d).String(), "--seed", strconv.FormatInt(cfg.Seed, 10), "--progress", "off", "--output", out(i)}, k.Loadgen...)
-		if i > 0 { // the same prompts, out of step with the first gateway's clients
-			a = append(a, "--start-at", strconv.Itoa(i*workloadSize(k.Loadgen)/row.Gateways))
-		}
-		return append(a, l.args(row.Gateways)...)
-	}
-	cpu := func() (mocksS, gwS float64, err error) {
-		if mocksS, err = mocks.cpuSeconds(); err != nil {
-			return 0, 0, err
-		}
-		for _, gw := range gws {
-			s, err := gw.p.cpuSeconds()
-			if err != nil {
-				return 0, 0, err
-			}
-			gwS += s
-		}
-		return mocksS, gwS, nil
-	}
-	mock0, gw0, err := cpu()
+	before, err := run.sampleCPU()
 	if err != nil {
 		return err
 	}
-	busy0, err := machineBusySeconds()
-	if err != nil {
-		return err
-	}
-	ticks0, stealErr := coreTicks(allCores()...)
 	if k.RestartAt > 0 {
 		restart := restartWorker(urls[0], row.Policy == EventsPolicy)
 		timer := time.AfterFunc(time.Duration((l.warmupWall+settle.Seconds()+k.RestartAt*d.Seconds())*float64(time.Second)), restart.run)
@@ -673,42 +617,16 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, l
 		}()
 	}
 	t0 := time.Now()
-	results := make([]*loadgen.Result, row.Gateways)
-	cpus := make([]float64, row.Gateways)
-	errs := make([]error, row.Gateways)
-	done := make(chan int, row.Gateways)
-	for i := range row.Gateways {
-		go func() {
-			results[i], cpus[i], errs[i] = runLoadgenCPU(-1, cfg.Bin.LoadGen, out(i), lgArgs(i)...)
-			done <- i
-		}()
-	}
-	for range row.Gateways {
-		<-done
-	}
-	if err := errors.Join(errs...); err != nil {
+	r, loadgenCPU, err := run.loadgens()
+	if err != nil {
 		return err
 	}
-	r := mergeResults(results)
 	wall := time.Since(t0).Seconds()
-	mock1, gw1, err := cpu()
+	after, err := run.sampleCPU()
 	if err != nil {
 		return err
 	}
-	busy1, err := machineBusySeconds()
-	if err != nil {
-		return err
-	}
-	var lgCPU float64
-	for _, c := range cpus {
-		lgCPU += c
-	}
-	row.CPUMocks, row.CPUGateway, row.CPULoadgen = (mock1-mock0)/wall, (gw1-gw0)/wall, lgCPU/wall
-	row.CPUCores = row.CPUMocks + row.CPUGateway + row.CPULoadgen
-	row.MachineBusy = (busy1 - busy0) / wall
-	if ticks1, err := coreTicks(allCores()...); err == nil && stealErr == nil {
-		row.StealPercent = stealPercent(ticks0, ticks1)
-	}
+	row.fillCPU(before, after, loadgenCPU, wall)
 	row.fill(r, cfg.Workers, settle.Seconds()+d.Seconds()*cfg.SatRampFraction, (settle + d).Seconds())
 	if row.Policy == EventsPolicy || row.Policy == "cache_aware" && k.GRPC {
 		if err := row.readHits(gws); err != nil {
@@ -721,6 +639,139 @@ func (cfg *QualityConfig) measure(row *QualityRow, k QualityCase, name string, l
 		return fmt.Errorf("%d of %d requests failed (%v)", r.Failed, r.Completed+r.Failed, r.ErrorExamples)
 	}
 	return nil
+}
+
+// startQualityMocks starts the row's fleet of mock engines (one process, cfg.Workers
+// engines) and returns it with the engines' URLs.
+func (cfg *QualityConfig) startQualityMocks(row *QualityRow, k QualityCase, name string) (*proc, []string, error) {
+	kvTokens := cfg.KVTokens
+	if k.KVTokens > 0 {
+		kvTokens = k.KVTokens
+	}
+	args := append([]string{"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
+		"--model", "mock-model", "--mode", "engine", "--time-scale", strconv.FormatFloat(row.TimeScale, 'f', -1, 64),
+		"--kv-tokens", strconv.Itoa(kvTokens), "--seed", strconv.FormatInt(cfg.Seed, 10)}, k.Mock...)
+	listening := listenLine
+	if k.GRPC {
+		args = append(args, "--protocol", "grpc", "--dialect", "sglang", "--tokenizer-path", cfg.TokenizerDir)
+		listening = grpcListenLine
+	}
+	if row.Policy == EventsPolicy {
+		args = append(args, "--kv-events-port", "0")
+	}
+	if cfg.RequestLogDir != "" {
+		args = append(args, "--request-log", filepath.Join(cfg.RequestLogDir, name+".mock.jsonl"))
+	}
+	mocks, err := start(-1, cfg.Bin.MockWorker, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	// 30 s: a loaded machine starts eight engines that each load a tokenizer slowly.
+	urls, err := mocks.waitOutput(listening, cfg.Workers, 30*time.Second)
+	if err != nil {
+		mocks.stop()
+		return nil, nil, err
+	}
+	return mocks, urls, nil
+}
+
+// qualityRun is one row's running fleet and how loadgen drives it: one loadgen per gateway.
+type qualityRun struct {
+	cfg    *QualityConfig
+	row    *QualityRow
+	k      QualityCase
+	name   string
+	l      loop
+	settle time.Duration
+	d      time.Duration
+	mocks  *proc
+	gws    []gateway
+}
+
+// output is the result file of the loadgen driving gateway i.
+func (run *qualityRun) output(i int) string {
+	dir := run.cfg.WorkDir
+	if run.cfg.RequestLogDir != "" {
+		dir = run.cfg.RequestLogDir
+	}
+	if run.row.Gateways == 1 {
+		return filepath.Join(dir, run.name+".json")
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s.gw%d.json", run.name, i))
+}
+
+// loadgenArgs is the command line of the loadgen driving gateway i.
+func (run *qualityRun) loadgenArgs(i int) []string {
+	a := append([]string{"run", "--base-url", run.gws[i].base + "/v1", "--model", "mock-model", "--stream=" + strconv.FormatBool(!run.row.NoStream),
+		"--duration", (run.settle + run.d).String(), "--seed", strconv.FormatInt(run.cfg.Seed, 10), "--progress", "off", "--output", run.output(i)}, run.k.Loadgen...)
+	if i > 0 { // the same prompts, out of step with the first gateway's clients
+		a = append(a, "--start-at", strconv.Itoa(i*workloadSize(run.k.Loadgen)/run.row.Gateways))
+	}
+	return append(a, run.l.args(run.row.Gateways)...)
+}
+
+// loadgens runs one loadgen per gateway side by side and returns their merged result and
+// their CPU seconds.
+func (run *qualityRun) loadgens() (*loadgen.Result, float64, error) {
+	n := run.row.Gateways
+	results := make([]*loadgen.Result, n)
+	cpus := make([]float64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			results[i], cpus[i], errs[i] = runLoadgenCPU(-1, run.cfg.Bin.LoadGen, run.output(i), run.loadgenArgs(i)...)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, err
+	}
+	var cpu float64
+	for _, c := range cpus {
+		cpu += c
+	}
+	return mergeResults(results), cpu, nil
+}
+
+// cpuSample is the CPU the fleet and the machine had used at one moment.
+type cpuSample struct {
+	mocks, gateways, machineBusy float64
+	ticks                        cpuTicks
+	ticksErr                     error
+}
+
+// sampleCPU reads the CPU seconds of the mocks, of the gateways, of the whole machine, and
+// the cores' ticks (for the steal; a failure there leaves the steal out).
+func (run *qualityRun) sampleCPU() (cpuSample, error) {
+	var s cpuSample
+	var err error
+	if s.mocks, err = run.mocks.cpuSeconds(); err != nil {
+		return s, err
+	}
+	for _, gw := range run.gws {
+		g, err := gw.p.cpuSeconds()
+		if err != nil {
+			return s, err
+		}
+		s.gateways += g
+	}
+	if s.machineBusy, err = machineBusySeconds(); err != nil {
+		return s, err
+	}
+	s.ticks, s.ticksErr = coreTicks(allCores()...)
+	return s, nil
+}
+
+// fillCPU sets the row's CPU columns from two samples wall seconds apart and the loadgens'
+// CPU seconds in between.
+func (row *QualityRow) fillCPU(before, after cpuSample, loadgenCPU, wall float64) {
+	row.CPUMocks, row.CPUGateway, row.CPULoadgen = (after.mocks-before.mocks)/wall, (after.gateways-before.gateways)/wall, loadgenCPU/wall
+	row.CPUCores = row.CPUMocks + row.CPUGateway + row.CPULoadgen
+	row.MachineBusy = (after.machineBusy - before.machineBusy) / wall
+	if before.ticksErr == nil && after.ticksErr == nil {
+		row.StealPercent = stealPercent(before.ticks, after.ticks)
+	}
 }
 
 // cpuNote is the row's machine check in words, for the progress log.

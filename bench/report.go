@@ -334,73 +334,11 @@ func pdTable(pd, regular []Measurement, stream bool) string {
 // Table renders every suite that ran as Markdown: the `make bench` table.
 func (r *Report) Table() string {
 	var sb strings.Builder
-	if o := r.Overhead; o != nil {
-		c := o.Config
-		fmt.Fprintf(&sb, "## 1. Overhead (null backend)\n\n%d mock workers (instant, gnet) and loadgen on core %d; each proxy alone on core %d "+
-			"(taskset, GOMAXPROCS=1 / one worker process); closed loop, %d connections, %v per run after %d warm-up requests; "+
-			"%d rounds with the proxies alternating, the round with the least proxy CPU kept. Proxy CPU from /proc/<pid>/task/*/schedstat (ns), warm-up included.\n\n",
-			c.Workers, c.LoadCore, c.ProxyCore, c.Connections, c.Duration, c.Warmup, c.Rounds)
-		sb.WriteString("### Small JSON answer (raw workload, non-streamed)\n\n")
-		sb.WriteString(overheadJSONTable(o.JSON))
-		if len(o.SSE) > 0 {
-			fmt.Fprintf(&sb, "\n### SSE relay (%d events per stream, %g ms apart at the mock)\n\n", c.StreamTokens, c.StreamIntervalMS)
-			sb.WriteString(overheadSSETable(o.SSE, false))
-		}
-		if len(o.SSEPaced) > 0 {
-			fmt.Fprintf(&sb, "\n### SSE relay with paced tokens (%d events per stream, %g ms apart at the mock)\n\n"+
-				"A fleet of its own writing token i at start + i × %g ms, as an engine's inter-token latency spaces them; closed loop, %d connections, "+
-				"%v per run after %d warm-up streams, %d round(s), the least proxy CPU kept. The direct row's TTFT and ITL near %g ms show that the "+
-				"load core kept pace.\n\n",
-				c.StreamTokens, c.PacedIntervalMS, c.PacedIntervalMS, c.PacedConnections, c.PacedDuration, c.PacedWarmup, c.PacedRounds, c.PacedIntervalMS)
-			sb.WriteString(overheadSSETable(o.SSEPaced, true))
-		}
-		if len(o.JSONOpen) > 0 {
-			fmt.Fprintf(&sb, "\n### Open loop (%g req/s, evenly spaced, %v per run; %d round(s), the least proxy CPU kept)\n\n", c.OpenLoopRate, c.OpenLoopDuration, c.OpenLoopRounds)
-			sb.WriteString(overheadJSONTable(o.JSONOpen))
-		}
-		if len(o.SSEUnloaded) > 0 {
-			fmt.Fprintf(&sb, "\n### Unloaded paced stream (one stream at a time, %d events %g ms apart; %v per run, %d round(s), the lowest TTFT p50 kept)\n\n",
-				c.UnloadedTokens, c.PacedIntervalMS, c.UnloadedDuration, c.UnloadedRounds)
-			sb.WriteString(overheadSSETable(o.SSEUnloaded, true))
-		}
-		if sc := o.Syscalls; sc != nil {
-			sb.WriteString("\n### System calls (perf stat -e raw_syscalls:sys_enter on the proxy for the whole load, warm-up included)\n\n")
-			sb.WriteString(syscallTable(sc))
-		}
-		if len(o.Scaling) > 0 {
-			fmt.Fprintf(&sb, "\n### Scaling: one core against two (JSON closed loop, %d connections; the second core is the load core, shared with loadgen and the mocks)\n\n", c.Connections)
-			sb.WriteString(scalingTable(o.Scaling))
-		}
-		if len(o.Tracing) > 0 {
-			fmt.Fprintf(&sb, "\n### Tracing: smg with `--enable-trace --trace-sample-ratio 1` against without (JSON closed loop, %d connections; spans exported over OTLP/gRPC to a receiver in smgbench)\n\n", c.Connections)
-			sb.WriteString(tracingTable(o.Tracing))
-		}
-		if pd := o.PD; pd != nil && (len(pd.JSON) > 0 || len(pd.SSE) > 0) {
-			fmt.Fprintf(&sb, "\n### PD disaggregation (SGLang bootstrap; 1 prefill + 1 decode mock; %d round(s))\n\n"+
-				"loadgen straight to both mocks (`--pd-prefill`, `--pd-decode`), then through `smg --pd-disaggregation --policy %s`. "+
-				"Each PD request is two upstream requests for smg: compare its CPU with the regular smg row of this run.\n\n", c.PDRounds, c.PDPolicy)
-			if len(pd.JSON) > 0 {
-				sb.WriteString("Small JSON answer:\n\n")
-				sb.WriteString(pdTable(pd.JSON, o.JSON, false))
-			}
-			if len(pd.SSE) > 0 {
-				fmt.Fprintf(&sb, "\nSSE (%d events per stream from the decode):\n\n", c.StreamTokens)
-				sb.WriteString(pdTable(pd.SSE, o.SSE, true))
-			}
-		}
-		sb.WriteString(stealNote(o))
-		sb.WriteString("\n")
+	if r.Overhead != nil {
+		sb.WriteString(r.Overhead.Table())
 	}
 	if len(r.Micro) > 0 {
-		sb.WriteString("## 2. Micro (hot path; any allocs/op > 0 fails the gate)\n\n| package | benchmark | ns/op | B/op | allocs/op |\n|---|---|---|---|---|\n")
-		for _, x := range r.Micro {
-			allocs := "missing"
-			if x.HasAllocs {
-				allocs = fmt.Sprintf("%g", x.AllocsPerOp)
-			}
-			fmt.Fprintf(&sb, "| %s | %s | %.1f | %g | %s |\n", strings.TrimPrefix(x.Package, "github.com/smg-go/smg/"), x.Name, x.NsPerOp, x.BytesPerOp, allocs)
-		}
-		sb.WriteString("\n")
+		sb.WriteString(microTable(r.Micro))
 	}
 	if r.Quality != nil {
 		sb.WriteString(r.Quality.Table())
@@ -412,14 +350,97 @@ func (r *Report) Table() string {
 		sb.WriteString(r.GRPC.Table())
 	}
 	if len(r.Tokenizer) > 0 {
-		sb.WriteString("## Tokenizer (encode MB per CPU-second, ours against Hugging Face tokenizers on the same prompts)\n\n" +
-			"| family | prompt | prompts | ours | Hugging Face | ratio | allocs/encode |\n|---|---|---|---|---|---|---|\n")
-		for _, t := range r.Tokenizer {
-			fmt.Fprintf(&sb, "| %s | %d KB | %d | %.2f | %.2f (%s) | %.2fx | %g |\n",
-				t.Family, t.PromptBytes>>10, t.Prompts, t.OursMBPerS, t.HFMBPerS, t.HFMode, t.Ratio, t.AllocsPerEncode)
-		}
-		sb.WriteString("\n")
+		sb.WriteString(tokenizerTable(r.Tokenizer))
 	}
+	return sb.String()
+}
+
+// Table renders the overhead suite's section of the report: one table per kind of run.
+func (o *OverheadResult) Table() string {
+	var sb strings.Builder
+	c := o.Config
+	fmt.Fprintf(&sb, "## 1. Overhead (null backend)\n\n%d mock workers (instant, gnet) and loadgen on core %d; each proxy alone on core %d "+
+		"(taskset, GOMAXPROCS=1 / one worker process); closed loop, %d connections, %v per run after %d warm-up requests; "+
+		"%d rounds with the proxies alternating, the round with the least proxy CPU kept. Proxy CPU from /proc/<pid>/task/*/schedstat (ns), warm-up included.\n\n",
+		c.Workers, c.LoadCore, c.ProxyCore, c.Connections, c.Duration, c.Warmup, c.Rounds)
+	sb.WriteString("### Small JSON answer (raw workload, non-streamed)\n\n")
+	sb.WriteString(overheadJSONTable(o.JSON))
+	if len(o.SSE) > 0 {
+		fmt.Fprintf(&sb, "\n### SSE relay (%d events per stream, %g ms apart at the mock)\n\n", c.StreamTokens, c.StreamIntervalMS)
+		sb.WriteString(overheadSSETable(o.SSE, false))
+	}
+	if len(o.SSEPaced) > 0 {
+		fmt.Fprintf(&sb, "\n### SSE relay with paced tokens (%d events per stream, %g ms apart at the mock)\n\n"+
+			"A fleet of its own writing token i at start + i × %g ms, as an engine's inter-token latency spaces them; closed loop, %d connections, "+
+			"%v per run after %d warm-up streams, %d round(s), the least proxy CPU kept. The direct row's TTFT and ITL near %g ms show that the "+
+			"load core kept pace.\n\n",
+			c.StreamTokens, c.PacedIntervalMS, c.PacedIntervalMS, c.PacedConnections, c.PacedDuration, c.PacedWarmup, c.PacedRounds, c.PacedIntervalMS)
+		sb.WriteString(overheadSSETable(o.SSEPaced, true))
+	}
+	if len(o.JSONOpen) > 0 {
+		fmt.Fprintf(&sb, "\n### Open loop (%g req/s, evenly spaced, %v per run; %d round(s), the least proxy CPU kept)\n\n", c.OpenLoopRate, c.OpenLoopDuration, c.OpenLoopRounds)
+		sb.WriteString(overheadJSONTable(o.JSONOpen))
+	}
+	if len(o.SSEUnloaded) > 0 {
+		fmt.Fprintf(&sb, "\n### Unloaded paced stream (one stream at a time, %d events %g ms apart; %v per run, %d round(s), the lowest TTFT p50 kept)\n\n",
+			c.UnloadedTokens, c.PacedIntervalMS, c.UnloadedDuration, c.UnloadedRounds)
+		sb.WriteString(overheadSSETable(o.SSEUnloaded, true))
+	}
+	if sc := o.Syscalls; sc != nil {
+		sb.WriteString("\n### System calls (perf stat -e raw_syscalls:sys_enter on the proxy for the whole load, warm-up included)\n\n")
+		sb.WriteString(syscallTable(sc))
+	}
+	if len(o.Scaling) > 0 {
+		fmt.Fprintf(&sb, "\n### Scaling: one core against two (JSON closed loop, %d connections; the second core is the load core, shared with loadgen and the mocks)\n\n", c.Connections)
+		sb.WriteString(scalingTable(o.Scaling))
+	}
+	if len(o.Tracing) > 0 {
+		fmt.Fprintf(&sb, "\n### Tracing: smg with `--enable-trace --trace-sample-ratio 1` against without (JSON closed loop, %d connections; spans exported over OTLP/gRPC to a receiver in smgbench)\n\n", c.Connections)
+		sb.WriteString(tracingTable(o.Tracing))
+	}
+	if pd := o.PD; pd != nil && (len(pd.JSON) > 0 || len(pd.SSE) > 0) {
+		fmt.Fprintf(&sb, "\n### PD disaggregation (SGLang bootstrap; 1 prefill + 1 decode mock; %d round(s))\n\n"+
+			"loadgen straight to both mocks (`--pd-prefill`, `--pd-decode`), then through `smg --pd-disaggregation --policy %s`. "+
+			"Each PD request is two upstream requests for smg: compare its CPU with the regular smg row of this run.\n\n", c.PDRounds, c.PDPolicy)
+		if len(pd.JSON) > 0 {
+			sb.WriteString("Small JSON answer:\n\n")
+			sb.WriteString(pdTable(pd.JSON, o.JSON, false))
+		}
+		if len(pd.SSE) > 0 {
+			fmt.Fprintf(&sb, "\nSSE (%d events per stream from the decode):\n\n", c.StreamTokens)
+			sb.WriteString(pdTable(pd.SSE, o.SSE, true))
+		}
+	}
+	sb.WriteString(stealNote(o))
+	sb.WriteString("\n")
+	return sb.String()
+}
+
+// microTable renders the hot-path benchmarks' section.
+func microTable(micro []MicroResult) string {
+	var sb strings.Builder
+	sb.WriteString("## 2. Micro (hot path; any allocs/op > 0 fails the gate)\n\n| package | benchmark | ns/op | B/op | allocs/op |\n|---|---|---|---|---|\n")
+	for _, x := range micro {
+		allocs := "missing"
+		if x.HasAllocs {
+			allocs = fmt.Sprintf("%g", x.AllocsPerOp)
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %.1f | %g | %s |\n", strings.TrimPrefix(x.Package, "github.com/smg-go/smg/"), x.Name, x.NsPerOp, x.BytesPerOp, allocs)
+	}
+	sb.WriteString("\n")
+	return sb.String()
+}
+
+// tokenizerTable renders the tokenizer's section: ours against Hugging Face's.
+func tokenizerTable(rows []TokenizerRow) string {
+	var sb strings.Builder
+	sb.WriteString("## Tokenizer (encode MB per CPU-second, ours against Hugging Face tokenizers on the same prompts)\n\n" +
+		"| family | prompt | prompts | ours | Hugging Face | ratio | allocs/encode |\n|---|---|---|---|---|---|---|\n")
+	for _, t := range rows {
+		fmt.Fprintf(&sb, "| %s | %d KB | %d | %.2f | %.2f (%s) | %.2fx | %g |\n",
+			t.Family, t.PromptBytes>>10, t.Prompts, t.OursMBPerS, t.HFMBPerS, t.HFMode, t.Ratio, t.AllocsPerEncode)
+	}
+	sb.WriteString("\n")
 	return sb.String()
 }
 

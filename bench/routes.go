@@ -234,35 +234,22 @@ func (cfg *RoutesConfig) passThrough(res *RoutesResult) error {
 }
 
 func (cfg *RoutesConfig) epd(res *RoutesResult) error {
-	startMock := func(role, bootstrapPort string, extra ...string) (*proc, []string, error) {
-		args := append([]string{"--host", "127.0.0.1", "--port", "0", "--model", "mock-model", "--event-loops", "1",
-			"--role", role, "--bootstrap-port", bootstrapPort}, extra...)
-		p, err := start(cfg.LoadCore, cfg.Bin.MockWorker, args...)
-		if err != nil {
-			return nil, nil, err
-		}
-		if _, err := p.waitOutput(pdLine, 1, 10*time.Second); err != nil {
-			p.stop()
-			return nil, nil, err
-		}
-		return p, pdLine.FindStringSubmatch(p.out.String())[1:], nil
-	}
-	encode, ec, err := startMock("encode", "0")
+	encode, encodeURL, encodePort, err := startPDMock(cfg.LoadCore, cfg.Bin.MockWorker, "encode", "0")
 	if err != nil {
 		return err
 	}
 	defer encode.stop()
-	prefill, pf, err := startMock("prefill", "0", "--require-encode")
+	prefill, prefillURL, prefillPort, err := startPDMock(cfg.LoadCore, cfg.Bin.MockWorker, "prefill", "0", "--require-encode")
 	if err != nil {
 		return err
 	}
 	defer prefill.stop()
-	decode, dc, err := startMock("decode", pf[1])
+	decode, decodeURL, _, err := startPDMock(cfg.LoadCore, cfg.Bin.MockWorker, "decode", prefillPort)
 	if err != nil {
 		return err
 	}
 	defer decode.stop()
-	workers := []string{"--epd-disaggregation", "--encode", ec[0], ec[1], "--prefill", pf[0], pf[1], "--decode", dc[0]}
+	workers := []string{"--epd-disaggregation", "--encode", encodeURL, encodePort, "--prefill", prefillURL, prefillPort, "--decode", decodeURL}
 
 	var errs []error
 	best, order := map[string]RouteRow{}, []string(nil)

@@ -102,28 +102,15 @@ func parseArgs(args []string) (*options, error) {
 }
 
 func run(o *options) int {
-	suites := map[string]bool{}
-	for _, s := range strings.Split(o.suites, ",") {
-		switch s = strings.TrimSpace(s); s {
-		case "overhead", "micro", "quality", "routes", "tokenizer", "grpc":
-			suites[s] = true
-		case "":
-		default:
-			fmt.Fprintf(os.Stderr, "smgbench: unknown suite %q: use overhead, micro, quality, routes, tokenizer or grpc\n", s)
-			return 2
-		}
+	suites, err := parseSuites(o.suites)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "smgbench:", err)
+		return 2
 	}
-	baselinePath := o.baseline
-	if o.smoke && !o.set["baseline"] {
-		baselinePath = "bench/baseline-smoke.json"
-	}
-	var baseline *bench.Baseline
-	if baselinePath != "none" {
-		var err error
-		if baseline, err = bench.LoadBaseline(baselinePath); err != nil {
-			fmt.Fprintln(os.Stderr, "smgbench:", err)
-			return 2
-		}
+	baselinePath, baseline, err := loadBaseline(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "smgbench:", err)
+		return 2
 	}
 	bin := bench.BinariesIn(o.binDir)
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -144,36 +131,10 @@ func run(o *options) int {
 	}
 	var regressions []error
 	if baseline != nil {
-		verdicts, err := baseline.Check(run)
-		fmt.Printf("## Gate (%s)\n\n%s\n", baselinePath, bench.VerdictTable(verdicts))
-		if again := suitesToMeasureAgain(verdicts); o.confirm && len(again) > 0 {
-			// A timing ratio of one short run on a shared machine can land past its bound
-			// because another process ran at the wrong moment (CI once measured the PD row at
-			// 3.95 where quiet runs give 1.6-2.8), or be computed from rows the hypervisor
-			// stole from. A regression is real when the suite's second measurement lands past
-			// the bound too; a stolen metric is judged from the second run when it is quiet.
-			logf("smgbench: %s; measuring %s once more: a metric fails only when both runs put it past its limit, and is judged from whichever run the host did not disturb",
-				describeAgain(verdicts), strings.Join(slices.Sorted(maps.Keys(again)), ", "))
-			second, secondFailures, _ := measure(o, again, bin, logf)
-			failures = append(failures, secondFailures...)
-			fmt.Printf("## Confirmation run\n\n%s", second.Table())
-			if o.out != "" {
-				if err := writeJSON(strings.TrimSuffix(o.out, ".json")+"-confirm.json", second); err != nil {
-					failures = append(failures, err)
-				}
-			}
-			run = baseline.Confirmed(run, second.Measured())
-			verdicts, err = baseline.Check(run)
-			fmt.Printf("## Gate after the confirmation run (each metric's more favourable value, an undisturbed one first)\n\n%s\n", bench.VerdictTable(verdicts))
-		}
+		gateFailures, err := gate(o, baselinePath, baseline, run, bin, logf)
+		failures = append(failures, gateFailures...)
 		if err != nil {
 			regressions = append(regressions, err)
-		}
-		if stolen := bench.NotJudged(verdicts); len(stolen) > 0 {
-			logf("smgbench: NOT JUDGED (hypervisor steal past the limit in their rows, in every run): %s", strings.Join(stolen, ", "))
-		}
-		if err := bench.NoneJudged(verdicts); err != nil {
-			failures = append(failures, err)
 		}
 	}
 	if rep.Micro != nil {
@@ -194,6 +155,70 @@ func run(o *options) int {
 		fmt.Println("smgbench: PASS")
 	}
 	return code
+}
+
+// parseSuites reads --suites: the set of suites to run.
+func parseSuites(list string) (map[string]bool, error) {
+	suites := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "overhead", "micro", "quality", "routes", "tokenizer", "grpc":
+			suites[s] = true
+		case "":
+		default:
+			return nil, fmt.Errorf("unknown suite %q: use overhead, micro, quality, routes, tokenizer or grpc", s)
+		}
+	}
+	return suites, nil
+}
+
+// loadBaseline reads the baseline the run is gated against (the smoke's own unless --baseline
+// was given); "none" gates nothing and returns a nil baseline.
+func loadBaseline(o *options) (path string, baseline *bench.Baseline, err error) {
+	path = o.baseline
+	if o.smoke && !o.set["baseline"] {
+		path = "bench/baseline-smoke.json"
+	}
+	if path == "none" {
+		return path, nil, nil
+	}
+	baseline, err = bench.LoadBaseline(path)
+	return path, baseline, err
+}
+
+// gate prints the gate's verdicts on run and, with --confirm, measures the suites of the
+// regressed or unjudged metrics once more and judges again. It returns the suites' failures
+// and the gate's regression error.
+func gate(o *options, baselinePath string, baseline *bench.Baseline, run bench.Measured, bin bench.Binaries, logf func(string, ...any)) (failures []error, regression error) {
+	verdicts, err := baseline.Check(run)
+	fmt.Printf("## Gate (%s)\n\n%s\n", baselinePath, bench.VerdictTable(verdicts))
+	if again := suitesToMeasureAgain(verdicts); o.confirm && len(again) > 0 {
+		// A timing ratio of one short run on a shared machine can land past its bound
+		// because another process ran at the wrong moment (CI once measured the PD row at
+		// 3.95 where quiet runs give 1.6-2.8), or be computed from rows the hypervisor
+		// stole from. A regression is real when the suite's second measurement lands past
+		// the bound too; a stolen metric is judged from the second run when it is quiet.
+		logf("smgbench: %s; measuring %s once more: a metric fails only when both runs put it past its limit, and is judged from whichever run the host did not disturb",
+			describeAgain(verdicts), strings.Join(slices.Sorted(maps.Keys(again)), ", "))
+		second, secondFailures, _ := measure(o, again, bin, logf)
+		failures = append(failures, secondFailures...)
+		fmt.Printf("## Confirmation run\n\n%s", second.Table())
+		if o.out != "" {
+			if err := writeJSON(strings.TrimSuffix(o.out, ".json")+"-confirm.json", second); err != nil {
+				failures = append(failures, err)
+			}
+		}
+		run = baseline.Confirmed(run, second.Measured())
+		verdicts, err = baseline.Check(run)
+		fmt.Printf("## Gate after the confirmation run (each metric's more favourable value, an undisturbed one first)\n\n%s\n", bench.VerdictTable(verdicts))
+	}
+	if stolen := bench.NotJudged(verdicts); len(stolen) > 0 {
+		logf("smgbench: NOT JUDGED (hypervisor steal past the limit in their rows, in every run): %s", strings.Join(stolen, ", "))
+	}
+	if unjudged := bench.NoneJudged(verdicts); unjudged != nil {
+		failures = append(failures, unjudged)
+	}
+	return failures, err
 }
 
 // metricsWith names the gated metrics of the given status.
