@@ -78,13 +78,7 @@ func (fs *FlagSet) add(f *Flag) *Flag {
 
 // Alias makes --alias a second name of --name.
 func (fs *FlagSet) Alias(alias, name string) {
-	f := fs.byName[name]
-	if f == nil {
-		panic("cli: alias of unknown flag --" + name)
-	}
-	if fs.taken(alias) {
-		panic("cli: alias --" + alias + " already registered")
-	}
+	f := fs.secondName("alias", alias, name, "unknown", func(*Flag) bool { return true })
 	f.Aliases = append(f.Aliases, alias)
 	fs.byName[alias] = f
 }
@@ -92,15 +86,23 @@ func (fs *FlagSet) Alias(alias, name string) {
 // Negation makes --negation turn the boolean flag --name off, as the spec's Python launcher
 // spells it (--no-remove-unhealthy-workers).
 func (fs *FlagSet) Negation(negation, name string) {
-	f := fs.byName[name]
-	if f == nil || f.kind != kindBool {
-		panic("cli: negation of unknown or non-boolean flag --" + name)
-	}
-	if fs.taken(negation) {
-		panic("cli: negation --" + negation + " already registered")
-	}
+	f := fs.secondName("negation", negation, name, "unknown or non-boolean", func(f *Flag) bool { return f.kind == kindBool })
 	f.Negations = append(f.Negations, negation)
 	fs.negations[negation] = f
+}
+
+// secondName returns the flag --name that the alias or negation (what) --second will
+// also set, and panics when there is no such flag that fits, described as unfit, or when
+// --second is taken: both are programming errors.
+func (fs *FlagSet) secondName(what, second, name, unfit string, fits func(*Flag) bool) *Flag {
+	f := fs.byName[name]
+	if f == nil || !fits(f) {
+		panic("cli: " + what + " of " + unfit + " flag --" + name)
+	}
+	if fs.taken(second) {
+		panic("cli: " + what + " --" + second + " already registered")
+	}
+	return f
 }
 
 // Refuse registers a flag of the spec that the command does not take: given, it fails the
@@ -130,11 +132,7 @@ func (fs *FlagSet) taken(name string) bool {
 // String registers a string flag.
 func (fs *FlagSet) String(name string, p *string, def, usage string) *Flag {
 	*p = def
-	shown := def
-	if def == "" {
-		shown = ""
-	}
-	return fs.add(&Flag{Name: name, Usage: usage, Default: shown, Metavar: "TEXT", valid: "text", set: func(v string) error {
+	return fs.add(&Flag{Name: name, Usage: usage, Default: def, Metavar: "TEXT", valid: "text", set: func(v string) error {
 		*p = v
 		return nil
 	}})
