@@ -25,11 +25,11 @@ var BenchFleetSizes = []int{8, 64, 512, 1000, 4096, 10000}
 
 // NewFleet registers n Ready workers serving model (empty: unknown model) and closes the
 // registry when the test ends. The registry takes any number of workers (the policies'
-// benchmarks run 4,096, past --max-workers' default).
+// benchmarks run 10,000, past --max-workers' default) and 64 more Added later.
 func NewFleet(tb testing.TB, n int, model string) *Fleet {
 	tb.Helper()
 	cfg := worker.DefaultConfig()
-	cfg.QueueSize, cfg.MaxWorkers, cfg.Logger = 64, max(n, worker.DefaultMaxWorkers), slog.New(slog.DiscardHandler)
+	cfg.QueueSize, cfg.MaxWorkers, cfg.Logger = 64, max(n+64, worker.DefaultMaxWorkers), slog.New(slog.DiscardHandler)
 	reg, err := worker.NewRegistry(cfg)
 	if err != nil {
 		tb.Fatal(err)
