@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"sync/atomic"
 
@@ -162,6 +163,9 @@ type Router struct {
 	// building names the policy whose picker is being built, for the report of a build that
 	// panics (writer goroutine only).
 	building string
+	// seen is what the last published table was built from, for the next Update to find what
+	// changed (writer goroutine only).
+	seen membership
 }
 
 // legPolicies is one leg's policy instances: one per model, kept until the model's last
@@ -250,16 +254,29 @@ func (r *Router) newModelPolicy(lp *legPolicies, model, name string) (*modelPoli
 // every other model: the table is then not published, so requests keep the previous one
 // until the next snapshot; the panic is logged and counted in
 // smg_router_picker_build_failures_total{policy}.
+//
+// A table change costs what changed: the workers that joined, left or changed readiness since
+// the last table (membership.diff) name the models whose routes are rebuilt; every other
+// route, and every leg none of them belongs to, is the previous table's. A snapshot in which
+// no worker changed (Registry.Republish: state outside the registry moved) rebuilds every
+// route.
 func (r *Router) Update(s *worker.Snapshot) {
 	defer func() {
 		if p := recover(); p != nil {
+			r.seen.forget() // the next table is built whole
 			r.cfg.Metrics.GetOrCreateCounter(`smg_router_picker_build_failures_total{policy=` + promlabel.Quote(r.building) + `}`).Inc()
 			r.log.Error("Cannot build the route table; requests keep the previous one", "policy", r.building, "snapshot", s.Version, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
+	prev := r.current.Load()
+	changed, whole := r.seen.diff(s)
 	t := r.newTable(s)
 	for _, lp := range r.legs {
-		t.legs[lp.leg] = r.buildLeg(lp, s)
+		if whole || len(changed) == 0 {
+			t.legs[lp.leg] = r.buildLeg(lp, s)
+		} else {
+			t.legs[lp.leg] = r.updateLeg(lp, s, prev.legs[lp.leg], changed)
+		}
 	}
 	r.current.Store(t)
 }
@@ -270,27 +287,29 @@ func (r *Router) newTable(s *worker.Snapshot) *Table {
 	return &Table{Snapshot: s, PD: pd != nil, EPD: pd != nil && pd.Encode != ""}
 }
 
+// legWorkers returns the snapshot's workers of the leg's type.
+func (lp *legPolicies) legWorkers(s *worker.Snapshot) []*worker.Worker {
+	if lp.all {
+		return s.Workers
+	}
+	ws := make([]*worker.Worker, 0, len(s.Workers))
+	for _, w := range s.Workers {
+		if lp.takes(w) {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// takes reports whether w is a worker of the leg.
+func (lp *legPolicies) takes(w *worker.Worker) bool { return lp.all || w.Type() == lp.leg.String() }
+
 // buildLeg builds one leg's routes from the snapshot's workers of the leg's type.
 func (r *Router) buildLeg(lp *legPolicies, s *worker.Snapshot) routeSet {
-	ws := s.Workers
-	if !lp.all {
-		ws = make([]*worker.Worker, 0, len(s.Workers))
-		for _, w := range s.Workers {
-			if w.Type() == lp.leg.String() {
-				ws = append(ws, w)
-			}
-		}
-	}
-	byModel, unknown := groupByModel(ws)
+	ws := lp.legWorkers(s)
+	byModel, unknown := groupByModel(ws, nil)
 	rs := routeSet{routes: make(map[string]*Route, len(byModel))}
-	for model, declared := range byModel {
-		mp := lp.models[model]
-		if mp == nil {
-			mp = r.policyForNewModel(lp, model, declared[0])
-			lp.models[model] = mp
-		}
-		rs.routes[model] = r.buildRoute(model, mp, s, append(declared, unknown...))
-	}
+	r.buildModelRoutes(lp, s, rs.routes, byModel, unknown)
 	for model := range lp.models {
 		if _, ok := rs.routes[model]; !ok {
 			delete(lp.models, model) // last worker gone: the model forgets its policy
@@ -303,18 +322,96 @@ func (r *Router) buildLeg(lp *legPolicies, s *worker.Snapshot) routeSet {
 	return rs
 }
 
+// updateLeg is buildLeg for a snapshot in which only the workers of changed (not empty) joined,
+// left or changed readiness since prev, the leg's last routes: the models the leg's changed
+// workers declare get their routes rebuilt, and the route over every worker; the other
+// routes are prev's. A changed worker of unknown model is a candidate of every model: the
+// whole leg is rebuilt.
+func (r *Router) updateLeg(lp *legPolicies, s *worker.Snapshot, prev routeSet, changed []*worker.Worker) routeSet {
+	var affected map[string]bool
+	for _, w := range changed {
+		if !lp.takes(w) {
+			continue
+		}
+		if len(w.Models) == 0 {
+			return r.buildLeg(lp, s)
+		}
+		if affected == nil {
+			affected = map[string]bool{}
+		}
+		for _, m := range w.Models {
+			affected[m] = true
+		}
+	}
+	if affected == nil {
+		return prev // no worker of the leg changed
+	}
+	ws := lp.legWorkers(s)
+	byModel, unknown := groupByModel(ws, affected)
+	rs := routeSet{routes: maps.Clone(prev.routes), unknown: prev.unknown}
+	for model, declared := range byModel {
+		if len(declared) == 0 {
+			delete(rs.routes, model)
+			delete(lp.models, model) // last worker gone: the model forgets its policy
+			delete(byModel, model)
+		}
+	}
+	r.buildModelRoutes(lp, s, rs.routes, byModel, unknown)
+	rs.any = r.buildRoute("", lp.any, s, ws)
+	return rs
+}
+
+// buildModelRoutes builds into routes the route of each model of byModel (its declared
+// workers, none empty) over those workers and the unknown ones, creating the policy of a
+// model new to the leg.
+func (r *Router) buildModelRoutes(lp *legPolicies, s *worker.Snapshot, routes map[string]*Route, byModel map[string][]*worker.Worker, unknown []*worker.Worker) {
+	for model, declared := range byModel {
+		mp := lp.models[model]
+		if mp == nil {
+			mp = r.policyForNewModel(lp, model, declared[0])
+			lp.models[model] = mp
+		}
+		routes[model] = r.buildRoute(model, mp, s, append(declared, unknown...))
+	}
+}
+
 // groupByModel returns the workers of each declared model in order (each list a fresh slice
-// with room to append), and the workers whose model is unknown.
-func groupByModel(ws []*worker.Worker) (byModel map[string][]*worker.Worker, unknown []*worker.Worker) {
-	byModel = map[string][]*worker.Worker{}
+// with room to append), and the workers whose model is unknown. When only is not nil, it
+// groups only the models only holds, each of them in byModel (its list nil when no worker
+// declares it).
+func groupByModel(ws []*worker.Worker, only map[string]bool) (byModel map[string][]*worker.Worker, unknown []*worker.Worker) {
+	byModel = make(map[string][]*worker.Worker, len(only))
+	for m := range only {
+		byModel[m] = nil
+	}
+	// Fleets list the workers of a model in runs: the current run's list is appended to
+	// without hashing its model's name for every worker.
+	var (
+		run     []*worker.Worker
+		runOf   string
+		running bool
+	)
 	for _, w := range ws {
 		if len(w.Models) == 0 {
 			unknown = append(unknown, w)
 			continue
 		}
 		for _, m := range w.Models {
-			byModel[m] = append(byModel[m], w)
+			if running && m == runOf {
+				run = append(run, w)
+				continue
+			}
+			if only != nil && !only[m] {
+				continue
+			}
+			if running {
+				byModel[runOf] = run
+			}
+			run, runOf, running = append(byModel[m], w), m, true
 		}
+	}
+	if running {
+		byModel[runOf] = run
 	}
 	return byModel, unknown
 }
