@@ -63,6 +63,8 @@ type Builder struct {
 	// Control-plane state, touched by Build and Maintain only (mu orders them).
 	mu        sync.Mutex
 	owners    []*worker.Worker // tenant index → the worker that holds it
+	ownerGen  []uint64         // tenant index → the last Build whose candidates held it
+	buildGen  uint64           // counts Builds
 	gauges    *treeGauges
 	lastEvict time.Time
 }
@@ -162,29 +164,33 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 
 // purgeDeparted removes from the trees every tenant whose worker is no longer registered, and
 // records the current owner of each tenant index. A worker that is only unavailable keeps
-// its tenancy: it will hold its cache again when it recovers.
+// its tenancy: it will hold its cache again when it recovers. A candidate of g is registered:
+// only the owners that are not are looked up in the snapshot.
 func (b *Builder) purgeDeparted(g policy.Group) {
-	registered := func(w *worker.Worker) bool {
-		return g.Snapshot != nil && g.Snapshot.ByID(w.ID) == w
-	}
-	for i, w := range b.owners {
-		if w != nil && !registered(w) {
-			b.text.RemoveTenant(radix.Tenant(i))
-			b.tokens.RemoveTenant(radix.Tenant(i))
-			b.owners[i] = nil
-		}
-	}
+	b.buildGen++
 	for _, w := range g.Workers {
-		for int(w.Index) >= len(b.owners) {
-			b.owners = append(b.owners, nil)
+		if n := int(w.Index) + 1; n > len(b.owners) {
+			b.owners = append(b.owners, make([]*worker.Worker, n-len(b.owners))...)
+			b.ownerGen = append(b.ownerGen, make([]uint64, n-len(b.ownerGen))...)
 		}
 		if o := b.owners[w.Index]; o != nil && o != w {
 			// The index was reused before a Build saw its old owner leave.
-			b.text.RemoveTenant(radix.Tenant(w.Index))
-			b.tokens.RemoveTenant(radix.Tenant(w.Index))
+			b.removeTenant(radix.Tenant(w.Index))
 		}
-		b.owners[w.Index] = w
+		b.owners[w.Index], b.ownerGen[w.Index] = w, b.buildGen
 	}
+	for i, w := range b.owners {
+		if w != nil && b.ownerGen[i] != b.buildGen && (g.Snapshot == nil || g.Snapshot.ByID(w.ID) != w) {
+			b.removeTenant(radix.Tenant(i))
+			b.owners[i] = nil
+		}
+	}
+}
+
+// removeTenant removes a departed worker's tenancy from both trees.
+func (b *Builder) removeTenant(t radix.Tenant) {
+	b.text.RemoveTenant(t)
+	b.tokens.RemoveTenant(t)
 }
 
 // Maintain evicts trees over budget every EvictionInterval and refreshes the tree gauges
