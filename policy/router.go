@@ -166,6 +166,8 @@ type Router struct {
 	// seen is what the last published table was built from, for the next Update to find what
 	// changed (writer goroutine only).
 	seen membership
+	// rebuildAll makes the next Update rebuild every route (RebuildAll).
+	rebuildAll atomic.Bool
 }
 
 // legPolicies is one leg's policy instances: one per model, kept until the model's last
@@ -227,6 +229,12 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	return r, nil
 }
 
+// RebuildAll makes the next Update rebuild every route, not only those of the workers that
+// changed: call it before Registry.Republish when state outside the registry that pickers
+// read when built moved (a worker's KV-event slot), since the registry may publish that
+// republication together with other changes. Safe from any goroutine.
+func (r *Router) RebuildAll() { r.rebuildAll.Store(true) }
+
 // Current returns the latest table: one atomic load.
 func (r *Router) Current() *Table { return r.current.Load() }
 
@@ -258,8 +266,8 @@ func (r *Router) newModelPolicy(lp *legPolicies, model, name string) (*modelPoli
 // A table change costs what changed: the workers that joined, left or changed readiness since
 // the last table (membership.diff) name the models whose routes are rebuilt; every other
 // route, and every leg none of them belongs to, is the previous table's. A snapshot in which
-// no worker changed (Registry.Republish: state outside the registry moved) rebuilds every
-// route.
+// no worker changed (Registry.Republish: state outside the registry moved), and the first
+// after RebuildAll, rebuild every route.
 func (r *Router) Update(s *worker.Snapshot) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -270,6 +278,7 @@ func (r *Router) Update(s *worker.Snapshot) {
 	}()
 	prev := r.current.Load()
 	changed, whole := r.seen.diff(s)
+	whole = r.rebuildAll.Swap(false) || whole
 	t := r.newTable(s)
 	for _, lp := range r.legs {
 		if whole || len(changed) == 0 {

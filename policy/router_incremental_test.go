@@ -178,3 +178,47 @@ func urls(ws []*worker.Worker) []string {
 	}
 	return out
 }
+
+// TestRebuildAllRebuildsRoutesNoWorkerChanged: pickers read state outside the registry when
+// built (a worker's KV-event slot), and the republication that reports it may come with
+// another change: after RebuildAll, the next table rebuilds the routes of the models none of
+// whose workers changed too; without it, those routes are kept.
+func TestRebuildAllRebuildsRoutesNoWorkerChanged(t *testing.T) {
+	reg, err := worker.NewRegistry(worker.DefaultConfig().WithLogger(testutil.Quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	var ws []*worker.Worker
+	for i, m := range []string{"a", "a", "b"} {
+		spec := worker.Spec{URL: fmt.Sprintf("http://w%d:8000", i), ModelID: m}
+		if err := spec.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := reg.Add(context.Background(), spec, worker.StatusReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	r := newRouter(t, reg, "round_robin")
+	toggle := func(s worker.Status) {
+		if err := reg.SetStatus(ws[0].ID, s); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = reg.Remove(context.Background(), "barrier")
+	}
+	routeB := r.Current().Routes()["b"]
+	toggle(worker.StatusNotReady)
+	if got := r.Current().Routes()["b"]; got != routeB {
+		t.Fatal("a change of model a's workers rebuilt model b's route")
+	}
+	r.RebuildAll()
+	toggle(worker.StatusReady)
+	if got := r.Current().Routes()["b"]; got == routeB {
+		t.Fatal("after RebuildAll, model b's route was kept")
+	}
+	if got := r.Current().Routes()["a"]; len(got.Candidates) != 2 {
+		t.Fatalf("model a's candidates %v, want both workers", urls(got.Candidates))
+	}
+}

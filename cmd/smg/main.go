@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -271,13 +272,15 @@ func serve(o options, log *slog.Logger) error {
 // gateway is the wired gateway: build starts its parts, run serves until a signal, drain
 // stops serving, close stops the rest.
 type gateway struct {
-	o        options
-	log      *slog.Logger
-	set      *metrics.Set
-	reg      *worker.Registry
-	router   *policy.Router
-	policies all.Config
-	srv      *fastpath.Server
+	o      options
+	log    *slog.Logger
+	set    *metrics.Set
+	reg    *worker.Registry
+	router *policy.Router
+	// slotRoutes is router for the KV-event manager's goroutine, once built.
+	slotRoutes atomic.Pointer[policy.Router]
+	policies   all.Config
+	srv        *fastpath.Server
 	// telemetry consumes the records of finished requests (metrics, access log, traces).
 	telemetry *telemetry.Sink
 	mesh      *mesh.Mesh // nil without --enable-mesh
@@ -334,7 +337,12 @@ func build(o options, log *slog.Logger) (*gateway, error) {
 	g.discoverModels = g.engines.DiscoverModels(worker.ModelDiscoverer(o.workerTLS))
 	kc := kvevents.DefaultManagerConfig()
 	kc.Metrics, kc.Index.MaxBlocks = g.set, o.kvIndexMaxBlocks
-	kc.OnSlotsChanged = func() { _ = g.reg.Republish() } // pickers resolve slots when built
+	kc.OnSlotsChanged = func() { // pickers resolve slots when built: rebuild every route
+		if r := g.slotRoutes.Load(); r != nil {
+			r.RebuildAll()
+		}
+		_ = g.reg.Republish()
+	}
 	if g.kv, err = newKVEvents(kc, g.engines, o.routesCacheAware, o.kvEvents, log); err != nil {
 		return g, err
 	}
@@ -420,6 +428,7 @@ func (g *gateway) newRouter() error {
 		return err
 	}
 	g.router, g.policies = router, pc
+	g.slotRoutes.Store(router)
 	g.reg.Subscribe(router.Update)
 	return nil
 }
