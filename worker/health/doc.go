@@ -34,12 +34,15 @@
 // comes its phase's offset early, so a fleet registered together is probed in one slice of
 // the interval after another, never in one burst, and rounds run at most once per slice.
 //
-// Start runs one goroutine. Each round it reads the registry snapshot (one atomic load),
-// probes the workers that are due with at most Concurrency goroutines that exit when the
+// Start runs one goroutine. Each round it takes the workers that are due from a schedule
+// ordered by due time, probes them with at most Concurrency goroutines that exit when the
 // round ends, and applies the results: SetStatus (non-blocking; a dropped change is asked for
 // again at the next probe, since the Tracker's counts carry on) or Remove. Rounds run when the
 // earliest worker falls due on the injected Clock, and at once after every registry
-// publication, so a newly registered worker is probed without waiting an interval. One slow
+// publication, so a newly registered worker is probed without waiting an interval; the
+// publication's worker.Delta says which workers joined, left or changed settings, so a round
+// costs what is due and what changed, never a walk of the fleet (a Checker that is not
+// running compares the whole snapshot in each RunRound instead). One slow
 // worker delays the round by at most its timeout. The hot path never waits on any of this:
 // it reads the status the registry published.
 //
