@@ -287,26 +287,18 @@ func (g *grpcCall) relay() {
 	}
 }
 
-// callContext is the context of the request's engine calls. It ends when the client leaves
-// (grpcworker then sends each engine its Abort) or at the request's deadline on the server's
-// clock, a fake one in tests included (its cause is then context.DeadlineExceeded); its own
-// deadline, the time left on that clock, is what grpc tells the engines (grpc-timeout).
+// callContext is the context of the request's engine calls. It ends at the request's
+// deadline on the server's clock, a fake one in tests included (Clock.WithDeadline: its
+// error is then context.DeadlineExceeded, and its Deadline is what grpc tells the engines),
+// or when the client leaves (grpcworker then sends each engine its Abort).
 func (g *grpcCall) callContext() (context.Context, context.CancelFunc) {
-	clk := g.le.s.clock
-	left := g.le.attempt.deadline.Sub(clk.Now())
-	base, end := context.WithCancelCause(context.Background())
-	ctx, cancel := context.WithTimeout(base, left)
+	ctx, cancel := g.le.s.clock.WithDeadline(context.Background(), g.le.attempt.deadline)
 	gone := g.st.Left() // read here: g is recycled once the call returns
-	t := clk.NewTimer(left)
 	go func() {
-		defer t.Stop()
 		select {
 		case <-gone:
-			end(context.Canceled)
-		case <-t.C():
-			end(context.DeadlineExceeded)
+			cancel()
 		case <-ctx.Done():
-			end(context.Canceled)
 		}
 	}()
 	return ctx, cancel
@@ -321,7 +313,7 @@ func (g *grpcCall) leftOrDeadline(ctx context.Context) bool {
 		return true
 	default:
 	}
-	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && !g.started {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !g.started {
 		g.fail(errUpstreamTimeout, "the engine did not answer within --request-timeout-secs")
 		return true
 	}

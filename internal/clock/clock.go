@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -18,6 +20,11 @@ type Clock interface {
 	// NewTicker returns a ticker that fires every d (d > 0). Like time.Ticker, a tick the
 	// reader has not taken yet is not queued behind another: a slow reader skips ticks.
 	NewTicker(d time.Duration) Ticker
+	// WithDeadline returns a copy of parent that ends when this clock reaches d, with the
+	// cause and error context.DeadlineExceeded, or when cancel is called (context.Canceled).
+	// Its Deadline is d carried over to the system clock: what a deadline sent on the wire
+	// (grpc-timeout) is computed from.
+	WithDeadline(parent context.Context, d time.Time) (ctx context.Context, cancel context.CancelFunc)
 }
 
 // Ticker is the part of time.Ticker the control plane uses.
@@ -53,6 +60,11 @@ func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // NewTicker returns a time.Ticker.
 func (Real) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+
+// WithDeadline is context.WithDeadline.
+func (Real) WithDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(parent, d)
+}
 
 type realTimer struct{ t *time.Timer }
 
@@ -137,6 +149,42 @@ func (c *Fake) NewTicker(d time.Duration) Ticker {
 	t := &fakeTicker{c: c, next: c.now.Add(d), every: d, ch: make(chan time.Time, 1)}
 	c.tickers[t] = true
 	return t
+}
+
+// WithDeadline returns a copy of parent that ends when Advance reaches d; its Deadline is
+// the system clock's now plus the fake time left. A goroutine waits for the end; it leaves,
+// and stops its timer, when the context ends.
+func (c *Fake) WithDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	ctx, end := context.WithCancelCause(parent)
+	c.mu.Lock()
+	left := d.Sub(c.now)
+	c.mu.Unlock()
+	t := c.NewTimer(left)
+	go func() {
+		select {
+		case <-t.C():
+			end(context.DeadlineExceeded)
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}()
+	return &fakeDeadline{ctx, time.Now().Add(left)}, func() { end(context.Canceled) }
+}
+
+// fakeDeadline is a cancelable context that reports a deadline, and the error of one passed.
+type fakeDeadline struct {
+	context.Context
+	deadline time.Time
+}
+
+func (f *fakeDeadline) Deadline() (time.Time, bool) { return f.deadline, true }
+
+func (f *fakeDeadline) Err() error {
+	err := f.Context.Err()
+	if err != nil && errors.Is(context.Cause(f.Context), context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // Advance moves the clock by d and fires the timers and tickers that fall due.

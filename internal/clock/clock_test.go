@@ -1,6 +1,9 @@
 package clock
 
 import (
+	"context"
+	"errors"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -129,5 +132,63 @@ func TestNanosOfAndTimeOfAreInverse(t *testing.T) {
 	}
 	if d := NanosOf(now.Add(time.Second)) - n; d != int64(time.Second) {
 		t.Fatalf("a second later is %d ns later on the Nanos scale", d)
+	}
+}
+
+// A fake clock's deadline context ends when the clock passes the deadline, and only then; its
+// Deadline is on the system clock (what grpc-timeout is computed from).
+func TestFakeDeadlineEndsWhenTheClockPassesIt(t *testing.T) {
+	c := NewFake()
+	before := time.Now()
+	ctx, cancel := c.WithDeadline(context.Background(), c.Now().Add(time.Hour))
+	defer cancel()
+	if d, ok := ctx.Deadline(); !ok || d.Before(before.Add(time.Hour)) || d.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("Deadline %v %v, want the system clock's now plus an hour", d, ok)
+	}
+	c.Advance(time.Hour - 1)
+	if ctx.Err() != nil {
+		t.Fatalf("ended before the deadline: %v", ctx.Err())
+	}
+	c.Advance(1)
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) || !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		t.Fatalf("err %v, cause %v; want DeadlineExceeded", ctx.Err(), context.Cause(ctx))
+	}
+}
+
+// Cancelling a fake clock's deadline context, or its parent, ends it as Canceled and stops
+// its timer.
+func TestFakeDeadlineCancels(t *testing.T) {
+	c := NewFake()
+	for _, byParent := range []bool{false, true} {
+		parent, cancelParent := context.WithCancel(context.Background())
+		ctx, cancel := c.WithDeadline(parent, c.Now().Add(time.Hour))
+		if ctx.Err() != nil {
+			t.Fatalf("ended before the deadline: %v", ctx.Err())
+		}
+		if byParent {
+			cancelParent()
+		} else {
+			cancel()
+		}
+		<-ctx.Done()
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("cancelled by the parent %v: err %v, want Canceled", byParent, ctx.Err())
+		}
+		for c.Waiting() != 0 { // the goroutine stops the timer once it sees the end
+			runtime.Gosched()
+		}
+		cancel()
+		cancelParent()
+	}
+}
+
+// The real clock's deadline context is context.WithDeadline's: one already passed ends it.
+func TestRealDeadlinePassed(t *testing.T) {
+	ctx, cancel := Real{}.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("err %v, want DeadlineExceeded", ctx.Err())
 	}
 }
