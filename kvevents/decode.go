@@ -171,17 +171,31 @@ func isArray(c byte) bool {
 
 func isMap(c byte) bool { return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32 }
 
-func (d *Decoder) batch(b *Batch) error {
+// record reads the header of a struct as msgspec encodes one, an array (array_like) or a map,
+// and returns its length and whether it is a map; what names the struct in the error when the
+// value is neither.
+func (d *Decoder) record(what string) (n int, keyed bool, err error) {
 	c, err := d.peek()
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	switch {
 	case isArray(c):
-		n, err := d.arrayLen()
-		if err != nil {
-			return err
-		}
+		n, err = d.arrayLen()
+		return n, false, err
+	case isMap(c):
+		n, err = d.mapLen()
+		return n, true, err
+	}
+	return 0, false, fmt.Errorf("%s is msgpack code %#x, want an array or a map", what, c)
+}
+
+func (d *Decoder) batch(b *Batch) error {
+	n, keyed, err := d.record("batch")
+	if err != nil {
+		return err
+	}
+	if !keyed {
 		if n < 2 {
 			return fmt.Errorf("batch array of %d fields, want at least 2 (ts, events)", n)
 		}
@@ -201,38 +215,32 @@ func (d *Decoder) batch(b *Batch) error {
 			}
 		}
 		return nil
-	case isMap(c):
-		n, err := d.mapLen()
+	}
+	var sawEvents bool
+	for range n {
+		k, err := d.str()
+		if err != nil {
+			return fmt.Errorf("batch key: %w", err)
+		}
+		switch string(k) {
+		case "ts":
+			err = d.ts(b)
+		case "events":
+			sawEvents = true
+			err = d.events(b)
+		case "data_parallel_rank":
+			err = d.dpRank(b)
+		default:
+			err = d.skip(1)
+		}
 		if err != nil {
 			return err
 		}
-		var sawEvents bool
-		for range n {
-			k, err := d.str()
-			if err != nil {
-				return fmt.Errorf("batch key: %w", err)
-			}
-			switch string(k) {
-			case "ts":
-				err = d.ts(b)
-			case "events":
-				sawEvents = true
-				err = d.events(b)
-			case "data_parallel_rank":
-				err = d.dpRank(b)
-			default:
-				err = d.skip(1)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if !sawEvents {
-			return errors.New(`batch map without "events"`)
-		}
-		return nil
 	}
-	return fmt.Errorf("batch is msgpack code %#x, want an array or a map", c)
+	if !sawEvents {
+		return errors.New(`batch map without "events"`)
+	}
+	return nil
 }
 
 func (d *Decoder) ts(b *Batch) error {
@@ -295,16 +303,11 @@ var (
 )
 
 func (d *Decoder) event(e *Event) error {
-	c, err := d.peek()
+	n, keyed, err := d.record("event")
 	if err != nil {
 		return err
 	}
-	switch {
-	case isArray(c):
-		n, err := d.arrayLen()
-		if err != nil {
-			return err
-		}
+	if !keyed {
 		if n < 1 {
 			return errors.New("empty event array")
 		}
@@ -338,36 +341,30 @@ func (d *Decoder) event(e *Event) error {
 			}
 		}
 		return nil
-	case isMap(c):
-		n, err := d.mapLen()
+	}
+	for range n {
+		k, err := d.str()
 		if err != nil {
-			return err
+			return fmt.Errorf("event key: %w", err)
 		}
-		for range n {
-			k, err := d.str()
+		if string(k) == "type" {
+			tag, err := d.str()
 			if err != nil {
-				return fmt.Errorf("event key: %w", err)
+				return fmt.Errorf("type: %w", err)
 			}
-			if string(k) == "type" {
-				tag, err := d.str()
-				if err != nil {
-					return fmt.Errorf("type: %w", err)
-				}
-				if e.Kind, err = kindOf(tag); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := d.field(e, fieldName(k)); err != nil {
+			if e.Kind, err = kindOf(tag); err != nil {
 				return err
 			}
+			continue
 		}
-		if e.Kind == 0 {
-			return errors.New(`event map without "type"`)
+		if err := d.field(e, fieldName(k)); err != nil {
+			return err
 		}
-		return nil
 	}
-	return fmt.Errorf("event is msgpack code %#x, want an array or a map", c)
+	if e.Kind == 0 {
+		return errors.New(`event map without "type"`)
+	}
+	return nil
 }
 
 // fieldName returns the known field name equal to k without allocating, or "".

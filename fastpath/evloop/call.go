@@ -55,13 +55,10 @@ type Call struct {
 // HeadBy is not used.
 func (x *Exchange) Call(h CallHandler, t *Target, deadline time.Time) *Call {
 	l := x.c.l
-	var c *Call
-	if n := len(l.calls); n > 0 {
-		c, l.calls = l.calls[n-1], l.calls[:n-1]
-	} else {
+	c := takeFree(&l.calls)
+	if c == nil {
 		c = &Call{l: l}
-		c.t = timer{idx: -1, owner: c}
-		c.tw = timer{idx: -1, owner: c}
+		c.t, c.tw = unarmed(c), unarmed(c)
 	}
 	c.phase, c.h, c.pendingErr, c.x, c.gen = callWaiting, h, nil, x, x.gen
 	c.held, c.hb.b, c.head.status = c.held[:0], c.hb.b[:0], 0

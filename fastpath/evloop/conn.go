@@ -73,12 +73,10 @@ type clientConn struct {
 }
 
 func (l *loop) open(fd int) {
-	var c *clientConn
-	if n := len(l.free); n > 0 {
-		c, l.free = l.free[n-1], l.free[:n-1]
-	} else {
+	c := takeFree(&l.free)
+	if c == nil {
 		c = &clientConn{l: l}
-		c.t = timer{idx: -1, owner: c}
+		c.t = unarmed(c)
 		c.x.init(c)
 	}
 	c.fd, c.state, c.events = fd, stateIdle, baseEvents

@@ -166,8 +166,8 @@ type Exchange struct {
 
 func (x *Exchange) init(c *clientConn) {
 	x.c = c
-	x.t = timer{idx: -1, owner: x}
-	x.tw = timer{idx: -1, owner: x}
+	x.t = unarmed(x)
+	x.tw = unarmed(x)
 }
 
 // begin starts the exchange of a newly parsed request.

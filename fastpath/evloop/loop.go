@@ -379,8 +379,8 @@ func (s *Server) nanosOf(t time.Time) int64 { return int64(t.Sub(s.origin)) }
 
 func newLoop(s *Server, idx int) (*loop, error) {
 	l := &loop{s: s, idx: idx, epfd: -1, evfd: -1, pools: map[string]*hostPool{}, tlsPools: map[string]*hostPool{}}
-	l.acceptT = timer{idx: -1, owner: acceptResume{l}}
-	l.sweepT = timer{idx: -1, owner: poolSweep{l}}
+	l.acceptT = unarmed(acceptResume{l})
+	l.sweepT = unarmed(poolSweep{l})
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)

@@ -27,6 +27,20 @@ type timer struct {
 
 func (t *timer) armed() bool { return t.on }
 
+// unarmed returns a timer of owner that is not armed.
+func unarmed(owner timerOwner) timer { return timer{idx: -1, owner: owner} }
+
+// takeFree takes the last item of a free list, or returns nil when the list is empty.
+func takeFree[T any](free *[]*T) *T {
+	n := len(*free)
+	if n == 0 {
+		return nil
+	}
+	t := (*free)[n-1]
+	*free = (*free)[:n-1]
+	return t
+}
+
 // timerHeap is a binary min-heap of timers by key.
 type timerHeap []*timer
 

@@ -163,7 +163,7 @@ func (w *tlsWire) SetWriteDeadline(t time.Time) error {
 // the connection to the loop (tlsReady); the request waits in out until then.
 func (l *loop) dialTLS(p *hostPool) *upstreamConn {
 	u := &upstreamConn{pool: p, fd: -1, connecting: true}
-	u.t = timer{idx: -1, owner: u}
+	u.t = unarmed(u)
 	u.in = make([]byte, 0, upstreamIn)
 	t := &tlsConn{}
 	t.wire.raw = make([]byte, 0, tlsRawIn)

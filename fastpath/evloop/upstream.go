@@ -117,7 +117,7 @@ func (l *loop) upstream(addr string, cfg *tls.Config) (*upstreamConn, error) {
 	}
 	if p.sa == nil { // the lookup under way: the connection (and its request) waits for it
 		u := &upstreamConn{pool: p, fd: -1, connecting: true, in: make([]byte, 0, upstreamIn)}
-		u.t = timer{idx: -1, owner: u}
+		u.t = unarmed(u)
 		l.timers.arm(&u.t, l.now+int64(l.s.cfg.DialTimeout), timerConnect)
 		p.waiters = append(p.waiters, u)
 		return u, nil
@@ -286,7 +286,7 @@ func (l *loop) newPool(pools map[string]*hostPool, addr string, cfg *tls.Config)
 // dial starts a non-blocking connect; the request waits in out until it completes.
 func (l *loop) dial(p *hostPool) (*upstreamConn, error) {
 	u := &upstreamConn{pool: p, fd: -1}
-	u.t = timer{idx: -1, owner: u}
+	u.t = unarmed(u)
 	if err := l.connect(u); err != nil {
 		return nil, err
 	}

@@ -33,10 +33,7 @@ func (s *scanner) messages() error {
 func (s *scanner) messageList() error {
 	f := s.f
 	s.pos++
-	more := s.peek() != ']'
-	if !more {
-		s.pos++
-	}
+	more := s.nonEmpty(']')
 	for i := 0; more; i++ {
 		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
 			return s.typeError(s.list+"["+strconv.Itoa(i)+"]", wantObject)
@@ -93,10 +90,7 @@ func (s *scanner) message(i int) error {
 		reasoning    rawString
 		hasReasoning bool
 	)
-	more := s.peek() != '}'
-	if !more {
-		s.pos++
-	}
+	more := s.nonEmpty('}')
 	for more {
 		name, err := s.memberName(expNameOrBrace)
 		if err != nil {
@@ -163,10 +157,7 @@ func (s *scanner) content(i int) error {
 		return s.typeError(s.contentPath(i), wantContent)
 	}
 	s.pos++
-	more := s.peek() != ']'
-	if !more {
-		s.pos++
-	}
+	more := s.nonEmpty(']')
 	for j := 0; more; j++ {
 		if s.pos >= len(s.buf) || s.buf[s.pos] != '{' {
 			return s.typeError(s.contentPath(i)+"["+strconv.Itoa(j)+"]", wantObject)
@@ -264,10 +255,7 @@ func (s *scanner) part(i, j int) error {
 		hasText bool // the last "text" member is a string
 		textAt  = -1 // where the last "text" member's value starts
 	)
-	more := s.peek() != '}'
-	if !more {
-		s.pos++
-	}
+	more := s.nonEmpty('}')
 	for more {
 		name, err := s.memberName(expNameOrBrace)
 		if err != nil {

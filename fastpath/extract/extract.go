@@ -101,10 +101,7 @@ func (s *scanner) object(route Route) error {
 	}
 	s.pos++
 	var typeErrs [numKeys]*FieldError
-	more := s.peek() != '}'
-	if !more {
-		s.pos++
-	}
+	more := s.nonEmpty('}')
 	for more {
 		name, err := s.memberName(expNameOrBrace)
 		if err != nil {
@@ -252,10 +249,7 @@ func (s *scanner) stringOrFirst(path string) (first rawString, ok bool, err erro
 		return first, false, s.typeError(path, wantStrings)
 	}
 	s.pos++
-	more := s.peek() != ']'
-	if !more {
-		s.pos++
-	}
+	more := s.nonEmpty(']')
 	for more {
 		if s.pos >= len(s.buf) || s.buf[s.pos] != '"' {
 			return first, false, s.typeError(path, wantStrings)
@@ -440,10 +434,7 @@ func (s *scanner) tokenIDs(path, want string) error {
 func (s *scanner) tokenRow(path, want string) error {
 	f := s.f
 	b := s.buf
-	more := s.peek() != ']'
-	if !more {
-		s.pos++
-	}
+	more := s.nonEmpty(']')
 	for more {
 		i, start := s.pos, s.pos
 		if i >= len(b) || b[i]-'0' > 9 {

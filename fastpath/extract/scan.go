@@ -125,6 +125,16 @@ func (s *scanner) skipValue(depth int) error {
 	return nil
 }
 
+// nonEmpty reports whether a member or element follows, after whitespace, in the object or
+// array whose opening byte pos is past; an empty one (closer next) it consumes whole.
+func (s *scanner) nonEmpty(closer byte) bool {
+	if s.peek() == closer {
+		s.pos++
+		return false
+	}
+	return true
+}
+
 // next consumes the ',' between members or elements, or the closer, after a value.
 // It reports whether another member or element follows.
 func (s *scanner) next(closer byte) (more bool, err error) {

@@ -42,11 +42,7 @@ func (m *Merger) Add(url string, body []byte) int {
 	current := "" // the family the last HELP or TYPE line named
 	for len(body) > 0 {
 		var line []byte
-		if i := bytes.IndexByte(body, '\n'); i >= 0 {
-			line, body = body[:i], body[i+1:]
-		} else {
-			line, body = body, nil
-		}
+		line, body, _ = bytes.Cut(body, []byte{'\n'})
 		line = bytes.TrimRight(line, "\r \t")
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
