@@ -182,6 +182,12 @@ func (d *bodyDecoder) decode(p, dst []byte) ([]byte, int, bool, error) {
 	case bodyClose:
 		return append(dst, p...), len(p), false, nil
 	}
+	return d.chunked(p, dst)
+}
+
+// chunked is decode for a chunked body: a state machine over the chunk sizes (extensions
+// skipped), the data, its CRLFs and the trailer, fed byte by byte across reads.
+func (d *bodyDecoder) chunked(p, dst []byte) ([]byte, int, bool, error) {
 	i := 0
 	for i < len(p) {
 		c := p[i]

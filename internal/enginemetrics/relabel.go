@@ -30,52 +30,14 @@ func appendRelabeled(dst, line []byte, quotedURL string) ([]byte, bool) {
 	if i < len(line) && line[i] == '{' {
 		i++
 		for {
-			for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-				i++
-			}
+			i = skipBlanks(line, i)
 			if i < len(line) && line[i] == '}' {
 				i++
 				break
 			}
-			n := i
-			for i < len(line) && nameByte(line[i], i == n) && line[i] != ':' {
-				i++
-			}
-			if i == n || i >= len(line) || line[i] != '=' || i+1 >= len(line) || line[i+1] != '"' {
+			var ok bool
+			if dst, i, ok = appendLabel(dst, line, i); !ok {
 				return dst[:start], false
-			}
-			name := line[n:i]
-			i += 2
-			v := i
-			for i < len(line) && line[i] != '"' {
-				switch line[i] {
-				case '\n':
-					return dst[:start], false
-				case '\\': // the format's only escapes: \\, \" and \n
-					if i+1 >= len(line) || (line[i+1] != '\\' && line[i+1] != '"' && line[i+1] != 'n') {
-						return dst[:start], false
-					}
-					i++
-				}
-				i++
-			}
-			if i >= len(line) {
-				return dst[:start], false
-			}
-			dst = append(dst, ',')
-			if string(name) == LabelWorker {
-				dst = append(dst, "exported_"...)
-			}
-			dst = append(dst, name...)
-			dst = append(dst, `="`...)
-			dst = append(dst, line[v:i]...)
-			dst = append(dst, '"')
-			i++ // the closing quote
-			for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-				i++
-			}
-			if i < len(line) && line[i] == ',' {
-				i++
 			}
 		}
 	}
@@ -94,6 +56,58 @@ func appendRelabeled(dst, line []byte, quotedURL string) ([]byte, bool) {
 		dst = append(append(dst, ' '), ts...)
 	}
 	return dst, true
+}
+
+// appendLabel appends `,name="value"` for the label pair that starts line[i:] (an engine's
+// worker label renamed exported_worker) and returns the index past the pair and the comma
+// after it; ok is false when line[i:] does not start with a well-formed pair.
+func appendLabel(dst, line []byte, i int) ([]byte, int, bool) {
+	n := i
+	for i < len(line) && nameByte(line[i], i == n) && line[i] != ':' {
+		i++
+	}
+	if i == n || i >= len(line) || line[i] != '=' || i+1 >= len(line) || line[i+1] != '"' {
+		return dst, i, false
+	}
+	name := line[n:i]
+	i += 2
+	v := i
+	for i < len(line) && line[i] != '"' {
+		switch line[i] {
+		case '\n':
+			return dst, i, false
+		case '\\': // the format's only escapes: \\, \" and \n
+			if i+1 >= len(line) || (line[i+1] != '\\' && line[i+1] != '"' && line[i+1] != 'n') {
+				return dst, i, false
+			}
+			i++
+		}
+		i++
+	}
+	if i >= len(line) {
+		return dst, i, false
+	}
+	dst = append(dst, ',')
+	if string(name) == LabelWorker {
+		dst = append(dst, "exported_"...)
+	}
+	dst = append(dst, name...)
+	dst = append(dst, `="`...)
+	dst = append(dst, line[v:i]...)
+	dst = append(dst, '"')
+	i = skipBlanks(line, i+1) // past the closing quote
+	if i < len(line) && line[i] == ',' {
+		i++
+	}
+	return dst, i, true
+}
+
+// skipBlanks returns the index of the first byte at or after i that is not a space or a tab.
+func skipBlanks(line []byte, i int) int {
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	return i
 }
 
 func nameByte(c byte, first bool) bool {

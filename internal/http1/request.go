@@ -137,47 +137,8 @@ func ParseRequest(buf []byte, r *Request, scratch *[]byte, maxHead, maxBody int)
 	if err := ParseHeaders(buf, line+2, end, &r.headers, &r.nhdr); err != nil {
 		return 0, err
 	}
-	for i := range r.nhdr {
-		name, value := r.headers[i].Name.Of(buf), r.headers[i].Value.Of(buf)
-		switch len(name) {
-		case 4:
-			if EqualFold(name, "host") {
-				r.hosts++
-			}
-		case 6:
-			if EqualFold(name, "expect") {
-				r.expectContinue = EqualFold(value, "100-continue")
-			}
-		case 10:
-			if EqualFold(name, "connection") {
-				if ContainsTokenFold(value, "close") {
-					r.keepAlive = false
-				} else if ContainsTokenFold(value, "keep-alive") {
-					r.keepAlive = true
-				}
-			}
-		case 14:
-			if EqualFold(name, "content-length") {
-				n, ok := ParseDecimal(value)
-				if !ok || (r.contentLength >= 0 && r.contentLength != n) {
-					return 0, ErrBadLength
-				}
-				r.contentLength = n
-			}
-		case 17:
-			if EqualFold(name, "transfer-encoding") {
-				if !EqualFold(value, "chunked") {
-					return 0, ErrBadEncoding
-				}
-				r.chunked = true
-			}
-		}
-	}
-	if r.chunked && r.contentLength >= 0 {
-		return 0, ErrBadFraming
-	}
-	if r.hosts > 1 {
-		return 0, ErrBadHost
+	if err := r.framing(); err != nil {
+		return 0, err
 	}
 	bodyStart := end + 4
 	r.headLen = bodyStart
@@ -204,6 +165,55 @@ func ParseRequest(buf []byte, r *Request, scratch *[]byte, maxHead, maxBody int)
 	n := bodyStart + r.contentLength
 	r.body, r.buf = buf[bodyStart:n], buf[:n]
 	return n, nil
+}
+
+// framing reads the headers the request's framing and connection depend on (Host, Expect,
+// Connection, Content-Length, Transfer-Encoding) and rejects the combinations RFC 9112 makes
+// an error: a length with chunked, two different lengths, two Host headers.
+func (r *Request) framing() error {
+	for i := range r.nhdr {
+		name, value := r.headers[i].Name.Of(r.buf), r.headers[i].Value.Of(r.buf)
+		switch len(name) {
+		case 4:
+			if EqualFold(name, "host") {
+				r.hosts++
+			}
+		case 6:
+			if EqualFold(name, "expect") {
+				r.expectContinue = EqualFold(value, "100-continue")
+			}
+		case 10:
+			if EqualFold(name, "connection") {
+				if ContainsTokenFold(value, "close") {
+					r.keepAlive = false
+				} else if ContainsTokenFold(value, "keep-alive") {
+					r.keepAlive = true
+				}
+			}
+		case 14:
+			if EqualFold(name, "content-length") {
+				n, ok := ParseDecimal(value)
+				if !ok || (r.contentLength >= 0 && r.contentLength != n) {
+					return ErrBadLength
+				}
+				r.contentLength = n
+			}
+		case 17:
+			if EqualFold(name, "transfer-encoding") {
+				if !EqualFold(value, "chunked") {
+					return ErrBadEncoding
+				}
+				r.chunked = true
+			}
+		}
+	}
+	if r.chunked && r.contentLength >= 0 {
+		return ErrBadFraming
+	}
+	if r.hosts > 1 {
+		return ErrBadHost
+	}
+	return nil
 }
 
 // reset readies r for buf. The header index is not cleared: nhdr bounds what is read of it,
