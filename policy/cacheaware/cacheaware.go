@@ -157,7 +157,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 		byIndex[w.Index], pos[w.Index] = w, int32(i)
 	}
 	p := &picker{b: b, workers: g.Workers, byIndex: byIndex, pos: pos, mean: policy.NewFleetMean(g.Workers), rate: b.scorer.NewFleetRate(g.Workers),
-		turns: score.NewTurns(len(g.Workers), b.rnd), events: newEventMode(b.cfg.Events, g)}
+		turns: b.orders.Turns(g.Workers, b.rnd), events: newEventMode(b.cfg.Events, g)}
 	p.ranking = b.orders.Succeed(b.scorer.NewRanking(p.workers, p.turns, nil))
 	return p
 }

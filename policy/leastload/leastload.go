@@ -46,7 +46,7 @@ func (*Builder) Name() string { return Name }
 // Build implements policy.Builder.
 func (b *Builder) Build(g policy.Group) policy.Picker {
 	p := &picker{workers: g.Workers, scorer: b.scorer, rate: b.scorer.NewFleetRate(g.Workers), rnd: b.rnd,
-		turns: score.NewTurns(len(g.Workers), b.rnd), speeds: score.NewSpeedFlags(len(g.Workers))}
+		turns: b.orders.Turns(g.Workers, b.rnd), speeds: score.NewSpeedFlags(len(g.Workers))}
 	p.ranking = b.orders.Succeed(b.scorer.NewRanking(p.workers, p.turns, p.speeds))
 	return p
 }

@@ -154,8 +154,53 @@ func (r *Ranking) TakeOver(prev *Ranking) {
 
 // Succession is the line of Rankings a Builder keeps over its group, one per snapshot: each
 // takes the watch over from the one before (TakeOver). The zero value is ready; safe for
-// concurrent use.
-type Succession struct{ last atomic.Pointer[Ranking] }
+// concurrent use, except Turns.
+type Succession struct {
+	last atomic.Pointer[Ranking]
+	held []heldTurn // Turns' scratch, by worker Index
+}
+
+type heldTurn struct {
+	w    *worker.Worker
+	turn uint64
+}
+
+// Turns returns the Turns of ws, the group's next snapshot, for its next Ranking: a worker of
+// the current Ranking's group keeps its turn, so equal workers are still taken in the order
+// of their last picks however often the group changes; the workers new to the group, never
+// picked, take turns before the others', in a random order among themselves (NewTurns' first
+// order). Without a current Ranking (or one without turns) it is NewTurns. Call it from
+// Build only (one goroutine at a time): O(len(ws)) copies, a random draw per new worker.
+func (s *Succession) Turns(ws []*worker.Worker, rnd policy.Rand) *Turns {
+	last := s.last.Load()
+	if last == nil || last.turns == nil {
+		return NewTurns(len(ws), rnd)
+	}
+	bound := max(worker.Bound(last.ws), worker.Bound(ws))
+	if cap(s.held) < bound {
+		s.held = make([]heldTurn, bound)
+	}
+	held := s.held[:bound]
+	for i, w := range last.ws {
+		held[w.Index] = heldTurn{w: w, turn: last.turns.at[i].Load()}
+	}
+	t := &Turns{at: make([]atomic.Uint64, len(ws))}
+	var joined []int32
+	for i, w := range ws {
+		if h := held[w.Index]; h.w == w {
+			t.at[i].Store(h.turn)
+			continue
+		}
+		// Fisher-Yates of 0..k-1 over the k new workers' places, as NewTurns does.
+		j := rnd.IntN(len(joined) + 1)
+		joined = append(joined, int32(i))
+		t.at[i].Store(t.at[joined[j]].Load())
+		t.at[joined[j]].Store(uint64(len(joined) - 1))
+	}
+	clear(held) // keep no departed worker alive
+	t.clock.Store(last.turns.clock.Load())
+	return t
+}
 
 // Succeed makes r the group's current order, the successor of the previous one, and returns r.
 func (s *Succession) Succeed(r *Ranking) *Ranking {

@@ -306,3 +306,37 @@ func TestFewestRankingPickDoesNotAllocate(t *testing.T) {
 		t.Fatalf("a PickFewest allocates %.1f times, want 0", allocs)
 	}
 }
+
+// TestSuccessionCarriesTurnsOver: a group's next snapshot keeps each remaining worker's turn
+// and the pick clock, so equal workers are still taken in the order of their last picks; a
+// worker new to the group, never picked, comes before every other.
+func TestSuccessionCarriesTurnsOver(t *testing.T) {
+	fl := policytest.NewFleet(t, 6, "m")
+	s := score.New(score.DefaultConfig())
+	rnd := rand.New(rand.NewPCG(3, 4))
+	var line score.Succession
+	first := fl.Workers[:5]
+	turns := line.Turns(first, rnd)
+	line.Succeed(s.NewRanking(first, turns, nil))
+	for _, p := range []int{3, 0, 4, 3} {
+		turns.Note(p)
+	}
+	before := map[*worker.Worker]uint64{}
+	for i, w := range first {
+		before[w] = turns.At(i)
+	}
+	// Worker 1 leaves, worker 5 joins.
+	next := []*worker.Worker{fl.Workers[0], fl.Workers[2], fl.Workers[3], fl.Workers[4], fl.Workers[5]}
+	carried := line.Turns(next, rnd)
+	for i, w := range next[:4] {
+		if got := carried.At(i); got != before[w] {
+			t.Errorf("%s: turn %d after the change, want %d as before", w.URL, got, before[w])
+		}
+	}
+	if got := carried.At(4); got != 0 {
+		t.Errorf("the new worker's turn is %d, want 0: before every other", got)
+	}
+	if carried.Clock() != turns.Clock() {
+		t.Errorf("clock %d, want %d carried over", carried.Clock(), turns.Clock())
+	}
+}

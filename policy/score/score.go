@@ -264,6 +264,13 @@ func NewTurns(n int, rnd policy.Rand) *Turns {
 	return t
 }
 
+// At returns the turn of the worker at place i: the pick clock when it was last picked, or
+// its place in the first order when it has not been.
+func (t *Turns) At(i int) uint64 { return t.at[i].Load() }
+
+// Clock returns the pick clock: the turn the next pick takes is one more.
+func (t *Turns) Clock() uint64 { return t.clock.Load() }
+
 // Note records that the worker at place i was picked now.
 func (t *Turns) Note(i int) {
 	t.at[i].Store(t.clock.Add(1))
