@@ -188,6 +188,9 @@ type modelPolicy struct {
 	name    string
 	builder Builder
 	counter *metrics.Counter
+	// workers is how many workers the model's last route was built over: the room its next
+	// list of workers starts with.
+	workers int
 }
 
 // NewRouter validates cfg and returns a Router whose table is empty until the first Update.
@@ -316,7 +319,7 @@ func (lp *legPolicies) takes(w *worker.Worker) bool { return lp.all || w.Type() 
 // buildLeg builds one leg's routes from the snapshot's workers of the leg's type.
 func (r *Router) buildLeg(lp *legPolicies, s *worker.Snapshot) routeSet {
 	ws := lp.legWorkers(s)
-	byModel, unknown := groupByModel(ws, nil)
+	byModel, unknown := lp.groupByModel(ws, nil)
 	rs := routeSet{routes: make(map[string]*Route, len(byModel))}
 	r.buildModelRoutes(lp, s, rs.routes, byModel, unknown)
 	for model := range lp.models {
@@ -356,7 +359,7 @@ func (r *Router) updateLeg(lp *legPolicies, s *worker.Snapshot, prev routeSet, c
 		return prev // no worker of the leg changed
 	}
 	ws := lp.legWorkers(s)
-	byModel, unknown := groupByModel(ws, affected)
+	byModel, unknown := lp.groupByModel(ws, affected)
 	rs := routeSet{routes: maps.Clone(prev.routes), unknown: prev.unknown}
 	for model, declared := range byModel {
 		if len(declared) == 0 {
@@ -381,14 +384,24 @@ func (r *Router) buildModelRoutes(lp *legPolicies, s *worker.Snapshot, routes ma
 			lp.models[model] = mp
 		}
 		routes[model] = r.buildRoute(model, mp, s, append(declared, unknown...))
+		mp.workers = len(declared) + len(unknown)
 	}
+}
+
+// room is the capacity a new list of model's workers starts with: its last route's worker
+// count and a few more, so that a list grows in place as workers join.
+func (lp *legPolicies) room(model string) int {
+	if mp := lp.models[model]; mp != nil {
+		return mp.workers + 8
+	}
+	return 8
 }
 
 // groupByModel returns the workers of each declared model in order (each list a fresh slice
 // with room to append), and the workers whose model is unknown. When only is not nil, it
 // groups only the models only holds, each of them in byModel (its list nil when no worker
 // declares it).
-func groupByModel(ws []*worker.Worker, only map[string]bool) (byModel map[string][]*worker.Worker, unknown []*worker.Worker) {
+func (lp *legPolicies) groupByModel(ws []*worker.Worker, only map[string]bool) (byModel map[string][]*worker.Worker, unknown []*worker.Worker) {
 	byModel = make(map[string][]*worker.Worker, len(only))
 	for m := range only {
 		byModel[m] = nil
@@ -416,7 +429,11 @@ func groupByModel(ws []*worker.Worker, only map[string]bool) (byModel map[string
 			if running {
 				byModel[runOf] = run
 			}
-			run, runOf, running = append(byModel[m], w), m, true
+			run, runOf, running = byModel[m], m, true
+			if run == nil {
+				run = make([]*worker.Worker, 0, lp.room(m))
+			}
+			run = append(run, w)
 		}
 	}
 	if running {
