@@ -213,17 +213,12 @@ func (s *scanner) system() error {
 // items read like chat messages (their "content", a string or parts of type "input_text",
 // "output_text" or "text").
 func (s *scanner) responsesInput() error {
+	if s.buf[s.pos] != '[' {
+		return s.textOrNull("input", wantInput)
+	}
 	f := s.f
 	f.Text, f.textBuf = nil, f.textBuf[:0]
-	switch s.buf[s.pos] {
-	case '"':
-		return s.textString()
-	case 'n':
-		return s.scanLiteral("null")
-	case '[':
-		return s.messageList()
-	}
-	return s.typeError("input", wantInput)
+	return s.messageList()
 }
 
 // joinSystem puts the Anthropic system text before the messages' text, one space between.

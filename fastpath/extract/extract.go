@@ -278,7 +278,11 @@ func promptName(route Route) string {
 }
 
 // query reads the rerank "query": a string, or null for absent.
-func (s *scanner) query() error {
+func (s *scanner) query() error { return s.textOrNull("query", wantString) }
+
+// textOrNull reads the string at pos as the routing text, or null for none; any other value
+// is a type error of the field at path, which wants want.
+func (s *scanner) textOrNull(path, want string) error {
 	f := s.f
 	f.Text, f.textBuf = nil, f.textBuf[:0]
 	switch s.buf[s.pos] {
@@ -287,7 +291,7 @@ func (s *scanner) query() error {
 	case 'n':
 		return s.scanLiteral("null")
 	}
-	return s.typeError("query", wantString)
+	return s.typeError(path, want)
 }
 
 // detokenizeTokens reads the detokenize "tokens": token IDs, or a batch of which the first
