@@ -125,8 +125,13 @@ func (c *Fake) Nanos() int64 {
 func (c *Fake) NewTimer(d time.Duration) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
+	return c.timerAt(c.now.Add(d))
+}
+
+// timerAt returns a timer that fires when the clock reaches at; c.mu is held.
+func (c *Fake) timerAt(at time.Time) *fakeTimer {
+	t := &fakeTimer{c: c, at: at, ch: make(chan time.Time, 1)}
+	if !at.After(c.now) {
 		t.ch <- c.now
 	} else {
 		c.timers[t] = true
@@ -158,8 +163,8 @@ func (c *Fake) WithDeadline(parent context.Context, d time.Time) (context.Contex
 	ctx, end := context.WithCancelCause(parent)
 	c.mu.Lock()
 	left := d.Sub(c.now)
+	t := c.timerAt(d)
 	c.mu.Unlock()
-	t := c.NewTimer(left)
 	go func() {
 		select {
 		case <-t.C():
