@@ -203,16 +203,33 @@ func (m *Monitor) countAnswering(snap *worker.Snapshot, now int64, limit time.Du
 		m.answering = map[group]int{}
 	}
 	clear(m.answering)
+	// Runs of workers in the same group (a fleet serving one model is one run) are counted
+	// before they are added: a map update per run, not per worker, every Interval.
+	var run group
+	n := 0
+	count := func(g group) {
+		if n > 0 && g == run {
+			n++
+			return
+		}
+		if n > 0 {
+			m.answering[run] += n
+		}
+		run, n = g, 1
+	}
 	for _, w := range snap.Workers {
 		if !answers(w, now, limit) {
 			continue
 		}
 		if len(w.Models) == 0 {
-			m.answering[group{w.Type(), ""}]++
+			count(group{w.Type(), ""})
 		}
 		for _, model := range w.Models {
-			m.answering[group{w.Type(), model}]++
+			count(group{w.Type(), model})
 		}
+	}
+	if n > 0 {
+		m.answering[run] += n
 	}
 }
 
@@ -250,10 +267,14 @@ func probedInSilence(p *probe, now int64, silence time.Duration) bool {
 
 func (m *Monitor) checkWorker(w *worker.Worker, now int64, limit time.Duration) {
 	silence := w.Silence(now)
+	state := w.StallState()
+	if state == worker.StallNone && (silence <= limit/2 || !w.Ready()) {
+		return // most workers, every Interval: no map lookup
+	}
 	p := m.probes[w]
-	switch w.StallState() {
+	switch state {
 	case worker.StallNone:
-		if silence <= limit/2 || !w.Ready() || !m.othersAnswer(w, now, limit) {
+		if !m.othersAnswer(w, now, limit) {
 			return
 		}
 		if !probedInSilence(p, now, silence) {
