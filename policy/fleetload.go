@@ -89,36 +89,35 @@ func (r *FleetRate) TokensPerSecond() float64 { return r.c.get(meanThroughput, r
 // whose reports have shown one (worker.LoadReport.StepSeconds), or 0 when none has.
 func (r *FleetRate) StepSeconds() float64 { return r.step.get(meanStep, 0) }
 
-func meanStep(ws []*worker.Worker, _ float64) float64 {
-	var sum float64
-	n := 0
-	for _, w := range ws {
-		if !w.Routable() {
-			continue
-		}
-		if l := w.Load(); l != nil && l.StepSeconds() > 0 {
-			sum += l.StepSeconds()
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
-}
+func meanStep(ws []*worker.Worker, _ float64) float64 { return meanReported(ws, 0, stepOf) }
 
 func meanThroughput(ws []*worker.Worker, fallback float64) float64 {
+	return meanReported(ws, fallback, throughputOf)
+}
+
+// stepOf is a report's decode step, when it has shown one.
+func stepOf(l *worker.LoadReport) (float64, bool) { return l.StepSeconds(), l.StepSeconds() > 0 }
+
+// throughputOf is a report's generation throughput, when usable: InvThroughput is 0 exactly
+// when the throughput is not (0, negative, NaN or +Inf), so a mean never sees those.
+func throughputOf(l *worker.LoadReport) (float64, bool) {
+	return l.GenThroughput, l.InvThroughput() > 0
+}
+
+// meanReported is the mean of of's values over the available workers of ws whose load report
+// has one, or fallback when none has.
+func meanReported(ws []*worker.Worker, fallback float64, of func(*worker.LoadReport) (float64, bool)) float64 {
 	var sum float64
 	n := 0
 	for _, w := range ws {
 		if !w.Routable() {
 			continue
 		}
-		// InvThroughput is 0 exactly when the report has no usable throughput (0, negative,
-		// NaN or +Inf), so the mean never sees those.
-		if l := w.Load(); l != nil && l.InvThroughput() > 0 {
-			sum += l.GenThroughput
-			n++
+		if l := w.Load(); l != nil {
+			if v, ok := of(l); ok {
+				sum += v
+				n++
+			}
 		}
 	}
 	if n == 0 {
@@ -161,19 +160,27 @@ var NoHotLimit = math.Inf(1)
 // uniformly at random, skipping workers whose count exceeds above (NoHotLimit keeps all);
 // nil when none qualifies.
 func LeastInFlight(req *Request, ws []*worker.Worker, rnd Rand, above float64) *worker.Worker {
+	return LeastBy(req, ws, rnd, above, inFlightOf)
+}
+
+func inFlightOf(w *worker.Worker) int64 { return w.InFlight.Load() }
+
+// LeastBy returns a usable worker of ws with the least count, ties broken uniformly at random,
+// skipping workers whose count exceeds above (NoHotLimit keeps all); nil when none qualifies.
+func LeastBy(req *Request, ws []*worker.Worker, rnd Rand, above float64, count func(*worker.Worker) int64) *worker.Worker {
 	var best *worker.Worker
-	least := int64(math.MaxInt64)
+	var least int64
 	ties := 0
 	for _, w := range ws {
 		if !req.Usable(w) {
 			continue
 		}
-		n := w.InFlight.Load()
+		n := count(w)
 		if float64(n) > above {
 			continue
 		}
 		switch {
-		case n < least:
+		case best == nil || n < least:
 			best, least, ties = w, n, 1
 		case n == least:
 			// Reservoir sampling of one: the k-th tie replaces the choice with chance 1/k.

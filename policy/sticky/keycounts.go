@@ -70,23 +70,5 @@ func (k *KeyCounts) Get(w *worker.Worker) int64 {
 
 // Least returns the usable worker of ws with the fewest keys, ties broken uniformly at random.
 func (k *KeyCounts) Least(req *policy.Request, ws []*worker.Worker, rnd policy.Rand) *worker.Worker {
-	var best *worker.Worker
-	var least int64
-	ties := 0
-	for _, w := range ws {
-		if !req.Usable(w) {
-			continue
-		}
-		n := k.Get(w)
-		switch {
-		case best == nil || n < least:
-			best, least, ties = w, n, 1
-		case n == least:
-			ties++
-			if rnd.IntN(ties) == 0 {
-				best = w
-			}
-		}
-	}
-	return best
+	return policy.LeastBy(req, ws, rnd, policy.NoHotLimit, k.Get)
 }
