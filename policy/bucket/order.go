@@ -27,9 +27,7 @@ type order struct {
 	place   []int32         // worker Index → place in owners, -1 for none
 	size    int             // leaves: the least power of two >= len(owners)
 	tree    []span          // tree[1] is the root, tree[size+i] place i's leaf
-	gated   []int32         // places whose breaker gates them: re-weighed on every pick
-	spare   []int32         // the other buffer of gated
-	isGated []bool
+	gated   policy.GatedPlaces
 	taken   []int32 // Changes.Take's buffer
 	out     []int32 // places a pick's request excludes, out of the tree for the pick
 }
@@ -46,7 +44,7 @@ func join(l, r span) span { return span{least: min(l.least, r.least), most: max(
 // mutex, and publishes the new order before releasing it. Control plane: O(len(owners)).
 func newOrder(owners []*worker.Worker, loads []*load, prev *order) *order {
 	n := len(owners)
-	o := &order{owners: owners, loads: loads, size: 1, isGated: make([]bool, n), place: make([]int32, worker.Bound(owners))}
+	o := &order{owners: owners, loads: loads, size: 1, place: make([]int32, worker.Bound(owners))}
 	for o.size < n {
 		o.size *= 2
 	}
@@ -70,8 +68,7 @@ func newOrder(owners []*worker.Worker, loads []*load, prev *order) *order {
 // rebuild weighs every owner and builds the tree bottom-up.
 func (o *order) rebuild() {
 	o.changes.Take(o.taken[:0]) // what changed before now is weighed below
-	o.gated = o.gated[:0]
-	clear(o.isGated)
+	o.gated.Reset(len(o.owners))
 	for i := range o.size {
 		o.tree[o.size+i] = o.weigh(i)
 	}
@@ -86,10 +83,7 @@ func (o *order) weigh(p int) span {
 		return emptySpan
 	}
 	w := o.owners[p]
-	if w.BreakerGated() && !o.isGated[p] {
-		o.isGated[p] = true
-		o.gated = append(o.gated, int32(p))
-	}
+	o.gated.Note(p, w)
 	if !w.Routable() {
 		return emptySpan
 	}
@@ -111,14 +105,7 @@ func (o *order) set(p int, leaf span) {
 // refresh re-weighs the owners that changed since the last pick, and those whose breaker
 // gates them (they become routable when its timeout passes, with no write).
 func (o *order) refresh() {
-	prev := o.gated
-	o.gated, o.spare = o.spare[:0], prev
-	for _, p := range prev {
-		o.isGated[p] = false
-	}
-	for _, p := range prev {
-		o.update(int(p))
-	}
+	o.gated.Reweigh(o.update)
 	o.taken = o.changes.Take(o.taken[:0])
 	for _, i := range o.taken {
 		if int(i) < len(o.place) && o.place[i] >= 0 {

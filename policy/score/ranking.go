@@ -58,9 +58,7 @@ type Ranking struct {
 	tree     []node // tree[1] is the root, tree[size+i] place i's leaf
 	leaves   []leaf
 	slow     []int32 // places flagged slow (SpeedFlags), weighed beside the tree
-	gated    []int32 // places whose breaker gates them (BreakerGated)
-	spare    []int32 // the other buffer of gated
-	isGated  []bool
+	gated    policy.GatedPlaces
 	place    []int32 // worker.Index → place in ws, -1 for none
 	taken    []int32 // Changes.Take's buffer
 	excluded []int32 // places a pick's request excludes, out of the tree for the pick
@@ -248,14 +246,7 @@ func (r *Ranking) refresh(rate Rate) {
 		return
 	}
 	// A gated worker becomes routable when its breaker's timeout passes, with no write.
-	prev := r.gated
-	r.gated, r.spare = r.spare[:0], prev
-	for _, p := range prev {
-		r.isGated[p] = false
-	}
-	for _, p := range prev {
-		r.update(int(p))
-	}
+	r.gated.Reweigh(r.update)
 	r.taken = r.noted.Take(r.taken[:0])
 	for _, p := range r.taken {
 		r.update(int(p))
@@ -281,7 +272,7 @@ func (r *Ranking) allocate() {
 		r.tree = make([]node, 2*r.size)
 	}
 	r.leaves = make([]leaf, n)
-	r.isGated = make([]bool, n)
+	r.gated.Reset(n)
 	r.place = make([]int32, worker.Bound(r.ws))
 	for i := range r.place {
 		r.place[i] = -1
@@ -304,8 +295,7 @@ func (r *Ranking) rebuild() {
 	if r.changes != nil {
 		r.changes.Take(r.taken[:0])
 	}
-	r.gated = r.gated[:0]
-	clear(r.isGated)
+	r.gated.Reset(len(r.ws))
 	r.slow = r.slow[:0]
 	for i := range r.ws {
 		r.leaves[i].slow = r.speeds.Slow(i)
@@ -357,10 +347,7 @@ func (r *Ranking) set(p int, leaf node) {
 // weigh reads place p's worker into its leaf, as lowestAt's loop reads a candidate.
 func (r *Ranking) weigh(p int) {
 	w, lf := r.ws[p], &r.leaves[p]
-	if w.BreakerGated() && !r.isGated[p] {
-		r.isGated[p] = true
-		r.gated = append(r.gated, int32(p))
-	}
+	r.gated.Note(p, w)
 	lf.kind = leafOut
 	if !w.Routable() {
 		return
@@ -513,21 +500,27 @@ func (r *Ranking) earliest(n int, aLimit, sLimit float64, first *uint64) int {
 // nthDark returns the place of the k-th worker (from 0, in place order) without a report with
 // inFlight requests in flight.
 func (r *Ranking) nthDark(inFlight int64, k int) int {
-	n := 1
-	for n < r.size {
-		l := &r.tree[2*n]
-		c := 0
+	return nthLeaf(r.tree, r.size, k, func(l *node) int {
 		if l.dark == inFlight {
-			c = int(l.darkN)
+			return int(l.darkN)
 		}
-		if k < c {
+		return 0
+	})
+}
+
+// nthLeaf returns the place of the k-th leaf (from 0, in place order) of a tournament tree of
+// size leaves among those count says a node has below it.
+func nthLeaf[N any](tree []N, size, k int, count func(*N) int) int {
+	n := 1
+	for n < size {
+		if c := count(&tree[2*n]); k < c {
 			n = 2 * n
 		} else {
 			k -= c
 			n = 2*n + 1
 		}
 	}
-	return n - r.size
+	return n - size
 }
 
 // fewestNode summarises the leaves below it for PickFewest: the fewest in-flight requests of
@@ -633,19 +626,10 @@ func (r *Ranking) PickFewest(req *policy.Request, tokensPerSec float64, rnd poli
 // in-flight count that count says is one of those wanted (count of a node: how many below).
 func (r *Ranking) nthFewest(count func(*fewestNode) int32, k int) int {
 	fewest := r.ftree[1].fewest
-	n := 1
-	for n < r.size {
-		l := &r.ftree[2*n]
-		c := 0
+	return nthLeaf(r.ftree, r.size, k, func(l *fewestNode) int {
 		if l.fewest == fewest {
-			c = int(count(l))
+			return int(count(l))
 		}
-		if k < c {
-			n = 2 * n
-		} else {
-			k -= c
-			n = 2*n + 1
-		}
-	}
-	return n - r.size
+		return 0
+	})
 }
