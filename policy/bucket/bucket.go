@@ -115,9 +115,7 @@ type bounds struct {
 
 // New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand.
 func New(cfg Config, rnd policy.Rand) *Builder {
-	if rnd == nil {
-		rnd = policy.RuntimeRand{}
-	}
+	rnd = policy.RandOr(rnd)
 	return &Builder{cfg: cfg, rnd: rnd, loads: map[*worker.Worker]*load{}}
 }
 

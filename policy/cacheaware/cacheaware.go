@@ -90,12 +90,7 @@ type treeGauges struct {
 // New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand. The
 // expected wait uses least_load's default tuning, as the spec says.
 func New(cfg Config, rnd policy.Rand) *Builder {
-	if rnd == nil {
-		rnd = policy.RuntimeRand{}
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewSet()
-	}
+	rnd, cfg.Metrics = policy.RandOr(rnd), policy.MetricsOr(cfg.Metrics)
 	text, err := radix.NewTextTree(radix.DefaultTextConfig())
 	if err != nil {
 		panic(err) // the default radix.Config is valid
@@ -104,9 +99,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 	if err != nil {
 		panic(err)
 	}
-	c := func(branch string) *metrics.Counter {
-		return cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_policy_branch_total{branch="` + branch + `"}`)
-	}
+	c := policy.BranchCounters(cfg.Metrics, `smg_cache_aware_policy_branch_total`)
 	b := &Builder{
 		cfg: cfg, rnd: rnd, scorer: score.New(score.DefaultConfig()),
 		text: text, tokens: tokens,

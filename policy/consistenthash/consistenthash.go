@@ -48,15 +48,8 @@ type branchCounters struct {
 
 // New returns a Builder; rnd nil selects policy.RuntimeRand.
 func New(cfg Config, rnd policy.Rand) *Builder {
-	if rnd == nil {
-		rnd = policy.RuntimeRand{}
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewSet()
-	}
-	c := func(branch string) *metrics.Counter {
-		return cfg.Metrics.GetOrCreateCounter(`smg_consistent_hashing_policy_branch_total{branch="` + branch + `"}`)
-	}
+	rnd, cfg.Metrics = policy.RandOr(rnd), policy.MetricsOr(cfg.Metrics)
+	c := policy.BranchCounters(cfg.Metrics, `smg_consistent_hashing_policy_branch_total`)
 	return &Builder{cfg: cfg, rnd: rnd, rings: ring.NewBuilder(), branches: branchCounters{
 		targetHit: c(BranchTargetWorkerHit), targetMiss: c(BranchTargetWorkerMiss),
 		keyHit: c(BranchRoutingKeyHit), random: c(BranchRandomFallback), none: c(BranchNoHealthyWorkers),

@@ -34,9 +34,7 @@ type Builder struct {
 
 // New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand.
 func New(cfg Config, rnd policy.Rand) *Builder {
-	if rnd == nil {
-		rnd = policy.RuntimeRand{}
-	}
+	rnd = policy.RandOr(rnd)
 	return &Builder{scorer: score.New(cfg.Config), rnd: rnd}
 }
 

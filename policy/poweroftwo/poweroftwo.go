@@ -58,9 +58,7 @@ type Builder struct {
 // expected wait always uses the default tuning: the spec says the --least-load-* flags do not
 // apply to this policy.
 func New(cfg Config, rnd policy.Rand) *Builder {
-	if rnd == nil {
-		rnd = policy.RuntimeRand{}
-	}
+	rnd = policy.RandOr(rnd)
 	return &Builder{cfg: cfg, scorer: score.New(score.DefaultConfig()), rnd: rnd}
 }
 

@@ -111,15 +111,8 @@ type branchCounters struct {
 
 // New returns a Builder; cfg must be valid and rnd nil selects policy.RuntimeRand.
 func New(cfg Config, rnd policy.Rand) *Builder {
-	if rnd == nil {
-		rnd = policy.RuntimeRand{}
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewSet()
-	}
-	c := func(branch string) *metrics.Counter {
-		return cfg.Metrics.GetOrCreateCounter(`smg_prefix_hash_policy_branch_total{branch="` + branch + `"}`)
-	}
+	rnd, cfg.Metrics = policy.RandOr(rnd), policy.MetricsOr(cfg.Metrics)
+	c := policy.BranchCounters(cfg.Metrics, `smg_prefix_hash_policy_branch_total`)
 	return &Builder{cfg: cfg, rnd: rnd, rings: ring.NewBuilder(), br: branchCounters{
 		hit: c(BranchRingHit), walk: c(BranchLoadBalanceWalk), fallback: c(BranchFallbackLeastLoad),
 		noKey: c(BranchNoRoutingKey), none: c(BranchNoHealthyWorkers),

@@ -16,9 +16,7 @@ type Builder struct {
 
 // New returns a random Builder drawing from rnd (nil: policy.RuntimeRand).
 func New(rnd policy.Rand) *Builder {
-	if rnd == nil {
-		rnd = policy.RuntimeRand{}
-	}
+	rnd = policy.RandOr(rnd)
 	return &Builder{Rand: rnd}
 }
 

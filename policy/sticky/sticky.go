@@ -55,15 +55,8 @@ type pinBranches struct {
 // NewPinner returns a Pinner; cfg.AssignmentMode must be valid and rnd nil selects
 // RuntimeRand. now starts the table's coarse clock.
 func NewPinner(cfg PinnerConfig, rnd policy.Rand, now time.Time) *Pinner {
-	if rnd == nil {
-		rnd = policy.RuntimeRand{}
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewSet()
-	}
-	c := func(branch string) *metrics.Counter {
-		return cfg.Metrics.GetOrCreateCounter(`smg_manual_policy_branch_total{branch="` + branch + `"}`)
-	}
+	rnd, cfg.Metrics = policy.RandOr(rnd), policy.MetricsOr(cfg.Metrics)
+	c := policy.BranchCounters(cfg.Metrics, `smg_manual_policy_branch_total`)
 	entries := cfg.Metrics.GetOrCreateGauge(`smg_manual_policy_cache_entries`, nil)
 	return &Pinner{
 		table:  NewPinTable(now, cfg.MaxIdle, cfg.MaxPins, entries),
