@@ -132,32 +132,20 @@ func (t *PinTable) Lookup(req *policy.Request, key []byte) (*worker.Worker, PinS
 // whether w became a candidate it was not before, and dropped is the candidate it replaced, if
 // any; both feed min_group's per-worker key counts. Nothing happens when the table is full.
 func (t *PinTable) Pin(key []byte, w *worker.Worker) (added bool, dropped *worker.Worker) {
-	h := xxh3.Hash(key)
-	s := &t.shards[h%pinShards]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := t.admitLocked(s, h)
-	if !ok {
-		return false, nil
-	}
-	switch {
-	case e.cands[0] == w || e.cands[1] == w:
-	case e.cands[0] == nil:
-		e.cands[0], added = w, true
-	case e.cands[1] == nil:
-		e.cands[1], added = w, true
-	default:
-		dropped = e.cands[0]
-		e.cands, added = [pinCandidates]*worker.Worker{e.cands[1], w}, true
-	}
-	e.last = t.now.Load()
-	s.m[h] = e
-	return added, dropped
+	return t.place(key, w, asNewest)
 }
 
 // PinFront makes w the key's first worker, keeping its previous first worker as the failover
 // (a respilled session moves, but can fail back). Like Pin it reports what min_group counts.
 func (t *PinTable) PinFront(key []byte, w *worker.Worker) (added bool, dropped *worker.Worker) {
+	return t.place(key, w, asFirst)
+}
+
+// candidates are a key's pinned workers, the first tried first.
+type candidates = [pinCandidates]*worker.Worker
+
+// place admits key and puts w among its candidates with put, which reports what Pin does.
+func (t *PinTable) place(key []byte, w *worker.Worker, put func(c *candidates, w *worker.Worker) (added bool, dropped *worker.Worker)) (added bool, dropped *worker.Worker) {
 	h := xxh3.Hash(key)
 	s := &t.shards[h%pinShards]
 	s.mu.Lock()
@@ -166,18 +154,40 @@ func (t *PinTable) PinFront(key []byte, w *worker.Worker) (added bool, dropped *
 	if !ok {
 		return false, nil
 	}
-	switch {
-	case e.cands[0] == w:
-	case e.cands[1] == w:
-		e.cands[0], e.cands[1] = w, e.cands[0]
-	default:
-		dropped = e.cands[1]
-		e.cands = [pinCandidates]*worker.Worker{w, e.cands[0]}
-		added = true
-	}
+	added, dropped = put(&e.cands, w)
 	e.last = t.now.Load()
 	s.m[h] = e
 	return added, dropped
+}
+
+// asNewest puts w in c as Pin does: in a free place, else replacing the oldest candidate.
+func asNewest(c *candidates, w *worker.Worker) (added bool, dropped *worker.Worker) {
+	switch {
+	case c[0] == w || c[1] == w:
+		return false, nil
+	case c[0] == nil:
+		c[0] = w
+	case c[1] == nil:
+		c[1] = w
+	default:
+		dropped = c[0]
+		*c = candidates{c[1], w}
+	}
+	return true, dropped
+}
+
+// asFirst puts w first in c as PinFront does, the previous first candidate second.
+func asFirst(c *candidates, w *worker.Worker) (added bool, dropped *worker.Worker) {
+	switch {
+	case c[0] == w:
+		return false, nil
+	case c[1] == w:
+		c[0], c[1] = w, c[0]
+		return false, nil
+	}
+	dropped = c[1]
+	*c = candidates{w, c[0]}
+	return true, dropped
 }
 
 // admitLocked returns key h's entry, counting it when it is new; ok is false when h is new
