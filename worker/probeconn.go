@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -58,14 +59,15 @@ func (p *probeConn) close() {
 // the answer into resp, all within timeout, on the worker's probe connection: the
 // connection is kept open between probes, at most one per worker, so that a worker probed
 // every few seconds is not dialled every time. A kept connection the worker closed meanwhile
-// (an engine's idle timeout) is replaced by a new one and the request sent again. No
+// (an engine's idle timeout) is seen closed by a non-blocking peek before anything is
+// written, or else by its failed answer, and replaced by a new one. No
 // goroutine waits on a kept connection; a removed worker's is closed.
 //
 // The health checker and the load monitor probe through it; requests are not routed
 // through it.
 func (w *Worker) Probe(req *fasthttp.Request, resp *fasthttp.Response, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	if c := w.probe.take(); c != nil {
+	if c := w.probe.take(); c != nil && !idleClosed(c) {
 		err := w.exchange(c, req, resp, deadline)
 		if err == nil || isTimeout(err) {
 			return err
@@ -127,6 +129,38 @@ func (w *Worker) dialProbe(deadline time.Time) (net.Conn, error) {
 		return nil, fmt.Errorf("cannot connect to %s: %w", w.URL, err)
 	}
 	return c, nil
+}
+
+// idleClosed reports whether the kept connection c can no longer carry a request: the worker
+// closed it while idle (engines behind uvicorn do after 5 s) or sent bytes nobody asked for.
+// One non-blocking peek; it then closes c. A TLS connection is not looked at: its first
+// request finds out.
+func idleClosed(c net.Conn) bool {
+	wc, ok := c.(*conn)
+	if !ok {
+		return false
+	}
+	tc, ok := wc.Conn.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var buf [1]byte
+	var peekErr error
+	if err := raw.Read(func(fd uintptr) bool {
+		_, _, peekErr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true // never wait: EAGAIN is the answer "open and quiet"
+	}); err != nil {
+		return false
+	}
+	if errors.Is(peekErr, syscall.EAGAIN) {
+		return false // open, and nothing to read
+	}
+	_ = c.Close() // the worker closed it (0 bytes), sent bytes nobody asked for, or failed
+	return true
 }
 
 // isTimeout reports whether err is a deadline that passed: a slow worker, not a closed

@@ -233,3 +233,27 @@ func TestKeptProbeConnectionsTakeNoGoroutine(t *testing.T) {
 		t.Fatalf("goroutines (the server's aside) %d → %d after keeping %d probe connections", before, after, n-1)
 	}
 }
+
+// TestIdleClosedSeesWhatTheWorkerClosed: a kept connection the worker closed is seen closed
+// before a request is written on it; one the worker keeps open is not.
+func TestIdleClosedSeesWhatTheWorkerClosed(t *testing.T) {
+	for _, closing := range []bool{false, true} {
+		srv := startProbeServer(t, closing, false)
+		w := addProbed(t, newTestRegistry(t), srv.url())
+		if _, _, err := probeGet(w, testutil.Patience); err != nil {
+			t.Fatal(err)
+		}
+		c := w.probe.take()
+		if c == nil {
+			t.Fatalf("closing %v: no connection kept after a probe", closing)
+		}
+		if !closing {
+			if idleClosed(c) {
+				t.Fatal("a connection the worker keeps open was seen closed")
+			}
+			_ = c.Close()
+			continue
+		}
+		testutil.Eventually(t, "the worker's close seen", func() bool { return idleClosed(c) })
+	}
+}
