@@ -140,10 +140,7 @@ func (b *Builder) Build(g policy.Group) policy.Picker {
 		b.model.Store(&model)
 	}
 	b.purgeDeparted(g)
-	bound := 0
-	for _, w := range g.Workers {
-		bound = max(bound, int(w.Index)+1)
-	}
+	bound := len(b.owners) // covers every candidate's index
 	byIndex := make([]*worker.Worker, bound)
 	pos := make([]int32, bound)
 	for i, w := range g.Workers {
