@@ -162,8 +162,10 @@ func TestCheckerSendsAuthAndUsesOverrides(t *testing.T) {
 }
 
 func TestCheckerProbeTimeoutIsAFailure(t *testing.T) {
+	// The healthy probe before the hang has the same timeout: long enough that a loaded machine
+	// running -race answers it, since the hung probe fails whatever the timeout is.
 	h := newHarness(t, func(c *Config) {
-		c.Timeout = 20 * time.Millisecond
+		c.Timeout = time.Second
 		c.FailureThreshold = 1
 	})
 	fw := newFakeWorker(t)
