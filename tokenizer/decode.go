@@ -228,7 +228,17 @@ func (f *fusedDecoder) decode(t *Tokenizer, dst []byte, ids []uint32, skipSpecia
 			}
 		}
 		flush()
-		dst = appendReplaceAll(dst, tok, f.a, f.b)
+		// appendReplaceAll inlined: a call per token costs a fifth of
+		// Decode on the Metaspace family.
+		for {
+			i := strings.Index(tok, f.a)
+			if i < 0 {
+				break
+			}
+			dst = append(append(dst, tok[:i]...), f.b...)
+			tok = tok[i+len(f.a):]
+		}
+		dst = append(dst, tok...)
 	}
 	flush()
 	out := dst[n:]
