@@ -14,26 +14,7 @@ import (
 func BenchmarkPublishOneChange(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
 		b.Run("workers="+strconv.Itoa(n), func(b *testing.B) {
-			cfg := DefaultConfig().WithLogger(testutil.Quiet)
-			cfg.MaxWorkers = n
-			r, err := NewRegistry(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Close()
-			ctx := context.Background()
-			var ws []*Worker
-			for i := range n {
-				s := Spec{URL: "http://10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250) + ":8000", ModelID: "m"}
-				if err := s.Normalize(); err != nil {
-					b.Fatal(err)
-				}
-				w, err := r.Add(ctx, s, StatusReady)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ws = append(ws, w)
-			}
+			r, _, ws := benchFleet(b, n)
 			published := make(chan *Snapshot, 1)
 			r.Subscribe(func(s *Snapshot) {
 				select {
@@ -65,25 +46,10 @@ func BenchmarkPublishOneChange(b *testing.B) {
 func BenchmarkRemoveAndAddOneWorker(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
 		b.Run("workers="+strconv.Itoa(n), func(b *testing.B) {
-			cfg := DefaultConfig().WithLogger(testutil.Quiet)
-			cfg.MaxWorkers = n
-			r, err := NewRegistry(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Close()
+			r, specs, ws := benchFleet(b, n)
 			ctx := context.Background()
-			specs := make([]Spec, n)
 			ids := make([]string, n)
-			for i := range n {
-				specs[i] = Spec{URL: "http://10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250) + ":8000", ModelID: "m"}
-				if err := specs[i].Normalize(); err != nil {
-					b.Fatal(err)
-				}
-				w, err := r.Add(ctx, specs[i], StatusReady)
-				if err != nil {
-					b.Fatal(err)
-				}
+			for i, w := range ws {
 				ids[i] = w.ID
 			}
 			b.ReportAllocs()
@@ -101,4 +67,28 @@ func BenchmarkRemoveAndAddOneWorker(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchFleet returns a registry of n ready workers of one model, closed when b ends, with
+// their specs and workers in registration order.
+func benchFleet(b *testing.B, n int) (*Registry, []Spec, []*Worker) {
+	cfg := DefaultConfig().WithLogger(testutil.Quiet)
+	cfg.MaxWorkers = n
+	r, err := NewRegistry(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(r.Close)
+	specs := make([]Spec, n)
+	ws := make([]*Worker, n)
+	for i := range n {
+		specs[i] = Spec{URL: "http://10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250) + ":8000", ModelID: "m"}
+		if err := specs[i].Normalize(); err != nil {
+			b.Fatal(err)
+		}
+		if ws[i], err = r.Add(context.Background(), specs[i], StatusReady); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return r, specs, ws
 }
