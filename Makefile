@@ -79,7 +79,8 @@ bench-scale:
 	python3 hack/mesh-failure-detection.py --smg $(BIN)/smg --lossnet $(BIN)/lossnet --loss 5 --watch-minutes 10
 	$(GO) test -run '^$$' -bench '^BenchmarkDiscoveryScale$$' -benchtime 1x -timeout 40m ./discovery/k8s/
 	$(GO) test -run '^$$' -bench '^BenchmarkDiscoveryScaleProcess$$' -benchtime 1x -timeout 40m ./internal/e2e/
-	$(GO) test -run '^$$' -bench '^Benchmark(Pick|PickWithDispatch)/.*workers=10000$$' -benchtime 3000x -benchmem ./policy/leastload/ ./policy/cacheaware/ ./policy/poweroftwo/ ./policy/bucket/
+	$(GO) test -run '^$$' -bench '^Benchmark(Pick|PickWithDispatch)$$/^workers=10000$$' -benchtime 3000x -benchmem ./policy/leastload/ ./policy/bucket/
+	$(GO) test -run '^$$' -bench '^BenchmarkPick$$/./^workers=10000$$' -benchtime 3000x -benchmem ./policy/cacheaware/ ./policy/poweroftwo/
 	$(GO) test -run '^$$' -bench '^BenchmarkBuildAndFirstPick/workers=10000$$' -benchtime 20x -benchmem ./policy/leastload/
 
 ## demo: a mock fleet and the gateway on loopback, a short load, a summary, then stop
