@@ -216,7 +216,7 @@ func TestWithSkippedBare(t *testing.T) {
 	}
 }
 
-// Zero is not "the default" (issue 16 item 5): a config not built from its DefaultXConfig is
+// Zero is not "the default": a config not built from its DefaultXConfig is
 // refused on the fields whose zero makes no sense, each message saying where to start.
 func TestZeroConfigsAreRefused(t *testing.T) {
 	o := OverheadConfig{LoadCore: 1}

@@ -215,9 +215,9 @@ func TestCommittedBaselines(t *testing.T) {
 				"overhead.json.cpu_ratio.smg-evloop-cache_aware/nginx",
 				"overhead.sse.cpu_ratio.smg-evloop-cache_aware/nginx",
 				"quality.shared-prefix.load.cache_hit_ratio_min.cache_aware/round_robin",
-				// Issue 14's system-call target on the event-loop plane.
+				// The system-call target on the event-loop plane.
 				"overhead.syscalls.json.ratio.smg-evloop-cache_aware/nginx",
-				// Issue 15: the pass-through routes and EPD, in CI too.
+				// The pass-through routes and EPD, in CI too.
 				"routes.pass_through.max_cpu_ratio.smg-evloop/chat",
 				"routes.epd.cpu_ratio.smg-evloop/pd",
 				// The tokenizer's speed against Hugging Face and its allocation-free encode.
@@ -233,7 +233,7 @@ func TestCommittedBaselines(t *testing.T) {
 					t.Errorf("%s is not gated", m)
 				}
 			}
-			// Issue 14's CPU and latency targets: the full run only (the smoke's 2 s rows
+			// The CPU and latency targets: the full run only (the smoke's 2 s rows
 			// see the machine's slow modes, docs/benchmarks-history.md).
 			for _, m := range []string{
 				"overhead.json.cpu_ratio.smg-evloop-cache_aware/nginx",
@@ -255,7 +255,7 @@ func TestCommittedBaselines(t *testing.T) {
 				t.Error("the smoke's herding check (least_load against round robin at 70% load) is not gated")
 			}
 			if name == "baseline.json" && !gated["quality.shared-prefix.sat.capacity_ratio.cache_aware/round_robin"] {
-				t.Error("cache_aware's capacity at saturation (issue 13's 1.9x) is not gated")
+				t.Error("cache_aware's capacity at saturation (its 1.9x) is not gated")
 			}
 		})
 	}

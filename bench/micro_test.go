@@ -87,7 +87,7 @@ func TestCheckAllocs(t *testing.T) {
 		t.Errorf("error %q names the clean benchmark", err)
 	}
 	// No benchmark is exempt: a proxied round trip that allocated once (as the fasthttp plane
-	// did when fasthttp discarded a streamed body, issue 17) would fail the gate again.
+	// did when fasthttp discarded a streamed body) would fail the gate again.
 	rt := MicroResult{Package: "github.com/smg-go/smg/fastpath", Name: "BenchmarkProxyRoundTrip", AllocsPerOp: 1, HasAllocs: true}
 	if err := CheckAllocs([]MicroResult{rt}); err == nil {
 		t.Fatal("one allocation per proxied round trip passed the gate")

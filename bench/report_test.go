@@ -54,7 +54,7 @@ func fullReport() *Report {
 		Micro:   []MicroResult{{Package: "p", Name: "BenchmarkA", HasAllocs: true}},
 		Quality: qualityFixture(),
 	}
-	// Issue 14's rows.
+	// The overhead suite's CPU and system-call rows.
 	o := r.Overhead
 	o.JSONOpen = []Measurement{
 		{Key: "direct", Name: "direct", RPS: 2000, P50MS: 0.2},

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestZeroSettingsAreRefused: no zero setting means "the default" (issue 16): a zero that
+// TestZeroSettingsAreRefused: no zero setting means "the default": a zero that
 // cannot work is refused by Validate, naming what to give; DefaultConfig passes.
 func TestZeroSettingsAreRefused(t *testing.T) {
 	valid := func() Config {

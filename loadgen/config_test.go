@@ -83,7 +83,7 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// Zero is not "the default" (issue 16 item 5): a Config not built from DefaultConfig is
+// Zero is not "the default": a Config not built from DefaultConfig is
 // refused on every field whose zero makes no sense, each message saying what to do.
 func TestZeroConfigIsRefused(t *testing.T) {
 	c := Config{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}

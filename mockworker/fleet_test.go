@@ -589,7 +589,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("DefaultConfig: %v", err)
 	}
-	// Zero is zero, never "the default" (issue 16 item 5): a Config not built from
+	// Zero is zero, never "the default": a Config not built from
 	// DefaultConfig is refused on every field whose zero makes no sense.
 	err := Config{}.Validate()
 	for _, field := range []string{"host", "model", "count", "dialect", "output tokens", "server", "event loops",

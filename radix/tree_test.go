@@ -138,7 +138,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Fatalf("defaults %+v: %v", c, err)
 		}
 	}
-	// No zero means "the default" (issue 16): the zero Config names every field to set.
+	// No zero means "the default": the zero Config names every field to set.
 	if err := (Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "Shards is 0") ||
 		!strings.Contains(err.Error(), "ShardPrefix is 0") || !strings.Contains(err.Error(), "EvictSliceNodes is 0") {
 		t.Fatalf("zero Config: %v, want every field refused", err)

@@ -273,7 +273,7 @@ func TestMaxWorkersCapsRegistrations(t *testing.T) {
 }
 
 // TestRegistryConfigRefusesZeroSettings: a zero setting is an error naming the fix, not a
-// silent default (issue 16); DefaultConfig passes.
+// silent default; DefaultConfig passes.
 func TestRegistryConfigRefusesZeroSettings(t *testing.T) {
 	if cfg := DefaultConfig(); cfg.Validate() != nil {
 		t.Fatalf("DefaultConfig invalid: %v", cfg.Validate())

@@ -9,7 +9,7 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 )
 
-// The surface an SMG deployment calls besides generation (issue 15): the engine pass-through
+// The surface an SMG deployment calls besides generation: the engine pass-through
 // routes, the admin routes and the rest of the worker API, against real smg and mockworker
 // processes.
 
@@ -204,7 +204,7 @@ func TestEngineMetricsFlagReExportsTheEnginesSeries(t *testing.T) {
 }
 
 // TestPassThroughRoutesFollowTheirRoutingText: the pass-through routes give the policy their
-// routing text (issue 15: "so cache_aware and prefix_hash work on them"): under each prefix
+// routing text (so that cache_aware and prefix_hash work on them): under each prefix
 // policy the same text on a route keeps one worker, and twelve different texts spread.
 func TestPassThroughRoutesFollowTheirRoutingText(t *testing.T) {
 	routes := []struct{ path, tmpl string }{

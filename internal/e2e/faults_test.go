@@ -1,6 +1,6 @@
 package e2e
 
-// The fault-injection proofs of issue 6: real smg and mockworker processes on loopback, faults
+// The fault-injection proofs: real smg and mockworker processes on loopback, faults
 // injected in the engines (per-worker admin config, killed processes, a resetting front), load
 // driven by goroutines here. Every scenario counts what it sent, what succeeded and why the
 // rest failed, logs one "RELIABILITY ..." line (copied into docs/reliability.md), and ends by

@@ -19,7 +19,7 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 )
 
-// Issue 17: the gateway against an attacker and a careless operator. Each test is the attack
+// The gateway against an attacker and a careless operator. Each test is the attack
 // as the issue describes it, against real smg and mockworker processes on loopback.
 
 // procStatusKB reads a "Vm..." line of /proc/<pid>/status in KiB.
@@ -644,7 +644,7 @@ func upstreamAnswers(t *testing.T, g *Gateway, url string) float64 {
 	return sum
 }
 
-// TestStoppedWorkerGetsNoWorkAtDefaultSettings (issue 17 item 5, without
+// TestStoppedWorkerGetsNoWorkAtDefaultSettings (without
 // --first-byte-timeout-secs): under cache_aware, the worker holding the requests' prefix is
 // SIGSTOPped and 16 clients send at once. The requests it attracted wait without a first
 // byte; worker/stall finds it silent (no new requests) and, its probe unanswered,

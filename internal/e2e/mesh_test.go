@@ -25,7 +25,7 @@ import (
 	"github.com/smg-go/smg/internal/testutil"
 )
 
-// The mesh's real-process proofs (issue 8): routers as `smg launch --enable-mesh` processes on
+// The mesh's real-process proofs: routers as `smg launch --enable-mesh` processes on
 // 127.0.0.x loopback addresses, in network namespaces for the partition, and behind mutual
 // TLS. Every wait logs the time it observed; the issue's claims ("within 3 s") are recorded
 // figures, not bounds (no test asserts a duration, docs/architecture.md: on a shared machine a

@@ -17,7 +17,7 @@ import (
 // head, copy buffers and the client's and worker's socket buffers, not the body.
 const streamedBodyRSSGrowthBoundMiB = 24
 
-// TestLargeBodyStreamedToTheWorkerIntact (issue 18): a 48 MiB chat body, past the default
+// TestLargeBodyStreamedToTheWorkerIntact: a 48 MiB chat body, past the default
 // --max-buffered-request-bytes, reaches a real mock engine byte for byte (the engine answers
 // the SHA-256 of what it received) although its tail is not JSON, which proves the gateway did
 // not parse it (a parsed body that is not JSON gets 400), while the gateway's peak RSS grows
@@ -111,7 +111,7 @@ func pdTotal(t *testing.T, m *pdMock, role string) int {
 	return n
 }
 
-// TestPDLargeBodiesAreReadWholeAndBounded (issue 18): in PD mode the gateway rewrites every
+// TestPDLargeBodiesAreReadWholeAndBounded: in PD mode the gateway rewrites every
 // body (the bootstrap fields), so --max-buffered-request-bytes does not stream it: a body 3
 // times past it, with a Content-Length or chunked, reaches both real mock engines whole (the
 // decode mock confirms the handover only when its prompt is the prefill's, and the answer
@@ -155,7 +155,7 @@ func TestPDLargeBodiesAreReadWholeAndBounded(t *testing.T) {
 	}
 }
 
-// TestChunkedBodyPastThePayloadLimitIsNotRunByTheEngine (issue 18): a chunked body past
+// TestChunkedBodyPastThePayloadLimitIsNotRunByTheEngine: a chunked body past
 // --max-payload-size, streamed to a real mock engine (it is past --max-buffered-request-bytes)
 // until it ran past the limit, is refused with 413 and aborted at the engine: the engine
 // admits no request for it (its prefix-cache query count, every admitted prompt's tokens,
@@ -193,7 +193,7 @@ func TestChunkedBodyPastThePayloadLimitIsNotRunByTheEngine(t *testing.T) {
 	}
 }
 
-// TestEPDLargeBodiesAreReadWhole (issue 18): the same rule in EPD mode: a multimodal body 3
+// TestEPDLargeBodiesAreReadWhole: the same rule in EPD mode: a multimodal body 3
 // times past --max-buffered-request-bytes, with a Content-Length or chunked, goes through all
 // three real mock engines whole (the language-only prefill claims the encode worker's
 // embedding, the decode the prefill's KV: each mock checks that its prompt is the one before

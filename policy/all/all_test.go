@@ -115,7 +115,7 @@ func TestMaintenanceForgetsCollectedInstances(t *testing.T) {
 }
 
 // A per-policy part left zero is refused, naming the field and saying to start from
-// DefaultConfig: zero never means "the defaults" (issue 16 item 5).
+// DefaultConfig: zero never means "the defaults".
 func TestZeroSubConfigIsRefused(t *testing.T) {
 	d := DefaultConfig()
 	if err := d.Validate(); err != nil {

@@ -20,7 +20,7 @@ import (
 // least_load sends a clearly slower engine nothing while the others have room) and never a
 // holder's queue for a hit that does not exist.
 //
-// Found (issue 13, docs/benchmarks.md §3): QF's two losing repeats were the most disturbed rows
+// Found (docs/benchmarks-history.md): QF's two losing repeats were the most disturbed rows
 // of their cases (loadgen's arrival lag p99 62 and 44.5 ms, the case's others 3-34 ms), not a
 // policy's tail; in the simulator cache_aware's p99 is within 2% of least_load's on both
 // cases. It fails on the code before cache_aware read least_load's rate (score.RateOf, a
@@ -75,7 +75,7 @@ func TestNoHitWorkloadsRouteAsLeastLoad(t *testing.T) {
 }
 
 // TestMultiTurnHolderQueueIsBounded runs the routing-quality suite's multi-turn case as the
-// bench ran it on the mocks until session 11 (now 256 conversations; this overflowing shape
+// bench ran it on the mocks until a later change (now 256 conversations; this overflowing shape
 // is kept as the harder case): 512 conversations of 6 rounds (645-token system prompts,
 // 161-token turns, 32-token answers) from loadgen's ready queue (policytest.Conversations: a
 // conversation comes round again when its answer is complete), a closed-loop warm-up of 16 s

@@ -120,7 +120,7 @@ func TestNoHerdingOnSimulatedFleet(t *testing.T) {
 // (policy.DispatchTokens: the routing text's length), so a worker that just took a long
 // prompt takes that much less. 20 requests/s of model time, about 70% of round robin's
 // capacity on this mix. Crediting every text request at --least-load-mean-prefill-tokens, as
-// the spec does, gave 0.72-0.99 x round robin's TTFT p99 on these traces (issue 13's target
+// the spec does, gave 0.72-0.99 x round robin's TTFT p99 on these traces (the target
 // is 0.7 x); at their sizes, 0.34-0.38 x; ranked first by the work awaiting its first token
 // (a long prompt waits for it longest), 0.30-0.32 x.
 func TestMixedSizesOnSimulatedFleet(t *testing.T) {
@@ -151,7 +151,7 @@ func heterogeneousEngines() []policytest.Engine {
 // mockworker's 32-sequence batches) and at 200/s. At 101/s nothing queues: round robin's TTFT
 // p99 is 50 ms, a slow engine's step or two, as on the real fleet. Every request a slow
 // engine takes has a TTFT in the fleet's tail (its median first token, 38-39 ms, is above 0.7 ×
-// round robin's p99), so issue 13's 0.7 × needs them to take under about 1% of the requests.
+// round robin's p99), so the 0.7 × target needs them to take under about 1% of the requests.
 // Draining a slow engine's work at its own rate (score.Rate, the load report's step) gave them
 // 0.6 times a fast one's picks and p99 0.93 × round robin's (0.67-0.68 × at 200/s). With the
 // decode step the gateway measures on the answers it relays (worker.DecodeTimer) the slow
@@ -183,7 +183,7 @@ func TestHeterogeneousFleetSlowEnginesAtTheirRate(t *testing.T) {
 }
 
 // TestHeterogeneousRowAfterItsWarmupBurst is the suite's heterogeneous load row as it reaches
-// the gateway (docs/benchmarks-history.md, session 9): loadgen's 1,619 warm-up requests arrive as a
+// the gateway (docs/benchmarks-history.md): loadgen's 1,619 warm-up requests arrive as a
 // burst in the first 2.5 s, nothing for 6 s, then the measured 10 s at 101 requests/s. Session
 // 9's estimate counted in picks (score.Speeds, not landed) formed in the burst and flipped
 // after it, so the slow engines still took 9-25% of the measured requests on the real fleet.

@@ -166,7 +166,7 @@ func TestStickyInFlightCapRespills(t *testing.T) {
 }
 
 // TestConfigValidateRefusesAZeroCap: the cap is explicit (DefaultConfig sets it), and a zero or
-// negative one is refused instead of meaning the default (issue 16).
+// negative one is refused instead of meaning the default.
 func TestConfigValidateRefusesAZeroCap(t *testing.T) {
 	cfg := sticky.DefaultConfig()
 	if cfg.InFlightCap != sticky.DefaultInFlightCap || cfg.Validate() != nil {

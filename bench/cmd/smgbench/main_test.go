@@ -64,7 +64,7 @@ func TestQualityConfigFlags(t *testing.T) {
 
 // The Makefile's `make bench` and `make bench-smoke` command lines, and the docs' partial
 // runs, map to the configurations they always ran (every flag's default is now its
-// package's DefaultConfig value instead of a zero the suite filled, issue 16 item 5), and
+// package's DefaultConfig value instead of a zero the suite filled), and
 // every suite validates them.
 func TestMakefileCommandLines(t *testing.T) {
 	type want struct {
@@ -87,7 +87,7 @@ func TestMakefileCommandLines(t *testing.T) {
 		openLoop: 2, unloaded: 2, syscall: 1, scaling: 2, pdSkipSSE: true, policies: "cache_aware",
 		cases: "shared-prefix", satPolicies: "", loadPolicies: "least_load,cache_aware", repeats: 1, loadDuration: 6 * time.Second,
 		capacity: smokeCapacity, loadScale: smokeLoadTimeScale, benchTime: "1000x"}
-	partial := full // docs/benchmarks.md's run H and the issue 17 before/after runs
+	partial := full // docs/benchmarks.md's partial runs (one suite, or a before/after pair)
 	partial.baseline, partial.pdRounds, partial.pacedRounds = "none", 1, 1
 	skips := full
 	skips.baseline, skips.policies, skips.pdRounds, skips.pacedRounds, skips.openLoop, skips.unloaded, skips.syscall, skips.scaling = "none", "cache_aware", -1, -1, -1, -1, -1, -1
