@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/smg-go/smg/engine/sglangpb"
+	"github.com/smg-go/smg/internal/ownedtmp"
 	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/kvevents/kvindex"
@@ -43,7 +44,10 @@ func mockBinary(t *testing.T) string {
 	mockOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..")
-		dir, err := os.MkdirTemp("", "kvevents-mock-")
+		for _, orphan := range ownedtmp.Orphans("kvevents-mock-") {
+			_ = os.RemoveAll(orphan)
+		}
+		dir, err := ownedtmp.Make("kvevents-mock-")
 		if err != nil {
 			mockErr = err
 			return

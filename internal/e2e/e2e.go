@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smg-go/smg/internal/ownedtmp"
 	"github.com/smg-go/smg/internal/syncbuf"
 	"github.com/smg-go/smg/internal/testutil"
 )
@@ -41,11 +42,18 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Build compiles the three commands once per test process.
+// binPrefix names the directories Build compiles into.
+const binPrefix = "smg-e2e-bin-"
+
+// Build compiles the three commands once per test process, into a directory that the first
+// Build of a later test process removes (with those of any other process that has ended).
 func Build(t testing.TB) Binaries {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "smg-e2e-bin-")
+		for _, orphan := range ownedtmp.Orphans(binPrefix) {
+			_ = os.RemoveAll(orphan)
+		}
+		dir, err := ownedtmp.Make(binPrefix)
 		if err != nil {
 			buildErr = err
 			return

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/smg-go/smg/internal/ownedtmp"
 )
 
 // BinDir is where the apiserver binaries are cached: $SMG_K8S_BIN, else
@@ -41,8 +43,9 @@ type Server struct {
 }
 
 // Start builds the binaries if they are not cached (build.sh is idempotent and serialises
-// concurrent builds), then starts etcd and kube-apiserver with fresh data in a temporary
-// directory. log receives the scripts' output.
+// concurrent builds), stops what test processes that ended without Stop left running, then
+// starts etcd and kube-apiserver with fresh data in a temporary directory. log receives the
+// scripts' output.
 func Start(log func(string)) (*Server, error) {
 	bin := BinDir()
 	if out, err := script("build.sh", bin); err != nil {
@@ -50,11 +53,12 @@ func Start(log func(string)) (*Server, error) {
 	}
 	// start.sh picks its ports at random: on a busy machine one may be taken by the time the
 	// server binds it, so a failed start is retried with fresh ports and data.
+	stopOrphans()
 	var state string
 	var out string
 	var err error
 	for attempt := 1; ; attempt++ {
-		if state, err = os.MkdirTemp("", "smg-k8s-"); err != nil {
+		if state, err = ownedtmp.Make(statePrefix); err != nil {
 			return nil, err
 		}
 		out, err = script("start.sh", "start", state, bin)
@@ -79,6 +83,19 @@ func Start(log func(string)) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// statePrefix names the directories that hold a server's data, logs and PID files.
+const statePrefix = "smg-k8s-"
+
+// stopOrphans stops the servers of test processes that ended without Stop (killed by a
+// timeout or a signal: etcd and kube-apiserver run in their own sessions and outlive them)
+// and removes their data.
+func stopOrphans() {
+	for _, state := range ownedtmp.Orphans(statePrefix) {
+		_, _ = script("start.sh", "stop", state)
+		_ = os.RemoveAll(state)
+	}
 }
 
 // Stop stops the API server and etcd and removes their data.
