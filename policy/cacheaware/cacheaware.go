@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/score"
 	"github.com/smg-go/smg/radix"
@@ -20,7 +21,7 @@ const Name = "cache_aware"
 // Descriptor describes the policy to policy/all's table; its abilities are the methods of
 // Builder below; an instance no flag tunes gets BuiltinConfig.
 var Descriptor = policy.Describe(Name, BuiltinConfig(), func(cfg Config, s policy.Shared) *Builder {
-	cfg.Metrics, cfg.Observer = s.Metrics, s.TreeObserver
+	cfg.Metrics, cfg.Observer, cfg.Clock = s.Metrics, s.TreeObserver, s.Clock
 	return New(cfg, s.Rand)
 })
 
@@ -91,6 +92,9 @@ type treeGauges struct {
 // expected wait uses least_load's default tuning, as the spec says.
 func New(cfg Config, rnd policy.Rand) *Builder {
 	rnd, cfg.Metrics = policy.RandOr(rnd), policy.MetricsOr(cfg.Metrics)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	text, err := radix.NewTextTree(radix.DefaultTextConfig())
 	if err != nil {
 		panic(err) // the default radix.Config is valid
@@ -112,7 +116,7 @@ func New(cfg Config, rnd policy.Rand) *Builder {
 			treePrompt:    cfg.Metrics.GetOrCreateCounter(`smg_cache_aware_tree_prompt_tokens_total`)},
 	}
 	b.clock.Store(peerStamp + 1) // local stamps are above a peer's
-	b.now.Store(time.Now().UnixNano())
+	b.now.Store(cfg.Clock.Now().UnixNano())
 	if cfg.CacheIndex == IndexHash {
 		b.placements = newPlacementIndex()
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/radix"
 )
@@ -74,6 +75,9 @@ type Config struct {
 	// prompt sent to it that its engine has not reported yet (queued or being prefilled);
 	// 0 counts reported blocks only. Default 30 s.
 	UnreportedTTL time.Duration
+	// Clock gives the time New starts the coarse clock at (Maintain's now advances it after).
+	// Nil: the system clock.
+	Clock clock.Clock
 }
 
 // DefaultConfig returns the spec's CLI defaults.

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/policy"
 	"github.com/smg-go/smg/policy/policytest"
 	"github.com/smg-go/smg/worker"
@@ -166,4 +169,26 @@ func FuzzHeadHashes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStampsComeFromTheInjectedClock checks that the gateway's clock, not the wall clock,
+// starts the coarse clock: a fake clock's time is what New stamps, so a head recorded before
+// the first Maintain expires CacheTTL after the fake time.
+func TestStampsComeFromTheInjectedClock(t *testing.T) {
+	fake := clock.NewFakeAt(t0)
+	cfg := hashConfig()
+	b := Descriptor.New(cfg, policy.Shared{Rand: testutil.NewRand(7), Clock: fake, Metrics: metrics.NewSet()}).(*Builder)
+	if got := time.Unix(0, b.now.Load()); !got.Equal(t0) {
+		t.Fatalf("New stamped %v, want the fake clock's %v", got, t0)
+	}
+	p := b.Build(policytest.NewFleet(t, 3, "m").Group("m"))
+	pick(t, p, head(1, 3000, 3000, 0))
+	if b.placements.entries.Load() == 0 {
+		t.Fatal("the head was not recorded")
+	}
+	fake.Advance(cfg.CacheTTL + time.Second)
+	b.Maintain(fake.Now())
+	if n := b.placements.entries.Load(); n != 0 {
+		t.Fatalf("%d entries CacheTTL after the fake clock's start: they were stamped with another clock", n)
+	}
 }
