@@ -54,33 +54,31 @@ var serviceDesc = grpc.ServiceDesc{
 	},
 }
 
-func pingHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-	t := srv.(*GRPCTransport)
-	in := new(wire.Ping)
-	if err := dec(in); err != nil {
-		t.rejected.Inc()
-		return nil, err
+// unaryHandler is the handler of a unary method taking In: it decodes the request, rejects
+// (and counts) one that does not decode or that complete finds lacking the fields the method
+// needs, with the status message incomplete, and hands the rest to handle.
+func unaryHandler[In any](complete func(*In) bool, incomplete string, handle func(Handler, context.Context, *In) *wire.Ack) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		t := srv.(*GRPCTransport)
+		in := new(In)
+		if err := dec(in); err != nil {
+			t.rejected.Inc()
+			return nil, err
+		}
+		if !complete(in) {
+			t.rejected.Inc()
+			return nil, status.Error(codes.InvalidArgument, incomplete)
+		}
+		return handle(t.handler(), ctx, in), nil
 	}
-	if in.From == "" {
-		t.rejected.Inc()
-		return nil, status.Error(codes.InvalidArgument, "mesh ping without sender")
-	}
-	return t.handler().HandlePing(ctx, in), nil
 }
 
-func pingReqHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-	t := srv.(*GRPCTransport)
-	in := new(wire.PingReq)
-	if err := dec(in); err != nil {
-		t.rejected.Inc()
-		return nil, err
-	}
-	if in.From == "" || in.Target.Addr == "" {
-		t.rejected.Inc()
-		return nil, status.Error(codes.InvalidArgument, "mesh ping-req without sender or target")
-	}
-	return t.handler().HandlePingReq(ctx, in), nil
-}
+var (
+	pingHandler = unaryHandler(func(in *wire.Ping) bool { return in.From != "" },
+		"mesh ping without sender", Handler.HandlePing)
+	pingReqHandler = unaryHandler(func(in *wire.PingReq) bool { return in.From != "" && in.Target.Addr != "" },
+		"mesh ping-req without sender or target", Handler.HandlePingReq)
+)
 
 func syncHandler(srv any, ss grpc.ServerStream) error {
 	t := srv.(*GRPCTransport)
