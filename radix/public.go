@@ -7,13 +7,7 @@ import "unsafe"
 type TextTree struct{ tree }
 
 // NewTextTree returns an empty text tree.
-func NewTextTree(cfg Config) (*TextTree, error) {
-	c, err := newCore(cfg, false)
-	if err != nil {
-		return nil, err
-	}
-	return &TextTree{tree{c}}, nil
-}
+func NewTextTree(cfg Config) (*TextTree, error) { return newTree[TextTree](cfg, false) }
 
 // Match finds the longest stored prefix of text. The tenants are appended to
 // dst[:0], which should have capacity MaxMatchTenants to keep the call free of
@@ -39,13 +33,7 @@ func (t *TextTree) Insert(text []byte, tenant Tenant, now int64) Result {
 type TokenTree struct{ tree }
 
 // NewTokenTree returns an empty token tree.
-func NewTokenTree(cfg Config) (*TokenTree, error) {
-	c, err := newCore(cfg, true)
-	if err != nil {
-		return nil, err
-	}
-	return &TokenTree{tree{c}}, nil
-}
+func NewTokenTree(cfg Config) (*TokenTree, error) { return newTree[TokenTree](cfg, true) }
 
 // tokenBytes views tokens as their native-endian bytes without copying.
 func tokenBytes(tokens []uint32) []byte {
@@ -73,6 +61,15 @@ func (t *TokenTree) Insert(tokens []uint32, tenant Tenant, now int64) Result {
 // tree holds the methods both trees share: they read no key, so characters and tokens are
 // counted alike.
 type tree struct{ c *core }
+
+// newTree returns an empty TextTree or TokenTree (tokens says which core it needs).
+func newTree[T ~struct{ tree }](cfg Config, tokens bool) (*T, error) {
+	c, err := newCore(cfg, tokens)
+	if err != nil {
+		return nil, err
+	}
+	return &T{tree{c}}, nil
+}
 
 // RemoveTenant purges tenant from every node and detaches the nodes no tenant
 // holds any more. It returns the tenant-weighted characters removed.
