@@ -132,6 +132,10 @@ func instructions(cfg Config, countersFD int) asm.Instructions {
 			asm.JNE.Imm(asm.R0, 0, "next"),
 		}
 	}
+	// loadByte replaces reg, an offset after the network header, with the byte there.
+	loadByte := func(reg asm.Register) asm.Instructions {
+		return append(load(reg, 1), asm.LoadMem(reg, asm.RFP, scratch, asm.Byte))
+	}
 	var in asm.Instructions
 	in = append(in, asm.Mov.Reg(ctx, asm.R1))
 	if len(cfg.Ports) > 0 {
@@ -144,23 +148,20 @@ func instructions(cfg Config, countersFD int) asm.Instructions {
 			// IPv4: the header's length from its IHL, the protocol at byte 9.
 			asm.Mov.Imm(l4Off, 0).WithSymbol("ipv4"),
 		)
-		in = append(in, load(l4Off, 1)...)
+		in = append(in, loadByte(l4Off)...)
 		in = append(in,
-			asm.LoadMem(l4Off, asm.RFP, scratch, asm.Byte),
 			asm.And.Imm(l4Off, 0x0f),
 			asm.LSh.Imm(l4Off, 2),
 			asm.Mov.Imm(l4Proto, 9),
 		)
-		in = append(in, load(l4Proto, 1)...)
+		in = append(in, loadByte(l4Proto)...)
 		in = append(in,
-			asm.LoadMem(l4Proto, asm.RFP, scratch, asm.Byte),
 			asm.Ja.Label("ports"),
 			// IPv6: the next header at byte 6, the transport header after 40 bytes.
 			asm.Mov.Imm(l4Proto, 6).WithSymbol("ipv6"),
 		)
-		in = append(in, load(l4Proto, 1)...)
+		in = append(in, loadByte(l4Proto)...)
 		in = append(in,
-			asm.LoadMem(l4Proto, asm.RFP, scratch, asm.Byte),
 			asm.Mov.Imm(l4Off, 40),
 			asm.JEq.Imm(l4Proto, protoTCP, "l4").WithSymbol("ports"),
 			asm.JEq.Imm(l4Proto, protoUDP, "l4"),
