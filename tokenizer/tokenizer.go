@@ -136,49 +136,39 @@ func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // ---- added-token split, then normalize, then pre-tokenize ----
 
 func (t *Tokenizer) encodeRaw(sc *scratch, text string) {
-	m := t.rawAdded
-	if m.none {
-		t.encodeSegment(sc, text, true)
-		return
-	}
-	off := 0
-	for pos := 0; ; {
-		start, end, next, tok := m.next(text, pos, off)
-		if tok == nil {
-			break
-		}
-		if off < start {
-			t.encodeSegment(sc, text[off:start], off == 0)
-		}
-		sc.dst = append(sc.dst, tok.id)
-		off, pos = end, next
-	}
-	if off < len(text) {
-		t.encodeSegment(sc, text[off:], off == 0)
-	}
+	t.splitAdded(sc, t.rawAdded, text, true, (*Tokenizer).encodeSegment)
 }
 
+// encodeSegment normalizes s, raw text between added tokens, and pre-tokenizes the pieces of
+// it between the added tokens matched on normalized text.
 func (t *Tokenizer) encodeSegment(sc *scratch, s string, first bool) {
-	ns := t.normalize(sc, s)
-	m := t.normAdded
+	t.splitAdded(sc, t.normAdded, t.normalize(sc, s), first, (*Tokenizer).pretokAll)
+}
+
+// pretokAll runs every pre-tokenizer step on s.
+func (t *Tokenizer) pretokAll(sc *scratch, s string, first bool) { t.pretok(sc, 0, s, first) }
+
+// splitAdded appends the ids of the added tokens m finds in s, in order, and hands each
+// piece of s around them to encode; first reports whether s starts at offset 0 of the input.
+func (t *Tokenizer) splitAdded(sc *scratch, m *addedMatcher, s string, first bool, encode func(t *Tokenizer, sc *scratch, s string, first bool)) {
 	if m.none {
-		t.pretok(sc, 0, ns, first)
+		encode(t, sc, s, first)
 		return
 	}
 	off := 0
 	for pos := 0; ; {
-		start, end, next, tok := m.next(ns, pos, off)
+		start, end, next, tok := m.next(s, pos, off)
 		if tok == nil {
 			break
 		}
 		if off < start {
-			t.pretok(sc, 0, ns[off:start], first && off == 0)
+			encode(t, sc, s[off:start], first && off == 0)
 		}
 		sc.dst = append(sc.dst, tok.id)
 		off, pos = end, next
 	}
-	if off < len(ns) {
-		t.pretok(sc, 0, ns[off:], first && off == 0)
+	if off < len(s) {
+		encode(t, sc, s[off:], first && off == 0)
 	}
 }
 
@@ -380,17 +370,9 @@ func appendReplaceAll(dst []byte, s, old, repl string) []byte {
 // spaceSplit).
 func (t *Tokenizer) wordsAtSpaces(sc *scratch, s string) {
 	start := 0
-	for i := 1; i < len(s); {
-		j := strings.Index(s[i:], metaspace)
-		if j < 0 {
-			break
-		}
-		i += j
-		if !strings.HasSuffix(s[:i], metaspace) {
-			t.word(sc, s[start:i])
-			start = i
-		}
-		i += len(metaspace)
+	for i := spaceRunAfter(s, 1); i >= 0; i = spaceRunAfter(s, i+len(metaspace)) {
+		t.word(sc, s[start:i])
+		start = i
 	}
 	t.word(sc, s[start:])
 }
@@ -402,19 +384,27 @@ func canSplitAtSpaces(vocab map[string]uint32) bool {
 		return false
 	}
 	for tok := range vocab {
-		for i := 1; i < len(tok); {
-			j := strings.Index(tok[i:], metaspace)
-			if j < 0 {
-				break
-			}
-			i += j
-			if !strings.HasSuffix(tok[:i], metaspace) {
-				return false
-			}
-			i += len(metaspace)
+		if spaceRunAfter(tok, 1) >= 0 {
+			return false
 		}
 	}
 	return true
+}
+
+// spaceRunAfter returns the offset of the first "▁" in s at or after from that does not
+// follow another "▁" (a run of them starts there), or -1.
+func spaceRunAfter(s string, from int) int {
+	for i := from; i < len(s); i += len(metaspace) {
+		j := strings.Index(s[i:], metaspace)
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if !strings.HasSuffix(s[:i], metaspace) {
+			return i
+		}
+	}
+	return -1
 }
 
 // ---- model stage ----
