@@ -97,19 +97,54 @@ func unsupported(what, typ string) error {
 	return fmt.Errorf("%s type %q is not supported", what, typ)
 }
 
-// concatSteps parses the components of a Sequence with parse and joins
-// their steps. The result is never nil: an empty Sequence is a component
-// that does nothing, which for the decoder differs from having none.
-func concatSteps[S any](items []json.RawMessage, parse func(json.RawMessage) ([]S, error)) ([]S, error) {
+// parseComponent parses a normalizer, pre_tokenizer or decoder (what): null is none, a
+// Sequence joins the steps of the components it lists, in order, and any other type is
+// ofType's. A Sequence's steps are never nil: an empty Sequence is a component that does
+// nothing, which for the decoder differs from having none.
+func parseComponent[S any](what string, raw json.RawMessage, ofType func(typ string, raw json.RawMessage) ([]S, error)) ([]S, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	typ, err := componentType(what, raw)
+	if err != nil {
+		return nil, err
+	}
+	if typ != "Sequence" {
+		return ofType(typ, raw)
+	}
+	items, err := sequenceItems(what, raw)
+	if err != nil {
+		return nil, err
+	}
 	out := []S{}
-	for _, raw := range items {
-		steps, err := parse(raw)
+	for _, item := range items {
+		steps, err := parseComponent(what, item, ofType)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, steps...)
 	}
 	return out, nil
+}
+
+// sequenceItems returns the components a Sequence of section what lists, under the key
+// tokenizer.json gives that section's list.
+func sequenceItems(what string, raw json.RawMessage) ([]json.RawMessage, error) {
+	var s struct {
+		Normalizers   []json.RawMessage `json:"normalizers"`
+		Pretokenizers []json.RawMessage `json:"pretokenizers"`
+		Decoders      []json.RawMessage `json:"decoders"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("%s Sequence: %v", what, err)
+	}
+	switch what {
+	case "normalizer":
+		return s.Normalizers, nil
+	case "pre_tokenizer":
+		return s.Pretokenizers, nil
+	}
+	return s.Decoders, nil
 }
 
 // oneStep is the step list of a component that parses to one step.
@@ -234,30 +269,18 @@ func parseModel(raw json.RawMessage) (*bpe, error) {
 // ---- normalizer ----
 
 func parseNormalizer(raw json.RawMessage) ([]normStep, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	typ, err := componentType("normalizer", raw)
-	if err != nil {
-		return nil, err
+	return parseComponent("normalizer", raw, normalizerOfType)
+}
+
+// plainNormalizers are the normalizer types without settings.
+var plainNormalizers = map[string]normKind{"NFC": normNFC, "NFKC": normNFKC, "NFD": normNFD, "NFKD": normNFKD}
+
+// normalizerOfType parses a normalizer of type typ, not a Sequence.
+func normalizerOfType(typ string, raw json.RawMessage) ([]normStep, error) {
+	if kind, ok := plainNormalizers[typ]; ok {
+		return []normStep{{kind: kind}}, nil
 	}
 	switch typ {
-	case "Sequence":
-		var s struct {
-			Normalizers []json.RawMessage `json:"normalizers"`
-		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("normalizer Sequence: %v", err)
-		}
-		return concatSteps(s.Normalizers, parseNormalizer)
-	case "NFC":
-		return []normStep{{kind: normNFC}}, nil
-	case "NFKC":
-		return []normStep{{kind: normNFKC}}, nil
-	case "NFD":
-		return []normStep{{kind: normNFD}}, nil
-	case "NFKD":
-		return []normStep{{kind: normNFKD}}, nil
 	case "Prepend":
 		var p struct {
 			Prepend string `json:"prepend"`
@@ -318,22 +341,12 @@ func (p patternJSON) literal(what string) (string, error) {
 // ---- pre-tokenizer ----
 
 func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	typ, err := componentType("pre_tokenizer", raw)
-	if err != nil {
-		return nil, err
-	}
+	return parseComponent("pre_tokenizer", raw, preTokenizerOfType)
+}
+
+// preTokenizerOfType parses a pre_tokenizer of type typ, not a Sequence.
+func preTokenizerOfType(typ string, raw json.RawMessage) ([]preStep, error) {
 	switch typ {
-	case "Sequence":
-		var s struct {
-			Pretokenizers []json.RawMessage `json:"pretokenizers"`
-		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("pre_tokenizer Sequence: %v", err)
-		}
-		return concatSteps(s.Pretokenizers, parsePreTokenizer)
 	case "Split":
 		return oneStep(parseSplit(raw))
 	case "ByteLevel":
@@ -614,28 +627,18 @@ func parseTemplateProcessing(raw json.RawMessage) (postJSON, error) {
 // ---- decoder ----
 
 func parseDecoder(raw json.RawMessage) ([]decStep, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	typ, err := componentType("decoder", raw)
-	if err != nil {
-		return nil, err
+	return parseComponent("decoder", raw, decoderOfType)
+}
+
+// plainDecoders are the decoder types without settings.
+var plainDecoders = map[string]decKind{"ByteLevel": decByteLevel, "ByteFallback": decByteFallback, "Fuse": decFuse}
+
+// decoderOfType parses a decoder of type typ, not a Sequence.
+func decoderOfType(typ string, raw json.RawMessage) ([]decStep, error) {
+	if kind, ok := plainDecoders[typ]; ok {
+		return []decStep{{kind: kind}}, nil
 	}
 	switch typ {
-	case "Sequence":
-		var s struct {
-			Decoders []json.RawMessage `json:"decoders"`
-		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("decoder Sequence: %v", err)
-		}
-		return concatSteps(s.Decoders, parseDecoder)
-	case "ByteLevel":
-		return []decStep{{kind: decByteLevel}}, nil
-	case "ByteFallback":
-		return []decStep{{kind: decByteFallback}}, nil
-	case "Fuse":
-		return []decStep{{kind: decFuse}}, nil
 	case "Replace":
 		pattern, content, err := parseReplace("decoder", raw)
 		if err != nil {
