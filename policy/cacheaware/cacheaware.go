@@ -359,25 +359,19 @@ func (p *picker) Record(req *policy.Request, served *worker.Worker) {
 //
 // A doubtful hit must also not queue. doubt (liveness.go) is q, how likely the holder's
 // engine has dropped the prefix, from the holder's stamp on it: 0 up to half its horizon, 1
-// at it. The holder is passed over (spill, to the least-loaded worker) when that worker has
-// nothing awaiting its first token and the work awaiting its first token on the holder, each
-// request costing its unmatched share and, with probability q, its matched one (awaiting
-// work × (1 - ratio × (1 - q))), exceeds what the hit saves in expectation (savedTokens ×
-// (1 - q)). The spill gate
-// counts requests in flight, most of them decoding, and let multi-turn's holders queue a run
-// of turns whose prefixes were gone, each a whole prefill: loadgen's ready queue hands out
-// conversations in the order their answers completed, and an engine completes a batch of
-// them at once, so the turns of one holder come round together every round (run QT: TTFT
-// p99 2.9-3.2x round robin's at 70% load; docs/differences.md). Applied in full to
-// every hit older than half the horizon (a200530) the rule spilled the shared-prefix
-// workload's rarely used replicas at saturation into more replicas: simulated hit rate 0.93
-// → 0.48, real 0.88 → 0.72-0.75 (TestSharedPrefixSaturationKeepsHits); weighed by q, 0.85-0.87
-// (real 0.84, run QM4), and only for a prefix's sole candidate (a conversation's last turn has
-// one holder; a shared prefix's replicas are several), 0.87-0.88. A recent hit keeps the gate
-// alone. Spilling to a worker with prefills awaiting too (the rule compared the two queues)
-// still moved ~4.5% of the shared-prefix saturation row's requests off their sole holder to
-// engines that computed the prefix anew behind their own queue (run Q9, per request): hit
-// rate 0.84-0.85 at the 3x edge; only to a free worker, 0.91 (same time scale).
+// at it. A holder that is the prefix's only candidate is passed over (spill, to the
+// least-loaded worker) when that worker has nothing awaiting its first token and the work
+// awaiting its first token on the holder, each request costing its unmatched share and, with
+// probability q, its matched one (awaiting work × (1 - ratio × (1 - q))), exceeds what the
+// hit saves in expectation (savedTokens × (1 - q)). A recent hit keeps the gate alone.
+//
+// Why: the spill gate counts requests in flight, most of them decoding, so a holder would
+// queue a run of turns whose prefixes are gone, each a whole prefill (an engine completes a
+// batch of conversations at once, and their next turns come round together). The rule is
+// weighed by q and kept to a sole candidate because a shared prefix's replicas are several
+// and spilling them loses hits (TestSharedPrefixSaturationKeepsHits), and it spills only to
+// a free worker because a busy one computes the prefix anew behind its own queue. The
+// measurements are in docs/differences.md.
 func (p *picker) decide(req *policy.Request, cands []*worker.Worker, rate score.Rate, ratio, savedTokens float64, m *radix.Match, now int64) *worker.Worker {
 	b := p.b
 	mean := p.mean.Mean()

@@ -40,10 +40,8 @@ const charsPerToken = 4
 // advance. False when the report gives no capacity.
 //
 // Not the capacity less what running requests use (the report's KV usage): at saturation
-// that is near 0 while the running requests hold the very prefixes they share. With it, the
-// routing-quality suite's shared-prefix saturation row measured a hit rate of 0.774 and
-// 2.43× round robin's capacity (run QC3), where the code before had measured 0.906 and 3.55×
-// (run F, another run).
+// that is near 0 while the running requests hold the very prefixes they share, so every
+// hit would look doubtful and the shared-prefix workload would lose its hits.
 func (p *picker) horizon(h *worker.Worker) (float64, bool) {
 	r := h.Load()
 	if r == nil || r.KVCapacityTokens <= 0 {

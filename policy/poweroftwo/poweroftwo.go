@@ -175,9 +175,8 @@ func (p *picker) better(req *policy.Request, pair *[2]*worker.Worker) (w *worker
 // ahead, so that a worker busy with a long prompt does not take one of the two places pick
 // after pick while both are busy. Pairs drawn at random (the spec's sampling, and the
 // shuffled deck after it) let a worker win pairs at short intervals while others waited,
-// where round robin spaces every worker's requests n apart; on the simulated fleet at 70%
-// of round robin's capacity (policytest) that put TTFT p99 at 1.06-1.20 × round robin's on
-// uniform prompts, and 1.08-1.32 × on the real fleet (docs/benchmarks-history.md, run QT).
+// where round robin spaces every worker's requests n apart, and that raised TTFT p99 above
+// round robin's at 70% of its capacity (docs/benchmarks-history.md).
 // Every pick still reads two workers' loads, and both candidates are random in the sense
 // that matters: no worker is favoured by its position in the group.
 type queue struct {

@@ -220,10 +220,9 @@ func (s *Scorer) LowestAt(req *policy.Request, ws []*worker.Worker, rate Rate, r
 //     prefill), those whose awaiting work is within half of req's tokens (HalfRequest) of
 //     the least are equal, and the one picked longest ago wins: its
 //     prefill started first, so it ends first. The awaiting tokens say how much is queued,
-//     not how far the engine has got with it; ranked on them alone, least_load's picks at 70%
-//     load on the real multi-turn fleet went to a worker whose prefill would end 85 ms later
-//     on average, where the soonest-free one's ended in 36 ms; round robin's went to one
-//     ending in 37 (docs/benchmarks-history.md, run QMT1: per-request records of the mocks).
+//     not how far the engine has got with it; ranked on them alone, picks went to a worker
+//     whose prefill ended well after the soonest-free one's, where round robin's rotation
+//     finds that one (docs/benchmarks-history.md).
 //   - When some have none, those are the candidates, and among them expected waits within
 //     one request of mean size of the lowest are equal, the one picked longest ago winning.
 //
