@@ -98,6 +98,16 @@ const (
 	protoUDP  = 17
 )
 
+// Registers and stack slots of the filter.
+const (
+	ctx     = asm.R6 // the __sk_buff
+	l4Off   = asm.R7 // the transport header's offset from the network header
+	l4Proto = asm.R8
+	slot    = asm.R9
+	scratch = -8 // stack offset of the loaded bytes
+	key     = -12
+)
+
 // instructions is the filter. In C:
 //
 //	if ports given:
@@ -111,75 +121,9 @@ const (
 // link-layer header's length does not matter.
 func instructions(cfg Config, countersFD int) asm.Instructions {
 	ppm := int32(math.Round(cfg.Percent * scale / 100))
-	const (
-		ctx     = asm.R6 // the __sk_buff
-		l4Off   = asm.R7 // the transport header's offset from the network header
-		l4Proto = asm.R8
-		slot    = asm.R9
-		scratch = -8 // stack offset of the loaded bytes
-		key     = -12
-	)
-	// load copies n bytes at off (a register) after the network header to the stack.
-	load := func(off asm.Register, n int32) asm.Instructions {
-		return asm.Instructions{
-			asm.Mov.Reg(asm.R1, ctx),
-			asm.Mov.Reg(asm.R2, off),
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, scratch),
-			asm.Mov.Imm(asm.R4, n),
-			asm.Mov.Imm(asm.R5, 1), // BPF_HDR_START_NET
-			asm.FnSkbLoadBytesRelative.Call(),
-			asm.JNE.Imm(asm.R0, 0, "next"),
-		}
-	}
-	// loadByte replaces reg, an offset after the network header, with the byte there.
-	loadByte := func(reg asm.Register) asm.Instructions {
-		return append(load(reg, 1), asm.LoadMem(reg, asm.RFP, scratch, asm.Byte))
-	}
-	var in asm.Instructions
-	in = append(in, asm.Mov.Reg(ctx, asm.R1))
+	in := asm.Instructions{asm.Mov.Reg(ctx, asm.R1)}
 	if len(cfg.Ports) > 0 {
-		in = append(in,
-			// __sk_buff.protocol, a __be16 in a __u32 at offset 16.
-			asm.LoadMem(asm.R2, ctx, 16, asm.Word),
-			asm.JEq.Imm(asm.R2, wire16(etherIPv4), "ipv4"),
-			asm.JEq.Imm(asm.R2, wire16(etherIPv6), "ipv6"),
-			asm.Ja.Label("next"),
-			// IPv4: the header's length from its IHL, the protocol at byte 9.
-			asm.Mov.Imm(l4Off, 0).WithSymbol("ipv4"),
-		)
-		in = append(in, loadByte(l4Off)...)
-		in = append(in,
-			asm.And.Imm(l4Off, 0x0f),
-			asm.LSh.Imm(l4Off, 2),
-			asm.Mov.Imm(l4Proto, 9),
-		)
-		in = append(in, loadByte(l4Proto)...)
-		in = append(in,
-			asm.Ja.Label("ports"),
-			// IPv6: the next header at byte 6, the transport header after 40 bytes.
-			asm.Mov.Imm(l4Proto, 6).WithSymbol("ipv6"),
-		)
-		in = append(in, loadByte(l4Proto)...)
-		in = append(in,
-			asm.Mov.Imm(l4Off, 40),
-			asm.JEq.Imm(l4Proto, protoTCP, "l4").WithSymbol("ports"),
-			asm.JEq.Imm(l4Proto, protoUDP, "l4"),
-			asm.Ja.Label("next"),
-			asm.Mov.Reg(l4Off, l4Off).WithSymbol("l4"),
-		)
-		in = append(in, load(l4Off, 4)...)
-		in = append(in,
-			asm.LoadMem(asm.R2, asm.RFP, scratch, asm.Half),   // source port
-			asm.LoadMem(asm.R3, asm.RFP, scratch+2, asm.Half), // destination port
-		)
-		for _, p := range cfg.Ports {
-			in = append(in,
-				asm.JEq.Imm(asm.R2, wire16(p), "match"),
-				asm.JEq.Imm(asm.R3, wire16(p), "match"),
-			)
-		}
-		in = append(in, asm.Ja.Label("next"))
+		in = append(in, portMatch(cfg.Ports)...)
 	}
 	in = append(in,
 		asm.FnGetPrandomU32.Call().WithSymbol("match"),
@@ -202,6 +146,71 @@ func instructions(cfg Config, countersFD int) asm.Instructions {
 		asm.Return(),
 	)
 	return in
+}
+
+// portMatch jumps to "match" when the packet is TCP or UDP over IPv4 or IPv6 (no extension
+// headers) and its source or destination port is one of ports, and to "next" otherwise.
+func portMatch(ports []uint16) asm.Instructions {
+	in := asm.Instructions{
+		// __sk_buff.protocol, a __be16 in a __u32 at offset 16.
+		asm.LoadMem(asm.R2, ctx, 16, asm.Word),
+		asm.JEq.Imm(asm.R2, wire16(etherIPv4), "ipv4"),
+		asm.JEq.Imm(asm.R2, wire16(etherIPv6), "ipv6"),
+		asm.Ja.Label("next"),
+		// IPv4: the header's length from its IHL, the protocol at byte 9.
+		asm.Mov.Imm(l4Off, 0).WithSymbol("ipv4"),
+	}
+	in = append(in, loadByte(l4Off)...)
+	in = append(in,
+		asm.And.Imm(l4Off, 0x0f),
+		asm.LSh.Imm(l4Off, 2),
+		asm.Mov.Imm(l4Proto, 9),
+	)
+	in = append(in, loadByte(l4Proto)...)
+	in = append(in,
+		asm.Ja.Label("ports"),
+		// IPv6: the next header at byte 6, the transport header after 40 bytes.
+		asm.Mov.Imm(l4Proto, 6).WithSymbol("ipv6"),
+	)
+	in = append(in, loadByte(l4Proto)...)
+	in = append(in,
+		asm.Mov.Imm(l4Off, 40),
+		asm.JEq.Imm(l4Proto, protoTCP, "l4").WithSymbol("ports"),
+		asm.JEq.Imm(l4Proto, protoUDP, "l4"),
+		asm.Ja.Label("next"),
+		asm.Mov.Reg(l4Off, l4Off).WithSymbol("l4"),
+	)
+	in = append(in, loadBytes(l4Off, 4)...)
+	in = append(in,
+		asm.LoadMem(asm.R2, asm.RFP, scratch, asm.Half),   // source port
+		asm.LoadMem(asm.R3, asm.RFP, scratch+2, asm.Half), // destination port
+	)
+	for _, p := range ports {
+		in = append(in,
+			asm.JEq.Imm(asm.R2, wire16(p), "match"),
+			asm.JEq.Imm(asm.R3, wire16(p), "match"),
+		)
+	}
+	return append(in, asm.Ja.Label("next"))
+}
+
+// loadBytes copies n bytes at off (a register) after the network header to the stack.
+func loadBytes(off asm.Register, n int32) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R1, ctx),
+		asm.Mov.Reg(asm.R2, off),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, scratch),
+		asm.Mov.Imm(asm.R4, n),
+		asm.Mov.Imm(asm.R5, 1), // BPF_HDR_START_NET
+		asm.FnSkbLoadBytesRelative.Call(),
+		asm.JNE.Imm(asm.R0, 0, "next"),
+	}
+}
+
+// loadByte replaces reg, an offset after the network header, with the byte there.
+func loadByte(reg asm.Register) asm.Instructions {
+	return append(loadBytes(reg, 1), asm.LoadMem(reg, asm.RFP, scratch, asm.Byte))
 }
 
 // counts reads how many matching packets passed and were dropped.
