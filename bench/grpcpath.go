@@ -170,27 +170,12 @@ func startGRPCSuiteFleet(cfg GRPCConfig, interval string) (f *grpcSuiteFleet, er
 			return f, err
 		}
 		f.procs = append(f.procs, p)
-		if err := waitReady(base, 10*time.Second); err != nil {
+		if err := waitReadiness(base, 10*time.Second); err != nil {
 			return f, err
 		}
 		*g.base, *g.p = base, p
 	}
 	return f, nil
-}
-
-// waitReady waits until GET base/readiness answers 200 (a worker passed its health check).
-func waitReady(base string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if r, err := http.Get(base + "/readiness"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("%s/readiness did not answer 200 within %v", base, d)
 }
 
 func chatBody(prompt string, maxTokens int) []byte {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -257,6 +258,23 @@ func waitHTTP(url string, d time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("%s/health did not answer 200 within %v", url, d)
+}
+
+// waitReadiness waits until GET base/readiness answers 200: every worker probed healthy (an
+// EPD gateway needs all three roles).
+func waitReadiness(base string, d time.Duration) error {
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if r, err := c.Get(base + "/readiness"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s/readiness did not answer 200 within %v", base, d)
 }
 
 // runLoadgen runs loadgen with args on core, waits for it and reads the JSON result it wrote

@@ -3,7 +3,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,23 +286,6 @@ func (cfg *RoutesConfig) smgRows(round int, policy string, workers []string, run
 		keep(best, order, row)
 	}
 	return errs
-}
-
-// waitReadiness waits until GET base/readiness answers 200: every worker probed healthy (an
-// EPD gateway needs all three roles).
-func waitReadiness(base string, d time.Duration) error {
-	c := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if r, err := c.Get(base + "/readiness"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s/readiness did not answer 200 within %v", base, d)
 }
 
 // wrk runs wrk's closed loop of req against base on LoadCore: Warmup first (not counted),
