@@ -141,19 +141,15 @@ func startGRPCSuiteFleet(cfg GRPCConfig, interval string) (f *grpcSuiteFleet, er
 		{[]string{"--protocol", "grpc", "--dialect", "sglang", "--tokenizer-path", cfg.TokenizerDir}, &f.grpcMock, true},
 	}
 	for _, m := range mocks {
-		p, err := start(-1, cfg.Bin.MockWorker, append(slices.Clone(common), m.extra...)...)
-		if err != nil {
-			return f, err
-		}
-		f.procs = append(f.procs, p)
 		re := listenLine
 		if m.grpc {
 			re = grpcListenLine
 		}
-		urls, err := p.waitOutput(re, 1, 10*time.Second)
+		p, urls, err := startListening(pinned(-1), cfg.Bin.MockWorker, re, 1, 10*time.Second, append(slices.Clone(common), m.extra...)...)
 		if err != nil {
 			return f, err
 		}
+		f.procs = append(f.procs, p)
 		*m.dst = urls[0]
 	}
 	for _, g := range []struct {

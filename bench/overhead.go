@@ -430,17 +430,9 @@ func (cfg *OverheadConfig) keepBest(runs []proxyUnderTest, l load, rounds int, m
 // startMocks starts the suite's instant mock fleet on the load core, its streams writing a
 // token every intervalMS, and returns it with its workers' URLs.
 func (cfg *OverheadConfig) startMocks(intervalMS float64) (*proc, []string, error) {
-	mocks, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
+	return startListening(pinned(cfg.LoadCore), cfg.Bin.MockWorker, listenLine, cfg.Workers, 10*time.Second,
+		"--host", "127.0.0.1", "--port", "0", "--count", strconv.Itoa(cfg.Workers),
 		"--model", "mock-model", "--event-loops", "1", "--token-interval-ms", strconv.FormatFloat(intervalMS, 'f', -1, 64))
-	if err != nil {
-		return nil, nil, err
-	}
-	urls, err := mocks.waitOutput(listenLine, cfg.Workers, 10*time.Second)
-	if err != nil {
-		mocks.stop()
-		return nil, nil, err
-	}
-	return mocks, urls, nil
 }
 
 // overheadPaced measures the rows of the paced fleet (its streams write a token every
@@ -664,11 +656,7 @@ var pdLine = regexp.MustCompile(`listening on (http://\S+) \(.*bootstrap port (\
 func startPDMock(core int, bin, role, bootstrapPort string, extra ...string) (p *proc, url, port string, err error) {
 	args := append([]string{"--host", "127.0.0.1", "--port", "0", "--model", "mock-model", "--event-loops", "1",
 		"--role", role, "--bootstrap-port", bootstrapPort}, extra...)
-	if p, err = start(core, bin, args...); err != nil {
-		return nil, "", "", err
-	}
-	if _, err := p.waitOutput(pdLine, 1, 10*time.Second); err != nil {
-		p.stop()
+	if p, _, err = startListening(pinned(core), bin, pdLine, 1, 10*time.Second, args...); err != nil {
 		return nil, "", "", err
 	}
 	m := pdLine.FindStringSubmatch(p.out.String())
@@ -751,13 +739,9 @@ func (cfg *OverheadConfig) proxies() []proxyUnderTest {
 		}})
 	}
 	ps = append(ps, proxyUnderTest{"bare", "bare fasthttp proxy", func(urls []string) (*proc, string, error) {
-		p, err := startAt(cfg.proxyPlacement(), cfg.Bin.BareProxy, "--listen", "127.0.0.1:0", "--workers", strings.Join(urls, ","))
+		p, u, err := startListening(cfg.proxyPlacement(), cfg.Bin.BareProxy, listenLine, 1, 10*time.Second,
+			"--listen", "127.0.0.1:0", "--workers", strings.Join(urls, ","))
 		if err != nil {
-			return nil, "", err
-		}
-		u, err := p.waitOutput(listenLine, 1, 10*time.Second)
-		if err != nil {
-			p.stop()
 			return nil, "", err
 		}
 		return p, u[0], nil

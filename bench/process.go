@@ -130,6 +130,22 @@ func (p *proc) waitOutput(re *regexp.Regexp, n int, d time.Duration) ([]string, 
 	return nil, fmt.Errorf("%s did not print %s within %v:\n%s", p.cmd.Path, re, d, tail(p.out.String()))
 }
 
+// startListening starts bin where pl says and waits up to within for its first n lines
+// matching ready, returning their first groups (the listening URLs); a process that does not
+// print them in time is stopped.
+func startListening(pl placement, bin string, ready *regexp.Regexp, n int, within time.Duration, args ...string) (*proc, []string, error) {
+	p, err := startAt(pl, bin, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	urls, err := p.waitOutput(ready, n, within)
+	if err != nil {
+		p.stop()
+		return nil, nil, err
+	}
+	return p, urls, nil
+}
+
 // cpuSeconds returns the user+system CPU time the process has used, from /proc/<pid>/stat.
 func (p *proc) cpuSeconds() (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))

@@ -662,17 +662,8 @@ func (cfg *QualityConfig) startQualityMocks(row *QualityRow, k QualityCase, name
 	if cfg.RequestLogDir != "" {
 		args = append(args, "--request-log", filepath.Join(cfg.RequestLogDir, name+".mock.jsonl"))
 	}
-	mocks, err := start(-1, cfg.Bin.MockWorker, args...)
-	if err != nil {
-		return nil, nil, err
-	}
 	// 30 s: a loaded machine starts eight engines that each load a tokenizer slowly.
-	urls, err := mocks.waitOutput(listening, cfg.Workers, 30*time.Second)
-	if err != nil {
-		mocks.stop()
-		return nil, nil, err
-	}
-	return mocks, urls, nil
+	return startListening(pinned(-1), cfg.Bin.MockWorker, listening, cfg.Workers, 30*time.Second, args...)
 }
 
 // qualityRun is one row's running fleet and how loadgen drives it: one loadgen per gateway.

@@ -197,16 +197,12 @@ func rowsOf(best map[string]RouteRow, order []string) []RouteRow {
 }
 
 func (cfg *RoutesConfig) passThrough(res *RoutesResult) error {
-	mock, err := start(cfg.LoadCore, cfg.Bin.MockWorker, "--host", "127.0.0.1", "--port", "0", "--count", "1",
-		"--model", "mock-model", "--event-loops", "1")
+	mock, urls, err := startListening(pinned(cfg.LoadCore), cfg.Bin.MockWorker, listenLine, 1, 10*time.Second,
+		"--host", "127.0.0.1", "--port", "0", "--count", "1", "--model", "mock-model", "--event-loops", "1")
 	if err != nil {
 		return err
 	}
 	defer mock.stop()
-	urls, err := mock.waitOutput(listenLine, 1, 10*time.Second)
-	if err != nil {
-		return err
-	}
 	directRoutes := cfg.Routes
 	if cfg.SkipDirect {
 		directRoutes = nil
