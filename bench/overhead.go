@@ -296,10 +296,7 @@ type proxyUnderTest struct {
 // proxy alone on ProxyCore, non-streamed and streamed.
 func Overhead(cfg OverheadConfig) (*OverheadResult, error) {
 	cfg.derive()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cleanup, err := scratchDir(&cfg.WorkDir, "smg-bench-")
+	cleanup, err := prepareSuite(cfg.Validate, &cfg.WorkDir, "smg-bench-")
 	if err != nil {
 		return nil, err
 	}

@@ -321,10 +321,13 @@ func runLoadgenCPU(core int, bin, out string, args ...string) (*loadgen.Result, 
 	return &r, cpu, nil
 }
 
-// scratchDir makes *dir a fresh temporary directory named after prefix when it is empty (a
-// suite's WorkDir left to the suite), and returns what removes it again; a directory the
-// caller gave is kept.
-func scratchDir(dir *string, prefix string) (cleanup func(), err error) {
+// prepareSuite is how a suite with a WorkDir starts: validate its config, then make *dir a
+// fresh temporary directory named after prefix when it is empty (the WorkDir left to the
+// suite). It returns what removes that directory again; a directory the caller gave is kept.
+func prepareSuite(validate func() error, dir *string, prefix string) (cleanup func(), err error) {
+	if err := validate(); err != nil {
+		return nil, err
+	}
 	if *dir != "" {
 		return func() {}, nil
 	}

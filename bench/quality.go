@@ -449,10 +449,7 @@ type QualityResult struct {
 // Quality runs the suite, unpinned (the engines' pacing needs both cores more than the
 // measurement needs attribution). It returns what it measured so far with any error.
 func Quality(cfg QualityConfig) (*QualityResult, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cleanup, err := scratchDir(&cfg.WorkDir, "smg-bench-quality-")
+	cleanup, err := prepareSuite(cfg.Validate, &cfg.WorkDir, "smg-bench-quality-")
 	if err != nil {
 		return nil, err
 	}

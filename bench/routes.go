@@ -155,10 +155,7 @@ func Routes(cfg RoutesConfig) (*RoutesResult, error) {
 	if cfg.EPDRounds == 0 {
 		cfg.EPDRounds = cfg.Rounds
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cleanup, err := scratchDir(&cfg.WorkDir, "smg-bench-routes-")
+	cleanup, err := prepareSuite(cfg.Validate, &cfg.WorkDir, "smg-bench-routes-")
 	if err != nil {
 		return nil, err
 	}
