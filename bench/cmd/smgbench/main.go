@@ -264,20 +264,14 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 	if suites["overhead"] {
 		cfg := overheadConfig(o, bin)
 		cfg.Peers = bench.EnsurePeers(o.installPeers, logf)
-		logf("smgbench: overhead suite…")
-		res, err := bench.Overhead(cfg)
-		if err != nil {
-			failures = append(failures, fmt.Errorf("overhead: %w", err))
-		}
-		rep.Overhead = res
+		rep.Overhead = runSuite(logf, &failures, "overhead", "overhead", func() (*bench.OverheadResult, error) {
+			return bench.Overhead(cfg)
+		})
 	}
 	if suites["micro"] {
-		logf("smgbench: micro suite…")
-		res, err := bench.Micro(microConfig(o))
-		rep.Micro = res
-		if err != nil {
-			failures = append(failures, fmt.Errorf("micro: %w", err))
-		}
+		rep.Micro = runSuite(logf, &failures, "micro", "micro", func() ([]bench.MicroResult, error) {
+			return bench.Micro(microConfig(o))
+		})
 	}
 	if suites["quality"] {
 		cfg, err := qualityConfig(o, bin, logf)
@@ -298,40 +292,42 @@ func measure(o *options, suites map[string]bool, bin bench.Binaries, logf func(s
 		}
 	}
 	if suites["routes"] {
-		logf("smgbench: routes suite…")
-		res, err := bench.Routes(routesConfig(o, bin, bench.EnsurePeers(o.installPeers, logf)["wrk"]))
-		if err != nil {
-			failures = append(failures, fmt.Errorf("routes: %w", err))
-		}
-		rep.Routes = res
+		rep.Routes = runSuite(logf, &failures, "routes", "routes", func() (*bench.RoutesResult, error) {
+			return bench.Routes(routesConfig(o, bin, bench.EnsurePeers(o.installPeers, logf)["wrk"]))
+		})
 	}
 	if suites["grpc"] {
-		logf("smgbench: gRPC path suite…")
-		cfg := bench.DefaultGRPCConfig(bin, bench.DefaultTokenizerConfig().DataDir+"/qwen3")
-		cfg.Logf = logf
-		if o.smoke {
-			cfg.Requests, cfg.CPURequests = 100, 20
-		}
-		res, err := bench.GRPC(cfg)
-		if err != nil {
-			failures = append(failures, fmt.Errorf("grpc: %w", err))
-		}
-		rep.GRPC = res
+		rep.GRPC = runSuite(logf, &failures, "gRPC path", "grpc", func() (*bench.GRPCResult, error) {
+			cfg := bench.DefaultGRPCConfig(bin, bench.DefaultTokenizerConfig().DataDir+"/qwen3")
+			cfg.Logf = logf
+			if o.smoke {
+				cfg.Requests, cfg.CPURequests = 100, 20
+			}
+			return bench.GRPC(cfg)
+		})
 	}
 	if suites["tokenizer"] {
-		logf("smgbench: tokenizer suite…")
-		cfg := bench.DefaultTokenizerConfig()
-		if o.smoke {
-			cfg.Measure = time.Second
-		}
-		res, err := bench.Tokenizer(cfg)
-		if err != nil {
-			failures = append(failures, fmt.Errorf("tokenizer: %w", err))
-		}
-		rep.Tokenizer = res
+		rep.Tokenizer = runSuite(logf, &failures, "tokenizer", "tokenizer", func() ([]bench.TokenizerRow, error) {
+			cfg := bench.DefaultTokenizerConfig()
+			if o.smoke {
+				cfg.Measure = time.Second
+			}
+			return bench.Tokenizer(cfg)
+		})
 	}
 
 	return rep, failures, 0
+}
+
+// runSuite logs that the suite called label starts, runs it and adds its error, prefixed
+// with name, to failures. It returns what the suite measured, even when it failed part way.
+func runSuite[R any](logf func(string, ...any), failures *[]error, label, name string, run func() (R, error)) R {
+	logf("smgbench: %s suite…", label)
+	res, err := run()
+	if err != nil {
+		*failures = append(*failures, fmt.Errorf("%s: %w", name, err))
+	}
+	return res
 }
 
 // overheadConfig maps the flags, and the smoke's shortened settings where a flag was not
