@@ -95,10 +95,8 @@ func (w *Worker) passthrough(ex *exchange, dst []byte, kind passthroughKind) rep
 			}
 			dst = strconv.AppendInt(dst, int64(100+i), 10)
 		}
-		dst = append(dst, `],"count":`...)
-		dst = strconv.AppendInt(dst, int64(min(tokens, 64)), 10)
-		dst = append(dst, `,"max_model_len":`...)
-		dst = strconv.AppendInt(dst, int64(w.cfg.KVTokens), 10)
+		dst = appendKeyInt(dst, `],"count":`, int64(min(tokens, 64)))
+		dst = appendKeyInt(dst, `,"max_model_len":`, int64(w.cfg.KVTokens))
 		dst = append(dst, ',')
 	case ptDetokenize:
 		dst = append(dst, `"text":"the mock cat",`...)
@@ -111,10 +109,8 @@ func (w *Worker) passthrough(ex *exchange, dst []byte, kind passthroughKind) rep
 		dst = strconv.AppendUint(dst, w.seq.Add(1), 10)
 		dst = append(dst, `","type":"message","role":"assistant","content":[{"type":"text","text":"the mock cat"}],"stop_reason":"max_tokens",`...)
 	}
-	dst = append(dst, `"usage":{"prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(tokens), 10)
-	dst = append(dst, `,"total_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(tokens), 10)
+	dst = appendKeyInt(dst, `"usage":{"prompt_tokens":`, int64(tokens))
+	dst = appendKeyInt(dst, `,"total_tokens":`, int64(tokens))
 	r.body = append(dst, `}}`...)
 	return r
 }
@@ -138,8 +134,7 @@ func (w *Worker) appendServerInfo(dst []byte) []byte {
 	dst = append(dst, w.model...)
 	dst = append(dst, `","served_model_name":"`...)
 	dst = append(dst, w.model...)
-	dst = append(dst, `","tp_size":1,"dp_size":1},"scheduler_info":{"max_total_num_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(w.cfg.KVTokens), 10)
+	dst = appendKeyInt(dst, `","tp_size":1,"dp_size":1},"scheduler_info":{"max_total_num_tokens":`, int64(w.cfg.KVTokens))
 	dst = append(dst, `},"engine":"`...)
 	dst = append(dst, w.cfg.Dialect...)
 	return append(dst, `","version":"mock"}`...)

@@ -64,68 +64,52 @@ func (e *engine) arrivalState(now time.Duration) arrivalState {
 
 // request logs the finished sequence s of worker index, whose engine's epoch is epoch.
 func (l *requestLog) request(index int, epoch time.Time, scale float64, s *seq) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.failed {
-		return
-	}
-	b := append(l.buf[:0], `{"ev":"req","w":`...)
-	b = strconv.AppendInt(b, int64(index), 10)
-	b = append(b, `,"arr_us":`...)
-	b = strconv.AppendInt(b, epoch.Add(time.Duration(float64(s.arrival)/scale)).UnixMicro(), 10)
-	b = append(b, `,"prompt":`...)
-	b = strconv.AppendInt(b, int64(s.promptTokens), 10)
-	b = append(b, `,"cached":`...)
-	b = strconv.AppendInt(b, int64(s.cached), 10)
-	b = append(b, `,"out":`...)
-	b = strconv.AppendInt(b, int64(s.maxTokens), 10)
-	st := s.atArrival
-	b = append(b, `,"run":`...)
-	b = strconv.AppendInt(b, int64(st.running), 10)
-	b = append(b, `,"wait":`...)
-	b = strconv.AppendInt(b, int64(st.waiting), 10)
-	b = append(b, `,"aw":`...)
-	b = strconv.AppendInt(b, int64(st.awaiting), 10)
-	b = append(b, `,"aw_tok":`...)
-	b = strconv.AppendInt(b, int64(st.awaitingTokens), 10)
-	b = append(b, `,"busy_ms":`...)
-	b = appendMillis(b, st.busyLeft)
-	b = append(b, `,"ttft_ms":`...)
-	b = appendMillis(b, s.firstToken-s.arrival)
-	b = append(b, `,"e2e_ms":`...)
-	b = appendMillis(b, s.lastToken-s.arrival)
-	b = append(b, "}\n"...)
-	l.write(b)
+	l.writeLine(func(b []byte) []byte {
+		b = appendKeyInt(b, `{"ev":"req","w":`, int64(index))
+		b = appendKeyInt(b, `,"arr_us":`, epoch.Add(time.Duration(float64(s.arrival)/scale)).UnixMicro())
+		b = appendKeyInt(b, `,"prompt":`, int64(s.promptTokens))
+		b = appendKeyInt(b, `,"cached":`, int64(s.cached))
+		b = appendKeyInt(b, `,"out":`, int64(s.maxTokens))
+		st := s.atArrival
+		b = appendKeyInt(b, `,"run":`, int64(st.running))
+		b = appendKeyInt(b, `,"wait":`, int64(st.waiting))
+		b = appendKeyInt(b, `,"aw":`, int64(st.awaiting))
+		b = appendKeyInt(b, `,"aw_tok":`, int64(st.awaitingTokens))
+		b = appendKeyMillis(b, `,"busy_ms":`, st.busyLeft)
+		b = appendKeyMillis(b, `,"ttft_ms":`, s.firstToken-s.arrival)
+		b = appendKeyMillis(b, `,"e2e_ms":`, s.lastToken-s.arrival)
+		return append(b, "}\n"...)
+	})
 }
 
 // load logs the report l worker index answered at wall time now.
 func (l *requestLog) load(index int, now time.Time, r loadReport) {
+	l.writeLine(func(b []byte) []byte {
+		b = appendKeyInt(b, `{"ev":"load","w":`, int64(index))
+		b = appendKeyInt(b, `,"t_us":`, now.UnixMicro())
+		b = appendKeyInt(b, `,"run":`, int64(r.running))
+		b = appendKeyInt(b, `,"wait":`, int64(r.waiting))
+		b = appendKeyInt(b, `,"wait_tok":`, int64(r.waitingUncachedToks))
+		return append(b, "}\n"...)
+	})
+}
+
+// writeLine formats one line with format into the log's buffer and writes it whole, under the
+// mutex; once a write failed it writes nothing.
+func (l *requestLog) writeLine(format func(b []byte) []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.failed {
 		return
 	}
-	b := append(l.buf[:0], `{"ev":"load","w":`...)
-	b = strconv.AppendInt(b, int64(index), 10)
-	b = append(b, `,"t_us":`...)
-	b = strconv.AppendInt(b, now.UnixMicro(), 10)
-	b = append(b, `,"run":`...)
-	b = strconv.AppendInt(b, int64(r.running), 10)
-	b = append(b, `,"wait":`...)
-	b = strconv.AppendInt(b, int64(r.waiting), 10)
-	b = append(b, `,"wait_tok":`...)
-	b = strconv.AppendInt(b, int64(r.waitingUncachedToks), 10)
-	b = append(b, "}\n"...)
-	l.write(b)
-}
-
-func (l *requestLog) write(b []byte) {
-	l.buf = b
-	if _, err := l.w.Write(b); err != nil {
+	l.buf = format(l.buf[:0])
+	if _, err := l.w.Write(l.buf); err != nil {
 		l.failed = true
 	}
 }
 
-func appendMillis(b []byte, d time.Duration) []byte {
-	return strconv.AppendFloat(b, float64(d)/float64(time.Millisecond), 'f', 3, 64)
+// appendKeyMillis appends key, as appendKeyInt does, and d in milliseconds with three
+// decimals.
+func appendKeyMillis(b []byte, key string, d time.Duration) []byte {
+	return strconv.AppendFloat(append(b, key...), float64(d)/float64(time.Millisecond), 'f', 3, 64)
 }

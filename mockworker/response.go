@@ -1,8 +1,6 @@
 package mockworker
 
 import (
-	"strconv"
-
 	"github.com/smg-go/smg/internal/jsonx"
 )
 
@@ -29,14 +27,10 @@ type answer struct {
 }
 
 func (a *answer) appendUsage(dst []byte) []byte {
-	dst = append(dst, `"usage":{"prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(a.promptTokens), 10)
-	dst = append(dst, `,"completion_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(a.outputTokens), 10)
-	dst = append(dst, `,"total_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(a.promptTokens+a.outputTokens), 10)
-	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(a.cachedTokens), 10)
+	dst = appendKeyInt(dst, `"usage":{"prompt_tokens":`, int64(a.promptTokens))
+	dst = appendKeyInt(dst, `,"completion_tokens":`, int64(a.outputTokens))
+	dst = appendKeyInt(dst, `,"total_tokens":`, int64(a.promptTokens+a.outputTokens))
+	dst = appendKeyInt(dst, `,"prompt_tokens_details":{"cached_tokens":`, int64(a.cachedTokens))
 	return append(dst, `}}`...)
 }
 
@@ -45,8 +39,7 @@ func (a *answer) appendHead(dst []byte, object string) []byte {
 	dst = append(dst, a.id...)
 	dst = append(dst, `","object":"`...)
 	dst = append(dst, object...)
-	dst = append(dst, `","created":`...)
-	dst = strconv.AppendInt(dst, a.created, 10)
+	dst = appendKeyInt(dst, `","created":`, a.created)
 	dst = append(dst, `,"model":"`...)
 	dst = append(dst, a.model...)
 	return append(dst, `",`...)
@@ -56,15 +49,11 @@ func (a *answer) appendHead(dst []byte, object string) []byte {
 func (a *answer) appendMetaInfo(dst []byte, done int, finished bool) []byte {
 	dst = append(dst, `"meta_info":{"id":"`...)
 	dst = append(dst, a.id...)
-	dst = append(dst, `","prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(a.promptTokens), 10)
-	dst = append(dst, `,"completion_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(done), 10)
-	dst = append(dst, `,"cached_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(a.cachedTokens), 10)
+	dst = appendKeyInt(dst, `","prompt_tokens":`, int64(a.promptTokens))
+	dst = appendKeyInt(dst, `,"completion_tokens":`, int64(done))
+	dst = appendKeyInt(dst, `,"cached_tokens":`, int64(a.cachedTokens))
 	if finished {
-		dst = append(dst, `,"finish_reason":{"type":"length","length":`...)
-		dst = strconv.AppendInt(dst, int64(done), 10)
+		dst = appendKeyInt(dst, `,"finish_reason":{"type":"length","length":`, int64(done))
 		return append(dst, `}}`...)
 	}
 	return append(dst, `,"finish_reason":null}`...)
@@ -169,7 +158,6 @@ func appendErrorBody(dst []byte, status int, typ, msg string) []byte {
 	dst = jsonx.AppendEscaped(dst, msg)
 	dst = append(dst, `","type":"`...)
 	dst = append(dst, typ...)
-	dst = append(dst, `","param":null,"code":`...)
-	dst = strconv.AppendInt(dst, int64(status), 10)
+	dst = appendKeyInt(dst, `","param":null,"code":`, int64(status))
 	return append(dst, `}}`...)
 }
