@@ -485,21 +485,30 @@ func (rv *rendezvous) published(key string) bool {
 
 // sweep drops expired records, claimed or not, so that an unclaimed KV does not leak.
 func (rv *rendezvous) sweep() {
-	tick := min(max(rv.ttl/4, 10*time.Millisecond), time.Second)
-	t := time.NewTicker(tick)
+	everyTick(min(max(rv.ttl/4, 10*time.Millisecond), time.Second), rv.done, rv.dropExpired)
+}
+
+// dropExpired drops the records expired at now.
+func (rv *rendezvous) dropExpired(now time.Time) {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	for k, e := range rv.entries {
+		if e.published && now.After(e.expires) {
+			delete(rv.entries, k)
+		}
+	}
+}
+
+// everyTick calls f with the time of every tick of period until stop is closed.
+func everyTick(period time.Duration, stop <-chan struct{}, f func(now time.Time)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
-		case <-rv.done:
+		case <-stop:
 			return
 		case now := <-t.C:
-			rv.mu.Lock()
-			for k, e := range rv.entries {
-				if e.published && now.After(e.expires) {
-					delete(rv.entries, k)
-				}
-			}
-			rv.mu.Unlock()
+			f(now)
 		}
 	}
 }
@@ -683,37 +692,33 @@ func (c *kvClient) read(kc *kvConn, br *bufio.Reader) {
 
 // watchdog times out claims that a rendezvous left unanswered past their wait and kvGrace.
 func (c *kvClient) watchdog() {
-	t := time.NewTicker(kvGrace / 8)
-	defer t.Stop()
-	for {
+	everyTick(kvGrace/8, c.stop, c.timeOutClaims)
+}
+
+// timeOutClaims fails the claims whose deadline passed at now.
+func (c *kvClient) timeOutClaims(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, kc := range c.conns {
 		select {
-		case <-c.stop:
-			return
-		case now := <-t.C:
-			c.mu.Lock()
-			for _, kc := range c.conns {
-				select {
-				case <-kc.dialed:
-				default:
-					// Still dialing: its connWriter (and the mutex in it) does not exist yet,
-					// and it has no claims to time out.
-					continue
-				}
-				if kc.err != nil {
-					continue
-				}
-				kc.mu.Lock()
-				for id, f := range kc.pending {
-					if now.After(f.deadline) {
-						delete(kc.pending, id)
-						f.res, f.err = pdTimeout, fmt.Errorf("no answer from %s", kc.addr)
-						close(f.ready)
-					}
-				}
-				kc.mu.Unlock()
-			}
-			c.mu.Unlock()
+		case <-kc.dialed:
+		default:
+			// Still dialing: its connWriter (and the mutex in it) does not exist yet,
+			// and it has no claims to time out.
+			continue
 		}
+		if kc.err != nil {
+			continue
+		}
+		kc.mu.Lock()
+		for id, f := range kc.pending {
+			if now.After(f.deadline) {
+				delete(kc.pending, id)
+				f.res, f.err = pdTimeout, fmt.Errorf("no answer from %s", kc.addr)
+				close(f.ready)
+			}
+		}
+		kc.mu.Unlock()
 	}
 }
 
