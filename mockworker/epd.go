@@ -39,7 +39,7 @@ type encodeClaim struct {
 // of a media type, or SGLang's image_data, audio_data or video_data.
 func hasMedia(v *fastjson.Value) bool {
 	for _, k := range []string{"image_data", "audio_data", "video_data"} {
-		if d := member(v, k); d != nil && d.Type() != fastjson.TypeNull {
+		if setMember(v, k) != nil {
 			return true
 		}
 	}
@@ -94,8 +94,8 @@ func (w *Worker) parseEncode(v *fastjson.Value, req *genRequest) (*pdState, erro
 // parseEncodeHandshake reads an SGLang prefill's encode handshake, if any: nil without one,
 // an error for a malformed one or, with RequireEncode, for a multimodal request without one.
 func (w *Worker) parseEncodeHandshake(v *fastjson.Value) (*encodeClaim, error) {
-	room := member(v, "encode_bootstrap_room")
-	if room == nil || room.Type() == fastjson.TypeNull {
+	room := setMember(v, "encode_bootstrap_room")
+	if room == nil {
 		if w.cfg.RequireEncode && hasMedia(v) {
 			return nil, errors.New("prefill worker (language only) got a multimodal request without encode_bootstrap_room: the gateway must run the encode leg first and add encode_bootstrap_host, encode_bootstrap_port and encode_bootstrap_room")
 		}

@@ -144,14 +144,21 @@ func parsePDFields(v *fastjson.Value, d Dialect, role Role) (pdFields, error) {
 	return f, f.readSGLang(v, role)
 }
 
+// otherDialectHint is what an error about a missing PD field adds when the body carries key,
+// the other engine's (theirs) PD field instead: the gateway speaks the wrong protocol to this
+// worker of dialect ours. Empty without key.
+func otherDialectHint(v *fastjson.Value, key, theirs string, ours Dialect) string {
+	if member(v, key) == nil {
+		return ""
+	}
+	return " (" + key + " is " + theirs + "'s protocol; this worker speaks " + string(ours) + "'s)"
+}
+
 func (f *pdFields) readSGLang(v *fastjson.Value, role Role) error {
-	room := member(v, "bootstrap_room")
-	if room == nil || room.Type() == fastjson.TypeNull {
-		hint := ""
-		if member(v, "kv_transfer_params") != nil {
-			hint = " (kv_transfer_params is vLLM's protocol; this worker speaks sglang's)"
-		}
-		return fmt.Errorf("%s worker got a request without bootstrap_room: the gateway must add bootstrap_host, bootstrap_port and bootstrap_room%s", role, hint)
+	room := setMember(v, "bootstrap_room")
+	if room == nil {
+		return fmt.Errorf("%s worker got a request without bootstrap_room: the gateway must add bootstrap_host, bootstrap_port and bootstrap_room%s",
+			role, otherDialectHint(v, "kv_transfer_params", "vLLM", DialectSGLang))
 	}
 	n, err := room.Uint64()
 	if err != nil || n>>63 != 0 {
@@ -178,13 +185,9 @@ func (f *pdFields) readSGLang(v *fastjson.Value, role Role) error {
 }
 
 func (f *pdFields) readVLLM(v *fastjson.Value, role Role) error {
-	kv := member(v, "kv_transfer_params")
-	if kv == nil || kv.Type() == fastjson.TypeNull {
-		hint := ""
-		if member(v, "bootstrap_room") != nil {
-			hint = " (bootstrap_room is SGLang's protocol; this worker speaks vllm's)"
-		}
-		return fmt.Errorf("%s worker got a request without kv_transfer_params%s", role, hint)
+	kv := setMember(v, "kv_transfer_params")
+	if kv == nil {
+		return fmt.Errorf("%s worker got a request without kv_transfer_params%s", role, otherDialectHint(v, "bootstrap_room", "SGLang", DialectVLLM))
 	}
 	if kv.Type() != fastjson.TypeObject {
 		return errors.New("kv_transfer_params must be an object")
@@ -303,7 +306,7 @@ func (w *Worker) parsePD(p *fastjson.Parser, kind genKind, body, scratch []byte,
 		return req, nil, err
 	}
 	if w.cfg.Dialect == DialectVLLM && w.cfg.Role == RolePrefill {
-		if so := member(v, "stream_options"); so != nil && so.Type() != fastjson.TypeNull && !req.stream {
+		if setMember(v, "stream_options") != nil && !req.stream {
 			// vLLM refuses stream_options on a request that does not stream; its proxy drops them.
 			return req, nil, errors.New("prefill worker got stream_options with stream false: vLLM rejects that; drop stream_options from the prefill request")
 		}

@@ -69,7 +69,7 @@ func (r *genRequest) read(v *fastjson.Value) error {
 	if v.Type() != fastjson.TypeObject {
 		return errNotObject
 	}
-	if s := member(v, "stream"); s != nil && s.Type() != fastjson.TypeNull {
+	if s := setMember(v, "stream"); s != nil {
 		b, err := s.Bool()
 		if err != nil {
 			return errBadStreamField
@@ -129,10 +129,10 @@ func (r *genRequest) readCompletion(v *fastjson.Value) error {
 
 func (r *genRequest) readGenerate(v *fastjson.Value) error {
 	found := false
-	if t := member(v, "text"); t != nil && t.Type() != fastjson.TypeNull {
+	if t := setMember(v, "text"); t != nil {
 		found = r.readTextOrIDs(t)
 	}
-	if ids := member(v, "input_ids"); ids != nil && ids.Type() != fastjson.TypeNull {
+	if ids := setMember(v, "input_ids"); ids != nil {
 		found = r.readTextOrIDs(ids) || found
 	}
 	if !found {
@@ -192,8 +192,8 @@ func (r *genRequest) readOpenAIOptions(v *fastjson.Value) {
 
 // readMaxTokens sets maxTokens from v[key] when present and not null.
 func (r *genRequest) readMaxTokens(v *fastjson.Value, key string) error {
-	m := member(v, key)
-	if m == nil || m.Type() == fastjson.TypeNull {
+	m := setMember(v, key)
+	if m == nil {
 		return nil
 	}
 	n, err := m.Int()
@@ -219,6 +219,15 @@ func member(v *fastjson.Value, key string) *fastjson.Value {
 		}
 	})
 	return last
+}
+
+// setMember is the member key of the object v, or nil when it is absent or null (a member
+// set to null reads as left out).
+func setMember(v *fastjson.Value, key string) *fastjson.Value {
+	if m := member(v, key); m != nil && m.Type() != fastjson.TypeNull {
+		return m
+	}
+	return nil
 }
 
 // arrayOf, stringOf and boolOf are v's value when it has that type, else the zero value.
