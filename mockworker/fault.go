@@ -38,11 +38,7 @@ func parseFault(v []byte) (fault, error) {
 	var f fault
 	for len(v) > 0 {
 		var item []byte
-		if i := bytes.IndexByte(v, ','); i >= 0 {
-			item, v = v[:i], v[i+1:]
-		} else {
-			item, v = v, nil
-		}
+		item, v, _ = bytes.Cut(v, []byte(","))
 		item = bytes.TrimSpace(item)
 		name, arg, hasArg := bytes.Cut(item, []byte("="))
 		name, arg = bytes.TrimSpace(name), bytes.TrimSpace(arg)
