@@ -1,14 +1,14 @@
 package bench
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"sort"
 	"strings"
+
+	"github.com/smg-go/smg/loadgen"
 )
 
 // Direction says which way a metric improves.
@@ -44,18 +44,14 @@ type Baseline struct {
 
 // LoadBaseline reads and validates a baseline file.
 func LoadBaseline(path string) (*Baseline, error) {
-	b, err := os.ReadFile(path)
+	bl, err := loadgen.ReadJSONFile[Baseline](path, "baseline")
 	if err != nil {
-		return nil, fmt.Errorf("cannot read baseline: %w", err)
-	}
-	var bl Baseline
-	if err := json.Unmarshal(b, &bl); err != nil {
-		return nil, fmt.Errorf("cannot parse baseline %s: %w", path, err)
+		return nil, err
 	}
 	if err := bl.Validate(); err != nil {
 		return nil, fmt.Errorf("baseline %s: %w", path, err)
 	}
-	return &bl, nil
+	return bl, nil
 }
 
 // Validate reports gates that cannot be evaluated.

@@ -252,16 +252,26 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // ReadResultFile loads a Result written by WriteJSON.
 func ReadResultFile(path string) (*Result, error) {
-	data, err := os.ReadFile(path)
+	r, err := ReadJSONFile[Result](path, "result")
 	if err != nil {
-		return nil, fmt.Errorf("cannot read result: %w", err)
-	}
-	var r Result
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("cannot parse result %s: %w", path, err)
+		return nil, err
 	}
 	if r.SchemaVersion != SchemaVersion {
 		return nil, fmt.Errorf("cannot use result %s: schema_version %d, this loadgen reads %d", path, r.SchemaVersion, SchemaVersion)
 	}
-	return &r, nil
+	return r, nil
+}
+
+// ReadJSONFile reads the JSON document in path into a new T; its errors call the file what
+// (a "result", a "baseline").
+func ReadJSONFile[T any](path, what string) (*T, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", what, err)
+	}
+	v := new(T)
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, fmt.Errorf("cannot parse %s %s: %w", what, path, err)
+	}
+	return v, nil
 }
