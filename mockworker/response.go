@@ -1,8 +1,6 @@
 package mockworker
 
-import (
-	"github.com/smg-go/smg/internal/jsonx"
-)
+import "github.com/smg-go/smg/internal/jsonx"
 
 // vocabulary is the mock's output: token i of every answer is vocabulary[i%len]. Each word is
 // about bytesPerToken bytes, so re-tokenising an answer by the mock's own rule gives back
