@@ -127,24 +127,23 @@ func parseComponent[S any](what string, raw json.RawMessage, ofType func(typ str
 	return out, nil
 }
 
-// sequenceItems returns the components a Sequence of section what lists, under the key
-// tokenizer.json gives that section's list.
+// sequenceKeys is the key under which tokenizer.json lists a Sequence's components, by section.
+var sequenceKeys = map[string]string{"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "decoder": "decoders"}
+
+// sequenceItems returns the components a Sequence of section what lists. Other members are
+// ignored, as Hugging Face's reader ignores them; a missing list is an empty Sequence.
 func sequenceItems(what string, raw json.RawMessage) ([]json.RawMessage, error) {
-	var s struct {
-		Normalizers   []json.RawMessage `json:"normalizers"`
-		Pretokenizers []json.RawMessage `json:"pretokenizers"`
-		Decoders      []json.RawMessage `json:"decoders"`
-	}
-	if err := json.Unmarshal(raw, &s); err != nil {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
 		return nil, fmt.Errorf("%s Sequence: %v", what, err)
 	}
-	switch what {
-	case "normalizer":
-		return s.Normalizers, nil
-	case "pre_tokenizer":
-		return s.Pretokenizers, nil
+	var items []json.RawMessage
+	if list, ok := members[sequenceKeys[what]]; ok {
+		if err := json.Unmarshal(list, &items); err != nil {
+			return nil, fmt.Errorf("%s Sequence: %s: %v", what, sequenceKeys[what], err)
+		}
 	}
-	return s.Decoders, nil
+	return items, nil
 }
 
 // oneStep is the step list of a component that parses to one step.

@@ -133,6 +133,7 @@ func TestRefusals(t *testing.T) {
 		{"normalizer", `{"type":"Lowercase"}`, `normalizer type "Lowercase" is not supported`},
 		{"normalizer", `{"type":"Replace","pattern":{"Regex":" +"},"content":" "}`, `normalizer Replace Regex pattern " +" is not supported`},
 		{"normalizer", `{"type":"Sequence","normalizers":[{"type":"BertNormalizer"}]}`, `normalizer type "BertNormalizer" is not supported`},
+		{"normalizer", `{"type":"Sequence","normalizers":{"type":"NFC"}}`, `normalizer Sequence: normalizers: json: cannot unmarshal object`},
 		{"post_processor", `{"type":"Unknown"}`, `post_processor type "Unknown" is not supported`},
 		{"decoder", `{"type":"WordPiece","prefix":"##"}`, `decoder type "WordPiece" is not supported`},
 		{"decoder", `{"type":"CTC"}`, `decoder type "CTC" is not supported`},
@@ -156,6 +157,21 @@ func TestRefusals(t *testing.T) {
 		_, err := LoadJSON(b, nil, nil)
 		if err == nil || !strings.HasPrefix(err.Error(), "cannot load tokenizer: ") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s=%s: error %v, want one containing %q", c.field, c.value, err, c.want)
+		}
+	}
+	// A Sequence reads only its own section's list, as Hugging Face's reader does.
+	for field, value := range map[string]string{
+		"normalizer":    `{"type":"Sequence","normalizers":[],"decoders":5}`,
+		"pre_tokenizer": `{"type":"Sequence","pretokenizers":[{"type":"Metaspace","replacement":"▁","prepend_scheme":"always","split":true}],"normalizers":"x"}`,
+	} {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(base, &m); err != nil {
+			t.Fatal(err)
+		}
+		m[field] = json.RawMessage(value)
+		b, _ := json.Marshal(m)
+		if _, err := LoadJSON(b, nil, nil); err != nil {
+			t.Errorf("%s=%s: %v, want it loaded (other sections' keys are ignored)", field, value, err)
 		}
 	}
 	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
