@@ -1,8 +1,8 @@
 package discovery
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -82,15 +82,16 @@ type Config struct {
 	// DiscoverModels asks a registering worker (http:// or grpc:// URL) which models it serves.
 	// Nil: worker.DiscoverModels, over HTTP.
 	DiscoverModels func(ctx context.Context, url, apiKey string) ([]string, error)
-	// Clock drives every wait; nil is the wall clock.
+	// Clock drives every wait. Required; DefaultConfig sets clock.Real.
 	Clock clock.Clock
-	// Metrics receives the smg_discovery_* series; nil is a private set.
+	// Metrics receives the smg_discovery_* series. Required; DefaultConfig sets a private set.
 	Metrics *metrics.Set
-	// Logger defaults to slog.Default().
+	// Logger is required; DefaultConfig sets slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the spec's defaults.
+// DefaultConfig returns the spec's defaults, with the real clock, a private metrics set and the
+// default logger.
 func DefaultConfig() Config {
 	return Config{
 		Port:                       DefaultPort,
@@ -105,15 +106,10 @@ func DefaultConfig() Config {
 		Debounce:                   DefaultDebounce,
 		Resync:                     DefaultResync,
 		ProbeTimeout:               DefaultProbeTimeout,
+		Clock:                      clock.Real{},
+		Metrics:                    metrics.NewSet(),
+		Logger:                     slog.Default(),
 	}
-}
-
-// fillDeps supplies the dependencies left nil: the real clock, a private metrics set, the
-// default logger. Settings are never filled: a Config starts from DefaultConfig.
-func (c *Config) fillDeps() {
-	c.Clock = cmp.Or[clock.Clock](c.Clock, clock.Real{})
-	c.Metrics = cmp.Or(c.Metrics, metrics.NewSet())
-	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports a setting that cannot work, naming the flag to fix. It checks nothing when
@@ -147,6 +143,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--worker-startup-timeout-secs %v: give a positive number of seconds (default %v)", c.WorkerStartupTimeout.Seconds(), DefaultWorkerStartupTimeout.Seconds())
 	case c.Debounce <= 0 || c.Resync <= 0 || c.ProbeTimeout <= 0:
 		return fmt.Errorf("discovery debounce %v, resync %v and probe timeout %v must be positive: start from discovery.DefaultConfig() (%v, %v, %v)", c.Debounce, c.Resync, c.ProbeTimeout, DefaultDebounce, DefaultResync, DefaultProbeTimeout)
+	case c.Clock == nil || c.Metrics == nil || c.Logger == nil:
+		return errors.New("discovery needs Clock, Metrics and Logger: set the nil one (discovery.DefaultConfig() sets clock.Real{}, a private metrics set and slog.Default())")
 	}
 	for name, v := range map[string]string{"--kv-connector-annotation": c.KVConnectorAnnotation, "--kv-engine-id-annotation": c.KVEngineIDAnnotation} {
 		if v == "" || strings.TrimSpace(v) != v {

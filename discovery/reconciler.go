@@ -72,7 +72,6 @@ func NewReconciler(cfg Config, reg Registry, pods PodSource, podsAt PodsAt) (*Re
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.fillDeps()
 	m, err := cfg.Mapping()
 	if err != nil {
 		return nil, err

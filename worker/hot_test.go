@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/smg-go/smg/internal/clock"
 	"github.com/smg-go/smg/worker/breaker"
 )
 
@@ -70,7 +71,7 @@ func TestStateWordParts(t *testing.T) {
 // unroutable through the state word, and closing again makes it routable.
 func TestBreakerBitFollowsTransitions(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Breaker = breaker.Config{FailureThreshold: 2, SuccessThreshold: 1, Timeout: 1e9, Window: 10e9, MaxHalfOpenProbes: 1}
+	cfg.Breaker = breaker.Config{FailureThreshold: 2, SuccessThreshold: 1, Timeout: 1e9, Window: 10e9, MaxHalfOpenProbes: 1, Clock: clock.Real{}}
 	reg, err := NewRegistry(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -48,19 +48,23 @@ type Config struct {
 	// breaker.DefaultConfig().
 	Breaker breaker.Config
 	// Metrics receives the per-worker series (smg_worker_requests_active,
-	// smg_router_upstream_responses_total) and smg_worker_pool_size. Nil: a private set.
+	// smg_router_upstream_responses_total) and smg_worker_pool_size. Required;
+	// DefaultConfig sets a private set.
 	Metrics *metrics.Set
-	// Logger defaults to slog.Default().
+	// Logger is required; DefaultConfig sets slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the registry's defaults; callers set Metrics and Logger.
+// DefaultConfig returns the registry's defaults, with a private metrics set and the default
+// logger (the gateway sets its own).
 func DefaultConfig() Config {
 	return Config{
 		QueueSize:  DefaultQueueSize,
 		MaxWorkers: DefaultMaxWorkers,
 		Client:     DefaultClientOptions(),
 		Breaker:    breaker.DefaultConfig(),
+		Metrics:    metrics.NewSet(),
+		Logger:     slog.Default(),
 	}
 }
 
@@ -84,7 +88,13 @@ func (c *Config) Validate() error {
 	if err := c.Client.Validate(); err != nil {
 		return err
 	}
-	return c.Breaker.Validate()
+	if err := c.Breaker.Validate(); err != nil {
+		return err
+	}
+	if c.Metrics == nil || c.Logger == nil {
+		return errors.New("worker registry needs Metrics and Logger: set the nil one (worker.DefaultConfig() sets a private metrics set and slog.Default())")
+	}
+	return nil
 }
 
 // Registry owns the set of workers. See the package documentation for its concurrency model.
@@ -158,12 +168,6 @@ func (r *Registry) reply(ev event, w *Worker, err error) {
 func NewRegistry(cfg Config) (*Registry, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewSet()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	r := &Registry{
 		cfg:     cfg,

@@ -3,6 +3,8 @@ package breaker
 import (
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // sec converts seconds of the fake clock to the breaker's nanoseconds.
@@ -11,7 +13,7 @@ func sec(s float64) int64 { return int64(s * float64(time.Second)) }
 // testConfig is small enough to walk through by hand: open after 3 faults within 10 s, stay
 // open 5 s, close after 2 successful probes, at most 2 probes at a time.
 func testConfig() Config {
-	return Config{FailureThreshold: 3, SuccessThreshold: 2, Timeout: 5 * time.Second, Window: 10 * time.Second, MaxHalfOpenProbes: 2}
+	return Config{FailureThreshold: 3, SuccessThreshold: 2, Timeout: 5 * time.Second, Window: 10 * time.Second, MaxHalfOpenProbes: 2, Clock: clock.Real{}}
 }
 
 type transition struct{ from, to State }

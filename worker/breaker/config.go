@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,7 +58,7 @@ type Config struct {
 	Disabled bool
 	// Clock is the time of the breaker's own reads (AvailableNow, the state gauge of
 	// NewMetrics), which must be the clock whose Nanos the callers pass to TryAcquire and
-	// Record. Nil: clock.Real.
+	// Record. Required; DefaultConfig sets clock.Real.
 	Clock clock.Clock
 }
 
@@ -91,6 +92,8 @@ func (c Config) Validate() error {
 	case c.MaxHalfOpenProbes < 1 || c.MaxHalfOpenProbes > MaxProbes:
 		return fmt.Errorf("circuit breaker half-open probe limit is %d: give 1 to %d (start from breaker.DefaultConfig(); smg sets it to --cb-success-threshold)",
 			c.MaxHalfOpenProbes, MaxProbes)
+	case c.Clock == nil:
+		return errors.New("circuit breaker needs a Clock: set one (breaker.DefaultConfig() sets clock.Real{})")
 	}
 	return nil
 }
@@ -108,12 +111,8 @@ type settings struct {
 }
 
 func newSettings(c Config, onTransition func(from, to State)) *settings {
-	clk := c.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
 	return &settings{
-		clock:            clk,
+		clock:            c.Clock,
 		failureThreshold: uint64(c.FailureThreshold),
 		successThreshold: uint64(c.SuccessThreshold),
 		maxProbes:        uint64(c.MaxHalfOpenProbes),

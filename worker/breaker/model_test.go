@@ -3,6 +3,8 @@ package breaker
 import (
 	"testing"
 	"time"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // model is a plain, sequential restatement of the documented rules, written without the
@@ -103,7 +105,7 @@ func FuzzBreakerMatchesModel(f *testing.F) {
 	f.Add([]byte{1, 1, 1, 2, 0, 0, 2, 1, 0, 2, 2, 0, 0, 200, 3, 1, 1, 1, 2, 3, 0, 2, 3, 1, 2, 1, 0})
 	f.Add([]byte{1, 2, 0, 1, 2, 4, 1, 2, 0, 1, 2, 0, 0, 255, 0, 255, 1, 1, 2, 1, 1, 2, 0, 3})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		cfg := Config{FailureThreshold: 3, SuccessThreshold: 2, Timeout: 5 * time.Second, Window: 10 * time.Second, MaxHalfOpenProbes: 2}
+		cfg := Config{FailureThreshold: 3, SuccessThreshold: 2, Timeout: 5 * time.Second, Window: 10 * time.Second, MaxHalfOpenProbes: 2, Clock: clock.Real{}}
 		var b Breaker
 		if err := b.Init(cfg, nil); err != nil {
 			t.Fatal(err)

@@ -123,7 +123,6 @@ func New(cfg Config, reg Registry) (*Checker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.fillDefaults()
 	return &Checker{
 		cfg:     cfg,
 		reg:     reg,

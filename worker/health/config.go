@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -74,16 +75,17 @@ type Config struct {
 	// engine's HealthCheck RPC within ctx's deadline (the worker's timeout); nil is
 	// healthy. Nil: gRPC workers are probed over HTTP like the others.
 	ProbeGRPC func(ctx context.Context, w *worker.Worker) error
-	// Clock drives the probe schedule. Nil means the real clock.
+	// Clock drives the probe schedule. Required; DefaultConfig sets clock.Real.
 	Clock clock.Clock
-	// Metrics receives smg_worker_health and smg_worker_health_checks_total. Nil: a private
-	// set.
+	// Metrics receives smg_worker_health and smg_worker_health_checks_total. Required;
+	// DefaultConfig sets a private set.
 	Metrics *metrics.Set
-	// Logger defaults to slog.Default().
+	// Logger is required; DefaultConfig sets slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the spec product's defaults.
+// DefaultConfig returns the spec product's defaults, with the real clock, a private metrics
+// set and the default logger.
 func DefaultConfig() Config {
 	return Config{
 		Endpoint:         DefaultEndpoint,
@@ -93,6 +95,9 @@ func DefaultConfig() Config {
 		FailureThreshold: DefaultFailureThreshold,
 		Concurrency:      DefaultConcurrency,
 		PendingBackoff:   DefaultPendingBackoff,
+		Clock:            clock.Real{},
+		Metrics:          metrics.NewSet(),
+		Logger:           slog.Default(),
 	}
 }
 
@@ -113,20 +118,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("health probe concurrency is %d: give a positive count (default %d)", c.Concurrency, DefaultConcurrency)
 	case c.PendingBackoff <= 0:
 		return fmt.Errorf("health pending backoff is %v: give a positive duration (start from health.DefaultConfig(): %v)", c.PendingBackoff, DefaultPendingBackoff)
+	case c.Clock == nil || c.Metrics == nil || c.Logger == nil:
+		return errors.New("health checker needs Clock, Metrics and Logger: set the nil one (health.DefaultConfig() sets clock.Real{}, a private metrics set and slog.Default())")
 	}
 	return nil
-}
-
-func (c *Config) fillDefaults() {
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
-	}
-	if c.Metrics == nil {
-		c.Metrics = metrics.NewSet()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
 }
 
 // Settings are the health-check settings of one worker: the gateway's, overridden by the

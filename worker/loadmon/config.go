@@ -2,6 +2,7 @@ package loadmon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -45,7 +46,7 @@ type Config struct {
 	Timeout time.Duration
 	// Concurrency bounds the polls in flight (default DefaultConcurrency; at least 1).
 	Concurrency int
-	// Clock stamps and ages reports. Default clock.Real.
+	// Clock stamps and ages reports. Required; DefaultConfig sets clock.Real.
 	Clock clock.Clock
 	// Overload is overload protection: workers whose report passes its limits are vetoed.
 	Overload OverloadConfig
@@ -62,15 +63,16 @@ type Config struct {
 	// GRPCLoads asks a gRPC worker (grpc://) for its load: the engine's GetLoads RPC within
 	// ctx's deadline, as /v1/loads reports it. Nil: gRPC workers are polled over HTTP.
 	GRPCLoads func(ctx context.Context, w *worker.Worker) (*worker.LoadReport, error)
-	// Metrics receives smg_load_monitor_polls_total. Nil: a private set.
+	// Metrics receives smg_load_monitor_polls_total. Required; DefaultConfig sets a private
+	// set.
 	Metrics *metrics.Set
-	// Logger defaults to slog.Default().
+	// Logger is required; DefaultConfig sets slog.Default().
 	Logger *slog.Logger
 }
 
 // DefaultConfig returns the spec's defaults: polling every DefaultInterval (reports kept
 // StaleIntervals intervals, polls bounded by DefaultTimeout), overload protection off with its
-// default limits.
+// default limits, the real clock, a private metrics set and the default logger.
 func DefaultConfig() Config {
 	return Config{
 		Concurrency: DefaultConcurrency,
@@ -78,6 +80,9 @@ func DefaultConfig() Config {
 		MaxEngineSeries: enginemetrics.DefaultMaxSeries,
 		MaxEngineBody:   DefaultMaxEngineBody,
 		Overload:        OverloadConfig{WaitingRequests: DefaultOverloadWaitingRequests, TokenUsage: DefaultOverloadTokenUsage},
+		Clock:           clock.Real{},
+		Metrics:         metrics.NewSet(),
+		Logger:          slog.Default(),
 	}.WithInterval(DefaultInterval)
 }
 
@@ -133,18 +138,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine metrics bounds are %d series and %d bytes: give positive bounds (defaults %d and %d)", c.MaxEngineSeries, c.MaxEngineBody, enginemetrics.DefaultMaxSeries, DefaultMaxEngineBody)
 	case c.Concurrency < 1:
 		return fmt.Errorf("load poll concurrency is %d: give a positive count (default %d)", c.Concurrency, DefaultConcurrency)
+	case c.Clock == nil || c.Metrics == nil || c.Logger == nil:
+		return errors.New("load monitor needs Clock, Metrics and Logger: set the nil one (loadmon.DefaultConfig() sets clock.Real{}, a private metrics set and slog.Default())")
 	}
 	return nil
-}
-
-func (c *Config) fillDefaults() {
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
-	}
-	if c.Metrics == nil {
-		c.Metrics = metrics.NewSet()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
 }

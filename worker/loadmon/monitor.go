@@ -60,7 +60,6 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.fillDefaults()
 	m := &Monitor{cfg: cfg, log: cfg.Logger, current: current, prefer: map[*worker.Worker]string{}, polls: map[string]*metrics.Counter{},
 		engine: map[*worker.Worker][]byte{}}
 	sources := []string{SourceLoads, SourceMetrics}

@@ -1,8 +1,8 @@
 package stall
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -58,18 +58,20 @@ type Config struct {
 	// answer within the timeout counts.
 	Probe func(ctx context.Context, w *worker.Worker, timeout time.Duration) bool
 	// Clock ticks the checks and tells their time (Nanos, the unit of the workers' stamps).
-	// Nil: clock.Real.
+	// Required; DefaultConfig sets clock.Real.
 	Clock clock.Clock
-	// Metrics receives smg_worker_stalls_total. Nil: a private set.
+	// Metrics receives smg_worker_stalls_total. Required; DefaultConfig sets a private set.
 	Metrics *metrics.Set
-	// Logger defaults to slog.Default().
+	// Logger is required; DefaultConfig sets slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults above.
+// DefaultConfig returns the defaults above, with the real clock, a private metrics set and the
+// default logger.
 func DefaultConfig() Config {
 	return Config{MinSilence: DefaultMinSilence, Factor: DefaultFactor, Alpha: DefaultAlpha,
-		Interval: DefaultInterval, ProbeTimeout: DefaultProbeTimeout}
+		Interval: DefaultInterval, ProbeTimeout: DefaultProbeTimeout,
+		Clock: clock.Real{}, Metrics: metrics.NewSet(), Logger: slog.Default()}
 }
 
 // Validate reports the first setting out of range.
@@ -85,6 +87,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("stall check interval %v: give a positive duration (default %v)", c.Interval, DefaultInterval)
 	case c.ProbeTimeout <= 0:
 		return fmt.Errorf("stall probe timeout %v: give a positive duration (default %v)", c.ProbeTimeout, DefaultProbeTimeout)
+	case c.Clock == nil || c.Metrics == nil || c.Logger == nil:
+		return errors.New("stall monitor needs Clock, Metrics and Logger: set the nil one (stall.DefaultConfig() sets clock.Real{}, a private metrics set and slog.Default())")
 	}
 	return nil
 }
@@ -121,9 +125,6 @@ func New(cfg Config, current func() *worker.Snapshot) (*Monitor, error) {
 	if cfg.Probe == nil {
 		cfg.Probe = httpProbe
 	}
-	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.Real{})
-	cfg.Metrics = cmp.Or(cfg.Metrics, metrics.NewSet())
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Monitor{cfg: cfg, log: cfg.Logger, current: current, probes: map[*worker.Worker]*probe{},
 		silent: cfg.Metrics.GetOrCreateCounter(`smg_worker_stalls_total{state="silent"}`),
 		cut:    cfg.Metrics.GetOrCreateCounter(`smg_worker_stalls_total{state="unresponsive"}`),
