@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/smg-go/smg/internal/clock"
@@ -385,22 +384,7 @@ func (c *Checker) resettle(e *entry) {
 // probeAll probes the due entries with at most Concurrency goroutines, which exit when the
 // round is done: no goroutine outlives a round, none is started per probe.
 func (c *Checker) probeAll(ctx context.Context, due []*entry) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(c.cfg.Concurrency, len(due)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(due) || ctx.Err() != nil {
-					return
-				}
-				c.check(ctx, due[i])
-			}
-		}()
-	}
-	wg.Wait()
+	worker.ForEach(ctx, c.cfg.Concurrency, due, func(e *entry) { c.check(ctx, e) })
 }
 
 // check probes one worker and applies the result.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/smg-go/smg/internal/enginemetrics"
@@ -149,27 +148,14 @@ var phaseBufs = sync.Pool{New: func() any { return new([]*worker.Worker) }}
 // pollAll polls ws, at most Concurrency at a time, with goroutines that exit when it returns.
 func (m *Monitor) pollAll(ctx context.Context, ws []*worker.Worker) {
 	loads := m.loadsWanted()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(m.cfg.Concurrency, len(ws)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(ws) || ctx.Err() != nil {
-					return
-				}
-				if loads {
-					m.poll(ws[i])
-				}
-				if m.cfg.EngineMetrics {
-					m.pollEngine(ws[i])
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	worker.ForEach(ctx, m.cfg.Concurrency, ws, func(w *worker.Worker) {
+		if loads {
+			m.poll(w)
+		}
+		if m.cfg.EngineMetrics {
+			m.pollEngine(w)
+		}
+	})
 }
 
 // forget drops the route preference of workers no longer registered.
