@@ -212,20 +212,12 @@ func (r *Registry) Republish() error {
 // ErrAlreadyExists (with the existing worker) when a worker with the same URL is registered.
 // The new worker starts with the given status.
 func (r *Registry) Add(ctx context.Context, spec Spec, status Status) (*Worker, error) {
-	reply := make(chan result, 1)
-	if err := r.submit(ctx, event{kind: evAdd, spec: spec, status: status, reply: reply}, true); err != nil {
-		return nil, err
-	}
-	return wait(ctx, reply)
+	return r.call(ctx, event{kind: evAdd, spec: spec, status: status})
 }
 
 // Remove unregisters the worker with the given id. Requests already dispatched to it finish.
 func (r *Registry) Remove(ctx context.Context, id string) (*Worker, error) {
-	reply := make(chan result, 1)
-	if err := r.submit(ctx, event{kind: evRemove, id: id, reply: reply}, true); err != nil {
-		return nil, err
-	}
-	return wait(ctx, reply)
+	return r.call(ctx, event{kind: evRemove, id: id})
 }
 
 // ErrNotPending refuses LearnModels for a worker that is no longer pending or already has
@@ -239,11 +231,7 @@ var ErrNotPending = errors.New("worker is not a pending worker without models")
 // which the health checker probes at once. A pending worker has served nothing, so nothing
 // in flight or counted is lost.
 func (r *Registry) LearnModels(ctx context.Context, id string, models []string) (*Worker, error) {
-	reply := make(chan result, 1)
-	if err := r.submit(ctx, event{kind: evLearnModels, id: id, models: models, reply: reply}, true); err != nil {
-		return nil, err
-	}
-	return wait(ctx, reply)
+	return r.call(ctx, event{kind: evLearnModels, id: id, models: models})
 }
 
 // Update changes the settings of the worker with the given id and returns once the change is
@@ -253,21 +241,13 @@ func (r *Registry) LearnModels(ctx context.Context, id string, models []string) 
 // otherwise). The worker stays the same *Worker: its in-flight count, breaker and series
 // carry on, and requests in flight keep the settings they started with.
 func (r *Registry) Update(ctx context.Context, id string, change func(Spec) (Spec, error)) (*Worker, error) {
-	reply := make(chan result, 1)
-	if err := r.submit(ctx, event{kind: evUpdate, id: id, change: change, reply: reply}, true); err != nil {
-		return nil, err
-	}
-	return wait(ctx, reply)
+	return r.call(ctx, event{kind: evUpdate, id: id, change: change})
 }
 
 // Drain marks a worker draining (no new requests; those it has finish) and returns once that
 // is published. Remove it later, after the settle window.
 func (r *Registry) Drain(ctx context.Context, id string) (*Worker, error) {
-	reply := make(chan result, 1)
-	if err := r.submit(ctx, event{kind: evSetStatus, id: id, status: StatusDraining, reply: reply}, true); err != nil {
-		return nil, err
-	}
-	return wait(ctx, reply)
+	return r.call(ctx, event{kind: evSetStatus, id: id, status: StatusDraining})
 }
 
 // SetStatus changes a worker's status and republishes. It never blocks: when the queue is
@@ -280,6 +260,17 @@ func (r *Registry) SetStatus(id string, s Status) error {
 func (r *Registry) Close() {
 	r.closeOnce.Do(func() { close(r.done) })
 	<-r.stopped
+}
+
+// call submits ev, waiting while the queue is full, and returns its reply: the worker it
+// changed, or why it could not.
+func (r *Registry) call(ctx context.Context, ev event) (*Worker, error) {
+	reply := make(chan result, 1)
+	ev.reply = reply
+	if err := r.submit(ctx, ev, true); err != nil {
+		return nil, err
+	}
+	return wait(ctx, reply)
 }
 
 func (r *Registry) submit(ctx context.Context, ev event, block bool) error {
