@@ -2,6 +2,7 @@ package worker
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -159,12 +160,7 @@ func (w *Worker) DispatchMark() DispatchMark {
 // credit of the work sent since the last load report: tokens is its token count when known,
 // else -1.
 func (w *Worker) noteDispatch(tokens int) {
-	w.dispatchedRequests.Add(1)
-	if tokens >= 0 {
-		w.dispatchedTokens.Add(int64(tokens))
-	} else {
-		w.dispatchedUnknown.Add(1)
-	}
+	count(&w.dispatchedRequests, &w.dispatchedTokens, &w.dispatchedUnknown, 1, tokens)
 	w.changed()
 }
 
@@ -172,25 +168,27 @@ func (w *Worker) noteDispatch(tokens int) {
 // tokens is its token count when known, else -1. Exactly one noteFirstToken with the same
 // tokens must follow, when its first token arrives or it ends without one.
 func (w *Worker) noteAwaiting(tokens int) {
-	w.awaitingRequests.Add(1)
-	if tokens >= 0 {
-		w.awaitingTokens.Add(int64(tokens))
-	} else {
-		w.awaitingUnknown.Add(1)
-	}
+	count(&w.awaitingRequests, &w.awaitingTokens, &w.awaitingUnknown, 1, tokens)
 	w.changed()
 }
 
 // noteFirstToken records that a request noteAwaiting(tokens) recorded stopped waiting for
 // its first token: it arrived, or the request ended without one.
 func (w *Worker) noteFirstToken(tokens int) {
-	w.awaitingRequests.Add(-1)
-	if tokens >= 0 {
-		w.awaitingTokens.Add(-int64(tokens))
-	} else {
-		w.awaitingUnknown.Add(-1)
-	}
+	count(&w.awaitingRequests, &w.awaitingTokens, &w.awaitingUnknown, -1, tokens)
 	w.changed()
+}
+
+// count adds n (1 or -1) requests of tokens tokens each (-1: unknown) to a kind of work's
+// counts: its requests, and its known tokens or its requests of unknown size. The counts are
+// separate fields because the request count lives in cold (Worker).
+func count(requests, known, unknown *atomic.Int64, n int64, tokens int) {
+	requests.Add(n)
+	if tokens >= 0 {
+		known.Add(n * int64(tokens))
+	} else {
+		unknown.Add(n)
+	}
 }
 
 // Awaiting returns the requests waiting for the worker's first token (Hold.AwaitFirstToken), the sum
