@@ -345,60 +345,83 @@ func (s *stream) checkIndex(i uint32) error {
 	return nil
 }
 
-func (s *stream) fromSGLang(m *sgRecv) error {
+// streamChunk is a plain chunk of both engines' Generate streams (sglangpb and vllmpb
+// GenerateStreamChunk): the fields a Chunk reads, under the same names.
+type streamChunk interface {
+	GetIndex() uint32
+	GetTokenIds() []uint32
+	GetPromptTokens() uint32
+	GetCompletionTokens() uint32
+	GetCachedTokens() uint32
+}
+
+// streamComplete is the last message of both engines' Generate streams (sglangpb and vllmpb
+// GenerateComplete): the fields a Chunk reads, under the same names.
+type streamComplete interface {
+	GetIndex() uint32
+	GetFinishReason() string
+	GetOutputIds() []uint32
+	GetPromptTokens() uint32
+	GetCompletionTokens() uint32
+	GetCachedTokens() uint32
+}
+
+// fromRecv sets s.chunk to what both engines send of the message of this kind: fast, chunk
+// or complete. The callers add their engine's own fields and check the index.
+func (s *stream) fromRecv(kind uint8, fast *fastFields, chunk streamChunk, complete streamComplete) error {
 	c := &s.chunk
-	*c = Chunk{}
-	switch m.kind {
+	switch kind {
 	case kindFast:
-		x := &m.fast
-		*c = Chunk{Index: x.index, TokenIDs: x.ids, PromptTokens: x.prompt, CompletionTokens: x.completion,
-			CachedTokens: x.cached, ReasoningTokens: x.reasoning}
+		// reasoning stays 0 for a dialect without the field (chunkFieldNums.reasoning 0).
+		*c = Chunk{Index: fast.index, TokenIDs: fast.ids, PromptTokens: fast.prompt, CompletionTokens: fast.completion,
+			CachedTokens: fast.cached, ReasoningTokens: fast.reasoning}
 	case kindChunk:
-		x := &m.chunk
-		*c = Chunk{Index: x.Index, TokenIDs: x.TokenIds, PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens,
-			CachedTokens: x.CachedTokens, ReasoningTokens: x.ReasoningTokens}
+		*c = Chunk{Index: chunk.GetIndex(), TokenIDs: chunk.GetTokenIds(), PromptTokens: chunk.GetPromptTokens(),
+			CompletionTokens: chunk.GetCompletionTokens(), CachedTokens: chunk.GetCachedTokens()}
 	case kindComplete:
-		x := &m.complete
-		*c = Chunk{Index: x.Index, Final: true, FinishReason: x.FinishReason, OutputIDs: x.OutputIds,
-			PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens, CachedTokens: x.CachedTokens,
-			ReasoningTokens: x.ReasoningTokens}
-		switch ms := x.MatchedStop.(type) {
+		*c = Chunk{Index: complete.GetIndex(), Final: true, FinishReason: complete.GetFinishReason(),
+			OutputIDs: complete.GetOutputIds(), PromptTokens: complete.GetPromptTokens(),
+			CompletionTokens: complete.GetCompletionTokens(), CachedTokens: complete.GetCachedTokens()}
+	default:
+		*c = Chunk{}
+		return fmt.Errorf("%w: a GenerateResponse with neither chunk nor complete", ErrBadResponse)
+	}
+	return nil
+}
+
+func (s *stream) fromSGLang(m *sgRecv) error {
+	if err := s.fromRecv(m.kind, &m.fast, &m.chunk, &m.complete); err != nil {
+		return err
+	}
+	c := &s.chunk
+	switch m.kind {
+	case kindChunk:
+		c.ReasoningTokens = m.chunk.ReasoningTokens
+	case kindComplete:
+		c.ReasoningTokens = m.complete.ReasoningTokens
+		switch ms := m.complete.MatchedStop.(type) {
 		case *sglangpb.GenerateComplete_MatchedTokenId:
 			c.MatchedStop, c.MatchedTokenID = MatchedTokenID, ms.MatchedTokenId
 		case *sglangpb.GenerateComplete_MatchedStopStr:
 			c.MatchedStop, c.MatchedStopString = MatchedString, ms.MatchedStopStr
 		}
-	default:
-		return fmt.Errorf("%w: a GenerateResponse with neither chunk nor complete", ErrBadResponse)
 	}
 	return s.checkIndex(c.Index)
 }
 
 func (s *stream) fromVLLM(m *vlRecv) error {
+	if err := s.fromRecv(m.kind, &m.fast, &m.chunk, &m.complete); err != nil {
+		return err
+	}
 	c := &s.chunk
-	*c = Chunk{}
-	switch m.kind {
-	case kindFast:
-		x := &m.fast
-		*c = Chunk{Index: x.index, TokenIDs: x.ids, PromptTokens: x.prompt, CompletionTokens: x.completion,
-			CachedTokens: x.cached}
-	case kindChunk:
-		x := &m.chunk
-		*c = Chunk{Index: x.Index, TokenIDs: x.TokenIds, PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens,
-			CachedTokens: x.CachedTokens}
-	case kindComplete:
-		x := &m.complete
-		*c = Chunk{Index: x.Index, Final: true, FinishReason: x.FinishReason, OutputIDs: x.OutputIds,
-			PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens, CachedTokens: x.CachedTokens,
-			KVTransferParamsJSON: x.GetKvTransferParamsJson()}
-		switch ms := x.MatchedStop.(type) {
+	if m.kind == kindComplete {
+		c.KVTransferParamsJSON = m.complete.GetKvTransferParamsJson()
+		switch ms := m.complete.MatchedStop.(type) {
 		case *vllmpb.GenerateComplete_MatchedTokenId:
 			c.MatchedStop, c.MatchedTokenID = MatchedTokenID, ms.MatchedTokenId
 		case *vllmpb.GenerateComplete_MatchedStopStr:
 			c.MatchedStop, c.MatchedStopString = MatchedString, ms.MatchedStopStr
 		}
-	default:
-		return fmt.Errorf("%w: a GenerateResponse with neither chunk nor complete", ErrBadResponse)
 	}
 	return s.checkIndex(c.Index)
 }
