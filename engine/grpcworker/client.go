@@ -374,40 +374,58 @@ func eosIDs(ids []int32) []uint32 {
 	return out
 }
 
+// modelInfo is the GetModelInfo answer of both engines' services (sglangpb and vllmpb
+// GetModelInfoResponse): the same fields under the same names, the two lengths signed (N
+// int32) in SGLang's and unsigned (uint32) in vLLM's.
+type modelInfo[N int32 | uint32] interface {
+	GetServedModelName() string
+	GetModelPath() string
+	GetTokenizerPath() string
+	GetEosTokenIds() []int32
+	GetMaxContextLength() N
+	GetMaxReqInputLen() int32
+	GetVocabSize() N
+	GetPadTokenId() int32
+	GetBosTokenId() int32
+	GetIsGeneration() bool
+	GetSupportsVision() bool
+	GetModelType() string
+	GetArchitectures() []string
+	GetDefaultSamplingParamsJson() string
+}
+
+// modelInfoOf reads either engine's GetModelInfo answer; ModelID falls back to the model
+// path when the engine reports no served name.
+func modelInfoOf[N int32 | uint32](r modelInfo[N]) ModelInfo {
+	m := ModelInfo{ModelID: r.GetServedModelName(), ModelPath: r.GetModelPath(), TokenizerPath: r.GetTokenizerPath(),
+		EOSTokenIDs: eosIDs(r.GetEosTokenIds()), MaxContextLength: max(int(r.GetMaxContextLength()), 0),
+		MaxReqInputLen: nonNeg(r.GetMaxReqInputLen()), VocabSize: max(int(r.GetVocabSize()), 0),
+		PadTokenID: int(r.GetPadTokenId()), BOSTokenID: int(r.GetBosTokenId()), IsGeneration: r.GetIsGeneration(),
+		SupportsVision: r.GetSupportsVision(), ModelType: r.GetModelType(), Architectures: r.GetArchitectures(),
+		DefaultSamplingParamsJSON: r.GetDefaultSamplingParamsJson()}
+	if m.ModelID == "" {
+		m.ModelID = m.ModelPath
+	}
+	return m
+}
+
 // GetModelInfo asks the engine what it serves.
 func (c *Client) GetModelInfo(ctx context.Context) (ModelInfo, error) {
 	if c.closed.Load() {
 		return ModelInfo{}, ErrClosed
 	}
-	var m ModelInfo
-	switch c.dialect {
-	case SGLang:
+	if c.dialect == SGLang {
 		r, err := c.sglang().GetModelInfo(ctx, &sglangpb.GetModelInfoRequest{})
 		if err != nil {
 			return ModelInfo{}, err
 		}
-		m = ModelInfo{ModelID: r.GetServedModelName(), ModelPath: r.GetModelPath(), TokenizerPath: r.GetTokenizerPath(),
-			EOSTokenIDs: eosIDs(r.GetEosTokenIds()), MaxContextLength: nonNeg(r.GetMaxContextLength()),
-			MaxReqInputLen: nonNeg(r.GetMaxReqInputLen()), VocabSize: nonNeg(r.GetVocabSize()),
-			PadTokenID: int(r.GetPadTokenId()), BOSTokenID: int(r.GetBosTokenId()), IsGeneration: r.GetIsGeneration(),
-			SupportsVision: r.GetSupportsVision(), ModelType: r.GetModelType(), Architectures: r.GetArchitectures(),
-			DefaultSamplingParamsJSON: r.GetDefaultSamplingParamsJson()}
-	default:
-		r, err := c.vllm().GetModelInfo(ctx, &vllmpb.GetModelInfoRequest{})
-		if err != nil {
-			return ModelInfo{}, err
-		}
-		m = ModelInfo{ModelID: r.GetServedModelName(), ModelPath: r.GetModelPath(), TokenizerPath: r.GetTokenizerPath(),
-			EOSTokenIDs: eosIDs(r.GetEosTokenIds()), MaxContextLength: int(r.GetMaxContextLength()),
-			MaxReqInputLen: nonNeg(r.GetMaxReqInputLen()), VocabSize: int(r.GetVocabSize()),
-			PadTokenID: int(r.GetPadTokenId()), BOSTokenID: int(r.GetBosTokenId()), IsGeneration: r.GetIsGeneration(),
-			SupportsVision: r.GetSupportsVision(), ModelType: r.GetModelType(), Architectures: r.GetArchitectures(),
-			DefaultSamplingParamsJSON: r.GetDefaultSamplingParamsJson()}
+		return modelInfoOf(r), nil
 	}
-	if m.ModelID == "" {
-		m.ModelID = m.ModelPath
+	r, err := c.vllm().GetModelInfo(ctx, &vllmpb.GetModelInfoRequest{})
+	if err != nil {
+		return ModelInfo{}, err
 	}
-	return m, nil
+	return modelInfoOf(r), nil
 }
 
 // ServerInfo is the engine's GetServerInfo answer; fields the dialect does not report are
