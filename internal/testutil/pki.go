@@ -34,24 +34,13 @@ const PKIServerName = "worker.test"
 func NewPKI(t testing.TB) *PKI {
 	t.Helper()
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "smg test CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	caDER, caKey := issue(t, caTmpl, nil, nil)
 	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +50,7 @@ func NewPKI(t testing.TB) *PKI {
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	der, key := issue(t, tmpl, ca, caKey)
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +66,23 @@ func NewPKI(t testing.TB) *PKI {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// issue makes a P-256 key and the certificate of tmpl for it, signed by parentKey, the key of
+// parent, or self-signed when parent is nil.
+func issue(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (der []byte, key *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	if der, err = x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey); err != nil {
+		t.Fatal(err)
+	}
+	return der, key
 }
 
 // Files writes the CA certificate, the server certificate and its key to PEM files in a
