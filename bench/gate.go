@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/smg-go/smg/loadgen"
+	"github.com/smg-go/smg/internal/jsonx"
 )
 
 // Direction says which way a metric improves.
@@ -44,7 +44,7 @@ type Baseline struct {
 
 // LoadBaseline reads and validates a baseline file.
 func LoadBaseline(path string) (*Baseline, error) {
-	bl, err := loadgen.ReadJSONFile[Baseline](path, "baseline")
+	bl, err := jsonx.ReadFile[Baseline](path, "baseline")
 	if err != nil {
 		return nil, err
 	}

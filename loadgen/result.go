@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"time"
+
+	"github.com/smg-go/smg/internal/jsonx"
 )
 
 // SchemaVersion is Result.SchemaVersion; it changes only when a field changes meaning or
@@ -252,7 +253,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // ReadResultFile loads a Result written by WriteJSON.
 func ReadResultFile(path string) (*Result, error) {
-	r, err := ReadJSONFile[Result](path, "result")
+	r, err := jsonx.ReadFile[Result](path, "result")
 	if err != nil {
 		return nil, err
 	}
@@ -260,18 +261,4 @@ func ReadResultFile(path string) (*Result, error) {
 		return nil, fmt.Errorf("cannot use result %s: schema_version %d, this loadgen reads %d", path, r.SchemaVersion, SchemaVersion)
 	}
 	return r, nil
-}
-
-// ReadJSONFile reads the JSON document in path into a new T; its errors call the file what
-// (a "result", a "baseline").
-func ReadJSONFile[T any](path, what string) (*T, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", what, err)
-	}
-	v := new(T)
-	if err := json.Unmarshal(data, v); err != nil {
-		return nil, fmt.Errorf("cannot parse %s %s: %w", what, path, err)
-	}
-	return v, nil
 }

@@ -1,3 +1,4 @@
-// Package jsonx holds the one JSON string encoder the gateway, the mock engines and the load
-// generator share: allocation-free appends for hand-built JSON bodies.
+// Package jsonx holds the JSON helpers the gateway, the mock engines, the load generator and
+// the benchmarks share: allocation-free appends for hand-built JSON bodies, and one reader of
+// JSON files whose errors name the file.
 package jsonx
