@@ -190,57 +190,71 @@ func (d *Decoder) record(what string) (n int, keyed bool, err error) {
 	return 0, false, fmt.Errorf("%s is msgpack code %#x, want an array or a map", what, c)
 }
 
+// batchFields are the batch's fields in the positions of its array encoding.
+var batchFields = []string{"ts", "events", "data_parallel_rank"}
+
 func (d *Decoder) batch(b *Batch) error {
 	n, keyed, err := d.record("batch")
 	if err != nil {
 		return err
 	}
-	if !keyed {
-		if n < 2 {
-			return fmt.Errorf("batch array of %d fields, want at least 2 (ts, events)", n)
-		}
-		for i := range n {
-			switch i {
-			case 0:
-				err = d.ts(b)
-			case 1:
-				err = d.events(b)
-			case 2:
-				err = d.dpRank(b)
-			default:
-				err = d.skip(1)
-			}
-			if err != nil {
+	if !keyed && n < 2 {
+		return fmt.Errorf("batch array of %d fields, want at least 2 (ts, events)", n)
+	}
+	sawEvents := false
+	for i := range n {
+		name := at(batchFields, i)
+		if keyed {
+			if name, err = d.key("batch", batchFields); err != nil {
 				return err
 			}
 		}
-		return nil
-	}
-	var sawEvents bool
-	for range n {
-		k, err := d.str()
-		if err != nil {
-			return fmt.Errorf("batch key: %w", err)
-		}
-		switch string(k) {
-		case "ts":
-			err = d.ts(b)
-		case "events":
-			sawEvents = true
-			err = d.events(b)
-		case "data_parallel_rank":
-			err = d.dpRank(b)
-		default:
-			err = d.skip(1)
-		}
-		if err != nil {
+		sawEvents = sawEvents || name == "events"
+		if err := d.batchField(b, name); err != nil {
 			return err
 		}
 	}
-	if !sawEvents {
+	if !sawEvents { // an array has its events at position 1
 		return errors.New(`batch map without "events"`)
 	}
 	return nil
+}
+
+// batchField decodes the batch field name; "" skips a field this decoder does not know.
+func (d *Decoder) batchField(b *Batch, name string) error {
+	switch name {
+	case "ts":
+		return d.ts(b)
+	case "events":
+		return d.events(b)
+	case "data_parallel_rank":
+		return d.dpRank(b)
+	}
+	return d.skip(1)
+}
+
+// at returns the field name at position i of an array encoding with these names, "" past
+// them.
+func at(names []string, i int) string {
+	if i < len(names) {
+		return names[i]
+	}
+	return ""
+}
+
+// key reads the key of a map encoding and returns the name of names equal to it without
+// allocating, "" for a key not among them; what names the struct in the error.
+func (d *Decoder) key(what string, names []string) (string, error) {
+	k, err := d.str()
+	if err != nil {
+		return "", fmt.Errorf("%s key: %w", what, err)
+	}
+	for _, name := range names {
+		if string(k) == name {
+			return name, nil
+		}
+	}
+	return "", nil
 }
 
 func (d *Decoder) ts(b *Batch) error {
@@ -300,7 +314,19 @@ func kindOf(tag []byte) (Kind, error) {
 var (
 	storedFields  = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys", "group_idx"}
 	removedFields = []string{"block_hashes", "medium", "group_idx"}
+	// eventKeys are the keys of the map encoding: the tag's and every field's.
+	eventKeys = append([]string{"type"}, storedFields...)
 )
+
+// kind reads the event's tag into e.Kind; what names the tag's field in the error.
+func (d *Decoder) kind(e *Event, what string) error {
+	tag, err := d.str()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	e.Kind, err = kindOf(tag)
+	return err
+}
 
 func (d *Decoder) event(e *Event) error {
 	n, keyed, err := d.record("event")
@@ -311,11 +337,7 @@ func (d *Decoder) event(e *Event) error {
 		if n < 1 {
 			return errors.New("empty event array")
 		}
-		tag, err := d.str()
-		if err != nil {
-			return fmt.Errorf("tag: %w", err)
-		}
-		if e.Kind, err = kindOf(tag); err != nil {
+		if err := d.kind(e, "tag"); err != nil {
 			return err
 		}
 		var names []string
@@ -332,32 +354,23 @@ func (d *Decoder) event(e *Event) error {
 			}
 		}
 		for i := 1; i < n; i++ {
-			name := ""
-			if i-1 < len(names) {
-				name = names[i-1]
-			}
-			if err := d.field(e, name); err != nil {
+			if err := d.field(e, at(names, i-1)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for range n {
-		k, err := d.str()
+		name, err := d.key("event", eventKeys)
 		if err != nil {
-			return fmt.Errorf("event key: %w", err)
+			return err
 		}
-		if string(k) == "type" {
-			tag, err := d.str()
-			if err != nil {
-				return fmt.Errorf("type: %w", err)
-			}
-			if e.Kind, err = kindOf(tag); err != nil {
-				return err
-			}
-			continue
+		if name == "type" {
+			err = d.kind(e, "type")
+		} else {
+			err = d.field(e, name)
 		}
-		if err := d.field(e, fieldName(k)); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -365,16 +378,6 @@ func (d *Decoder) event(e *Event) error {
 		return errors.New(`event map without "type"`)
 	}
 	return nil
-}
-
-// fieldName returns the known field name equal to k without allocating, or "".
-func fieldName(k []byte) string {
-	for _, f := range storedFields {
-		if string(k) == f {
-			return f
-		}
-	}
-	return ""
 }
 
 func (d *Decoder) field(e *Event, name string) error {
