@@ -90,10 +90,10 @@ func (s *probeServer) serve(c net.Conn) {
 			_, _ = io.Copy(io.Discard, br) // until the client gives up and closes
 			return
 		}
+		s.answered.Add(1) // before the answer: the client may count as soon as it reads it
 		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
 			return
 		}
-		s.answered.Add(1)
 		if s.closeAfter {
 			return
 		}
