@@ -342,79 +342,80 @@ func (r *Registry) apply(ev event) bool {
 	case evSync:
 		return true
 	case evAdd:
-		if w := r.byURL[ev.spec.URL]; w != nil {
-			r.reply(ev, w, fmt.Errorf("%w: %s is registered as %s", ErrAlreadyExists, w.URL, w.ID))
-			return false
-		}
-		if err := ev.spec.CheckLimits(); err != nil { // a model list learned after Normalize
-			r.reply(ev, nil, err)
-			return false
-		}
-		if len(r.workers) >= r.cfg.MaxWorkers {
-			r.reply(ev, nil, fmt.Errorf("%w: the gateway holds --max-workers (%d) workers already; remove some or raise the flag", ErrTooManyWorkers, r.cfg.MaxWorkers))
-			return false
-		}
-		w := newWorker(r.slab.next(), ev.spec, r.allocIndex(), r.cfg.Client)
-		w.setStatus(ev.status)
-		r.registerMetrics(w)
-		r.workers = append(r.workers, w)
-		r.byID[w.ID], r.byURL[w.URL] = w, w
-		r.next.joined(w)
-		r.log.Info("Added worker", "worker_id", w.ID, "url", w.URL, "models", w.Models, "worker_type", w.Type())
-		r.reply(ev, w, nil)
-		return true
+		return r.add(ev)
+	}
+	w := r.byID[ev.id] // every other event names its worker by id
+	if w == nil {
+		r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
+		return false
+	}
+	switch ev.kind {
 	case evRemove:
-		w := r.byID[ev.id]
-		if w == nil {
-			r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
-			return false
-		}
-		i := slices.Index(r.workers, w)
-		r.workers = append(r.workers[:i:i], r.workers[i+1:]...)
-		r.freeIndexes = append(r.freeIndexes, w.Index)
-		delete(r.byID, w.ID)
-		delete(r.byURL, w.URL)
-		r.next.left(w)
-		r.unregisterMetrics(w)
-		w.setStatus(StatusDraining)
-		w.closeIdle()
-		r.log.Info("Removed worker", "worker_id", w.ID, "url", w.URL)
+		r.remove(w)
 		r.reply(ev, w, nil)
 		return true
 	case evSetStatus:
-		w := r.byID[ev.id]
-		if w == nil {
-			r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
-			return false
-		}
 		r.reply(ev, w, nil)
-		if w.Status() == ev.status {
-			return false
-		}
-		if w.Status() == StatusDraining {
-			return false // a draining worker only leaves; probes must not revive it
-		}
-		r.log.Info("Worker status changed", "worker_id", w.ID, "url", w.URL, "from", w.Status().String(), "to", ev.status.String())
-		r.next.setStatus(w, ev.status)
-		return true
+		return r.setStatus(w, ev.status)
 	case evUpdate:
-		w := r.byID[ev.id]
-		if w == nil {
-			r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
-			return false
-		}
 		err := r.update(w, ev.change)
 		r.reply(ev, w, err)
 		return err == nil
 	case evLearnModels:
-		w := r.byID[ev.id]
-		if w == nil {
-			r.reply(ev, nil, fmt.Errorf("%w: no worker has id %q", ErrNotFound, ev.id))
-			return false
-		}
 		return r.learnModels(ev, w)
 	}
 	return false
+}
+
+// add registers a worker of ev.spec unless its URL is taken, its limits are passed or the
+// registry is full, and replies.
+func (r *Registry) add(ev event) bool {
+	if w := r.byURL[ev.spec.URL]; w != nil {
+		r.reply(ev, w, fmt.Errorf("%w: %s is registered as %s", ErrAlreadyExists, w.URL, w.ID))
+		return false
+	}
+	if err := ev.spec.CheckLimits(); err != nil { // a model list learned after Normalize
+		r.reply(ev, nil, err)
+		return false
+	}
+	if len(r.workers) >= r.cfg.MaxWorkers {
+		r.reply(ev, nil, fmt.Errorf("%w: the gateway holds --max-workers (%d) workers already; remove some or raise the flag", ErrTooManyWorkers, r.cfg.MaxWorkers))
+		return false
+	}
+	w := newWorker(r.slab.next(), ev.spec, r.allocIndex(), r.cfg.Client)
+	w.setStatus(ev.status)
+	r.registerMetrics(w)
+	r.workers = append(r.workers, w)
+	r.byID[w.ID], r.byURL[w.URL] = w, w
+	r.next.joined(w)
+	r.log.Info("Added worker", "worker_id", w.ID, "url", w.URL, "models", w.Models, "worker_type", w.Type())
+	r.reply(ev, w, nil)
+	return true
+}
+
+// remove unregisters w; the requests it has finish.
+func (r *Registry) remove(w *Worker) {
+	i := slices.Index(r.workers, w)
+	r.workers = append(r.workers[:i:i], r.workers[i+1:]...)
+	r.freeIndexes = append(r.freeIndexes, w.Index)
+	delete(r.byID, w.ID)
+	delete(r.byURL, w.URL)
+	r.next.left(w)
+	r.unregisterMetrics(w)
+	w.setStatus(StatusDraining)
+	w.closeIdle()
+	r.log.Info("Removed worker", "worker_id", w.ID, "url", w.URL)
+}
+
+// setStatus gives w the status s and reports whether that changed anything. A draining
+// worker only leaves: probes must not revive it.
+func (r *Registry) setStatus(w *Worker, s Status) bool {
+	if w.Status() == s || w.Status() == StatusDraining {
+		return false
+	}
+	r.log.Info("Worker status changed", "worker_id", w.ID, "url", w.URL, "from", w.Status().String(), "to", s.String())
+	r.next.setStatus(w, s)
+	return true
 }
 
 // learnModels replaces the pending worker w by one with the event's models (LearnModels).
