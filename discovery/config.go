@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/smg-go/smg/internal/clock"
+	"github.com/smg-go/smg/worker"
 )
 
 // Defaults of the spec's flags (service-discovery.md: Parameters, Fleet Scale, Worker
@@ -143,8 +143,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--worker-startup-timeout-secs %v: give a positive number of seconds (default %v)", c.WorkerStartupTimeout.Seconds(), DefaultWorkerStartupTimeout.Seconds())
 	case c.Debounce <= 0 || c.Resync <= 0 || c.ProbeTimeout <= 0:
 		return fmt.Errorf("discovery debounce %v, resync %v and probe timeout %v must be positive: start from discovery.DefaultConfig() (%v, %v, %v)", c.Debounce, c.Resync, c.ProbeTimeout, DefaultDebounce, DefaultResync, DefaultProbeTimeout)
-	case c.Clock == nil || c.Metrics == nil || c.Logger == nil:
-		return errors.New("discovery needs Clock, Metrics and Logger: set the nil one (discovery.DefaultConfig() sets clock.Real{}, a private metrics set and slog.Default())")
+	}
+	if err := worker.CheckCollaborators("discovery", c.Clock, c.Metrics, c.Logger); err != nil {
+		return err
 	}
 	for name, v := range map[string]string{"--kv-connector-annotation": c.KVConnectorAnnotation, "--kv-engine-id-annotation": c.KVEngineIDAnnotation} {
 		if v == "" || strings.TrimSpace(v) != v {

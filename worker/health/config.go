@@ -2,7 +2,6 @@ package health
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -118,10 +117,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("health probe concurrency is %d: give a positive count (default %d)", c.Concurrency, DefaultConcurrency)
 	case c.PendingBackoff <= 0:
 		return fmt.Errorf("health pending backoff is %v: give a positive duration (start from health.DefaultConfig(): %v)", c.PendingBackoff, DefaultPendingBackoff)
-	case c.Clock == nil || c.Metrics == nil || c.Logger == nil:
-		return errors.New("health checker needs Clock, Metrics and Logger: set the nil one (health.DefaultConfig() sets clock.Real{}, a private metrics set and slog.Default())")
 	}
-	return nil
+	return worker.CheckCollaborators("health", c.Clock, c.Metrics, c.Logger)
 }
 
 // Settings are the health-check settings of one worker: the gateway's, overridden by the

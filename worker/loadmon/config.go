@@ -2,7 +2,6 @@ package loadmon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -138,8 +137,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine metrics bounds are %d series and %d bytes: give positive bounds (defaults %d and %d)", c.MaxEngineSeries, c.MaxEngineBody, enginemetrics.DefaultMaxSeries, DefaultMaxEngineBody)
 	case c.Concurrency < 1:
 		return fmt.Errorf("load poll concurrency is %d: give a positive count (default %d)", c.Concurrency, DefaultConcurrency)
-	case c.Clock == nil || c.Metrics == nil || c.Logger == nil:
-		return errors.New("load monitor needs Clock, Metrics and Logger: set the nil one (loadmon.DefaultConfig() sets clock.Real{}, a private metrics set and slog.Default())")
 	}
-	return nil
+	return worker.CheckCollaborators("loadmon", c.Clock, c.Metrics, c.Logger)
 }

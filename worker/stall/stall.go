@@ -2,7 +2,6 @@ package stall
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -87,10 +86,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("stall check interval %v: give a positive duration (default %v)", c.Interval, DefaultInterval)
 	case c.ProbeTimeout <= 0:
 		return fmt.Errorf("stall probe timeout %v: give a positive duration (default %v)", c.ProbeTimeout, DefaultProbeTimeout)
-	case c.Clock == nil || c.Metrics == nil || c.Logger == nil:
-		return errors.New("stall monitor needs Clock, Metrics and Logger: set the nil one (stall.DefaultConfig() sets clock.Real{}, a private metrics set and slog.Default())")
 	}
-	return nil
+	return worker.CheckCollaborators("stall", c.Clock, c.Metrics, c.Logger)
 }
 
 // Monitor marks the workers that stopped answering (see the package documentation).
