@@ -257,6 +257,27 @@ func (d *Decoder) key(what string, names []string) (string, error) {
 	return "", nil
 }
 
+// present reports whether a value follows, skipping a nil one (an optional field left out).
+func (d *Decoder) present() (bool, error) {
+	c, err := d.peek()
+	if err != nil {
+		return false, err
+	}
+	if isNil(c) {
+		return false, d.d.Skip()
+	}
+	return true, nil
+}
+
+// count reads a non-negative int32, the field name in the error when it is out of range.
+func (d *Decoder) count(name string) (int, error) {
+	v, err := d.d.DecodeInt64()
+	if err == nil && (v < 0 || v > math.MaxInt32) {
+		err = fmt.Errorf("%s %d", name, v)
+	}
+	return int(v), err
+}
+
 func (d *Decoder) ts(b *Batch) error {
 	v, err := d.d.DecodeFloat64() // msgspec writes a float; integers decode too
 	if err != nil {
@@ -267,12 +288,8 @@ func (d *Decoder) ts(b *Batch) error {
 }
 
 func (d *Decoder) dpRank(b *Batch) error {
-	c, err := d.peek()
-	if err != nil {
+	if ok, err := d.present(); !ok {
 		return err
-	}
-	if isNil(c) {
-		return d.d.Skip()
 	}
 	v, err := d.d.DecodeInt64()
 	if err != nil {
@@ -386,32 +403,20 @@ func (d *Decoder) field(e *Event, name string) error {
 	case "block_hashes":
 		e.BlockHashes, err = d.hashes(e.BlockHashes[:0])
 	case "parent_block_hash":
-		var c byte
-		if c, err = d.peek(); err == nil {
-			if isNil(c) {
-				err = d.d.Skip()
-			} else {
-				e.ParentHash, err = d.hash()
-				e.HasParent = err == nil
-			}
+		var ok bool
+		if ok, err = d.present(); ok {
+			e.ParentHash, err = d.hash()
+			e.HasParent = err == nil
 		}
 	case "token_ids":
 		e.TokenIDs, err = d.tokens(e.TokenIDs[:0])
 	case "block_size":
-		var v int64
-		if v, err = d.d.DecodeInt64(); err == nil && (v < 0 || v > math.MaxInt32) {
-			err = fmt.Errorf("block_size %d", v)
-		}
-		e.BlockSize = int(v)
+		e.BlockSize, err = d.count("block_size")
 	case "lora_id":
-		var c byte
-		if c, err = d.peek(); err == nil {
-			if isNil(c) {
-				err = d.d.Skip()
-			} else {
-				e.LoraID, err = d.d.DecodeInt64()
-				e.HasLora = true
-			}
+		var ok bool
+		if ok, err = d.present(); ok {
+			e.LoraID, err = d.d.DecodeInt64()
+			e.HasLora = true
 		}
 	case "lora_name":
 		var s []byte
@@ -424,17 +429,9 @@ func (d *Decoder) field(e *Event, name string) error {
 			e.Medium = mediumName(s)
 		}
 	case "group_idx":
-		var c byte
-		if c, err = d.peek(); err == nil {
-			if isNil(c) {
-				err = d.d.Skip()
-			} else {
-				var v int64
-				if v, err = d.d.DecodeInt64(); err == nil && (v < 0 || v > math.MaxInt32) {
-					err = fmt.Errorf("group_idx %d", v)
-				}
-				e.GroupIdx = int(v)
-			}
+		var ok bool
+		if ok, err = d.present(); ok {
+			e.GroupIdx, err = d.count("group_idx")
 		}
 	default:
 		err = d.skip(1)
