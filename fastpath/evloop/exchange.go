@@ -208,14 +208,11 @@ func (x *Exchange) Nanos() int64 { return x.c.l.now }
 // of the same name is replaced.
 func (x *Exchange) AddHeader(name string, value []byte) {
 	start := len(x.extra)
-	x.extra = append(x.extra, name...)
+	x.extra = appendHeader(x.extra, name, value)
 	if x.nextra < len(x.extraNames) {
-		x.extraNames[x.nextra] = http1.Span{Start: uint32(start), End: uint32(len(x.extra))}
+		x.extraNames[x.nextra] = http1.Span{Start: uint32(start), End: uint32(start + len(name))}
 		x.nextra++
 	}
-	x.extra = append(x.extra, ": "...)
-	x.extra = append(x.extra, value...)
-	x.extra = append(x.extra, crlf...)
 }
 
 // ResetHeaders drops the headers added with AddHeader.
@@ -253,13 +250,9 @@ func (x *Exchange) Respond(status int, contentType string, body []byte) {
 	c := x.c
 	c.out = http1.AppendStatusLine(c.out, status)
 	if contentType != "" {
-		c.out = append(c.out, "Content-Type: "...)
-		c.out = append(c.out, contentType...)
-		c.out = append(c.out, crlf...)
+		c.out = appendHeader(c.out, "Content-Type", contentType)
 	}
-	c.out = append(c.out, "Content-Length: "...)
-	c.out = strconv.AppendInt(c.out, int64(len(body)), 10)
-	c.out = append(c.out, crlf...)
+	c.out = appendContentLength(c.out, len(body))
 	c.out = x.appendTrailerHeaders(c.out)
 	c.out = append(c.out, body...)
 	x.end()
@@ -278,9 +271,7 @@ func (x *Exchange) DeliverHeld() {
 	}
 	c := x.c
 	c.out = x.appendAnswerHead(c.out, &x.head, x.held)
-	c.out = append(c.out, "Content-Length: "...)
-	c.out = strconv.AppendInt(c.out, int64(len(x.hb.b)), 10)
-	c.out = append(c.out, crlf...)
+	c.out = appendContentLength(c.out, len(x.hb.b))
 	c.out = x.appendTrailerHeaders(c.out)
 	c.out = append(c.out, x.hb.b...)
 	c.outReserved += x.hb.handOff() // the copy in the output holds the budget until sent
@@ -295,9 +286,7 @@ func (x *Exchange) DeliverCall(c *Call) {
 	}
 	out := x.c.out
 	out = x.appendAnswerHead(out, &c.head, c.held)
-	out = append(out, "Content-Length: "...)
-	out = strconv.AppendInt(out, int64(len(c.hb.b)), 10)
-	out = append(out, crlf...)
+	out = appendContentLength(out, len(c.hb.b))
 	out = x.appendTrailerHeaders(out)
 	x.c.out = append(out, c.hb.b...)
 	x.c.outReserved += c.hb.handOff()
@@ -496,39 +485,40 @@ func appendForwardHead(dst []byte, r *Request, t *Target, length int) []byte {
 		if skipForwarded(name, t) || (t.HeaderName != "" && http1.FoldEqual(name, t.HeaderName)) {
 			continue
 		}
-		dst = append(dst, name...)
-		dst = append(dst, ": "...)
-		dst = append(dst, r.HeaderValue(i)...)
-		dst = append(dst, crlf...)
+		dst = appendHeader(dst, name, r.HeaderValue(i))
 	}
 	if length < 0 {
 		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
 	} else {
-		dst = append(dst, "Content-Length: "...)
-		dst = strconv.AppendInt(dst, int64(length), 10)
-		dst = append(dst, crlf...)
+		dst = appendContentLength(dst, length)
 	}
 	if t.RequestID != nil {
-		dst = append(dst, "X-Request-Id: "...)
-		dst = append(dst, t.RequestID...)
-		dst = append(dst, crlf...)
+		dst = appendHeader(dst, "X-Request-Id", t.RequestID)
 	}
 	if t.Auth != nil {
-		dst = append(dst, "Authorization: "...)
-		dst = append(dst, t.Auth...)
-		dst = append(dst, crlf...)
+		dst = appendHeader(dst, "Authorization", t.Auth)
 	}
 	if t.HeaderName != "" {
-		dst = append(dst, t.HeaderName...)
-		dst = append(dst, ": "...)
-		dst = append(dst, t.HeaderValue...)
-		dst = append(dst, crlf...)
+		dst = appendHeader(dst, t.HeaderName, t.HeaderValue)
 	}
 	if t.TraceParent != nil {
-		dst = append(dst, "traceparent: "...)
-		dst = append(dst, t.TraceParent...)
-		dst = append(dst, crlf...)
+		dst = appendHeader(dst, "traceparent", t.TraceParent)
 	}
+	return append(dst, crlf...)
+}
+
+// appendHeader writes the header line "name: value" and its CRLF.
+func appendHeader[N, V ~string | ~[]byte](dst []byte, name N, value V) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, ": "...)
+	dst = append(dst, value...)
+	return append(dst, crlf...)
+}
+
+// appendContentLength writes the header line "Content-Length: n" and its CRLF.
+func appendContentLength(dst []byte, n int) []byte {
+	dst = append(dst, "Content-Length: "...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
 	return append(dst, crlf...)
 }
 
@@ -670,9 +660,7 @@ func (x *Exchange) startAnswer(head []byte) {
 		c.out = x.appendAnswerHead(c.out, &x.head, head)
 		switch x.dec.mode {
 		case bodyLength:
-			c.out = append(c.out, "Content-Length: "...)
-			c.out = strconv.AppendInt(c.out, int64(h.contentLength), 10)
-			c.out = append(c.out, crlf...)
+			c.out = appendContentLength(c.out, h.contentLength)
 			x.chunked = false
 		case bodyNone:
 			x.chunked = false
@@ -711,10 +699,7 @@ func (x *Exchange) appendAnswerHead(dst []byte, h *respHead, head []byte) []byte
 		if hopByHop(name) || x.gatewaySets(name) {
 			continue
 		}
-		dst = append(dst, name...)
-		dst = append(dst, ": "...)
-		dst = append(dst, h.headers[i].Value.Of(head)...)
-		dst = append(dst, crlf...)
+		dst = appendHeader(dst, name, h.headers[i].Value.Of(head))
 	}
 	return dst
 }
