@@ -137,19 +137,13 @@ func (c *Call) onUpstreamError(up *upstreamConn, err error) {
 func (c *Call) onUpstreamData(up *upstreamConn) {
 	data := up.in
 	if c.phase == callWaiting {
-		n, err := parseResponseHead(data, &c.head)
-		for err == nil && n > 0 && c.head.status < 200 {
-			data = data[n:]
-			n, err = parseResponseHead(data, &c.head)
-		}
-		if err != nil {
+		var n int
+		var err error
+		if data, n, err = up.finalHead(&c.head); err != nil {
 			c.failed(&UpstreamError{Err: err})
 			return
 		}
 		if n == 0 {
-			if len(data) < len(up.in) { // drop the interim answers already parsed
-				up.in = up.in[:copy(up.in, data)]
-			}
 			return
 		}
 		c.l.timers.disarm(&c.tw)

@@ -566,19 +566,13 @@ func (x *Exchange) onUpstreamError(up *upstreamConn, err error) {
 func (x *Exchange) onUpstreamData(up *upstreamConn) {
 	data := up.in
 	if x.phase == phaseWaiting {
-		n, err := parseResponseHead(data, &x.head)
-		for err == nil && n > 0 && x.head.status < 200 { // 1xx: interim, skip it
-			data = data[n:]
-			n, err = parseResponseHead(data, &x.head)
-		}
-		if err != nil {
+		var n int
+		var err error
+		if data, n, err = up.finalHead(&x.head); err != nil {
 			x.upstreamFailed(&UpstreamError{Err: err})
 			return
 		}
 		if n == 0 {
-			if len(data) < len(up.in) { // drop the interim answers already parsed
-				up.in = up.in[:copy(up.in, data)]
-			}
 			return
 		}
 		x.startAnswer(data[:n])

@@ -25,6 +25,22 @@ var (
 
 const maxResponseHead = 64 << 10
 
+// finalHead parses into h the worker's final response head at the start of u.in, interim
+// 1xx answers skipped; data is u.in from that head on and n the head's length. While the head
+// has not arrived whole n is 0, and the interim answers already parsed are dropped from u.in.
+func (u *upstreamConn) finalHead(h *respHead) (data []byte, n int, err error) {
+	data = u.in
+	n, err = parseResponseHead(data, h)
+	for err == nil && n > 0 && h.status < 200 { // 1xx: interim, skip it
+		data = data[n:]
+		n, err = parseResponseHead(data, h)
+	}
+	if err == nil && n == 0 && len(data) < len(u.in) {
+		u.in = u.in[:copy(u.in, data)]
+	}
+	return data, n, err
+}
+
 // parseResponseHead parses the response head at the start of buf. It returns the bytes the
 // head occupies, or 0 and no error while buf holds only part of it.
 func parseResponseHead(buf []byte, h *respHead) (int, error) {
