@@ -354,15 +354,9 @@ func (c *clientConn) flush() {
 	if c.state == stateClosed {
 		return
 	}
-	if c.pending() > 0 {
-		n, err := rawWrite(c.fd, c.out[c.sent:])
-		if err != 0 && err != unix.EAGAIN && err != unix.EINTR {
-			c.close(ErrClientGone)
-			return
-		}
-		if n > 0 {
-			c.sent += n
-		}
+	if err := writeOut(c.fd, c.out, &c.sent); err != 0 {
+		c.close(ErrClientGone)
+		return
 	}
 	limit := c.l.s.cfg.OutputLimit
 	if c.pending() == 0 {

@@ -48,6 +48,23 @@ func rawWrite(fd int, p []byte) (int, unix.Errno) {
 	return int(n), 0
 }
 
+// writeOut writes out[*sent:] to the non-blocking fd once and advances *sent by what the
+// socket took. A full socket (EAGAIN) or an interrupted write (EINTR) is no error: the rest
+// waits for the next writable event.
+func writeOut(fd int, out []byte, sent *int) unix.Errno {
+	if len(out) <= *sent {
+		return 0
+	}
+	n, err := rawWrite(fd, out[*sent:])
+	if err != 0 && err != unix.EAGAIN && err != unix.EINTR {
+		return err
+	}
+	if n > 0 {
+		*sent += n
+	}
+	return 0
+}
+
 // rawEpollCtl is epoll_ctl(2), which never blocks.
 func rawEpollCtl(epfd, op, fd int, ev *unix.EpollEvent) unix.Errno {
 	_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)

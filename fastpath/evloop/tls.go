@@ -276,14 +276,8 @@ func (u *upstreamConn) writeTLS() error {
 		u.out, u.sent = u.out[:0], 0
 	}
 	w := &t.wire
-	if len(w.out) > w.sent {
-		n, err := rawWrite(u.fd, w.out[w.sent:])
-		if err != 0 && err != unix.EAGAIN && err != unix.EINTR {
-			return &UpstreamError{Err: err}
-		}
-		if n > 0 {
-			w.sent += n
-		}
+	if err := writeOut(u.fd, w.out, &w.sent); err != 0 {
+		return &UpstreamError{Err: err}
 	}
 	switch {
 	case len(w.out) == w.sent:

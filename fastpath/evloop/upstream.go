@@ -358,14 +358,8 @@ func (u *upstreamConn) write() error {
 	if u.tls != nil {
 		return u.writeTLS()
 	}
-	if len(u.out) > u.sent {
-		n, err := rawWrite(u.fd, u.out[u.sent:])
-		if err != 0 && err != unix.EAGAIN && err != unix.EINTR {
-			return &UpstreamError{Err: err}
-		}
-		if n > 0 {
-			u.sent += n
-		}
+	if err := writeOut(u.fd, u.out, &u.sent); err != 0 {
+		return &UpstreamError{Err: err}
 	}
 	if len(u.out) == u.sent {
 		u.out, u.sent = u.out[:0], 0
