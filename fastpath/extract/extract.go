@@ -123,7 +123,7 @@ func (s *scanner) object(route Route) error {
 		case keyQuery:
 			err = s.query()
 		case keyTokens:
-			err = s.detokenizeTokens()
+			err = s.tokenIDsOrNull("tokens")
 		case keySystem:
 			err = s.system()
 		case keyInput:
@@ -131,7 +131,7 @@ func (s *scanner) object(route Route) error {
 		case keyText:
 			err = s.generateText()
 		case keyInputIDs:
-			err = s.inputIDs()
+			err = s.tokenIDsOrNull("input_ids")
 		default:
 			err = s.skipValue(1)
 		}
@@ -294,17 +294,18 @@ func (s *scanner) textOrNull(path, want string) error {
 	return s.typeError(path, want)
 }
 
-// detokenizeTokens reads the detokenize "tokens": token IDs, or a batch of which the first
-// is kept, as /generate "input_ids".
-func (s *scanner) detokenizeTokens() error {
+// tokenIDsOrNull reads the member at path that carries token IDs into InputIDs: an array of
+// token IDs, a batch of such arrays of which the first is kept, or null for none. It reads
+// /generate "input_ids" and the detokenize "tokens".
+func (s *scanner) tokenIDsOrNull(path string) error {
 	s.f.InputIDs = s.f.InputIDs[:0]
 	switch s.buf[s.pos] {
 	case 'n':
 		return s.scanLiteral("null")
 	case '[':
-		return s.tokenIDs("tokens", wantTokenIDArrays)
+		return s.tokenIDs(path, wantTokenIDArrays)
 	}
-	return s.typeError("tokens", wantTokenIDArrays)
+	return s.typeError(path, wantTokenIDArrays)
 }
 
 // prompt reads a completions-style prompt (the member name): a string; an array of strings,
@@ -389,18 +390,6 @@ func (s *scanner) generateText() error {
 		f.Text = s.bytes(r, &f.textBuf)
 	}
 	return err
-}
-
-// inputIDs reads /generate "input_ids".
-func (s *scanner) inputIDs() error {
-	s.f.InputIDs = s.f.InputIDs[:0]
-	switch s.buf[s.pos] {
-	case 'n':
-		return s.scanLiteral("null")
-	case '[':
-		return s.tokenIDs("input_ids", wantTokenIDArrays)
-	}
-	return s.typeError("input_ids", wantTokenIDArrays)
 }
 
 // tokenIDs reads, pos at '[', an array of token IDs into InputIDs, or an array of such
