@@ -111,7 +111,7 @@ func (c *Call) failSoon(err error) {
 func (c *Call) runSoon() {
 	if err := c.pendingErr; err != nil && c.phase == callWaiting {
 		c.pendingErr = nil
-		c.failed(err)
+		c.upstreamFailed(err)
 	}
 }
 
@@ -121,38 +121,27 @@ func (c *Call) onTimer(kind uint8) {
 		return
 	}
 	if kind == timerDeadline && (c.phase == callWaiting || c.phase == callHolding) {
-		c.failed(&UpstreamError{Err: errDeadline, timeout: true})
+		c.upstreamFailed(&UpstreamError{Err: errDeadline, timeout: true})
 	}
 }
 
-func (c *Call) onUpstreamError(up *upstreamConn, err error) {
-	if c.up != up {
-		up.close()
-		return
-	}
-	c.failed(err)
-}
+func (c *Call) upstream() *upstreamConn { return c.up }
 
 // onUpstreamData reads the answer: its head (interim 1xx answers skipped), then its body.
 func (c *Call) onUpstreamData(up *upstreamConn) {
 	data := up.in
 	if c.phase == callWaiting {
-		var n int
-		var err error
-		if data, n, err = up.finalHead(&c.head); err != nil {
-			c.failed(&UpstreamError{Err: err})
-			return
-		}
-		if n == 0 {
+		head, rest := up.finalHead(&c.head)
+		if head == nil {
 			return
 		}
 		c.l.timers.disarm(&c.tw)
-		c.held = append(c.held[:0], data[:n]...)
+		c.held = append(c.held[:0], head...)
 		c.dec.init(&c.head)
 		c.phase = callHolding
-		data = data[n:]
+		data = rest
 		if refuseDeclared(c.l, &c.dec) {
-			c.failed(&UpstreamError{Err: ErrAnswerTooLarge})
+			c.upstreamFailed(&UpstreamError{Err: ErrAnswerTooLarge})
 			return
 		}
 		if c.dec.done() {
@@ -165,13 +154,7 @@ func (c *Call) onUpstreamData(up *upstreamConn) {
 		return
 	}
 	used, done, err := c.hb.decode(c.l, &c.dec, data)
-	up.in = up.in[:0]
-	if err != nil {
-		c.failed(&UpstreamError{Err: err})
-		return
-	}
-	if done {
-		up.leftover = used < len(data)
+	if up.bodyDecoded(used, len(data), done, err) {
 		c.complete()
 	}
 }
@@ -185,9 +168,9 @@ func (c *Call) complete() {
 	c.done(nil)
 }
 
-// failed ends a call whose worker failed (a body delimited by the connection's end is
+// upstreamFailed ends a call whose worker failed (a body delimited by the connection's end is
 // complete when the worker closes).
-func (c *Call) failed(err error) {
+func (c *Call) upstreamFailed(err error) {
 	if c.phase != callWaiting && c.phase != callHolding {
 		return
 	}

@@ -553,33 +553,21 @@ func skipForwarded(name []byte, t *Target) bool {
 	return false
 }
 
-// onUpstreamError fails the attempt that up carries.
-func (x *Exchange) onUpstreamError(up *upstreamConn, err error) {
-	if x.up != up {
-		up.close()
-		return
-	}
-	x.upstreamFailed(err)
-}
+func (x *Exchange) upstream() *upstreamConn { return x.up }
 
 // onUpstreamData handles what the worker sent: the response head, then the body.
 func (x *Exchange) onUpstreamData(up *upstreamConn) {
 	data := up.in
 	if x.phase == phaseWaiting {
-		var n int
-		var err error
-		if data, n, err = up.finalHead(&x.head); err != nil {
-			x.upstreamFailed(&UpstreamError{Err: err})
+		head, rest := up.finalHead(&x.head)
+		if head == nil {
 			return
 		}
-		if n == 0 {
-			return
-		}
-		x.startAnswer(data[:n])
+		x.startAnswer(head)
 		if x.phase != phaseHolding && x.phase != phaseRelaying {
 			return
 		}
-		data = data[n:]
+		data = rest
 	}
 	var done bool
 	var used int
@@ -609,14 +597,7 @@ func (x *Exchange) onUpstreamData(up *upstreamConn) {
 	default:
 		return
 	}
-
-	up.in = up.in[:0]
-	if err != nil {
-		x.upstreamFailed(&UpstreamError{Err: err})
-		return
-	}
-	if done {
-		up.leftover = used < len(data)
+	if up.bodyDecoded(used, len(data), done, err) {
 		x.upstreamComplete()
 	}
 }

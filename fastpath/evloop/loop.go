@@ -523,7 +523,7 @@ func (l *loop) dispatch(p pollable, events uint32) {
 					case *Exchange:
 						o.c.close(nil)
 					case *Call:
-						o.failed(&UpstreamError{Err: errPanicked})
+						o.upstreamFailed(&UpstreamError{Err: errPanicked})
 					}
 					c.close()
 				}
@@ -784,7 +784,7 @@ func (l *loop) closeAll() {
 			c.close(ErrShutdown)
 		case *upstreamConn:
 			if call, ok := c.owner.(*Call); ok {
-				call.failed(ErrShutdown) // its handler settles what the call holds
+				call.upstreamFailed(ErrShutdown) // its handler settles what the call holds
 			}
 			c.close()
 		}

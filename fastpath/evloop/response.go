@@ -26,19 +26,43 @@ var (
 const maxResponseHead = 64 << 10
 
 // finalHead parses into h the worker's final response head at the start of u.in, interim
-// 1xx answers skipped; data is u.in from that head on and n the head's length. While the head
-// has not arrived whole n is 0, and the interim answers already parsed are dropped from u.in.
-func (u *upstreamConn) finalHead(h *respHead) (data []byte, n int, err error) {
-	data = u.in
-	n, err = parseResponseHead(data, h)
+// 1xx answers skipped, for the owner whose onUpstreamData runs: head is that head's bytes and
+// rest what follows it in u.in. head is nil while the head has not arrived whole (the interim
+// answers already parsed are dropped from u.in), and when it is malformed: the owner's attempt
+// has then failed.
+func (u *upstreamConn) finalHead(h *respHead) (head, rest []byte) {
+	data := u.in
+	n, err := parseResponseHead(data, h)
 	for err == nil && n > 0 && h.status < 200 { // 1xx: interim, skip it
 		data = data[n:]
 		n, err = parseResponseHead(data, h)
 	}
-	if err == nil && n == 0 && len(data) < len(u.in) {
-		u.in = u.in[:copy(u.in, data)]
+	switch {
+	case err != nil:
+		u.owner.upstreamFailed(&UpstreamError{Err: err})
+		return nil, nil
+	case n == 0:
+		if len(data) < len(u.in) {
+			u.in = u.in[:copy(u.in, data)]
+		}
+		return nil, nil
 	}
-	return data, n, err
+	return data[:n], data[n:]
+}
+
+// bodyDecoded settles u.in after the owner whose onUpstreamData runs decoded used of its n
+// bytes: they are consumed, a decoding error fails the owner's attempt, and bytes after a
+// complete answer mark u as not reusable. It reports whether the answer is complete.
+func (u *upstreamConn) bodyDecoded(used, n int, done bool, err error) bool {
+	u.in = u.in[:0]
+	if err != nil {
+		u.owner.upstreamFailed(&UpstreamError{Err: err})
+		return false
+	}
+	if done {
+		u.leftover = used < n
+	}
+	return done
 }
 
 // parseResponseHead parses the response head at the start of buf. It returns the bytes the

@@ -146,7 +146,7 @@ func (x *Exchange) pumpBody(p []byte) {
 	}
 	if !up.connecting { // else the connect's completion writes what waits
 		if err := up.write(); err != nil {
-			x.onUpstreamError(up, err)
+			x.upstreamFailed(err)
 			return
 		}
 	}

@@ -53,8 +53,11 @@ const (
 type upstreamOwner interface {
 	// onUpstreamData is told about the bytes read into u.in.
 	onUpstreamData(u *upstreamConn)
-	// onUpstreamError is told that u failed (the owner closes or drops it).
-	onUpstreamError(u *upstreamConn, err error)
+	// upstream is the connection the owner's current attempt uses.
+	upstream() *upstreamConn
+	// upstreamFailed ends the owner's current attempt with err; the owner closes or drops its
+	// connection.
+	upstreamFailed(err error)
 	// failSoon fails the attempt after the current event (see Exchange.failSoon).
 	failSoon(err error)
 }
@@ -479,10 +482,11 @@ func (u *upstreamConn) read() {
 	u.owner.onUpstreamData(u)
 }
 
-// fail ends the connection's attempt with err, or closes an idle connection.
+// fail ends the attempt u carries with err; an idle connection, or one its owner no longer
+// uses, is only closed.
 func (u *upstreamConn) fail(err error) {
-	if o := u.owner; o != nil {
-		o.onUpstreamError(u, err)
+	if o := u.owner; o != nil && o.upstream() == u {
+		o.upstreamFailed(err)
 		return
 	}
 	u.close()

@@ -54,7 +54,7 @@ func (c *Call) watch() {
 		return
 	}
 	if w, ok := c.h.(CallWatcher); ok && !w.KeepCalling(c) {
-		c.failed(&UpstreamError{Err: ErrCut})
+		c.upstreamFailed(&UpstreamError{Err: ErrCut})
 		return
 	}
 	c.armWatch()
