@@ -152,24 +152,25 @@ func (s *Server) fanOut(ws []*worker.Worker, method, path string, body []byte) [
 	return out
 }
 
-// adminRoute checks an admin route's method (HEAD passes for GET) and, for a protected
-// route, the worker API's --api-key; it answers the client itself when it returns false.
-func (s *Server) adminRoute(ctx *fasthttp.RequestCtx, method string, protected bool) bool {
+// serveAdmin serves an admin route with serve once the request's method (HEAD passes for
+// GET) and, for a protected route, the worker API's --api-key check out; else it answers the
+// client itself. Either way the request is observed as routeOther when it ends.
+func (s *Server) serveAdmin(ctx *fasthttp.RequestCtx, method string, protected bool, serve func(*Server, *fasthttp.RequestCtx)) {
+	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
 	if string(ctx.Method()) != method && !(method == fasthttp.MethodGet && ctx.IsHead()) {
 		s.methodNotAllowed(ctx, routeOther, method)
-		return false
+		return
 	}
-	return !protected || s.authorized(ctx)
+	if protected && !s.authorized(ctx) {
+		return
+	}
+	serve(s, ctx)
 }
 
 // serveGetLoads is GET /get_loads: every worker's /v1/loads, with "load" the KV-cache tokens
 // in use summed over its DP ranks, or -1 and the error when it did not answer (spec
 // product's Admin API). A worker's failure is reported, never the route's.
 func (s *Server) serveGetLoads(ctx *fasthttp.RequestCtx) {
-	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
-	if !s.adminRoute(ctx, fasthttp.MethodGet, true) {
-		return
-	}
 	type workerLoad struct {
 		Worker  string          `json:"worker"`
 		Load    int64           `json:"load"`
@@ -225,10 +226,6 @@ func usedTokens(body []byte) (int64, error) {
 // serveFlushCache is POST /flush_cache: every worker's POST /flush_cache; 200 when all
 // succeeded, 206 with the failures named when some did not (spec product's Admin API).
 func (s *Server) serveFlushCache(ctx *fasthttp.RequestCtx) {
-	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
-	if !s.adminRoute(ctx, fasthttp.MethodPost, true) {
-		return
-	}
 	type failure struct {
 		Worker string `json:"worker"`
 		Error  string `json:"error"`
@@ -282,11 +279,8 @@ func (s *Server) healthyWorkers(model string) []*worker.Worker {
 // serveFromOneWorker is GET /get_model_info and /get_server_info: the answer of one healthy
 // worker (?model= picks among the workers of a model), relayed as is. A worker that cannot
 // be reached or answers 5xx is replaced by the next, up to oneWorkerTries.
-func (s *Server) serveFromOneWorker(ctx *fasthttp.RequestCtx, path string) {
-	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
-	if !s.adminRoute(ctx, fasthttp.MethodGet, false) {
-		return
-	}
+func (s *Server) serveFromOneWorker(ctx *fasthttp.RequestCtx) {
+	path := string(routePath(ctx))
 	ws := s.healthyWorkers(string(ctx.QueryArgs().Peek("model")))
 	if len(ws) == 0 {
 		writeError(ctx, errNoWorkers, "no healthy worker to ask for "+path)
@@ -310,10 +304,6 @@ func (s *Server) serveFromOneWorker(ctx *fasthttp.RequestCtx, path string) {
 // SGLang engines serve their own GET /health_generate (a one-token generation); an engine
 // without it (vLLM: 404) is asked for a one-token completion instead.
 func (s *Server) serveHealthGenerate(ctx *fasthttp.RequestCtx) {
-	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
-	if !s.adminRoute(ctx, fasthttp.MethodGet, false) {
-		return
-	}
 	ws := s.healthyWorkers("")
 	if len(ws) == 0 {
 		writeError(ctx, errNoWorkers, "no healthy worker to run a generation on")
@@ -351,10 +341,6 @@ func tinyCompletion(w *worker.Worker) []byte {
 // labelled worker="<url>", families merged (worker/enginemetrics). A worker that did not
 // answer is named in a comment line; the route itself answers 200.
 func (s *Server) serveEngineMetrics(ctx *fasthttp.RequestCtx) {
-	defer func() { s.observe(routeOther, ctx.Response.StatusCode(), s.bridgedStart(ctx)) }()
-	if !s.adminRoute(ctx, fasthttp.MethodGet, false) {
-		return
-	}
 	ws := s.reg.Current().Workers
 	answers := s.fanOut(ws, fasthttp.MethodGet, "/metrics", nil)
 	m := enginemetrics.Merger{MaxSeries: s.cfg.FanOut.MaxEngineSeries}

@@ -158,15 +158,15 @@ func (s *Server) serveBridged(ctx *fasthttp.RequestCtx) {
 	case "/mesh/status":
 		s.serveMeshStatus(ctx)
 	case "/get_loads":
-		s.serveGetLoads(ctx)
+		s.serveAdmin(ctx, fasthttp.MethodGet, true, (*Server).serveGetLoads)
 	case "/flush_cache":
-		s.serveFlushCache(ctx)
+		s.serveAdmin(ctx, fasthttp.MethodPost, true, (*Server).serveFlushCache)
 	case "/get_model_info", "/get_server_info":
-		s.serveFromOneWorker(ctx, string(path))
+		s.serveAdmin(ctx, fasthttp.MethodGet, false, (*Server).serveFromOneWorker)
 	case "/health_generate":
-		s.serveHealthGenerate(ctx)
+		s.serveAdmin(ctx, fasthttp.MethodGet, false, (*Server).serveHealthGenerate)
 	case "/engine_metrics":
-		s.serveEngineMetrics(ctx)
+		s.serveAdmin(ctx, fasthttp.MethodGet, false, (*Server).serveEngineMetrics)
 	default:
 		if id, ok := workerIDFromPath(path); ok {
 			s.serveWorker(ctx, id)
