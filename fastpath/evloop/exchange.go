@@ -303,23 +303,20 @@ func (x *Exchange) end() {
 }
 
 // Sleep waits d on the loop, then calls the forwarder's Wake.
-func (x *Exchange) Sleep(fw Forwarder, d time.Duration) {
-	if x.phase != phaseServing {
-		return
-	}
-	x.fw, x.phase = fw, phaseSleeping
-	x.c.l.timers.arm(&x.t, x.c.l.now+int64(d), timerSleep)
-}
+func (x *Exchange) Sleep(fw Forwarder, d time.Duration) { x.wait(fw, d, phaseSleeping) }
 
 // Park waits, without a goroutine, until another goroutine wakes the exchange through its
 // Unparker or d passes, then calls fw.Wake (the handler tells the two apart by its own
 // state). A client that leaves meanwhile ends the exchange with fw.UpstreamDone(x,
 // ErrClientGone). An admission queue parks its waiters this way.
-func (x *Exchange) Park(fw Forwarder, d time.Duration) {
+func (x *Exchange) Park(fw Forwarder, d time.Duration) { x.wait(fw, d, phaseParked) }
+
+// wait puts a serving exchange in phase (sleeping or parked) with fw to wake, for d at most.
+func (x *Exchange) wait(fw Forwarder, d time.Duration, phase uint8) {
 	if x.phase != phaseServing {
 		return
 	}
-	x.fw, x.phase = fw, phaseParked
+	x.fw, x.phase = fw, phase
 	x.c.l.timers.arm(&x.t, x.c.l.now+int64(d), timerSleep)
 }
 
