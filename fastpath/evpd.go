@@ -181,29 +181,28 @@ func (le *loopExchange) sendPD(ex *evloop.Exchange) {
 // the body with the encode handshake).
 func (le *loopExchange) handover(ex *evloop.Exchange, orig []byte) {
 	pw := le.pd.pw
-	if le.pd.vllm {
-		if le.route == routeGenerate {
-			le.fail(ex, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
-			return
-		}
-		body, err := disagg.AppendVLLMPrefill(le.pd.body[:0], orig, le.route == routeChat)
-		if err != nil {
-			le.fail(ex, errInternal, errBodyRewrite.Error())
-			return
-		}
-		le.pd.body = body
-		le.callPrefill(ex, body)
-		le.pd.awaiting = true
-		ex.Await(le)
+	if le.pd.vllm && le.route == routeGenerate {
+		le.fail(ex, errInvalidRequest, "/generate is SGLang's API: the prefill worker "+pw.URL+" is a vLLM worker ("+pw.KVConnector+"); use /v1/chat/completions or /v1/completions")
 		return
 	}
-	body, err := disagg.AppendBootstrap(le.pd.body[:0], orig, pw.BootstrapHost, pw.BootstrapPort, disagg.NewRoom())
+	var body []byte
+	var err error
+	if le.pd.vllm {
+		body, err = disagg.AppendVLLMPrefill(le.pd.body[:0], orig, le.route == routeChat)
+	} else {
+		body, err = disagg.AppendBootstrap(le.pd.body[:0], orig, pw.BootstrapHost, pw.BootstrapPort, disagg.NewRoom())
+	}
 	if err != nil {
 		le.fail(ex, errInternal, errBodyRewrite.Error())
 		return
 	}
 	le.pd.body = body
 	le.callPrefill(ex, body)
+	if le.pd.vllm { // the decode request carries the prefill answer's kv_transfer_params
+		le.pd.awaiting = true
+		ex.Await(le)
+		return
+	}
 	le.forwardMain(ex, body)
 }
 
