@@ -41,12 +41,7 @@ type tokenJob struct {
 func (le *loopExchange) tokenizeFirst(ex *evloop.Exchange) bool {
 	s := le.s
 	b := s.cfg.GRPC
-	if b == nil || le.pd.epd.on || ex.Streamed() || len(le.req.Tokens) > 0 || le.rt == nil {
-		return false
-	}
-	switch le.route {
-	case routeChat, routeCompletions, routeGenerate:
-	default:
+	if b == nil || !grpcServes(le.route) || le.pd.epd.on || ex.Streamed() || len(le.req.Tokens) > 0 || le.rt == nil {
 		return false
 	}
 	if !wantsTokens(le.rt) && (!le.pd.on || le.pd.prt == nil || !wantsTokens(le.pd.prt)) {

@@ -68,15 +68,15 @@ func (g *GRPCBackend) validate() error {
 	return nil
 }
 
+// grpcServes reports the routes gRPC workers can serve: chat, completions and generate.
+func grpcServes(route int) bool {
+	return route == routeChat || route == routeCompletions || route == routeGenerate
+}
+
 // grpcRoute reports whether the request's route is served by gRPC workers.
 func (le *loopExchange) grpcRoute() bool {
 	g := le.s.cfg.GRPC
-	if g == nil {
-		return false
-	}
-	switch le.route {
-	case routeChat, routeCompletions, routeGenerate:
-	default:
+	if g == nil || !grpcServes(le.route) {
 		return false
 	}
 	for _, rt := range []*policy.Route{le.rt, le.pd.prt} { // in PD mode, either leg tells
