@@ -168,8 +168,8 @@ func (c *Call) complete() {
 	c.done(nil)
 }
 
-// upstreamFailed ends a call whose worker failed (a body delimited by the connection's end is
-// complete when the worker closes).
+// upstreamFailed ends a call whose worker failed (a body delimited by the connection's end
+// is complete when the worker closes).
 func (c *Call) upstreamFailed(err error) {
 	if c.phase != callWaiting && c.phase != callHolding {
 		return
