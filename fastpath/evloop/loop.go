@@ -361,13 +361,6 @@ type loop struct {
 	sweepT       timer // sweepPools
 }
 
-// since is the anchor of monotonic.
-var since = time.Now()
-
-// monotonic is the system's monotonic time in nanoseconds, which the Go scheduler's ticks
-// follow whatever Config.Clock is (wait.go's yields); the loops' own time is loop.now.
-func monotonic() int64 { return int64(time.Since(since)) }
-
 // nanos reads the loops' clock (Config.Clock).
 func (s *Server) nanos() int64 { return s.cfg.Clock.Nanos() }
 

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/smg-go/smg/internal/clock"
 )
 
 // How a loop waits for events.
@@ -63,10 +65,12 @@ func SchedulerProcs(loops int) int { return loops + 1 }
 // wait returns the loop's next events, blocking until one comes or the next timer is due.
 // Sockets queued to be read again (readAgain) make it look without waiting.
 func (l *loop) wait() (int, error) {
-	now := monotonic()
+	// The system's clock, not Config.Clock: the Go scheduler's ticks follow it whatever
+	// clock the loops' own time (loop.now) runs on.
+	now := clock.Nanos()
 	if now-l.lastYield >= yieldAfter {
 		runtime.Gosched()
-		now = monotonic()
+		now = clock.Nanos()
 		l.lastYield = now
 		l.parks = !spareP(runtime.GOMAXPROCS(0), int(liveLoops.Load()))
 	}
