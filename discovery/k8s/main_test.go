@@ -59,20 +59,22 @@ func testConfig(ns string, selector ...string) discovery.Config {
 	return cfg
 }
 
+// startGateway starts a gateway whose registry and discovery log into g.logs, which a
+// failed test prints.
 func startGateway(t testing.TB, cfg discovery.Config, rc *rest.Config) *gateway {
 	t.Helper()
-	return startGatewayWith(t, cfg, rc, worker.DefaultConfig())
+	log, logs := testutil.Logger(slog.LevelInfo)
+	g := startGatewayWith(t, cfg, rc, worker.DefaultConfig().WithLogger(log))
+	g.logs = logs
+	return g
 }
 
-// startGatewayWith is startGateway over a registry configured by regCfg. With regCfg.Logger
-// set both log there and g.logs is nil; else they log into g.logs, which a failed test prints.
+// startGatewayWith is startGateway over a registry configured by regCfg; the registry and
+// discovery both log to regCfg.Logger (g.logs is nil).
 func startGatewayWith(t testing.TB, cfg discovery.Config, rc *rest.Config, regCfg worker.Config) *gateway {
 	t.Helper()
 	g := &gateway{}
 	log := regCfg.Logger
-	if log == nil {
-		log, g.logs = testutil.Logger(slog.LevelInfo)
-	}
 	var err error
 	g.reg, err = worker.NewRegistry(regCfg.WithLogger(log))
 	if err != nil {
