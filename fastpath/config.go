@@ -118,13 +118,13 @@ type Config struct {
 	// FanOut bounds the admin routes that ask every worker (GET /get_loads, POST /flush_cache,
 	// GET /engine_metrics). Default DefaultFanOutConfig().
 	FanOut FanOutConfig
-	// Metrics receives the gateway's series. Nil: a private set.
+	// Metrics receives the gateway's series. Required; DefaultConfig sets a private set.
 	Metrics *metrics.Set
-	// Logger defaults to slog.Default().
+	// Logger receives the gateway's log. Required; DefaultConfig sets slog.Default().
 	Logger *slog.Logger
 	// Clock is the time of the request path: the event loops' deadlines and timers, each
 	// request's deadline, the admission rate limit and the stamps of the worker bookkeeping
-	// and the telemetry records. Nil: clock.Real.
+	// and the telemetry records. Required; DefaultConfig sets clock.Real.
 	Clock clock.Clock
 	// Telemetry takes one record per generation request when it ends (per-model metrics,
 	// the access log, traces). Nil: none is made.
@@ -139,7 +139,9 @@ type Config struct {
 }
 
 // DefaultConfig returns the spec's defaults, every setting explicit (no zero
-// stands for a default). Retry is DefaultRetryConfig; no API key, no first-byte timeout.
+// stands for a default), and the standard collaborators: a private metrics set,
+// slog.Default() and the system clock. Retry is DefaultRetryConfig; no API key, no
+// first-byte timeout.
 func DefaultConfig() Config {
 	return Config{
 		Host:              DefaultHost,
@@ -161,27 +163,15 @@ func DefaultConfig() Config {
 		MaxConnsPerWorker: DefaultMaxConnsPerWorker,
 		EventLoops:        runtime.GOMAXPROCS(0),
 		Trace:             DefaultTraceConfig(),
+		Metrics:           metrics.NewSet(),
+		Logger:            slog.Default(),
+		Clock:             clock.Real{},
 	}
 }
 
 // SchedulerProcs is the GOMAXPROCS a process serving with loops event loops should run with:
 // a P per loop and one for the rest (evloop.SchedulerProcs).
 func SchedulerProcs(loops int) int { return evloop.SchedulerProcs(loops) }
-
-// fillDeps supplies the dependencies left nil: a private metrics set, the default logger,
-// the system clock.
-// Settings are never filled: a Config starts from DefaultConfig.
-func (c *Config) fillDeps() {
-	if c.Metrics == nil {
-		c.Metrics = metrics.NewSet()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
-	}
-}
 
 // Validate reports the first invalid setting, naming its flag.
 func (c *Config) Validate() error {
@@ -233,9 +223,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.GRPC != nil {
-		return c.GRPC.validate()
+		if err := c.GRPC.validate(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return worker.CheckCollaborators("fastpath", c.Clock, c.Metrics, c.Logger)
 }
 
 // validHeaderName reports whether h is an HTTP field name (RFC 9110 token): a header of any

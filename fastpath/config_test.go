@@ -34,6 +34,9 @@ func TestZeroSettingsAreRefused(t *testing.T) {
 		{func(c *Config) { c.FanOut.Concurrency = 0 }, "DefaultFanOutConfig"},
 		{func(c *Config) { c.FanOut.Timeout = 0 }, "DefaultFanOutConfig"},
 		{func(c *Config) { c.FanOut.MaxEngineSeries = 0 }, "DefaultFanOutConfig"},
+		{func(c *Config) { c.Clock = nil }, "fastpath.Config.Clock is nil"},
+		{func(c *Config) { c.Metrics = nil }, "fastpath.Config.Metrics is nil"},
+		{func(c *Config) { c.Logger = nil }, "fastpath.Config.Logger is nil"},
 	} {
 		c := DefaultConfig()
 		tc.zero(&c)

@@ -63,7 +63,6 @@ func New(cfg Config, reg *worker.Registry, router *policy.Router) (*Server, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.fillDeps()
 	if g := cfg.GRPC; g != nil {
 		g.sem = make(chan struct{}, g.Tokenizers)
 	}
