@@ -3,8 +3,6 @@ package mesh
 import (
 	"strings"
 	"testing"
-
-	"github.com/smg-go/smg/internal/testutil"
 )
 
 // FuzzParsePeerURL: a peer URL parses only as IP:port, never panics, and its canonical form
@@ -48,7 +46,8 @@ func TestRefusesPeerWorkersOnlyOnAPlaintextMeshWithAKey(t *testing.T) {
 // TestZeroSettingsAreRefused: a zero timing or size in Config, for a Node or a transport,
 // is an error naming the setting, not a silent default; the defaults pass.
 func TestZeroSettingsAreRefused(t *testing.T) {
-	deps := Deps{Transport: &memTransport{}, Logger: testutil.Quiet}
+	deps := testDeps()
+	deps.Transport = &memTransport{}
 	if _, err := NewNode(nodeConfig(t, "a", "10.0.0.1:39527"), deps); err != nil {
 		t.Fatalf("DefaultConfig: %v", err)
 	}
@@ -64,6 +63,26 @@ func TestZeroSettingsAreRefused(t *testing.T) {
 	}
 	if _, err := NewNode(nodeConfig(t, "a", "10.0.0.1:39527"), Deps{}); err == nil || !strings.Contains(err.Error(), "Transport") {
 		t.Errorf("a node without a transport: %v", err)
+	}
+	for _, missing := range []string{"Metrics", "Logger", "Clock", "Spawn"} {
+		d := deps
+		switch missing {
+		case "Metrics":
+			d.Metrics = nil
+		case "Logger":
+			d.Logger = nil
+		case "Clock":
+			d.Clock = nil
+		case "Spawn":
+			d.Spawn = nil
+		}
+		want := "mesh.Deps." + missing + " is nil"
+		if _, err := NewNode(nodeConfig(t, "a", "10.0.0.1:39527"), d); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a node without its %s: %v, want an error containing %q", missing, err, want)
+		}
+		if _, err := NewGRPCTransport(DefaultConfig(), nil, d); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a transport without its %s: %v, want an error containing %q", missing, err, want)
+		}
 	}
 	tcfg := DefaultConfig()
 	tcfg.BackoffBase = 0

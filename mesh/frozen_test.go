@@ -60,7 +60,9 @@ func (f *frozenFleet) run(node *Node) (cancel context.CancelFunc, done chan stru
 
 // tune gives router i the bubble's clock, its calls their own goroutines, and its metrics.
 func (f *frozenFleet) tune(i int) func(*Config, *Deps) {
-	return func(_ *Config, deps *Deps) { deps.Clock, deps.Spawn, deps.Metrics = clock.Real{}, nil, f.sets[i] }
+	return func(_ *Config, deps *Deps) {
+		deps.Clock, deps.Spawn, deps.Metrics = clock.Real{}, DefaultDeps().Spawn, f.sets[i]
+	}
 }
 
 // stop ends router i's rounds and waits for the rounds in flight.

@@ -118,7 +118,9 @@ func NewGRPCTransport(cfg Config, tlsConfig *tls.Config, deps Deps) (*GRPCTransp
 	if err := cfg.validateProtocol(); err != nil {
 		return nil, err
 	}
-	deps.fillDefaults()
+	if err := deps.validate(); err != nil {
+		return nil, err
+	}
 	t := &GRPCTransport{
 		codec:    wire.NewCodec(wire.Limits{MaxMessage: cfg.MaxMessage}),
 		rejected: deps.Metrics.GetOrCreateCounter(`smg_mesh_rejected_messages_total`),

@@ -81,16 +81,22 @@ func nodeConfig(t testing.TB, name, addr string, seeds ...string) Config {
 	return cfg
 }
 
+// testDeps is DefaultDeps with a quiet logger; each test sets the collaborators it drives.
+func testDeps() Deps {
+	d := DefaultDeps()
+	d.Logger = testutil.Quiet
+	return d
+}
+
 // add starts a node named name at addr with the given seeds.
 func (m *memNet) add(name, addr string, seed uint64, seeds ...string) *Node {
 	m.t.Helper()
 	cfg := nodeConfig(m.t, name, addr, seeds...)
-	deps := Deps{
-		Transport: &memTransport{net: m, addr: addr},
-		Clock:     m.clock, RandSeed: seed,
-		Spawn: func(f func()) { f() },
-		Trees: m.trees[addr], Logger: testutil.Quiet,
-	}
+	deps := testDeps()
+	deps.Transport = &memTransport{net: m, addr: addr}
+	deps.Clock, deps.RandSeed = m.clock, seed
+	deps.Spawn = func(f func()) { f() }
+	deps.Trees = m.trees[addr]
 	if m.tune != nil {
 		m.tune(&cfg, &deps)
 	}

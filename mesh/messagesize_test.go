@@ -25,7 +25,9 @@ func startTreeRouter(t *testing.T, name string, tr *treeRouter, set *metrics.Set
 	cfg.Enable, cfg.ServerName, cfg.Host, cfg.Port, cfg.PeerURLs = true, name, "127.0.0.1", port, peers
 	fastRounds(&cfg)
 	cfg.Round = 500 * time.Millisecond // the whole burst below lands in one round
-	m, err := Start(context.Background(), cfg, Deps{Registry: tr.reg, Trees: tr.trees, Metrics: set, Logger: testutil.Quiet, Listener: l})
+	deps := testDeps()
+	deps.Registry, deps.Trees, deps.Metrics, deps.Listener = tr.reg, tr.trees, set, l
+	m, err := Start(context.Background(), cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

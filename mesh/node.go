@@ -76,7 +76,9 @@ func NewNode(cfg Config, deps Deps) (*Node, error) {
 	if deps.Transport == nil {
 		return nil, fmt.Errorf("mesh node %s needs a transport: set mesh.Deps.Transport (mesh.Start sets its gRPC one)", cfg.ServerName)
 	}
-	deps.fillDefaults()
+	if err := deps.validate(); err != nil {
+		return nil, err
+	}
 	n := &Node{
 		cfg:     cfg,
 		deps:    deps,

@@ -76,7 +76,9 @@ func TestProbeAsksHelpersWhileTheDirectPingHangs(t *testing.T) {
 	tr := &hangingTransport{hangAddr: addrOf(1), release: make(chan struct{})}
 	t.Cleanup(func() { close(tr.release) })
 	cfg := nodeConfig(t, "a", addrOf(0))
-	n, err := NewNode(cfg, Deps{Transport: tr, Clock: clk, Logger: testutil.Quiet}) // Spawn: goroutines
+	deps := testDeps() // Spawn: goroutines
+	deps.Transport, deps.Clock = tr, clk
+	n, err := NewNode(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,9 @@ func TestProbeOfAFrozenRouterFailsAtTheRound(t *testing.T) {
 	t.Cleanup(func() { close(tr.release) })
 	cfg := nodeConfig(t, "a", addrOf(0))
 	cfg.RequestTimeout = time.Hour
-	n, err := NewNode(cfg, Deps{Transport: tr, Clock: clk, Logger: testutil.Quiet}) // Spawn: goroutines
+	deps := testDeps() // Spawn: goroutines
+	deps.Transport, deps.Clock = tr, clk
+	n, err := NewNode(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

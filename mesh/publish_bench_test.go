@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 )
 
@@ -29,10 +28,10 @@ func BenchmarkPublishTree(b *testing.B) {
 
 func publishNode(tb testing.TB) *Node {
 	tb.Helper()
-	n, err := NewNode(nodeConfig(tb, "a", addrOf(0)), Deps{
-		Transport: &memTransport{net: newMemNet(tb), addr: addrOf(0)},
-		Trees:     &RadixTrees{}, Logger: testutil.Quiet,
-	})
+	deps := testDeps()
+	deps.Transport = &memTransport{net: newMemNet(tb), addr: addrOf(0)}
+	deps.Trees = &RadixTrees{}
+	n, err := NewNode(nodeConfig(tb, "a", addrOf(0)), deps)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -39,7 +39,9 @@ func TestRefusedTLSHandshakeIsLoggedOnTheRefusingSide(t *testing.T) {
 	clk := clock.NewFake()
 	set := metrics.NewSet()
 	log, logs := testutil.Logger(slog.LevelWarn)
-	tr, err := NewGRPCTransport(DefaultConfig(), serverTLS, Deps{Metrics: set, Clock: clk, Logger: log})
+	deps := DefaultDeps()
+	deps.Metrics, deps.Clock, deps.Logger = set, clk, log
+	tr, err := NewGRPCTransport(DefaultConfig(), serverTLS, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

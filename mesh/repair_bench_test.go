@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
-
-	"github.com/smg-go/smg/internal/testutil"
 	"github.com/smg-go/smg/mesh/wire"
 	"github.com/smg-go/smg/radix"
 )
@@ -68,7 +65,9 @@ func startTreeMesh(b *testing.B, name string, r *treeRouter, seed *Mesh) *Mesh {
 		cfg.PeerURLs = []string{seed.Addr().String()}
 	}
 	fastRounds(&cfg)
-	m, err := Start(context.Background(), cfg, Deps{Trees: r.trees, Metrics: metrics.NewSet(), Logger: testutil.Quiet, Listener: l})
+	deps := testDeps()
+	deps.Trees, deps.Listener = r.trees, l
+	m, err := Start(context.Background(), cfg, deps)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -20,8 +19,8 @@ import (
 )
 
 // Deps are the collaborators of a Mesh or a Node: what they need from the rest of the router,
-// and the seams tests use. Start from DefaultDeps. The nil fields default as each says;
-// Transport is required by NewNode.
+// and the seams tests use. Start from DefaultDeps: Metrics, Logger, Clock and Spawn are
+// required; Transport is required by NewNode.
 type Deps struct {
 	// Transport carries a Node's messages. Start ignores it and uses its gRPC transport;
 	// NewNode needs it (tests pass an in-memory one).
@@ -30,40 +29,55 @@ type Deps struct {
 	Registry Registry
 	// Trees is the cache-aware state to sync (a *RadixTrees). Nil: no tree sync.
 	Trees Trees
-	// Metrics receives the mesh metrics. Nil: a private set.
+	// Metrics receives the mesh metrics.
 	Metrics *metrics.Set
-	// Logger defaults to slog.Default().
+	// Logger receives the mesh's log.
 	Logger *slog.Logger
-	// Clock drives the rounds, timeouts and rate limits. Nil: clock.Real.
+	// Clock drives the rounds, timeouts and rate limits.
 	Clock clock.Clock
 	// RandSeed seeds the probe order and peer choices. Every value, 0 included, is used as
 	// given, so a test can replay a run; the routers of one mesh should not share a seed
 	// (they would shuffle alike): DefaultDeps sets a random one.
 	RandSeed uint64
-	// Spawn runs fire-and-forget work such as status broadcasts. Nil: a goroutine each.
-	// Tests run it inline, so that a run is deterministic.
+	// Spawn runs fire-and-forget work such as status broadcasts (DefaultDeps: a goroutine
+	// each). Tests run it inline, so that a run is deterministic.
 	Spawn func(func())
 	// Listener, when set, is used instead of listening on cfg.ListenAddr (tests pass a
 	// listener on a free port).
 	Listener net.Listener
 }
 
-// DefaultDeps returns the production collaborators' defaults: a random RandSeed, the other
-// fields nil (see each). The caller sets Registry, Trees, Metrics and Logger.
+// DefaultDeps returns the production collaborators: a private metrics set, slog.Default(),
+// the system clock, a goroutine per spawned task and a random RandSeed. The caller sets
+// Registry and Trees, and Metrics and Logger to share the router's.
 func DefaultDeps() Deps {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return Deps{RandSeed: binary.LittleEndian.Uint64(b[:])}
+	return Deps{
+		Metrics:  metrics.NewSet(),
+		Logger:   slog.Default(),
+		Clock:    clock.Real{},
+		Spawn:    func(f func()) { go f() },
+		RandSeed: binary.LittleEndian.Uint64(b[:]),
+	}
 }
 
-// fillDefaults supplies the collaborators left nil.
-func (d *Deps) fillDefaults() {
-	d.Metrics = cmp.Or(d.Metrics, metrics.NewSet())
-	d.Logger = cmp.Or(d.Logger, slog.Default())
-	d.Clock = cmp.Or[clock.Clock](d.Clock, clock.Real{})
-	if d.Spawn == nil {
-		d.Spawn = func(f func()) { go f() }
+// validate reports the first required collaborator left nil.
+func (d *Deps) validate() error {
+	var missing string
+	switch {
+	case d.Metrics == nil:
+		missing = "Metrics"
+	case d.Logger == nil:
+		missing = "Logger"
+	case d.Clock == nil:
+		missing = "Clock"
+	case d.Spawn == nil:
+		missing = "Spawn"
+	default:
+		return nil
 	}
+	return fmt.Errorf("mesh.Deps.%s is nil: set it, or start from mesh.DefaultDeps(), which sets every collaborator", missing)
 }
 
 // Mesh is a running mesh: the node, its gRPC transport and the worker sync.
@@ -86,7 +100,9 @@ func Start(ctx context.Context, cfg Config, deps Deps) (*Mesh, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	deps.fillDefaults()
+	if err := deps.validate(); err != nil {
+		return nil, err
+	}
 	log := deps.Logger
 	var tlsConfig *tls.Config
 	if cfg.TLSEnabled() {
